@@ -1,0 +1,44 @@
+# qinglong -- `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo demo-standalone test test-unit lint typecheck clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "qinglong needs Python 3.11 or newer (set PYTHON=python3.11)"; exit 1; }
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP) ## Create .venv and install qinglong with its dev tools
+
+demo: demo-standalone ## Run the demo (standalone scheduler on SQLite, ~20 s)
+
+demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
+	$(BIN)/python scripts/demo_standalone.py
+
+test: $(STAMP) ## Run the whole test suite (lint and types included)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-unit: $(STAMP) ## Only the fast unit tests
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff and mypy --strict on src/
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+typecheck: $(STAMP) ## mypy --strict on src/
+	$(BIN)/mypy
+
+clean: ## Remove the virtual environment and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

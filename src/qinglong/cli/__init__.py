@@ -1,0 +1,3 @@
+"""The `ql` command line."""
+
+from __future__ import annotations

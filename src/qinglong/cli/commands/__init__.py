@@ -1,0 +1,3 @@
+"""One module per `ql` subcommand group."""
+
+from __future__ import annotations

@@ -1,0 +1,177 @@
+"""`ql serve`: the standalone (or edge) scheduler and executor on SQLite."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from qinglong.cli.context import CLOCK
+from qinglong.cli.output import rfc3339
+from qinglong.cli.params import DURATION, database_url_option
+from qinglong.domain.decision import Decision, Disposition
+from qinglong.domain.schedule import ScheduleCandidate
+from qinglong.errors import InvalidInput
+from qinglong.execution.local import RunFinished
+from qinglong.execution.logs import DEFAULT_LOG_BYTES
+from qinglong.profiles.backends import url_kind
+from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
+from qinglong.scheduler.diagnostics import Diagnostic
+from qinglong.storage.ports import CommitOutcome, CommitResult, ReconciledAttempt
+
+
+def _stamp() -> str:
+    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+class ConsoleObserver:
+    """Prints admissions, results and problems as they happen (or JSON lines)."""
+
+    def __init__(self, *, quiet: bool, json_events: bool) -> None:
+        self._quiet = quiet
+        self._json = json_events
+        self._lock = threading.Lock()
+
+    def _emit(self, event: dict[str, object], text: str, *, err: bool = False) -> None:
+        with self._lock:
+            if self._json:
+                click.echo(json.dumps({"at_ms": CLOCK.now_ms(), **event}, sort_keys=True), err=err)
+            elif not self._quiet or err:
+                click.echo(f"{_stamp()} {text}", err=err)
+
+    def admitted(self, candidate: ScheduleCandidate, decision: Decision, result: CommitResult) -> None:
+        name = f"{candidate.project_id}/{candidate.trigger_id}"
+        base: dict[str, object] = {
+            "project": candidate.project_id,
+            "trigger": candidate.trigger_id,
+            "trigger_revision": candidate.trigger_revision,
+            "outcome": result.outcome.value,
+            "disposition": decision.disposition.value,
+        }
+        if result.outcome is CommitOutcome.ADMITTED:
+            self._emit(
+                {**base, "event": "admitted", "run_id": result.run_id,
+                 "scheduled_for_ms": decision.scheduled_for_ms, "misfired": decision.misfired},
+                f"admitted   {name} @ {rfc3339(decision.scheduled_for_ms)} run {result.run_id}"
+                + (" (misfired, fire_once)" if decision.misfired else ""),
+            )
+        elif result.outcome is CommitOutcome.RACED:
+            self._emit({**base, "event": "raced", "reason": result.reason},
+                       f"raced      {name} ({result.reason})")
+        elif decision.disposition is Disposition.SKIP:
+            self._emit(
+                {**base, "event": "skipped", "due_at_ms": decision.due_at_ms,
+                 "next_fire_at_ms": decision.next_fire_at_ms},
+                f"skipped    {name} occurrences from {rfc3339(decision.due_at_ms)} "
+                f"(misfire policy skip); next {rfc3339(decision.next_fire_at_ms)}",
+            )
+        else:
+            self._emit(
+                {**base, "event": "initialized", "next_fire_at_ms": decision.next_fire_at_ms},
+                f"scheduled  {name} first at {rfc3339(decision.next_fire_at_ms)}",
+            )
+
+    def finished(self, finished: RunFinished) -> None:
+        detail = f"exit {finished.exit_code}" if finished.exit_code is not None else (
+            finished.error_summary or "")
+        self._emit(
+            {"event": "finished", "run_id": finished.run_id, "trigger": finished.trigger_id,
+             "status": finished.status, "exit_code": finished.exit_code,
+             "duration_ms": finished.duration_ms, "scheduled_for_ms": finished.scheduled_for_ms},
+            f"{finished.status:<10} run {finished.run_id} ({finished.trigger_id}) {detail} "
+            f"in {finished.duration_ms} ms",
+        )
+
+    def reconciled(self, attempt: ReconciledAttempt) -> None:
+        self._emit(
+            {"event": "reconciled", "run_id": attempt.run_id, "previous_status": attempt.previous_status,
+             "process": attempt.process},
+            f"lost       run {attempt.run_id} was {attempt.previous_status} when the executor "
+            f"stopped; marked lost (process {attempt.process})",
+        )
+
+    def diagnostic(self, diagnostic: Diagnostic) -> None:
+        self._emit(
+            {"event": "error", "source": diagnostic.source, "code": diagnostic.code,
+             "message": diagnostic.message},
+            f"error      {diagnostic.source} {diagnostic.code}: {diagnostic.message}",
+            err=True,
+        )
+
+
+@click.command()
+@database_url_option
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), default="standalone", show_default=True,
+              help="standalone: 16 decisions per 1 s cycle; edge: 4 per 5 s.")
+@click.option("--grace", type=DURATION, default="30s", show_default=True,
+              help="Misfire grace: an occurrence later than this follows the trigger's misfire policy.")
+@click.option("--budget", type=click.IntRange(1, 256), help="Decisions per cycle (profile default).")
+@click.option("--interval", type=DURATION, help="Cycle cadence, 250ms..1h (profile default).")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Runs executing at once.")
+@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where attempt logs go (default: <database>.logs next to the database).")
+@click.option("--log-max-bytes", type=click.IntRange(1024, 1024**3), default=DEFAULT_LOG_BYTES,
+              show_default=True, help="Per-attempt log size cap; the rest is dropped.")
+@click.option("--drain-timeout", type=DURATION, default="10s", show_default=True,
+              help="On stop, how long running commands may finish before they are cancelled.")
+@click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
+@click.option("--quiet", is_flag=True, help="Print only errors.")
+@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+def serve(
+    database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
+    concurrency: int, log_dir: Path | None, log_max_bytes: int, drain_timeout: int,
+    duration: int | None, quiet: bool, json_events: bool,
+) -> None:
+    """Run the scheduler and the executor until SIGINT or SIGTERM (SQLite profiles).
+
+    On a signal it stops admitting, lets running commands finish for up to
+    --drain-timeout, cancels what is left, and exits 0. After a crash, the next
+    start marks Runs that were executing as lost, each with an event.
+    """
+    if url_kind(database_url) != "sqlite":
+        raise InvalidInput("database-url", "ql serve runs on SQLite; use `ql control` for PostgreSQL")
+    from qinglong.storage.sqlite.connection import sqlite_path_from_url
+
+    config = LocalServeConfig(
+        database_path=sqlite_path_from_url(database_url),
+        profile=PROFILES[profile],
+        grace_ms=grace,
+        budget=budget,
+        interval_s=None if interval is None else interval / 1000,
+        concurrency=concurrency,
+        log_dir=log_dir,
+        log_max_bytes=log_max_bytes,
+        drain_timeout_s=drain_timeout / 1000,
+    ).validated()
+    observer = ConsoleObserver(quiet=quiet, json_events=json_events)
+    stop = threading.Event()
+    signals_seen: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        del frame
+        signals_seen.append(signum)
+        if len(signals_seen) > 1:
+            raise SystemExit(130)  # a second signal: stop waiting for the drain
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    app = LocalApp(config, CLOCK, observer)
+    try:
+        app.start()
+        if not quiet and not json_events:
+            click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
+        stop.wait(None if duration is None else duration / 1000)
+    finally:
+        if not quiet and not json_events:
+            click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
+        app.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not quiet and not json_events:
+        click.echo(f"{_stamp()} stopped")

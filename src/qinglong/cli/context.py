@@ -1,0 +1,20 @@
+"""What commands share: the clock and opening the database named on the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from qinglong.clock import SystemClock
+from qinglong.profiles.backends import Backend, open_backend
+
+CLOCK = SystemClock()
+
+
+@contextmanager
+def backend(database_url: str) -> Iterator[Backend]:
+    opened = open_backend(database_url, CLOCK)
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -1,0 +1,125 @@
+"""What one admitted occurrence writes: the Run, its first Attempt and two events.
+
+Both storage adapters insert exactly these rows, so SQLite and PostgreSQL agree on
+the shape of an admission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qinglong.domain.decision import Decision
+from qinglong.domain.runs import (
+    ACTOR_SCHEDULER,
+    EXECUTION_ORIGIN_SCHEDULED,
+    EXECUTION_OWNER_RUNTIME,
+    TRIGGER_TYPE_CRON,
+    AttemptStatus,
+    RunStatus,
+    cron_idempotency_key,
+)
+from qinglong.domain.schedule import ClaimFence, ScheduleCandidate
+from qinglong.domain.task import ExecutionRevision
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionIds:
+    run_id: str
+    attempt_id: str
+    created_event_id: str
+    queued_event_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionRows:
+    run: dict[str, object]
+    attempt: dict[str, object]
+    events: tuple[dict[str, object], dict[str, object]]
+
+
+def admission_rows(
+    *,
+    candidate: ScheduleCandidate,
+    decision: Decision,
+    execution: ExecutionRevision,
+    task_name: str,
+    ids: AdmissionIds,
+    committed_at_ms: int,
+    actor_id: str,
+    fence: ClaimFence | None = None,
+) -> AdmissionRows:
+    scheduled_for = decision.scheduled_for_ms
+    assert scheduled_for is not None, "only an admit decision writes rows"
+    key = cron_idempotency_key(candidate.trigger_id, candidate.trigger_revision, scheduled_for)
+    run = {
+        "id": ids.run_id,
+        "project_id": candidate.project_id,
+        "task_id": candidate.task_id,
+        "task_revision": execution.task_revision,
+        "task_name": task_name,
+        "task_snapshot_ref": execution.task_revision,
+        "trigger_id": candidate.trigger_id,
+        "trigger_revision": candidate.trigger_revision,
+        "trigger_type": TRIGGER_TYPE_CRON,
+        "execution_origin": EXECUTION_ORIGIN_SCHEDULED,
+        "execution_owner": EXECUTION_OWNER_RUNTIME,
+        "triggered_by": candidate.trigger_id,
+        "scheduled_for_ms": scheduled_for,
+        "status": RunStatus.QUEUED.value,
+        "version": 2,
+        "event_sequence": 2,
+        "priority": 0,
+        "idempotency_key": key,
+        "created_at_ms": committed_at_ms,
+        "queued_at_ms": committed_at_ms,
+    }
+    attempt = {
+        "id": ids.attempt_id,
+        "run_id": ids.run_id,
+        "attempt": 1,
+        "status": AttemptStatus.CLAIMED.value,
+        "executor_type": execution.executor_type.value,
+        "callback_sequence": 0,
+        "created_at_ms": committed_at_ms,
+    }
+    created_payload: dict[str, object] = {
+        "status": RunStatus.CREATED.value,
+        "version": 1,
+        "execution_owner": EXECUTION_OWNER_RUNTIME,
+        "executor_type": execution.executor_type.value,
+        "execution_revision_digest": execution.content_digest,
+        "trigger_revision": candidate.trigger_revision,
+        "trigger_content_digest": candidate.trigger_content_digest,
+        "scheduled_for_ms": scheduled_for,
+        "decided_at_ms": decision.observed_at_ms,
+        "misfired": decision.misfired,
+    }
+    if fence is not None:
+        created_payload["claim_owner"] = fence.owner
+        created_payload["claim_token"] = fence.token
+        created_payload["claim_version"] = fence.version
+    created = {
+        "id": ids.created_event_id,
+        "run_id": ids.run_id,
+        "sequence": 1,
+        "type": "run.created",
+        "dedupe_key": "schedule-created:" + key,
+        "actor_type": ACTOR_SCHEDULER,
+        "actor_id": actor_id,
+        "attempt_id": None,
+        "payload": created_payload,
+        "created_at_ms": committed_at_ms,
+    }
+    queued = {
+        "id": ids.queued_event_id,
+        "run_id": ids.run_id,
+        "sequence": 2,
+        "type": "run.queued",
+        "dedupe_key": "schedule-queued:" + key,
+        "actor_type": ACTOR_SCHEDULER,
+        "actor_id": actor_id,
+        "attempt_id": ids.attempt_id,
+        "payload": {"from_status": "created", "to_status": "queued", "version": 2},
+        "created_at_ms": committed_at_ms,
+    }
+    return AdmissionRows(run=run, attempt=attempt, events=(created, queued))

@@ -1,0 +1,197 @@
+"""Cron occurrences: validation of expressions and the next-occurrence function.
+
+Field matching is done by the cronsim library; this module owns only the rules
+for time zones and daylight saving time, which are documented in
+``docs/reference/cron.md``:
+
+* 5 fields are ``minute hour day-of-month month day-of-week``; 6 fields put seconds
+  first. Day-of-month and day-of-week are ANDed when either field starts with ``*``,
+  ORed otherwise (Vixie/Debian cron).
+* A *wall-clock* expression (its second, minute and hour fields all name fixed
+  values, i.e. none starts with ``*``) fires at local wall-clock times: a time that
+  falls in a spring-forward gap fires at the first instant after the gap, and a
+  time repeated by a fall-back overlap fires once, at its first (earlier) instant.
+* Every other expression is an *interval* expression: it fires at each real
+  instant whose local time matches, so wall times inside a gap never occur and
+  wall times repeated by an overlap occur twice.
+
+Occurrences are whole seconds, returned as UTC epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from cronsim import CronSim, CronSimError
+
+from qinglong.domain.timezones import UTC_NAME, canonical_timezone, zone_info
+from qinglong.errors import InvalidSchedule
+
+FIELD_CHARS = re.compile(r"^[0-9A-Za-z*,/#-]{1,128}$")
+MAX_EXPRESSION_LENGTH = 512
+_MAX_CANDIDATES = 100_000
+
+
+class DstNote(StrEnum):
+    """What daylight saving time did to one occurrence."""
+
+    NONE = ""
+    GAP_SHIFTED = "gap-shifted"  # wall time did not exist; fired at the end of the gap
+    OVERLAP_FIRST = "overlap-first"  # wall time repeated; this is its first instant
+    OVERLAP_SECOND = "overlap-second"  # wall time repeated; this is its second instant
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    at_ms: int
+    wall: datetime  # the naive local wall time the expression matched
+    note: DstNote
+
+
+def normalize_expression(expression: str) -> str:
+    """Validate a cron expression and return it with single spaces and upper-case names."""
+    if not isinstance(expression, str):
+        raise InvalidSchedule("cron", "must be a string")
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise InvalidSchedule("cron", f"must be at most {MAX_EXPRESSION_LENGTH} characters")
+    text = expression.strip()
+    if text.startswith("@"):
+        raise InvalidSchedule(
+            "cron", "macros such as @daily are not supported; write the fields, e.g. '0 0 * * *'"
+        )
+    fields = text.split()
+    if len(fields) not in (5, 6):
+        raise InvalidSchedule(
+            "cron", f"must have 5 fields (or 6 with seconds first), got {len(fields)}"
+        )
+    for field in fields:
+        if not FIELD_CHARS.match(field):
+            raise InvalidSchedule(
+                "cron", f"field {field!r} may only use digits, names and the characters * , / # L -"
+            )
+    normalized = " ".join(field.upper() for field in fields)
+    try:
+        CronSim(normalized, datetime(2000, 1, 1))
+    except CronSimError as exc:
+        raise InvalidSchedule("cron", f"{exc} in {normalized!r}") from exc
+    except (ValueError, IndexError) as exc:
+        raise InvalidSchedule("cron", f"cannot be parsed: {normalized!r}") from exc
+    return normalized
+
+
+def is_wall_clock(expression: str) -> bool:
+    """True when second, minute and hour fields name fixed values (see module docs)."""
+    fields = expression.split()
+    time_fields = fields[:3] if len(fields) == 6 else fields[:2]
+    return not any(field.startswith("*") for field in time_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class CronSchedule:
+    """A validated cron expression in a canonical IANA time zone."""
+
+    expression: str
+    timezone: str
+
+    @classmethod
+    def parse(cls, expression: str, timezone: str) -> CronSchedule:
+        return cls(normalize_expression(expression), canonical_timezone(timezone))
+
+    def next_after(self, after_ms: int) -> int:
+        """The first occurrence strictly after ``after_ms``."""
+        return self.next_occurrence(after_ms).at_ms
+
+    def first_at_or_after(self, at_ms: int) -> int:
+        return self.next_after(at_ms - 1)
+
+    def next_occurrence(self, after_ms: int) -> Occurrence:
+        try:
+            if self.timezone == UTC_NAME:
+                return self._next_utc(after_ms)
+            if is_wall_clock(self.expression):
+                return self._next_wall_clock(after_ms)
+            return self._next_interval(after_ms)
+        except (StopIteration, CronSimError, OverflowError, ValueError) as exc:
+            raise InvalidSchedule("cron", "has no further occurrence") from exc
+
+    def occurrences(self, after_ms: int, count: int) -> list[Occurrence]:
+        result: list[Occurrence] = []
+        cursor = after_ms
+        for _ in range(count):
+            occurrence = self.next_occurrence(cursor)
+            result.append(occurrence)
+            cursor = occurrence.at_ms
+        return result
+
+    # -- implementations -------------------------------------------------------------
+
+    def _next_utc(self, after_ms: int) -> Occurrence:
+        start = datetime.fromtimestamp(after_ms // 1000, UTC).replace(tzinfo=None)
+        wall = next(CronSim(self.expression, start))
+        return Occurrence(_naive_utc_ms(wall), wall, DstNote.NONE)
+
+    def _next_interval(self, after_ms: int) -> Occurrence:
+        tz = zone_info(self.timezone)
+        start = datetime.fromtimestamp(after_ms // 1000, UTC).astimezone(tz)
+        found = next(CronSim(self.expression, start))
+        at_ms = int(found.timestamp()) * 1000
+        local = datetime.fromtimestamp(at_ms // 1000, UTC).astimezone(tz)
+        wall = local.replace(tzinfo=None)
+        note = DstNote.NONE
+        if _is_ambiguous(wall, tz):
+            note = DstNote.OVERLAP_SECOND if local.fold else DstNote.OVERLAP_FIRST
+        return Occurrence(at_ms, wall, note)
+
+    def _next_wall_clock(self, after_ms: int) -> Occurrence:
+        tz = zone_info(self.timezone)
+        after_s = after_ms // 1000
+        start = datetime.fromtimestamp(after_s, UTC).astimezone(tz).replace(tzinfo=None)
+        iterator = CronSim(self.expression, start)
+        for _ in range(_MAX_CANDIDATES):
+            wall = next(iterator)
+            at_s, note = _resolve_wall_time(wall, tz)
+            if at_s > after_s:
+                return Occurrence(at_s * 1000, wall, note)
+        raise InvalidSchedule("cron", "has no further occurrence")
+
+
+def _naive_utc_ms(wall: datetime) -> int:
+    return int(wall.replace(tzinfo=UTC).timestamp()) * 1000
+
+
+def _is_ambiguous(wall: datetime, tz: object) -> bool:
+    first = wall.replace(tzinfo=tz, fold=0)  # type: ignore[arg-type]
+    second = wall.replace(tzinfo=tz, fold=1)  # type: ignore[arg-type]
+    return first.utcoffset() != second.utcoffset() and not _is_imaginary(wall, tz)
+
+
+def _is_imaginary(wall: datetime, tz: object) -> bool:
+    aware = wall.replace(tzinfo=tz, fold=0)  # type: ignore[arg-type]
+    return aware.astimezone(UTC).astimezone(tz).replace(tzinfo=None) != wall  # type: ignore[arg-type]
+
+
+def _resolve_wall_time(wall: datetime, tz: object) -> tuple[int, DstNote]:
+    """Map a local wall time to the epoch second it fires at under the wall-clock rule."""
+    if _is_imaginary(wall, tz):
+        # In a gap: fold=1 applies the later offset (an earlier instant), fold=0 the
+        # earlier offset (a later instant). The gap ends where the offset changes.
+        low = int(wall.replace(tzinfo=tz, fold=1).timestamp())  # type: ignore[arg-type]
+        high = int(wall.replace(tzinfo=tz, fold=0).timestamp())  # type: ignore[arg-type]
+        before = _offset_at(low, tz)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if _offset_at(middle, tz) == before:
+                low = middle
+            else:
+                high = middle
+        return high, DstNote.GAP_SHIFTED
+    first = wall.replace(tzinfo=tz, fold=0)  # type: ignore[arg-type]
+    note = DstNote.OVERLAP_FIRST if _is_ambiguous(wall, tz) else DstNote.NONE
+    return int(first.timestamp()), note
+
+
+def _offset_at(epoch_s: int, tz: object) -> timedelta | None:
+    return datetime.fromtimestamp(epoch_s, UTC).astimezone(tz).utcoffset()  # type: ignore[arg-type]

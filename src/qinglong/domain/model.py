@@ -1,0 +1,118 @@
+"""Read models returned by the stores: projects, runs, attempts, events, trigger views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from qinglong.domain.task import TaskRevision
+from qinglong.domain.trigger import TriggerRevision
+
+
+class ProjectStatus(StrEnum):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Project:
+    id: str
+    slug: str
+    name: str
+    status: ProjectStatus
+    version: int
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleState:
+    project_id: str
+    trigger_id: str
+    trigger_revision: int
+    next_fire_at_ms: int | None
+    last_scheduled_at_ms: int | None
+    state_version: int
+    updated_at_ms: int
+    claim_owner: str | None = None
+    claim_version: int = 0
+    claim_expires_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerView:
+    """A trigger's current revision with its schedule row and whether it can fire."""
+
+    revision: TriggerRevision
+    schedule: ScheduleState | None
+    task_pin_current: bool
+    project_active: bool
+
+    @property
+    def firing(self) -> bool:
+        return self.revision.enabled and self.task_pin_current and self.project_active
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskView:
+    revision: TaskRevision
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    id: str
+    project_id: str
+    task_id: str
+    task_revision: str
+    task_name: str | None
+    trigger_id: str | None
+    trigger_revision: int | None
+    scheduled_for_ms: int | None
+    status: str
+    version: int
+    event_sequence: int
+    idempotency_key: str | None
+    created_at_ms: int
+    queued_at_ms: int | None
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    error_code: str | None
+    error_summary: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    id: str
+    run_id: str
+    attempt: int
+    status: str
+    executor_type: str
+    pid: int | None
+    executor_handle: str | None
+    log_path: str | None
+    created_at_ms: int
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    exit_code: int | None
+    error_code: str | None
+    error_summary: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEvent:
+    id: str
+    run_id: str
+    sequence: int
+    type: str
+    actor_type: str
+    actor_id: str | None
+    attempt_id: str | None
+    payload: dict[str, object]
+    created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunDetail:
+    run: Run
+    attempts: tuple[Attempt, ...] = ()
+    events: tuple[RunEvent, ...] = field(default_factory=tuple)

@@ -1,0 +1,467 @@
+"""Task definitions: the `qinglong/command@v1` spec, task revisions and execution revisions.
+
+A task revision is immutable and carries a SHA-256 content digest over its canonical
+JSON. Publishing it also compiles an execution revision: the exact plan an executor
+runs, with its own digest. Both digests are recomputed on every read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
+from qinglong.domain.identifiers import display_name, entity_id, project_id
+from qinglong.errors import InvalidInput, RecordCorrupt
+
+TASK_SPEC_SCHEMA = "qinglong/command@v1"
+TASK_KIND = "command"
+TASK_DIGEST_PREFIX = "qinglong.task-definition.v1"
+EXECUTION_DIGEST_PREFIX = "qinglong.task-execution-revision.v1"
+EXECUTION_PLAN_SCHEMA = "qinglong/command-execution@v1"
+
+ALLOWED_SHELLS = ("/bin/sh", "/bin/bash")
+MAX_ARGS = 256
+MAX_COMMAND_BYTES = 64 * 1024
+MAX_PATH_BYTES = 4096
+MAX_ENV_ENTRIES = 256
+MAX_ENV_BYTES = 64 * 1024
+MIN_TIMEOUT_MS = 1
+MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
+DEFAULT_TIMEOUT_MS = 3600 * 1000
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+RESERVED_ENV_PREFIX = "QL_"
+MAX_REVISION = 2**31 - 1
+
+
+class ExecutorType(StrEnum):
+    LOCAL_PROCESS = "local_process"
+    REMOTE_WORKER = "remote_worker"
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _plain_text(value: object, field: str, *, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, "must be a string")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL bytes")
+    if not allow_empty and value == "":
+        raise InvalidInput(field, "must not be empty")
+    return value
+
+
+def _absolute_path(value: object, field: str) -> str:
+    text = _plain_text(value, field, allow_empty=False)
+    if not text.startswith("/"):
+        raise InvalidInput(field, "must be an absolute path")
+    if _utf8_len(text) > MAX_PATH_BYTES:
+        raise InvalidInput(field, f"must be at most {MAX_PATH_BYTES} bytes")
+    return text
+
+
+def _exact_keys(obj: Mapping[str, object], field: str, required: set[str], optional: set[str]) -> None:
+    keys = set(obj)
+    missing = required - keys
+    if missing:
+        raise InvalidInput(field, f"missing key {min(missing)!r}")
+    extra = keys - required - optional
+    if extra:
+        raise InvalidInput(field, f"unknown key {min(extra)!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArgvCommand:
+    """Run ``file`` directly with ``args`` (no shell)."""
+
+    file: str
+    args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _absolute_path(self.file, "command.file")
+        if len(self.args) > MAX_ARGS:
+            raise InvalidInput("command.args", f"at most {MAX_ARGS} arguments")
+        total = _utf8_len(self.file)
+        for index, arg in enumerate(self.args):
+            total += _utf8_len(_plain_text(arg, f"command.args[{index}]"))
+        if total > MAX_COMMAND_BYTES:
+            raise InvalidInput("command", f"must be at most {MAX_COMMAND_BYTES} bytes in total")
+
+    def argv(self) -> list[str]:
+        return [self.file, *self.args]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": "argv", "file": self.file, "args": list(self.args)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellCommand:
+    """Run ``command`` through ``/bin/sh -c`` or ``/bin/bash -c``."""
+
+    command: str
+    shell: str = "/bin/sh"
+
+    def __post_init__(self) -> None:
+        text = _plain_text(self.command, "command.command", allow_empty=False)
+        if not text.strip():
+            raise InvalidInput("command.command", "must not be blank")
+        if _utf8_len(text) > MAX_COMMAND_BYTES:
+            raise InvalidInput("command.command", f"must be at most {MAX_COMMAND_BYTES} bytes")
+        if self.shell not in ALLOWED_SHELLS:
+            raise InvalidInput("command.shell", "must be /bin/sh or /bin/bash")
+
+    def argv(self) -> list[str]:
+        return [self.shell, "-c", self.command]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": "shell", "command": self.command, "shell": self.shell}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvEntry:
+    name: str
+    value: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not ENV_NAME.match(self.name):
+            raise InvalidInput(
+                "environment", f"name {self.name!r} must match [A-Za-z_][A-Za-z0-9_]* (<=128)"
+            )
+        if self.name.upper().startswith(RESERVED_ENV_PREFIX):
+            raise InvalidInput("environment", f"name {self.name!r} uses the reserved prefix QL_")
+        _plain_text(self.value, f"environment.{self.name}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandSpec:
+    """The `qinglong/command@v1` task spec."""
+
+    command: ArgvCommand | ShellCommand
+    environment: tuple[EnvEntry, ...] = ()
+    working_directory: str | None = None
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+
+    def __post_init__(self) -> None:
+        if len(self.environment) > MAX_ENV_ENTRIES:
+            raise InvalidInput("environment", f"at most {MAX_ENV_ENTRIES} entries")
+        names = [entry.name for entry in self.environment]
+        if len(set(names)) != len(names):
+            duplicate = next(n for n in names if names.count(n) > 1)
+            raise InvalidInput("environment", f"name {duplicate!r} is given more than once")
+        size = sum(_utf8_len(e.name) + _utf8_len(e.value) for e in self.environment)
+        if size > MAX_ENV_BYTES:
+            raise InvalidInput("environment", f"must be at most {MAX_ENV_BYTES} bytes in total")
+        if names != sorted(names):
+            object.__setattr__(
+                self, "environment", tuple(sorted(self.environment, key=lambda e: e.name))
+            )
+        if self.working_directory is not None:
+            _absolute_path(self.working_directory, "working-directory")
+        if (
+            not isinstance(self.timeout_ms, int)
+            or isinstance(self.timeout_ms, bool)
+            or not MIN_TIMEOUT_MS <= self.timeout_ms <= MAX_TIMEOUT_MS
+        ):
+            raise InvalidInput("timeout", "must be between 1 ms and 365 days")
+
+    def config_json(self) -> dict[str, object]:
+        config: dict[str, object] = {
+            "command": self.command.to_json(),
+            "environment": [{"name": e.name, "value": e.value} for e in self.environment],
+            "timeoutMs": self.timeout_ms,
+        }
+        if self.working_directory is not None:
+            config["workingDirectory"] = self.working_directory
+        return config
+
+    def envelope(self) -> dict[str, object]:
+        return {"schema": TASK_SPEC_SCHEMA, "config": self.config_json()}
+
+
+def _parse_command(value: object) -> ArgvCommand | ShellCommand:
+    if not isinstance(value, Mapping):
+        raise InvalidInput("command", "must be an object")
+    kind = value.get("kind")
+    if kind == "argv":
+        _exact_keys(value, "command", {"kind", "file", "args"}, set())
+        args = value["args"]
+        if not isinstance(args, list):
+            raise InvalidInput("command.args", "must be a list of strings")
+        return ArgvCommand(file=value["file"], args=tuple(args))
+    if kind == "shell":
+        _exact_keys(value, "command", {"kind", "command", "shell"}, set())
+        return ShellCommand(command=value["command"], shell=value["shell"])
+    raise InvalidInput("command.kind", "must be 'argv' or 'shell'")
+
+
+def parse_command_config(config: object) -> CommandSpec:
+    """Build a CommandSpec from its JSON config (exact shape, every bound checked)."""
+    if not isinstance(config, Mapping):
+        raise InvalidInput("spec.config", "must be an object")
+    _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"}, {"workingDirectory"})
+    environment = config["environment"]
+    if not isinstance(environment, list):
+        raise InvalidInput("environment", "must be a list")
+    entries = []
+    for item in environment:
+        if not isinstance(item, Mapping):
+            raise InvalidInput("environment", "entries must be objects")
+        _exact_keys(item, "environment", {"name", "value"}, set())
+        entries.append(EnvEntry(name=item["name"], value=item["value"]))
+    timeout = config["timeoutMs"]
+    if not isinstance(timeout, int) or isinstance(timeout, bool):
+        raise InvalidInput("timeout", "must be an integer number of milliseconds")
+    return CommandSpec(
+        command=_parse_command(config["command"]),
+        environment=tuple(entries),
+        working_directory=config.get("workingDirectory"),
+        timeout_ms=timeout,
+    )
+
+
+def parse_task_envelope(envelope: object) -> CommandSpec:
+    if not isinstance(envelope, Mapping):
+        raise InvalidInput("spec", "must be an object")
+    _exact_keys(envelope, "spec", {"schema", "config"}, set())
+    if envelope["schema"] != TASK_SPEC_SCHEMA:
+        raise InvalidInput("spec.schema", f"only {TASK_SPEC_SCHEMA} is supported")
+    return parse_command_config(envelope["config"])
+
+
+def check_revision(value: object, field: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_REVISION:
+        raise InvalidInput(field, f"must be an integer between 1 and {MAX_REVISION}")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRevision:
+    """One immutable revision of a task definition."""
+
+    project_id: str
+    task_id: str
+    revision: int
+    name: str
+    spec: CommandSpec
+    enabled: bool
+    content_digest: str
+    created_at_ms: int
+    kind: str = TASK_KIND
+
+    def content(self) -> dict[str, object]:
+        return task_content(
+            project_id=self.project_id,
+            task_id=self.task_id,
+            revision=self.revision,
+            name=self.name,
+            spec=self.spec,
+            enabled=self.enabled,
+        )
+
+    def same_definition(self, other: TaskRevision) -> bool:
+        """True when both revisions define the same task (revision number aside)."""
+        return (self.name, self.spec, self.enabled) == (other.name, other.spec, other.enabled)
+
+
+def task_content(
+    *, project_id: str, task_id: str, revision: int, name: str, spec: CommandSpec, enabled: bool
+) -> dict[str, object]:
+    return {
+        "projectId": project_id,
+        "taskId": task_id,
+        "revision": revision,
+        "name": name,
+        "kind": TASK_KIND,
+        "spec": spec.envelope(),
+        "enabled": enabled,
+    }
+
+
+def new_task_revision(
+    *,
+    project: str,
+    task: str,
+    revision: int,
+    name: str,
+    spec: CommandSpec,
+    enabled: bool,
+    created_at_ms: int,
+) -> TaskRevision:
+    project_id(project)
+    entity_id(task, "task")
+    check_revision(revision, "revision")
+    display_name(name)
+    digest = content_digest(
+        TASK_DIGEST_PREFIX,
+        task_content(
+            project_id=project, task_id=task, revision=revision, name=name, spec=spec,
+            enabled=enabled,
+        ),
+    )
+    return TaskRevision(
+        project_id=project,
+        task_id=task,
+        revision=revision,
+        name=name,
+        spec=spec,
+        enabled=enabled,
+        content_digest=digest,
+        created_at_ms=created_at_ms,
+    )
+
+
+def task_revision_from_row(row: Mapping[str, object], spec_envelope: object) -> TaskRevision:
+    """Rebuild a stored task revision and verify its digest (RecordCorrupt if it fails)."""
+    what = f"task revision {row['project_id']}/{row['task_id']}@{row['revision']}"
+    if row.get("kind") != TASK_KIND:
+        raise RecordCorrupt(f"{what} has an unknown kind")
+    try:
+        spec = parse_task_envelope(spec_envelope)
+        record = new_task_revision(
+            project=str(row["project_id"]),
+            task=str(row["task_id"]),
+            revision=int(row["revision"]),  # type: ignore[call-overload]
+            name=str(row["name"]),
+            spec=spec,
+            enabled=bool(row["enabled"]),
+            created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
+        )
+    except InvalidInput as exc:
+        raise RecordCorrupt(f"{what} is malformed ({exc.message})") from exc
+    verify_digest(str(row["content_digest"]), record.content_digest, what)
+    return record
+
+
+# --- execution revisions -------------------------------------------------------------
+
+
+def execution_task_revision(source_revision: int, source_digest: str) -> str:
+    return f"qltd:v1:{source_revision}:{source_digest}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionRevision:
+    """The digest-verified plan an executor runs, compiled from one task revision."""
+
+    project_id: str
+    task_id: str
+    source_revision: int
+    source_content_digest: str
+    task_revision: str
+    executor_type: ExecutorType
+    plan: CommandSpec
+    content_digest: str
+    created_at_ms: int
+    plan_schema: str = EXECUTION_PLAN_SCHEMA
+
+    def plan_json(self) -> dict[str, object]:
+        return self.plan.config_json()
+
+    def argv(self) -> list[str]:
+        return self.plan.command.argv()
+
+
+def _execution_content(
+    *,
+    project_id: str,
+    task_id: str,
+    source_revision: int,
+    source_content_digest: str,
+    executor_type: str,
+    plan: CommandSpec,
+) -> dict[str, object]:
+    return {
+        "projectId": project_id,
+        "taskId": task_id,
+        "taskRevision": execution_task_revision(source_revision, source_content_digest),
+        "sourceRevision": source_revision,
+        "sourceContentDigest": source_content_digest,
+        "executorType": executor_type,
+        "planSchema": EXECUTION_PLAN_SCHEMA,
+        "plan": plan.config_json(),
+    }
+
+
+def compile_execution_revision(
+    task: TaskRevision, executor_type: ExecutorType, created_at_ms: int
+) -> ExecutionRevision:
+    content = _execution_content(
+        project_id=task.project_id,
+        task_id=task.task_id,
+        source_revision=task.revision,
+        source_content_digest=task.content_digest,
+        executor_type=executor_type.value,
+        plan=task.spec,
+    )
+    return ExecutionRevision(
+        project_id=task.project_id,
+        task_id=task.task_id,
+        source_revision=task.revision,
+        source_content_digest=task.content_digest,
+        task_revision=execution_task_revision(task.revision, task.content_digest),
+        executor_type=executor_type,
+        plan=task.spec,
+        content_digest=content_digest(EXECUTION_DIGEST_PREFIX, content),
+        created_at_ms=created_at_ms,
+    )
+
+
+def execution_revision_from_row(
+    row: Mapping[str, object], plan_json: object
+) -> ExecutionRevision:
+    """Rebuild a stored execution revision and verify its digest and identity."""
+    what = f"execution revision {row['project_id']}/{row['task_id']}@{row['source_revision']}"
+    try:
+        executor_type = ExecutorType(str(row["executor_type"]))
+        plan = parse_command_config(plan_json)
+        source_revision = int(row["source_revision"])  # type: ignore[call-overload]
+        source_digest = str(row["source_content_digest"])
+        content = _execution_content(
+            project_id=str(row["project_id"]),
+            task_id=str(row["task_id"]),
+            source_revision=source_revision,
+            source_content_digest=source_digest,
+            executor_type=executor_type.value,
+            plan=plan,
+        )
+    except (InvalidInput, ValueError) as exc:
+        raise RecordCorrupt(f"{what} is malformed") from exc
+    if row.get("plan_schema") != EXECUTION_PLAN_SCHEMA:
+        raise RecordCorrupt(f"{what} has an unknown plan schema")
+    if row.get("task_revision") != execution_task_revision(source_revision, source_digest):
+        raise RecordCorrupt(f"{what} has a wrong task revision reference")
+    verify_digest(str(row["content_digest"]), content_digest(EXECUTION_DIGEST_PREFIX, content), what)
+    return ExecutionRevision(
+        project_id=str(row["project_id"]),
+        task_id=str(row["task_id"]),
+        source_revision=source_revision,
+        source_content_digest=source_digest,
+        task_revision=str(row["task_revision"]),
+        executor_type=executor_type,
+        plan=plan,
+        content_digest=str(row["content_digest"]),
+        created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
+    )
+
+
+def spec_json_text(spec: CommandSpec) -> str:
+    return canonical_json(spec.envelope())
+
+
+def plan_json_text(revision: ExecutionRevision) -> str:
+    return canonical_json(revision.plan_json())
+
+
+def environment_from_pairs(pairs: Sequence[str]) -> tuple[EnvEntry, ...]:
+    """Parse ``NAME=value`` strings (CLI form) into environment entries."""
+    entries = []
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise InvalidInput("env", f"{pair!r} must have the form NAME=value")
+        entries.append(EnvEntry(name=name, value=value))
+    return tuple(entries)

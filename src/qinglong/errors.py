@@ -1,0 +1,106 @@
+"""The one error hierarchy of qinglong; every class carries a stable code.
+
+Messages are short and low-sensitivity: they name the field and the rule that was
+broken, never a password, a URL with credentials, or a command's environment.
+"""
+
+from __future__ import annotations
+
+
+class QinglongError(Exception):
+    """Something went wrong in qinglong."""
+
+    code = "QL_ERROR"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or self.code).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class InvalidInput(QinglongError, ValueError):
+    """An input value breaks a rule."""
+
+    code = "QL_INVALID_INPUT"
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {rule}")
+
+
+class InvalidSchedule(InvalidInput):
+    """A cron expression or time zone is not usable."""
+
+    code = "QL_INVALID_SCHEDULE"
+
+
+class InvalidConfig(InvalidInput):
+    """A configuration value breaks a rule."""
+
+    code = "QL_INVALID_CONFIG"
+
+
+class NotFound(QinglongError, LookupError):
+    """A record does not exist."""
+
+    code = "QL_NOT_FOUND"
+
+    def __init__(self, kind: str, ident: str) -> None:
+        self.kind = kind
+        self.ident = ident
+        super().__init__(f"{kind} {ident!r} not found")
+
+
+class Conflict(QinglongError):
+    """The durable state does not allow this change."""
+
+    code = "QL_CONFLICT"
+
+
+class RecordCorrupt(QinglongError):
+    """A stored record failed its digest or shape check."""
+
+    code = "QL_RECORD_CORRUPT"
+
+
+class StorageError(QinglongError):
+    """The database could not complete the operation."""
+
+    code = "QL_STORAGE_UNAVAILABLE"
+
+
+class TransientStorageError(StorageError):
+    """A retryable database failure (serialization, deadlock, lock timeout, busy)."""
+
+    code = "QL_STORAGE_TRANSIENT"
+
+
+class ConnectionLost(StorageError):
+    """The database connection is gone."""
+
+    code = "QL_CONNECTION_LOST"
+
+
+class OutcomeUnknown(StorageError):
+    """COMMIT was sent but its outcome is not known; durable facts must decide."""
+
+    code = "QL_OUTCOME_UNKNOWN"
+
+
+class NotReady(QinglongError):
+    """The database is not ready for this process (schema, roles or server state)."""
+
+    code = "QL_NOT_READY"
+
+    def __init__(self, findings: list[str] | tuple[str, ...], message: str | None = None) -> None:
+        self.findings = tuple(findings)
+        super().__init__(message or "not ready: " + ", ".join(self.findings))
+
+
+class AlreadyRunning(QinglongError):
+    """Another process already serves this database."""
+
+    code = "QL_ALREADY_RUNNING"

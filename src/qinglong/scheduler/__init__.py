@@ -1,0 +1,3 @@
+"""The scheduler: coordinators (one bounded cycle each) and the lifecycle that paces them."""
+
+from __future__ import annotations

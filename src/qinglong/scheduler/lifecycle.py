@@ -1,0 +1,133 @@
+"""The scheduler lifecycle: paces cycles on one thread, never overlapping, and drains on stop.
+
+The next cycle starts after the previous one ends: at once when it was saturated
+(it spent its whole budget), otherwise after ``min(interval, next due)``. Errors
+and reports go to a diagnostics sink that can never stop the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from enum import StrEnum
+
+from qinglong.errors import InvalidConfig
+from qinglong.scheduler.diagnostics import DiagnosticSink, diagnostic_from, emit
+from qinglong.scheduler.report import CycleReport
+
+_log = logging.getLogger(__name__)
+
+MIN_INTERVAL_S = 0.25
+MAX_INTERVAL_S = 3600.0
+MIN_STOP_TIMEOUT_S = 0.1
+MAX_STOP_TIMEOUT_S = 30.0
+WAKE_SLACK_S = 0.002
+
+
+class StopResult(StrEnum):
+    STOPPED = "stopped"
+    TIMED_OUT = "timed_out"
+
+
+def check_interval(seconds: float) -> float:
+    if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
+        raise InvalidConfig("interval", f"must be between {MIN_INTERVAL_S} s and {MAX_INTERVAL_S} s")
+    return seconds
+
+
+class SchedulerLifecycle:
+    """Owns the scheduler thread. ``start`` and ``stop`` are idempotent."""
+
+    def __init__(
+        self,
+        cycle: Callable[[], CycleReport],
+        *,
+        interval_s: float = 1.0,
+        stop_timeout_s: float = 10.0,
+        diagnostics: DiagnosticSink | None = None,
+        on_report: Callable[[CycleReport], None] | None = None,
+        name: str = "ql-scheduler",
+    ) -> None:
+        if not MIN_STOP_TIMEOUT_S <= stop_timeout_s <= MAX_STOP_TIMEOUT_S:
+            raise InvalidConfig(
+                "stop-timeout", f"must be between {MIN_STOP_TIMEOUT_S} s and {MAX_STOP_TIMEOUT_S} s"
+            )
+        self._cycle = cycle
+        self._interval_s = check_interval(interval_s)
+        self._stop_timeout_s = stop_timeout_s
+        self._diagnostics = diagnostics
+        self._on_report = on_report
+        self._name = name
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._cycle_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop_result: StopResult | None = None
+        self._state_lock = threading.Lock()
+        self.cycles = 0
+        self.last_report: CycleReport | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        with self._state_lock:
+            if self._thread is not None or self._stopping.is_set():
+                return
+            self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Run the next cycle now instead of waiting for the cadence."""
+        self._wake.set()
+
+    def run_once(self) -> CycleReport:
+        """Run one cycle on the caller's thread (never concurrently with another)."""
+        if self._stopping.is_set():
+            raise RuntimeError("the scheduler lifecycle is stopping")
+        with self._cycle_lock:
+            return self._cycle()
+
+    def stop(self) -> StopResult:
+        """Stop cadence, wait for the in-flight cycle up to the stop timeout."""
+        with self._state_lock:
+            if self._stop_result is not None:
+                return self._stop_result
+            self._stopping.set()
+            self._wake.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(self._stop_timeout_s)
+        result = StopResult.TIMED_OUT if thread is not None and thread.is_alive() else StopResult.STOPPED
+        with self._state_lock:
+            self._stop_result = result
+        return result
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            delay = self._interval_s
+            try:
+                with self._cycle_lock:
+                    if self._stopping.is_set():
+                        break
+                    report = self._cycle()
+                self.cycles += 1
+                self.last_report = report
+                delay = self._next_delay(report)
+                if self._on_report is not None and not self._stopping.is_set():
+                    self._on_report(report)
+            except Exception as exc:  # noqa: BLE001 - isolation boundary
+                if not self._stopping.is_set():
+                    emit(self._diagnostics, diagnostic_from("scheduler", exc))
+            if delay > 0:
+                self._wake.wait(delay)
+            self._wake.clear()
+
+    def _next_delay(self, report: CycleReport) -> float:
+        if report.saturated:
+            return 0.0
+        if report.next_due_in_ms is None:
+            return self._interval_s
+        return min(self._interval_s, report.next_due_in_ms / 1000 + WAKE_SLACK_S)

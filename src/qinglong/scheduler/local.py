@@ -1,0 +1,93 @@
+"""The standalone/edge coordinator: one bounded cycle over due SQLite schedule rows."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from qinglong.clock import Clock
+from qinglong.domain.admission import AdmissionIds
+from qinglong.domain.decision import Decision, Disposition, check_grace
+from qinglong.domain.schedule import ScheduleCandidate
+from qinglong.errors import InvalidSchedule, RecordCorrupt
+from qinglong.scheduler.diagnostics import DiagnosticSink, diagnostic_from, emit
+from qinglong.scheduler.report import CycleReport, Tally, check_budget
+from qinglong.storage.ports import (
+    CommitResult,
+    LocalScheduleStore,
+    ScheduleCommitParams,
+    ScheduleListDueParams,
+)
+
+AdmittedHook = Callable[[ScheduleCandidate, Decision, CommitResult], None]
+
+
+def new_admission_ids(new_id: Callable[[], str]) -> AdmissionIds:
+    return AdmissionIds(
+        run_id=new_id(), attempt_id=new_id(), created_event_id=new_id(), queued_event_id=new_id()
+    )
+
+
+def uuid4_text() -> str:
+    return str(uuid.uuid4())
+
+
+class LocalCoordinator:
+    """Decide and commit up to ``budget`` due rows per cycle, observing the node clock."""
+
+    def __init__(
+        self,
+        store: LocalScheduleStore,
+        clock: Clock,
+        *,
+        budget: int = 16,
+        grace_ms: int = 30_000,
+        new_id: Callable[[], str] = uuid4_text,
+        on_committed: AdmittedHook | None = None,
+        diagnostics: DiagnosticSink | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._budget = check_budget(budget)
+        self._grace_ms = check_grace(grace_ms)
+        self._new_id = new_id
+        self._on_committed = on_committed
+        self._diagnostics = diagnostics
+
+    def run_cycle(self) -> CycleReport:
+        tally = Tally()
+        while tally.claimed < self._budget:
+            due = self._store.schedule_list_due(
+                ScheduleListDueParams(now_ms=self._clock.now_ms(), limit=self._budget - tally.claimed)
+            )
+            if not due:
+                break
+            for candidate in due:
+                tally.claimed += 1
+                self._decide_and_commit(candidate, tally)
+        now = self._clock.now_ms()
+        next_due = self._store.schedule_next_due_at(now)
+        hint = None if next_due is None else max(0, next_due - now)
+        return tally.report(budget=self._budget, next_due_in_ms=hint)
+
+    def _decide_and_commit(self, candidate: ScheduleCandidate, tally: Tally) -> None:
+        observed = self._clock.now_ms()
+        tally.observed.append(observed)
+        try:
+            decision = candidate.decide(observed_at_ms=observed, grace_ms=self._grace_ms)
+        except (InvalidSchedule, RecordCorrupt) as exc:
+            tally.errors += 1
+            emit(self._diagnostics, diagnostic_from("scheduler", exc))
+            return
+        ids = new_admission_ids(self._new_id) if decision.disposition is Disposition.ADMIT else None
+        result = self._store.schedule_commit(
+            ScheduleCommitParams(
+                candidate=candidate, decision=decision, ids=ids, committed_at_ms=self._clock.now_ms()
+            )
+        )
+        tally.record(result)
+        if self._on_committed is not None:
+            try:
+                self._on_committed(candidate, decision, result)
+            except Exception as exc:  # noqa: BLE001 - an observer must not break admission
+                emit(self._diagnostics, diagnostic_from("scheduler", exc))

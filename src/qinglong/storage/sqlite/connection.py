@@ -1,0 +1,122 @@
+"""SQLite connections: one per thread, WAL, foreign keys, immediate write transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from qinglong.errors import InvalidInput, StorageError
+from qinglong.storage.sqlfile import load_queries
+from qinglong.storage.sqlite.errors import translate
+
+QUERIES = load_queries("qinglong.storage.sqlite")
+BUSY_TIMEOUT_MS = 5000
+
+
+def sqlite_path_from_url(url: str) -> Path:
+    """``sqlite:///relative.db`` or ``sqlite:////absolute.db`` to a filesystem path."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise InvalidInput("database-url", "must start with sqlite:/// or postgresql://")
+    if parts.netloc not in ("", "localhost"):
+        raise InvalidInput("database-url", "a sqlite URL has no host: use sqlite:///path/to/file.db")
+    if parts.query or parts.fragment:
+        raise InvalidInput("database-url", "a sqlite URL takes no query or fragment")
+    path = unquote(parts.path)
+    path = path.removeprefix("/")  # sqlite:///x.db -> x.db ; sqlite:////abs/x.db -> /abs/x.db
+    if not path or path.endswith("/"):
+        raise InvalidInput("database-url", "must name a database file, e.g. sqlite:///./qinglong.db")
+    return Path(path)
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+class SqliteDatabase:
+    """A database file with one connection per thread."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.exists():
+            raise InvalidInput(
+                "database-url",
+                f"database file {str(path)!r} does not exist; run `ql db migrate` first",
+            )
+        if create and not path.parent.exists():
+            raise InvalidInput("database-url", f"directory {str(path.parent)!r} does not exist")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self.connection()  # open now so a bad file fails early
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    str(self.path),
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                )
+                conn.row_factory = _dict_row
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(
+                    f"cannot open {str(self.path)!r} as a SQLite database ({exc})"
+                ) from exc
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction; rolled back on any exception."""
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise translate(exc, action) from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, action) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise translate(exc, action) from exc
+
+    @contextmanager
+    def read(self, action: str) -> Iterator[sqlite3.Connection]:
+        """A consistent read (one deferred transaction)."""
+        conn = self.connection()
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, action) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()

@@ -1,0 +1,79 @@
+"""The SQLite migration runner and the schema check every other command runs first."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from qinglong.clock import Clock
+from qinglong.errors import NotReady, StorageError
+from qinglong.storage.migrations import AppliedMigration, audit_history, load_migrations, pending
+from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
+
+MIGRATIONS = load_migrations("qinglong.storage.sqlite")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrateReport:
+    applied: tuple[str, ...]
+    current: str | None
+
+
+def _history(conn: sqlite3.Connection) -> list[AppliedMigration]:
+    if conn.execute(QUERIES["ledger_exists"]).fetchone()["n"] == 0:
+        return []
+    return [
+        AppliedMigration(id=row["migration_id"], checksum=row["checksum"])
+        for row in conn.execute(QUERIES["ledger_list"])
+    ]
+
+
+def migrate(db: SqliteDatabase, clock: Clock) -> MigrateReport:
+    """Apply pending migrations, each in its own transaction; refuse history drift."""
+    conn = db.connection()
+    with db.write("create migration ledger") as tx:
+        tx.execute(QUERIES["ledger_create"])
+        history = _history(tx)
+    findings = audit_history(history, MIGRATIONS)
+    if findings:
+        raise NotReady(findings, "migration history drift: " + ", ".join(findings))
+    applied: list[str] = []
+    for migration in pending(history, MIGRATIONS):
+        try:
+            # executescript runs the DDL inside our explicit transaction; the ledger row
+            # commits with it, so a crash leaves either both or neither.
+            conn.executescript("BEGIN IMMEDIATE;\n" + migration.sql)
+            if len(_history(conn)) != len(history) + len(applied):
+                raise NotReady(["concurrent-migration"], "another runner migrated meanwhile")
+            conn.execute(
+                QUERIES["ledger_insert"],
+                {
+                    "migration_id": migration.id,
+                    "checksum": migration.checksum,
+                    "applied_at_ms": clock.now_ms(),
+                },
+            )
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"migration {migration.id} failed: {exc}") from exc
+            raise
+        applied.append(migration.id)
+    return MigrateReport(applied=tuple(applied), current=MIGRATIONS[-1].id if MIGRATIONS else None)
+
+
+def check_schema(db: SqliteDatabase) -> None:
+    """Raise NotReady unless the ledger equals the code's migration stream exactly."""
+    with db.read("read migration ledger") as conn:
+        history = _history(conn)
+    findings = audit_history(history, MIGRATIONS)
+    if findings:
+        raise NotReady(findings, "migration history drift: " + ", ".join(findings))
+    missing = pending(history, MIGRATIONS)
+    if missing:
+        raise NotReady(
+            [f"missing-migration:{m.id}" for m in missing],
+            "database schema is not up to date; run `ql db migrate`",
+        )

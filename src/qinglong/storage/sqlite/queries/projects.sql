@@ -1,0 +1,20 @@
+-- name: project_insert
+-- Create an active project.
+INSERT INTO projects (id, slug, name, status, version, created_at_ms, updated_at_ms)
+VALUES (:id, :id, :name, 'active', 1, :now_ms, :now_ms)
+RETURNING *;
+
+-- name: project_get
+-- One project by id.
+SELECT * FROM projects WHERE id = :id;
+
+-- name: project_list
+-- Every project, by id.
+SELECT * FROM projects ORDER BY id;
+
+-- name: project_archive
+-- Archive an active project (its triggers stop being due).
+UPDATE projects
+SET status = 'archived', version = version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE id = :id AND status = 'active'
+RETURNING *;

@@ -1,0 +1,65 @@
+-- name: trigger_head_get
+-- A trigger head.
+SELECT * FROM triggers WHERE project_id = :project_id AND trigger_id = :trigger_id;
+
+-- name: trigger_head_insert
+-- Create a trigger head at revision 1, bound to its task for life.
+INSERT INTO triggers (project_id, trigger_id, task_id, current_revision, created_at_ms, updated_at_ms)
+VALUES (:project_id, :trigger_id, :task_id, 1, :now_ms, :now_ms);
+
+-- name: trigger_head_advance
+-- Move a trigger head to its next revision (compare-and-set on the current revision).
+UPDATE triggers
+SET current_revision = :revision, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE project_id = :project_id AND trigger_id = :trigger_id
+  AND current_revision = :expected_revision;
+
+-- name: trigger_revision_get
+-- One trigger revision.
+SELECT * FROM trigger_revisions
+WHERE project_id = :project_id AND trigger_id = :trigger_id AND revision = :revision;
+
+-- name: trigger_revision_insert
+-- Append an immutable trigger revision.
+INSERT INTO trigger_revisions
+    (project_id, trigger_id, revision, task_id, task_revision, task_content_digest, spec_json,
+     enabled, content_digest, created_at_ms)
+VALUES
+    (:project_id, :trigger_id, :revision, :task_id, :task_revision, :task_content_digest,
+     :spec_json, :enabled, :content_digest, :created_at_ms);
+
+-- name: trigger_ids_for_task
+-- Triggers bound to a task (for re-pinning after a task publish).
+SELECT trigger_id FROM triggers
+WHERE project_id = :project_id AND task_id = :task_id ORDER BY trigger_id;
+
+-- name: trigger_list
+-- Current trigger revisions of a project with their schedule rows and firing facts.
+SELECT r.*,
+       s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
+       s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
+       s.updated_at_ms AS s_updated_at_ms,
+       (th.current_revision = r.task_revision) AS task_pin_current,
+       (p.status = 'active') AS project_active
+FROM triggers h
+JOIN trigger_revisions r
+  ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id AND r.revision = h.current_revision
+JOIN task_definitions th ON th.project_id = r.project_id AND th.task_id = r.task_id
+JOIN projects p ON p.id = h.project_id
+LEFT JOIN trigger_schedules s ON s.project_id = h.project_id AND s.trigger_id = h.trigger_id
+WHERE h.project_id = :project_id AND (:trigger_id IS NULL OR h.trigger_id = :trigger_id)
+ORDER BY h.trigger_id;
+
+-- name: schedule_insert
+-- A new trigger's schedule row: NULL cursor, version 0.
+INSERT INTO trigger_schedules
+    (project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms,
+     state_version, updated_at_ms)
+VALUES (:project_id, :trigger_id, :trigger_revision, NULL, NULL, 0, :now_ms);
+
+-- name: schedule_reset
+-- A new revision resets the cursor; the version bump fences any decision in flight.
+UPDATE trigger_schedules
+SET trigger_revision = :trigger_revision, next_fire_at_ms = NULL, last_scheduled_at_ms = NULL,
+    state_version = state_version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE project_id = :project_id AND trigger_id = :trigger_id;
