@@ -80,7 +80,8 @@ def summarize(runs: list[dict[str, object]], published_ms: int, stopped_ms: int)
         mine = [r for r in runs if r["trigger"] == trigger_id]
         counts = Counter(int(r["scheduled_for_ms"]) for r in mine)  # type: ignore[arg-type]
         in_window = [t for t in counts if t <= window_end]
-        executed = sum(1 for r in mine if r["status"] in ("succeeded", "failed", "timed_out"))
+        executed = sum(1 for r in mine if int(r["scheduled_for_ms"]) <= window_end  # type: ignore[call-overload]
+                       and r["status"] in ("succeeded", "failed", "timed_out"))
         duplicates = sum(n - 1 for n in counts.values() if n > 1)
         gaps = sum(1 for t in expected if t not in counts)
         spurious = sum(1 for t in in_window if t not in set(expected))

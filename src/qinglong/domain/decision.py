@@ -46,11 +46,7 @@ class Decision:
     next_fire_at_ms: int
     scheduled_for_ms: int | None
     misfired: bool
-
-    @property
-    def skipped_through_ms(self) -> int | None:
-        """For a misfire, the last instant whose occurrences were dropped (``t - g``)."""
-        return self.next_fire_at_ms - 1 if self.misfired else None
+    skipped_through_ms: int | None = None  # misfire only: occurrences up to ``t - g`` are dropped
 
 
 def check_grace(grace_ms: int) -> int:
@@ -104,4 +100,5 @@ def decide(
         next_fire_at_ms=occurrences.next_after(resume_after),
         scheduled_for_ms=due if admit else None,
         misfired=True,
+        skipped_through_ms=resume_after,
     )

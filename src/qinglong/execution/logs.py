@@ -31,7 +31,7 @@ class CappedLogPump:
         return not self._thread.is_alive()
 
     def _pump(self) -> None:
-        with self._path.open("ab") as sink:
+        with self._source, self._path.open("ab") as sink:
             while True:
                 chunk = self._source.read1(_CHUNK)  # type: ignore[attr-defined]
                 if not chunk:

@@ -10,10 +10,16 @@ from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidSchedule, RecordCorrupt
-from qinglong.scheduler.diagnostics import DiagnosticSink, diagnostic_from, emit
+from qinglong.scheduler.diagnostics import (
+    DiagnosticSink,
+    corrupt_row_diagnostic,
+    diagnostic_from,
+    emit,
+)
 from qinglong.scheduler.report import CycleReport, Tally, check_budget
 from qinglong.storage.ports import (
     CommitResult,
+    CorruptScheduleRow,
     LocalScheduleStore,
     ScheduleCommitParams,
     ScheduleListDueParams,
@@ -56,21 +62,31 @@ class LocalCoordinator:
 
     def run_cycle(self) -> CycleReport:
         tally = Tally()
+        failed: set[tuple[str, str]] = set()  # rows that errored: not retried in this cycle
         while tally.claimed < self._budget:
-            due = self._store.schedule_list_due(
-                ScheduleListDueParams(now_ms=self._clock.now_ms(), limit=self._budget - tally.claimed)
+            listed = self._store.schedule_list_due(
+                ScheduleListDueParams(
+                    now_ms=self._clock.now_ms(), limit=self._budget - tally.claimed + len(failed)
+                )
             )
-            if not due:
+            fresh = [item for item in listed if (item.project_id, item.trigger_id) not in failed]
+            if not fresh:
                 break
-            for candidate in due:
+            for item in fresh[: self._budget - tally.claimed]:
                 tally.claimed += 1
-                self._decide_and_commit(candidate, tally)
+                if isinstance(item, CorruptScheduleRow):
+                    tally.errors += 1
+                    failed.add((item.project_id, item.trigger_id))
+                    emit(self._diagnostics, corrupt_row_diagnostic(item))
+                elif not self._decide_and_commit(item, tally):
+                    failed.add((item.project_id, item.trigger_id))
         now = self._clock.now_ms()
         next_due = self._store.schedule_next_due_at(now)
         hint = None if next_due is None else max(0, next_due - now)
         return tally.report(budget=self._budget, next_due_in_ms=hint)
 
-    def _decide_and_commit(self, candidate: ScheduleCandidate, tally: Tally) -> None:
+    def _decide_and_commit(self, candidate: ScheduleCandidate, tally: Tally) -> bool:
+        """Decide and commit one row; False when it failed and must wait for the next cycle."""
         observed = self._clock.now_ms()
         tally.observed.append(observed)
         try:
@@ -78,16 +94,22 @@ class LocalCoordinator:
         except (InvalidSchedule, RecordCorrupt) as exc:
             tally.errors += 1
             emit(self._diagnostics, diagnostic_from("scheduler", exc))
-            return
+            return False
         ids = new_admission_ids(self._new_id) if decision.disposition is Disposition.ADMIT else None
-        result = self._store.schedule_commit(
-            ScheduleCommitParams(
-                candidate=candidate, decision=decision, ids=ids, committed_at_ms=self._clock.now_ms()
+        try:
+            result = self._store.schedule_commit(
+                ScheduleCommitParams(
+                    candidate=candidate, decision=decision, ids=ids, committed_at_ms=self._clock.now_ms()
+                )
             )
-        )
+        except RecordCorrupt as exc:
+            tally.errors += 1
+            emit(self._diagnostics, diagnostic_from("scheduler", exc))
+            return False
         tally.record(result)
         if self._on_committed is not None:
             try:
                 self._on_committed(candidate, decision, result)
             except Exception as exc:  # noqa: BLE001 - an observer must not break admission
                 emit(self._diagnostics, diagnostic_from("scheduler", exc))
+        return True

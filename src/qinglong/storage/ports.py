@@ -108,6 +108,15 @@ class CommitResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CorruptScheduleRow:
+    """A due row whose stored facts failed verification; it is reported, never decided."""
+
+    project_id: str
+    trigger_id: str
+    problem: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduleListDueParams:
     now_ms: int
     limit: int
@@ -124,7 +133,9 @@ class ScheduleCommitParams:
 class LocalScheduleStore(Protocol):
     """Single-writer scheduling on SQLite: due rows, then a CAS commit per decision."""
 
-    def schedule_list_due(self, params: ScheduleListDueParams) -> list[ScheduleCandidate]: ...
+    def schedule_list_due(
+        self, params: ScheduleListDueParams
+    ) -> list[ScheduleCandidate | CorruptScheduleRow]: ...
     def schedule_commit(self, params: ScheduleCommitParams) -> CommitResult: ...
     def schedule_next_due_at(self, after_ms: int) -> int | None: ...
 

@@ -21,6 +21,8 @@ from qinglong.domain.task import (
     task_revision_from_row,
 )
 from qinglong.domain.trigger import TriggerRevision, trigger_revision_from_row
+from qinglong.errors import RecordCorrupt
+from qinglong.storage.ports import CorruptScheduleRow
 
 
 def _json(value: Any, what: str) -> dict[str, object]:
@@ -89,6 +91,16 @@ def candidate_from_row(row: Mapping[str, Any]) -> ScheduleCandidate:
         state_version=int(row["state_version"]),
         next_fire_at_ms=None if cursor is None else int(cursor),
     )
+
+
+def candidate_or_corrupt(row: Mapping[str, Any]) -> ScheduleCandidate | CorruptScheduleRow:
+    """Like candidate_from_row, but a row that fails verification comes back as a value."""
+    try:
+        return candidate_from_row(row)
+    except RecordCorrupt as exc:
+        return CorruptScheduleRow(
+            project_id=row["project_id"], trigger_id=row["trigger_id"], problem=exc.message
+        )
 
 
 def schedule_state(row: Mapping[str, Any], prefix: str = "") -> ScheduleState | None:

@@ -11,11 +11,12 @@ from qinglong.domain.admission import AdmissionRows, admission_rows
 from qinglong.domain.decision import Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, ExecutorType, execution_task_revision
-from qinglong.errors import RecordCorrupt
+from qinglong.errors import Conflict, RecordCorrupt, StorageError
 from qinglong.storage import records
 from qinglong.storage.ports import (
     CommitOutcome,
     CommitResult,
+    CorruptScheduleRow,
     ScheduleCommitParams,
     ScheduleListDueParams,
 )
@@ -45,12 +46,14 @@ class SqliteScheduleStore:
         self._clock = clock
         self._actor_id = actor_id
 
-    def schedule_list_due(self, params: ScheduleListDueParams) -> list[ScheduleCandidate]:
+    def schedule_list_due(
+        self, params: ScheduleListDueParams
+    ) -> list[ScheduleCandidate | CorruptScheduleRow]:
         with self._db.read("list due schedules") as conn:
             rows = conn.execute(
                 QUERIES["schedule_list_due"], {"now_ms": params.now_ms, "limit": params.limit}
             ).fetchall()
-        return [records.candidate_from_row(row) for row in rows]
+        return [records.candidate_or_corrupt(row) for row in rows]
 
     def schedule_next_due_at(self, after_ms: int) -> int | None:
         with self._db.read("read next due time") as conn:
@@ -67,6 +70,8 @@ class SqliteScheduleStore:
             return CommitResult(
                 outcome=CommitOutcome.RACED, disposition=decision.disposition, reason=raced.reason
             )
+        except Conflict as exc:  # a constraint refused the admission: nothing was written
+            raise StorageError(f"admission refused by a database constraint ({exc.message})") from exc
         return result
 
     def _commit(self, conn: sqlite3.Connection, params: ScheduleCommitParams) -> CommitResult:

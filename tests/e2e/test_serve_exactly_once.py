@@ -1,0 +1,124 @@
+"""`ql serve` as a user runs it: exactly one Run per second, and a crash with kill -9."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.ql import Ql, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def db_rows(path: Path, sql: str, *params: object) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def runs_of(path: Path, trigger: str) -> list[sqlite3.Row]:
+    return db_rows(
+        path,
+        "SELECT r.id, r.scheduled_for_ms, r.status, r.created_at_ms, a.exit_code, a.status AS a_status "
+        "FROM runs r JOIN run_attempts a ON a.run_id = r.id WHERE r.trigger_id = ? "
+        "ORDER BY r.scheduled_for_ms",
+        trigger,
+    )
+
+
+@pytest.fixture
+def ql(tmp_path: Path) -> tuple[Ql, Path]:
+    path = tmp_path / "ql.db"
+    cli = Ql(f"sqlite:///{path}", tmp_path)
+    cli.run("db", "migrate")
+    cli.run("project", "create", "demo")
+    return cli, path
+
+
+def test_thirty_seconds_of_a_per_second_trigger_admit_each_second_exactly_once(ql: tuple[Ql, Path]) -> None:
+    cli, path = ql
+    cli.run("task", "publish", "--project", "demo", "--task", "hello", "--shell", "echo $QL_SCHEDULED_FOR")
+    cli.run("trigger", "publish", "--project", "demo", "--trigger", "every-second", "--task", "hello",
+            "--cron", "* * * * * *", "--timezone", "UTC", "--misfire", "skip")
+    published = cli.json("trigger", "list", "--project", "demo")[0]["published_at_ms"]
+    serve = cli.start("serve", stdout=path.with_suffix(".out"))
+    time.sleep(30)
+    stop_ms = time.time_ns() // 1_000_000
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(timeout=30) == 0
+    output = path.with_suffix(".out").read_text()
+    assert "Traceback" not in output
+    rows = runs_of(path, "every-second")
+    scheduled = [r["scheduled_for_ms"] for r in rows]
+    first_expected = -(-published // 1000) * 1000  # first whole second at or after publishing
+    assert scheduled[0] == first_expected
+    assert scheduled == list(range(scheduled[0], scheduled[-1] + 1, 1000)), "a gap or a duplicate"
+    assert scheduled[-1] >= stop_ms - 2000
+    assert len(scheduled) >= 29
+    for row in rows:
+        assert (row["status"], row["a_status"], row["exit_code"]) == ("succeeded", "succeeded", 0)
+    listed = cli.json("run", "list", "--project", "demo", "--trigger", "every-second", "--limit", "1000")
+    assert sorted(r["scheduled_for_ms"] for r in listed) == scheduled
+
+
+def test_kill_minus_nine_then_restart_follows_each_misfire_policy(ql: tuple[Ql, Path]) -> None:
+    cli, path = ql
+    cli.run("task", "publish", "--project", "demo", "--task", "quick", "--argv", "/bin/true")
+    cli.run("task", "publish", "--project", "demo", "--task", "long", "--shell", "sleep 60")
+    for trigger, task, policy in (("t-skip", "quick", "skip"), ("t-fire", "quick", "fire_once"),
+                                  ("t-long", "long", "skip")):
+        cli.run("trigger", "publish", "--project", "demo", "--trigger", trigger, "--task", task,
+                "--cron", "* * * * * *", "--timezone", "UTC", "--misfire", policy)
+    serve_args = ("serve", "--grace", "2s", "--concurrency", "4", "--drain-timeout", "500ms")
+    first = cli.start(*serve_args, stdout=path.with_suffix(".out1"))
+    wait_for(lambda: len(db_rows(path, "SELECT 1 FROM runs WHERE trigger_id='t-long' AND status='running'")) >= 2,
+             20, "long runs to be executing")
+    time.sleep(1.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    orphans = [r["pid"] for r in db_rows(path, "SELECT pid FROM run_attempts WHERE status = 'running'")]
+    assert orphans, "something must have been running at the kill"
+    before = {t: [r["scheduled_for_ms"] for r in runs_of(path, t)] for t in ("t-skip", "t-fire")}
+    time.sleep(5)  # downtime well beyond the 2 s grace
+    restart_ms = time.time_ns() // 1_000_000
+    second = cli.start(*serve_args, stdout=path.with_suffix(".out2"))
+    time.sleep(4)
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(timeout=30) == 0
+    assert "Traceback" not in path.with_suffix(".out2").read_text()
+
+    misfires = {r["trigger_id"]: r for r in db_rows(path, "SELECT * FROM trigger_schedule_misfires")}
+    for trigger in ("t-skip", "t-fire"):
+        scheduled = [r["scheduled_for_ms"] for r in runs_of(path, trigger)]
+        assert len(scheduled) == len(set(scheduled)), "an occurrence was admitted twice"
+        misfire = misfires[trigger]
+        due, through = misfire["due_at_ms"], misfire["skipped_through_ms"]
+        assert misfire["decided_at_ms"] >= restart_ms
+        assert through == misfire["decided_at_ms"] - 2000  # t - g
+        assert due == max(before[trigger]) + 1000  # the first occurrence not admitted before the kill
+        dropped = set(range(due, through + 1, 1000))
+        if trigger == "t-fire":
+            dropped.discard(due)  # fire_once admits exactly one Run for the misfired stretch
+            [fired] = db_rows(path, "SELECT run_id FROM trigger_schedule_misfires WHERE trigger_id = ?", trigger)
+            assert fired["run_id"] is not None
+        expected = [t for t in range(scheduled[0], scheduled[-1] + 1, 1000) if t not in dropped]
+        assert scheduled == expected
+        assert scheduled[-1] >= restart_ms + 2000  # kept admitting after the restart
+
+    lost = db_rows(path, "SELECT r.id, r.status FROM runs r WHERE r.trigger_id = 't-long' AND r.status = 'lost'")
+    assert len(lost) == len(orphans)
+    for row in lost:
+        events = [e["type"] for e in db_rows(path, "SELECT type FROM run_events WHERE run_id = ? ORDER BY sequence",
+                                             row["id"])]
+        assert events[-2:] == ["attempt.lost", "run.lost"]
+    payloads = db_rows(path, "SELECT payload FROM run_events WHERE type = 'run.lost'")
+    assert all('"process":"killed"' in p["payload"] for p in payloads)
+    stuck = db_rows(path, "SELECT id FROM runs WHERE status IN ('dispatching', 'running')")
+    assert stuck == []

@@ -1,0 +1,254 @@
+"""LocalExecutor with real child processes on a real SQLite store."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from qinglong.clock import SystemClock
+from qinglong.domain.model import RunDetail
+from qinglong.domain.task import ArgvCommand, CommandSpec, EnvEntry, ShellCommand
+from qinglong.execution.local import LocalExecutor, RunFinished
+from qinglong.execution.processes import make_handle, process_start_ticks
+from qinglong.scheduler.local import LocalCoordinator
+from qinglong.storage.ports import (
+    AttemptStartedParams,
+    ProjectCreateParams,
+    RunListParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from qinglong.testing import FakeClock
+from tests.conftest import BASE_MS, SqliteStores
+
+WAIT_S = 20.0
+TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
+IDS = itertools.count()
+
+
+def admit(stores: SqliteStores, clock: FakeClock, spec: CommandSpec, runs: int = 1, task: str = "job") -> list[str]:
+    """Publish ``spec`` with a per-second trigger and admit ``runs`` occurrences."""
+    d = stores.definitions
+    clock.set(BASE_MS)  # publish at a whole second so the first occurrence is BASE_MS
+    if not d.project_list():
+        d.project_create(ProjectCreateParams(project_id="demo"))
+    d.task_publish(TaskPublishParams(project_id="demo", task_id=task, name=task, spec=spec))
+    d.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id=f"{task}-t", task_id=task,
+                                           expression="* * * * * *", timezone="UTC"))
+    clock.set(BASE_MS + (runs - 1) * 1000 + 10)
+    LocalCoordinator(stores.schedules, clock, new_id=lambda: f"id-{next(IDS):06d}-x").run_cycle()
+    listed = stores.runs.run_list(RunListParams(trigger_id=f"{task}-t", limit=1000, oldest_first=True))
+    assert len(listed) == runs
+    return [r.id for r in listed]
+
+
+@pytest.fixture
+def make_executor(sqlite_stores: SqliteStores, tmp_path: Path) -> Iterator:
+    made: list[LocalExecutor] = []
+    finished: list[RunFinished] = []
+
+    def build(**kw: object) -> LocalExecutor:
+        options: dict[str, object] = {"log_dir": tmp_path / "logs", "poll_interval_s": 0.05,
+                                      "on_finished": finished.append}
+        options.update(kw)
+        executor = LocalExecutor(sqlite_stores.runs, SystemClock(), **options)  # type: ignore[arg-type]
+        made.append(executor)
+        return executor
+
+    build.finished = finished  # type: ignore[attr-defined]
+    yield build
+    for executor in made:
+        executor.stop(0.5)
+
+
+def wait_terminal(stores: SqliteStores, run_id: str) -> RunDetail:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        detail = stores.runs.run_get(run_id)
+        if detail.run.status in TERMINAL:
+            return detail
+        time.sleep(0.02)
+    raise AssertionError(f"run {run_id} did not finish: {stores.runs.run_get(run_id).run.status}")
+
+
+def log_text(detail: RunDetail) -> str:
+    path = detail.attempts[0].log_path
+    assert path is not None
+    return Path(path).read_text()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def test_success_records_every_transition_and_the_output(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor, tmp_path: Path
+) -> None:
+    spec = CommandSpec(
+        command=ShellCommand(command='echo "out $QL_TRIGGER_ID $QL_SCHEDULED_FOR $GREETING"; pwd; echo err >&2'),
+        environment=(EnvEntry(name="GREETING", value="hello"),),
+        working_directory=str(tmp_path),
+        timeout_ms=30_000,
+    )
+    [run_id] = admit(sqlite_stores, clock, spec)
+    executor = make_executor()
+    executor.start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert detail.run.status == "succeeded"
+    [attempt] = detail.attempts
+    assert (attempt.status, attempt.exit_code) == ("succeeded", 0)
+    assert attempt.pid is not None and attempt.started_at_ms and attempt.finished_at_ms
+    assert [e.type for e in detail.events] == [
+        "run.created", "run.queued", "attempt.starting", "run.dispatching",
+        "attempt.running", "run.running", "attempt.succeeded", "run.succeeded",
+    ]
+    assert [e.sequence for e in detail.events] == list(range(1, 9))
+    assert detail.run.version == 5 and detail.run.event_sequence == 8
+    assert log_text(detail).splitlines() == ["out job-t 2027-01-14T08:00:00.000Z hello", str(tmp_path), "err"]
+
+
+def test_nonzero_exit_and_signals_are_failures_with_their_cause(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    [exit3] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="exit 3")), task="three")
+    [killed] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="kill -9 $$")), task="nine")
+    make_executor().start()
+    detail = wait_terminal(sqlite_stores, exit3)
+    assert (detail.run.status, detail.attempts[0].exit_code, detail.run.error_code) == ("failed", 3, "EXIT_NONZERO")
+    detail = wait_terminal(sqlite_stores, killed)
+    assert (detail.run.status, detail.run.error_code) == ("failed", "KILLED_BY_SIGNAL")
+    assert "SIGKILL" in (detail.run.error_summary or "")
+
+
+def test_timeout_kills_the_whole_process_group(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "child.pid"
+    spec = CommandSpec(
+        command=ShellCommand(command=f"sleep 60 & echo $! > {pidfile}; sleep 60"), timeout_ms=500
+    )
+    [run_id] = admit(sqlite_stores, clock, spec)
+    make_executor().start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert (detail.run.status, detail.run.error_code) == ("timed_out", "TIMEOUT")
+    assert [e.type for e in detail.events][-2:] == ["attempt.timed_out", "run.timed_out"]
+    background = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while pid_alive(background) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(background), "the background child of the timed-out command survived"
+
+
+def test_a_program_that_cannot_start_fails_visibly(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ArgvCommand(file="/nonexistent/program")))
+    make_executor().start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert (detail.run.status, detail.run.error_code) == ("failed", "EXECUTOR_START_FAILED")
+    assert detail.attempts[0].pid is None
+    assert "could not start" in log_text(detail) if detail.attempts[0].log_path else True
+
+
+def test_output_beyond_the_cap_is_dropped_and_noted(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    spec = CommandSpec(command=ShellCommand(command="head -c 20000 /dev/zero | tr '\\0' x; echo"))
+    [run_id] = admit(sqlite_stores, clock, spec)
+    make_executor(log_max_bytes=1024).start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert detail.run.status == "succeeded"
+    text = log_text(detail)
+    assert text.startswith("x" * 1024)
+    assert "[qinglong: 18977 more bytes of output dropped]" in text
+
+
+def test_concurrency_is_bounded(sqlite_stores: SqliteStores, clock: FakeClock, make_executor) -> None:
+    run_ids = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 0.4")), runs=5)
+    make_executor(concurrency=2).start()
+    details = [wait_terminal(sqlite_stores, r) for r in run_ids]
+    assert all(d.run.status == "succeeded" for d in details)
+    spans = [(d.attempts[0].started_at_ms, d.attempts[0].finished_at_ms) for d in details]
+    for start, _ in spans:
+        assert start is not None
+        overlapping = sum(1 for s, f in spans if s is not None and f is not None and s <= start < f)
+        assert overlapping <= 2
+
+
+def test_stop_cancels_what_outlives_the_drain(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")))
+    executor = make_executor()
+    executor.start()
+    deadline = time.monotonic() + WAIT_S
+    while sqlite_stores.runs.run_get(run_id).run.status != "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = sqlite_stores.runs.run_get(run_id).attempts[0].pid
+    assert pid is not None
+    started = time.monotonic()
+    assert executor.stop(0.2) == 1
+    assert time.monotonic() - started < 8
+    detail = sqlite_stores.runs.run_get(run_id)
+    assert (detail.run.status, detail.run.error_code) == ("cancelled", "SHUTDOWN")
+    assert not pid_alive(pid)
+
+
+def test_restart_reconciles_interrupted_attempts_visibly(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    running, gone, starting = admit(
+        sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")), runs=3
+    )
+    store = sqlite_stores.runs
+    orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    short = subprocess.Popen(["true"], start_new_session=True)
+    short_handle = make_handle(short.pid)
+    short.wait()
+    try:
+        for run_id, process, handle in ((running, orphan, make_handle(orphan.pid)), (gone, short, short_handle)):
+            attempt_id = store.run_get(run_id).attempts[0].id
+            assert store.attempt_begin(run_id, attempt_id)
+            store.attempt_started(AttemptStartedParams(run_id=run_id, attempt_id=attempt_id, pid=process.pid,
+                                                       executor_handle=handle, log_path="/dev/null"))
+        assert store.attempt_begin(starting, store.run_get(starting).attempts[0].id)
+        assert process_start_ticks(orphan.pid) is not None
+        # A new executor starts on the same database, as after `kill -9` of ql serve.
+        reconciled = {r.run_id: r for r in make_executor().recover()}
+        assert {k: (v.previous_status, v.process) for k, v in reconciled.items()} == {
+            running: ("running", "killed"),
+            gone: ("running", "gone"),
+            starting: ("starting", "unknown"),
+        }
+        assert orphan.wait(timeout=5) == -signal.SIGKILL
+        for run_id in (running, gone, starting):
+            detail = store.run_get(run_id)
+            assert detail.run.status == "lost" and detail.attempts[0].status == "lost"
+            assert [e.type for e in detail.events][-2:] == ["attempt.lost", "run.lost"]
+            assert detail.events[-1].actor_type == "reconciler"
+            assert detail.events[-1].payload["reason"] == "executor_restarted"
+        assert make_executor().recover() == []  # nothing left to reconcile
+    finally:
+        orphan.kill()
+
+
+def test_a_corrupt_execution_plan_is_never_run(sqlite_stores: SqliteStores, clock: FakeClock, make_executor) -> None:
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="echo safe")))
+    sqlite_stores.db.connection().execute(
+        "UPDATE task_execution_revisions SET plan_json = replace(plan_json, 'echo safe', 'echo evil')")
+    make_executor().start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert (detail.run.status, detail.run.error_code) == ("failed", "EXECUTION_REVISION_INVALID")
+    assert detail.attempts[0].pid is None

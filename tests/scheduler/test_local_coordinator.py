@@ -1,0 +1,145 @@
+"""LocalCoordinator on SQLite under a fake clock: bounded cycles, catch-up, misfires."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.scheduler.diagnostics import Diagnostic
+from qinglong.scheduler.local import LocalCoordinator
+from qinglong.storage.ports import (
+    ProjectCreateParams,
+    RunListParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from qinglong.testing import FakeClock
+from tests.conftest import BASE_MS, SqliteStores
+
+
+@pytest.fixture
+def stores(sqlite_stores: SqliteStores) -> SqliteStores:
+    d = sqlite_stores.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="Hello",
+                                     spec=CommandSpec(command=ShellCommand(command="echo hi"))))
+    return sqlite_stores
+
+
+def add_trigger(stores: SqliteStores, trigger: str, cron: str = "* * * * * *", misfire: str = "skip") -> None:
+    stores.definitions.trigger_publish(
+        TriggerPublishParams(project_id="demo", trigger_id=trigger, task_id="hello", expression=cron,
+                             timezone="UTC", misfire_policy=misfire))
+
+
+COUNTER = itertools.count()
+
+
+def coordinator(stores: SqliteStores, clock: FakeClock, **kw: object) -> LocalCoordinator:
+    counter = COUNTER
+    return LocalCoordinator(stores.schedules, clock, new_id=lambda: f"id-{next(counter)}", **kw)  # type: ignore[arg-type]
+
+
+def scheduled(stores: SqliteStores, trigger: str | None = None) -> list[int]:
+    runs = stores.runs.run_list(RunListParams(trigger_id=trigger, limit=10_000, oldest_first=True))
+    return [r.scheduled_for_ms for r in runs if r.scheduled_for_ms is not None]
+
+
+def test_on_time_occurrences_are_admitted_one_per_second(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")  # published at BASE_MS: first occurrence is BASE_MS itself
+    c = coordinator(stores, clock)
+    for step in range(5):
+        clock.set(BASE_MS + step * 1000 + 20)
+        report = c.run_cycle()
+        assert report.admitted == 1 and not report.saturated
+        assert report.next_due_in_ms == 980
+    assert scheduled(stores) == [BASE_MS + i * 1000 for i in range(5)]
+
+
+def test_a_late_cycle_catches_up_in_order_without_dropping(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")
+    c = coordinator(stores, clock)
+    clock.set(BASE_MS + 7_500)  # 7.5 s late, within the 30 s grace
+    report = c.run_cycle()
+    assert (report.claimed, report.admitted, report.saturated) == (8, 8, False)
+    assert scheduled(stores) == [BASE_MS + i * 1000 for i in range(8)]
+
+
+def test_the_budget_bounds_a_cycle_and_saturation_is_reported(stores: SqliteStores, clock: FakeClock) -> None:
+    for i in range(20):
+        add_trigger(stores, f"t{i:02d}")
+    c = coordinator(stores, clock, budget=16)
+    clock.set(BASE_MS + 100)
+    first = c.run_cycle()
+    assert (first.claimed, first.admitted, first.saturated) == (16, 16, True)
+    second = c.run_cycle()
+    assert (second.claimed, second.admitted, second.saturated) == (4, 4, False)
+    assert len(scheduled(stores)) == 20
+
+
+@pytest.mark.parametrize("policy", ["skip", "fire_once"])
+def test_misfire_policies_after_an_outage(stores: SqliteStores, clock: FakeClock, policy: str) -> None:
+    add_trigger(stores, "t1", misfire=policy)
+    c = coordinator(stores, clock, budget=256, grace_ms=30_000)
+    clock.set(BASE_MS + 2_100)
+    c.run_cycle()  # admits BASE_MS, +1 s, +2 s
+    clock.set(BASE_MS + 100_500)  # down for ~98 s
+    c.run_cycle()
+    got = scheduled(stores)
+    resumed = [BASE_MS + s * 1000 for s in range(71, 101)]  # first occurrence after t - g = +70.5 s
+    before = [BASE_MS, BASE_MS + 1000, BASE_MS + 2000]
+    if policy == "skip":
+        assert got == before + resumed
+    else:
+        assert got == [*before, BASE_MS + 3000, *resumed]  # exactly one Run for the misfired stretch
+
+
+def test_initialize_when_the_first_occurrence_is_in_the_future(stores: SqliteStores, clock: FakeClock) -> None:
+    clock.set(BASE_MS + 1000)  # published just after 08:00:00, so the first occurrence is 09:00
+    add_trigger(stores, "hourly", cron="0 * * * *")
+    c = coordinator(stores, clock)
+    report = c.run_cycle()
+    assert (report.initialized, report.admitted) == (1, 0)
+    assert report.next_due_in_ms == 3_599_000
+    assert c.run_cycle().claimed == 0
+
+
+def test_a_corrupt_row_is_reported_and_the_others_still_progress(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "a")
+    add_trigger(stores, "b")
+    stores.db.connection().execute(
+        "UPDATE trigger_revisions SET spec_json = replace(spec_json, 'UTC', 'Etc/GMT') WHERE trigger_id = 'a'")
+    seen: list[Diagnostic] = []
+    c = coordinator(stores, clock, diagnostics=seen.append)
+    clock.set(BASE_MS + 10)
+    report = c.run_cycle()
+    assert report.admitted == 1 and report.errors == 1 and not report.saturated
+    assert {d.code for d in seen} == {"QL_RECORD_CORRUPT"}
+    assert scheduled(stores, "b") == [BASE_MS] and scheduled(stores, "a") == []
+
+
+def test_an_observer_that_raises_does_not_stop_admission(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")
+    seen: list[Diagnostic] = []
+
+    def explode(*_: object) -> None:
+        raise RuntimeError("observer broke")
+
+    c = coordinator(stores, clock, on_committed=explode, diagnostics=seen.append)
+    clock.set(BASE_MS + 3_010)
+    assert c.run_cycle().admitted == 4
+    assert len(seen) == 4 and all(d.code == "QL_INTERNAL" for d in seen)
+
+
+def test_two_coordinators_on_one_database_never_duplicate(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")
+    a, b = coordinator(stores, clock), coordinator(stores, clock)
+    for step in range(1, 30):
+        clock.set(BASE_MS + step * 333)
+        (a if step % 2 else b).run_cycle()
+        (b if step % 2 else a).run_cycle()
+    got = scheduled(stores)
+    assert got == sorted(set(got))
+    assert got == [BASE_MS + i * 1000 for i in range(len(got))]

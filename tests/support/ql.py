@@ -1,0 +1,54 @@
+"""Drive the `ql` command as a user would: real subprocesses against a real database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+class Ql:
+    def __init__(self, database_url: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.database_url = database_url
+        self.cwd = cwd
+        self.env = {**os.environ, "QL_DATABASE_URL": database_url, **(env or {})}
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "qinglong", *args]
+
+    def run(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(self.command(*args), check=False, cwd=self.cwd, env=self.env, text=True,
+                              capture_output=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"ql {' '.join(args)} exited {done.returncode}: {done.stderr}")
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "--json").stdout)
+
+    def start(self, *args: str, stdout: Path | None = None) -> subprocess.Popen[str]:
+        if stdout is None:
+            return subprocess.Popen(self.command(*args), cwd=self.cwd, env=self.env, text=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        with stdout.open("w") as out:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen(self.command(*args), cwd=self.cwd, env=self.env, text=True,
+                                    stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def seconds(values: Sequence[int]) -> list[int]:
+    return sorted(v // 1000 for v in values)
