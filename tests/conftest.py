@@ -17,6 +17,8 @@ from qinglong.storage.sqlite.runs import SqliteRunStore
 from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
 from qinglong.testing import FakeClock
 
+pytest_plugins = ["tests.support.pg"]
+
 settings.register_profile("qinglong", deadline=None, print_blob=True)
 settings.load_profile("qinglong")
 

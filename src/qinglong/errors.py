@@ -60,6 +60,12 @@ class Conflict(QinglongError):
     code = "QL_CONFLICT"
 
 
+class PermissionDenied(QinglongError):
+    """The database role lacks a privilege this operation needs."""
+
+    code = "QL_PERMISSION_DENIED"
+
+
 class RecordCorrupt(QinglongError):
     """A stored record failed its digest or shape check."""
 

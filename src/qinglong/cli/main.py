@@ -12,6 +12,7 @@ import sys
 import click
 
 from qinglong import __version__
+from qinglong.cli.commands.control import control
 from qinglong.cli.commands.db import db
 from qinglong.cli.commands.project import project
 from qinglong.cli.commands.run import run
@@ -24,6 +25,7 @@ from qinglong.errors import (
     InvalidInput,
     NotFound,
     NotReady,
+    PermissionDenied,
     QinglongError,
 )
 
@@ -38,6 +40,7 @@ EXIT_CODES: tuple[tuple[type[QinglongError], int], ...] = (
     (InvalidInput, EXIT_BAD_INPUT),
     (NotFound, EXIT_BAD_INPUT),
     (Conflict, EXIT_BAD_INPUT),
+    (PermissionDenied, EXIT_BAD_INPUT),
     (NotReady, EXIT_NOT_READY),
     (AlreadyRunning, EXIT_ALREADY_RUNNING),
     (QinglongError, EXIT_FAILURE),
@@ -76,6 +79,7 @@ cli.add_command(task)
 cli.add_command(trigger)
 cli.add_command(run)
 cli.add_command(serve)
+cli.add_command(control)
 
 
 def _one_line(text: str) -> str:

@@ -55,6 +55,15 @@ def _no_password_on_command_line(ctx: click.Context, param: click.Parameter, val
     return value
 
 
+def check_cli_url(value: str | None) -> None:
+    """A URL given on the command line must not carry a password."""
+    if value is not None:
+        try:
+            check_url_has_no_password(value)
+        except InvalidInput as exc:
+            raise click.BadParameter(exc.rule, param_hint="'--database-url'") from None
+
+
 def database_url_option(func: F) -> F:
     return click.option(
         "--database-url",

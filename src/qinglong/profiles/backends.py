@@ -50,4 +50,6 @@ def open_backend(url: str, clock: Clock) -> Backend:
             runs=SqliteRunStore(db, clock),
             close=db.close,
         )
-    raise InvalidInput("database-url", "PostgreSQL is not supported by this version yet")
+    from qinglong.profiles.cluster_backend import open_postgres_backend
+
+    return open_postgres_backend(url)

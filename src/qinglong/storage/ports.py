@@ -105,6 +105,8 @@ class CommitResult:
     run_id: str | None = None
     attempt_id: str | None = None
     reason: str | None = None  # why a commit raced, low-cardinality
+    in_doubt: bool = False  # COMMIT's reply was lost; durable facts showed it committed
+    durable: bool = True  # False: committed locally, replication not confirmed (WARNING 01000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,8 +159,11 @@ class ClaimCommitParams:
 class ClusterScheduleStore(Protocol):
     """Row-lease scheduling on PostgreSQL: fenced claims, then a SERIALIZABLE commit."""
 
-    def schedule_claim(self, params: ScheduleClaimParams) -> list[ScheduleClaim]: ...
+    def schedule_claim(
+        self, params: ScheduleClaimParams
+    ) -> list[ScheduleClaim | CorruptScheduleRow]: ...
     def schedule_commit(self, params: ClaimCommitParams) -> CommitResult: ...
+    def schedule_next_due_in_ms(self) -> int | None: ...
 
 
 # --- local execution -----------------------------------------------------------------

@@ -7,7 +7,7 @@ import click
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import emit_json, say
 from qinglong.cli.params import database_url_option, json_option
-from qinglong.errors import InvalidInput, NotReady
+from qinglong.errors import NotReady
 from qinglong.profiles.backends import url_kind
 
 
@@ -35,7 +35,9 @@ def migrate(database_url: str, as_json: bool) -> None:
             database.close()
         applied, current = list(report.applied), report.current
     else:
-        raise InvalidInput("database-url", "PostgreSQL is not supported by this version yet")
+        from qinglong.profiles.cluster_backend import migrate_postgres
+
+        applied, current = migrate_postgres(database_url)
     if as_json:
         emit_json({"applied": applied, "current": current})
         return
@@ -63,7 +65,9 @@ def check(database_url: str, as_json: bool) -> None:
         finally:
             database.close()
     else:
-        raise InvalidInput("database-url", "PostgreSQL is not supported by this version yet")
+        from qinglong.profiles.cluster_backend import check_postgres
+
+        findings = check_postgres(database_url)
     if as_json:
         emit_json({"ready": not findings, "findings": findings})
     elif findings:

@@ -20,9 +20,9 @@ from qinglong.storage.ports import (
     ReconciledAttempt,
     RunListParams,
 )
+from qinglong.storage.run_reader import RunReader
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
 
-MAX_LIST_LIMIT = 10_000
 _FINISH_STATUSES = {"succeeded", "failed", "timed_out", "cancelled"}
 
 _RUN_STEP_DEFAULTS: dict[str, object] = {
@@ -45,19 +45,6 @@ _ATTEMPT_STEP_DEFAULTS: dict[str, object] = {
 }
 
 
-def resolve_run_id(conn: sqlite3.Connection, run_id: str) -> str:
-    """Accept a full Run id or a unique prefix of at least 8 characters."""
-    if conn.execute(QUERIES["run_get"], {"run_id": run_id}).fetchone() is not None:
-        return run_id
-    if len(run_id) >= 8:
-        matches = conn.execute(QUERIES["run_find_by_prefix"], {"prefix": run_id}).fetchall()
-        if len(matches) == 1:
-            return str(matches[0]["id"])
-        if len(matches) > 1:
-            raise InvalidInput("run", f"prefix {run_id!r} matches more than one Run")
-    raise NotFound("run", run_id)
-
-
 class SqliteRunStore:
     """RunReadStore and LocalExecutionStore on SQLite."""
 
@@ -77,32 +64,12 @@ class SqliteRunStore:
     # -- reads ------------------------------------------------------------------------
 
     def run_list(self, params: RunListParams) -> list[Run]:
-        if not 1 <= params.limit <= MAX_LIST_LIMIT:
-            raise InvalidInput("limit", f"must be between 1 and {MAX_LIST_LIMIT}")
         with self._db.read("list runs") as conn:
-            rows = conn.execute(
-                QUERIES["run_list"],
-                {
-                    "project_id": params.project_id,
-                    "trigger_id": params.trigger_id,
-                    "status": params.status,
-                    "limit": params.limit,
-                    "oldest_first": int(params.oldest_first),
-                },
-            ).fetchall()
-        return [records.run_from_row(row) for row in rows]
+            return RunReader(conn, QUERIES).run_list(params)
 
     def run_get(self, run_id: str) -> RunDetail:
         with self._db.read("read run") as conn:
-            full_id = resolve_run_id(conn, run_id)
-            run = conn.execute(QUERIES["run_get"], {"run_id": full_id}).fetchone()
-            attempts = conn.execute(QUERIES["attempt_list_for_run"], {"run_id": full_id}).fetchall()
-            events = conn.execute(QUERIES["event_list_for_run"], {"run_id": full_id}).fetchall()
-        return RunDetail(
-            run=records.run_from_row(run),
-            attempts=tuple(records.attempt_from_row(row) for row in attempts),
-            events=tuple(records.event_from_row(row) for row in events),
-        )
+            return RunReader(conn, QUERIES).run_get(run_id)
 
     # -- executor ---------------------------------------------------------------------
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
-from typing import cast
 
 from qinglong.clock import Clock
-from qinglong.domain.admission import AdmissionRows, admission_rows
+from qinglong.domain.admission import admission_rows
 from qinglong.domain.decision import Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, ExecutorType, execution_task_revision
@@ -20,6 +18,7 @@ from qinglong.storage.ports import (
     ScheduleCommitParams,
     ScheduleListDueParams,
 )
+from qinglong.storage.run_reader import insert_admission
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
 
 ACTOR_ID = "standalone"
@@ -29,13 +28,6 @@ class _Raced(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def insert_admission(conn: sqlite3.Connection, rows: AdmissionRows) -> None:
-    conn.execute(QUERIES["run_insert"], rows.run)
-    conn.execute(QUERIES["attempt_insert"], rows.attempt)
-    for event in rows.events:
-        conn.execute(QUERIES["event_insert"], {**event, "payload": records.payload_text(cast(Mapping[str, object], event["payload"]))})
 
 
 class SqliteScheduleStore:
@@ -99,7 +91,7 @@ class SqliteScheduleStore:
                 committed_at_ms=committed_at,
                 actor_id=self._actor_id,
             )
-            insert_admission(conn, rows)
+            insert_admission(conn, QUERIES, rows)
             run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
         if decision.misfired:
             conn.execute(

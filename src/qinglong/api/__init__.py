@@ -1,0 +1,3 @@
+"""HTTP surfaces (ASGI, Starlette)."""
+
+from __future__ import annotations

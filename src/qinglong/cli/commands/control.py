@@ -1,0 +1,133 @@
+"""`ql control`: one cluster-control replica on PostgreSQL (leaderless, row leases)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, TypeVar
+
+import click
+
+from qinglong.cli.context import CLOCK
+from qinglong.cli.output import rfc3339
+from qinglong.domain.decision import Decision
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.profiles.cluster import Availability, ClusterControl
+from qinglong.profiles.cluster_config import load_control_settings
+from qinglong.scheduler.diagnostics import Diagnostic
+from qinglong.storage.ports import CommitOutcome, CommitResult
+
+
+def _stamp() -> str:
+    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+class ControlConsole:
+    def __init__(self, *, owner: str, json_events: bool, log_admissions: bool) -> None:
+        self._owner = owner
+        self._json = json_events
+        self._log_admissions = log_admissions
+        self._lock = threading.Lock()
+
+    def _emit(self, event: dict[str, Any], text: str, *, err: bool = False) -> None:
+        with self._lock:
+            if self._json:
+                click.echo(json.dumps({"owner": self._owner, "at_ms": CLOCK.now_ms(), **event},
+                                      sort_keys=True), err=err)
+            else:
+                click.echo(f"{_stamp()} [{self._owner}] {text}", err=err)
+
+    def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
+        if not (self._json or self._log_admissions):
+            return
+        c = claim.candidate
+        event = {
+            "event": result.outcome.value, "disposition": decision.disposition.value,
+            "project": c.project_id, "trigger": c.trigger_id, "trigger_revision": c.trigger_revision,
+            "run_id": result.run_id, "scheduled_for_ms": decision.scheduled_for_ms,
+            "claim_version": claim.fence.version, "claim_acquired_at_ms": claim.fence.acquired_at_ms,
+            "reason": result.reason, "in_doubt": result.in_doubt, "durable": result.durable,
+        }
+        if result.outcome is CommitOutcome.ADMITTED:
+            text = (f"admitted {c.project_id}/{c.trigger_id} @ {rfc3339(decision.scheduled_for_ms)} "
+                    f"run {result.run_id}")
+        else:
+            text = f"{result.outcome.value} {c.project_id}/{c.trigger_id} ({result.reason or decision.disposition.value})"
+        self._emit(event, text)
+
+    def state(self, state: Availability, reason: str) -> None:
+        self._emit({"event": "state", "state": state.value, "reason": reason}, f"{state.value}: {reason}")
+
+    def diagnostic(self, diagnostic: Diagnostic) -> None:
+        self._emit({"event": "error", "source": diagnostic.source, "code": diagnostic.code,
+                    "message": diagnostic.message},
+                   f"error {diagnostic.source} {diagnostic.code}: {diagnostic.message}", err=True)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
+    return click.option(name, type=kind, default=None, help=text)
+
+
+@click.command()
+@click.option("--database-url", default=None, metavar="URL",
+              help="postgresql:// URL of the ql_runtime role (env QL_DATABASE_URL). Multi-host URLs "
+                   "with target_session_attrs=read-write are supported. No passwords here.")
+@_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID).")
+@_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
+@_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
+@_option("--budget", click.INT, "Claims per cycle, 1-256 (default 16).")
+@_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 8).")
+@_option("--interval-ms", click.INT, "Cycle cadence, 250-3600000 ms (default 1000).")
+@_option("--stop-timeout-ms", click.INT, "How long stop waits for a cycle, 100-30000 ms (default 10000).")
+@_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")
+@_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
+@_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
+@_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
+@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@click.option("--log-admissions", is_flag=True, help="Print a line per admission.")
+def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
+    """Run one cluster-control replica until SIGINT or SIGTERM.
+
+    Any number of identical replicas may run against one database: each claims due
+    schedule rows with short fenced leases and admits each occurrence exactly once.
+    Configuration is validated before PostgreSQL is opened; unknown options are refused.
+    On a signal /readyz turns 503 first, then the scheduler drains, then the pool closes.
+    """
+    from qinglong.cli.params import check_cli_url
+
+    check_cli_url(flags.get("database_url"))
+    settings = load_control_settings(flags)
+    console = ControlConsole(owner=settings.owner_id, json_events=json_events,
+                             log_admissions=log_admissions)
+    if settings.lease_ms >= settings.grace_ms:
+        console.diagnostic(Diagnostic(
+            source="control", code="QL_CONFIG_WARNING",
+            message=f"lease {settings.lease_ms} ms >= grace {settings.grace_ms} ms: occurrences held "
+                    "by a replica that dies may misfire before another replica takes them over"))
+    app = ClusterControl(settings, console)
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        del frame
+        seen.append(signum)
+        if len(seen) > 1:
+            raise SystemExit(130)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        port = app.start_http()
+        console.state(Availability.STARTING, f"http on port {port}")
+        result = app.run(stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    console.state(Availability.STOPPING, f"stopped ({result.value})")

@@ -1,0 +1,285 @@
+"""The cluster profile: one `ql control` replica.
+
+Start: HTTP probes (livez 200, readyz 503) -> activation: pool -> readiness audit ->
+startup recovery gate -> scheduler lifecycle -> readyz 200. Stop: readyz 503 -> stop and
+drain the scheduler -> close the pool -> HTTP. Losing the database (connection lost,
+backend terminated, server read-only) trips the availability fence: readyz 503, no
+admissions, livez stays 200, until a fresh activation succeeds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from qinglong.api.health import HttpServer, create_app
+from qinglong.domain.decision import Decision
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.errors import ConnectionLost, NotReady, QinglongError
+from qinglong.profiles.cluster_config import ControlSettings
+from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.scheduler.diagnostics import Diagnostic, diagnostic_from
+from qinglong.scheduler.lifecycle import SchedulerLifecycle, StopResult
+from qinglong.scheduler.report import CycleReport
+from qinglong.storage.ports import CommitOutcome, CommitResult
+from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
+from qinglong.storage.postgres.errors import ServerNotWritable
+from qinglong.storage.postgres.readiness import audit
+from qinglong.storage.postgres.recovery import recovery_candidates
+from qinglong.storage.postgres.scheduling import PgScheduleStore
+
+FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
+
+
+class Availability(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    UNAVAILABLE = "unavailable"
+    STOPPING = "stopping"
+
+
+class ControlObserver(Protocol):
+    def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None: ...
+    def state(self, state: Availability, reason: str) -> None: ...
+    def diagnostic(self, diagnostic: Diagnostic) -> None: ...
+
+
+class AvailabilityFence:
+    """ready -> unavailable happens once per activation; only a new activation is ready again."""
+
+    def __init__(self, observer: ControlObserver) -> None:
+        self._lock = threading.Lock()
+        self._state = Availability.STARTING
+        self._reason = "starting"
+        self._tripped = threading.Event()
+        self._observer = observer
+
+    @property
+    def state(self) -> tuple[Availability, str]:
+        with self._lock:
+            return self._state, self._reason
+
+    def _set(self, state: Availability, reason: str) -> None:
+        with self._lock:
+            if self._state is Availability.STOPPING:
+                return
+            self._state, self._reason = state, reason
+        self._observer.state(state, reason)
+
+    def activated(self) -> None:
+        self._tripped.clear()
+        self._set(Availability.READY, "activated")
+
+    def trip(self, reason: str) -> None:
+        with self._lock:
+            already = self._state is not Availability.READY
+        self._tripped.set()
+        if not already:
+            self._set(Availability.UNAVAILABLE, reason)
+
+    def not_ready(self, reason: str) -> None:
+        self._set(Availability.UNAVAILABLE, reason)
+
+    def stopping(self) -> None:
+        self._set(Availability.STOPPING, "stopping")
+        self._tripped.set()
+
+    def wait_tripped(self, timeout_s: float | None) -> bool:
+        return self._tripped.wait(timeout_s)
+
+    @property
+    def ready(self) -> bool:
+        with self._lock:
+            return self._state is Availability.READY
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.admitted = Counter("ql_admitted_total", "Runs admitted", registry=self.registry)
+        self.advanced = Counter("ql_advanced_total", "Cursor moves without a Run", ["disposition"],
+                                registry=self.registry)
+        self.raced = Counter("ql_raced_total", "Commits that lost a race", ["reason"],
+                             registry=self.registry)
+        self.cycles = Counter("ql_cycles_total", "Scheduler cycles", registry=self.registry)
+        self.errors = Counter("ql_errors_total", "Scheduler errors", ["code"], registry=self.registry)
+        self.activations = Counter("ql_activations_total", "Successful activations",
+                                   registry=self.registry)
+        self.ready = Gauge("ql_ready", "1 while this replica admits", registry=self.registry)
+        self.lag = Histogram("ql_admission_lag_seconds", "Claim time minus scheduled time",
+                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+                             registry=self.registry)
+
+
+@dataclass
+class _Activation:
+    connector: PoolConnector
+    lifecycle: SchedulerLifecycle
+
+
+class ClusterControl:
+    def __init__(self, settings: ControlSettings, observer: ControlObserver,
+                 *, before_commit: Callable[[], None] | None = None) -> None:
+        self._settings = settings
+        self._observer = observer
+        self._fence = AvailabilityFence(observer)
+        self._metrics = Metrics()
+        self._before_commit = before_commit
+        self._activation: _Activation | None = None
+        self._last_report: CycleReport | None = None
+        self._activations = 0
+        self._http: HttpServer | None = None
+
+    # -- HTTP -------------------------------------------------------------------------
+
+    def _ready(self) -> tuple[bool, str]:
+        state, reason = self._fence.state
+        return state is Availability.READY, reason
+
+    def _status(self) -> dict[str, Any]:
+        state, reason = self._fence.state
+        report = self._last_report
+        return {
+            "owner": self._settings.owner_id,
+            "state": state.value,
+            "reason": reason,
+            "activations": self._activations,
+            "last_cycle": None if report is None else {
+                "claimed": report.claimed, "admitted": report.admitted, "raced": report.raced,
+                "skipped": report.skipped, "initialized": report.initialized,
+                "errors": report.errors, "saturated": report.saturated,
+            },
+        }
+
+    def start_http(self) -> int:
+        app = create_app(ready=self._ready, status=self._status, registry=self._metrics.registry)
+        self._http = HttpServer(app, self._settings.http)
+        self._http.start()
+        return self._http.port
+
+    # -- activation -------------------------------------------------------------------
+
+    def activate(self) -> None:
+        """Pool -> readiness -> recovery -> lifecycle; raises when the replica cannot start."""
+        s = self._settings
+        connector = PoolConnector(
+            s.database_url,
+            application_name=f"ql-control:{s.owner_id}"[:63],
+            settings=SessionSettings(
+                statement_timeout_ms=s.statement_timeout_ms,
+                lock_timeout_ms=1000,
+                idle_in_transaction_timeout_ms=s.idle_in_transaction_timeout_ms,
+                transaction_timeout_ms=s.transaction_timeout_ms,
+            ),
+            max_size=s.pool_size,
+            on_lost=lambda: self._trip("database connection lost"),
+        )
+        try:
+            connector.open()
+            with connector.connection() as conn:
+                findings = audit(conn)
+                if findings:
+                    raise NotReady(findings)
+                page = recovery_candidates(conn, limit=16)
+                if not page.converged:
+                    listed = ", ".join(f"{c.kind}:{c.id}:{c.status}" for c in page.candidates[:4])
+                    raise NotReady(["recovery-not-converged"],
+                                   f"startup recovery found unfinished work: {listed}"
+                                   + (" and more" if page.has_more or len(page.candidates) > 4 else ""))
+            store = PgScheduleStore(connector, actor_id=s.owner_id,
+                                    commit_deadline_s=s.commit_deadline_ms / 1000,
+                                    before_commit=self._before_commit)
+            coordinator = ClusterCoordinator(
+                store, owner=s.owner_id, lease_ms=s.lease_ms, budget=s.budget, batch=s.batch,
+                grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
+            )
+            lifecycle = SchedulerLifecycle(
+                lambda: self._cycle(coordinator), interval_s=s.interval_ms / 1000,
+                stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
+                on_report=self._report,
+            )
+        except BaseException:
+            connector.close()
+            raise
+        self._activation = _Activation(connector=connector, lifecycle=lifecycle)
+        self._activations += 1
+        self._metrics.activations.inc()
+        self._fence.activated()
+        self._metrics.ready.set(1)
+        lifecycle.start()
+
+    def _cycle(self, coordinator: ClusterCoordinator) -> CycleReport:
+        if not self._fence.ready:
+            return CycleReport()  # unavailable: no claims, no admissions
+        try:
+            return coordinator.run_cycle()
+        except FENCE_TRIPPING as exc:
+            self._trip(exc.message)
+            raise
+
+    def _trip(self, reason: str) -> None:
+        self._metrics.ready.set(0)
+        self._fence.trip(reason)
+
+    def deactivate(self) -> StopResult:
+        activation, self._activation = self._activation, None
+        if activation is None:
+            return StopResult.STOPPED
+        result = activation.lifecycle.stop()
+        activation.connector.close()
+        return result
+
+    # -- supervision ------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> StopResult:
+        """Activate, and re-activate after losing the database, until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                self.activate()
+            except QinglongError as exc:
+                self._fence.not_ready(exc.message)
+                self._diagnostic(diagnostic_from("control", exc))
+                stop.wait(self._settings.reactivate_ms / 1000)
+                continue
+            while not stop.is_set() and not self._fence.wait_tripped(0.2):
+                pass
+            if stop.is_set():
+                break
+            self.deactivate()  # the fence tripped: drop this activation, then start afresh
+            stop.wait(self._settings.reactivate_ms / 1000)
+        return self.shutdown()
+
+    def shutdown(self) -> StopResult:
+        self._fence.stopping()  # readyz 503 first
+        self._metrics.ready.set(0)
+        result = self.deactivate()
+        if self._http is not None:
+            self._http.stop()
+        return result
+
+    # -- observation ------------------------------------------------------------------
+
+    def _committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
+        m = self._metrics
+        if result.outcome is CommitOutcome.ADMITTED:
+            m.admitted.inc()
+            if decision.scheduled_for_ms is not None:
+                m.lag.observe(max(0, claim.fence.acquired_at_ms - decision.scheduled_for_ms) / 1000)
+        elif result.outcome is CommitOutcome.RACED:
+            m.raced.labels(result.reason or "unknown").inc()
+        else:
+            m.advanced.labels(decision.disposition.value).inc()
+        self._observer.committed(claim, decision, result)
+
+    def _report(self, report: CycleReport) -> None:
+        self._last_report = report
+        self._metrics.cycles.inc()
+
+    def _diagnostic(self, diagnostic: Diagnostic) -> None:
+        self._metrics.errors.labels(diagnostic.code).inc()
+        self._observer.diagnostic(diagnostic)

@@ -1,0 +1,95 @@
+"""Configuration of one `ql control` replica, validated before PostgreSQL is opened.
+
+Values come from command-line flags, then ``QL_CONTROL_*`` environment variables (and
+``QL_DATABASE_URL``); an unknown ``QL_CONTROL_*`` variable is refused like an unknown flag.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from qinglong.api.health import parse_listen
+from qinglong.domain.identifiers import OWNER_ID
+from qinglong.errors import InvalidConfig
+from qinglong.profiles.backends import url_kind
+
+ENV_PREFIX = "QL_CONTROL_"
+
+
+class ControlSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    database_url: str = Field(validation_alias="QL_DATABASE_URL")
+    owner_id: str
+    lease_ms: int = Field(default=30_000, ge=1_000, le=60_000)
+    grace_ms: int = Field(default=30_000, ge=0, le=300_000)
+    budget: int = Field(default=16, ge=1, le=256)
+    batch: int = Field(default=8, ge=1, le=256)
+    interval_ms: int = Field(default=1_000, ge=250, le=3_600_000)
+    stop_timeout_ms: int = Field(default=10_000, ge=100, le=30_000)
+    commit_deadline_ms: int = Field(default=5_000, ge=100, le=60_000)
+    pool_size: int = Field(default=4, ge=1, le=64)
+    http: str = "127.0.0.1:8081"
+    reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
+
+    @field_validator("owner_id")
+    @classmethod
+    def _owner(cls, value: str) -> str:
+        if not OWNER_ID.match(value):
+            raise ValueError("must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a "
+                             "letter or digit")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if url_kind(value) != "postgresql":
+            raise ValueError("ql control needs a postgresql:// URL")
+        return value
+
+    @field_validator("http")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @property
+    def idle_in_transaction_timeout_ms(self) -> int:
+        """Below the lease, so a frozen replica's row lock is released before takeover."""
+        return max(500, min(10_000, self.lease_ms // 2))
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        return max(800, min(20_000, self.lease_ms * 4 // 5))
+
+    @property
+    def statement_timeout_ms(self) -> int:
+        return max(500, min(5_000, self.lease_ms // 2))
+
+
+_FLAG = {name: name.replace("_", "-") for name in ControlSettings.model_fields}
+
+
+def load_control_settings(flags: dict[str, Any]) -> ControlSettings:
+    """Flags (only those given) override the environment; errors name the option."""
+    known = {ENV_PREFIX + name.upper() for name in ControlSettings.model_fields}
+    unknown = sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
+    if unknown:
+        raise InvalidConfig(unknown[0], "is not a known ql control setting")
+    given = {k: v for k, v in flags.items() if v is not None}
+    if "database_url" in given:
+        given["QL_DATABASE_URL"] = given.pop("database_url")
+    try:
+        return ControlSettings(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        location = first["loc"][0] if first["loc"] else "config"
+        field = "database-url" if location == "QL_DATABASE_URL" else _FLAG.get(str(location), str(location))
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "missing":
+            message = "is required (flag or environment)"
+        raise InvalidConfig(field, message) from None

@@ -1,0 +1,123 @@
+"""The cluster coordinator: one bounded cycle of claim -> decide -> commit.
+
+It takes no clock: every decision is made at its claim's database acquisition time, and
+the commit re-reads the database clock. Several rows may be claimed per statement; each
+keeps its own fence. An exception abandons the rest of the cycle: the remaining claims
+simply expire (by database time) and are taken over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from qinglong.domain.decision import Decision, Disposition, check_grace
+from qinglong.domain.identifiers import owner_id
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.errors import InvalidConfig, InvalidSchedule, StorageError
+from qinglong.scheduler.diagnostics import (
+    Diagnostic,
+    DiagnosticSink,
+    corrupt_row_diagnostic,
+    diagnostic_from,
+    emit,
+)
+from qinglong.scheduler.local import new_admission_ids, uuid4_text
+from qinglong.scheduler.report import CycleReport, Tally, check_budget
+from qinglong.storage.ports import (
+    ClaimCommitParams,
+    ClusterScheduleStore,
+    CommitResult,
+    CorruptScheduleRow,
+    ScheduleClaimParams,
+)
+
+ClusterCommittedHook = Callable[[ScheduleClaim, Decision, CommitResult], None]
+MIN_LEASE_MS = 1_000
+MAX_LEASE_MS = 60_000
+
+
+class ForeignClaim(StorageError):
+    """A claim came back that this coordinator did not take."""
+
+    code = "QL_FOREIGN_CLAIM"
+
+
+class ClusterCoordinator:
+    def __init__(
+        self,
+        store: ClusterScheduleStore,
+        *,
+        owner: str,
+        lease_ms: int = 30_000,
+        budget: int = 16,
+        batch: int = 8,
+        grace_ms: int = 30_000,
+        new_id: Callable[[], str] = uuid4_text,
+        on_committed: ClusterCommittedHook | None = None,
+        diagnostics: DiagnosticSink | None = None,
+        wake_hint: bool = True,
+    ) -> None:
+        if not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
+            raise InvalidConfig("lease", f"must be between {MIN_LEASE_MS} and {MAX_LEASE_MS} ms")
+        self._store = store
+        self._owner = owner_id(owner)
+        self._lease_ms = lease_ms
+        self._budget = check_budget(budget)
+        self._batch = check_budget(batch)
+        self._grace_ms = check_grace(grace_ms)
+        self._new_id = new_id
+        self._on_committed = on_committed
+        self._diagnostics = diagnostics
+        self._wake_hint = wake_hint
+
+    @property
+    def owner(self) -> str:
+        return self._owner
+
+    def run_cycle(self) -> CycleReport:
+        tally = Tally()
+        while tally.claimed < self._budget:
+            limit = min(self._batch, self._budget - tally.claimed)
+            claims = self._store.schedule_claim(
+                ScheduleClaimParams(owner=self._owner, lease_ms=self._lease_ms, limit=limit)
+            )
+            for item in claims:
+                tally.claimed += 1
+                if isinstance(item, CorruptScheduleRow):
+                    tally.errors += 1
+                    emit(self._diagnostics, corrupt_row_diagnostic(item))
+                    continue
+                self._check_ours(item)
+                tally.observed.append(item.fence.acquired_at_ms)
+                self._decide_and_commit(item, tally)
+            if not claims:
+                break  # a row that is due again (catch-up) is simply claimed again
+        hint = self._store.schedule_next_due_in_ms() if self._wake_hint else None
+        return tally.report(budget=self._budget, next_due_in_ms=hint)
+
+    def _check_ours(self, claim: ScheduleClaim) -> None:
+        fence = claim.fence
+        if fence.owner != self._owner or fence.expires_at_ms - fence.acquired_at_ms != self._lease_ms:
+            raise ForeignClaim("the store returned a claim this coordinator did not take")
+
+    def _decide_and_commit(self, claim: ScheduleClaim, tally: Tally) -> None:
+        try:
+            decision = claim.decide(grace_ms=self._grace_ms)
+        except InvalidSchedule as exc:
+            tally.errors += 1
+            emit(self._diagnostics, diagnostic_from("scheduler", exc))
+            return
+        ids = new_admission_ids(self._new_id) if decision.disposition is Disposition.ADMIT else None
+        result = self._store.schedule_commit(ClaimCommitParams(claim=claim, decision=decision, ids=ids))
+        tally.record(result)
+        if not result.durable:
+            emit(self._diagnostics, Diagnostic(
+                source="scheduler", code="QL_COMMIT_NOT_DURABLE",
+                message=f"{claim.candidate.project_id}/{claim.candidate.trigger_id}: committed "
+                        "locally but replication was not confirmed (WARNING 01000)",
+            ))
+        if self._on_committed is not None:
+            try:
+                self._on_committed(claim, decision, result)
+            except Exception as exc:  # noqa: BLE001 - an observer must not break admission
+                emit(self._diagnostics, diagnostic_from("scheduler", exc))

@@ -1,0 +1,290 @@
+"""Publishing and reading definitions, shared by both adapters.
+
+Each method runs inside a transaction the adapter opened (``BEGIN IMMEDIATE`` on SQLite,
+``SERIALIZABLE`` on PostgreSQL) and uses the adapter's queries by name; ``now_ms`` is the
+adapter's clock (the node on SQLite, the database on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from qinglong.domain.identifiers import display_name, entity_id, project_id
+from qinglong.domain.model import Project, ProjectStatus, TriggerView
+from qinglong.domain.publishing import next_task_revision, next_trigger_revision
+from qinglong.domain.task import (
+    ExecutorType,
+    TaskRevision,
+    compile_execution_revision,
+    plan_json_text,
+    spec_json_text,
+)
+from qinglong.domain.trigger import TriggerRevision
+from qinglong.errors import Conflict, NotFound
+from qinglong.storage import records
+from qinglong.storage.dbapi import Connection, Queries, Row
+from qinglong.storage.ports import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TaskPublishResult,
+    TriggerPublishParams,
+    TriggerPublishResult,
+)
+
+
+class DefinitionWriter:
+    def __init__(self, conn: Connection, queries: Queries, executor_type: ExecutorType, now_ms: int):
+        self._conn = conn
+        self._q = queries
+        self._executor_type = executor_type
+        self._now_ms = now_ms
+
+    def _one(self, name: str, params: Mapping[str, object]) -> Row | None:
+        row: Row | None = self._conn.execute(self._q[name], params).fetchone()
+        return row
+
+    # -- projects ---------------------------------------------------------------------
+
+    def project_create(self, params: ProjectCreateParams) -> Project:
+        project_id(params.project_id)
+        name = display_name(params.name or params.project_id)
+        if self._one("project_get", {"id": params.project_id}):
+            raise Conflict(f"project {params.project_id!r} already exists")
+        row = self._one("project_insert", {"id": params.project_id, "name": name, "now_ms": self._now_ms})
+        assert row is not None
+        return records.project_from_row(row)
+
+    def project_archive(self, project: str) -> Project:
+        project_id(project)
+        row = self._one("project_archive", {"id": project, "now_ms": self._now_ms})
+        if row is None:
+            if self._one("project_get", {"id": project}) is None:
+                raise NotFound("project", project)
+            raise Conflict(f"project {project!r} is already archived")
+        return records.project_from_row(row)
+
+    def active_project(self, project: str) -> Project:
+        row = self._one("project_get", {"id": project})
+        if row is None:
+            raise NotFound("project", project)
+        record = records.project_from_row(row)
+        if record.status is not ProjectStatus.ACTIVE:
+            raise Conflict(f"project {project!r} is archived")
+        return record
+
+    # -- tasks ------------------------------------------------------------------------
+
+    def current_task(self, project: str, task: str) -> TaskRevision | None:
+        head = self._one("task_head_get", {"project_id": project, "task_id": task})
+        if head is None:
+            return None
+        row = self._one("task_revision_get",
+                        {"project_id": project, "task_id": task, "revision": head["current_revision"]})
+        assert row is not None
+        return records.task_revision(row)
+
+    def task_publish(self, params: TaskPublishParams) -> TaskPublishResult:
+        project_id(params.project_id)
+        entity_id(params.task_id, "task")
+        self.active_project(params.project_id)
+        current = self.current_task(params.project_id, params.task_id)
+        revision = next_task_revision(
+            current,
+            project_id=params.project_id,
+            task_id=params.task_id,
+            name=params.name,
+            spec=params.spec,
+            enabled=params.enabled,
+            now_ms=self._now_ms,
+        )
+        if revision is None:
+            assert current is not None
+            return TaskPublishResult(revision=current, created=False)
+        self._append_task_revision(revision, current)
+        repinned: list[str] = []
+        if params.repin_triggers and revision.enabled and current is not None:
+            repinned = self._repin_triggers(revision)
+        return TaskPublishResult(revision=revision, created=True, repinned_triggers=tuple(repinned))
+
+    def _append_task_revision(self, revision: TaskRevision, previous: TaskRevision | None) -> None:
+        key = {"project_id": revision.project_id, "task_id": revision.task_id}
+        now = revision.created_at_ms
+        if previous is None:
+            self._conn.execute(self._q["task_head_insert"], {**key, "now_ms": now})
+        self._conn.execute(
+            self._q["task_revision_insert"],
+            {
+                **key,
+                "revision": revision.revision,
+                "name": revision.name,
+                "kind": revision.kind,
+                "spec_json": spec_json_text(revision.spec),
+                "enabled": revision.enabled,
+                "content_digest": revision.content_digest,
+                "created_at_ms": now,
+            },
+        )
+        execution = compile_execution_revision(revision, self._executor_type, now)
+        self._conn.execute(
+            self._q["task_execution_revision_insert"],
+            {
+                **key,
+                "source_revision": execution.source_revision,
+                "task_revision": execution.task_revision,
+                "source_content_digest": execution.source_content_digest,
+                "executor_type": execution.executor_type.value,
+                "plan_schema": execution.plan_schema,
+                "plan_json": plan_json_text(execution),
+                "content_digest": execution.content_digest,
+                "created_at_ms": now,
+            },
+        )
+        if previous is not None:
+            advanced = self._conn.execute(
+                self._q["task_head_advance"],
+                {**key, "revision": revision.revision, "expected_revision": previous.revision,
+                 "now_ms": now},
+            )
+            if advanced.rowcount != 1:
+                raise Conflict(f"task {revision.task_id!r} changed concurrently; publish again")
+
+    def _repin_triggers(self, task: TaskRevision) -> list[str]:
+        repinned = []
+        rows = self._conn.execute(
+            self._q["trigger_ids_for_task"], {"project_id": task.project_id, "task_id": task.task_id}
+        ).fetchall()
+        for row in rows:
+            current = self.current_trigger(task.project_id, row["trigger_id"])
+            assert current is not None
+            revision = next_trigger_revision(
+                current,
+                project_id=task.project_id,
+                trigger_id=current.trigger_id,
+                task_id=None,
+                enabled=current.enabled,
+                task=task,
+                now_ms=task.created_at_ms,
+            )
+            if revision is not None:
+                self._append_trigger_revision(revision, current)
+                repinned.append(revision.trigger_id)
+        return repinned
+
+    # -- triggers ---------------------------------------------------------------------
+
+    def current_trigger(self, project: str, trigger: str) -> TriggerRevision | None:
+        key = {"project_id": project, "trigger_id": trigger}
+        head = self._one("trigger_head_get", key)
+        if head is None:
+            return None
+        row = self._one("trigger_revision_get", {**key, "revision": head["current_revision"]})
+        assert row is not None
+        return records.trigger_revision(row)
+
+    def trigger_publish(self, params: TriggerPublishParams) -> TriggerPublishResult:
+        project_id(params.project_id)
+        entity_id(params.trigger_id, "trigger")
+        if params.task_id is not None:
+            entity_id(params.task_id, "task")
+        self.active_project(params.project_id)
+        current = self.current_trigger(params.project_id, params.trigger_id)
+        if current is None and params.task_id is None:
+            raise NotFound("trigger", params.trigger_id)
+        task_id = params.task_id or current.task_id  # type: ignore[union-attr]
+        task = self.current_task(params.project_id, task_id)
+        if task is None:
+            raise NotFound("task", task_id)
+        revision = next_trigger_revision(
+            current,
+            project_id=params.project_id,
+            trigger_id=params.trigger_id,
+            task_id=params.task_id,
+            enabled=params.enabled,
+            task=task,
+            now_ms=self._now_ms,
+            expression=params.expression,
+            timezone=params.timezone,
+            misfire_policy=params.misfire_policy,
+        )
+        if revision is None:
+            assert current is not None
+            return TriggerPublishResult(revision=current, created=False)
+        self._append_trigger_revision(revision, current)
+        return TriggerPublishResult(revision=revision, created=True)
+
+    def _append_trigger_revision(self, revision: TriggerRevision, previous: TriggerRevision | None) -> None:
+        key = {"project_id": revision.project_id, "trigger_id": revision.trigger_id}
+        now = revision.created_at_ms
+        if previous is None:
+            self._conn.execute(self._q["trigger_head_insert"],
+                               {**key, "task_id": revision.task_id, "now_ms": now})
+        self._conn.execute(
+            self._q["trigger_revision_insert"],
+            {
+                **key,
+                "revision": revision.revision,
+                "task_id": revision.task_id,
+                "task_revision": revision.task_revision,
+                "task_content_digest": revision.task_content_digest,
+                "spec_json": revision.spec.json_text(),
+                "enabled": revision.enabled,
+                "content_digest": revision.content_digest,
+                "created_at_ms": now,
+            },
+        )
+        if previous is None:
+            self._conn.execute(self._q["schedule_insert"],
+                               {**key, "trigger_revision": revision.revision, "now_ms": now})
+            return
+        advanced = self._conn.execute(
+            self._q["trigger_head_advance"],
+            {**key, "revision": revision.revision, "expected_revision": previous.revision,
+             "now_ms": now},
+        )
+        if advanced.rowcount != 1:
+            raise Conflict(f"trigger {revision.trigger_id!r} changed concurrently; publish again")
+        self._conn.execute(self._q["schedule_reset"],
+                           {**key, "trigger_revision": revision.revision, "now_ms": now})
+
+
+class DefinitionReader:
+    """Definition reads (inside a read transaction the adapter opened)."""
+
+    def __init__(self, conn: Connection, queries: Queries) -> None:
+        self._conn = conn
+        self._q = queries
+
+    def _require_project(self, project: str) -> None:
+        if self._conn.execute(self._q["project_get"], {"id": project}).fetchone() is None:
+            raise NotFound("project", project)
+
+    def project_get(self, project: str) -> Project:
+        row = self._conn.execute(self._q["project_get"], {"id": project}).fetchone()
+        if row is None:
+            raise NotFound("project", project)
+        return records.project_from_row(row)
+
+    def project_list(self) -> list[Project]:
+        return [records.project_from_row(r) for r in self._conn.execute(self._q["project_list"]).fetchall()]
+
+    def task_list(self, project: str) -> list[TaskRevision]:
+        self._require_project(project)
+        rows = self._conn.execute(self._q["task_list"], {"project_id": project}).fetchall()
+        return [records.task_revision(row) for row in rows]
+
+    def trigger_list(self, project: str, trigger_id: str | None) -> list[TriggerView]:
+        self._require_project(project)
+        rows = self._conn.execute(
+            self._q["trigger_list"], {"project_id": project, "trigger_id": trigger_id}
+        ).fetchall()
+        if trigger_id is not None and not rows:
+            raise NotFound("trigger", trigger_id)
+        return [
+            TriggerView(
+                revision=records.trigger_revision(row),
+                schedule=records.schedule_state(row, "s_"),
+                task_pin_current=bool(row["task_pin_current"]),
+                project_active=bool(row["project_active"]),
+            )
+            for row in rows
+        ]

@@ -1,0 +1,276 @@
+"""Connections to PostgreSQL: conninfo with keepalives, session timeouts, pools, and a
+COMMIT with a client-side deadline whose notices (WARNING 01000) are captured.
+
+Every connection is in autocommit mode; transactions are explicit (``BEGIN ...``), so a
+claim is one auto-committed READ COMMITTED statement and an admission is one explicit
+SERIALIZABLE transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from qinglong.errors import ConnectionLost, InvalidInput, StorageError
+from qinglong.storage.postgres.errors import connection_gone, translate
+from qinglong.storage.sqlfile import load_queries
+
+QUERIES = load_queries("qinglong.storage.postgres")
+PgConnection = psycopg.Connection[dict[str, Any]]
+
+_NOTICES: weakref.WeakKeyDictionary[PgConnection, list[tuple[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSettings:
+    """Per-session timeouts, applied when a connection is opened."""
+
+    statement_timeout_ms: int = 5000
+    lock_timeout_ms: int = 1000
+    idle_in_transaction_timeout_ms: int = 10_000
+    transaction_timeout_ms: int = 20_000  # PostgreSQL 17+ only
+
+
+def password_from_environment() -> str | None:
+    path = os.environ.get("QL_DATABASE_PASSWORD_FILE")
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").rstrip("\n")
+    except OSError as exc:
+        raise InvalidInput("QL_DATABASE_PASSWORD_FILE", f"cannot read the file ({exc.strerror})") from exc
+
+
+def conninfo(url: str, *, application_name: str, connect_timeout_s: int = 5) -> str:
+    """The libpq conninfo for ``url`` with our defaults; ``target_session_attrs`` and
+    multi-host URLs pass through unchanged."""
+    extra: dict[str, Any] = {
+        "application_name": application_name,
+        "connect_timeout": connect_timeout_s,
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 15_000,
+    }
+    password = password_from_environment()
+    if password is not None:
+        extra["password"] = password
+    try:
+        return psycopg.conninfo.make_conninfo(url, **extra)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidInput("database-url", "is not a valid PostgreSQL URL") from exc
+
+
+def _record_notice(conn: PgConnection) -> Callable[[psycopg.errors.Diagnostic], None]:
+    ref = weakref.ref(conn)
+
+    def handler(diagnostic: psycopg.errors.Diagnostic) -> None:
+        owner = ref()
+        if owner is not None:
+            _NOTICES.setdefault(owner, []).append(
+                (diagnostic.sqlstate or "", diagnostic.message_primary or "")
+            )
+
+    return handler
+
+
+def prepare_session(conn: PgConnection, settings: SessionSettings | None) -> None:
+    """Notice capture, and for long-lived sessions: timeouts and prepared generic plans.
+
+    Our claim and commit statements join six tables on composite keys; PostgreSQL takes
+    several milliseconds to plan them, so long-lived sessions prepare every statement on
+    first use and keep one generic plan.
+    """
+    conn.add_notice_handler(_record_notice(conn))
+    if settings is None:
+        return
+    conn.prepare_threshold = 0
+    conn.execute(
+        "SELECT set_config('statement_timeout', %(st)s, false), "
+        "set_config('lock_timeout', %(lt)s, false), "
+        "set_config('plan_cache_mode', 'force_generic_plan', false), "
+        "set_config('idle_in_transaction_session_timeout', %(it)s, false)",
+        {
+            "st": f"{settings.statement_timeout_ms}ms",
+            "lt": f"{settings.lock_timeout_ms}ms",
+            "it": f"{settings.idle_in_transaction_timeout_ms}ms",
+        },
+    )
+    if conn.info.server_version >= 170000:
+        conn.execute(
+            "SELECT set_config('transaction_timeout', %(tt)s, false)",
+            {"tt": f"{settings.transaction_timeout_ms}ms"},
+        )
+
+
+def connect(
+    url: str, *, application_name: str, settings: SessionSettings | None = None
+) -> PgConnection:
+    try:
+        conn = psycopg.connect(
+            conninfo(url, application_name=application_name), autocommit=True, row_factory=dict_row
+        )
+    except psycopg.OperationalError as exc:
+        raise ConnectionLost(f"cannot connect to PostgreSQL ({_reason(exc)})") from exc
+    try:
+        prepare_session(conn, settings)
+    except psycopg.Error as exc:
+        conn.close()
+        raise translate(exc, "prepare session") from exc
+    return conn
+
+
+def _reason(exc: psycopg.OperationalError) -> str:
+    text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    return text.split("FATAL:")[-1].strip()[:200]
+
+
+class Connector(Protocol):
+    """Something that lends a connection for one unit of work."""
+
+    def connection(self) -> contextlib.AbstractContextManager[PgConnection]: ...
+
+    def close(self) -> None: ...
+
+
+class SingleConnector:
+    """One connection, opened on first use, reopened if it breaks (for CLI commands)."""
+
+    def __init__(self, url: str, *, application_name: str = "ql-cli",
+                 settings: SessionSettings | None = None) -> None:
+        self._url = url
+        self._application_name = application_name
+        self._settings = settings
+        self._conn: PgConnection | None = None
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[PgConnection]:
+        with self._lock:
+            if self._conn is None or connection_gone(self._conn):
+                self._conn = connect(self._url, application_name=self._application_name,
+                                     settings=self._settings)
+            yield self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class PoolConnector:
+    """A psycopg_pool pool; broken connections are dropped, and reported to ``on_lost``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        application_name: str,
+        settings: SessionSettings,
+        min_size: int = 1,
+        max_size: int = 4,
+        on_lost: Callable[[], None] | None = None,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self._on_lost = on_lost
+        self._pool = ConnectionPool(
+            conninfo(url, application_name=application_name),
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            configure=lambda conn: prepare_session(conn, settings),
+            check=self._check,
+            timeout=timeout_s,
+            open=False,
+            name=application_name,
+        )
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            if self._on_lost is not None:
+                self._on_lost()
+            raise
+
+    def open(self, wait_s: float = 10.0) -> None:
+        try:
+            self._pool.open(wait=True, timeout=wait_s)
+        except PoolTimeout as exc:
+            raise ConnectionLost("cannot connect to PostgreSQL (pool did not fill in time)") from exc
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[PgConnection]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            if self._on_lost is not None:
+                self._on_lost()
+            raise ConnectionLost("no database connection available") from exc
+
+    def close(self) -> None:
+        self._pool.close(timeout=5.0)
+
+
+# --- transactions --------------------------------------------------------------------
+
+
+class CommitNotAcknowledged(StorageError):
+    """COMMIT was sent and no success reply arrived: the outcome is unknown."""
+
+    code = "QL_OUTCOME_UNKNOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitReceipt:
+    durable: bool  # False when the server warned that the commit may not be replicated
+    warnings: tuple[str, ...]
+
+
+def _sever(conn: PgConnection) -> None:
+    """Cut the connection's socket from another thread: the blocked read fails at once."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = conn.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
+    """COMMIT with a client-side deadline. Any failure after COMMIT was sent raises
+    CommitNotAcknowledged (never retried); WARNING 01000 makes the receipt not durable."""
+    notices = _NOTICES.setdefault(conn, [])
+    notices.clear()
+    timer = threading.Timer(deadline_s, _sever, args=(conn,))
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.execute("COMMIT")
+    except Exception as exc:
+        raise CommitNotAcknowledged("COMMIT was sent but not acknowledged") from exc
+    finally:
+        timer.cancel()
+    warnings = tuple(message for state, message in notices if state == "01000")
+    return CommitReceipt(durable=not warnings, warnings=warnings)
+
+
+def rollback_quietly(conn: PgConnection) -> None:
+    if connection_gone(conn):
+        return
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("ROLLBACK")

@@ -1,0 +1,70 @@
+"""PostgreSQL publishers (admin role) and definition reads; times come from the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+from qinglong.domain.model import Project, TriggerView
+from qinglong.domain.task import ExecutorType, TaskRevision
+from qinglong.storage.definition_writer import DefinitionReader, DefinitionWriter
+from qinglong.storage.ports import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TaskPublishResult,
+    TriggerPublishParams,
+    TriggerPublishResult,
+)
+from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
+from qinglong.storage.postgres.errors import translate
+from qinglong.storage.postgres.transactions import db_now_ms, serializable
+
+T = TypeVar("T")
+
+
+class PgDefinitionStore:
+    """The DefinitionStore port on PostgreSQL: each publish is one SERIALIZABLE transaction."""
+
+    def __init__(self, connector: Connector) -> None:
+        self._connector = connector
+
+    def _publish(self, action: str, work: Callable[[DefinitionWriter], T]) -> T:
+        def run(conn: PgConnection) -> T:
+            writer = DefinitionWriter(conn, QUERIES, ExecutorType.REMOTE_WORKER, db_now_ms(conn))
+            return work(writer)
+
+        result, _ = serializable(self._connector, action, run)
+        return result
+
+    def _read(self, action: str, work: Callable[[DefinitionReader], T]) -> T:
+        with self._connector.connection() as conn:
+            try:
+                return work(DefinitionReader(conn, QUERIES))
+            except psycopg.Error as exc:
+                raise translate(exc, action, conn) from exc
+
+    def project_create(self, params: ProjectCreateParams) -> Project:
+        return self._publish("create project", lambda w: w.project_create(params))
+
+    def project_archive(self, project: str) -> Project:
+        return self._publish("archive project", lambda w: w.project_archive(project))
+
+    def project_get(self, project: str) -> Project:
+        return self._read("read project", lambda r: r.project_get(project))
+
+    def project_list(self) -> list[Project]:
+        return self._read("list projects", lambda r: r.project_list())
+
+    def task_publish(self, params: TaskPublishParams) -> TaskPublishResult:
+        return self._publish("publish task", lambda w: w.task_publish(params))
+
+    def task_list(self, project: str) -> list[TaskRevision]:
+        return self._read("list tasks", lambda r: r.task_list(project))
+
+    def trigger_publish(self, params: TriggerPublishParams) -> TriggerPublishResult:
+        return self._publish("publish trigger", lambda w: w.trigger_publish(params))
+
+    def trigger_list(self, project: str, trigger_id: str | None = None) -> list[TriggerView]:
+        return self._read("list triggers", lambda r: r.trigger_list(project, trigger_id))

@@ -1,0 +1,24 @@
+-- name: project_insert
+-- Create an active project.
+INSERT INTO qinglong.projects (id, slug, name, status, version, created_at_ms, updated_at_ms)
+VALUES (%(id)s, %(id)s, %(name)s, 'active', 1, %(now_ms)s, %(now_ms)s)
+RETURNING *;
+
+-- name: project_get
+-- One project by id.
+SELECT * FROM qinglong.projects WHERE id = %(id)s;
+
+-- name: project_get_for_update
+-- One project by id, locked for a publish.
+SELECT * FROM qinglong.projects WHERE id = %(id)s FOR SHARE;
+
+-- name: project_list
+-- Every project, by id.
+SELECT * FROM qinglong.projects ORDER BY id;
+
+-- name: project_archive
+-- Archive an active project (its triggers stop being claimable).
+UPDATE qinglong.projects
+SET status = 'archived', version = version + 1, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE id = %(id)s AND status = 'active'
+RETURNING *;

@@ -1,0 +1,144 @@
+-- name: schedule_claim
+-- Claim up to %(limit)s due rows in one auto-committed statement with one database-clock
+-- reading: eligible rows only, oldest cursor first, SKIP LOCKED, each with its own fence.
+WITH observed AS MATERIALIZED (
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+),
+candidates AS (
+    SELECT s.project_id, s.trigger_id
+    FROM qinglong.trigger_schedules s
+    CROSS JOIN observed o
+    JOIN qinglong.triggers h
+      ON h.project_id = s.project_id AND h.trigger_id = s.trigger_id
+     AND h.current_revision = s.trigger_revision
+    JOIN qinglong.trigger_revisions tr
+      ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id
+     AND tr.revision = s.trigger_revision
+    JOIN qinglong.task_definitions th
+      ON th.project_id = tr.project_id AND th.task_id = tr.task_id
+     AND th.current_revision = tr.task_revision
+    JOIN qinglong.task_definition_revisions kr
+      ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id
+     AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
+    JOIN qinglong.projects p ON p.id = s.project_id
+    WHERE p.status = 'active' AND tr.enabled AND kr.enabled
+      AND tr.spec_json ->> 'schema' = 'qinglong/cron@v1'
+      AND (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= o.now_ms)
+      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= o.now_ms)
+      AND s.updated_at_ms <= o.now_ms
+      AND s.state_version < 2147483647 AND s.claim_version < 2147483647
+    ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
+    LIMIT %(limit)s
+    FOR UPDATE OF s SKIP LOCKED
+),
+claimed AS (
+    UPDATE qinglong.trigger_schedules s
+    SET claim_owner = %(owner)s,
+        claim_token = gen_random_uuid(),
+        claim_version = s.claim_version + 1,
+        claim_expires_at_ms = o.now_ms + %(lease_ms)s,
+        state_version = s.state_version + 1,
+        updated_at_ms = o.now_ms
+    FROM candidates c, observed o
+    WHERE s.project_id = c.project_id AND s.trigger_id = c.trigger_id
+    RETURNING s.*
+),
+logged AS (
+    INSERT INTO qinglong.trigger_schedule_claims
+        (project_id, trigger_id, trigger_revision, claim_version, claim_owner, claim_token,
+         cursor_ms, acquired_at_ms, expires_at_ms)
+    SELECT project_id, trigger_id, trigger_revision, claim_version, claim_owner, claim_token,
+           next_fire_at_ms, updated_at_ms, claim_expires_at_ms
+    FROM claimed
+)
+SELECT c.project_id, c.trigger_id, c.trigger_revision, c.next_fire_at_ms, c.state_version,
+       c.claim_owner, c.claim_token::text AS claim_token, c.claim_version,
+       c.updated_at_ms AS claim_acquired_at_ms, c.claim_expires_at_ms,
+       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
+       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
+       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
+       tr.created_at_ms AS t_created_at_ms
+FROM claimed c
+JOIN qinglong.trigger_revisions tr
+  ON tr.project_id = c.project_id AND tr.trigger_id = c.trigger_id AND tr.revision = c.trigger_revision
+ORDER BY c.next_fire_at_ms NULLS FIRST, c.project_id, c.trigger_id;
+
+-- name: schedule_lock_for_commit
+-- Lock one schedule row and re-read every fact its decision used (inside the SERIALIZABLE tx).
+SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
+       s.claim_owner, s.claim_token::text AS claim_token, s.claim_version,
+       s.updated_at_ms AS claim_acquired_at_ms, s.claim_expires_at_ms,
+       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
+       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
+       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
+       tr.created_at_ms AS t_created_at_ms,
+       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
+       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
+       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms
+FROM qinglong.trigger_schedules s
+JOIN qinglong.triggers h
+  ON h.project_id = s.project_id AND h.trigger_id = s.trigger_id
+ AND h.current_revision = s.trigger_revision
+JOIN qinglong.trigger_revisions tr
+  ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id
+ AND tr.revision = s.trigger_revision
+JOIN qinglong.task_definitions th
+  ON th.project_id = tr.project_id AND th.task_id = tr.task_id
+ AND th.current_revision = tr.task_revision
+JOIN qinglong.task_definition_revisions kr
+  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
+JOIN qinglong.projects p ON p.id = s.project_id
+WHERE s.project_id = %(project_id)s AND s.trigger_id = %(trigger_id)s
+  AND p.status = 'active' AND tr.enabled AND kr.enabled
+  AND tr.spec_json ->> 'schema' = 'qinglong/cron@v1'
+FOR UPDATE OF s;
+
+-- name: execution_revision_for_commit
+-- The pinned remote_worker execution revision of the claimed task revision.
+SELECT * FROM qinglong.task_execution_revisions
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s
+  AND source_revision = %(source_revision)s AND executor_type = 'remote_worker';
+
+-- name: schedule_advance_fenced
+-- Advance the cursor and clear the claim under the full fence.
+UPDATE qinglong.trigger_schedules
+SET next_fire_at_ms = %(next_fire_at_ms)s,
+    last_scheduled_at_ms = coalesce(%(scheduled_for_ms)s, last_scheduled_at_ms),
+    state_version = state_version + 1,
+    claim_owner = NULL, claim_token = NULL, claim_expires_at_ms = NULL,
+    updated_at_ms = %(now_ms)s
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s
+  AND trigger_revision = %(trigger_revision)s AND state_version = %(state_version)s
+  AND next_fire_at_ms IS NOT DISTINCT FROM %(cursor_ms)s::bigint
+  AND claim_owner = %(claim_owner)s AND claim_token = %(claim_token)s::uuid
+  AND claim_version = %(claim_version)s AND claim_expires_at_ms = %(claim_expires_at_ms)s
+  AND claim_expires_at_ms > %(now_ms)s;
+
+-- name: schedule_misfire_insert
+-- Record the stretch of occurrences a misfire decision dropped.
+INSERT INTO qinglong.trigger_schedule_misfires
+    (project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms, next_fire_at_ms,
+     policy, run_id, claim_version, decided_at_ms)
+VALUES
+    (%(project_id)s, %(trigger_id)s, %(trigger_revision)s, %(due_at_ms)s, %(skipped_through_ms)s,
+     %(next_fire_at_ms)s, %(policy)s, %(run_id)s, %(claim_version)s, %(decided_at_ms)s);
+
+-- name: schedule_state_get
+-- The durable state of one schedule row (for resolving an in-doubt commit).
+SELECT trigger_revision, next_fire_at_ms, state_version, claim_token::text AS claim_token,
+       claim_version
+FROM qinglong.trigger_schedules
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;
+
+-- name: run_find_by_key
+-- An admitted Run by its idempotency key (for resolving an in-doubt commit).
+SELECT id FROM qinglong.runs WHERE project_id = %(project_id)s AND idempotency_key = %(key)s;
+
+-- name: schedule_next_due_in
+-- Milliseconds from now (database clock) to the earliest future cursor: a wake-up hint.
+WITH observed AS MATERIALIZED (
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+)
+SELECT (SELECT min(s.next_fire_at_ms) FROM qinglong.trigger_schedules s
+         WHERE s.next_fire_at_ms > o.now_ms) - o.now_ms AS due_in_ms
+FROM observed o;

@@ -1,0 +1,73 @@
+-- name: trigger_head_get
+-- A trigger head, locked for a publish.
+SELECT * FROM qinglong.triggers
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s FOR UPDATE;
+
+-- name: trigger_head_insert
+-- Create a trigger head at revision 1, bound to its task for life.
+INSERT INTO qinglong.triggers
+    (project_id, trigger_id, task_id, current_revision, created_at_ms, updated_at_ms)
+VALUES (%(project_id)s, %(trigger_id)s, %(task_id)s, 1, %(now_ms)s, %(now_ms)s);
+
+-- name: trigger_head_advance
+-- Move a trigger head to its next revision (compare-and-set).
+UPDATE qinglong.triggers
+SET current_revision = %(revision)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s
+  AND current_revision = %(expected_revision)s;
+
+-- name: trigger_revision_get
+-- One trigger revision.
+SELECT * FROM qinglong.trigger_revisions
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s AND revision = %(revision)s;
+
+-- name: trigger_revision_insert
+-- Append an immutable trigger revision.
+INSERT INTO qinglong.trigger_revisions
+    (project_id, trigger_id, revision, task_id, task_revision, task_content_digest, spec_json,
+     enabled, content_digest, created_at_ms)
+VALUES
+    (%(project_id)s, %(trigger_id)s, %(revision)s, %(task_id)s, %(task_revision)s,
+     %(task_content_digest)s, %(spec_json)s, %(enabled)s, %(content_digest)s, %(created_at_ms)s);
+
+-- name: trigger_ids_for_task
+-- Triggers bound to a task (for re-pinning after a task publish).
+SELECT trigger_id FROM qinglong.triggers
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s ORDER BY trigger_id;
+
+-- name: trigger_list
+-- Current trigger revisions of a project with their schedule rows and firing facts.
+SELECT r.*,
+       s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
+       s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
+       s.updated_at_ms AS s_updated_at_ms, s.claim_owner AS s_claim_owner,
+       s.claim_version AS s_claim_version, s.claim_expires_at_ms AS s_claim_expires_at_ms,
+       (th.current_revision = r.task_revision) AS task_pin_current,
+       (p.status = 'active') AS project_active
+FROM qinglong.triggers h
+JOIN qinglong.trigger_revisions r
+  ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id AND r.revision = h.current_revision
+JOIN qinglong.task_definitions th ON th.project_id = r.project_id AND th.task_id = r.task_id
+JOIN qinglong.projects p ON p.id = h.project_id
+LEFT JOIN qinglong.trigger_schedules s
+  ON s.project_id = h.project_id AND s.trigger_id = h.trigger_id
+WHERE h.project_id = %(project_id)s
+  AND (%(trigger_id)s::varchar IS NULL OR h.trigger_id = %(trigger_id)s::varchar)
+ORDER BY h.trigger_id;
+
+-- name: schedule_insert
+-- A new trigger's schedule row: NULL cursor, no claim, versions 0.
+INSERT INTO qinglong.trigger_schedules
+    (project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms,
+     state_version, claim_owner, claim_token, claim_version, claim_expires_at_ms, updated_at_ms)
+VALUES (%(project_id)s, %(trigger_id)s, %(trigger_revision)s, NULL, NULL, 0, NULL, NULL, 0, NULL,
+        %(now_ms)s);
+
+-- name: schedule_reset
+-- A new revision: NULL cursor, claim cleared, both versions bumped (fences any claim in flight).
+UPDATE qinglong.trigger_schedules
+SET trigger_revision = %(trigger_revision)s, next_fire_at_ms = NULL, last_scheduled_at_ms = NULL,
+    state_version = state_version + 1, claim_owner = NULL, claim_token = NULL,
+    claim_version = claim_version + 1, claim_expires_at_ms = NULL,
+    updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;

@@ -1,0 +1,122 @@
+"""The readiness audit: short, low-sensitivity findings; an empty list means ready.
+
+Checks, in order: the server is a supported, writable primary; the migration ledger and
+checksums are exact; the capability row is exact; the connecting role's privileges match
+the matrix exactly (one too many fails like one too few) and it owns nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from qinglong.storage.migrations import audit_history, pending
+from qinglong.storage.postgres.connection import QUERIES, PgConnection
+from qinglong.storage.postgres.migrate import MIGRATIONS, history
+from qinglong.storage.postgres.roles import APP_ROLES, MIGRATION, PRIVILEGES, ROLES
+
+SUPPORTED_MAJORS = range(15, 19)
+CONTRACT_NAME = "qinglong-control"
+CAPABILITY = {
+    "contract_name": CONTRACT_NAME,
+    "contract_version": 2,
+    "migration_id": "0002_role_grants",
+    "capabilities": ["definitions", "run_core", "cluster_scheduler_admission", "role_grants"],
+}
+_PRIVILEGE_COLUMNS = {
+    "SELECT": "can_select", "INSERT": "can_insert", "UPDATE": "can_update", "DELETE": "can_delete",
+    "TRUNCATE": "can_truncate", "REFERENCES": "can_references", "TRIGGER": "can_trigger",
+}
+
+
+def server_findings(conn: PgConnection) -> tuple[list[str], dict[str, Any]]:
+    facts = conn.execute(QUERIES["server_facts"]).fetchone()
+    assert facts is not None
+    findings = []
+    major = int(facts["version_num"]) // 10000
+    if major not in SUPPORTED_MAJORS:
+        findings.append(f"server-version-unsupported:{major}")
+    if facts["in_recovery"] or facts["transaction_read_only"] == "on" or facts["default_read_only"] == "on":
+        findings.append("server-not-writable-primary")
+    return findings, dict(facts)
+
+
+def schema_findings(conn: PgConnection) -> list[str]:
+    done = history(conn)
+    if not done:
+        return ["schema-missing"]
+    findings = audit_history(done, MIGRATIONS)
+    findings += [f"missing-migration:{m.id}" for m in pending(done, MIGRATIONS)]
+    if findings:
+        return findings
+    rows = conn.execute(QUERIES["capability_get"]).fetchall()
+    if len(rows) != 1:
+        return ["capability-invalid"]
+    row = dict(rows[0])
+    capabilities = row["capabilities"]
+    if isinstance(capabilities, str):
+        capabilities = json.loads(capabilities)
+    row["capabilities"] = capabilities
+    if row != CAPABILITY:
+        return ["capability-invalid"]
+    return []
+
+
+def role_findings(conn: PgConnection, role: str) -> list[str]:
+    attributes = conn.execute(QUERIES["role_attributes"], {"roles": [role]}).fetchone()
+    if attributes is None:
+        return [f"role-missing:{role}"]
+    findings = [
+        f"role-attribute:{role}:{flag.removeprefix('rol')}"
+        for flag in ("rolsuper", "rolcreatedb", "rolcreaterole", "rolreplication", "rolbypassrls")
+        if attributes[flag]
+    ]
+    if not attributes["rolcanlogin"]:
+        findings.append(f"role-attribute:{role}:nologin")
+    schema = conn.execute(QUERIES["schema_privileges"], {"role": role}).fetchone()
+    assert schema is not None
+    if not schema["can_connect"]:
+        findings.append(f"missing-privilege:{role}:database:CONNECT")
+    if role == MIGRATION:
+        return findings
+    if not schema["can_use"]:
+        findings.append(f"missing-privilege:{role}:schema:USAGE")
+    if schema["can_create"]:
+        findings.append(f"extra-privilege:{role}:schema:CREATE")
+    if schema["can_create_in_database"]:
+        findings.append(f"extra-privilege:{role}:database:CREATE")
+    owners = {r["table_name"]: r["owner"] for r in conn.execute(QUERIES["schema_tables"])}
+    expected = PRIVILEGES[role]
+    findings += [f"missing-table:{name}" for name in sorted(set(expected) - set(owners))]
+    for row in conn.execute(QUERIES["table_privileges"], {"role": role}):
+        table = row["table_name"]
+        if owners.get(table) == role:
+            findings.append(f"owns-table:{role}:{table}")
+        have = {name for name, column in _PRIVILEGE_COLUMNS.items() if row[column]}
+        want = expected.get(table, frozenset())
+        findings += [f"extra-privilege:{role}:{table}:{p}" for p in sorted(have - want)]
+        findings += [f"missing-privilege:{role}:{table}:{p}" for p in sorted(want - have)]
+    return findings
+
+
+def ownership_findings(conn: PgConnection) -> list[str]:
+    return [f"table-owner:{r['table_name']}:{r['owner']}"
+            for r in conn.execute(QUERIES["schema_tables"]) if r["owner"] != MIGRATION]
+
+
+def audit(conn: PgConnection, *, role: str | None = None) -> list[str]:
+    """Readiness findings for the connecting role (or ``role``), sorted."""
+    findings, facts = server_findings(conn)
+    findings += schema_findings(conn)
+    who = role or facts["role_name"]
+    if who in APP_ROLES:
+        findings += role_findings(conn, who)
+    elif who == MIGRATION:
+        findings += role_findings(conn, who) + ownership_findings(conn)
+    elif facts["is_superuser"]:
+        findings += ownership_findings(conn)
+        for each in ROLES:
+            findings += role_findings(conn, each)
+    else:
+        findings.append(f"unknown-role:{who}")
+    return sorted(set(findings))

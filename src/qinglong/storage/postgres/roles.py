@@ -1,0 +1,119 @@
+"""The four database roles and what each may do: provisioning and the exact privilege matrix.
+
+Roles are cluster-wide and created outside the migration stream by a superuser (or a role
+that may create roles). Passwords, when used, come from the environment or a file:
+``QL_<ROLE>_PASSWORD_FILE`` or ``QL_<ROLE>_PASSWORD`` (e.g. ``QL_RUNTIME_PASSWORD_FILE``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from psycopg import sql
+
+from qinglong.errors import InvalidInput
+from qinglong.storage.postgres.connection import PgConnection
+
+MIGRATION = "ql_migration"
+ADMIN = "ql_admin"
+RUNTIME = "ql_runtime"
+WORKER_INGRESS = "ql_worker_ingress"
+ROLES = (MIGRATION, ADMIN, RUNTIME, WORKER_INGRESS)
+APP_ROLES = (ADMIN, RUNTIME, WORKER_INGRESS)
+
+S, I, U = "SELECT", "INSERT", "UPDATE"
+
+# The exact privileges of each application role on every table of the schema;
+# a table missing from a role's map means no privilege at all.
+PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
+    ADMIN: {
+        "schema_migrations": frozenset({S}),
+        "schema_capabilities": frozenset({S}),
+        "projects": frozenset({S, I, U}),
+        "task_definitions": frozenset({S, I, U}),
+        "triggers": frozenset({S, I, U}),
+        "trigger_schedules": frozenset({S, I, U}),
+        "task_definition_revisions": frozenset({S, I}),
+        "task_execution_revisions": frozenset({S, I}),
+        "trigger_revisions": frozenset({S, I}),
+    },
+    RUNTIME: {
+        "schema_migrations": frozenset({S}),
+        "schema_capabilities": frozenset({S}),
+        "projects": frozenset({S}),
+        "task_definitions": frozenset({S}),
+        "task_definition_revisions": frozenset({S}),
+        "task_execution_revisions": frozenset({S}),
+        "triggers": frozenset({S}),
+        "trigger_revisions": frozenset({S}),
+        "trigger_schedules": frozenset({S, U}),
+        "trigger_schedule_claims": frozenset({S, I}),
+        "trigger_schedule_misfires": frozenset({S, I}),
+        "run_events": frozenset({S, I}),
+        "runs": frozenset({S, I, U}),
+        "run_attempts": frozenset({S, I, U}),
+    },
+    WORKER_INGRESS: {
+        "schema_migrations": frozenset({S}),
+        "schema_capabilities": frozenset({S}),
+        "run_attempts": frozenset({S}),
+    },
+}
+
+# Role defaults installed by provisioning; `ql control` also sets its own session values
+# below its lease.
+ROLE_SETTINGS: dict[str, dict[str, str]] = {
+    RUNTIME: {"idle_in_transaction_session_timeout": "10s", "statement_timeout": "15s"},
+    ADMIN: {"idle_in_transaction_session_timeout": "30s", "statement_timeout": "30s"},
+    WORKER_INGRESS: {"idle_in_transaction_session_timeout": "10s"},
+}
+ROLE_SETTINGS_PG17: dict[str, dict[str, str]] = {RUNTIME: {"transaction_timeout": "20s"}}
+
+
+def role_password(role: str) -> str | None:
+    short = role.removeprefix("ql_").upper()
+    path = os.environ.get(f"QL_{short}_PASSWORD_FILE")
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").rstrip("\n")
+        except OSError as exc:
+            raise InvalidInput(f"QL_{short}_PASSWORD_FILE", f"cannot read ({exc.strerror})") from exc
+    return os.environ.get(f"QL_{short}_PASSWORD")
+
+
+def provision_roles(conn: PgConnection) -> list[str]:
+    """Create missing roles and give them database access and safe defaults (idempotent).
+
+    Needs a superuser connection. Returns the roles it created.
+    """
+    created = []
+    database = conn.execute("SELECT current_database() AS db").fetchone()
+    assert database is not None
+    db_name = database["db"]
+    existing = {r["rolname"] for r in conn.execute(
+        "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", [list(ROLES)])}
+    for role in ROLES:
+        if role not in existing:
+            conn.execute(sql.SQL(
+                "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+            ).format(sql.Identifier(role)))
+            created.append(role)
+        password = role_password(role)
+        if password is not None:
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)))
+    db = sql.Identifier(db_name)
+    conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(db))
+    conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+        db, sql.SQL(", ").join(sql.Identifier(r) for r in ROLES)))
+    conn.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(db, sql.Identifier(MIGRATION)))
+    settings = {role: dict(values) for role, values in ROLE_SETTINGS.items()}
+    if conn.info.server_version >= 170000:
+        for role, values in ROLE_SETTINGS_PG17.items():
+            settings.setdefault(role, {}).update(values)
+    for role, values in settings.items():
+        for name, value in values.items():
+            conn.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                sql.Identifier(role), db, sql.Identifier(name), sql.Literal(value)))
+    return created

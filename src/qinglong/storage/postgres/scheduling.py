@@ -1,0 +1,287 @@
+"""Cluster scheduling on PostgreSQL: fenced row-lease claims and atomic Run admission.
+
+Claim: one auto-committed READ COMMITTED statement with one database-clock reading.
+Commit: one SERIALIZABLE transaction that locks the row, reads the database clock again
+(after the lock is held), re-verifies every fact and the full fence, writes the Run, its
+Attempt, two events and the advanced cursor, and clears the claim. Mismatches are ``raced``
+values. Only 40001/40P01/55P03 before COMMIT are retried; a lost COMMIT reply is resolved
+from durable facts (the idempotency key, the schedule row) and never retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import psycopg
+
+from qinglong.domain.admission import admission_rows
+from qinglong.domain.decision import Disposition
+from qinglong.domain.identifiers import owner_id
+from qinglong.domain.runs import cron_idempotency_key
+from qinglong.domain.schedule import ClaimFence, ScheduleClaim
+from qinglong.domain.task import ExecutionRevision, ExecutorType
+from qinglong.errors import InvalidInput, OutcomeUnknown, QinglongError, RecordCorrupt, StorageError
+from qinglong.scheduler.report import MAX_BUDGET
+from qinglong.storage import records
+from qinglong.storage.ports import (
+    ClaimCommitParams,
+    CommitOutcome,
+    CommitResult,
+    CorruptScheduleRow,
+    ScheduleClaimParams,
+)
+from qinglong.storage.postgres.connection import (
+    QUERIES,
+    CommitNotAcknowledged,
+    Connector,
+    PgConnection,
+    commit,
+    rollback_quietly,
+)
+from qinglong.storage.postgres.errors import is_retryable, translate
+from qinglong.storage.postgres.transactions import backoff, db_now_ms
+from qinglong.storage.run_reader import insert_admission
+
+MIN_LEASE_MS = 1_000
+MAX_LEASE_MS = 60_000
+COMMIT_ATTEMPTS = 3
+
+
+class ClockRegressed(StorageError):
+    """The database clock at commit is earlier than at claim."""
+
+    code = "QL_CLOCK_REGRESSED"
+
+
+class _Raced(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def check_lease(lease_ms: int) -> int:
+    if not isinstance(lease_ms, int) or not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
+        raise InvalidInput("lease", f"must be between {MIN_LEASE_MS} and {MAX_LEASE_MS} ms")
+    return lease_ms
+
+
+def claim_from_row(row: Mapping[str, Any]) -> ScheduleClaim | CorruptScheduleRow:
+    candidate = records.candidate_or_corrupt(row)
+    if isinstance(candidate, CorruptScheduleRow):
+        return candidate
+    return ScheduleClaim(
+        candidate=candidate,
+        fence=ClaimFence(
+            owner=row["claim_owner"],
+            token=row["claim_token"],
+            version=int(row["claim_version"]),
+            acquired_at_ms=int(row["claim_acquired_at_ms"]),
+            expires_at_ms=int(row["claim_expires_at_ms"]),
+        ),
+    )
+
+
+class PgScheduleStore:
+    """The ClusterScheduleStore port (runtime role)."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        actor_id: str = "cluster",
+        commit_deadline_s: float = 5.0,
+        before_commit: Callable[[], None] | None = None,
+    ) -> None:
+        self._connector = connector
+        self._actor_id = actor_id
+        self._commit_deadline_s = commit_deadline_s
+        self._before_commit = before_commit
+
+    # -- claim ------------------------------------------------------------------------
+
+    def schedule_claim(self, params: ScheduleClaimParams) -> list[ScheduleClaim | CorruptScheduleRow]:
+        owner_id(params.owner)
+        check_lease(params.lease_ms)
+        if not 1 <= params.limit <= MAX_BUDGET:
+            raise InvalidInput("limit", f"must be between 1 and {MAX_BUDGET}")
+        with self._connector.connection() as conn:
+            try:
+                rows = conn.execute(
+                    QUERIES["schedule_claim"],
+                    {"owner": params.owner, "lease_ms": params.lease_ms, "limit": params.limit},
+                ).fetchall()
+            except psycopg.Error as exc:
+                raise translate(exc, "claim schedules", conn) from exc
+        return [claim_from_row(row) for row in rows]
+
+    def schedule_next_due_in_ms(self) -> int | None:
+        with self._connector.connection() as conn:
+            try:
+                row = conn.execute(QUERIES["schedule_next_due_in"]).fetchone()
+            except psycopg.Error as exc:
+                raise translate(exc, "read the next due time", conn) from exc
+        if row is None or row["due_in_ms"] is None:
+            return None
+        return max(0, int(row["due_in_ms"]))
+
+    # -- commit -----------------------------------------------------------------------
+
+    def schedule_commit(self, params: ClaimCommitParams) -> CommitResult:
+        self._check_command(params)
+        disposition = params.decision.disposition
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            with self._connector.connection() as conn:
+                try:
+                    conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                    result = self._admit(conn, params)
+                    if self._before_commit is not None:
+                        self._before_commit()
+                except _Raced as raced:
+                    rollback_quietly(conn)
+                    return CommitResult(
+                        outcome=CommitOutcome.RACED, disposition=disposition, reason=raced.reason
+                    )
+                except QinglongError:
+                    rollback_quietly(conn)
+                    raise
+                except psycopg.Error as exc:
+                    rollback_quietly(conn)
+                    if is_retryable(exc) and attempt < COMMIT_ATTEMPTS:
+                        backoff(attempt)
+                        continue
+                    raise translate(exc, "admit occurrence", conn) from exc
+                try:
+                    receipt = commit(conn, deadline_s=self._commit_deadline_s)
+                except CommitNotAcknowledged:
+                    receipt = None
+            if receipt is None:  # resolved on a fresh connection, never by a retry
+                return self._resolve_in_doubt(params)
+            if not receipt.durable:
+                return CommitResult(
+                    outcome=result.outcome, disposition=disposition, run_id=result.run_id,
+                    attempt_id=result.attempt_id, durable=False,
+                )
+            return result
+        raise AssertionError("unreachable: the last attempt either returns or raises")
+
+    def _check_command(self, params: ClaimCommitParams) -> None:
+        decision, fence = params.decision, params.claim.fence
+        if decision.observed_at_ms != fence.acquired_at_ms:
+            raise InvalidInput("decision", "must be observed at the claim's acquisition time")
+        if decision.next_fire_at_ms <= decision.due_at_ms and decision.disposition is not Disposition.INITIALIZE:
+            raise InvalidInput("decision", "must move the cursor forward")
+        if decision.disposition is Disposition.INITIALIZE and params.claim.candidate.next_fire_at_ms is not None:
+            raise InvalidInput("decision", "initialize is only for a NULL cursor")
+        if (decision.disposition is Disposition.ADMIT) != (params.ids is not None):
+            raise InvalidInput("ids", "an admission needs ids and nothing else may carry them")
+
+    def _admit(self, conn: PgConnection, params: ClaimCommitParams) -> CommitResult:
+        claim, decision = params.claim, params.decision
+        candidate, fence = claim.candidate, claim.fence
+        key = {"project_id": candidate.project_id, "trigger_id": candidate.trigger_id}
+        row = conn.execute(QUERIES["schedule_lock_for_commit"], key).fetchone()
+        if row is None:
+            raise _Raced("not_eligible")
+        current = claim_from_row(row)
+        if isinstance(current, CorruptScheduleRow):
+            raise RecordCorrupt(current.problem)
+        if current.candidate != candidate:
+            raise _Raced("schedule_changed")
+        if current.fence != fence:
+            raise _Raced("fence_changed")
+        task = records.candidate_task_revision(row)
+        if task.content_digest != candidate.task_content_digest:
+            raise _Raced("task_changed")
+        now = db_now_ms(conn)  # read after the row lock is held
+        if now >= fence.expires_at_ms:
+            raise _Raced("claim_expired")
+        if now < fence.acquired_at_ms:
+            raise ClockRegressed("the database clock moved backwards between claim and commit")
+        run_id = attempt_id = None
+        if decision.disposition is Disposition.ADMIT:
+            assert params.ids is not None
+            execution = self._execution_revision(conn, candidate.project_id, candidate.task_id,
+                                                 task.revision, candidate.task_content_digest)
+            insert_admission(conn, QUERIES, admission_rows(
+                candidate=candidate, decision=decision, execution=execution, task_name=task.name,
+                ids=params.ids, committed_at_ms=now, actor_id=self._actor_id, fence=fence,
+            ))
+            run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
+        if decision.misfired:
+            conn.execute(QUERIES["schedule_misfire_insert"], {
+                **key,
+                "trigger_revision": candidate.trigger_revision,
+                "due_at_ms": decision.due_at_ms,
+                "skipped_through_ms": decision.skipped_through_ms,
+                "next_fire_at_ms": decision.next_fire_at_ms,
+                "policy": candidate.spec.misfire_policy.value,
+                "run_id": run_id,
+                "claim_version": fence.version,
+                "decided_at_ms": decision.observed_at_ms,
+            })
+        advanced = conn.execute(QUERIES["schedule_advance_fenced"], {
+            **key,
+            "trigger_revision": candidate.trigger_revision,
+            "state_version": candidate.state_version,
+            "cursor_ms": candidate.next_fire_at_ms,
+            "claim_owner": fence.owner,
+            "claim_token": fence.token,
+            "claim_version": fence.version,
+            "claim_expires_at_ms": fence.expires_at_ms,
+            "next_fire_at_ms": decision.next_fire_at_ms,
+            "scheduled_for_ms": decision.scheduled_for_ms,
+            "now_ms": now,
+        })
+        if advanced.rowcount != 1:
+            raise _Raced("fence_changed")
+        if run_id is not None:
+            return CommitResult(outcome=CommitOutcome.ADMITTED, disposition=decision.disposition,
+                                run_id=run_id, attempt_id=attempt_id)
+        return CommitResult(outcome=CommitOutcome.ADVANCED, disposition=decision.disposition)
+
+    @staticmethod
+    def _execution_revision(
+        conn: PgConnection, project: str, task: str, revision: int, pinned_digest: str
+    ) -> ExecutionRevision:
+        row = conn.execute(QUERIES["execution_revision_for_commit"], {
+            "project_id": project, "task_id": task, "source_revision": revision,
+        }).fetchone()
+        if row is None:
+            raise RecordCorrupt(f"execution revision of {project}/{task}@{revision} is missing")
+        execution = records.execution_revision(row)
+        if execution.executor_type is not ExecutorType.REMOTE_WORKER:
+            raise RecordCorrupt("execution revision is not a remote_worker plan")
+        if execution.source_content_digest != pinned_digest:
+            raise RecordCorrupt("execution revision does not match the pinned task digest")
+        return execution
+
+    def _resolve_in_doubt(self, params: ClaimCommitParams) -> CommitResult:
+        """COMMIT was sent and its reply lost: look the occurrence up before anything else."""
+        claim, decision = params.claim, params.decision
+        candidate = claim.candidate
+        try:
+            with self._connector.connection() as conn:
+                if decision.disposition is Disposition.ADMIT:
+                    assert decision.scheduled_for_ms is not None and params.ids is not None
+                    key = cron_idempotency_key(candidate.trigger_id, candidate.trigger_revision,
+                                               decision.scheduled_for_ms)
+                    found = conn.execute(QUERIES["run_find_by_key"],
+                                         {"project_id": candidate.project_id, "key": key}).fetchone()
+                    if found is not None:
+                        return CommitResult(outcome=CommitOutcome.ADMITTED,
+                                            disposition=decision.disposition, run_id=found["id"],
+                                            attempt_id=params.ids.attempt_id, in_doubt=True)
+                else:
+                    state = conn.execute(QUERIES["schedule_state_get"], {
+                        "project_id": candidate.project_id, "trigger_id": candidate.trigger_id,
+                    }).fetchone()
+                    if (state is not None and state["claim_token"] is None
+                            and state["trigger_revision"] == candidate.trigger_revision
+                            and state["state_version"] == candidate.state_version + 1
+                            and state["next_fire_at_ms"] == decision.next_fire_at_ms):
+                        return CommitResult(outcome=CommitOutcome.ADVANCED,
+                                            disposition=decision.disposition, in_doubt=True)
+        except (psycopg.Error, QinglongError) as exc:
+            raise OutcomeUnknown("COMMIT outcome unknown and the lookup failed") from exc
+        raise OutcomeUnknown("COMMIT outcome unknown: the occurrence is not visible (yet)")

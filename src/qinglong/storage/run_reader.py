@@ -1,0 +1,69 @@
+"""Run reads and the admission insert, shared by both adapters (queries by name)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from qinglong.domain.admission import AdmissionRows
+from qinglong.domain.model import Run, RunDetail
+from qinglong.errors import InvalidInput, NotFound
+from qinglong.storage import records
+from qinglong.storage.dbapi import Connection, Queries
+from qinglong.storage.ports import RunListParams
+
+MAX_LIST_LIMIT = 10_000
+MIN_PREFIX = 8
+
+
+def insert_admission(conn: Connection, queries: Queries, rows: AdmissionRows) -> None:
+    """Insert an admitted Run, its first Attempt and its two events (in the caller's tx)."""
+    conn.execute(queries["run_insert"], rows.run)
+    conn.execute(queries["attempt_insert"], rows.attempt)
+    for event in rows.events:
+        payload = cast(Mapping[str, object], event["payload"])
+        conn.execute(queries["event_insert"], {**event, "payload": records.payload_text(payload)})
+
+
+class RunReader:
+    def __init__(self, conn: Connection, queries: Queries) -> None:
+        self._conn = conn
+        self._q = queries
+
+    def resolve_run_id(self, run_id: str) -> str:
+        """Accept a full Run id or a unique prefix of at least 8 characters."""
+        if self._conn.execute(self._q["run_get"], {"run_id": run_id}).fetchone() is not None:
+            return run_id
+        if len(run_id) >= MIN_PREFIX:
+            matches = self._conn.execute(self._q["run_find_by_prefix"], {"prefix": run_id}).fetchall()
+            if len(matches) == 1:
+                return str(matches[0]["id"])
+            if len(matches) > 1:
+                raise InvalidInput("run", f"prefix {run_id!r} matches more than one Run")
+        raise NotFound("run", run_id)
+
+    def run_list(self, params: RunListParams) -> list[Run]:
+        if not 1 <= params.limit <= MAX_LIST_LIMIT:
+            raise InvalidInput("limit", f"must be between 1 and {MAX_LIST_LIMIT}")
+        rows = self._conn.execute(
+            self._q["run_list"],
+            {
+                "project_id": params.project_id,
+                "trigger_id": params.trigger_id,
+                "status": params.status,
+                "limit": params.limit,
+                "oldest_first": params.oldest_first,
+            },
+        ).fetchall()
+        return [records.run_from_row(row) for row in rows]
+
+    def run_get(self, run_id: str) -> RunDetail:
+        full_id = self.resolve_run_id(run_id)
+        run = self._conn.execute(self._q["run_get"], {"run_id": full_id}).fetchone()
+        attempts = self._conn.execute(self._q["attempt_list_for_run"], {"run_id": full_id}).fetchall()
+        events = self._conn.execute(self._q["event_list_for_run"], {"run_id": full_id}).fetchall()
+        return RunDetail(
+            run=records.run_from_row(run),
+            attempts=tuple(records.attempt_from_row(row) for row in attempts),
+            events=tuple(records.event_from_row(row) for row in events),
+        )

@@ -1,0 +1,164 @@
+"""normalize_expression: what is accepted, how it is normalised, and what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from qinglong.domain.cron import CronSchedule, normalize_expression
+from qinglong.errors import InvalidInput, InvalidSchedule
+
+ACCEPTED = [
+    # (input, normalised)
+    ("0 0 * * *", "0 0 * * *"),
+    ("0 0 0 * * *", "0 0 0 * * *"),
+    ("*/5 * * * *", "*/5 * * * *"),
+    ("*/10 * * * * *", "*/10 * * * * *"),
+    ("0-5/2 1,2,3 1-31 1-12 0-7", "0-5/2 1,2,3 1-31 1-12 0-7"),
+    # whitespace is collapsed to single spaces and trimmed
+    ("  0   0\t* *\n*  ", "0 0 * * *"),
+    ("0\t\t30  2 *  * *", "0 30 2 * * *"),
+    # names are upper-cased
+    ("0 0 * jan mon", "0 0 * JAN MON"),
+    ("0 0 * * mon-fri", "0 0 * * MON-FRI"),
+    ("0 0 * Jan-Mar Sun", "0 0 * JAN-MAR SUN"),
+    ("0 0 * * mon#2", "0 0 * * MON#2"),
+    ("0 0 l * *", "0 0 L * *"),
+    ("0 0 lw * *", "0 0 LW * *"),
+    ("0 0 * * 5l", "0 0 * * 5L"),
+    # 7 is Sunday
+    ("0 0 * * 7", "0 0 * * 7"),
+    # Feb 29 exists in leap years
+    ("0 0 29 2 *", "0 0 29 2 *"),
+    # OR semantics (neither day field starts with '*'): Feb 30 never exists, Mondays do
+    ("0 0 30 2 MON", "0 0 30 2 MON"),
+    ("0 0 * * 1#5", "0 0 * * 1#5"),
+]
+
+
+@pytest.mark.parametrize(("text", "normalized"), ACCEPTED, ids=[repr(t) for t, _ in ACCEPTED])
+def test_accepted_expressions_are_normalised(text: str, normalized: str) -> None:
+    assert normalize_expression(text) == normalized
+    # idempotent
+    assert normalize_expression(normalized) == normalized
+    assert CronSchedule.parse(text, "UTC").expression == normalized
+
+
+def test_equivalent_spellings_are_the_same_schedule() -> None:
+    a = CronSchedule.parse("0  0 * * mon", "UTC")
+    b = CronSchedule.parse("0 0 * * MON", "UTC")
+    assert a == b
+
+
+REFUSED = [
+    # (input, a fragment of the message)
+    # field counts
+    ("", "got 0"),
+    ("   ", "got 0"),
+    ("*", "got 1"),
+    ("0 0 * *", "got 4"),
+    ("0 0 0 * * * *", "got 7"),
+    ("0 0 * * * 2026 x", "got 7"),
+    # macros
+    ("@daily", "macros such as @daily are not supported"),
+    ("@hourly", "macros"),
+    ("@reboot", "macros"),
+    ("  @weekly", "macros"),
+    # characters
+    ("0 0 ? * *", "may only use digits, names"),
+    ("1.5 * * * *", "may only use digits, names"),
+    ("0 0 * * * ;", "may only use digits, names"),
+    ("0 0 * * $(reboot)", "may only use digits, names"),
+    ("0 0 * * MON|TUE", "may only use digits, names"),
+    # out of range
+    ("60 * * * *", "Bad minute"),
+    ("* 24 * * *", "Bad hour"),
+    ("60 * * * * *", "Bad second"),
+    ("0 0 0 * *", "Bad day-of-month"),
+    ("0 0 32 * *", "Bad day-of-month"),
+    ("0 0 * 0 *", "Bad month"),
+    ("0 0 * 13 *", "Bad month"),
+    ("0 0 * * 8", "Bad day-of-week"),
+    ("-1 * * * *", "Bad minute"),
+    # malformed ranges, steps and names
+    ("5-1 * * * *", "Bad minute"),
+    ("*/0 * * * *", "Bad minute"),
+    ("*/ * * * *", "Bad minute"),
+    ("0 0 * * FRI-MON", "Bad day-of-week"),
+    ("0 0 * FOO *", "Bad month"),
+    ("0 0 * * MONDAY", "Bad day-of-week"),
+    ("0 0 * * JAN", "Bad day-of-week"),
+    ("0 0 * MON *", "Bad month"),
+    ("0 0 H * *", "Bad day-of-month"),
+    ("0 0 1W * *", "Bad day-of-month"),
+    ("0 0 * * L", "Bad day-of-week"),
+    ("0 0 * * MON#6", "Bad day-of-week"),
+    ("0 0 * * MON#0", "Bad day-of-week"),
+    ("0 0 * * 1#", "Bad day-of-week"),
+    ("1#2 * * * *", "Bad minute"),
+    # dates that never exist (AND semantics because a day field starts with '*')
+    ("0 0 30 2 *", "Bad day-of-month"),
+    ("0 0 31 2 *", "Bad day-of-month"),
+    ("0 0 31 4,6,9,11 *", "Bad day-of-month"),
+    ("0 0 30-31 FEB *", "Bad day-of-month"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), REFUSED, ids=[repr(t) for t, _ in REFUSED])
+def test_refused_expressions_raise_invalid_schedule_on_the_cron_field(
+    text: str, fragment: str
+) -> None:
+    with pytest.raises(InvalidSchedule) as info:
+        normalize_expression(text)
+    error = info.value
+    assert error.field == "cron"
+    assert fragment in error.rule
+    assert isinstance(error, InvalidInput)
+    assert error.code == "QL_INVALID_SCHEDULE"
+    # CronSchedule.parse refuses the same input the same way
+    with pytest.raises(InvalidSchedule) as again:
+        CronSchedule.parse(text, "UTC")
+    assert again.value.field == "cron"
+
+
+def test_the_macro_message_shows_how_to_write_the_fields() -> None:
+    with pytest.raises(InvalidSchedule) as info:
+        normalize_expression("@daily")
+    assert "'0 0 * * *'" in info.value.rule
+
+
+def test_parse_errors_name_the_normalised_expression() -> None:
+    with pytest.raises(InvalidSchedule) as info:
+        normalize_expression("0  0 * foo   *")
+    assert "'0 0 * FOO *'" in info.value.rule
+
+
+@pytest.mark.parametrize(
+    "value", [None, 5, 1.0, b"0 0 * * *", ["0", "0", "*", "*", "*"]], ids=repr
+)
+def test_non_strings_are_refused(value: object) -> None:
+    with pytest.raises(InvalidSchedule) as info:
+        normalize_expression(value)  # type: ignore[arg-type]
+    assert info.value.field == "cron"
+    assert "must be a string" in info.value.rule
+
+
+def test_the_length_limit_is_512_characters_of_input() -> None:
+    padded = "0 0 * * *" + " " * (512 - len("0 0 * * *"))
+    assert len(padded) == 512
+    assert normalize_expression(padded) == "0 0 * * *"
+    with pytest.raises(InvalidSchedule) as info:
+        normalize_expression(padded + " ")
+    assert info.value.field == "cron"
+    assert "at most 512 characters" in info.value.rule
+
+
+def test_a_field_may_be_at_most_128_characters() -> None:
+    # "0,1,...,45" is 10 one-digit + 36 two-digit numbers + 45 commas = 127 characters.
+    ok = ",".join(str(m) for m in range(46))
+    assert len(ok) == 127
+    assert normalize_expression(f"{ok} * * * *") == f"{ok} * * * *"
+    too_long = ",".join(str(m) for m in range(47))
+    assert len(too_long) == 130
+    with pytest.raises(InvalidSchedule) as info:
+        normalize_expression(f"{too_long} * * * *")
+    assert info.value.field == "cron"
