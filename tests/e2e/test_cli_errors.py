@@ -47,7 +47,7 @@ def _call(argv: Sequence[str]) -> tuple[int | str | None, str]:
         main(list(argv))
     except SystemExit as exc:
         return exc.code, ""
-    except Exception as exc:  # a crash is a finding, reported as a traceback on stderr
+    except Exception as exc:  # noqa: BLE001 - a crash is a finding, reported on stderr
         return None, "".join(traceback.format_exception(exc))
     return None, "main() returned without raising SystemExit\n"
 

@@ -52,6 +52,7 @@ class ScheduleClaim:
 
     candidate: ScheduleCandidate
     fence: ClaimFence
+    row_locator: str | None = None  # adapter-defined address of the claimed row version
 
     def decide(self, *, grace_ms: int) -> Decision:
         """Decide at the claim's database acquisition time -- never a node clock."""

@@ -237,6 +237,16 @@ class CommitNotAcknowledged(StorageError):
     code = "QL_OUTCOME_UNKNOWN"
 
 
+class CommitRejected(StorageError):
+    """The server answered COMMIT with an error: the transaction rolled back."""
+
+    code = "QL_COMMIT_REJECTED"
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
 @dataclass(frozen=True, slots=True)
 class CommitReceipt:
     durable: bool  # False when the server warned that the commit may not be replicated
@@ -252,8 +262,13 @@ def _sever(conn: PgConnection) -> None:
 
 
 def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
-    """COMMIT with a client-side deadline. Any failure after COMMIT was sent raises
-    CommitNotAcknowledged (never retried); WARNING 01000 makes the receipt not durable."""
+    """COMMIT with a client-side deadline; WARNING 01000 makes the receipt not durable.
+
+    An error reply (e.g. 40001 from serializable validation at commit) raises
+    CommitRejected: the outcome is known, nothing was written. Anything else after COMMIT
+    was sent (a cut socket, the deadline) raises CommitNotAcknowledged: the outcome is
+    unknown. Neither is retried by the caller's transaction loop.
+    """
     notices = _NOTICES.setdefault(conn, [])
     notices.clear()
     timer = threading.Timer(deadline_s, _sever, args=(conn,))
@@ -261,6 +276,12 @@ def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
     timer.start()
     try:
         conn.execute("COMMIT")
+    except psycopg.Error as exc:
+        state = getattr(exc, "sqlstate", None)
+        if state is not None and not connection_gone(conn, exc):
+            # A definite answer: the server rolled the transaction back.
+            raise CommitRejected(f"COMMIT was rejected ({state})", state) from exc
+        raise CommitNotAcknowledged("COMMIT was sent but not acknowledged") from exc
     except Exception as exc:
         raise CommitNotAcknowledged("COMMIT was sent but not acknowledged") from exc
     finally:

@@ -10,6 +10,7 @@ from durable facts (the idempotency key, the schedule row) and never retried.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ from qinglong.storage.ports import (
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
+    CommitRejected,
     Connector,
     PgConnection,
     commit,
@@ -45,7 +47,7 @@ from qinglong.storage.run_reader import insert_admission
 
 MIN_LEASE_MS = 1_000
 MAX_LEASE_MS = 60_000
-COMMIT_ATTEMPTS = 3
+COMMIT_ATTEMPTS = 5
 
 
 class ClockRegressed(StorageError):
@@ -79,6 +81,7 @@ def claim_from_row(row: Mapping[str, Any]) -> ScheduleClaim | CorruptScheduleRow
             acquired_at_ms=int(row["claim_acquired_at_ms"]),
             expires_at_ms=int(row["claim_expires_at_ms"]),
         ),
+        row_locator=row["row_locator"],
     )
 
 
@@ -91,11 +94,13 @@ class PgScheduleStore:
         *,
         actor_id: str = "cluster",
         commit_deadline_s: float = 5.0,
+        in_doubt_settle_s: float = 0.2,
         before_commit: Callable[[], None] | None = None,
     ) -> None:
         self._connector = connector
         self._actor_id = actor_id
         self._commit_deadline_s = commit_deadline_s
+        self._in_doubt_settle_s = in_doubt_settle_s
         self._before_commit = before_commit
 
     # -- claim ------------------------------------------------------------------------
@@ -153,6 +158,11 @@ class PgScheduleStore:
                     raise translate(exc, "admit occurrence", conn) from exc
                 try:
                     receipt = commit(conn, deadline_s=self._commit_deadline_s)
+                except CommitRejected as rejected:
+                    # Rolled back for sure; not retried after COMMIT was sent. The claim
+                    # stays until it expires and the occurrence is decided again.
+                    return CommitResult(outcome=CommitOutcome.RACED, disposition=disposition,
+                                        reason=f"commit_rejected_{rejected.sqlstate}")
                 except CommitNotAcknowledged:
                     receipt = None
             if receipt is None:  # resolved on a fresh connection, never by a retry
@@ -180,16 +190,17 @@ class PgScheduleStore:
         claim, decision = params.claim, params.decision
         candidate, fence = claim.candidate, claim.fence
         key = {"project_id": candidate.project_id, "trigger_id": candidate.trigger_id}
-        row = conn.execute(QUERIES["schedule_lock_for_commit"], key).fetchone()
-        if row is None:
-            raise _Raced("not_eligible")
+        row = conn.execute(QUERIES["schedule_lock_for_commit"],
+                           {**key, "row_locator": claim.row_locator}).fetchone()
+        if row is None:  # the claimed row version was replaced, or the trigger cannot fire
+            raise _Raced("claim_superseded")
         current = claim_from_row(row)
         if isinstance(current, CorruptScheduleRow):
             raise RecordCorrupt(current.problem)
         if current.candidate != candidate:
             raise _Raced("schedule_changed")
         if current.fence != fence:
-            raise _Raced("fence_changed")
+            raise _Raced("fence_changed")  # (the row version is the claimed one: same locator)
         task = records.candidate_task_revision(row)
         if task.content_digest != candidate.task_content_digest:
             raise _Raced("task_changed")
@@ -222,6 +233,7 @@ class PgScheduleStore:
             })
         advanced = conn.execute(QUERIES["schedule_advance_fenced"], {
             **key,
+            "row_locator": claim.row_locator,
             "trigger_revision": candidate.trigger_revision,
             "state_version": candidate.state_version,
             "cursor_ms": candidate.next_fire_at_ms,
@@ -260,6 +272,7 @@ class PgScheduleStore:
         """COMMIT was sent and its reply lost: look the occurrence up before anything else."""
         claim, decision = params.claim, params.decision
         candidate = claim.candidate
+        time.sleep(self._in_doubt_settle_s)  # let a commit that is landing become visible
         try:
             with self._connector.connection() as conn:
                 if decision.disposition is Disposition.ADMIT:

@@ -10,11 +10,12 @@ from typing import TypeVar
 
 import psycopg
 
-from qinglong.errors import OutcomeUnknown, QinglongError
+from qinglong.errors import OutcomeUnknown, QinglongError, TransientStorageError
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
     CommitReceipt,
+    CommitRejected,
     Connector,
     PgConnection,
     commit,
@@ -63,6 +64,9 @@ def serializable(
                 raise translate(exc, action, conn) from exc
             try:
                 receipt = commit(conn, deadline_s=commit_deadline_s)
+            except CommitRejected as exc:
+                raise TransientStorageError(f"{action}: COMMIT was rejected ({exc.sqlstate}); "
+                                            "nothing was written, try again") from exc
             except CommitNotAcknowledged as exc:
                 raise OutcomeUnknown(f"{action}: COMMIT was sent but its outcome is unknown") from exc
             return result, receipt

@@ -41,7 +41,7 @@ claimed AS (
         updated_at_ms = o.now_ms
     FROM candidates c, observed o
     WHERE s.project_id = c.project_id AND s.trigger_id = c.trigger_id
-    RETURNING s.*
+    RETURNING s.ctid AS row_ctid, s.*
 ),
 logged AS (
     INSERT INTO qinglong.trigger_schedule_claims
@@ -51,7 +51,8 @@ logged AS (
            next_fire_at_ms, updated_at_ms, claim_expires_at_ms
     FROM claimed
 )
-SELECT c.project_id, c.trigger_id, c.trigger_revision, c.next_fire_at_ms, c.state_version,
+SELECT c.row_ctid::text AS row_locator,
+       c.project_id, c.trigger_id, c.trigger_revision, c.next_fire_at_ms, c.state_version,
        c.claim_owner, c.claim_token::text AS claim_token, c.claim_version,
        c.updated_at_ms AS claim_acquired_at_ms, c.claim_expires_at_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
@@ -64,8 +65,11 @@ JOIN qinglong.trigger_revisions tr
 ORDER BY c.next_fire_at_ms NULLS FIRST, c.project_id, c.trigger_id;
 
 -- name: schedule_lock_for_commit
--- Lock one schedule row and re-read every fact its decision used (inside the SERIALIZABLE tx).
-SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
+-- Lock the claimed row version and re-read every fact its decision used (inside the
+-- SERIALIZABLE tx). The row is found by its physical address from the claim, so no index page
+-- of trigger_schedules is read (index page reads make concurrent admissions falsely conflict);
+-- if the row changed since the claim, that version is gone and the commit is raced.
+SELECT s.ctid::text AS row_locator, s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
        s.claim_owner, s.claim_token::text AS claim_token, s.claim_version,
        s.updated_at_ms AS claim_acquired_at_ms, s.claim_expires_at_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
@@ -88,7 +92,8 @@ JOIN qinglong.task_definitions th
 JOIN qinglong.task_definition_revisions kr
   ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
 JOIN qinglong.projects p ON p.id = s.project_id
-WHERE s.project_id = %(project_id)s AND s.trigger_id = %(trigger_id)s
+WHERE s.ctid = %(row_locator)s::tid
+  AND s.project_id = %(project_id)s AND s.trigger_id = %(trigger_id)s
   AND p.status = 'active' AND tr.enabled AND kr.enabled
   AND tr.spec_json ->> 'schema' = 'qinglong/cron@v1'
 FOR UPDATE OF s;
@@ -107,7 +112,8 @@ SET next_fire_at_ms = %(next_fire_at_ms)s,
     state_version = state_version + 1,
     claim_owner = NULL, claim_token = NULL, claim_expires_at_ms = NULL,
     updated_at_ms = %(now_ms)s
-WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s
+WHERE ctid = %(row_locator)s::tid
+  AND project_id = %(project_id)s AND trigger_id = %(trigger_id)s
   AND trigger_revision = %(trigger_revision)s AND state_version = %(state_version)s
   AND next_fire_at_ms IS NOT DISTINCT FROM %(cursor_ms)s::bigint
   AND claim_owner = %(claim_owner)s AND claim_token = %(claim_token)s::uuid

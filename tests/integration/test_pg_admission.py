@@ -1,0 +1,327 @@
+"""Claim and commit on real PostgreSQL: fences, takeover, eligibility, atomicity, retries."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from qinglong.domain.admission import AdmissionIds
+from qinglong.domain.decision import Disposition
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.errors import OutcomeUnknown, RecordCorrupt, StorageError
+from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.storage.ports import (
+    ClaimCommitParams,
+    CommitOutcome,
+    CommitResult,
+    ScheduleClaimParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from qinglong.storage.postgres.scheduling import PgScheduleStore
+from tests.integration.conftest import Cluster
+
+
+def new_ids() -> AdmissionIds:
+    return AdmissionIds(run_id=str(uuid.uuid4()), attempt_id=str(uuid.uuid4()),
+                        created_event_id=str(uuid.uuid4()), queued_event_id=str(uuid.uuid4()))
+
+
+def claim_one(store: PgScheduleStore, owner: str = "r1", lease_ms: int = 30_000) -> ScheduleClaim | None:
+    claims = store.schedule_claim(ScheduleClaimParams(owner=owner, lease_ms=lease_ms, limit=1))
+    assert all(isinstance(c, ScheduleClaim) for c in claims)
+    return claims[0] if claims else None  # type: ignore[return-value]
+
+
+def commit(store: PgScheduleStore, claim: ScheduleClaim, grace_ms: int = 30_000) -> CommitResult:
+    decision = claim.decide(grace_ms=grace_ms)
+    ids = new_ids() if decision.disposition is Disposition.ADMIT else None
+    return store.schedule_commit(ClaimCommitParams(claim=claim, decision=decision, ids=ids))
+
+
+def shape_of_runs(cluster: Cluster) -> list[tuple[int, int, int]]:
+    rows = cluster.db.execute(
+        "SELECT r.scheduled_for_ms, "
+        "(SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id) AS attempts, "
+        "(SELECT count(*) FROM run_events e WHERE e.run_id = r.id) AS events "
+        "FROM runs r ORDER BY 1")
+    return [(int(r["scheduled_for_ms"]), int(r["attempts"]), int(r["events"])) for r in rows]  # type: ignore[call-overload]
+
+
+def test_claim_writes_the_fence_from_database_time(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    before = cluster.db_now()
+    claim = claim_one(cluster.store(), lease_ms=7_000)
+    after = cluster.db_now()
+    assert claim is not None
+    fence = claim.fence
+    assert fence.owner == "r1" and fence.version == 1 and len(fence.token) == 36
+    assert before <= fence.acquired_at_ms <= after
+    assert fence.expires_at_ms - fence.acquired_at_ms == 7_000
+    row = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
+    assert (row["claim_owner"], str(row["claim_token"]), row["claim_version"], row["updated_at_ms"]) == (
+        "r1", fence.token, 1, fence.acquired_at_ms)
+    [grant] = cluster.db.execute("SELECT * FROM trigger_schedule_claims")
+    assert (grant["claim_version"], str(grant["claim_token"]), grant["cursor_ms"]) == (1, fence.token, None)
+    assert claim_one(cluster.store("other"), owner="r2") is None  # a live claim hides the row
+
+
+def test_one_occurrence_gives_one_run_one_attempt_two_events(cluster: Cluster) -> None:
+    cluster.publish("t1", cron="0 0 1 1 *")  # yearly: nothing due by itself
+    store = cluster.store()
+    claim = claim_one(store)
+    assert claim is not None and commit(store, claim).disposition is Disposition.INITIALIZE
+    due = cluster.make_due("t1")
+    claim = claim_one(store)
+    assert claim is not None and claim.candidate.next_fire_at_ms == due
+    result = commit(store, claim)
+    assert result.outcome is CommitOutcome.ADMITTED and not result.in_doubt
+    assert shape_of_runs(cluster) == [(due, 1, 2)]
+    detail = cluster.runs.run_get(result.run_id or "")
+    assert detail.run.status == "queued" and detail.attempts[0].executor_type == "remote_worker"
+    assert detail.attempts[0].status == "claimed"
+    created = detail.events[0].payload
+    assert (created["claim_owner"], created["claim_version"], created["claim_token"]) == (
+        "r1", claim.fence.version, claim.fence.token)
+    row = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
+    assert row["claim_owner"] is None and row["claim_token"] is None
+    assert row["last_scheduled_at_ms"] == due and row["claim_version"] == claim.fence.version
+    assert row["next_fire_at_ms"] > due
+
+
+def test_concurrent_coordinators_admit_each_occurrence_exactly_once(cluster: Cluster) -> None:
+    for i in range(10):
+        cluster.publish(f"t{i}")
+    coordinators = [
+        ClusterCoordinator(cluster.store(f"r{n}"), owner=f"r{n}", lease_ms=5_000, budget=8, batch=2)
+        for n in range(3)
+    ]
+    stop = threading.Event()
+    admitted = {c.owner: 0 for c in coordinators}
+    errors: list[BaseException] = []
+
+    def loop(coordinator: ClusterCoordinator) -> None:
+        while not stop.is_set():
+            try:
+                admitted[coordinator.owner] += coordinator.run_cycle().admitted
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+                return
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=loop, args=(c,)) for c in coordinators]
+    for t in threads:
+        t.start()
+    time.sleep(5)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert errors == []
+    backends = cluster.db.execute(
+        "SELECT count(DISTINCT pid) AS n FROM pg_stat_activity WHERE application_name LIKE 'r_'")
+    assert backends[0]["n"] == 3  # independent connections, distinct backend PIDs
+    rows = cluster.db.execute(
+        "SELECT trigger_id, scheduled_for_ms, count(*) AS n FROM runs GROUP BY 1, 2 HAVING count(*) > 1")
+    assert rows == []
+    per_trigger = cluster.db.execute(
+        "SELECT trigger_id, array_agg(scheduled_for_ms ORDER BY scheduled_for_ms) AS s FROM runs GROUP BY 1")
+    assert len(per_trigger) == 10
+    for row in per_trigger:
+        s = row["s"]
+        assert s == list(range(s[0], s[-1] + 1, 1000)), f"gap in {row['trigger_id']}"
+    assert all(shape[1:] == (1, 2) for shape in shape_of_runs(cluster))
+    assert sum(1 for n in admitted.values() if n > 0) >= 2, f"SKIP LOCKED did not spread rows: {admitted}"
+
+
+def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(cluster: Cluster) -> None:
+    cluster.publish("t1", cron="0 0 1 1 *")
+    a, b = cluster.store("a"), cluster.store("b")
+    first = claim_one(a, owner="a", lease_ms=1_000)
+    assert first is not None
+    assert claim_one(b, owner="b") is None  # live claim
+    deadline = time.monotonic() + 10
+    second = None
+    while second is None and time.monotonic() < deadline:  # wait for expiry in database time
+        time.sleep(0.1)
+        second = claim_one(b, owner="b")
+    assert second is not None and second.fence.version == first.fence.version + 1
+    assert second.fence.acquired_at_ms >= first.fence.expires_at_ms
+    assert commit(b, second).outcome is CommitOutcome.ADVANCED
+    stale = commit(a, first)
+    assert stale.outcome is CommitOutcome.RACED and stale.reason == "claim_superseded"
+
+
+def test_own_claim_expired_by_database_time_races(cluster: Cluster) -> None:
+    cluster.publish("t1", cron="0 0 1 1 *")
+    store = cluster.store()
+    claim = claim_one(store, lease_ms=1_000)
+    assert claim is not None
+    time.sleep(1.1)
+    assert commit(store, claim).outcome is CommitOutcome.RACED
+    assert cluster.db.execute("SELECT next_fire_at_ms FROM trigger_schedules")[0]["next_fire_at_ms"] is None
+
+
+def test_a_republished_trigger_fences_the_claim_in_flight(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    store = cluster.store()
+    claim = claim_one(store)
+    assert claim is not None
+    cluster.admin.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="t1",
+                                                       expression="*/2 * * * * *"))
+    row = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
+    assert row["claim_token"] is None and row["claim_version"] == claim.fence.version + 1
+    result = commit(store, claim)
+    assert result.outcome is CommitOutcome.RACED
+    assert cluster.count("runs") == 0
+
+
+@pytest.mark.parametrize("change", ["disable", "archive", "task-moved", "task-disabled"])
+def test_ineligible_triggers_are_not_claimable_and_fence_claims(cluster: Cluster, change: str) -> None:
+    cluster.publish("t1")
+    cluster.publish("t2")
+    store = cluster.store()
+    held = claim_one(store)  # claims t1 (ordering by project, trigger for NULL cursors)
+    assert held is not None and held.candidate.trigger_id == "t1"
+    if change == "disable":
+        cluster.admin.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="t2", enabled=False))
+        cluster.admin.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="t1", enabled=False))
+    elif change == "archive":
+        cluster.admin.project_archive("demo")
+    else:
+        cluster.admin.task_publish(TaskPublishParams(
+            project_id="demo", task_id="hello", name="Hello", repin_triggers=False,
+            enabled=change == "task-moved", spec=CommandSpec(command=ShellCommand(command="echo v2"))))
+    assert claim_one(cluster.store("r2"), owner="r2") is None
+    assert commit(store, held).outcome is CommitOutcome.RACED
+    assert cluster.count("runs") == 0
+
+
+def test_a_corrupt_execution_revision_makes_commit_unavailable_and_writes_nothing(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    due = cluster.make_due("t1")
+    store = cluster.store()
+    claim = claim_one(store)
+    assert claim is not None and claim.decide(grace_ms=30_000).disposition is Disposition.ADMIT
+    cluster.db.execute("UPDATE task_execution_revisions SET plan_json = "
+                       "jsonb_set(plan_json, '{command,command}', '\"rm -rf /\"')")
+    with pytest.raises(RecordCorrupt):
+        commit(store, claim)
+    assert cluster.count("runs") == 0 and cluster.count("run_events") == 0
+    row = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
+    assert row["next_fire_at_ms"] == due and str(row["claim_token"]) == claim.fence.token
+
+
+INJECTIONS = {
+    "run": "BEFORE INSERT ON runs",
+    "attempt": "BEFORE INSERT ON run_attempts",
+    "created-event": "BEFORE INSERT ON run_events",
+    "misfire-row": "BEFORE INSERT ON trigger_schedule_misfires",
+    "cursor-update": "BEFORE UPDATE ON trigger_schedules",
+}
+
+
+@pytest.mark.parametrize("where", list(INJECTIONS))
+def test_a_failure_in_any_write_rolls_back_everything(cluster: Cluster, where: str) -> None:
+    cluster.publish("t1", misfire="fire_once")
+    cluster.make_due("t1")
+    cluster.db.execute(
+        "CREATE FUNCTION qinglong.boom() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = 'P0001'; END $$")
+    cluster.db.execute(f"CREATE TRIGGER boom {INJECTIONS[where]} FOR EACH ROW EXECUTE FUNCTION qinglong.boom()")
+    store = cluster.store()
+    claim = claim_one(store) if where != "cursor-update" else None
+    if where == "cursor-update":
+        cluster.db.execute("DROP TRIGGER boom ON trigger_schedules")
+        claim = claim_one(store)
+        cluster.db.execute(f"CREATE TRIGGER boom {INJECTIONS[where]} FOR EACH ROW EXECUTE FUNCTION qinglong.boom()")
+    assert claim is not None
+    if where == "misfire-row":  # make the occurrence misfire so the misfire row is written
+        cluster.db.execute("ALTER TABLE trigger_schedules DISABLE TRIGGER USER")
+        old = claim.fence.acquired_at_ms - 120_000
+        cluster.db.execute("UPDATE trigger_schedules SET claim_owner = NULL, claim_token = NULL, "
+                           "claim_expires_at_ms = NULL, next_fire_at_ms = %s", [old])
+        cluster.db.execute("ALTER TABLE trigger_schedules ENABLE TRIGGER USER")
+        claim = claim_one(store)
+        assert claim is not None and claim.decide(grace_ms=30_000).misfired
+    before = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
+    with pytest.raises(StorageError):
+        commit(store, claim)
+    for table in ("runs", "run_attempts", "run_events", "trigger_schedule_misfires"):
+        assert cluster.count(table) == 0, table
+    assert cluster.db.execute("SELECT * FROM trigger_schedules")[0] == before
+
+
+def test_serialization_failures_are_retried_before_commit(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    cluster.make_due("t1")
+    cluster.db.execute("CREATE TABLE qinglong.fail_once (n int)")
+    cluster.db.execute("GRANT SELECT, INSERT ON qinglong.fail_once TO ql_runtime")
+    cluster.db.execute(
+        "CREATE FUNCTION qinglong.serialize_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF (SELECT count(*) FROM qinglong.fail_once) < 2 THEN "
+        "  INSERT INTO qinglong.fail_once VALUES (1); "
+        "END IF; RETURN NEW; END $$")
+    # The insert above is rolled back with the failing transaction, so count it in a
+    # separate, committed way: a sequence is not transactional.
+    cluster.db.execute("CREATE SEQUENCE qinglong.attempts_seen")
+    cluster.db.execute("GRANT USAGE ON SEQUENCE qinglong.attempts_seen TO ql_runtime")
+    cluster.db.execute(
+        "CREATE OR REPLACE FUNCTION qinglong.serialize_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF nextval('qinglong.attempts_seen') <= 2 THEN "
+        "  RAISE EXCEPTION 'injected conflict' USING ERRCODE = '40001'; "
+        "END IF; RETURN NEW; END $$")
+    cluster.db.execute("CREATE TRIGGER serialize_once BEFORE INSERT ON runs "
+                       "FOR EACH ROW EXECUTE FUNCTION qinglong.serialize_once()")
+    store = cluster.store()
+    claim = claim_one(store)
+    assert claim is not None
+    result = commit(store, claim)
+    assert result.outcome is CommitOutcome.ADMITTED
+    assert cluster.db.execute("SELECT last_value FROM qinglong.attempts_seen")[0]["last_value"] == 3
+    assert cluster.count("runs") == 1
+
+
+def test_a_lost_commit_reply_is_resolved_from_durable_facts_not_retried(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    cluster.make_due("t1")
+    # A deferred constraint trigger runs inside COMMIT: it holds the commit for 1.5 s,
+    # longer than the client's 0.5 s deadline, after which the client cuts the socket.
+    cluster.db.execute(
+        "CREATE FUNCTION qinglong.slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$")
+    cluster.db.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON runs "
+                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.slow_commit()")
+    store = cluster.store(commit_deadline_s=0.5)
+    claim = claim_one(store)
+    assert claim is not None
+    started = time.monotonic()
+    with pytest.raises(OutcomeUnknown):
+        commit(store, claim)
+    assert time.monotonic() - started < 1.5  # the client deadline bounded the wait
+    deadline = time.monotonic() + 10
+    while cluster.count("runs") == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cluster.count("runs") == 1  # the server committed; nothing was retried
+    assert cluster.count("run_attempts") == 1 and cluster.count("run_events") == 2
+    again = store.schedule_claim(ScheduleClaimParams(owner="r1", lease_ms=30_000, limit=1))
+    assert all(c.candidate.next_fire_at_ms != claim.candidate.next_fire_at_ms for c in again)  # type: ignore[union-attr]
+
+
+def test_an_in_doubt_commit_that_landed_is_reported_as_admitted(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    cluster.make_due("t1")
+    cluster.db.execute(
+        "CREATE FUNCTION qinglong.slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(0.6); RETURN NULL; END $$")
+    cluster.db.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON runs "
+                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.slow_commit()")
+    store = cluster.store(commit_deadline_s=0.5, in_doubt_settle_s=0.5)
+    claim = claim_one(store)
+    assert claim is not None
+    result = commit(store, claim)
+    assert result.outcome is CommitOutcome.ADMITTED and result.in_doubt
+    assert cluster.count("runs") == 1
