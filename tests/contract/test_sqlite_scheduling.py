@@ -24,9 +24,13 @@ from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
 
 
+def run_id(n: int) -> str:
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
 def ids(n: int = 1) -> AdmissionIds:
     return AdmissionIds(
-        run_id=f"run-{n}", attempt_id=f"att-{n}", created_event_id=f"ev-{n}-1", queued_event_id=f"ev-{n}-2"
+        run_id=run_id(n), attempt_id=f"att-{n}", created_event_id=f"ev-{n}-1", queued_event_id=f"ev-{n}-2"
     )
 
 
@@ -82,9 +86,9 @@ def test_initialize_then_admit_writes_the_exact_admission_shape(stores: SqliteSt
     assert due(stores, BASE_MS - 1) == []
     [candidate] = due(stores, BASE_MS + 250)
     decision, result = commit(stores, candidate, BASE_MS + 250)
-    assert result.outcome is CommitOutcome.ADMITTED and result.run_id == "run-1"
+    assert result.outcome is CommitOutcome.ADMITTED and result.run_id == run_id(1)
     assert cursor_of(stores, "t1") == (BASE_MS + 1000, 2)
-    detail = stores.runs.run_get("run-1")
+    detail = stores.runs.run_get(run_id(1))
     run = detail.run
     assert (run.status, run.version, run.event_sequence, run.scheduled_for_ms) == ("queued", 2, 2, BASE_MS)
     assert run.idempotency_key == f"ql3:cron:v1:t1:1:{BASE_MS}"
@@ -174,14 +178,14 @@ def test_misfire_is_recorded_with_the_dropped_stretch(stores: SqliteStores, poli
     [candidate] = due(stores, late)
     decision, result = commit(stores, candidate, late, grace=30_000)
     assert decision.misfired
-    assert cursor_of(stores, "t1")[0] == BASE_MS + 71_000  # first occurrence after t - g
+    assert cursor_of(stores, "t1")[0] == BASE_MS + 70_000  # first occurrence at or after t - g
     row = stores.db.connection().execute("SELECT * FROM trigger_schedule_misfires").fetchone()
-    assert (row["due_at_ms"], row["skipped_through_ms"], row["policy"]) == (BASE_MS, late - 30_000, policy)
+    assert (row["due_at_ms"], row["skipped_through_ms"], row["policy"]) == (BASE_MS, late - 30_000 - 1, policy)
     runs = stores.runs.run_list(RunListParams())
     if policy == "skip":
         assert result.outcome is CommitOutcome.ADVANCED and runs == [] and row["run_id"] is None
     else:
-        assert result.outcome is CommitOutcome.ADMITTED and row["run_id"] == "run-1"
+        assert result.outcome is CommitOutcome.ADMITTED and row["run_id"] == run_id(1)
         assert [r.scheduled_for_ms for r in runs] == [BASE_MS]
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def admit(stores: SqliteStores, clock: FakeClock, spec: CommandSpec, runs: int =
     d.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id=f"{task}-t", task_id=task,
                                            expression="* * * * * *", timezone="UTC"))
     clock.set(BASE_MS + (runs - 1) * 1000 + 10)
-    LocalCoordinator(stores.schedules, clock, new_id=lambda: f"id-{next(IDS):06d}-x").run_cycle()
+    LocalCoordinator(stores.schedules, clock, new_id=lambda: str(uuid.UUID(int=next(IDS) + 1))).run_cycle()
     listed = stores.runs.run_list(RunListParams(trigger_id=f"{task}-t", limit=1000, oldest_first=True))
     assert len(listed) == runs
     return [r.id for r in listed]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 
 import pytest
 
@@ -39,7 +40,7 @@ COUNTER = itertools.count()
 
 def coordinator(stores: SqliteStores, clock: FakeClock, **kw: object) -> LocalCoordinator:
     counter = COUNTER
-    return LocalCoordinator(stores.schedules, clock, new_id=lambda: f"id-{next(counter)}", **kw)  # type: ignore[arg-type]
+    return LocalCoordinator(stores.schedules, clock, new_id=lambda: str(uuid.UUID(int=next(counter) + 1)), **kw)  # type: ignore[arg-type]
 
 
 def scheduled(stores: SqliteStores, trigger: str | None = None) -> list[int]:

@@ -337,11 +337,6 @@ LORD_HOWE_INTERVAL_CASES = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interval expressions skip real instants around Lord Howe's 30-minute DST shift "
-    "(cronsim steps whole hours in aware time)",
-)
 @pytest.mark.parametrize(
     ("expr", "after", "expected"),
     LORD_HOWE_INTERVAL_CASES,
@@ -733,9 +728,9 @@ def test_occurrences_are_increasing_whole_seconds_matching_the_fields(
 
 # --- property: the next occurrences equal a brute-force scan ------------------------------
 # For expressions that fire at least once a day (day fields '*'), scan every UTC minute and
-# apply the documented rules directly. Lord Howe is left out: see the xfail table above.
+# apply the documented rules directly.
 
-ORACLE_ZONES = ["UTC", SHA, NY, BER]
+ORACLE_ZONES = ["UTC", SHA, NY, BER, LHI]
 
 
 def brute_force(expr: str, zone: str, after_ms: int, count: int, horizon_days: int) -> list[int]:

@@ -60,7 +60,7 @@ class Case:
     next_fire: str
     scheduled: str | None
     misfired: bool
-    skipped_through: str | None
+    skipped_through: str | None  # t - g; the decision drops the stretch before it
 
 
 CASES = [
@@ -131,7 +131,7 @@ def test_decide_table(case: Case) -> None:
         next_fire_at_ms=at(case.next_fire),
         scheduled_for_ms=_t(case.scheduled),
         misfired=case.misfired,
-        skipped_through_ms=_t(case.skipped_through),
+        skipped_through_ms=None if case.skipped_through is None else at(case.skipped_through) - 1,
     )
 
 
@@ -175,11 +175,6 @@ def test_grace_outside_bounds_or_not_an_int_is_refused(grace: object) -> None:
     assert again.value.field == "grace"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after a misfire the next cursor is strictly after t - g, so an occurrence exactly "
-    "g late (on time by the rule t - c <= g) is dropped",
-)
 @pytest.mark.parametrize(
     ("grace", "observed", "on_time_occurrence"),
     [(0, "10:00:01", "10:00:01"), (1_000, "10:00:03", "10:00:02"), (5_000, "10:00:10", "10:00:05")],
@@ -342,7 +337,7 @@ def test_simulated_scheduler_properties(sim: Simulation) -> None:
     # is admitted under fire_once (c itself) and none under skip.
     misfires = [d for d in decisions if d.misfired]
     for d in misfires:
-        assert d.skipped_through_ms == d.observed_at_ms - sim.grace
+        assert d.skipped_through_ms == d.observed_at_ms - sim.grace - 1
         stretch_admitted = [a for a in admitted if d.due_at_ms <= a < d.observed_at_ms - sim.grace]
         if sim.policy is ONCE:
             assert stretch_admitted == [d.due_at_ms]
@@ -353,15 +348,13 @@ def test_simulated_scheduler_properties(sim: Simulation) -> None:
         assert d.observed_at_ms - d.due_at_ms > sim.grace
 
     # (c) every occurrence o in [p, t_last] with lateness(o) = T(o) - o <= g is admitted, at its
-    # first-due observation T(o) -- except an occurrence lying exactly at t - g of a misfire
-    # decision at T(o), which the implementation drops (see the xfail test above).
-    boundary = {d.observed_at_ms - sim.grace for d in misfires}
+    # first-due observation T(o).
     admitted_at = {
         d.scheduled_for_ms: d.observed_at_ms for d in decisions if d.scheduled_for_ms is not None
     }
     for o in occurrences:
         lateness = sim.first_due(o) - o
-        if lateness < sim.grace or (lateness == sim.grace and o not in boundary):
+        if lateness <= sim.grace:
             assert o in admitted_at, (o, lateness, sim.grace)
             assert admitted_at[o] == sim.first_due(o)
         elif o in admitted_at:

@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:
             code = result
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        code = EXIT_OK
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "ql"
         click.echo(f"{where}: {_one_line(exc.format_message())} (see {where} --help)", err=True)

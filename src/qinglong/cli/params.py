@@ -14,12 +14,12 @@ from qinglong.security import check_url_has_no_password
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_DURATION = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)\s*")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_duration_ms(text: str) -> int:
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if not match:
         raise ValueError(f"{text!r} is not a duration; use a number with a unit: 500ms, 30s, 5m, 2h, 1d")
     value = float(match.group(1)) * _UNIT_MS[match.group(2)]

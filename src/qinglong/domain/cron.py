@@ -30,9 +30,12 @@ from cronsim import CronSim, CronSimError
 from qinglong.domain.timezones import UTC_NAME, canonical_timezone, zone_info
 from qinglong.errors import InvalidSchedule
 
-FIELD_CHARS = re.compile(r"^[0-9A-Za-z*,/#-]{1,128}$")
+FIELD_CHARS = re.compile(r"[0-9A-Za-z*,/#-]+")
+MAX_FIELD_LENGTH = 128
 MAX_EXPRESSION_LENGTH = 512
 _MAX_CANDIDATES = 100_000
+_MAX_SEGMENTS = 1_000
+_PROBE_STEP_S = 7 * 86_400  # offsets never change twice within a week
 
 
 class DstNote(StrEnum):
@@ -68,7 +71,9 @@ def normalize_expression(expression: str) -> str:
             "cron", f"must have 5 fields (or 6 with seconds first), got {len(fields)}"
         )
     for field in fields:
-        if not FIELD_CHARS.match(field):
+        if len(field) > MAX_FIELD_LENGTH:
+            raise InvalidSchedule("cron", f"each field must be at most {MAX_FIELD_LENGTH} characters")
+        if not FIELD_CHARS.fullmatch(field):
             raise InvalidSchedule(
                 "cron", f"field {field!r} may only use digits, names and the characters * , / # L -"
             )
@@ -134,16 +139,26 @@ class CronSchedule:
         return Occurrence(_naive_utc_ms(wall), wall, DstNote.NONE)
 
     def _next_interval(self, after_ms: int) -> Occurrence:
+        """Walk segments of constant UTC offset: the first instant after ``after_ms`` whose
+        local wall time matches. Within a segment, wall time is instant + offset, so the
+        first naive match at or after the segment's start maps to one instant; if that
+        instant lies past the next offset change, the walk restarts at the change."""
         tz = zone_info(self.timezone)
-        start = datetime.fromtimestamp(after_ms // 1000, UTC).astimezone(tz)
-        found = next(CronSim(self.expression, start))
-        at_ms = int(found.timestamp()) * 1000
-        local = datetime.fromtimestamp(at_ms // 1000, UTC).astimezone(tz)
-        wall = local.replace(tzinfo=None)
-        note = DstNote.NONE
-        if _is_ambiguous(wall, tz):
-            note = DstNote.OVERLAP_SECOND if local.fold else DstNote.OVERLAP_FIRST
-        return Occurrence(at_ms, wall, note)
+        start = after_ms // 1000 + 1
+        for _ in range(_MAX_SEGMENTS):
+            offset = _offset_seconds(start, tz)
+            wall_start = datetime.fromtimestamp(start + offset, UTC).replace(tzinfo=None)
+            wall = next(CronSim(self.expression, wall_start - timedelta(seconds=1)))
+            at_s = _naive_utc_ms(wall) // 1000 - offset
+            change = _next_offset_change(start, at_s, tz)
+            if change is None:
+                note = DstNote.NONE
+                if _is_ambiguous(wall, tz):
+                    local = datetime.fromtimestamp(at_s, UTC).astimezone(tz)
+                    note = DstNote.OVERLAP_SECOND if local.fold else DstNote.OVERLAP_FIRST
+                return Occurrence(at_s * 1000, wall, note)
+            start = change
+        raise InvalidSchedule("cron", "has no further occurrence")
 
     def _next_wall_clock(self, after_ms: int) -> Occurrence:
         tz = zone_info(self.timezone)
@@ -195,3 +210,26 @@ def _resolve_wall_time(wall: datetime, tz: object) -> tuple[int, DstNote]:
 
 def _offset_at(epoch_s: int, tz: object) -> timedelta | None:
     return datetime.fromtimestamp(epoch_s, UTC).astimezone(tz).utcoffset()  # type: ignore[arg-type]
+
+
+def _offset_seconds(epoch_s: int, tz: object) -> int:
+    offset = _offset_at(epoch_s, tz)
+    return int(offset.total_seconds()) if offset is not None else 0
+
+
+def _next_offset_change(start_s: int, until_s: int, tz: object) -> int | None:
+    """The first second in (start_s, until_s] whose UTC offset differs from start_s's."""
+    base = _offset_at(start_s, tz)
+    low = start_s
+    while low < until_s:
+        high = min(until_s, low + _PROBE_STEP_S)
+        if _offset_at(high, tz) != base:
+            while high - low > 1:  # offset(low) == base, offset(high) != base
+                middle = (low + high) // 2
+                if _offset_at(middle, tz) == base:
+                    low = middle
+                else:
+                    high = middle
+            return high
+        low = high
+    return None

@@ -9,8 +9,9 @@ grace:
 * ``t - c <= g`` (on time): admit ``c``; the next cursor is the first occurrence
   after ``c``, so on-time occurrences are admitted one after another, never dropped;
 * ``t - c > g`` (misfired): ``skip`` admits nothing, ``fire_once`` admits exactly one
-  Run for ``c``; either way the next cursor is the first occurrence after ``t - g``,
-  so no backlog is replayed.
+  Run for ``c``; either way the next cursor is the first occurrence at or after ``t - g``
+  (one exactly ``g`` late is still on time), so no backlog is replayed. The dropped
+  stretch is ``[c, t - g)``.
 
 The cursor strictly increases with every decision that moves it.
 """
@@ -46,7 +47,7 @@ class Decision:
     next_fire_at_ms: int
     scheduled_for_ms: int | None
     misfired: bool
-    skipped_through_ms: int | None = None  # misfire only: occurrences up to ``t - g`` are dropped
+    skipped_through_ms: int | None = None  # misfire only: occurrences up to here were dropped
 
 
 def check_grace(grace_ms: int) -> int:
@@ -91,14 +92,14 @@ def decide(
             scheduled_for_ms=due,
             misfired=False,
         )
-    resume_after = observed_at_ms - grace_ms
+    resume_from = observed_at_ms - grace_ms  # the oldest instant still on time
     admit = policy is MisfirePolicy.FIRE_ONCE
     return Decision(
         disposition=Disposition.ADMIT if admit else Disposition.SKIP,
         observed_at_ms=observed_at_ms,
         due_at_ms=due,
-        next_fire_at_ms=occurrences.next_after(resume_after),
+        next_fire_at_ms=occurrences.next_after(resume_from - 1),
         scheduled_for_ms=due if admit else None,
         misfired=True,
-        skipped_through_ms=resume_after,
+        skipped_through_ms=resume_from - 1,
     )

@@ -25,19 +25,19 @@ OWNER_ID_RULE = (
 
 
 def project_id(value: str, field: str = "project") -> str:
-    if not isinstance(value, str) or not PROJECT_ID.match(value):
+    if not isinstance(value, str) or not PROJECT_ID.fullmatch(value):
         raise InvalidInput(field, PROJECT_ID_RULE)
     return value
 
 
 def entity_id(value: str, field: str) -> str:
-    if not isinstance(value, str) or not ENTITY_ID.match(value):
+    if not isinstance(value, str) or not ENTITY_ID.fullmatch(value):
         raise InvalidInput(field, ENTITY_ID_RULE)
     return value
 
 
 def owner_id(value: str, field: str = "owner-id") -> str:
-    if not isinstance(value, str) or not OWNER_ID.match(value):
+    if not isinstance(value, str) or not OWNER_ID.fullmatch(value):
         raise InvalidInput(field, OWNER_ID_RULE)
     return value
 

@@ -83,6 +83,9 @@ class ArgvCommand:
 
     def __post_init__(self) -> None:
         _absolute_path(self.file, "command.file")
+        if not isinstance(self.args, list | tuple):
+            raise InvalidInput("command.args", "must be a list of strings")
+        object.__setattr__(self, "args", tuple(self.args))
         if len(self.args) > MAX_ARGS:
             raise InvalidInput("command.args", f"at most {MAX_ARGS} arguments")
         total = _utf8_len(self.file)
@@ -127,7 +130,7 @@ class EnvEntry:
     value: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not ENV_NAME.match(self.name):
+        if not isinstance(self.name, str) or not ENV_NAME.fullmatch(self.name):
             raise InvalidInput(
                 "environment", f"name {self.name!r} must match [A-Za-z_][A-Za-z0-9_]* (<=128)"
             )
@@ -332,6 +335,8 @@ def task_revision_from_row(row: Mapping[str, object], spec_envelope: object) -> 
         )
     except InvalidInput as exc:
         raise RecordCorrupt(f"{what} is malformed ({exc.message})") from exc
+    except (TypeError, ValueError, KeyError) as exc:
+        raise RecordCorrupt(f"{what} is malformed") from exc
     verify_digest(str(row["content_digest"]), record.content_digest, what)
     return record
 
@@ -428,7 +433,7 @@ def execution_revision_from_row(
             executor_type=executor_type.value,
             plan=plan,
         )
-    except (InvalidInput, ValueError) as exc:
+    except (InvalidInput, ValueError, TypeError, KeyError) as exc:
         raise RecordCorrupt(f"{what} is malformed") from exc
     if row.get("plan_schema") != EXECUTION_PLAN_SCHEMA:
         raise RecordCorrupt(f"{what} has an unknown plan schema")

@@ -1,6 +1,7 @@
 """IANA time zone names: validation and canonicalisation of aliases.
 
-The alias map comes from the `tzdata` package's own `tzdata.zi` link lines, so
+Zone rules and the alias map both come from the `tzdata` package (its `tzdata.zi` link
+lines give the aliases), so
 ``US/Eastern`` becomes ``America/New_York`` and ``Asia/Calcutta`` becomes
 ``Asia/Kolkata``. The UTC family (``Etc/UTC``, ``Zulu``, ...) becomes ``UTC``.
 """
@@ -62,4 +63,11 @@ def canonical_timezone(name: str) -> str:
 
 @functools.cache
 def zone_info(name: str) -> ZoneInfo:
-    return ZoneInfo(name)
+    """Zone rules from the `tzdata` package only (not the host's /usr/share/zoneinfo), so
+    names, aliases and offsets all come from one tz database version on every machine."""
+    resource = resources.files("tzdata").joinpath("zoneinfo", *name.split("/"))
+    try:
+        with resource.open("rb") as handle:
+            return ZoneInfo.from_file(handle, key=name)
+    except (OSError, ValueError) as exc:
+        raise ZoneInfoNotFoundError(name) from exc

@@ -201,5 +201,7 @@ def trigger_revision_from_row(row: Mapping[str, object], spec_envelope: object) 
         )
     except InvalidInput as exc:
         raise RecordCorrupt(f"{what} is malformed ({exc.message})") from exc
+    except (TypeError, ValueError, KeyError) as exc:
+        raise RecordCorrupt(f"{what} is malformed") from exc
     verify_digest(str(row["content_digest"]), record.content_digest, what)
     return record

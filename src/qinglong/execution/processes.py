@@ -46,7 +46,7 @@ def settle_orphan(handle: str | None) -> str:
     Returns ``killed`` when it was still running, ``gone`` when it had exited (or the
     pid now belongs to another process), ``unknown`` when the handle is unreadable.
     """
-    match = _HANDLE.match(handle or "")
+    match = _HANDLE.fullmatch(handle or "")
     if not match:
         return "unknown"
     pid, ticks = int(match.group(1)), int(match.group(2))

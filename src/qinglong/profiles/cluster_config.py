@@ -39,7 +39,7 @@ class ControlSettings(BaseSettings):
     @field_validator("owner_id")
     @classmethod
     def _owner(cls, value: str) -> str:
-        if not OWNER_ID.match(value):
+        if not OWNER_ID.fullmatch(value):
             raise ValueError("must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a "
                              "letter or digit")
         return value

@@ -20,7 +20,7 @@ from qinglong.domain.task import (
     spec_json_text,
 )
 from qinglong.domain.trigger import TriggerRevision
-from qinglong.errors import Conflict, NotFound
+from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.storage import records
 from qinglong.storage.dbapi import Connection, Queries, Row
 from qinglong.storage.ports import (
@@ -47,7 +47,7 @@ class DefinitionWriter:
 
     def project_create(self, params: ProjectCreateParams) -> Project:
         project_id(params.project_id)
-        name = display_name(params.name or params.project_id)
+        name = display_name(params.project_id if params.name is None else params.name)
         if self._one("project_get", {"id": params.project_id}):
             raise Conflict(f"project {params.project_id!r} already exists")
         row = self._one("project_insert", {"id": params.project_id, "name": name, "now_ms": self._now_ms})
@@ -189,7 +189,10 @@ class DefinitionWriter:
         self.active_project(params.project_id)
         current = self.current_trigger(params.project_id, params.trigger_id)
         if current is None and params.task_id is None:
-            raise NotFound("trigger", params.trigger_id)
+            if params.expression is None and params.timezone is None and params.misfire_policy is None:
+                raise NotFound("trigger", params.trigger_id)  # enable/disable of no trigger
+            raise InvalidInput("task", f"is required for a new trigger ({params.trigger_id!r} "
+                                       "does not exist yet)")
         task_id = params.task_id or current.task_id  # type: ignore[union-attr]
         task = self.current_task(params.project_id, task_id)
         if task is None:

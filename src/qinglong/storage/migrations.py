@@ -32,7 +32,7 @@ def load_migrations(package: str) -> tuple[Migration, ...]:
     folder = resources.files(package).joinpath("migrations")
     found = []
     for entry in folder.iterdir():
-        match = _FILE.match(entry.name)
+        match = _FILE.fullmatch(entry.name)
         if match:
             data = entry.read_bytes()
             found.append(

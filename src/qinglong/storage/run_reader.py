@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import cast
 
 from qinglong.domain.admission import AdmissionRows
+from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.model import Run, RunDetail
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.storage import records
@@ -14,6 +16,7 @@ from qinglong.storage.ports import RunListParams
 
 MAX_LIST_LIMIT = 10_000
 MIN_PREFIX = 8
+RUN_ID_CHARS = re.compile(r"[0-9a-f-]{1,36}")
 
 
 def insert_admission(conn: Connection, queries: Queries, rows: AdmissionRows) -> None:
@@ -32,6 +35,9 @@ class RunReader:
 
     def resolve_run_id(self, run_id: str) -> str:
         """Accept a full Run id or a unique prefix of at least 8 characters."""
+        run_id = run_id.lower()
+        if not RUN_ID_CHARS.fullmatch(run_id):
+            raise InvalidInput("run", "must be a Run id (a UUID) or a prefix of 8 or more of its characters")
         if self._conn.execute(self._q["run_get"], {"run_id": run_id}).fetchone() is not None:
             return run_id
         if len(run_id) >= MIN_PREFIX:
@@ -45,6 +51,12 @@ class RunReader:
     def run_list(self, params: RunListParams) -> list[Run]:
         if not 1 <= params.limit <= MAX_LIST_LIMIT:
             raise InvalidInput("limit", f"must be between 1 and {MAX_LIST_LIMIT}")
+        if params.trigger_id is not None:
+            entity_id(params.trigger_id, "trigger")
+        if params.project_id is not None:
+            project_id(params.project_id)
+            if self._conn.execute(self._q["project_get"], {"id": params.project_id}).fetchone() is None:
+                raise NotFound("project", params.project_id)
         rows = self._conn.execute(
             self._q["run_list"],
             {

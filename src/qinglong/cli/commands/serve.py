@@ -163,14 +163,16 @@ def serve(
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     app = LocalApp(config, CLOCK, observer)
     try:
-        app.start()
+        app.start()  # on failure it has already stopped what it started
         if not quiet and not json_events:
             click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
-        stop.wait(None if duration is None else duration / 1000)
+        try:
+            stop.wait(None if duration is None else duration / 1000)
+        finally:
+            if not quiet and not json_events:
+                click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
+            app.stop()
     finally:
-        if not quiet and not json_events:
-            click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
-        app.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not quiet and not json_events:

@@ -109,7 +109,7 @@ def publish(
             TaskPublishParams(
                 project_id=project,
                 task_id=task_id,
-                name=name or task_id,
+                name=task_id if name is None else name,
                 spec=spec,
                 enabled=not disabled,
                 repin_triggers=not no_repin,

@@ -39,10 +39,16 @@ def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 class SqliteDatabase:
-    """A database file with one connection per thread."""
+    """A database file with one connection per thread.
+
+    Opening a database changes nothing in the file; ``ql db migrate`` switches it to WAL
+    (a persistent property of the file).
+    """
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
+        if path.is_dir():
+            raise InvalidInput("database-url", f"{str(path)!r} is a directory, not a database file")
         if not create and not path.exists():
             raise InvalidInput(
                 "database-url",
@@ -66,7 +72,6 @@ class SqliteDatabase:
                     timeout=BUSY_TIMEOUT_MS / 1000,
                 )
                 conn.row_factory = _dict_row
-                conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -31,6 +31,7 @@ def _history(conn: sqlite3.Connection) -> list[AppliedMigration]:
 def migrate(db: SqliteDatabase, clock: Clock) -> MigrateReport:
     """Apply pending migrations, each in its own transaction; refuse history drift."""
     conn = db.connection()
+    conn.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
     with db.write("create migration ledger") as tx:
         tx.execute(QUERIES["ledger_create"])
         history = _history(tx)
