@@ -1,32 +1,312 @@
-"""The storage contract: one suite, every adapter that implements a port."""
+"""The storage contract: one suite, every adapter that implements a port.
+
+Every case that takes ``backend`` runs once on SQLite and once per PostgreSQL server of the
+harness in tests/support/pg.py (embedded PostgreSQL 18 always, the system server on
+127.0.0.1:5432 when it answers). A missing embedded server is an error, never a skip.
+
+A ``Backend`` holds the ports under test (on PostgreSQL: definitions as ``ql_admin``, run
+reads as ``ql_runtime``) and dialect-neutral test hooks, each implemented per dialect:
+reading the clock the adapter stamps rows with, tampering with stored rows as the database
+owner, and admitting Runs through that dialect's own scheduler store and coordinator.
+"""
 
 from __future__ import annotations
 
+import abc
+import itertools
+import os
+import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 
-from qinglong.storage.ports import DefinitionStore, RunReadStore
+from qinglong.domain.decision import Decision
+from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
+from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.scheduler.local import LocalCoordinator
+from qinglong.scheduler.report import CycleReport
+from qinglong.storage.ports import CommitOutcome, CommitResult, DefinitionStore, RunReadStore
+from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
+from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.migrate import migrate
+from qinglong.storage.postgres.roles import provision_roles
+from qinglong.storage.postgres.runs import PgRunStore
+from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.testing import FakeClock
+from qinglong.testing.postgres import EmbeddedPostgres
 from tests.conftest import SqliteStores
+from tests.support.pg import (
+    EMBEDDED,
+    SERVERS,
+    SYSTEM,
+    SYSTEM_PORT,
+    PgServer,
+    PgTestDatabase,
+    create_database,
+    drop_database,
+)
+
+BACKENDS = ["sqlite", *(f"pg:{server}" for server in SERVERS)]
+SCHEDULER_OWNER = "contract"
+_DATABASES = itertools.count(1)
+
+CommittedHook = Callable[[object, Decision, CommitResult], None]
+
+
+class Backend(abc.ABC):
+    """The ports under test plus the per-dialect hooks the contract cases need."""
+
+    name: str  # the pytest id: "sqlite", "pg:pg18-embedded", "pg:pg-system"
+    dialect: str  # "sqlite" | "postgresql"
+    executor_type: str  # what an admission's first Attempt is for on this dialect
+    claim_fenced: bool  # whether run.created carries the claim fence (cluster admission)
+    definitions: DefinitionStore
+    runs: RunReadStore
+
+    # -- the clock ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def now_ms(self) -> int:
+        """One reading of the clock this adapter stamps rows with."""
+
+    @abc.abstractmethod
+    def let_time_pass(self) -> None:
+        """Move that clock forward by at least a few milliseconds."""
+
+    # -- tampering (as the database owner; test-only) -------------------------------------
+
+    @abc.abstractmethod
+    def tamper_trigger_spec(self, old: str, new: str) -> int:
+        """Replace ``old`` by ``new`` in the stored JSON of every trigger revision holding it.
+
+        Digests are left alone, so readers must refuse the rows. Returns the rows changed.
+        """
+
+    @abc.abstractmethod
+    def rename_task_revision(self, name: str) -> int:
+        """Overwrite the name of every stored task revision (digests left alone)."""
+
+    @abc.abstractmethod
+    def force_run_status(self, run_id: str, status: str) -> None:
+        """Set one Run's status column directly (for filter cases)."""
+
+    @abc.abstractmethod
+    def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
+        """Put a trigger's durable cursor at ``at_ms`` (and bump its state version)."""
+
+    # -- admission through this dialect's scheduler -------------------------------------
+
+    @abc.abstractmethod
+    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
+        """One scheduler cycle of this dialect's coordinator over its schedule store."""
+
+    def admit(self, project_id: str, trigger_id: str, at_ms: int, *, run_id: str | None = None) -> str:
+        """Make one trigger due at ``at_ms`` and admit that occurrence; returns the Run id.
+
+        ``at_ms`` must lie at or before ``now_ms()`` and within the 30 s grace, so the
+        occurrence is decided on time. Every other id is a fresh UUID.
+        """
+        self.set_cursor(project_id, trigger_id, at_ms)
+        wanted = iter([run_id] if run_id is not None else [])
+        results: list[CommitResult] = []
+
+        def new_id() -> str:
+            return next(wanted, None) or str(uuid.uuid4())
+
+        report = self.run_cycle(new_id, lambda _item, _decision, result: results.append(result))
+        admitted = [r for r in results if r.outcome is CommitOutcome.ADMITTED]
+        assert report.admitted == 1 and len(admitted) == 1, (report, results)
+        assert admitted[0].run_id is not None
+        if run_id is not None:
+            assert admitted[0].run_id == run_id
+        return admitted[0].run_id
+
+
+# --- SQLite ----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class SqliteBackend(Backend):
+    stores: SqliteStores
+    clock: FakeClock
+    name: str = "sqlite"
+    dialect: str = "sqlite"
+    executor_type: str = "local_process"
+    claim_fenced: bool = False
+
+    def __post_init__(self) -> None:
+        self.definitions = self.stores.definitions
+        self.runs = self.stores.runs
+
+    def _execute(self, statement: str, params: tuple[object, ...] = ()) -> int:
+        return self.stores.db.connection().execute(statement, params).rowcount
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def let_time_pass(self) -> None:
+        self.clock.advance(1_000)
+
+    def tamper_trigger_spec(self, old: str, new: str) -> int:
+        return self._execute(
+            "UPDATE trigger_revisions SET spec_json = replace(spec_json, ?, ?) "
+            "WHERE instr(spec_json, ?) > 0", (old, new, old))
+
+    def rename_task_revision(self, name: str) -> int:
+        return self._execute("UPDATE task_definition_revisions SET name = ?", (name,))
+
+    def force_run_status(self, run_id: str, status: str) -> None:
+        assert self._execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id)) == 1
+
+    def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
+        changed = self._execute(
+            "UPDATE trigger_schedules SET next_fire_at_ms = ?, state_version = state_version + 1 "
+            "WHERE project_id = ? AND trigger_id = ?", (at_ms, project_id, trigger_id))
+        assert changed == 1
+
+    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
+        hook: Callable[[ScheduleCandidate, Decision, CommitResult], None] = on_committed
+        return LocalCoordinator(self.stores.schedules, self.clock, new_id=new_id,
+                                on_committed=hook).run_cycle()
+
+
+# --- PostgreSQL ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class PgBackend(Backend):
+    db: PgTestDatabase
+    name: str
+    dialect: str = "postgresql"
+    executor_type: str = "remote_worker"
+    claim_fenced: bool = True
+    _connectors: list[SingleConnector] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.definitions = PgDefinitionStore(self._connector("ql_admin", "contract-admin"))
+        self.runs = PgRunStore(self._connector("ql_runtime", "contract-reader"))
+        self.schedules = PgScheduleStore(
+            self._connector("ql_runtime", "contract-scheduler", SessionSettings()),
+            actor_id=SCHEDULER_OWNER)
+
+    def _connector(self, role: str, application_name: str,
+                   settings: SessionSettings | None = None) -> SingleConnector:
+        connector = SingleConnector(self.db.url(role), application_name=application_name,
+                                    settings=settings)
+        self._connectors.append(connector)
+        return connector
+
+    def close(self) -> None:
+        for connector in self._connectors:
+            connector.close()
+
+    def now_ms(self) -> int:
+        [row] = self.db.execute(
+            "SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms")
+        return int(row["now_ms"])  # type: ignore[call-overload]
+
+    def let_time_pass(self) -> None:
+        start = self.now_ms()
+        while self.now_ms() < start + 5:
+            time.sleep(0.002)
+
+    def tamper_trigger_spec(self, old: str, new: str) -> int:
+        rows = self.db.execute(
+            "UPDATE trigger_revisions SET spec_json = replace(spec_json::text, %s, %s)::jsonb "
+            "WHERE strpos(spec_json::text, %s) > 0 RETURNING revision", [old, new, old])
+        return len(rows)
+
+    def rename_task_revision(self, name: str) -> int:
+        return len(self.db.execute(
+            "UPDATE task_definition_revisions SET name = %s RETURNING revision", [name]))
+
+    def force_run_status(self, run_id: str, status: str) -> None:
+        rows = self.db.execute("UPDATE runs SET status = %s WHERE id = %s RETURNING id",
+                               [status, run_id])
+        assert len(rows) == 1
+
+    def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
+        rows = self.db.execute(
+            "UPDATE trigger_schedules SET next_fire_at_ms = %s, state_version = state_version + 1 "
+            "WHERE project_id = %s AND trigger_id = %s RETURNING trigger_id",
+            [at_ms, project_id, trigger_id])
+        assert len(rows) == 1
+
+    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
+        hook: Callable[[ScheduleClaim, Decision, CommitResult], None] = on_committed
+        coordinator = ClusterCoordinator(self.schedules, owner=SCHEDULER_OWNER, new_id=new_id,
+                                         on_committed=hook, wake_hint=False)
+        return coordinator.run_cycle()
+
+
+# --- fixtures --------------------------------------------------------------------------
 
 
 @dataclass
-class Backend:
-    name: str
-    definitions: DefinitionStore
-    runs: RunReadStore
-    execute: Callable[[str], None]  # raw SQL for tampering (test-only)
+class _PgTarget:
+    server: PgServer
+    template: str
 
 
-@pytest.fixture(params=["sqlite"])
-def backend(request: pytest.FixtureRequest, sqlite_stores: SqliteStores) -> Iterator[Backend]:
-    def execute(sql: str) -> None:
-        sqlite_stores.db.connection().execute(sql)
+class PgTargets:
+    """Per server name: the server and one migrated template database, for the session."""
 
-    yield Backend(
-        name="sqlite",
-        definitions=sqlite_stores.definitions,
-        runs=sqlite_stores.runs,
-        execute=execute,
-    )
+    def __init__(self) -> None:
+        self._targets: dict[str, _PgTarget] = {}
+
+    def get(self, name: str, request: pytest.FixtureRequest) -> _PgTarget:
+        if name not in self._targets:
+            if name == EMBEDDED:
+                # An embedded server that cannot start fails this lookup: an error, not a skip.
+                embedded: EmbeddedPostgres = request.getfixturevalue("embedded_pg")
+                server = PgServer(EMBEDDED, "127.0.0.1", embedded.port, embedded)
+            else:
+                assert name == SYSTEM, name
+                server = PgServer(SYSTEM, "127.0.0.1", SYSTEM_PORT)
+            template = f"qlctpl_{os.getpid()}"
+            drop_database(server, template)
+            create_database(server, template)
+            with server.connect(template) as conn:
+                provision_roles(conn)
+                migrate(conn)
+            self._targets[name] = _PgTarget(server, template)
+        return self._targets[name]
+
+    def close(self) -> None:
+        for target in self._targets.values():
+            if target.server.embedded is None:  # the embedded server is deleted whole
+                drop_database(target.server, target.template)
+        self._targets.clear()
+
+
+@pytest.fixture(scope="session")
+def contract_pg() -> Iterator[PgTargets]:
+    targets = PgTargets()
+    try:
+        yield targets
+    finally:
+        targets.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTargets) -> Iterator[Backend]:
+    param = str(request.param)
+    if param == "sqlite":
+        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), clock=clock)
+        return
+    server_name = param.removeprefix("pg:")
+    target = contract_pg.get(server_name, request)
+    name = f"qlc_{os.getpid()}_{next(_DATABASES)}"
+    create_database(target.server, name, template=target.template)
+    with target.server.connect(name) as conn:
+        provision_roles(conn)
+    database = PgTestDatabase(target.server, name)
+    pg = PgBackend(db=database, name=param)
+    try:
+        yield pg
+    finally:
+        pg.close()
+        database.close()
+        drop_database(target.server, name)

@@ -163,15 +163,49 @@ def test_archived_project_stops_triggers(demo: Backend) -> None:
 def test_tampered_trigger_revision_fails_closed(demo: Backend) -> None:
     publish_task(demo)
     publish_trigger(demo, task_id="hello", expression="* * * * *", timezone="UTC")
-    demo.execute(
-        "UPDATE trigger_revisions SET spec_json = replace(spec_json, '* * * * *', '0 * * * *')"
-    )
+    assert demo.tamper_trigger_spec("* * * * *", "0 * * * *") == 1
     with pytest.raises(RecordCorrupt, match="digest"):
         demo.definitions.trigger_list("demo")
 
 
 def test_tampered_task_revision_fails_closed(demo: Backend) -> None:
     publish_task(demo)
-    demo.execute("UPDATE task_definition_revisions SET name = 'renamed'")
+    assert demo.rename_task_revision("renamed") == 1
     with pytest.raises(RecordCorrupt):
         demo.definitions.task_list("demo")
+
+
+def test_publishers_stamp_times_from_the_adapter_clock(backend: Backend) -> None:
+    """The fake node clock on SQLite; clock_timestamp() on PostgreSQL, read inside the publish."""
+    before = backend.now_ms()
+    project = backend.definitions.project_create(ProjectCreateParams(project_id="demo"))
+    after = backend.now_ms()
+    assert before <= project.created_at_ms <= after
+    assert project.updated_at_ms == project.created_at_ms
+
+    backend.let_time_pass()
+    before = backend.now_ms()
+    task = publish_task(backend).revision
+    after = backend.now_ms()
+    assert before <= task.created_at_ms <= after and task.created_at_ms > project.created_at_ms
+    [listed] = backend.definitions.task_list("demo")
+    assert listed.created_at_ms == task.created_at_ms
+
+    backend.let_time_pass()
+    before = backend.now_ms()
+    trigger = publish_trigger(backend, task_id="hello", expression="* * * * *", timezone="UTC").revision
+    after = backend.now_ms()
+    assert before <= trigger.created_at_ms <= after and trigger.created_at_ms > task.created_at_ms
+    [view] = backend.definitions.trigger_list("demo")
+    assert view.revision.created_at_ms == trigger.created_at_ms
+    assert view.schedule is not None and view.schedule.updated_at_ms == trigger.created_at_ms
+
+    backend.let_time_pass()
+    noop = publish_task(backend)  # identical content: nothing is written, nothing restamped
+    assert not noop.created and noop.revision.created_at_ms == task.created_at_ms
+    before = backend.now_ms()
+    archived = backend.definitions.project_archive("demo")
+    after = backend.now_ms()
+    assert archived.created_at_ms == project.created_at_ms
+    assert before <= archived.updated_at_ms <= after and archived.updated_at_ms > trigger.created_at_ms
+    assert backend.definitions.project_get("demo") == archived

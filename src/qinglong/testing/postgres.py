@@ -111,7 +111,6 @@ class EmbeddedPostgres:
                   "-D", str(self.data_dir))
         lines = [
             "listen_addresses = '127.0.0.1'",
-            f"port = {self.port}",
             f"unix_socket_directories = '{self.data_dir}'",
             "max_connections = 200",
             "shared_buffers = 128MB",
@@ -125,11 +124,29 @@ class EmbeddedPostgres:
             conf.write("\n".join(lines) + "\n")
 
     def start(self) -> EmbeddedPostgres:
+        """Start the server; if another process took our port meanwhile, try another."""
         if not (self.data_dir / "PG_VERSION").exists():
             self.initdb()
-        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir / "server.log"),
-                  "-w", "-t", "60", "start")
-        return self
+        for _ in range(5):
+            done = self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir / "server.log"),
+                             "-o", f"-p {self.port}", "-w", "-t", "60", "start", check=False)
+            if done.returncode == 0:
+                return self
+            if not self._port_taken():
+                break
+            self.port = free_port(self.port + 1)
+        raise RuntimeError(f"PostgreSQL did not start: {done.stderr.strip()[-500:]}\n"
+                           f"{self._log_tail()}")
+
+    def _port_taken(self) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def _log_tail(self) -> str:
+        try:
+            return (self.data_dir / "server.log").read_text(errors="replace")[-1000:]
+        except OSError:
+            return ""
 
     def stop(self, mode: str = "fast") -> None:
         if (self.data_dir / "postmaster.pid").exists():

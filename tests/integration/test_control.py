@@ -1,0 +1,246 @@
+"""A `ql control` replica in-process: activation order, readiness, drain, losing the
+database, the recovery gate, and configuration checked before PostgreSQL is opened."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from qinglong.domain.decision import Decision
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.errors import InvalidConfig
+from qinglong.profiles.cluster import Availability, ClusterControl
+from qinglong.profiles.cluster_config import load_control_settings
+from qinglong.scheduler.diagnostics import Diagnostic
+from qinglong.storage.ports import CommitResult
+from tests.integration.conftest import Cluster
+
+WAIT = 20.0
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.states: list[tuple[Availability, str]] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.results: list[CommitResult] = []
+
+    def state(self, state: Availability, reason: str) -> None:
+        self.states.append((state, reason))
+
+    def diagnostic(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics.append(diagnostic)
+
+    def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
+        self.results.append(result)
+
+
+def http(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def wait_for(predicate: Any, what: str, timeout: float = WAIT) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Running:
+    app: ClusterControl
+    observer: Observer
+    port: int
+    stop: threading.Event
+    thread: threading.Thread
+
+    def ready(self) -> bool:
+        return http(self.port, "/readyz")[0] == 200
+
+    def status(self) -> dict[str, Any]:
+        return http(self.port, "/status")[1]
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive()
+
+
+def start(cluster: Cluster, before_commit: Any = None, run: bool = True, **flags: Any) -> Running:
+    settings = load_control_settings({
+        "database_url": cluster.db.url("ql_runtime"), "owner_id": "c1", "lease_ms": 3_000,
+        "grace_ms": 30_000, "interval_ms": 250, "http": "127.0.0.1:0", "reactivate_ms": 200,
+        **flags,
+    })
+    observer = Observer()
+    app = ClusterControl(settings, observer, before_commit=before_commit)
+    port = app.start_http()
+    stop = threading.Event()
+    thread = threading.Thread(target=app.run, args=(stop,), daemon=True)
+    running = Running(app, observer, port, stop, thread)
+    if run:
+        thread.start()
+    return running
+
+
+@pytest.fixture
+def controls() -> Iterator[list[Running]]:
+    started: list[Running] = []
+    yield started
+    for running in started:
+        if running.thread.is_alive():
+            running.shutdown()
+
+
+def terminate_control_backends(cluster: Cluster) -> int:
+    rows = cluster.db.execute(
+        "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name LIKE 'ql-control:%%'")
+    return len(rows)
+
+
+def test_probes_before_activation_then_ready_and_admitting(cluster: Cluster, controls: list[Running]) -> None:
+    cluster.publish("t1")
+    running = start(cluster, run=False)
+    controls.append(running)
+    assert http(running.port, "/livez") == (200, {"status": "alive"})
+    code, body = http(running.port, "/readyz")
+    assert code == 503 and body["status"] == "not_ready"
+    running.thread.start()
+    wait_for(running.ready, "readyz 200")
+    wait_for(lambda: cluster.count("runs") >= 2, "admissions")
+    states = [s for s, _ in running.observer.states]
+    assert states[0] is Availability.READY
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics", timeout=5).read().decode()
+    assert "ql_admitted_total" in metrics and "ql_ready 1.0" in metrics
+
+
+def test_stop_withdraws_readiness_first_then_drains_the_cycle(cluster: Cluster, controls: list[Running]) -> None:
+    cluster.publish("t1")
+    cluster.make_due("t1")
+    inside = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        release.wait(WAIT)
+
+    running = start(cluster, before_commit=hold)
+    controls.append(running)
+    assert inside.wait(WAIT), "no commit reached the hold"
+    stopper = threading.Thread(target=running.shutdown)
+    stopper.start()
+    wait_for(lambda: http(running.port, "/readyz")[0] == 503, "readyz 503 while draining")
+    assert cluster.count("runs") == 0  # the in-flight commit has not finished yet
+    release.set()
+    stopper.join(WAIT)
+    assert cluster.count("runs") == 1  # the drained cycle completed its admission
+    assert running.observer.states[-1][0] is Availability.STOPPING
+
+
+def test_losing_the_database_makes_the_replica_unavailable_until_a_fresh_activation(
+    cluster: Cluster, controls: list[Running]
+) -> None:
+    cluster.publish("t1")
+    running = start(cluster)
+    controls.append(running)
+    wait_for(running.ready, "first activation")
+    assert terminate_control_backends(cluster) >= 1
+    wait_for(lambda: any(s is Availability.UNAVAILABLE for s, _ in running.observer.states),
+             "the fence to trip")
+    assert http(running.port, "/livez")[0] == 200
+    wait_for(lambda: running.status()["activations"] >= 2 and running.ready(), "re-activation")
+    before = cluster.count("runs")
+    wait_for(lambda: cluster.count("runs") > before, "admissions after re-activation")
+
+
+def test_a_read_only_database_keeps_the_replica_unavailable(cluster: Cluster, controls: list[Running]) -> None:
+    cluster.publish("t1")
+    running = start(cluster)
+    controls.append(running)
+    wait_for(running.ready, "first activation")
+    name = cluster.db.name
+    cluster.db.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    try:
+        terminate_control_backends(cluster)
+        wait_for(lambda: "server-not-writable-primary" in json.dumps(running.status()),
+                 "readiness to refuse a read-only server")
+        assert http(running.port, "/readyz")[0] == 503
+        assert http(running.port, "/livez")[0] == 200
+        frozen = cluster.count("runs")
+        time.sleep(1.0)
+        assert cluster.count("runs") == frozen  # no admissions while unavailable
+    finally:
+        cluster.db.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+    wait_for(running.ready, "activation once the server is writable again")
+
+
+def test_startup_recovery_refuses_drifted_work_but_accepts_pristine_admissions(
+    cluster: Cluster, controls: list[Running]
+) -> None:
+    cluster.publish("t1")
+    cluster.make_due("t1")
+    first = start(cluster)
+    controls.append(first)
+    wait_for(lambda: cluster.count("runs") >= 1, "an admission")
+    first.shutdown()
+    second = start(cluster, owner_id="c2")  # pristine queued Runs are normal work
+    controls.append(second)
+    wait_for(second.ready, "activation with pristine queued Runs")
+    second.shutdown()
+    run_id = cluster.db.execute("SELECT id FROM runs ORDER BY created_at_ms LIMIT 1")[0]["id"]
+    cluster.db.execute("UPDATE run_attempts SET status = 'running', started_at_ms = 1 WHERE run_id = %s", [run_id])
+    cluster.db.execute("UPDATE runs SET status = 'running' WHERE id = %s", [run_id])
+    third = start(cluster, owner_id="c3")
+    controls.append(third)
+    wait_for(lambda: "recovery-not-converged" in json.dumps(third.status())
+             or "unfinished work" in json.dumps(third.status()), "the recovery gate to refuse")
+    assert http(third.port, "/readyz")[0] == 503
+    assert run_id in json.dumps(third.status())
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        ({"lease_ms": 999}, "lease-ms"),
+        ({"lease_ms": 60_001}, "lease-ms"),
+        ({"grace_ms": 300_001}, "grace-ms"),
+        ({"budget": 0}, "budget"),
+        ({"budget": 257}, "budget"),
+        ({"interval_ms": 249}, "interval-ms"),
+        ({"owner_id": "-bad"}, "owner-id"),
+        ({"http": "nonsense"}, "http"),
+        ({"database_url": "sqlite:///x.db"}, "database-url"),
+    ],
+)
+def test_configuration_is_refused_before_postgres_is_opened(flags: dict[str, Any], field: str) -> None:
+    base = {"database_url": "postgresql://ql_runtime@192.0.2.1:1/none", "owner_id": "c1"}
+    started = time.monotonic()
+    with pytest.raises(InvalidConfig) as refused:
+        load_control_settings({**base, **flags})
+    assert refused.value.field == field
+    assert time.monotonic() - started < 1.0  # nothing tried to connect
+
+
+def test_unknown_environment_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QL_CONTROL_LEASE", "5000")  # a typo of QL_CONTROL_LEASE_MS
+    with pytest.raises(InvalidConfig) as refused:
+        load_control_settings({"database_url": "postgresql://x@h/db", "owner_id": "c1"})
+    assert refused.value.field == "QL_CONTROL_LEASE"
+    monkeypatch.delenv("QL_CONTROL_LEASE")
+    monkeypatch.setenv("QL_CONTROL_LEASE_MS", "7000")
+    assert load_control_settings({"database_url": "postgresql://x@h/db", "owner_id": "c1"}).lease_ms == 7000

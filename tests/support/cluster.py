@@ -1,0 +1,138 @@
+"""Run `ql control` replicas as real processes, and read what they admitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qinglong.domain.cron import CronSchedule
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Replica:
+    owner: str
+    url: str
+    log_dir: Path
+    lease_ms: int = 5_000
+    grace_ms: int = 30_000
+    extra: tuple[str, ...] = ()
+    prefix: tuple[str, ...] = ()  # e.g. ("faketime", "-f", "+1h")
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    generation: int = 0
+
+    @property
+    def log(self) -> Path:
+        return self.log_dir / f"{self.owner}.{self.generation}.log"
+
+    def start(self) -> Replica:
+        self.generation += 1
+        command = [*self.prefix, sys.executable, "-m", "qinglong", "control",
+                   "--database-url", self.url, "--owner-id", self.owner,
+                   "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
+                   "--http", f"127.0.0.1:{self.port}", "--json-events", *self.extra]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
+        env.update(self.env)
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            text=True)
+        return self
+
+    def readyz(self) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except OSError:
+            return 0
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.readyz() == 200:
+                return
+            if self.process is not None and self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{self.owner} did not become ready:\n{self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            raise AssertionError(f"{self.owner} did not stop within {timeout} s") from None
+
+    def events(self) -> list[dict[str, Any]]:
+        found = []
+        for path in sorted(self.log_dir.glob(f"{self.owner}.*.log")):
+            for line in path.read_text().splitlines():
+                if line.startswith("{"):
+                    found.append(json.loads(line))
+        return found
+
+
+@dataclass
+class Tally:
+    expected: int
+    admitted: int
+    duplicates: int
+    gaps: list[int]
+    spurious: list[int]
+    lags_ms: list[int]
+
+
+def tally(runs: list[dict[str, Any]], schedule: CronSchedule, start_ms: int, end_ms: int) -> Tally:
+    """Compare one trigger's Runs with its nominal occurrences in [start_ms, end_ms]."""
+    expected = []
+    at = schedule.first_at_or_after(start_ms)
+    while at <= end_ms:
+        expected.append(at)
+        at = schedule.next_after(at)
+    counts = Counter(int(r["scheduled_for_ms"]) for r in runs)
+    nominal = set(expected)
+    admitted = [t for t in counts if start_ms <= t <= end_ms]
+    return Tally(
+        expected=len(expected),
+        admitted=len(admitted),
+        duplicates=sum(n - 1 for n in counts.values() if n > 1),
+        gaps=[t for t in expected if t not in counts],
+        spurious=[t for t in admitted if t not in nominal],
+        lags_ms=[int(r["created_at_ms"]) - int(r["scheduled_for_ms"]) for r in runs
+                 if start_ms <= int(r["scheduled_for_ms"]) <= end_ms],
+    )
+
+
+def percentile(values: list[int], p: float) -> int:
+    if not values:
+        return 0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
