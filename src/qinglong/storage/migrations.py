@@ -71,4 +71,5 @@ def audit_history(
 def pending(
     applied: list[AppliedMigration] | tuple[AppliedMigration, ...], code: tuple[Migration, ...]
 ) -> tuple[Migration, ...]:
-    return code[len(applied):]
+    done = {row.id for row in applied}
+    return tuple(m for m in code if m.id not in done)

@@ -43,10 +43,28 @@ def migrate(conn: PgConnection) -> MigrateReport:
     """Apply pending migrations; ``conn`` is autocommit, as ql_migration or a superuser."""
     try:
         _as_migration_role(conn)
+        return _migrate(conn)
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("RESET ROLE")
+
+
+def _lock(conn: PgConnection) -> None:
+    locked = conn.execute(QUERIES["migration_try_lock"]).fetchone()
+    if not locked or not locked["locked"]:
+        raise NotReady(["migration-lock-held"], "another migration runner holds the lock")
+
+
+def _migrate(conn: PgConnection) -> MigrateReport:
+    try:
         conn.execute("BEGIN")
         conn.execute(QUERIES["migration_timeouts"])
+        _lock(conn)
         conn.execute(QUERIES["ledger_bootstrap"])
         conn.execute("COMMIT")
+    except NotReady:
+        rollback_quietly(conn)
+        raise
     except psycopg.Error as exc:
         rollback_quietly(conn)
         raise translate(exc, "create the migration ledger", conn) from exc
@@ -55,9 +73,7 @@ def migrate(conn: PgConnection) -> MigrateReport:
         try:
             conn.execute("BEGIN")
             conn.execute(QUERIES["migration_timeouts"])
-            locked = conn.execute(QUERIES["migration_try_lock"]).fetchone()
-            if not locked or not locked["locked"]:
-                raise NotReady(["migration-lock-held"], "another migration runner holds the lock")
+            _lock(conn)
             done = history(conn)
             findings = audit_history(done, MIGRATIONS)
             if findings:

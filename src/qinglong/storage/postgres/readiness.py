@@ -26,6 +26,7 @@ CAPABILITY = {
 _PRIVILEGE_COLUMNS = {
     "SELECT": "can_select", "INSERT": "can_insert", "UPDATE": "can_update", "DELETE": "can_delete",
     "TRUNCATE": "can_truncate", "REFERENCES": "can_references", "TRIGGER": "can_trigger",
+    "MAINTAIN": "can_maintain",
 }
 
 
@@ -73,6 +74,8 @@ def role_findings(conn: PgConnection, role: str) -> list[str]:
     ]
     if not attributes["rolcanlogin"]:
         findings.append(f"role-attribute:{role}:nologin")
+    findings += [f"role-member-of:{role}:{r['parent']}"
+                 for r in conn.execute(QUERIES["role_memberships"], {"role": role})]
     schema = conn.execute(QUERIES["schema_privileges"], {"role": role}).fetchone()
     assert schema is not None
     if not schema["can_connect"]:
@@ -85,6 +88,8 @@ def role_findings(conn: PgConnection, role: str) -> list[str]:
         findings.append(f"extra-privilege:{role}:schema:CREATE")
     if schema["can_create_in_database"]:
         findings.append(f"extra-privilege:{role}:database:CREATE")
+    if schema["can_temp"]:
+        findings.append(f"extra-privilege:{role}:database:TEMPORARY")
     owners = {r["table_name"]: r["owner"] for r in conn.execute(QUERIES["schema_tables"])}
     expected = PRIVILEGES[role]
     findings += [f"missing-table:{name}" for name in sorted(set(expected) - set(owners))]
@@ -104,10 +109,28 @@ def ownership_findings(conn: PgConnection) -> list[str]:
             for r in conn.execute(QUERIES["schema_tables"]) if r["owner"] != MIGRATION]
 
 
+def _readable(conn: PgConnection, who: str) -> list[str]:
+    """Why the connecting role cannot read the ledger and capability row (empty: it can)."""
+    access = conn.execute(QUERIES["schema_privileges"], {"role": who}).fetchone()
+    assert access is not None
+    problems = []
+    if not access["can_use"]:
+        problems.append(f"missing-privilege:{who}:schema:USAGE")
+    if not access["can_read_ledger"]:
+        problems.append(f"missing-privilege:{who}:schema_migrations:SELECT")
+    if not access["can_read_capabilities"]:
+        problems.append(f"missing-privilege:{who}:schema_capabilities:SELECT")
+    return problems
+
+
 def audit(conn: PgConnection, *, role: str | None = None) -> list[str]:
     """Readiness findings for the connecting role (or ``role``), sorted."""
     findings, facts = server_findings(conn)
-    findings += schema_findings(conn)
+    present = conn.execute(QUERIES["schema_exists"]).fetchone()
+    if not present or not present["present"]:
+        return sorted({*findings, "schema-missing"})
+    unreadable = [] if facts["is_superuser"] else _readable(conn, facts["role_name"])
+    findings += unreadable if unreadable else schema_findings(conn)
     who = role or facts["role_name"]
     if who in APP_ROLES:
         findings += role_findings(conn, who)

@@ -13,6 +13,11 @@ BEGIN
                         'replication or bypassrls attribute', wanted
             USING ERRCODE = 'insufficient_privilege';
     END IF;
+    IF EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.member
+               WHERE r.rolname = ANY (wanted)) THEN
+        RAISE EXCEPTION 'roles % must not be members of other roles', wanted
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
 END $$;
 
 REVOKE ALL ON SCHEMA qinglong FROM PUBLIC;

@@ -60,17 +60,20 @@ WHERE n.nspname = 'qinglong' AND c.relkind IN ('r', 'p', 'v', 'm')
 ORDER BY c.relname;
 
 -- name: table_privileges
--- Effective privileges of one role on every table of the schema.
+-- Effective privileges of one role on every relation of the schema (column grants count;
+-- views, materialized views and foreign tables too; MAINTAIN from PostgreSQL 17).
 SELECT c.relname AS table_name,
-       has_table_privilege(%(role)s, c.oid, 'SELECT') AS can_select,
-       has_table_privilege(%(role)s, c.oid, 'INSERT') AS can_insert,
-       has_table_privilege(%(role)s, c.oid, 'UPDATE') AS can_update,
+       has_any_column_privilege(%(role)s, c.oid, 'SELECT') AS can_select,
+       has_any_column_privilege(%(role)s, c.oid, 'INSERT') AS can_insert,
+       has_any_column_privilege(%(role)s, c.oid, 'UPDATE') AS can_update,
        has_table_privilege(%(role)s, c.oid, 'DELETE') AS can_delete,
        has_table_privilege(%(role)s, c.oid, 'TRUNCATE') AS can_truncate,
-       has_table_privilege(%(role)s, c.oid, 'REFERENCES') AS can_references,
-       has_table_privilege(%(role)s, c.oid, 'TRIGGER') AS can_trigger
+       has_any_column_privilege(%(role)s, c.oid, 'REFERENCES') AS can_references,
+       has_table_privilege(%(role)s, c.oid, 'TRIGGER') AS can_trigger,
+       CASE WHEN current_setting('server_version_num')::integer >= 170000
+            THEN has_table_privilege(%(role)s, c.oid, 'MAINTAIN') ELSE false END AS can_maintain
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = 'qinglong' AND c.relkind IN ('r', 'p')
+WHERE n.nspname = 'qinglong' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
 ORDER BY c.relname;
 
 -- name: schema_privileges
@@ -78,7 +81,27 @@ ORDER BY c.relname;
 SELECT has_schema_privilege(%(role)s, 'qinglong', 'USAGE') AS can_use,
        has_schema_privilege(%(role)s, 'qinglong', 'CREATE') AS can_create,
        has_database_privilege(%(role)s, current_database(), 'CONNECT') AS can_connect,
-       has_database_privilege(%(role)s, current_database(), 'CREATE') AS can_create_in_database;
+       has_database_privilege(%(role)s, current_database(), 'CREATE') AS can_create_in_database,
+       has_database_privilege(%(role)s, current_database(), 'TEMPORARY') AS can_temp,
+       coalesce(has_table_privilege(%(role)s, (
+           SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = 'qinglong' AND c.relname = 'schema_migrations'), 'SELECT'),
+           false) AS can_read_ledger,
+       coalesce(has_table_privilege(%(role)s, (
+           SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = 'qinglong' AND c.relname = 'schema_capabilities'), 'SELECT'),
+           false) AS can_read_capabilities;
+
+-- name: schema_exists
+-- Whether the qinglong schema exists at all (readable without USAGE on it).
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'qinglong') AS present;
+
+-- name: role_memberships
+-- Roles the named role is a member of (directly or not); none is allowed.
+SELECT b.rolname AS parent
+FROM pg_roles r JOIN pg_roles b ON pg_has_role(r.oid, b.oid, 'MEMBER') AND b.oid <> r.oid
+WHERE r.rolname = %(role)s
+ORDER BY b.rolname;
 
 -- name: session_timeouts
 -- The timeouts in force for this session.
