@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-standalone test test-unit lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-unit lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -20,7 +20,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install qinglong with its dev tools
 
-demo: demo-standalone ## Run the demo (standalone scheduler on SQLite, ~20 s)
+demo: demo-cluster ## Run the demo: three cluster replicas on an embedded PostgreSQL 18 (~45 s)
+
+demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 20 triggers, 3 replicas, one killed
+	$(BIN)/python scripts/demo_cluster.py
 
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
 	$(BIN)/python scripts/demo_standalone.py

@@ -6,6 +6,7 @@ authority. The SQLite profiles, cadence timers and drain deadlines use a Clock.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Protocol
 
@@ -28,3 +29,14 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+
+def pause(seconds: float) -> None:
+    """Wait ``seconds`` on the monotonic clock, interruptible by nothing.
+
+    Implemented with ``threading.Event.wait`` rather than ``time.sleep``: libfaketime (used
+    to test replicas with skewed wall clocks) breaks ``time.sleep`` when the monotonic clock
+    is excluded from faking, while condition waits keep working.
+    """
+    if seconds > 0:
+        threading.Event().wait(seconds)

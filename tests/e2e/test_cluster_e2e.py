@@ -8,6 +8,7 @@ misfire policy's business). The lag figures are printed (run with -s to see them
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from qinglong.domain.cron import CronSchedule
 from qinglong.storage.ports import TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
-from tests.support.cluster import Replica, percentile, tally
+from qinglong.testing.cluster import Replica, percentile, tally
 from tests.support.pg import PgTestDatabase
 
 pytestmark = pytest.mark.slow
@@ -105,5 +106,10 @@ def test_three_replicas_fifty_triggers_kill_and_restart_exactly_once(
     assert totals["expected"] >= TRIGGERS * (SECONDS - 8)
     assert totals["admitted"] == totals["expected"]
     assert all(n > 0 for n in by_owner.values())
+    listed = subprocess.run([sys.executable, "-m", "qinglong", "run", "list", "--database-url", runtime,
+                             "--trigger", "t00", "--json", "--limit", "10000"],
+                            capture_output=True, text=True, check=True, timeout=60)
+    assert sorted(r["scheduled_for_ms"] for r in json.loads(listed.stdout)) == sorted(
+        int(r["scheduled_for_ms"]) for r in runs if r["trigger_id"] == "t00")
     restarted = replicas[0].events()
     assert any(e.get("event") == "admitted" for e in restarted[len(restarted) // 2:])

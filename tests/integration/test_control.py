@@ -244,3 +244,28 @@ def test_unknown_environment_settings_are_refused(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("QL_CONTROL_LEASE")
     monkeypatch.setenv("QL_CONTROL_LEASE_MS", "7000")
     assert load_control_settings({"database_url": "postgresql://x@h/db", "owner_id": "c1"}).lease_ms == 7000
+
+
+@pytest.mark.parametrize(
+    ("idle_ms", "transaction_ms", "expected"),
+    [
+        (2_500, 4_000, []),
+        (10_000, 4_000, ["idle-in-transaction-timeout-not-below-lease"]),
+        (2_500, 5_000, ["transaction-timeout-not-below-lease"]),
+    ],
+)
+def test_session_timeouts_must_end_a_frozen_transaction_before_its_lease(
+    cluster: Cluster, idle_ms: int, transaction_ms: int, expected: list[str]
+) -> None:
+    from qinglong.storage.postgres.connection import SessionSettings, connect
+    from qinglong.storage.postgres.readiness import session_findings
+
+    conn = connect(cluster.db.url("ql_runtime"), application_name="timeouts", settings=SessionSettings(
+        idle_in_transaction_timeout_ms=idle_ms, transaction_timeout_ms=transaction_ms))
+    try:
+        findings = session_findings(conn, lease_ms=5_000)
+    finally:
+        conn.close()
+    if cluster.db.server.version_num < 170000:  # no transaction_timeout before PostgreSQL 17
+        expected = [f for f in expected if not f.startswith("transaction")]
+    assert findings == expected

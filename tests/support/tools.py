@@ -28,3 +28,16 @@ def ensure_tool(binary: str, package: str) -> str:
     if not found:
         raise RuntimeError(f"could not install {package!r} for {binary}: {done.stderr[-500:]}")
     return found
+
+
+def libfaketime(skew: str) -> dict[str, str]:
+    """Environment that runs a process with its wall clock shifted by ``skew`` (e.g. "+1h").
+
+    The library is preloaded directly (the `faketime` wrapper would sit between us and the
+    process and swallow our signals). The monotonic clock stays real: it only measures
+    durations, and libfaketime 0.9.10 makes Python's timed waits hang when it fakes it.
+    """
+    ensure_tool("faketime", "faketime")
+    done = subprocess.run(["dpkg", "-L", "libfaketime"], capture_output=True, text=True, check=True)
+    library = next(line for line in done.stdout.splitlines() if line.endswith("/libfaketime.so.1"))
+    return {"LD_PRELOAD": library, "FAKETIME": skew, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}

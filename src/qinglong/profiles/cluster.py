@@ -29,7 +29,7 @@ from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
 from qinglong.storage.postgres.errors import ServerNotWritable
-from qinglong.storage.postgres.readiness import audit
+from qinglong.storage.postgres.readiness import audit, session_findings
 from qinglong.storage.postgres.recovery import recovery_candidates
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 
@@ -182,7 +182,7 @@ class ClusterControl:
         try:
             connector.open()
             with connector.connection() as conn:
-                findings = audit(conn)
+                findings = audit(conn) + session_findings(conn, s.lease_ms)
                 if findings:
                     raise NotReady(findings)
                 page = recovery_candidates(conn, limit=16)

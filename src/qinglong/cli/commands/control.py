@@ -7,6 +7,7 @@ import signal
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import StrEnum
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -16,8 +17,6 @@ from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.profiles.cluster import Availability, ClusterControl
-from qinglong.profiles.cluster_config import load_control_settings
 from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.storage.ports import CommitOutcome, CommitResult
 
@@ -59,7 +58,7 @@ class ControlConsole:
             text = f"{result.outcome.value} {c.project_id}/{c.trigger_id} ({result.reason or decision.disposition.value})"
         self._emit(event, text)
 
-    def state(self, state: Availability, reason: str) -> None:
+    def state(self, state: StrEnum, reason: str) -> None:
         self._emit({"event": "state", "state": state.value, "reason": reason}, f"{state.value}: {reason}")
 
     def diagnostic(self, diagnostic: Diagnostic) -> None:
@@ -100,7 +99,11 @@ def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
     Configuration is validated before PostgreSQL is opened; unknown options are refused.
     On a signal /readyz turns 503 first, then the scheduler drains, then the pool closes.
     """
+    # The cluster profile (psycopg, the HTTP server) loads only when this command runs, so
+    # the edge and standalone paths of `ql` never import PostgreSQL code.
     from qinglong.cli.params import check_cli_url
+    from qinglong.profiles.cluster import Availability, ClusterControl
+    from qinglong.profiles.cluster_config import load_control_settings
 
     check_cli_url(flags.get("database_url"))
     settings = load_control_settings(flags)

@@ -143,3 +143,28 @@ def audit(conn: PgConnection, *, role: str | None = None) -> list[str]:
     else:
         findings.append(f"unknown-role:{who}")
     return sorted(set(findings))
+
+
+def _milliseconds(setting: str) -> int:
+    """A PostgreSQL duration setting ("10s", "2500ms", "0") in milliseconds."""
+    units = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+    for unit in sorted(units, key=len, reverse=True):
+        if setting.endswith(unit):
+            return int(float(setting[: -len(unit)]) * units[unit])
+    return int(setting or 0)
+
+
+def session_findings(conn: PgConnection, lease_ms: int) -> list[str]:
+    """The session's transaction timeouts must end a frozen holder's row lock before its
+    lease runs out; 0 (disabled) counts as too long."""
+    row = conn.execute(QUERIES["session_timeouts"]).fetchone()
+    assert row is not None
+    findings = []
+    idle = _milliseconds(row["idle_in_transaction"])
+    if not 0 < idle < lease_ms:
+        findings.append("idle-in-transaction-timeout-not-below-lease")
+    if row["transaction_timeout"]:
+        transaction = _milliseconds(row["transaction_timeout"])
+        if not 0 < transaction < lease_ms:
+            findings.append("transaction-timeout-not-below-lease")
+    return findings

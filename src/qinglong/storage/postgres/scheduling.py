@@ -10,12 +10,12 @@ from durable facts (the idempotency key, the schedule row) and never retried.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
 
+from qinglong.clock import pause
 from qinglong.domain.admission import admission_rows
 from qinglong.domain.decision import Disposition
 from qinglong.domain.identifiers import owner_id
@@ -272,7 +272,7 @@ class PgScheduleStore:
         """COMMIT was sent and its reply lost: look the occurrence up before anything else."""
         claim, decision = params.claim, params.decision
         candidate = claim.candidate
-        time.sleep(self._in_doubt_settle_s)  # let a commit that is landing become visible
+        pause(self._in_doubt_settle_s)  # let a commit that is landing become visible
         try:
             with self._connector.connection() as conn:
                 if decision.disposition is Disposition.ADMIT:

@@ -4,12 +4,12 @@ and only before COMMIT was sent. A COMMIT whose reply is lost is never retried."
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import psycopg
 
+from qinglong.clock import pause
 from qinglong.errors import OutcomeUnknown, QinglongError, TransientStorageError
 from qinglong.storage.postgres.connection import (
     QUERIES,
@@ -30,7 +30,7 @@ COMMIT_DEADLINE_S = 10.0
 
 def backoff(attempt: int) -> None:
     """A short randomised pause before retrying a serialization failure."""
-    time.sleep(random.uniform(0.005, 0.03) * attempt)  # noqa: S311 - jitter, not security
+    pause(random.uniform(0.005, 0.03) * attempt)  # noqa: S311 - jitter, not security
 
 
 def db_now_ms(conn: PgConnection) -> int:

@@ -1,4 +1,5 @@
-"""Run `ql control` replicas as real processes, and read what they admitted."""
+"""Run `ql control` replicas as real processes and compare what they admitted with the
+nominal occurrences (used by the tests and by `make demo`)."""
 
 from __future__ import annotations
 
@@ -92,12 +93,12 @@ class Replica:
             raise AssertionError(f"{self.owner} did not stop within {timeout} s") from None
 
     def events(self) -> list[dict[str, Any]]:
-        found = []
-        for path in sorted(self.log_dir.glob(f"{self.owner}.*.log")):
-            for line in path.read_text().splitlines():
-                if line.startswith("{"):
-                    found.append(json.loads(line))
-        return found
+        return [
+            json.loads(line)
+            for path in sorted(self.log_dir.glob(f"{self.owner}.*.log"))
+            for line in path.read_text().splitlines()
+            if line.startswith("{")
+        ]
 
 
 @dataclass

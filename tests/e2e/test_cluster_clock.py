@@ -1,0 +1,80 @@
+"""The database clock is the only time authority: replicas whose own clocks are an hour
+ahead and 90 s behind (libfaketime) still admit every occurrence on time, exactly once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from qinglong.domain.cron import CronSchedule
+from qinglong.domain.task import ArgvCommand, CommandSpec
+from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.postgres.connection import SingleConnector
+from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.testing.cluster import Replica, percentile, tally
+from tests.support.pg import PgTestDatabase
+from tests.support.tools import libfaketime
+
+pytestmark = pytest.mark.slow
+
+SKEWS = {"ahead": "+1h", "behind": "-90s"}
+
+
+def db_now(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_replicas_with_skewed_clocks_admit_on_database_time(pg_db: PgTestDatabase, tmp_path: Path) -> None:
+    runtime = pg_db.url("ql_runtime")
+    for name, skew in SKEWS.items():  # prove the skew is real before trusting the result
+        seen = subprocess.run([sys.executable, "-c", "import time; print(time.time())"],
+                              env={**os.environ, **libfaketime(skew)},
+                              capture_output=True, text=True, check=True, timeout=30)
+        offset_s = float(seen.stdout) - db_now(runtime) / 1000
+        expected = 3600 if name == "ahead" else -90
+        assert abs(offset_s - expected) < 5, f"{name}: replica clock offset {offset_s:.1f} s"
+    connector = SingleConnector(pg_db.url("ql_admin"))
+    admin = PgDefinitionStore(connector)
+    admin.project_create(ProjectCreateParams(project_id="demo"))
+    admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
+                                         spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))
+    for i in range(6):
+        admin.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id=f"t{i}", task_id="hello",
+                                                   expression="* * * * * *", timezone="UTC"))
+    connector.close()
+    replicas = [Replica(f"skew-{name}", runtime, tmp_path, env=libfaketime(skew))
+                for name, skew in SKEWS.items()]
+    for replica in replicas:
+        replica.start()
+    try:
+        for replica in replicas:
+            replica.wait_ready()
+        start_ms = db_now(runtime)
+        time.sleep(10)
+        end_ms = db_now(runtime) - 2000
+    finally:
+        codes = [replica.stop() for replica in replicas]
+    assert codes == [0, 0]
+    with psycopg.connect(runtime, row_factory=dict_row) as conn:
+        runs = conn.execute("SELECT trigger_id, scheduled_for_ms, created_at_ms FROM qinglong.runs").fetchall()
+    schedule = CronSchedule.parse("* * * * * *", "UTC")
+    lags: list[int] = []
+    for i in range(6):
+        t = tally([r for r in runs if r["trigger_id"] == f"t{i}"], schedule, start_ms, end_ms)
+        assert (t.duplicates, t.gaps, t.spurious) == (0, [], [])
+        assert t.admitted == t.expected >= 7
+        lags += t.lags_ms
+    # Admitted close to the occurrence by the database clock, not an hour or 90 s off.
+    assert min(lags) >= 0 and percentile(lags, 99) < 2000, sorted(lags)[-5:]
+    for replica in replicas:
+        assert any(e.get("event") == "admitted" for e in replica.events()), replica.owner
