@@ -9,6 +9,9 @@ admissions, livez stays 200, until a fresh activation succeeds.
 
 from __future__ import annotations
 
+import json
+import os
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qinglong.api.health import HttpServer, create_app
+from qinglong.clock import pause
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import ConnectionLost, NotReady, QinglongError
@@ -122,6 +126,37 @@ class _Activation:
     lifecycle: SchedulerLifecycle
 
 
+class AckLedger:
+    """Appends every acknowledged (committed and durable) admission to a file, one JSON line
+    each, so a test can check what the scheduler told the outside world against the database."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+
+    def record(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
+        if result.outcome is not CommitOutcome.ADMITTED or not result.durable:
+            return
+        line = json.dumps({
+            "project": claim.candidate.project_id, "trigger": claim.candidate.trigger_id,
+            "trigger_revision": claim.candidate.trigger_revision,
+            "scheduled_for_ms": decision.scheduled_for_ms, "run_id": result.run_id,
+            "claim_token": claim.fence.token, "claim_version": claim.fence.version,
+            "owner": claim.fence.owner, "in_doubt": result.in_doubt,
+        }, sort_keys=True) + "\n"
+        with self._lock:
+            os.write(self._fd, line.encode())
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _pause_up_to(ms: int) -> Callable[[], None] | None:
+    if ms <= 0:
+        return None
+    return lambda: pause(random.uniform(0, ms) / 1000)  # noqa: S311 - fault injection timing
+
+
 class ClusterControl:
     def __init__(self, settings: ControlSettings, observer: ControlObserver,
                  *, before_commit: Callable[[], None] | None = None) -> None:
@@ -129,7 +164,9 @@ class ClusterControl:
         self._observer = observer
         self._fence = AvailabilityFence(observer)
         self._metrics = Metrics()
-        self._before_commit = before_commit
+        self._before_commit = before_commit or _pause_up_to(settings.test_hold_in_tx_ms)
+        self._after_claim = _pause_up_to(settings.test_pause_after_claim_ms)
+        self._ledger = AckLedger(settings.test_ack_ledger) if settings.test_ack_ledger else None
         self._activation: _Activation | None = None
         self._last_report: CycleReport | None = None
         self._activations = 0
@@ -197,6 +234,7 @@ class ClusterControl:
             coordinator = ClusterCoordinator(
                 store, owner=s.owner_id, lease_ms=s.lease_ms, budget=s.budget, batch=s.batch,
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
+                after_claim=self._after_claim,
             )
             lifecycle = SchedulerLifecycle(
                 lambda: self._cycle(coordinator), interval_s=s.interval_ms / 1000,
@@ -260,6 +298,8 @@ class ClusterControl:
         result = self.deactivate()
         if self._http is not None:
             self._http.stop()
+        if self._ledger is not None:
+            self._ledger.close()
         return result
 
     # -- observation ------------------------------------------------------------------
@@ -274,6 +314,8 @@ class ClusterControl:
             m.raced.labels(result.reason or "unknown").inc()
         else:
             m.advanced.labels(decision.disposition.value).inc()
+        if self._ledger is not None:
+            self._ledger.record(claim, decision, result)
         self._observer.committed(claim, decision, result)
 
     def _report(self, report: CycleReport) -> None:

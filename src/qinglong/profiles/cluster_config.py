@@ -35,6 +35,10 @@ class ControlSettings(BaseSettings):
     pool_size: int = Field(default=4, ge=1, le=64)
     http: str = "127.0.0.1:8081"
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
+    # Fault-injection knobs for tests and the soak (off by default; see docs/guarantees.md).
+    test_hold_in_tx_ms: int = Field(default=0, ge=0, le=60_000)
+    test_pause_after_claim_ms: int = Field(default=0, ge=0, le=60_000)
+    test_ack_ledger: str | None = None
 
     @field_validator("owner_id")
     @classmethod

@@ -56,6 +56,7 @@ class ClusterCoordinator:
         on_committed: ClusterCommittedHook | None = None,
         diagnostics: DiagnosticSink | None = None,
         wake_hint: bool = True,
+        after_claim: Callable[[], None] | None = None,
     ) -> None:
         if not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
             raise InvalidConfig("lease", f"must be between {MIN_LEASE_MS} and {MAX_LEASE_MS} ms")
@@ -69,6 +70,7 @@ class ClusterCoordinator:
         self._on_committed = on_committed
         self._diagnostics = diagnostics
         self._wake_hint = wake_hint
+        self._after_claim = after_claim  # a fault-injection seam (tests and the soak only)
 
     @property
     def owner(self) -> str:
@@ -81,6 +83,8 @@ class ClusterCoordinator:
             claims = self._store.schedule_claim(
                 ScheduleClaimParams(owner=self._owner, lease_ms=self._lease_ms, limit=limit)
             )
+            if claims and self._after_claim is not None:
+                self._after_claim()
             for item in claims:
                 tally.claimed += 1
                 if isinstance(item, CorruptScheduleRow):

@@ -2,14 +2,19 @@
 
 Used by the test harness and `make demo`. PostgreSQL refuses to run as root, so when
 we are root the server runs as a dedicated system user (created on first use).
-Servers listen on 127.0.0.1 only, on a free port (never 5432), with their socket in
-their own data directory, and are stopped by data directory.
+Servers listen on 127.0.0.1 (plus any address added with `allow_addresses`, e.g. the host
+end of a veth pair into a test network namespace), on a free port (never 5432), with their
+socket in their own data directory, and are stopped by data directory.
+
+Streaming standbys, promotion and synchronous replication are in
+`qinglong.testing.replication`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import ipaddress
 import os
 import pwd
 import shutil
@@ -17,8 +22,12 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import psycopg
 
 SERVER_USER = "qinglong-pg"
 FIRST_PORT = 55433
@@ -78,6 +87,7 @@ class EmbeddedPostgres:
     port: int = 0
     fsync: bool = True
     settings: dict[str, str] = field(default_factory=dict)
+    listen_addresses: list[str] = field(default_factory=lambda: ["127.0.0.1"])
     data_dir: Path = field(init=False)
     _owned_base: bool = field(init=False, default=False)
     _user: pwd.struct_passwd | None = field(init=False, default=None)
@@ -86,6 +96,7 @@ class EmbeddedPostgres:
         if self.base_dir is None:
             self.base_dir = Path(tempfile.mkdtemp(prefix="qinglong-pg-"))
             self._owned_base = True
+        self.base_dir.mkdir(parents=True, exist_ok=True)
         self.base_dir.chmod(0o755)
         self.data_dir = self.base_dir / "data"
         self.port = self.port or free_port()
@@ -93,24 +104,27 @@ class EmbeddedPostgres:
         self._user = _ensure_server_user()
         if self._user is not None:
             _make_readable(self._bin)
+            _make_readable(self.base_dir)
 
     # -- running commands as the server user ------------------------------------------
 
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.run_tool(*args, check=check, timeout=timeout)
+
+    def run_tool(self, *args: str, check: bool = True,
+                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run one of the wheel's programs (``pg_ctl``, ``pg_basebackup``...) as the server user."""
         command = [str(self._bin / args[0]), *args[1:]]
         if self._user is not None:
             command = ["runuser", "-u", SERVER_USER, "--", *command]
         return subprocess.run(command, check=check, capture_output=True, text=True, timeout=timeout)
 
     def initdb(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self._user is not None:
-            os.chown(self.data_dir, self._user.pw_uid, self._user.pw_gid)
-        self.data_dir.chmod(0o700)
+        self._prepare_data_dir()
         self._run("initdb", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-instructions",
                   "-D", str(self.data_dir))
         lines = [
-            "listen_addresses = '127.0.0.1'",
+            self._listen_line(),
             f"unix_socket_directories = '{self.data_dir}'",
             "max_connections = 200",
             "shared_buffers = 128MB",
@@ -120,6 +134,23 @@ class EmbeddedPostgres:
             "log_line_prefix = '%m [%p] %a '",
             *(f"{key} = {value}" for key, value in self.settings.items()),
         ]
+        self.append_config(lines)
+
+    def _prepare_data_dir(self) -> None:
+        """An empty data directory owned by the server user, mode 0700."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._user is not None:
+            os.chown(self.data_dir, self._user.pw_uid, self._user.pw_gid)
+        self.data_dir.chmod(0o700)
+
+    def _listen_line(self) -> str:
+        return f"listen_addresses = '{','.join(self.listen_addresses)}'"
+
+    def append_config(self, lines: Sequence[str]) -> None:
+        """Append settings to ``postgresql.auto.conf`` (the last occurrence of a name wins).
+
+        They take effect at the next start, or at `reload` for reloadable settings.
+        """
         with (self.data_dir / "postgresql.auto.conf").open("a") as conf:
             conf.write("\n".join(lines) + "\n")
 
@@ -179,3 +210,84 @@ class EmbeddedPostgres:
                 return
             time.sleep(0.1)
         raise RuntimeError(f"PostgreSQL on port {self.port} did not become ready")
+
+    # -- state, queries and configuration ---------------------------------------------
+
+    def is_running(self) -> bool:
+        if not (self.data_dir / "postmaster.pid").exists():
+            return False
+        return self._run("pg_ctl", "-D", str(self.data_dir), "status", check=False).returncode == 0
+
+    def connect(self, user: str = "postgres", dbname: str = "postgres",
+                connect_timeout: int = 5, **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
+        """An autocommit connection over TCP on 127.0.0.1 (the caller closes it)."""
+        return psycopg.connect(host="127.0.0.1", port=self.port, user=user, dbname=dbname,
+                               connect_timeout=connect_timeout, autocommit=True, **kwargs)
+
+    def query(self, statement: str, params: Sequence[Any] | None = None,
+              dbname: str = "postgres") -> list[tuple[Any, ...]]:
+        """Run one statement in its own short connection; the rows (``[]`` if none)."""
+        with self.connect(dbname=dbname) as conn:
+            cursor = conn.execute(statement, params)
+            return cursor.fetchall() if cursor.description is not None else []
+
+    def scalar(self, statement: str, params: Sequence[Any] | None = None,
+               dbname: str = "postgres") -> Any:
+        rows = self.query(statement, params, dbname)
+        if not rows:
+            raise RuntimeError(f"no row from {statement!r}")
+        return rows[0][0]
+
+    def is_in_recovery(self) -> bool:
+        """``pg_is_in_recovery()``: true on a standby, false on a primary."""
+        return bool(self.scalar("SELECT pg_is_in_recovery()"))
+
+    def current_wal_lsn(self) -> str:
+        """The primary's current WAL write position (``pg_current_wal_lsn()``), e.g. '0/3000148'."""
+        return str(self.scalar("SELECT pg_current_wal_lsn()::text"))
+
+    def reload(self, timeout: float = 30.0) -> None:
+        """Reload the configuration files and wait until the postmaster has read them.
+
+        Done when a new backend reports a later ``pg_conf_load_time()``, so connections made
+        after this returns see the new ``pg_hba.conf`` and settings.
+        """
+        before = self.scalar("SELECT pg_conf_load_time()")
+        self._run("pg_ctl", "-D", str(self.data_dir), "reload")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.scalar("SELECT pg_conf_load_time()") > before:
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"PostgreSQL on port {self.port} did not reload its configuration "
+                           f"within {timeout} s")
+
+    def allow_addresses(self, *networks: str, listen: Sequence[str] = (),
+                        timeout: float = 30.0) -> None:
+        """Trust clients from ``networks`` (CIDRs) and also listen on the ``listen`` addresses.
+
+        Adds ``host all all CIDR trust`` and ``host replication all CIDR trust`` to pg_hba.conf.
+        A running server reloads (new client networks) or restarts (new listen addresses;
+        they must exist on a local interface, e.g. the host end of a veth pair, or the
+        server only logs that it could not bind them). A server that was never started is
+        initialised first, so the settings are in place at its first start.
+        """
+        parsed = [ipaddress.ip_network(network, strict=False) for network in networks]
+        added = [str(ipaddress.ip_address(address)) for address in listen]
+        if not (self.data_dir / "PG_VERSION").exists():
+            self.initdb()
+        with (self.data_dir / "pg_hba.conf").open("a") as hba:
+            for network in parsed:
+                hba.write(f"host    all             all             {network}    trust\n")
+                hba.write(f"host    replication     all             {network}    trust\n")
+        new = [address for address in added if address not in self.listen_addresses]
+        self.listen_addresses.extend(new)
+        if new:
+            self.append_config([self._listen_line()])
+        if not self.is_running():
+            return
+        if new:
+            self.restart()
+            self.wait_ready(timeout)
+        else:
+            self.reload(timeout)

@@ -89,6 +89,9 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
 @_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
 @_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
+@click.option("--test-hold-in-tx-ms", type=click.INT, default=None, hidden=True)
+@click.option("--test-pause-after-claim-ms", type=click.INT, default=None, hidden=True)
+@click.option("--test-ack-ledger", default=None, hidden=True)
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
 @click.option("--log-admissions", is_flag=True, help="Print a line per admission.")
 def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:

@@ -218,7 +218,13 @@ class PoolConnector:
     def connection(self) -> Iterator[PgConnection]:
         try:
             with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    # Any connection that broke while lent out means the database was lost,
+                    # even if the pool would quietly replace it.
+                    if connection_gone(conn) and self._on_lost is not None:
+                        self._on_lost()
         except PoolTimeout as exc:
             if self._on_lost is not None:
                 self._on_lost()

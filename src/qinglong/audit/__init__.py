@@ -1,0 +1,1 @@
+"""The audit: recompute what triggers should have fired, independently of the scheduler."""
