@@ -2,7 +2,7 @@
 
 Exit codes: 0 ok; 1 failure (storage, internal); 2 bad input (usage, invalid value,
 unknown or conflicting record) -- nothing was written; 3 not ready (schema or
-database state); 4 already running; 130 interrupted.
+database state); 4 already running; 5 `ql audit` found violations; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 import click
 
 from qinglong import __version__
+from qinglong.cli.commands.audit import audit
 from qinglong.cli.commands.control import control
 from qinglong.cli.commands.db import db
 from qinglong.cli.commands.project import project
@@ -80,6 +81,7 @@ cli.add_command(trigger)
 cli.add_command(run)
 cli.add_command(serve)
 cli.add_command(control)
+cli.add_command(audit)
 
 
 def _one_line(text: str) -> str:

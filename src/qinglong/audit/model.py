@@ -1,0 +1,166 @@
+"""What the audit reads (plain records from any database) and what it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerRevisionRecord:
+    project_id: str
+    trigger_id: str
+    revision: int
+    task_id: str
+    task_revision: int
+    expression: str
+    timezone: str
+    misfire_policy: str
+    enabled: bool
+    published_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRevisionRecord:
+    project_id: str
+    task_id: str
+    revision: int
+    enabled: bool
+    published_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectRecord:
+    id: str
+    archived_at_ms: int | None  # None while active
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    id: str
+    project_id: str
+    trigger_id: str
+    trigger_revision: int
+    scheduled_for_ms: int
+    created_at_ms: int
+    attempts: int
+    admission_events: int  # run.created at sequence 1 and run.queued at sequence 2
+    claim_version: int | None
+    claim_token: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRecord:
+    project_id: str
+    trigger_id: str
+    trigger_revision: int
+    version: int
+    owner: str
+    token: str
+    cursor_ms: int | None
+    acquired_at_ms: int
+    expires_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MisfireRecord:
+    project_id: str
+    trigger_id: str
+    trigger_revision: int
+    due_at_ms: int
+    skipped_through_ms: int
+    next_fire_at_ms: int
+    policy: str
+    run_id: str | None
+    decided_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleRecord:
+    project_id: str
+    trigger_id: str
+    trigger_revision: int
+    next_fire_at_ms: int | None
+    last_scheduled_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditInput:
+    """Everything the audit needs, read in one consistent snapshot."""
+
+    dialect: str
+    now_ms: int
+    revisions: tuple[TriggerRevisionRecord, ...]
+    task_revisions: tuple[TaskRevisionRecord, ...]
+    projects: tuple[ProjectRecord, ...]
+    runs: tuple[RunRecord, ...]
+    claims: tuple[ClaimRecord, ...] | None  # None where there are no claims (SQLite)
+    misfires: tuple[MisfireRecord, ...]
+    schedules: tuple[ScheduleRecord, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditParams:
+    start_ms: int | None = None  # None: the earliest publish time
+    end_ms: int | None = None  # None: the database's now
+    settle_ms: int = 5_000  # occurrences later than end - settle are not required yet
+    grace_ms: int = 30_000
+    lease_ms: int = 30_000
+    project_id: str | None = None
+    trigger_id: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class TriggerReport:
+    project_id: str
+    trigger_id: str
+    expected: int = 0
+    admitted: int = 0
+    duplicates: int = 0
+    gaps_misfire: int = 0
+    gaps_superseded: int = 0
+    gaps_unexplained: list[int] = field(default_factory=list)
+    spurious: list[int] = field(default_factory=list)
+    fenced_out: list[str] = field(default_factory=list)
+    bad_shape: list[str] = field(default_factory=list)
+    cursor_regressions: int = 0
+    misfire_violations: list[str] = field(default_factory=list)
+    lags_ms: list[int] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return (self.duplicates + len(self.gaps_unexplained) + len(self.spurious)
+                + len(self.fenced_out) + len(self.bad_shape) + self.cursor_regressions
+                + len(self.misfire_violations))
+
+
+@dataclass(slots=True, kw_only=True)
+class LedgerReport:
+    acknowledged: int = 0
+    double_deliveries: list[str] = field(default_factory=list)  # "trigger@ms" acked twice
+    missing: list[str] = field(default_factory=list)  # acked, but not in the database as acked
+
+    @property
+    def violations(self) -> int:
+        return len(self.double_deliveries) + len(self.missing)
+
+
+@dataclass(slots=True, kw_only=True)
+class AuditReport:
+    dialect: str
+    start_ms: int
+    end_ms: int
+    required_until_ms: int
+    settle_ms: int
+    grace_ms: int
+    lease_ms: int
+    triggers: list[TriggerReport]
+    ledger: LedgerReport | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return sum(t.violations for t in self.triggers) + (self.ledger.violations if self.ledger else 0)
+
+    @property
+    def ok(self) -> bool:
+        return self.violations == 0

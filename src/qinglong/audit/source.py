@@ -1,0 +1,82 @@
+"""Read an AuditInput from either database in one consistent snapshot.
+
+Only the audit's own queries are used (``audit_*`` blocks in each adapter's ``.sql``
+files); the rows map onto plain records here, so the checker never sees a driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from qinglong.audit.model import (
+    AuditInput,
+    ClaimRecord,
+    MisfireRecord,
+    ProjectRecord,
+    RunRecord,
+    ScheduleRecord,
+    TaskRevisionRecord,
+    TriggerRevisionRecord,
+)
+from qinglong.storage.dbapi import Connection, Queries
+
+# Claims and misfires are read this far around the window: enough to cover any claim that
+# could have admitted a Run in it (a lease plus the longest grace).
+EVIDENCE_MARGIN_MS = 10 * 60 * 1000
+
+
+def _opt(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
+               from_ms: int, to_ms: int) -> AuditInput:
+    def rows(name: str, params: Mapping[str, object] | None = None) -> list[Any]:
+        return list(conn.execute(queries[name], params or {}).fetchall())
+
+    window = {"from_ms": from_ms, "to_ms": to_ms}
+    evidence = {"from_ms": from_ms - EVIDENCE_MARGIN_MS, "to_ms": to_ms + EVIDENCE_MARGIN_MS}
+    claims = None
+    if "audit_claims" in queries:
+        claims = tuple(ClaimRecord(
+            project_id=r["project_id"], trigger_id=r["trigger_id"],
+            trigger_revision=int(r["trigger_revision"]), version=int(r["claim_version"]),
+            owner=r["claim_owner"], token=r["claim_token"], cursor_ms=_opt(r["cursor_ms"]),
+            acquired_at_ms=int(r["acquired_at_ms"]), expires_at_ms=int(r["expires_at_ms"]),
+        ) for r in rows("audit_claims", evidence))
+    return AuditInput(
+        dialect=dialect,
+        now_ms=now_ms,
+        revisions=tuple(TriggerRevisionRecord(
+            project_id=r["project_id"], trigger_id=r["trigger_id"], revision=int(r["revision"]),
+            task_id=r["task_id"], task_revision=int(r["task_revision"]),
+            expression=r["expression"], timezone=r["timezone"], misfire_policy=r["misfire_policy"],
+            enabled=bool(r["enabled"]), published_at_ms=int(r["created_at_ms"]),
+        ) for r in rows("audit_trigger_revisions")),
+        task_revisions=tuple(TaskRevisionRecord(
+            project_id=r["project_id"], task_id=r["task_id"], revision=int(r["revision"]),
+            enabled=bool(r["enabled"]), published_at_ms=int(r["created_at_ms"]),
+        ) for r in rows("audit_task_revisions")),
+        projects=tuple(ProjectRecord(id=r["id"], archived_at_ms=_opt(r["archived_at_ms"]))
+                       for r in rows("audit_projects")),
+        runs=tuple(RunRecord(
+            id=r["id"], project_id=r["project_id"], trigger_id=r["trigger_id"],
+            trigger_revision=int(r["trigger_revision"]), scheduled_for_ms=int(r["scheduled_for_ms"]),
+            created_at_ms=int(r["created_at_ms"]), attempts=int(r["attempts"]),
+            admission_events=int(r["admission_events"]), claim_version=_opt(r["claim_version"]),
+            claim_token=r["claim_token"],
+        ) for r in rows("audit_runs", window)),
+        claims=claims,
+        misfires=tuple(MisfireRecord(
+            project_id=r["project_id"], trigger_id=r["trigger_id"],
+            trigger_revision=int(r["trigger_revision"]), due_at_ms=int(r["due_at_ms"]),
+            skipped_through_ms=int(r["skipped_through_ms"]), next_fire_at_ms=int(r["next_fire_at_ms"]),
+            policy=r["policy"], run_id=r["run_id"], decided_at_ms=int(r["decided_at_ms"]),
+        ) for r in rows("audit_misfires", evidence)),
+        schedules=tuple(ScheduleRecord(
+            project_id=r["project_id"], trigger_id=r["trigger_id"],
+            trigger_revision=int(r["trigger_revision"]), next_fire_at_ms=_opt(r["next_fire_at_ms"]),
+            last_scheduled_at_ms=_opt(r["last_scheduled_at_ms"]),
+        ) for r in rows("audit_schedules")),
+    )

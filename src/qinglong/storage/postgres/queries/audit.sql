@@ -1,0 +1,54 @@
+-- name: audit_now
+-- The database clock, for the window's default end.
+SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms;
+
+-- name: audit_trigger_revisions
+-- Every trigger revision with its cron spec (the audit's schedule history).
+SELECT project_id, trigger_id, revision, task_id, task_revision, enabled, created_at_ms,
+       spec_json -> 'config' ->> 'expression' AS expression,
+       spec_json -> 'config' ->> 'timezone' AS timezone,
+       spec_json -> 'config' ->> 'misfirePolicy' AS misfire_policy
+FROM qinglong.trigger_revisions ORDER BY project_id, trigger_id, revision;
+
+-- name: audit_task_revisions
+-- Every task revision (a new one makes triggers pinned to the old one stale).
+SELECT project_id, task_id, revision, enabled, created_at_ms
+FROM qinglong.task_definition_revisions ORDER BY project_id, task_id, revision;
+
+-- name: audit_projects
+-- Projects and when they were archived.
+SELECT id, CASE WHEN status = 'archived' THEN updated_at_ms END AS archived_at_ms
+FROM qinglong.projects;
+
+-- name: audit_runs
+-- Cron Runs in the window with their shape and the claim that admitted them.
+SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms, r.created_at_ms,
+       (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id) AS attempts,
+       (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id
+         AND ((e.sequence = 1 AND e.type = 'run.created')
+              OR (e.sequence = 2 AND e.type = 'run.queued'))) AS admission_events,
+       (SELECT (e.payload ->> 'claim_version')::integer FROM qinglong.run_events e
+         WHERE e.run_id = r.id AND e.sequence = 1) AS claim_version,
+       (SELECT e.payload ->> 'claim_token' FROM qinglong.run_events e
+         WHERE e.run_id = r.id AND e.sequence = 1) AS claim_token
+FROM qinglong.runs r
+WHERE r.trigger_type = 'cron' AND r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+
+-- name: audit_claims
+-- Claims granted around the window (the evidence for fences and cursor history).
+SELECT project_id, trigger_id, trigger_revision, claim_version, claim_owner,
+       claim_token::text AS claim_token, cursor_ms, acquired_at_ms, expires_at_ms
+FROM qinglong.trigger_schedule_claims
+WHERE acquired_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+
+-- name: audit_misfires
+-- Misfire decisions around the window.
+SELECT project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms, next_fire_at_ms,
+       policy, run_id, decided_at_ms
+FROM qinglong.trigger_schedule_misfires
+WHERE decided_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+
+-- name: audit_schedules
+-- Current schedule rows.
+SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms
+FROM qinglong.trigger_schedules;

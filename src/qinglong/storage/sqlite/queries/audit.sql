@@ -1,0 +1,39 @@
+-- name: audit_trigger_revisions
+-- Every trigger revision with its cron spec (the audit's schedule history).
+SELECT project_id, trigger_id, revision, task_id, task_revision, enabled, created_at_ms,
+       json_extract(spec_json, '$.config.expression') AS expression,
+       json_extract(spec_json, '$.config.timezone') AS timezone,
+       json_extract(spec_json, '$.config.misfirePolicy') AS misfire_policy
+FROM trigger_revisions ORDER BY project_id, trigger_id, revision;
+
+-- name: audit_task_revisions
+-- Every task revision (a new one makes triggers pinned to the old one stale).
+SELECT project_id, task_id, revision, enabled, created_at_ms
+FROM task_definition_revisions ORDER BY project_id, task_id, revision;
+
+-- name: audit_projects
+-- Projects and when they were archived.
+SELECT id, CASE WHEN status = 'archived' THEN updated_at_ms END AS archived_at_ms FROM projects;
+
+-- name: audit_runs
+-- Cron Runs in the window with their shape.
+SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms, r.created_at_ms,
+       (SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id) AS attempts,
+       (SELECT count(*) FROM run_events e WHERE e.run_id = r.id
+         AND ((e.sequence = 1 AND e.type = 'run.created')
+              OR (e.sequence = 2 AND e.type = 'run.queued'))) AS admission_events,
+       NULL AS claim_version, NULL AS claim_token
+FROM runs r
+WHERE r.trigger_type = 'cron' AND r.scheduled_for_ms BETWEEN :from_ms AND :to_ms;
+
+-- name: audit_misfires
+-- Misfire decisions around the window.
+SELECT project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms, next_fire_at_ms,
+       policy, run_id, decided_at_ms
+FROM trigger_schedule_misfires
+WHERE decided_at_ms BETWEEN :from_ms AND :to_ms;
+
+-- name: audit_schedules
+-- Current schedule rows.
+SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms
+FROM trigger_schedules;
