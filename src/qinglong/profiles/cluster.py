@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.readiness import audit, session_findings
 from qinglong.storage.postgres.recovery import recovery_candidates
 from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.storage.postgres.topology import choose_primary
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 
@@ -151,10 +151,10 @@ class AckLedger:
         os.close(self._fd)
 
 
-def _pause_up_to(ms: int) -> Callable[[], None] | None:
+def _pause_for(ms: int) -> Callable[[], None] | None:
     if ms <= 0:
         return None
-    return lambda: pause(random.uniform(0, ms) / 1000)  # noqa: S311 - fault injection timing
+    return lambda: pause(ms / 1000)
 
 
 class ClusterControl:
@@ -164,8 +164,8 @@ class ClusterControl:
         self._observer = observer
         self._fence = AvailabilityFence(observer)
         self._metrics = Metrics()
-        self._before_commit = before_commit or _pause_up_to(settings.test_hold_in_tx_ms)
-        self._after_claim = _pause_up_to(settings.test_pause_after_claim_ms)
+        self._before_commit = before_commit or _pause_for(settings.test_hold_in_tx_ms)
+        self._after_claim = _pause_for(settings.test_pause_after_claim_ms)
         self._ledger = AckLedger(settings.test_ack_ledger) if settings.test_ack_ledger else None
         self._activation: _Activation | None = None
         self._last_report: CycleReport | None = None
@@ -204,8 +204,9 @@ class ClusterControl:
     def activate(self) -> None:
         """Pool -> readiness -> recovery -> lifecycle; raises when the replica cannot start."""
         s = self._settings
+        target = choose_primary(s.database_url, application_name=f"ql-control:{s.owner_id}"[:63])
         connector = PoolConnector(
-            s.database_url,
+            target,
             application_name=f"ql-control:{s.owner_id}"[:63],
             settings=SessionSettings(
                 statement_timeout_ms=s.statement_timeout_ms,

@@ -35,7 +35,9 @@ class ControlSettings(BaseSettings):
     pool_size: int = Field(default=4, ge=1, le=64)
     http: str = "127.0.0.1:8081"
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
-    # Fault-injection knobs for tests and the soak (off by default; see docs/guarantees.md).
+    # Fault-injection knobs for tests and the soak (off by default; see docs/guarantees.md):
+    # hold every admission transaction open this long before COMMIT, pause this long after
+    # every claim, and append each acknowledged admission to this file.
     test_hold_in_tx_ms: int = Field(default=0, ge=0, le=60_000)
     test_pause_after_claim_ms: int = Field(default=0, ge=0, le=60_000)
     test_ack_ledger: str | None = None
