@@ -281,10 +281,14 @@ class PgScheduleStore:
                                                decision.scheduled_for_ms)
                     found = conn.execute(QUERIES["run_find_by_key"],
                                          {"project_id": candidate.project_id, "key": key}).fetchone()
-                    if found is not None:
+                    if found is not None and found["claim_token"] == claim.fence.token:
                         return CommitResult(outcome=CommitOutcome.ADMITTED,
                                             disposition=decision.disposition, run_id=found["id"],
                                             attempt_id=params.ids.attempt_id, in_doubt=True)
+                    if found is not None:  # admitted under a later claim: ours did not commit
+                        return CommitResult(outcome=CommitOutcome.RACED,
+                                            disposition=decision.disposition,
+                                            reason="superseded_while_in_doubt")
                 else:
                     state = conn.execute(QUERIES["schedule_state_get"], {
                         "project_id": candidate.project_id, "trigger_id": candidate.trigger_id,

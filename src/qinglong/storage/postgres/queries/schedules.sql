@@ -137,8 +137,12 @@ FROM qinglong.trigger_schedules
 WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;
 
 -- name: run_find_by_key
--- An admitted Run by its idempotency key (for resolving an in-doubt commit).
-SELECT id FROM qinglong.runs WHERE project_id = %(project_id)s AND idempotency_key = %(key)s;
+-- An admitted Run by its idempotency key, with the claim that admitted it (for resolving an
+-- in-doubt commit: a Run admitted under another claim is not ours).
+SELECT r.id, e.payload ->> 'claim_token' AS claim_token
+FROM qinglong.runs r
+LEFT JOIN qinglong.run_events e ON e.run_id = r.id AND e.sequence = 1
+WHERE r.project_id = %(project_id)s AND r.idempotency_key = %(key)s;
 
 -- name: schedule_next_due_in
 -- Milliseconds from now (database clock) to the earliest future cursor: a wake-up hint.

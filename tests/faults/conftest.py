@@ -1,0 +1,138 @@
+"""A bed for fault tests: a database, real `ql control` replica processes with a short test
+lease, an acknowledged-admission ledger, and the audit as the judge."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from qinglong.audit.model import AuditParams, AuditReport
+from qinglong.clock import SystemClock
+from qinglong.domain.task import ArgvCommand, CommandSpec
+from qinglong.profiles.audit_backend import run_audit
+from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.postgres.connection import SingleConnector
+from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.testing.cluster import Replica
+from tests.support.pg import PgTestDatabase
+
+LEASE_MS = 3_000
+GRACE_MS = 30_000
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0, every: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@dataclass
+class FaultBed:
+    db: PgTestDatabase
+    tmp: Path
+    ledger: Path
+    admin: PgDefinitionStore
+    _connector: SingleConnector
+    replicas: list[Replica] = field(default_factory=list)
+
+    def publish(self, trigger: str, cron: str = "* * * * * *", misfire: str = "skip", **kw: Any) -> None:
+        self.admin.trigger_publish(TriggerPublishParams(
+            project_id="demo", trigger_id=trigger, task_id="hello", expression=cron,
+            timezone="UTC", misfire_policy=misfire, **kw))
+
+    def replica(self, owner: str, *extra: str, url: str | None = None, lease_ms: int = LEASE_MS) -> Replica:
+        replica = Replica(owner, url or self.db.url("ql_runtime"), self.tmp, lease_ms=lease_ms,
+                          grace_ms=GRACE_MS, extra=("--interval-ms", "250", "--reactivate-ms", "200",
+                                                    "--test-ack-ledger", str(self.ledger), *extra))
+        self.replicas.append(replica)
+        return replica
+
+    def rows(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        with psycopg.connect(self.db.server.url("postgres", self.db.name), autocommit=True,
+                             row_factory=dict_row) as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def now(self) -> int:
+        return int(self.rows("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS n")[0]["n"])
+
+    def backends(self, owner: str) -> list[dict[str, Any]]:
+        return self.rows("SELECT pid, state, backend_xid IS NOT NULL AS writing FROM pg_stat_activity "
+                         "WHERE datname = %s AND application_name = %s", [self.db.name, f"ql-control:{owner}"])
+
+    def holding_transaction(self, owner: str) -> dict[str, Any] | None:
+        """The owner's backend that sits idle inside an admission transaction, if any."""
+        return next((b for b in self.backends(owner)
+                     if b["state"] == "idle in transaction" and b["writing"]), None)
+
+    def claims_by(self, owner: str) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM qinglong.trigger_schedule_claims WHERE claim_owner = %s "
+                         "ORDER BY acquired_at_ms", [owner])
+
+    def run_for(self, trigger: str, scheduled_for_ms: int) -> list[dict[str, Any]]:
+        return self.rows(
+            "SELECT r.id, r.created_at_ms, e.payload ->> 'claim_owner' AS owner, "
+            "e.payload ->> 'claim_token' AS token FROM qinglong.runs r "
+            "JOIN qinglong.run_events e ON e.run_id = r.id AND e.sequence = 1 "
+            "WHERE r.trigger_id = %s AND r.scheduled_for_ms = %s", [trigger, scheduled_for_ms])
+
+    def ledger_lines(self) -> list[dict[str, object]]:
+        if not self.ledger.exists():
+            return []
+        return [json.loads(line) for line in self.ledger.read_text().splitlines() if line.strip()]
+
+    def audit(self, start_ms: int, end_ms: int | None = None, settle_ms: int = 2_000) -> AuditReport:
+        params = AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=settle_ms,
+                             grace_ms=GRACE_MS, lease_ms=LEASE_MS)
+        return run_audit(self.db.url("ql_runtime"), SystemClock(), params, self.ledger_lines())
+
+    def assert_exactly_once(self, start_ms: int, end_ms: int | None = None) -> AuditReport:
+        report = self.audit(start_ms, end_ms)
+        bad = {t.trigger_id: {k: v for k, v in {
+            "duplicates": t.duplicates, "gaps": t.gaps_unexplained, "spurious": t.spurious,
+            "fenced_out": t.fenced_out, "bad_shape": t.bad_shape, "cursor": t.cursor_regressions,
+            "misfires": t.misfire_violations}.items() if v} for t in report.triggers if t.violations}
+        assert report.ok, (bad, report.ledger)
+        assert sum(t.admitted for t in report.triggers) > 0
+        return report
+
+    def stop_all(self) -> list[int]:
+        codes = []
+        for replica in self.replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                codes.append(replica.stop())
+        return codes
+
+    def close(self) -> None:
+        for replica in self.replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.kill()
+                replica.process.wait(10)
+        self._connector.close()
+
+
+@pytest.fixture
+def bed(pg_db: PgTestDatabase, tmp_path: Path) -> Iterator[FaultBed]:
+    connector = SingleConnector(pg_db.url("ql_admin"))
+    admin = PgDefinitionStore(connector)
+    admin.project_create(ProjectCreateParams(project_id="demo"))
+    admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
+                                         spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))
+    fault_bed = FaultBed(db=pg_db, tmp=tmp_path, ledger=tmp_path / "acked.jsonl", admin=admin,
+                         _connector=connector)
+    try:
+        yield fault_bed
+    finally:
+        fault_bed.close()
