@@ -6,12 +6,13 @@ implements the documented rules (``docs/reference/cron.md``) with different code
 
 * Field matching on *naive* local wall times is done by ``croniter`` (the scheduler uses
   ``cronsim``). croniter with naive datetimes matches fields only; it knows nothing of zones.
-* The day-of-month/day-of-week rule is applied here: the two day fields are ANDed when either
-  starts with ``*`` and ORed otherwise. An OR expression is expanded as the union of two
-  expressions, one with day-of-week replaced by ``*`` and one with day-of-month replaced by
-  ``*``, so croniter is only ever asked to AND (``day_or=False``). croniter's own OR decides
-  from the *expanded* fields and intersects the day-of-month side with ``#`` day-of-week
-  items, which is not the documented rule.
+* The day-of-month/day-of-week rule is applied here, not by croniter: the two day fields are
+  ANDed when either starts with ``*`` and ORed otherwise. An OR expression is expanded as the
+  union of one expression with day-of-week replaced by ``*`` and one with day-of-month
+  replaced by ``*``, so croniter is only asked to AND (``day_or=False``). (croniter's own OR
+  decides from the *expanded* fields and intersects the day-of-month side with ``#`` items.)
+  A day field is also split into groups of items one matcher takes together (croniter
+  refuses ``#`` items listed with plain ones), and the expansion is the union of the groups.
 * Wall times are mapped to instants here: both ``fold`` readings of a wall time are converted
   to UTC and an instant is kept only if converting it back yields the same wall time, so a
   wall time in a spring-forward gap has no instant and one in a fall-back overlap has two.
@@ -23,28 +24,33 @@ implements the documented rules (``docs/reference/cron.md``) with different code
 
 Zone *data* is shared with the scheduler on purpose: :func:`qinglong.domain.timezones.zone_info`.
 
-Limits:
+Limits and corrections:
 
 * croniter cannot parse ``LW`` (last weekday) in day-of-month or ``nL`` (``5L``: the last
-  Friday) in day-of-week. An expression -- for an OR expression, the half -- that uses one of
-  them is iterated with ``cronsim`` instead, the scheduler's own field matcher, so for those
-  two forms the audit is independent of the scheduler only in its day rule and DST mapping.
-* croniter reads the day-of-week range ``7-7`` as every day; it is handed ``0`` (Sunday).
+  Friday) in day-of-week. The items of a day field that use them are iterated with
+  ``cronsim`` instead, the scheduler's own field matcher, so for those two forms the audit is
+  independent of the scheduler only in its day rule and DST mapping. (A cronsim group that
+  must be ANDed with a day field not starting with ``*`` is intersected here, because
+  cronsim would OR it.)
+* croniter departs from the documented field meanings in two places, and is handed an
+  equivalent spelling: it reads a range with equal ends (``5-5``, ``JAN-JAN``, ``7-7``) as
+  the whole field, so it gets the single value; and it ends day-of-week at 6, so ``a/n``
+  there (documented range 0-7, 7 being Sunday) becomes ``a-7/n``.
 * The naive wall times to iterate are bounded by the UTC offsets in effect during the
   window, sampled every 30 minutes (every window/50,000 for windows over about 3 years). An
   offset in effect for less than one sampling step could be missed; no zone in the tz
   database has one.
 * Work is bounded: a window whose expansion could need more than ``MAX_NAIVE_ITERATIONS``
-  naive wall times (bound: matching second/minute/hour values per day times days, and at
-  most one per second, or per minute for 5 fields; twice that for OR expressions) is refused
-  with ValueError before anything is iterated.
+  naive wall times is refused with ValueError before anything is iterated. The bound counts,
+  for each group expanded, the matching second/minute/hour combinations per day times the
+  days spanned, but never more than one wall time per second (per minute for 5 fields).
 """
 
 from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -81,7 +87,14 @@ _ITEM = {
     "day-of-week": re.compile(rf"{_PLAIN_ITEM}|{_VALUE}#\d+|\d+L"),
 }
 _LAST_DOW_ITEM = re.compile(r"\d+L")
-_SUNDAY_RANGE_ITEM = re.compile(r"7-7(?:/\d+)?")
+_RANGE_ITEM = re.compile(rf"({_VALUE})-({_VALUE})(?:/\d+)?")
+_START_STEP_ITEM = re.compile(rf"({_VALUE})/(\d+)")
+_NAME_VALUES = {
+    name: number
+    for names, first in (("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC", 1),
+                         ("SUN MON TUE WED THU FRI SAT", 0))
+    for number, name in enumerate(names.split(), start=first)
+}
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
 
 
@@ -134,7 +147,11 @@ def nominal_occurrences(expression: str, timezone: str, start_ms: int, end_ms: i
     before ``end_ms``, as sorted, unique UTC epoch milliseconds (whole seconds).
 
     Raises ValueError for an expression or zone this module cannot expand and for a window
-    that would need more than ``MAX_NAIVE_ITERATIONS`` naive wall times."""
+    that would need more than ``MAX_NAIVE_ITERATIONS`` naive wall times, TypeError for
+    arguments of the wrong type."""
+    for bound in (start_ms, end_ms):
+        if not isinstance(bound, int) or isinstance(bound, bool):
+            raise TypeError("start_ms and end_ms must be integers (UTC epoch milliseconds)")
     fields = _split(expression)
     tz = _zone(timezone)
     first_s = -(-start_ms // 1000)
@@ -151,7 +168,7 @@ def nominal_occurrences(expression: str, timezone: str, start_ms: int, end_ms: i
     except OverflowError as exc:
         raise ValueError("the window is outside the supported date range") from exc
     sources = _day_rule_sources(fields)
-    _check_budget(expression, fields, len(sources), first_wall, last_wall)
+    _check_budget(expression, fields, sources, first_wall, last_wall)
 
     wall_clock = all(field[:1] != "*" for field in fields.clock)
     found: set[int] = set()
@@ -227,37 +244,84 @@ def _offset_bounds(tz: ZoneInfo, first_s: int, last_s: int) -> tuple[int, int]:
 # -- naive field iteration -------------------------------------------------------------------
 
 
-def _day_rule_sources(fields: _Fields) -> list[str]:
-    """Expressions whose day fields are ANDed and whose union is ``fields``."""
-    dom, dow = fields.day_of_month, fields.day_of_week
-    if dom.startswith("*") or dow.startswith("*"):
-        return [fields.with_days(dom, dow)]
-    return [fields.with_days(dom, "*"), fields.with_days("*", dow)]
+def _day_rule_sources(fields: _Fields) -> list[tuple[str, str]]:
+    """(day-of-month, day-of-week) pairs, each pair ANDed, whose union is the expression.
+
+    Each field is first split into groups of items one matcher can take together: croniter
+    refuses ``#`` items listed with plain ones, and ``LW``/``nL`` items need cronsim."""
+    dom_groups = _groups(fields.day_of_month.split(","), lambda item: item == "LW")
+    dow_groups = _groups(fields.day_of_week.split(","), lambda item: "#" in item)
+    dow_groups = [
+        group
+        for listed in dow_groups
+        for group in _groups(listed.split(","), lambda item: bool(_LAST_DOW_ITEM.fullmatch(item)))
+    ]
+    if fields.day_of_month.startswith("*") or fields.day_of_week.startswith("*"):
+        return [(dom, dow) for dom in dom_groups for dow in dow_groups]
+    return [(dom, "*") for dom in dom_groups] + [("*", dow) for dow in dow_groups]
 
 
-def _needs_cronsim(source: str) -> bool:
-    *_, dom, _month, dow = source.split()
-    return "LW" in dom.split(",") or any(_LAST_DOW_ITEM.fullmatch(i) for i in dow.split(","))
+def _groups(items: list[str], special: Callable[[str], bool]) -> list[str]:
+    """The items split into the ordinary ones and the special ones (each group non-empty)."""
+    ordinary = ",".join(item for item in items if not special(item))
+    unusual = ",".join(item for item in items if special(item))
+    return [group for group in (ordinary, unusual) if group]
 
 
-def _for_croniter(source: str) -> str:
-    *rest, dow = source.split()
-    items = ["0" if _SUNDAY_RANGE_ITEM.fullmatch(item) else item for item in dow.split(",")]
-    return " ".join((*rest, ",".join(items)))
+def _needs_cronsim(day_group: str) -> bool:
+    first = day_group.split(",")[0]
+    return first == "LW" or bool(_LAST_DOW_ITEM.fullmatch(first))
 
 
-def _croniter_walls(source: str, seconds: bool, after: datetime, years: int) -> Iterator[datetime]:
-    """Naive wall times strictly after ``after`` matching ``source`` (day fields ANDed)."""
+def _intersected(dom: str, dow: str) -> bool:
+    """cronsim ORs two day fields that do not start with ``*``: such a pair is ANDed here by
+    intersecting the wall times of each side."""
+    uses_cronsim = _needs_cronsim(dom) or _needs_cronsim(dow)
+    return uses_cronsim and not (dom.startswith("*") or dow.startswith("*"))
+
+
+def _value_of(token: str) -> int:
+    return int(token) if token.isdigit() else _NAME_VALUES.get(token, -1)
+
+
+def _for_croniter(expression: str) -> str:
+    """The expression spelled so that croniter reads it as documented:
+
+    * a range with equal ends (``5-5``, ``JAN-JAN``, ``7-7``) is that one value; croniter
+      reads it as the whole field;
+    * day-of-week runs from 0 to 7 (both Sunday), so ``a/n`` there is ``a-7/n``; croniter
+      stops at 6 and never reaches Sunday as 7 (``5/1`` would miss Sundays)."""
+
+    def collapsed(item: str) -> str:
+        bounds = _RANGE_ITEM.fullmatch(item)
+        if bounds and _value_of(bounds[1]) == _value_of(bounds[2]):
+            return bounds[1]
+        return item
+
+    def day_of_week(item: str) -> str:
+        start_step = _START_STEP_ITEM.fullmatch(item)
+        if start_step and _value_of(start_step[1]) >= 0:
+            item = f"{_value_of(start_step[1])}-7/{start_step[2]}"
+        return collapsed(item)
+
+    *fields, dow = expression.split()
+    spelled = [",".join(map(collapsed, field.split(","))) for field in fields]
+    return " ".join((*spelled, ",".join(map(day_of_week, dow.split(",")))))
+
+
+def _croniter_walls(expression: str, seconds: bool, after: datetime, years: int
+                    ) -> Iterator[datetime]:
+    """Naive wall times strictly after ``after`` matching ``expression`` (day fields ANDed)."""
     try:
         cursor: Any = croniter(
-            _for_croniter(source),
+            _for_croniter(expression),
             after,
             day_or=False,
             second_at_beginning=seconds,
             max_years_between_matches=years,
         )
     except (CroniterError, ValueError, TypeError, KeyError, IndexError) as exc:
-        raise ValueError(f"cron expression {source!r} cannot be parsed: {exc}") from exc
+        raise ValueError(f"cron expression {expression!r} cannot be parsed: {exc}") from exc
     return _drain_croniter(cursor)
 
 
@@ -271,12 +335,12 @@ def _drain_croniter(cursor: Any) -> Iterator[datetime]:
         yield wall
 
 
-def _cronsim_walls(source: str, after: datetime) -> Iterator[datetime]:
+def _cronsim_walls(expression: str, after: datetime) -> Iterator[datetime]:
     """The fallback for ``LW`` and ``nL``: naive wall times strictly after ``after``."""
     try:
-        cursor = CronSim(source, after)
+        cursor = CronSim(expression, after)
     except (CronSimError, ValueError, IndexError) as exc:
-        raise ValueError(f"cron expression {source!r} cannot be parsed: {exc}") from exc
+        raise ValueError(f"cron expression {expression!r} cannot be parsed: {exc}") from exc
     return _drain_cronsim(cursor)
 
 
@@ -298,19 +362,40 @@ def _walls_until(walls: Iterator[datetime], last: datetime) -> Iterator[datetime
         yield wall
 
 
+def _intersection(left: Iterator[datetime], right: Iterator[datetime]) -> Iterator[datetime]:
+    """The wall times in both ascending streams."""
+    other = next(right, None)
+    for wall in left:
+        while other is not None and other < wall:
+            other = next(right, None)
+        if other is None:
+            return
+        if other == wall:
+            yield wall
+
+
+def _source_walls(
+    fields: _Fields, dom: str, dow: str, after: datetime, last: datetime
+) -> Iterator[datetime]:
+    """Wall times in (after, last] matching the time fields, the month, ``dom`` AND ``dow``."""
+    if _intersected(dom, dow):
+        return _intersection(
+            _source_walls(fields, dom, "*", after, last),
+            _source_walls(fields, "*", dow, after, last),
+        )
+    expression = fields.with_days(dom, dow)
+    if _needs_cronsim(dom) or _needs_cronsim(dow):
+        return _walls_until(_cronsim_walls(expression, after), last)
+    years = last.year - after.year + 2
+    return _walls_until(_croniter_walls(expression, fields.has_seconds, after, years), last)
+
+
 def _matching_walls(
-    fields: _Fields, sources: list[str], first: datetime, last: datetime
+    fields: _Fields, sources: list[tuple[str, str]], first: datetime, last: datetime
 ) -> Iterator[datetime]:
     """Every naive wall time in [first, last] that the expression matches, ascending, once."""
     after = first - _SECOND
-    years = last.year - after.year + 2
-    streams = []
-    for source in sources:
-        if _needs_cronsim(source):
-            walls = _cronsim_walls(source, after)
-        else:
-            walls = _croniter_walls(source, fields.has_seconds, after, years)
-        streams.append(_walls_until(walls, last))
+    streams = [_source_walls(fields, dom, dow, after, last) for dom, dow in sources]
     previous: datetime | None = None
     for wall in heapq.merge(*streams):
         if wall != previous:
@@ -322,7 +407,7 @@ def _clock_values_per_day(fields: _Fields) -> int:
     """How many (second,) minute, hour combinations the time fields match: at most this many
     wall times match per day."""
     probe: Any = croniter(
-        " ".join((*fields.clock, "*", "*", "*")),
+        _for_croniter(" ".join((*fields.clock, "*", "*", "*"))),
         _NAIVE_EPOCH,
         second_at_beginning=fields.has_seconds,
     )
@@ -337,7 +422,8 @@ def _clock_values_per_day(fields: _Fields) -> int:
 
 
 def _check_budget(
-    expression: str, fields: _Fields, sources: int, first: datetime, last: datetime
+    expression: str, fields: _Fields, sources: list[tuple[str, str]], first: datetime,
+    last: datetime,
 ) -> None:
     span_s = max(0, (last - first) // _SECOND)
     resolution_s = 1 if fields.has_seconds else 60
@@ -346,7 +432,7 @@ def _check_budget(
     except (CroniterError, ValueError, TypeError, KeyError, IndexError) as exc:
         raise ValueError(f"cron expression {expression!r} cannot be parsed: {exc}") from exc
     per_source = min(per_day * (span_s // _DAY_S + 2), span_s // resolution_s + 1)
-    bound = per_source * sources
+    bound = per_source * sum(2 if _intersected(dom, dow) else 1 for dom, dow in sources)
     if bound > MAX_NAIVE_ITERATIONS:
         raise ValueError(
             f"window too large for {expression!r}: expanding it could take up to {bound:,} "

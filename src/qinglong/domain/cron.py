@@ -77,7 +77,7 @@ def normalize_expression(expression: str) -> str:
             raise InvalidSchedule(
                 "cron", f"field {field!r} may only use digits, names and the characters * , / # L -"
             )
-    normalized = " ".join(field.upper() for field in fields)
+    normalized = " ".join(_collapse_equal_ranges(field.upper()) for field in fields)
     try:
         CronSim(normalized, datetime(2000, 1, 1))
     except CronSimError as exc:
@@ -85,6 +85,17 @@ def normalize_expression(expression: str) -> str:
     except (ValueError, IndexError) as exc:
         raise InvalidSchedule("cron", f"cannot be parsed: {normalized!r}") from exc
     return normalized
+
+
+_EQUAL_RANGE_STEP = re.compile(r"^([0-9A-Z]+)-\1/\d+$")
+
+
+def _collapse_equal_ranges(field: str) -> str:
+    """``a-a/n`` means just ``a``; cronsim would read it as ``a/n`` (``a`` to the end)."""
+    return ",".join(
+        term.split("-", 1)[0] if _EQUAL_RANGE_STEP.fullmatch(term) else term
+        for term in field.split(",")
+    )
 
 
 def is_wall_clock(expression: str) -> bool:

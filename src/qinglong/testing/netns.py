@@ -43,6 +43,7 @@ BLOCKS = SUPERNET.num_addresses // 4
 STATE_DIR = Path("/run/qinglong-netns")
 NAME_PREFIX = "qlns"
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_AUTO_NAME = re.compile(NAME_PREFIX + r"(\d+)")
 _SBIN = "/usr/local/sbin:/usr/sbin:/sbin"
 
 
@@ -187,19 +188,33 @@ def _remove(name: str, host_veth: str | None) -> None:
 def _sweep() -> list[str]:
     """Remove what owners that have exited left behind (the state lock is held)."""
     removed = []
+    live_veths = set()
     for path in sorted(STATE_DIR.glob("*.json")):
         state = _read_state(path)
         if state is not None and _owner_alive(state):
+            live_veths.add(str(state.get("host_veth")))
             continue
         name = str(state["name"]) if state else path.stem
         _remove(name, str(state["host_veth"]) if state else None)
         path.unlink(missing_ok=True)
         removed.append(name)
+    # Our automatic names with no owner record: a creator writes the record before
+    # `ip netns add` (under the lock), so these were left by something that lost it.
+    for name in namespaces():
+        match = _AUTO_NAME.fullmatch(name)
+        if match and not (STATE_DIR / f"{name}.json").exists():
+            _remove(name, f"qlh{match.group(1)}")
+            removed.append(name)
+    ip, _ = tools()
+    for link in _links():
+        if re.fullmatch(r"qlh\d+", link) and link not in live_veths:
+            _run(ip, "link", "del", link, check=False)  # a host end whose owner is gone
+            removed.append(link)
     return removed
 
 
 def sweep_leftovers() -> list[str]:
-    """Remove the namespaces (and veths) of owners that have exited; their names."""
+    """Remove the namespaces and veths of owners that have exited; their names."""
     tools()
     with _state_lock():
         return _sweep()

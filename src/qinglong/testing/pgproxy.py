@@ -8,9 +8,10 @@ it is given only.
 The faults:
 
 - ``drop_commit``: when the server answers a COMMIT (a CommandComplete message tagged
-  ``COMMIT``), that answer is not forwarded and both sockets are closed at once. The
-  server has committed; the client sees its connection die and cannot tell whether the
-  transaction committed (an "in-doubt" commit).
+  ``COMMIT``, as for ``COMMIT`` and ``END``; a failed transaction's COMMIT is answered
+  ``ROLLBACK`` and does not count), that answer is not forwarded and both sockets are
+  closed at once. The server has committed; the client sees its connection die and cannot
+  tell whether the transaction committed (an "in-doubt" commit).
 - ``close_after_commit``: the COMMIT answer and the ReadyForQuery after it are forwarded,
   then both sockets are closed. The client knows it committed; its next statement fails.
 - ``blackhole``: nothing is forwarded in either direction, but the sockets stay open, like
@@ -44,13 +45,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import enum
+import ipaddress
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self, TypeVar
-
-from psycopg.conninfo import make_conninfo
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -186,6 +187,8 @@ class PgProxy:
 
     def __init__(self, upstream_host: str, upstream_port: int,
                  listen_host: str = "127.0.0.1", listen_port: int = 0) -> None:
+        if listen_host != "localhost" and not ipaddress.ip_address(listen_host).is_loopback:
+            raise ValueError(f"pgproxy listens on a loopback address only, not {listen_host}")
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.listen_host = listen_host
@@ -213,8 +216,7 @@ class PgProxy:
             if self._loop is not None:
                 raise RuntimeError("PgProxy is already running")
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name=f"pgproxy-{self.port}",
-                                      daemon=True)
+            thread = threading.Thread(target=loop.run_forever, name="pgproxy", daemon=True)
             thread.start()
             try:
                 future = asyncio.run_coroutine_threadsafe(self._listen(), loop)
@@ -247,9 +249,18 @@ class PgProxy:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def route(self, conninfo: str, **params: str | int) -> str:
-        """``conninfo`` (a URL or key=value string) rewritten to go through this proxy."""
-        return make_conninfo(conninfo, host=self.listen_host, port=self.port, **params)
+    def route(self, url: str, **params: str | int) -> str:
+        """A ``postgresql://`` URL pointed at this proxy, with ``params`` set in its query
+        (e.g. ``route(url, sslmode="disable", gssencmode="disable")``)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError("route() takes a postgresql:// URL")
+        user, at, _hosts = parts.netloc.rpartition("@")
+        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
+        netloc = f"{user}{at}{host}:{self.port}"
+        query = {k: v for k, v in parse_qsl(parts.query) if k not in ("host", "hostaddr", "port")}
+        query.update((k, str(v)) for k, v in params.items())
+        return parts._replace(netloc=netloc, query=urlencode(query)).geturl()
 
     def arm(self, mode: ProxyMode, count: int = 1, *, application_name: str | None = None) -> None:
         """Arm ``mode`` (replacing any armed mode), on connections whose application_name
@@ -324,11 +335,15 @@ class PgProxy:
     def _delay_for(self, link: _Link) -> float:
         return self._delay if link.matches(self._delay_prefix) else 0.0
 
+    def _blackholed(self, link: _Link) -> bool:
+        arming = self._arming
+        return arming is not None and arming.mode is ProxyMode.BLACKHOLE \
+            and link.matches(arming.prefix)
+
     async def _flowing(self, link: _Link) -> None:
         """Return when no blackhole holds this connection's traffic."""
         counted = False
-        while (arming := self._arming) is not None and arming.mode is ProxyMode.BLACKHOLE \
-                and link.matches(arming.prefix):
+        while self._blackholed(link):
             if not counted:
                 self._fired[ProxyMode.BLACKHOLE.value] += 1
                 counted = True
@@ -356,6 +371,10 @@ class PgProxy:
             await self._proxy(link, client_reader)
         except (OSError, EOFError, TimeoutError, ProtocolViolation) as exc:
             _log.debug("pgproxy connection ended: %r", exc)
+        except asyncio.CancelledError:
+            # Only sever_all() and stop() cancel this task. Ending it normally matters:
+            # asyncio (3.11) logs an error for a cancelled client_connected_cb task.
+            pass
         except Exception:  # noqa: BLE001 - one connection must not take the proxy down
             _log.warning("pgproxy connection failed", exc_info=True)
         finally:

@@ -218,11 +218,12 @@ class EmbeddedPostgres:
             return False
         return self._run("pg_ctl", "-D", str(self.data_dir), "status", check=False).returncode == 0
 
-    def connect(self, user: str = "postgres", dbname: str = "postgres",
-                connect_timeout: int = 5, **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
-        """An autocommit connection over TCP on 127.0.0.1 (the caller closes it)."""
+    def connect(self, user: str = "postgres", dbname: str = "postgres", *,
+                autocommit: bool = True, connect_timeout: int = 5,
+                **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
+        """A connection over TCP on 127.0.0.1, autocommit unless told (the caller closes it)."""
         return psycopg.connect(host="127.0.0.1", port=self.port, user=user, dbname=dbname,
-                               connect_timeout=connect_timeout, autocommit=True, **kwargs)
+                               connect_timeout=connect_timeout, autocommit=autocommit, **kwargs)
 
     def query(self, statement: str, params: Sequence[Any] | None = None,
               dbname: str = "postgres") -> list[tuple[Any, ...]]:

@@ -1,0 +1,83 @@
+"""Faults on the wire between a replica and PostgreSQL, through our protocol-aware proxy.
+
+F8: the COMMIT reply is dropped after the server committed (the replica must resolve the
+outcome from durable facts and never retry); F9: the connection is closed right after a
+successful COMMIT reply; F12: a link that stops passing bytes for a while, repeatedly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from qinglong.testing.pgproxy import PgProxy, ProxyMode
+from tests.faults.conftest import LEASE_MS, FaultBed, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def proxy(bed: FaultBed) -> Iterator[PgProxy]:
+    with PgProxy(bed.db.server.host, bed.db.server.port) as running:
+        yield running
+
+
+def through(proxy: PgProxy, bed: FaultBed) -> str:
+    return proxy.route(bed.db.url("ql_runtime"), sslmode="disable", gssencmode="disable")
+
+
+def test_f8_a_lost_commit_reply_is_resolved_not_retried(bed: FaultBed, proxy: PgProxy) -> None:
+    bed.publish("t1")
+    start = bed.now()
+    a = bed.replica("a", url=through(proxy, bed)).start()
+    a.wait_ready()
+    wait_for(lambda: bed.rows("SELECT 1 FROM qinglong.runs"), "a first admission", 20)
+    proxy.arm(ProxyMode.DROP_COMMIT, count=1, application_name="ql-control:a")
+    wait_for(lambda: proxy.fired.get("drop_commit", 0) >= 1, "a COMMIT reply to be dropped", 20)
+    resolved = wait_for(lambda: [e for e in a.events() if e.get("in_doubt")],
+                        "a to resolve the in-doubt commit from the database", 20)
+    assert resolved[0]["event"] == "admitted"  # the server had committed: found, reported as such
+    runs = bed.run_for("t1", resolved[0]["scheduled_for_ms"])
+    assert [r["id"] for r in runs] == [resolved[0]["run_id"]]  # once, and nothing retried
+    wait_for(lambda: a.readyz() == 200, "a to re-activate after losing its connection", 20)
+    time.sleep(2)
+    assert bed.stop_all() == [0]
+    report = bed.assert_exactly_once(start)
+    assert report.ledger is not None and report.ledger.acknowledged > 0
+
+
+def test_f9_the_connection_closed_right_after_a_successful_commit(bed: FaultBed, proxy: PgProxy) -> None:
+    bed.publish("t1")
+    start = bed.now()
+    a = bed.replica("a", url=through(proxy, bed)).start()
+    a.wait_ready()
+    wait_for(lambda: bed.rows("SELECT 1 FROM qinglong.runs"), "a first admission", 20)
+    proxy.arm(ProxyMode.CLOSE_AFTER_COMMIT, count=1, application_name="ql-control:a")
+    wait_for(lambda: proxy.fired.get("close_after_commit", 0) >= 1, "a connection closed after COMMIT", 20)
+    wait_for(lambda: any(e.get("state") == "unavailable" for e in a.events()), "a to notice", 20)
+    wait_for(lambda: a.readyz() == 200, "a to re-activate", 20)
+    time.sleep(2)
+    assert bed.stop_all() == [0]
+    bed.assert_exactly_once(start)
+
+
+def test_f12_a_link_that_stalls_and_recovers_repeatedly(bed: FaultBed, proxy: PgProxy) -> None:
+    for i in range(3):
+        bed.publish(f"t{i}")
+    start = bed.now()
+    a = bed.replica("a", url=through(proxy, bed)).start()
+    b = bed.replica("b").start()
+    a.wait_ready()
+    b.wait_ready()
+    for _ in range(4):
+        proxy.arm(ProxyMode.BLACKHOLE, application_name="ql-control:a")
+        time.sleep(1.0)
+        proxy.disarm()
+        time.sleep(1.0)
+    assert proxy.fired.get("blackhole", 0) >= 1
+    time.sleep(LEASE_MS / 1000 + 2)
+    assert bed.stop_all() == [0, 0]
+    report = bed.assert_exactly_once(start)
+    assert max(lag for t in report.triggers for lag in t.lags_ms) <= LEASE_MS + 5_000
