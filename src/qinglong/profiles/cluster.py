@@ -70,7 +70,7 @@ class AvailabilityFence:
 
     def _set(self, state: Availability, reason: str) -> None:
         with self._lock:
-            if self._state is Availability.STOPPING:
+            if self._state is Availability.STOPPING or (state, reason) == (self._state, self._reason):
                 return
             self._state, self._reason = state, reason
         self._observer.state(state, reason)
@@ -277,14 +277,18 @@ class ClusterControl:
 
     def run(self, stop: threading.Event) -> StopResult:
         """Activate, and re-activate after losing the database, until ``stop`` is set."""
+        last_failure = None
         while not stop.is_set():
             try:
                 self.activate()
             except QinglongError as exc:
                 self._fence.not_ready(exc.message)
-                self._diagnostic(diagnostic_from("control", exc))
+                if exc.message != last_failure:  # report a persistent failure once
+                    self._diagnostic(diagnostic_from("control", exc))
+                last_failure = exc.message
                 stop.wait(self._settings.reactivate_ms / 1000)
                 continue
+            last_failure = None
             while not stop.is_set() and not self._fence.wait_tripped(0.2):
                 pass
             if stop.is_set():

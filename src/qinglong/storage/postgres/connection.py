@@ -267,6 +267,19 @@ def _sever(conn: PgConnection) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+@contextlib.contextmanager
+def deadline(conn: PgConnection, seconds: float) -> Iterator[None]:
+    """Cut the connection's socket if the block outlives ``seconds`` (a client-side bound
+    that also covers waits the server cannot time out, such as synchronous replication)."""
+    timer = threading.Timer(seconds, _sever, args=(conn,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
     """COMMIT with a client-side deadline; WARNING 01000 makes the receipt not durable.
 
@@ -277,11 +290,9 @@ def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
     """
     notices = _NOTICES.setdefault(conn, [])
     notices.clear()
-    timer = threading.Timer(deadline_s, _sever, args=(conn,))
-    timer.daemon = True
-    timer.start()
     try:
-        conn.execute("COMMIT")
+        with deadline(conn, deadline_s):
+            conn.execute("COMMIT")
     except psycopg.Error as exc:
         state = getattr(exc, "sqlstate", None)
         if state is not None and not connection_gone(conn, exc):
@@ -290,8 +301,6 @@ def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
         raise CommitNotAcknowledged("COMMIT was sent but not acknowledged") from exc
     except Exception as exc:
         raise CommitNotAcknowledged("COMMIT was sent but not acknowledged") from exc
-    finally:
-        timer.cancel()
     warnings = tuple(message for state, message in notices if state == "01000")
     return CommitReceipt(durable=not warnings, warnings=warnings)
 

@@ -39,6 +39,7 @@ from qinglong.storage.postgres.connection import (
     Connector,
     PgConnection,
     commit,
+    deadline,
     rollback_quietly,
 )
 from qinglong.storage.postgres.errors import is_retryable, translate
@@ -112,10 +113,13 @@ class PgScheduleStore:
             raise InvalidInput("limit", f"must be between 1 and {MAX_BUDGET}")
         with self._connector.connection() as conn:
             try:
-                rows = conn.execute(
-                    QUERIES["schedule_claim"],
-                    {"owner": params.owner, "lease_ms": params.lease_ms, "limit": params.limit},
-                ).fetchall()
+                # The claim commits by itself; with synchronous replication that commit waits
+                # for the standby, which only a client-side deadline can bound.
+                with deadline(conn, self._commit_deadline_s):
+                    rows = conn.execute(
+                        QUERIES["schedule_claim"],
+                        {"owner": params.owner, "lease_ms": params.lease_ms, "limit": params.limit},
+                    ).fetchall()
             except psycopg.Error as exc:
                 raise translate(exc, "claim schedules", conn) from exc
         return [claim_from_row(row) for row in rows]
