@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-unit lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-unit soak lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -35,6 +35,9 @@ test: $(STAMP) ## Run the whole test suite (lint and types included)
 
 test-unit: $(STAMP) ## Only the fast unit tests
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+soak: $(STAMP) ## The long chaos soak: 4 replicas, 50 triggers, 10 minutes, then ql audit (root)
+	$(BIN)/python scripts/soak.py
 
 lint: $(STAMP) ## ruff and mypy --strict on src/
 	$(BIN)/ruff check .

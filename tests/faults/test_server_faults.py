@@ -205,7 +205,7 @@ def test_f16_asynchronous_failover_loses_acknowledged_runs_and_the_ledger_detect
     bed: FaultBed, primary: EmbeddedPostgres, tmp_path: Path
 ) -> None:
     start = bed.now()
-    held, a, standby = _failover_with_a_held_claim(bed, primary, tmp_path, synchronous=False)
+    _held, a, standby = _failover_with_a_held_claim(bed, primary, tmp_path, synchronous=False)
     try:
         standby.wait_replayed()
         standby.stop()  # from here on the standby misses what the primary acknowledges

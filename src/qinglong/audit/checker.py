@@ -214,7 +214,11 @@ def audit(data: AuditInput, params: AuditParams,
     if data.claims is None:
         result.notes.append("no claim log (SQLite): fence and cursor-history checks do not apply")
     if ledger is not None:
-        result.ledger = check_ledger(ledger, data.runs)
+        in_window = [line for line in ledger
+                     if start <= int(str(line["scheduled_for_ms"])) <= end
+                     and (params.project_id is None or line["project"] == params.project_id)
+                     and (params.trigger_id is None or line["trigger"] == params.trigger_id)]
+        result.ledger = check_ledger(in_window, data.runs)
     return result
 
 

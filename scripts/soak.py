@@ -1,0 +1,11 @@
+"""`make soak`: the long chaos soak (defaults: 4 replicas, 50 triggers, 10 minutes).
+
+Set QL_SOAK_REPLICAS, QL_SOAK_TRIGGERS, QL_SOAK_MINUTES, or pass --seed to repeat a run.
+"""
+
+from __future__ import annotations
+
+from qinglong.testing.soak import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

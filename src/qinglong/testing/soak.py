@@ -1,0 +1,353 @@
+"""The soak: N replicas, M triggers, T minutes of seeded chaos, then `ql audit`.
+
+One replica talks to PostgreSQL through our wire proxy (lost COMMIT replies, stalled links)
+and, when we may create network namespaces, another runs in a namespace (partitions). A
+chaos loop picks one action every 1-4 s from a seeded random generator (printed, so a
+failing run can be repeated): SIGKILL and restart a replica, SIGSTOP one for longer than the
+lease, terminate a backend, drop a COMMIT reply, partition, stall the link, republish a
+trigger; the database itself is crashed and restarted once. Every replica holds its
+admission transactions open for a random 0-200 ms so kills land inside transactions. Then
+the chaos stops, everything heals, the replicas drain and stop, and the audit judges
+invariants I1-I8 (docs/guarantees.md) over the whole window, against the ledger of
+acknowledged admissions as well as the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from qinglong.audit.model import AuditParams, AuditReport
+from qinglong.clock import SystemClock
+from qinglong.domain.task import ArgvCommand, CommandSpec
+from qinglong.profiles.audit_backend import run_audit
+from qinglong.profiles.cluster_backend import migrate_postgres
+from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.postgres.connection import SingleConnector
+from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.testing.cluster import Replica, percentile
+from qinglong.testing.pgproxy import PgProxy, ProxyMode
+from qinglong.testing.postgres import EmbeddedPostgres
+
+DB = "ql"
+ACTIONS = (
+    ("kill", 40), ("stop", 15), ("terminate", 15), ("drop_commit", 10),
+    ("partition", 10), ("blackhole", 5), ("republish", 5),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SoakConfig:
+    replicas: int = 3
+    triggers: int = 20
+    seconds: float = 60.0
+    seed: int | None = None
+    lease_ms: int = 3_000
+    grace_ms: int = 30_000
+    drain_s: float = 8.0
+    partitions: bool = True  # needs root (network namespaces)
+    work_dir: Path | None = None
+
+
+@dataclass(slots=True)
+class SoakResult:
+    seed: int
+    faults: Counter[str]
+    invariants: dict[str, bool]
+    figures: dict[str, Any]
+    report: AuditReport
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(self.invariants.values())
+
+
+def _log(message: str) -> None:
+    print(f"soak {time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+class _Soak:
+    def __init__(self, config: SoakConfig, work: Path) -> None:
+        self.config = config
+        self.work = work
+        self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
+        self.rng = random.Random(self.seed)  # noqa: S311 - seeded chaos, not security
+        self.faults: Counter[str] = Counter()
+        self.problems: list[str] = []
+        self.idle_violations = 0
+        self.server = EmbeddedPostgres(base_dir=work / "pg", fsync=True)
+        self.proxy: PgProxy | None = None
+        self.namespace: Any = None
+        self.replicas: list[Replica] = []
+        self.lock = threading.Lock()
+        self.ledger = work / "acked.jsonl"
+
+    # -- setting up ---------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        self.server.start()
+        if self.config.partitions:
+            from qinglong.testing.netns import NetNamespace
+
+            self.namespace = NetNamespace().create()
+            self.server.allow_addresses(str(self.namespace.network), listen=[self.namespace.host_ip])
+        migrate_postgres(self.server.dsn("postgres", DB))
+        connector = SingleConnector(self.server.dsn("ql_admin", DB))
+        admin = PgDefinitionStore(connector)
+        admin.project_create(ProjectCreateParams(project_id="soak"))
+        admin.task_publish(TaskPublishParams(project_id="soak", task_id="t", name="t",
+                                             spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))
+        specs = [(f"t{i:03d}", "* * * * * *", "UTC") for i in range(self.config.triggers)]
+        specs += [("every-5s", "*/5 * * * * *", "Asia/Shanghai"), ("minutely", "0 * * * * *", "UTC"),
+                  ("berlin", "* * * * * *", "Europe/Berlin")]
+        for trigger, cron, zone in specs:
+            admin.trigger_publish(TriggerPublishParams(project_id="soak", trigger_id=trigger,
+                                                       task_id="t", expression=cron, timezone=zone))
+        connector.close()
+        self.proxy = PgProxy("127.0.0.1", self.server.port).start()
+        for n in range(1, self.config.replicas + 1):
+            self.replicas.append(self._replica(n))
+
+    def _url(self, n: int) -> str:
+        runtime = self.server.dsn("ql_runtime", DB)
+        if n == 1 and self.proxy is not None:
+            return self.proxy.route(runtime, sslmode="disable", gssencmode="disable")
+        if n == 2 and self.namespace is not None:
+            return f"postgresql://ql_runtime@{self.namespace.host_ip}:{self.server.port}/{DB}"
+        return runtime
+
+    def _replica(self, n: int) -> Replica:
+        replica = Replica(f"r{n}", self._url(n), self.work, lease_ms=self.config.lease_ms,
+                          grace_ms=self.config.grace_ms)
+        if n == 2 and self.namespace is not None:
+            replica.prefix = tuple(self.namespace.prefix)
+        return replica
+
+    def start_replica(self, replica: Replica) -> None:
+        hold = self.rng.randrange(0, 201)
+        replica.extra = ("--interval-ms", "250", "--reactivate-ms", "200", "--test-ack-ledger",
+                         str(self.ledger), "--test-hold-in-tx-ms", str(hold))
+        replica.start()
+
+    # -- chaos --------------------------------------------------------------------------
+
+    def _later(self, seconds: float, action: Callable[[], None]) -> None:
+        timer = threading.Timer(seconds, action)
+        timer.daemon = True
+        timer.start()
+
+    def act(self, name: str) -> None:
+        replicas = [r for r in self.replicas if r.process is not None and r.process.poll() is None]
+        if not replicas:
+            return
+        victim = self.rng.choice(replicas)
+        if name == "kill":
+            victim.kill()
+            self.start_replica(victim)
+        elif name == "stop":
+            assert victim.process is not None
+            process = victim.process
+            process.send_signal(signal.SIGSTOP)
+            pause_s = self.config.lease_ms / 1000 + self.rng.uniform(0, 2)
+            def resume() -> None:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGCONT)
+
+            self._later(pause_s, resume)
+        elif name == "terminate":
+            with psycopg.connect(self.server.dsn("postgres", DB), autocommit=True) as conn:
+                pids = [r[0] for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'ql-control:%'")]
+                if pids:
+                    conn.execute("SELECT pg_terminate_backend(%s)", [self.rng.choice(pids)])
+        elif name == "drop_commit" and self.proxy is not None:
+            self.proxy.arm(ProxyMode.DROP_COMMIT, count=1)
+        elif name == "blackhole" and self.proxy is not None:
+            self.proxy.arm(ProxyMode.BLACKHOLE)
+            self._later(1.0, self.proxy.disarm)
+        elif name == "partition" and self.namespace is not None:
+            self.namespace.partition()
+            self._later(self.rng.uniform(2, 6), self.namespace.heal)
+        elif name == "republish":
+            connector = SingleConnector(self.server.dsn("ql_admin", DB))
+            try:
+                PgDefinitionStore(connector).trigger_publish(TriggerPublishParams(
+                    project_id="soak", trigger_id=f"t{self.rng.randrange(self.config.triggers):03d}",
+                    expression=self.rng.choice(["* * * * * *", "*/2 * * * * *"])))
+            finally:
+                connector.close()
+        else:
+            return
+        self.faults[name] += 1
+
+    def restart_database(self) -> None:
+        self.server.crash()
+        time.sleep(1.0)
+        self.server.start()
+        self.faults["database_restart"] += 1
+
+    def watch_idle_transactions(self, stop: threading.Event) -> None:
+        limit_s = max(0.5, min(10.0, self.config.lease_ms / 2000)) + 1.0
+        while not stop.wait(1.0):
+            try:
+                with psycopg.connect(self.server.dsn("postgres", DB), connect_timeout=2) as conn:
+                    row = conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' "
+                        "AND application_name LIKE 'ql-control:%%' "
+                        "AND clock_timestamp() - state_change > make_interval(secs => %s)", [limit_s]
+                    ).fetchone()
+                    self.idle_violations += int(row[0]) if row else 0
+            except psycopg.Error:
+                continue  # the database may be restarting
+
+    def chaos(self, seconds: float) -> None:
+        names = [name for name, _ in ACTIONS]
+        weights = [weight for _, weight in ACTIONS]
+        deadline = time.monotonic() + seconds
+        restart_at = time.monotonic() + seconds * self.rng.uniform(0.3, 0.6)
+        restarted = False
+        while (now := time.monotonic()) < deadline - 2:
+            if not restarted and now >= restart_at:
+                self.restart_database()
+                restarted = True
+            else:
+                self.act(self.rng.choices(names, weights)[0])
+            time.sleep(min(self.rng.uniform(1, 4), max(0.0, deadline - 2 - time.monotonic())))
+
+    def heal(self) -> None:
+        if self.proxy is not None:
+            self.proxy.disarm()
+        if self.namespace is not None:
+            self.namespace.heal()
+        for replica in self.replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.send_signal(signal.SIGCONT)
+
+    def db_now(self) -> int:
+        with psycopg.connect(self.server.dsn("postgres", DB), connect_timeout=5) as conn:
+            row = conn.execute("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def close(self) -> None:
+        for replica in self.replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.kill()
+                replica.process.wait(10)
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.namespace is not None:
+            self.namespace.destroy()
+        self.server.cleanup()
+
+
+def run_soak(config: SoakConfig) -> SoakResult:
+    work = config.work_dir or Path(tempfile.mkdtemp(prefix="ql-soak-"))
+    soak = _Soak(config, work)
+    _log(f"seed {soak.seed}: {config.replicas} replicas, {config.triggers} triggers, "
+         f"{config.seconds:.0f} s, lease {config.lease_ms} ms, grace {config.grace_ms} ms, in {work}")
+    watcher_stop = threading.Event()
+    try:
+        soak.prepare()
+        for replica in soak.replicas:
+            soak.start_replica(replica)
+        start_ms = soak.db_now()
+        watcher = threading.Thread(target=soak.watch_idle_transactions, args=(watcher_stop,), daemon=True)
+        watcher.start()
+        soak.chaos(config.seconds)
+        _log(f"chaos done: {dict(soak.faults)}; draining for {config.drain_s:.0f} s")
+        soak.heal()
+        time.sleep(config.drain_s)
+        end_ms = soak.db_now()
+        codes = [replica.stop(timeout=30) for replica in soak.replicas]
+        watcher_stop.set()
+        traces = [r.owner for r in soak.replicas
+                  for path in work.glob(f"{r.owner}.*.log") if "Traceback" in path.read_text()]
+        ledger = [json.loads(line) for line in soak.ledger.read_text().splitlines() if line.strip()] \
+            if soak.ledger.exists() else []
+        report = run_audit(soak.server.dsn("ql_runtime", DB), SystemClock(),
+                           AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=2_000,
+                                       grace_ms=config.grace_ms, lease_ms=config.lease_ms), ledger)
+        return _judge(soak, report, codes, traces)
+    finally:
+        watcher_stop.set()
+        soak.close()
+
+
+def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]) -> SoakResult:
+    triggers = report.triggers
+    lags = [lag for t in triggers for lag in t.lags_ms]
+    bound_ms = soak.config.lease_ms + 10_000
+    ledger = report.ledger
+    invariants = {
+        "I1 exactly one Run per occurrence": sum(t.duplicates for t in triggers) == 0,
+        "I2 no Run from a fenced-out claim": sum(len(t.fenced_out) for t in triggers) == 0,
+        "I3 no lost occurrence": sum(len(t.gaps_unexplained) + len(t.spurious) for t in triggers) == 0,
+        "I4 cursors never move back": sum(t.cursor_regressions for t in triggers) == 0,
+        "I5 one Attempt and two events per Run": sum(len(t.bad_shape) for t in triggers) == 0,
+        "I6 acknowledged means durable": ledger is not None and ledger.violations == 0,
+        f"I7 lateness within {bound_ms} ms": bool(lags) and max(lags) <= bound_ms,
+        "I8 hygiene (clean exits, no tracebacks, no long idle transactions)":
+            codes == [0] * len(codes) and not traces and soak.idle_violations == 0,
+    }
+    figures = {
+        "occurrences_expected": sum(t.expected for t in triggers),
+        "runs_admitted": sum(t.admitted for t in triggers),
+        "gaps_explained": sum(t.gaps_misfire + t.gaps_superseded for t in triggers),
+        "acknowledged": ledger.acknowledged if ledger else 0,
+        "lag_p50_ms": percentile(lags, 50), "lag_p99_ms": percentile(lags, 99),
+        "lag_max_ms": max(lags, default=0),
+        "raced": sum(1 for r in soak.replicas for e in r.events() if e.get("event") == "raced"),
+        "in_doubt_resolved": sum(1 for r in soak.replicas for e in r.events() if e.get("in_doubt")),
+        "replica_exit_codes": codes, "idle_in_transaction_violations": soak.idle_violations,
+    }
+    return SoakResult(seed=soak.seed, faults=soak.faults, invariants=invariants, figures=figures,
+                      report=report, problems=traces)
+
+
+def print_result(result: SoakResult) -> None:
+    print(f"\nseed: {result.seed}")
+    print("faults injected:")
+    for name, count in sorted(result.faults.items()):
+        print(f"  {name:<18}{count:>6}")
+    print("invariants:")
+    for name, held in result.invariants.items():
+        print(f"  {'held  ' if held else 'BROKEN'}  {name}")
+    print("figures:")
+    for name, value in result.figures.items():
+        print(f"  {name:<32}{value}")
+    print("result:", "OK" if result.ok else "FAILED")
+
+
+def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicas", type=int, default=int(os.environ.get("QL_SOAK_REPLICAS", "4")))
+    parser.add_argument("--triggers", type=int, default=int(os.environ.get("QL_SOAK_TRIGGERS", "50")))
+    parser.add_argument("--minutes", type=float, default=float(os.environ.get("QL_SOAK_MINUTES", "10")))
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--no-partitions", action="store_true", help="skip the namespace replica")
+    args = parser.parse_args()
+    result = run_soak(SoakConfig(replicas=args.replicas, triggers=args.triggers,
+                                 seconds=args.minutes * 60, seed=args.seed,
+                                 partitions=not args.no_partitions))
+    print_result(result)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,22 @@
+"""The short soak (about a minute) that runs in `make test`; `make soak` runs the long one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from qinglong.testing.soak import SoakConfig, print_result, run_soak
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_short_chaos_soak_keeps_every_invariant(tmp_path: Path) -> None:
+    seconds = float(os.environ.get("QL_SHORT_SOAK_SECONDS", "60"))
+    result = run_soak(SoakConfig(replicas=3, triggers=20, seconds=seconds, work_dir=tmp_path))
+    print_result(result)
+    assert sum(result.faults.values()) >= seconds / 5  # chaos really happened
+    assert result.faults["database_restart"] == 1
+    assert result.figures["occurrences_expected"] >= 20 * (seconds - 10)
+    assert result.ok, (result.seed, [name for name, held in result.invariants.items() if not held])
