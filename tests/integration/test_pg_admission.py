@@ -325,3 +325,50 @@ def test_an_in_doubt_commit_that_landed_is_reported_as_admitted(cluster: Cluster
     result = commit(store, claim)
     assert result.outcome is CommitOutcome.ADMITTED and result.in_doubt
     assert cluster.count("runs") == 1
+
+
+def test_the_claim_runs_at_read_committed_and_the_admission_serializable(cluster: Cluster) -> None:
+    # Record the isolation level of the transactions that write a claim and a Run.
+    cluster.db.execute("CREATE TABLE qinglong.isolation_seen (what text, level text)")
+    cluster.db.execute("GRANT INSERT ON qinglong.isolation_seen TO ql_runtime")
+    cluster.db.execute(
+        "CREATE FUNCTION qinglong.note_isolation() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO qinglong.isolation_seen VALUES (TG_TABLE_NAME, current_setting('transaction_isolation')); "
+        "RETURN NEW; END $$")
+    for table in ("trigger_schedule_claims", "runs"):
+        cluster.db.execute(f"CREATE TRIGGER note AFTER INSERT ON {table} "
+                           "FOR EACH ROW EXECUTE FUNCTION qinglong.note_isolation()")
+    cluster.publish("t1")
+    cluster.make_due("t1")
+    store = cluster.store()
+    claim = claim_one(store)
+    assert claim is not None and commit(store, claim).outcome is CommitOutcome.ADMITTED
+    seen = {(r["what"], r["level"]) for r in cluster.db.execute("SELECT * FROM qinglong.isolation_seen")}
+    assert seen == {("trigger_schedule_claims", "read committed"), ("runs", "serializable")}
+
+
+@pytest.mark.parametrize("how", ["terminate", "idle-timeout"])
+def test_a_lost_connection_is_judged_by_its_state_not_the_error_class(cluster: Cluster, how: str) -> None:
+    import psycopg
+
+    from qinglong.storage.postgres.connection import connect
+    from qinglong.storage.postgres.errors import connection_gone, translate
+
+    conn = connect(cluster.db.url("ql_runtime"), application_name="victim")
+    try:
+        pid = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]  # type: ignore[index]
+        if how == "terminate":
+            cluster.db.execute("SELECT pg_terminate_backend(%s)", [pid])  # 57P01
+        else:
+            conn.execute("SET idle_in_transaction_session_timeout = '200ms'")
+            conn.execute("BEGIN")
+            conn.execute("SELECT 1")
+            time.sleep(0.6)  # 25P03 ends the session while it sits in the transaction
+        with pytest.raises(psycopg.Error) as raised:
+            conn.execute("SELECT 1")
+        # Different classes (AdminShutdown, IdleInTransactionSessionTimeout, OperationalError)
+        # depending on timing; the connection's state says it is gone either way.
+        assert connection_gone(conn, raised.value)
+        assert translate(raised.value, "probe", conn).code == "QL_CONNECTION_LOST"
+    finally:
+        conn.close()

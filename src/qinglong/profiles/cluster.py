@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,10 +152,16 @@ class AckLedger:
         os.close(self._fd)
 
 
-def _pause_for(ms: int) -> Callable[[], None] | None:
-    if ms <= 0:
+def _pause_for(ms: int, fraction: float = 1.0) -> Callable[[], None] | None:
+    if ms <= 0 or fraction <= 0:
         return None
-    return lambda: pause(ms / 1000)
+    chance = random.Random()  # noqa: S311 - fault-injection timing, not security
+
+    def hold() -> None:
+        if fraction >= 1 or chance.random() < fraction:
+            pause(ms / 1000)
+
+    return hold
 
 
 class ClusterControl:
@@ -164,7 +171,8 @@ class ClusterControl:
         self._observer = observer
         self._fence = AvailabilityFence(observer)
         self._metrics = Metrics()
-        self._before_commit = before_commit or _pause_for(settings.test_hold_in_tx_ms)
+        self._before_commit = before_commit or _pause_for(settings.test_hold_in_tx_ms,
+                                                          settings.test_hold_fraction)
         self._after_claim = _pause_for(settings.test_pause_after_claim_ms)
         self._ledger = AckLedger(settings.test_ack_ledger) if settings.test_ack_ledger else None
         self._activation: _Activation | None = None

@@ -36,9 +36,11 @@ class ControlSettings(BaseSettings):
     http: str = "127.0.0.1:8081"
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
     # Fault-injection knobs for tests and the soak (off by default; see docs/guarantees.md):
-    # hold every admission transaction open this long before COMMIT, pause this long after
-    # every claim, and append each acknowledged admission to this file.
+    # hold admission transactions open this long before COMMIT (all of them, or a random
+    # fraction), pause this long after every claim, and append each acknowledged admission
+    # to this file.
     test_hold_in_tx_ms: int = Field(default=0, ge=0, le=60_000)
+    test_hold_fraction: float = Field(default=1.0, ge=0.0, le=1.0)  # of admissions that hold
     test_pause_after_claim_ms: int = Field(default=0, ge=0, le=60_000)
     test_ack_ledger: str | None = None
 

@@ -5,8 +5,9 @@ and, when we may create network namespaces, another runs in a namespace (partiti
 chaos loop picks one action every 1-4 s from a seeded random generator (printed, so a
 failing run can be repeated): SIGKILL and restart a replica, SIGSTOP one for longer than the
 lease, terminate a backend, drop a COMMIT reply, partition, stall the link, republish a
-trigger; the database itself is crashed and restarted once. Every replica holds its
-admission transactions open for a random 0-200 ms so kills land inside transactions. Then
+trigger; the database itself is crashed and restarted once. Each replica generation
+holds a fifth of its admission transactions open for a random 0-200 ms so kills land
+inside transactions. Then
 the chaos stops, everything heals, the replicas drain and stop, and the audit judges
 invariants I1-I8 (docs/guarantees.md) over the whole window, against the ledger of
 acknowledged admissions as well as the database.
@@ -139,7 +140,8 @@ class _Soak:
     def start_replica(self, replica: Replica) -> None:
         hold = self.rng.randrange(0, 201)
         replica.extra = ("--interval-ms", "250", "--reactivate-ms", "200", "--test-ack-ledger",
-                         str(self.ledger), "--test-hold-in-tx-ms", str(hold))
+                         str(self.ledger), "--test-hold-in-tx-ms", str(hold),
+                         "--test-hold-fraction", "0.2")
         replica.start()
 
     # -- chaos --------------------------------------------------------------------------

@@ -90,6 +90,7 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
 @_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
 @click.option("--test-hold-in-tx-ms", type=click.INT, default=None, hidden=True)
+@click.option("--test-hold-fraction", type=click.FLOAT, default=None, hidden=True)
 @click.option("--test-pause-after-claim-ms", type=click.INT, default=None, hidden=True)
 @click.option("--test-ack-ledger", default=None, hidden=True)
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
