@@ -47,6 +47,7 @@ ACTIONS = (
     ("kill", 40), ("stop", 15), ("terminate", 15), ("drop_commit", 10),
     ("partition", 10), ("blackhole", 5), ("republish", 5),
 )
+REPUBLISH_ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York", "Australia/Adelaide")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,11 +185,20 @@ class _Soak:
             self.namespace.partition()
             self._later(self.rng.uniform(2, 6), self.namespace.heal)
         elif name == "republish":
+            # A per-second trigger gets a new revision that is still per second (another zone),
+            # so the soak keeps its occurrence count; every-5s changes its expression.
+            if self.rng.random() < 0.75:
+                params = TriggerPublishParams(
+                    project_id="soak", trigger_id=f"t{self.rng.randrange(self.config.triggers):03d}",
+                    expression="* * * * * *", timezone=self.rng.choice(REPUBLISH_ZONES))
+            else:
+                params = TriggerPublishParams(
+                    project_id="soak", trigger_id="every-5s",
+                    expression=self.rng.choice(["*/5 * * * * *", "*/3 * * * * *", "*/2 * * * * *"]),
+                    timezone="Asia/Shanghai")
             connector = SingleConnector(self.server.dsn("ql_admin", DB))
             try:
-                PgDefinitionStore(connector).trigger_publish(TriggerPublishParams(
-                    project_id="soak", trigger_id=f"t{self.rng.randrange(self.config.triggers):03d}",
-                    expression=self.rng.choice(["* * * * * *", "*/2 * * * * *"])))
+                PgDefinitionStore(connector).trigger_publish(params)
             finally:
                 connector.close()
         else:
@@ -221,7 +231,13 @@ class _Soak:
         deadline = time.monotonic() + seconds
         restart_at = time.monotonic() + seconds * self.rng.uniform(0.3, 0.6)
         restarted = False
+        every = max(10.0, min(60.0, seconds / 10))
+        report_at = time.monotonic() + every
         while (now := time.monotonic()) < deadline - 2:
+            if now >= report_at:
+                report_at += every
+                _log(f"chaos {seconds - (deadline - now):.0f}/{seconds:.0f} s: "
+                     f"{sum(self.faults.values())} faults so far")
             if not restarted and now >= restart_at:
                 self.restart_database()
                 restarted = True
