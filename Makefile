@@ -36,8 +36,8 @@ test: $(STAMP) ## Run the whole test suite (lint and types included)
 test-unit: $(STAMP) ## Only the fast unit tests
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-soak: $(STAMP) ## The long chaos soak: 4 replicas, 50 triggers, 10 minutes, then ql audit (root)
-	$(BIN)/python scripts/soak.py
+soak: $(STAMP) ## The long chaos soak: 4 replicas, 50 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
+	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 lint: $(STAMP) ## ruff and mypy --strict on src/
 	$(BIN)/ruff check .

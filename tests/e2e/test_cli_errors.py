@@ -239,7 +239,8 @@ def bad(case_id: str, *argv: str, needles: Sequence[str], reason: str | None = N
 
 
 def publish_task(*extra: str) -> tuple[str, ...]:
-    return ("task", "publish", "--project", "demo", "--task", "fresh", *extra, *DB)
+    # the database option goes first: words after --argv's program belong to the program
+    return ("task", "publish", "--project", "demo", "--task", "fresh", *DB, *extra)
 
 
 def publish_trigger(*extra: str, task: str = "hello") -> tuple[str, ...]:
@@ -384,6 +385,10 @@ TASK_CASES = [
         needles=["command.file", "absolute"]),
     bad("argv-dot-path", *publish_task("--argv", "./run.sh"), needles=["command.file"]),
     bad("argv-nothing-after", *publish_task("--argv"), needles=["argv"]),
+    bad("argv-option-after-program", *publish_task("--argv", "/bin/echo", "hi", "--timeout", "5s"),
+        needles=["'--timeout'", "before the program", "--"]),
+    bad("argv-option-with-value-after-program", *publish_task("--argv", "/bin/echo", "--name=x"),
+        needles=["'--name=x'"]),
     bad("bash-with-argv", *publish_task("--bash", "--argv", "/bin/echo"), needles=["bash"]),
     bad("bash-without-shell", *publish_task("--bash"), needles=["--shell"]),
     bad("shell-blank", *publish_task("--shell", "   "), needles=["command"]),

@@ -106,6 +106,13 @@ def test_three_replicas_fifty_triggers_kill_and_restart_exactly_once(
     assert totals["expected"] >= TRIGGERS * (SECONDS - 8)
     assert totals["admitted"] == totals["expected"]
     assert all(n > 0 for n in by_owner.values())
+    # `ql audit` agrees (its own cron expansion, plus the claim log and fences).
+    audited = subprocess.run([sys.executable, "-m", "qinglong", "audit", "--database-url", runtime,
+                              "--from", str(start_ms), "--to", str(end_ms), "--settle", "0s",
+                              "--lease", "5s", "--json"],
+                             capture_output=True, text=True, check=False, timeout=120)
+    assert audited.returncode == 0, audited.stdout[-2000:] + audited.stderr
+    assert json.loads(audited.stdout)["totals"]["admitted"] == totals["admitted"]
     listed = subprocess.run([sys.executable, "-m", "qinglong", "run", "list", "--database-url", runtime,
                              "--trigger", "t00", "--json", "--limit", "10000"],
                             capture_output=True, text=True, check=True, timeout=60)

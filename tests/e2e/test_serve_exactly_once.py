@@ -94,7 +94,9 @@ def test_kill_minus_nine_then_restart_follows_each_misfire_policy(ql: tuple[Ql, 
     assert second.wait(timeout=30) == 0
     assert "Traceback" not in path.with_suffix(".out2").read_text()
 
-    misfires = {r["trigger_id"]: r for r in db_rows(path, "SELECT * FROM trigger_schedule_misfires")}
+    rows = db_rows(path, "SELECT * FROM trigger_schedule_misfires")
+    assert sorted(r["trigger_id"] for r in rows) == ["t-fire", "t-long", "t-skip"]  # one decision each
+    misfires = {r["trigger_id"]: r for r in rows}
     for trigger in ("t-skip", "t-fire"):
         scheduled = [r["scheduled_for_ms"] for r in runs_of(path, trigger)]
         assert len(scheduled) == len(set(scheduled)), "an occurrence was admitted twice"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -17,7 +18,7 @@ from qinglong.clock import SystemClock
 from qinglong.domain.model import RunDetail
 from qinglong.domain.task import ArgvCommand, CommandSpec, EnvEntry, ShellCommand
 from qinglong.execution.local import LocalExecutor, RunFinished
-from qinglong.execution.processes import make_handle, process_start_ticks
+from qinglong.execution.processes import make_handle, process_start_ticks, settle_orphan
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.storage.ports import (
     AttemptStartedParams,
@@ -243,6 +244,28 @@ def test_restart_reconciles_interrupted_attempts_visibly(
         assert make_executor().recover() == []  # nothing left to reconcile
     finally:
         orphan.kill()
+
+
+def test_children_left_by_a_group_leader_that_exited_are_killed_on_restart() -> None:
+    # The attempt's shell started a background job and exited; the job still runs in the
+    # shell's process group, and must not outlive an executor restart.
+    leader = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & echo $!"], start_new_session=True,
+                              stdout=subprocess.PIPE, text=True)
+    handle = make_handle(leader.pid)
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    leader.wait(timeout=5)
+    leader.stdout.close()
+    try:
+        assert pid_alive(child) and process_start_ticks(leader.pid) is None
+        assert settle_orphan(handle) == "killed"
+        deadline = time.monotonic() + 5
+        while pid_alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(child)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_a_corrupt_execution_plan_is_never_run(sqlite_stores: SqliteStores, clock: FakeClock, make_executor) -> None:

@@ -468,3 +468,37 @@ def test_without_root_the_error_says_why(monkeypatch: pytest.MonkeyPatch) -> Non
     finally:
         monkeypatch.undo()
         netns.tools.cache_clear()
+
+
+# -- leftovers -----------------------------------------------------------------------------
+
+
+OWNER = """
+import os, time
+from qinglong.testing.postgres import EmbeddedPostgres
+server = EmbeddedPostgres(fsync=False).start()
+print(server.port, server.base_dir, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_server_whose_owner_is_killed_is_stopped_and_removed() -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        port_text, base = owner.stdout.readline().split()
+        port = int(port_text)
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        owner.kill()  # SIGKILL: no finally block, no atexit in the owner
+        owner.wait(WAIT)
+        if owner.stdout is not None:
+            owner.stdout.close()
+    deadline = time.monotonic() + WAIT
+    while (Path(base).exists() or _processes_mentioning(base)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_mentioning(base), "the server outlived its owner"
+    assert not Path(base).exists(), "the owner's server directory was left behind"
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", connect_timeout=2)

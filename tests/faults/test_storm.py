@@ -1,8 +1,9 @@
 """F10: a serialization and deadlock storm. Three replicas with batched claims admit 30
 per-second triggers while an admin process republishes, disables and re-enables random
-triggers twenty times a second. Every republish fences the claims in flight; the audit must
-still find every occurrence of every revision exactly once (or explained by the revision
-ending before it was due)."""
+triggers twenty times a second. Every republish fences the claims in flight, and some
+admissions fail serialization and are retried (counted in /metrics); the audit must still
+find every occurrence of every revision exactly once (or explained by the revision ending
+before it was due)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def test_f10_republish_storm_under_three_replicas(bed: FaultBed) -> None:
     for i in range(TRIGGERS):
         bed.publish(f"t{i:02d}")
     start = bed.now()
-    replicas = [bed.replica(name, "--batch", "8").start() for name in ("a", "b", "c")]
+    # Admissions held open 30 ms before COMMIT overlap the republishes more often.
+    replicas = [bed.replica(name, "--batch", "8", "--test-hold-in-tx-ms", "30").start()
+                for name in ("a", "b", "c")]
     for replica in replicas:
         replica.wait_ready()
     rng = random.Random(20261130)
@@ -59,8 +62,15 @@ def test_f10_republish_storm_under_three_replicas(bed: FaultBed) -> None:
     stop.set()
     stormer.join(10)
     time.sleep(LEASE_MS / 1000 + 2)
+    retried: dict[str, float] = {}
+    for replica in replicas:
+        for labels, value in replica.metric("ql_admission_retries_total").items():
+            retried[labels] = retried.get(labels, 0) + value
     assert bed.stop_all() == [0, 0, 0]
     assert changes["republish"] + changes["disable"] + changes["enable"] >= 60, changes
     bed.assert_exactly_once(start)
     raced = sum(1 for r in replicas for e in r.events() if e.get("event") == "raced")
     assert raced > 0, "the storm should have fenced some claims in flight"
+    # and made admissions fail serialization (40001) or deadlock (40P01) and be retried
+    assert sum(v for k, v in retried.items() if "40001" in k or "40P01" in k) > 0, retried
+    print(f"storm: {changes}, {raced} raced, retried {retried}")

@@ -62,6 +62,7 @@ def first_run(cluster: Cluster, trigger: str = "t1") -> dict[str, object]:
 
 
 def test_a_clean_cluster_run_audits_clean(audited: Cluster) -> None:
+    run_replicas(audited, 2.5)  # 6 s in all: at least 3 occurrences past the 2 s settle
     report = check(audited)
     assert report.ok, report
     t1 = next(t for t in report.triggers if t.trigger_id == "t1")
@@ -158,6 +159,48 @@ def test_misfires_and_republished_triggers_explain_their_gaps(cluster: Cluster) 
     moved = next(t for t in report.triggers if t.trigger_id == "moved")
     assert not moved.gaps_unexplained and not moved.spurious
     assert report.ok, [t for t in report.triggers if t.violations]
+
+
+def test_a_run_committed_after_its_claim_expired_is_fenced_out(audited: Cluster) -> None:
+    run = first_run(audited)
+    payload = audited.db.execute(
+        "SELECT payload FROM run_events WHERE run_id = %s AND sequence = 1", [run["id"]])[0]["payload"]
+    # The claim's lease ended before the Run's commit time: a commit the fence should have refused.
+    audited.db.execute(
+        "UPDATE trigger_schedule_claims SET expires_at_ms = %s WHERE trigger_id = 't1' AND claim_version = %s",
+        [run["created_at_ms"], payload["claim_version"]])  # type: ignore[index]
+    t1 = next(t for t in check(audited).triggers if t.trigger_id == "t1")
+    assert t1.fenced_out == [run["id"]]
+
+
+@pytest.fixture
+def misfired(cluster: Cluster) -> Cluster:
+    cluster.publish("late", misfire="skip")
+    cluster.db.execute("UPDATE trigger_revisions SET created_at_ms = created_at_ms - 120000 "
+                       "WHERE trigger_id = 'late'")
+    run_replicas(cluster, 2)
+    assert cluster.db.execute("SELECT count(*) AS n FROM trigger_schedule_misfires")[0]["n"] >= 1
+    return cluster
+
+
+def misfire_violations(cluster: Cluster) -> list[str]:
+    late = next(t for t in check(cluster).triggers if t.trigger_id == "late")
+    return late.misfire_violations
+
+
+def test_a_recorded_misfire_audits_clean(misfired: Cluster) -> None:
+    assert misfire_violations(misfired) == []
+
+
+def test_a_misfire_recorded_under_another_policy_is_a_violation(misfired: Cluster) -> None:
+    misfired.db.execute("UPDATE trigger_schedule_misfires SET policy = 'fire_once'")
+    assert any(v.startswith("misfire-policy-fire_once-not-skip@") for v in misfire_violations(misfired))
+
+
+def test_a_misfire_that_dropped_occurrences_still_within_grace_is_a_violation(misfired: Cluster) -> None:
+    # decided 5 s before the last dropped occurrence was out of grace
+    misfired.db.execute(f"UPDATE trigger_schedule_misfires SET decided_at_ms = skipped_through_ms + {GRACE} - 5000")
+    assert any(v.startswith("misfire-dropped-within-grace@") for v in misfire_violations(misfired))
 
 
 def test_the_ledger_catches_double_and_missing_deliveries(audited: Cluster, tmp_path: Path) -> None:

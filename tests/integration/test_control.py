@@ -269,3 +269,37 @@ def test_session_timeouts_must_end_a_frozen_transaction_before_its_lease(
     if cluster.db.server.version_num < 170000:  # no transaction_timeout before PostgreSQL 17
         expected = [f for f in expected if not f.startswith("transaction")]
     assert findings == expected
+
+
+def test_sigterm_is_answered_promptly_while_the_database_is_away(tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from qinglong.testing.postgres import free_port
+
+    nobody = free_port(56000)  # nothing listens there: every connection attempt is refused
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "qinglong", "control", "--owner-id", "away",
+         "--database-url", f"postgresql://ql_runtime@127.0.0.1:{nobody}/ql", "--http", "127.0.0.1:0",
+         "--lease-ms", "3000", "--grace-ms", "30000", "--reactivate-ms", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(3)  # activation is now waiting for the database, again and again
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        out, err = process.communicate(timeout=WAIT)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert took < 3.0, f"SIGTERM took {took:.1f} s"
+    assert "Traceback" not in err and "error connecting in" not in err, err  # no pool noise
+    # said at once, with libpq's reason, and once only although activation kept retrying
+    assert err.count("QL_CONNECTION_LOST") == 1 and "Connection refused" in err, err
+    assert "unavailable: cannot connect to PostgreSQL" in out, out

@@ -249,6 +249,19 @@ def test_drift_is_refused_and_never_repaired(pg_db: PgTestDatabase, tamper: str,
     assert {role: finding in found for role, found in audits.items()} == dict.fromkeys(EVERYONE, True), audits
 
 
+def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: PgTestDatabase) -> None:
+    # As a database migrated by an older qinglong looks: the newest migration (and the
+    # capability row it writes) not there yet.
+    pg_db.execute("UPDATE schema_capabilities SET contract_version = 1, migration_id = '0001_core', "
+                  "capabilities = '[\"definitions\", \"run_core\", \"cluster_scheduler_admission\"]'")
+    pg_db.execute("DELETE FROM schema_migrations WHERE migration_id = '0002_role_grants'")
+    audits = audit_everyone(pg_db)
+    assert all("missing-migration:0002_role_grants" in found for found in audits.values()), audits
+    with open_as(pg_db, MIGRATION) as conn:
+        migrate(conn)  # a pending migration is applied (it is not drift)
+    assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
+
+
 # --- 4. a clean database is ready for every role -------------------------------------------
 
 
@@ -452,6 +465,45 @@ def test_no_application_role_deletes_or_truncates_runs(pg_db: PgTestDatabase) ->
         with open_as(pg_db, role) as conn:
             assert "table runs" in denied(conn, "DELETE FROM qinglong.runs")
             assert "table runs" in denied(conn, "TRUNCATE qinglong.runs")
+
+
+def test_provisioning_gives_each_role_timeouts_below_a_lease(pg_db: PgTestDatabase) -> None:
+    # A plain session (no qinglong session settings) gets the role's database defaults, so a
+    # frozen client is ended by the server even if it never set its own timeouts.
+    expected = {
+        RUNTIME: {"idle_in_transaction_session_timeout": "10s", "statement_timeout": "15s"},
+        ADMIN: {"idle_in_transaction_session_timeout": "30s", "statement_timeout": "30s"},
+        WORKER_INGRESS: {"idle_in_transaction_session_timeout": "10s"},
+    }
+    if pg_db.server.version_num >= 170000:
+        expected[RUNTIME]["transaction_timeout"] = "20s"
+    for role, values in expected.items():
+        with psycopg.connect(pg_db.url(role)) as conn:
+            for name, value in values.items():
+                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+                assert row == (value,), (role, name, row)
+
+
+def test_a_role_password_is_sent_hashed_never_in_plain_text(
+    pg_db: PgTestDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "correct horse battery staple"
+    monkeypatch.setenv("QL_RUNTIME_PASSWORD", secret)
+    sent: list[str] = []
+    with rolled_back(pg_db) as conn:
+        execute = conn.execute
+
+        def recording(query: Any, params: Any = None, **kw: Any) -> Any:
+            sent.append(query.as_string(conn) if isinstance(query, sql.Composable) else str(query))
+            return execute(query, params, **kw)
+
+        monkeypatch.setattr(conn, "execute", recording)
+        provision_roles(conn)
+        monkeypatch.setattr(conn, "execute", execute)
+        stored = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [RUNTIME]).fetchone()
+    assert stored is not None and stored["rolpassword"].startswith("SCRAM-SHA-256$")
+    assert any("PASSWORD 'SCRAM-SHA-256$" in statement for statement in sent)
+    assert not any(secret in statement for statement in sent)
 
 
 def test_public_has_nothing(pg_db: PgTestDatabase) -> None:

@@ -98,12 +98,17 @@ class _Trigger:
             else:
                 report.gaps_unexplained.append(occurrence)
         for misfire in misfires:
-            self._check_misfire(misfire, counts)
+            self._check_misfire(misfire, revision.misfire_policy, counts)
 
-    def _check_misfire(self, misfire: MisfireRecord, counts: Counter[int]) -> None:
+    def _check_misfire(self, misfire: MisfireRecord, policy: str, counts: Counter[int]) -> None:
         where = f"{misfire.due_at_ms}"
         if misfire.decided_at_ms - misfire.due_at_ms <= self.params.grace_ms:
             self.report.misfire_violations.append(f"misfire-not-late@{where}")
+        if misfire.policy != policy:
+            self.report.misfire_violations.append(f"misfire-policy-{misfire.policy}-not-{policy}@{where}")
+        if not misfire.due_at_ms <= misfire.skipped_through_ms < misfire.decided_at_ms - self.params.grace_ms:
+            # it dropped an occurrence that was still within grace when it decided
+            self.report.misfire_violations.append(f"misfire-dropped-within-grace@{where}")
         inside = sum(n for t, n in counts.items() if misfire.due_at_ms <= t <= misfire.skipped_through_ms)
         expected_runs = 1 if misfire.policy == "fire_once" else 0
         if inside != expected_runs or (expected_runs and counts.get(misfire.due_at_ms, 0) != 1):
@@ -127,6 +132,9 @@ def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[Cla
             continue
         if claim.cursor_ms not in (None, run.scheduled_for_ms):
             report.fenced_out.append(run.id)  # the claim covered another occurrence
+            continue
+        if not claim.acquired_at_ms <= run.created_at_ms < claim.expires_at_ms:
+            report.fenced_out.append(run.id)  # committed outside the claim's lease
             continue
         # A newer claim granted before this Run's commit means the row had been taken over.
         later = acquired[bisect.bisect_right(acquired, (claim.version, 2**63)):]

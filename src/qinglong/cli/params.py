@@ -64,18 +64,29 @@ def check_cli_url(value: str | None) -> None:
             raise click.BadParameter(exc.rule, param_hint="'--database-url'") from None
 
 
-def database_url_option(func: F) -> F:
-    return click.option(
-        "--database-url",
-        callback=_no_password_on_command_line,
-        envvar="QL_DATABASE_URL",
-        default=DEFAULT_DATABASE_URL,
-        show_default=True,
-        metavar="URL",
-        help="sqlite:///path.db or postgresql://user@host:port/db (env QL_DATABASE_URL). "
-        "Passwords come from PGPASSWORD, ~/.pgpass or QL_DATABASE_PASSWORD_FILE, "
-        "never from the command line.",
-    )(func)
+_URL_HELP = ("sqlite:///path.db or postgresql://user@host:port/db (env QL_DATABASE_URL). "
+             "Passwords come from PGPASSWORD, ~/.pgpass or QL_DATABASE_PASSWORD_FILE, "
+             "never from the command line.")
+_SQLITE_URL_HELP = ("sqlite:///path.db (env QL_DATABASE_URL); for PostgreSQL run `ql control`.")
+
+
+def _url_option(help_text: str) -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        return click.option(
+            "--database-url",
+            callback=_no_password_on_command_line,
+            envvar="QL_DATABASE_URL",
+            default=DEFAULT_DATABASE_URL,
+            show_default=True,
+            metavar="URL",
+            help=help_text,
+        )(func)
+
+    return decorate
+
+
+database_url_option = _url_option(_URL_HELP)
+sqlite_url_option = _url_option(_SQLITE_URL_HELP)  # commands that only run on SQLite
 
 
 def json_option(func: F) -> F:

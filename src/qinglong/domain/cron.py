@@ -81,10 +81,43 @@ def normalize_expression(expression: str) -> str:
     try:
         CronSim(normalized, datetime(2000, 1, 1))
     except CronSimError as exc:
-        raise InvalidSchedule("cron", f"{exc} in {normalized!r}") from exc
+        raise InvalidSchedule("cron", _explain(normalized, str(exc))) from exc
     except (ValueError, IndexError) as exc:
         raise InvalidSchedule("cron", f"cannot be parsed: {normalized!r}") from exc
     return normalized
+
+
+_FIELD_NAMES = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
+_FIELD_RULES = {
+    "second": "0-59", "minute": "0-59", "hour": "0-23",
+    "day-of-month": "1-31, L or LW", "month": "1-12 or JAN-DEC",
+    "day-of-week": "0-7 or SUN-SAT, with n#k (k 1-5) or nL",
+}
+
+
+def _explain(normalized: str, error: str) -> str:
+    """Name the field, what it may hold, and a day that no month given can have."""
+    fields = normalized.split()
+    names = _FIELD_NAMES if len(fields) == 6 else _FIELD_NAMES[1:]
+    name = error.removeprefix("Bad ").strip()
+    if name not in names:
+        return f"{error} in {normalized!r}"
+    field = fields[names.index(name)]
+    if name == "day-of-month":
+        with_any_month = fields.copy()
+        with_any_month[names.index("month")] = "*"
+        try:
+            CronSim(" ".join(with_any_month), datetime(2000, 1, 1))
+        except CronSimError:
+            pass
+        else:
+            month = fields[names.index("month")]
+            return (f"day-of-month {field!r} never occurs in month {month!r}: "
+                    f"{normalized!r} could never fire")
+    step = "; a step must be at least 1" if "/" in field else ""
+    ranges = "; a range must go upwards" if "-" in field else ""
+    return (f"the {name} field {field!r} is not valid in {normalized!r}: "
+            f"use {_FIELD_RULES[name]}, lists, ranges and steps{step}{ranges}")
 
 
 _EQUAL_RANGE_STEP = re.compile(r"^([0-9A-Z]+)-\1/\d+$")

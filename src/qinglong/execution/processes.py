@@ -51,6 +51,10 @@ def settle_orphan(handle: str | None) -> str:
         return "unknown"
     pid, ticks = int(match.group(1)), int(match.group(2))
     current = process_start_ticks(pid)
-    if current is None or current != ticks:
-        return "gone"
+    if current is None:
+        # The leader has exited, but its children may still run in its group. Linux never
+        # hands out a pid that is still some group's id, so this group can only be ours.
+        return "killed" if kill_group(pid, signal.SIGKILL) else "gone"
+    if current != ticks:
+        return "gone"  # the pid (and so its group id) now belongs to someone else
     return "killed" if kill_group(pid, signal.SIGKILL) else "gone"

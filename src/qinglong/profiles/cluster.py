@@ -112,6 +112,9 @@ class Metrics:
         self.raced = Counter("ql_raced_total", "Commits that lost a race", ["reason"],
                              registry=self.registry)
         self.cycles = Counter("ql_cycles_total", "Scheduler cycles", registry=self.registry)
+        self.retries = Counter("ql_admission_retries_total",
+                               "Admission attempts retried before COMMIT (serialization, deadlock, lock timeout)",
+                               ["sqlstate"], registry=self.registry)
         self.errors = Counter("ql_errors_total", "Scheduler errors", ["code"], registry=self.registry)
         self.activations = Counter("ql_activations_total", "Successful activations",
                                    registry=self.registry)
@@ -209,8 +212,9 @@ class ClusterControl:
 
     # -- activation -------------------------------------------------------------------
 
-    def activate(self) -> None:
-        """Pool -> readiness -> recovery -> lifecycle; raises when the replica cannot start."""
+    def activate(self, stop: threading.Event | None = None) -> None:
+        """Pool -> readiness -> recovery -> lifecycle; raises when the replica cannot start
+        (or ``stop`` is set while it waits for the database)."""
         s = self._settings
         target = choose_primary(s.database_url, application_name=f"ql-control:{s.owner_id}"[:63])
         connector = PoolConnector(
@@ -226,7 +230,7 @@ class ClusterControl:
             on_lost=lambda: self._trip("database connection lost"),
         )
         try:
-            connector.open()
+            connector.open(cancelled=None if stop is None else stop.is_set)
             with connector.connection() as conn:
                 findings = audit(conn) + session_findings(conn, s.lease_ms)
                 if findings:
@@ -239,7 +243,8 @@ class ClusterControl:
                                    + (" and more" if page.has_more or len(page.candidates) > 4 else ""))
             store = PgScheduleStore(connector, actor_id=s.owner_id,
                                     commit_deadline_s=s.commit_deadline_ms / 1000,
-                                    before_commit=self._before_commit)
+                                    before_commit=self._before_commit,
+                                    on_retry=lambda state: self._metrics.retries.labels(state).inc())
             coordinator = ClusterCoordinator(
                 store, owner=s.owner_id, lease_ms=s.lease_ms, budget=s.budget, batch=s.batch,
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
@@ -288,8 +293,10 @@ class ClusterControl:
         last_failure = None
         while not stop.is_set():
             try:
-                self.activate()
+                self.activate(stop)
             except QinglongError as exc:
+                if stop.is_set():
+                    break
                 self._fence.not_ready(exc.message)
                 if exc.message != last_failure:  # report a persistent failure once
                     self._diagnostic(diagnostic_from("control", exc))

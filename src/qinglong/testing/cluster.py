@@ -66,6 +66,17 @@ class Replica:
         except OSError:
             return 0
 
+    def metric(self, name: str) -> dict[str, float]:
+        """One counter or gauge from /metrics: {label text: value} (label text '' if none)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        found: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith((name + "{", name + " ")):
+                key, _, value = line.rpartition(" ")
+                found[key[len(name):].strip("{}")] = float(value)
+        return found
+
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import ipaddress
+import json
 import os
 import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -31,6 +33,16 @@ import psycopg
 
 SERVER_USER = "qinglong-pg"
 FIRST_PORT = 55433
+
+# A watchdog started with the server: it blocks on a pipe only its owner holds open, so when
+# the owner ends in any way (even SIGKILL) it stops the server and removes an owned directory.
+_REAPER = (
+    "import json, shutil, subprocess, sys\n"
+    "sys.stdin.buffer.read()\n"
+    "stop, base = json.loads(sys.argv[1])\n"
+    "subprocess.run(stop, capture_output=True, timeout=60)\n"
+    "if base: shutil.rmtree(base, ignore_errors=True)\n"
+)
 
 
 def postgres_bin_dir() -> Path:
@@ -91,6 +103,7 @@ class EmbeddedPostgres:
     data_dir: Path = field(init=False)
     _owned_base: bool = field(init=False, default=False)
     _user: pwd.struct_passwd | None = field(init=False, default=None)
+    _reaper: subprocess.Popen[bytes] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if self.base_dir is None:
@@ -114,10 +127,25 @@ class EmbeddedPostgres:
     def run_tool(self, *args: str, check: bool = True,
                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run one of the wheel's programs (``pg_ctl``, ``pg_basebackup``...) as the server user."""
+        return subprocess.run(self._command(*args), check=check, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def _command(self, *args: str) -> list[str]:
         command = [str(self._bin / args[0]), *args[1:]]
         if self._user is not None:
             command = ["runuser", "-u", SERVER_USER, "--", *command]
-        return subprocess.run(command, check=check, capture_output=True, text=True, timeout=timeout)
+        return command
+
+    def _start_reaper(self) -> None:
+        if self._reaper is not None:
+            return
+        stop = self._command("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+        base = str(self.base_dir) if self._owned_base else ""
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-c", _REAPER, json.dumps([stop, base])],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C to our process group must not reach it first
+        )
 
     def initdb(self) -> None:
         self._prepare_data_dir()
@@ -162,6 +190,7 @@ class EmbeddedPostgres:
             done = self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir / "server.log"),
                              "-o", f"-p {self.port}", "-w", "-t", "60", "start", check=False)
             if done.returncode == 0:
+                self._start_reaper()
                 return self
             if not self._port_taken():
                 break
@@ -192,6 +221,12 @@ class EmbeddedPostgres:
         self.start()
 
     def cleanup(self) -> None:
+        if self._reaper is not None:
+            self._reaper.kill()
+            self._reaper.wait()
+            if self._reaper.stdin is not None:
+                self._reaper.stdin.close()
+            self._reaper = None
         self.stop("immediate")
         if self._owned_base and self.base_dir is not None:
             shutil.rmtree(self.base_dir, ignore_errors=True)

@@ -313,13 +313,15 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
     invariants = {
         "I1 exactly one Run per occurrence": sum(t.duplicates for t in triggers) == 0,
         "I2 no Run from a fenced-out claim": sum(len(t.fenced_out) for t in triggers) == 0,
-        "I3 no lost occurrence": sum(len(t.gaps_unexplained) + len(t.spurious) for t in triggers) == 0,
+        "I3 no lost occurrence (and every misfire decision right)": sum(
+            len(t.gaps_unexplained) + len(t.spurious) + len(t.misfire_violations) for t in triggers) == 0,
         "I4 cursors never move back": sum(t.cursor_regressions for t in triggers) == 0,
         "I5 one Attempt and two events per Run": sum(len(t.bad_shape) for t in triggers) == 0,
         "I6 acknowledged means durable": ledger is not None and ledger.violations == 0,
         f"I7 lateness within {bound_ms} ms": bool(lags) and max(lags) <= bound_ms,
         "I8 hygiene (clean exits, no tracebacks, no long idle transactions)":
             codes == [0] * len(codes) and not traces and soak.idle_violations == 0,
+        "ql audit clean (exit 0)": report.ok,
     }
     figures = {
         "occurrences_expected": sum(t.expected for t in triggers),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 from collections.abc import Callable
@@ -61,6 +62,10 @@ class ControlConsole:
     def state(self, state: StrEnum, reason: str) -> None:
         self._emit({"event": "state", "state": state.value, "reason": reason}, f"{state.value}: {reason}")
 
+    def warning(self, code: str, message: str) -> None:
+        self._emit({"event": "warning", "code": code, "message": message},
+                   f"warning {code}: {message}", err=True)
+
     def diagnostic(self, diagnostic: Diagnostic) -> None:
         self._emit({"event": "error", "source": diagnostic.source, "code": diagnostic.code,
                     "message": diagnostic.message},
@@ -111,13 +116,15 @@ def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
 
     check_cli_url(flags.get("database_url"))
     settings = load_control_settings(flags)
+    # The pool's own connection-attempt warnings are multi-line noise: failures reach the
+    # operator as our diagnostics (and /readyz, /status) instead.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     console = ControlConsole(owner=settings.owner_id, json_events=json_events,
                              log_admissions=log_admissions)
     if settings.lease_ms >= settings.grace_ms:
-        console.diagnostic(Diagnostic(
-            source="control", code="QL_CONFIG_WARNING",
-            message=f"lease {settings.lease_ms} ms >= grace {settings.grace_ms} ms: occurrences held "
-                    "by a replica that dies may misfire before another replica takes them over"))
+        console.warning("QL_CONFIG_WARNING",
+                        f"lease {settings.lease_ms} ms >= grace {settings.grace_ms} ms: occurrences "
+                        "held by a replica that dies may misfire before another replica takes them over")
     app = ClusterControl(settings, console)
     stop = threading.Event()
     seen: list[int] = []

@@ -13,7 +13,7 @@ import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
-from qinglong.cli.params import DURATION, database_url_option
+from qinglong.cli.params import DURATION, sqlite_url_option
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidInput
@@ -105,7 +105,7 @@ class ConsoleObserver:
 
 
 @click.command()
-@database_url_option
+@sqlite_url_option
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="standalone", show_default=True,
               help="standalone: 16 decisions per 1 s cycle; edge: 4 per 5 s.")
 @click.option("--grace", type=DURATION, default="30s", show_default=True,

@@ -37,6 +37,27 @@ def task_json(revision: TaskRevision) -> dict[str, object]:
     }
 
 
+class _PublishCommand(click.Command):
+    """Remembers whether ``--`` separated the program's words from ql's options."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["ql.double_dash"] = "--" in args
+        return super().parse_args(ctx, args)
+
+
+def _misplaced_option(words: tuple[str, ...]) -> str | None:
+    """A word after the program that is one of this command's own options (forgotten order)."""
+    ctx = click.get_current_context()
+    if ctx.meta.get("ql.double_dash"):
+        return None
+    options = {opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts)
+               if opt.startswith("-")}
+    for word in words[1:]:
+        if word.split("=", 1)[0] in options:
+            return word
+    return None
+
+
 def _command(shell: str | None, bash: bool, argv: bool, words: tuple[str, ...]) -> ArgvCommand | ShellCommand:
     if argv and shell is not None:
         raise InvalidInput("command", "give either --shell or --argv, not both")
@@ -50,17 +71,23 @@ def _command(shell: str | None, bash: bool, argv: bool, words: tuple[str, ...]) 
         raise InvalidInput("bash", "--bash only applies to --shell")
     if not words:
         raise InvalidInput("argv", "needs an absolute program path, e.g. --argv /bin/echo hi")
+    misplaced = _misplaced_option(words)
+    if misplaced is not None:
+        raise InvalidInput("argv", f"{misplaced!r} after the program is an option of this command: "
+                                   "put options before the program, or write -- before the program "
+                                   "to pass it to the program as an argument")
     return ArgvCommand(file=words[0], args=tuple(words[1:]))
 
 
-@task.command(context_settings={"allow_interspersed_args": False})
+@task.command(cls=_PublishCommand, context_settings={"allow_interspersed_args": False})
 @project_option
 @click.option("--task", "task_id", required=True, metavar="TASK", help="Task id.")
 @click.option("--shell", metavar="COMMAND", help="Run COMMAND with /bin/sh -c (or --bash).")
 @click.option("--bash", is_flag=True, help="Use /bin/bash instead of /bin/sh for --shell.")
 @click.option(
     "--argv", "argv", is_flag=True,
-    help="Run the words after the options directly: --argv /bin/echo hi (options go first).",
+    help="Run the words after the options directly: --argv /bin/echo hi (options go first; "
+         "write -- before the program to pass words that look like ql options).",
 )
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Environment entry (repeatable).")
 @click.option("--cwd", metavar="DIR", help="Absolute working directory (default: where ql serve runs).")

@@ -22,11 +22,13 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from qinglong.clock import pause
 from qinglong.errors import ConnectionLost, InvalidInput, StorageError
 from qinglong.storage.postgres.errors import connection_gone, translate
 from qinglong.storage.sqlfile import load_queries
 
 QUERIES = load_queries("qinglong.storage.postgres")
+OPEN_POLL_S = 0.1  # how often PoolConnector.open looks at the pool and the stop request
 PgConnection = psycopg.Connection[dict[str, Any]]
 
 _NOTICES: weakref.WeakKeyDictionary[PgConnection, list[tuple[str, str]]] = (
@@ -103,6 +105,8 @@ def prepare_session(conn: PgConnection, settings: SessionSettings | None) -> Non
         "SELECT set_config('statement_timeout', %(st)s, false), "
         "set_config('lock_timeout', %(lt)s, false), "
         "set_config('plan_cache_mode', 'force_generic_plan', false), "
+        # the claim must run at READ COMMITTED whatever the role or database default says
+        "set_config('default_transaction_isolation', 'read committed', false), "
         "set_config('idle_in_transaction_session_timeout', %(it)s, false)",
         {
             "st": f"{settings.statement_timeout_ms}ms",
@@ -135,8 +139,13 @@ def connect(
 
 
 def _reason(exc: psycopg.OperationalError) -> str:
-    text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-    return text.split("FATAL:")[-1].strip()[:200]
+    """The server's complaint (after FATAL:), else libpq's first line (which host, and why)."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    if "FATAL:" in text:
+        return text.split("FATAL:")[-1].strip().splitlines()[0][:200]
+    return text.splitlines()[0].removeprefix("connection failed:").strip()[:200]
 
 
 class Connector(Protocol):
@@ -173,6 +182,24 @@ class SingleConnector:
                 self._conn = None
 
 
+def _recording_connection_class(
+    failed: Callable[[psycopg.OperationalError], None],
+) -> type[psycopg.Connection[Any]]:
+    """A connection class that tells ``failed`` why a connection attempt of the pool failed
+    (the pool itself only logs it)."""
+
+    class RecordingConnection(psycopg.Connection[Any]):
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().connect(*args, **kwargs)
+            except psycopg.OperationalError as exc:
+                failed(exc)
+                raise
+
+    return RecordingConnection
+
+
 class PoolConnector:
     """A psycopg_pool pool; broken connections are dropped, and reported to ``on_lost``."""
 
@@ -188,8 +215,10 @@ class PoolConnector:
         timeout_s: float = 5.0,
     ) -> None:
         self._on_lost = on_lost
+        self._last_error: psycopg.OperationalError | None = None
         self._pool = ConnectionPool(
             conninfo(url, application_name=application_name),
+            connection_class=_recording_connection_class(self._connect_failed),
             min_size=min_size,
             max_size=max_size,
             kwargs={"autocommit": True, "row_factory": dict_row},
@@ -208,11 +237,28 @@ class PoolConnector:
                 self._on_lost()
             raise
 
-    def open(self, wait_s: float = 10.0) -> None:
-        try:
-            self._pool.open(wait=True, timeout=wait_s)
-        except PoolTimeout as exc:
-            raise ConnectionLost("cannot connect to PostgreSQL (pool did not fill in time)") from exc
+    def _connect_failed(self, exc: psycopg.OperationalError) -> None:
+        self._last_error = exc
+
+    def open(self, wait_s: float = 10.0, cancelled: Callable[[], bool] | None = None) -> None:
+        """Open and wait until the pool holds its first connections. The first failed
+        connection attempt ends the wait with the server's reason; ``cancelled`` is polled
+        (every 100 ms) so that a stop request need not wait for a database that is away."""
+        self._pool.open(wait=False)
+        polls = max(1, round(wait_s / OPEN_POLL_S))
+        while self._pool.get_stats().get("pool_available", 0) < self._pool.min_size:
+            failed = self._last_error
+            if failed is not None:
+                self._pool.close(timeout=1.0)
+                raise ConnectionLost(f"cannot connect to PostgreSQL ({_reason(failed)})")
+            if cancelled is not None and cancelled():
+                self._pool.close(timeout=1.0)
+                raise ConnectionLost("stopped while connecting to PostgreSQL")
+            if polls == 0:
+                self._pool.close(timeout=1.0)
+                raise ConnectionLost("cannot connect to PostgreSQL (pool did not fill in time)")
+            polls -= 1
+            pause(OPEN_POLL_S)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[PgConnection]:

@@ -101,8 +101,10 @@ def provision_roles(conn: PgConnection) -> list[str]:
             created.append(role)
         password = role_password(role)
         if password is not None:
+            # Hashed here (SCRAM-SHA-256), so the plain text never reaches the server or its logs.
+            verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)))
+                sql.Identifier(role), sql.Literal(verifier.decode())))
     db = sql.Identifier(db_name)
     conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(db))
     conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(

@@ -97,12 +97,15 @@ class PgScheduleStore:
         commit_deadline_s: float = 5.0,
         in_doubt_settle_s: float = 0.2,
         before_commit: Callable[[], None] | None = None,
+        on_retry: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_retry`` hears the SQLSTATE of every admission attempt retried before COMMIT."""
         self._connector = connector
         self._actor_id = actor_id
         self._commit_deadline_s = commit_deadline_s
         self._in_doubt_settle_s = in_doubt_settle_s
         self._before_commit = before_commit
+        self._on_retry = on_retry
 
     # -- claim ------------------------------------------------------------------------
 
@@ -157,6 +160,8 @@ class PgScheduleStore:
                 except psycopg.Error as exc:
                     rollback_quietly(conn)
                     if is_retryable(exc) and attempt < COMMIT_ATTEMPTS:
+                        if self._on_retry is not None:
+                            self._on_retry(str(exc.sqlstate))
                         backoff(attempt)
                         continue
                     raise translate(exc, "admit occurrence", conn) from exc
