@@ -286,6 +286,23 @@ def test_serialization_failures_are_retried_before_commit(cluster: Cluster) -> N
     assert cluster.count("runs") == 1
 
 
+def test_a_publish_whose_commit_fails_serialization_is_retried(cluster: Cluster) -> None:
+    # A deferred constraint trigger runs inside COMMIT: it fails the first COMMIT with 40001
+    # (as SSI does to a pivot), which rolls everything back, so the publisher runs again.
+    cluster.db.execute("CREATE SEQUENCE qinglong.commits_seen")
+    cluster.db.execute("GRANT USAGE ON SEQUENCE qinglong.commits_seen TO ql_admin")
+    cluster.db.execute(
+        "CREATE FUNCTION qinglong.fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF nextval('qinglong.commits_seen') = 1 THEN "
+        "  RAISE EXCEPTION 'injected pivot' USING ERRCODE = '40001'; "
+        "END IF; RETURN NULL; END $$")
+    cluster.db.execute("CREATE CONSTRAINT TRIGGER fail_first_commit AFTER INSERT ON trigger_revisions "
+                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.fail_first_commit()")
+    cluster.publish("t1")
+    assert cluster.db.execute("SELECT last_value FROM qinglong.commits_seen")[0]["last_value"] == 2
+    assert cluster.count("trigger_revisions") == 1 and cluster.count("trigger_schedules") == 1
+
+
 def test_a_lost_commit_reply_is_resolved_from_durable_facts_not_retried(cluster: Cluster) -> None:
     cluster.publish("t1")
     cluster.make_due("t1")

@@ -7,10 +7,9 @@ failing run can be repeated): SIGKILL and restart a replica, SIGSTOP one for lon
 lease, terminate a backend, drop a COMMIT reply, partition, stall the link, republish a
 trigger; the database itself is crashed and restarted once. Each replica generation
 holds a fifth of its admission transactions open for a random 0-200 ms so kills land
-inside transactions. Then
-the chaos stops, everything heals, the replicas drain and stop, and the audit judges
-invariants I1-I8 (docs/guarantees.md) over the whole window, against the ledger of
-acknowledged admissions as well as the database.
+inside transactions. Then the chaos stops, everything heals, the replicas drain and stop,
+and the audit judges invariants I1-I8 (docs/guarantees.md) over the whole window, against
+the ledger of acknowledged admissions as well as the database.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import psycopg
 from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
 from qinglong.domain.task import ArgvCommand, CommandSpec
+from qinglong.errors import QinglongError
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.profiles.cluster_backend import migrate_postgres
 from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
@@ -199,6 +199,10 @@ class _Soak:
             connector = SingleConnector(self.server.dsn("ql_admin", DB))
             try:
                 PgDefinitionStore(connector).trigger_publish(params)
+            except QinglongError as exc:  # e.g. the database is restarting: an admin retries later
+                _log(f"republish {params.trigger_id} refused: {exc.code} {exc.message}")
+                self.faults["republish_refused"] += 1
+                return
             finally:
                 connector.close()
         else:
@@ -242,7 +246,12 @@ class _Soak:
                 self.restart_database()
                 restarted = True
             else:
-                self.act(self.rng.choices(names, weights)[0])
+                name = self.rng.choices(names, weights)[0]
+                try:
+                    self.act(name)
+                except (psycopg.Error, OSError) as exc:  # the chaos harness itself never stops
+                    _log(f"{name} could not be injected: {exc}")
+                    self.faults[f"{name}_not_injected"] += 1
             time.sleep(min(self.rng.uniform(1, 4), max(0.0, deadline - 2 - time.monotonic())))
 
     def heal(self) -> None:

@@ -1,5 +1,6 @@
-"""SERIALIZABLE transactions with bounded retry: only 40001, 40P01 and 55P03 are retried,
-and only before COMMIT was sent. A COMMIT whose reply is lost is never retried."""
+"""SERIALIZABLE transactions with bounded retry: only 40001, 40P01 and 55P03 are retried.
+A COMMIT the server answered with 40001 or 40P01 rolled back for sure and is retried too; a
+COMMIT whose reply is lost is never retried (its outcome is unknown)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from qinglong.storage.postgres.errors import is_retryable, translate
 
 T = TypeVar("T")
 DEFAULT_ATTEMPTS = 3
+RETRYABLE_AT_COMMIT = frozenset({"40001", "40P01"})  # the server rolled back: safe to run again
 COMMIT_DEADLINE_S = 10.0
 
 
@@ -65,6 +67,9 @@ def serializable(
             try:
                 receipt = commit(conn, deadline_s=commit_deadline_s)
             except CommitRejected as exc:
+                if exc.sqlstate in RETRYABLE_AT_COMMIT and attempt < attempts:
+                    backoff(attempt)
+                    continue
                 raise TransientStorageError(f"{action}: COMMIT was rejected ({exc.sqlstate}); "
                                             "nothing was written, try again") from exc
             except CommitNotAcknowledged as exc:
