@@ -137,6 +137,23 @@ def test_concurrent_coordinators_admit_each_occurrence_exactly_once(cluster: Clu
     assert sum(1 for n in admitted.values() if n > 0) >= 2, f"SKIP LOCKED did not spread rows: {admitted}"
 
 
+def test_a_stop_request_ends_a_catching_up_cycle_after_the_claims_in_hand(cluster: Cluster) -> None:
+    cluster.publish("t1")
+    cluster.make_due("t1", cluster.db_now() // 1000 * 1000 - 10_000)  # ten seconds behind
+    coordinator = ClusterCoordinator(cluster.store(), owner="r1", lease_ms=5_000, budget=64, batch=1)
+    asked = 0
+
+    def stop_requested() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 2  # a stop arrives while the second claim is in hand
+
+    report = coordinator.run_cycle(stop_requested)
+    assert (report.claimed, report.admitted) == (2, 2)  # both claims in hand were committed
+    assert cluster.count("trigger_schedules", "claim_owner IS NOT NULL") == 0  # nothing left held
+    assert coordinator.run_cycle().admitted >= 9  # left alone, the same cycle catches up in full
+
+
 def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(cluster: Cluster) -> None:
     cluster.publish("t1", cron="0 0 1 1 *")
     a, b = cluster.store("a"), cluster.store("b")

@@ -68,6 +68,15 @@ def test_a_late_cycle_catches_up_in_order_without_dropping(stores: SqliteStores,
     assert scheduled(stores) == [BASE_MS + i * 1000 for i in range(8)]
 
 
+def test_a_stop_request_ends_a_catch_up_between_listings(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")
+    c = coordinator(stores, clock)
+    clock.set(BASE_MS + 7_500)
+    report = c.run_cycle(lambda: True)  # stopping before the cycle began: nothing is touched
+    assert (report.claimed, report.admitted) == (0, 0) and scheduled(stores) == []
+    assert c.run_cycle().admitted == 8  # the next cycle, not stopped, catches up everything
+
+
 def test_the_budget_bounds_a_cycle_and_saturation_is_reported(stores: SqliteStores, clock: FakeClock) -> None:
     for i in range(20):
         add_trigger(stores, f"t{i:02d}")

@@ -251,7 +251,7 @@ class ClusterControl:
                 after_claim=self._after_claim,
             )
             lifecycle = SchedulerLifecycle(
-                lambda: self._cycle(coordinator), interval_s=s.interval_ms / 1000,
+                lambda: self._cycle(coordinator, lifecycle.stop_requested), interval_s=s.interval_ms / 1000,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 on_report=self._report,
             )
@@ -265,11 +265,11 @@ class ClusterControl:
         self._metrics.ready.set(1)
         lifecycle.start()
 
-    def _cycle(self, coordinator: ClusterCoordinator) -> CycleReport:
+    def _cycle(self, coordinator: ClusterCoordinator, stop_requested: Callable[[], bool]) -> CycleReport:
         if not self._fence.ready:
             return CycleReport()  # unavailable: no claims, no admissions
         try:
-            return coordinator.run_cycle()
+            return coordinator.run_cycle(stop_requested)
         except FENCE_TRIPPING as exc:
             self._trip(exc.message)
             raise

@@ -76,9 +76,12 @@ class ClusterCoordinator:
     def owner(self) -> str:
         return self._owner
 
-    def run_cycle(self) -> CycleReport:
+    def run_cycle(self, stop_requested: Callable[[], bool] = lambda: False) -> CycleReport:
+        """Claim, decide and commit until the budget is spent, nothing is due, or a stop is
+        requested: a stop ends the cycle after the claims in hand are committed, so a
+        replica that is catching up (its rows due again at once) still drains promptly."""
         tally = Tally()
-        while tally.claimed < self._budget:
+        while tally.claimed < self._budget and not stop_requested():
             limit = min(self._batch, self._budget - tally.claimed)
             claims = self._store.schedule_claim(
                 ScheduleClaimParams(owner=self._owner, lease_ms=self._lease_ms, limit=limit)

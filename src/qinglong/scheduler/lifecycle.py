@@ -83,6 +83,10 @@ class SchedulerLifecycle:
         """Run the next cycle now instead of waiting for the cadence."""
         self._wake.set()
 
+    def stop_requested(self) -> bool:
+        """True once ``stop`` was called: a cycle checks it between claims to end early."""
+        return self._stopping.is_set()
+
     def run_once(self) -> CycleReport:
         """Run one cycle on the caller's thread (never concurrently with another)."""
         if self._stopping.is_set():

@@ -60,10 +60,12 @@ class LocalCoordinator:
         self._on_committed = on_committed
         self._diagnostics = diagnostics
 
-    def run_cycle(self) -> CycleReport:
+    def run_cycle(self, stop_requested: Callable[[], bool] = lambda: False) -> CycleReport:
+        """Decide and commit due rows until the budget is spent, nothing is due, or a stop is
+        requested (checked between listings, so a drain never waits for a whole catch-up)."""
         tally = Tally()
         failed: set[tuple[str, str]] = set()  # rows that errored: not retried in this cycle
-        while tally.claimed < self._budget:
+        while tally.claimed < self._budget and not stop_requested():
             listed = self._store.schedule_list_due(
                 ScheduleListDueParams(
                     now_ms=self._clock.now_ms(), limit=self._budget - tally.claimed + len(failed)
