@@ -148,7 +148,7 @@ class LocalApp:
                 diagnostics=self._observer.diagnostic,
             )
             lifecycle = SchedulerLifecycle(
-                lambda: coordinator.run_cycle(lifecycle.stop_requested),  # bound below
+                lambda: coordinator.run_cycle(lifecycle.stop_requested),  # read when a cycle runs
                 interval_s=config.effective_interval_s,
                 stop_timeout_s=config.stop_timeout_s,
                 diagnostics=self._observer.diagnostic,
