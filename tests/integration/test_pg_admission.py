@@ -273,6 +273,30 @@ def test_a_failure_in_any_write_rolls_back_everything(cluster: Cluster, where: s
     assert cluster.db.execute("SELECT * FROM trigger_schedules")[0] == before
 
 
+def test_admissions_of_different_triggers_do_not_conflict_once_the_tables_look_small(cluster: Cluster) -> None:
+    """ANALYZE on tiny tables makes the planner prefer sequential scans, and a sequential scan
+    in a SERIALIZABLE transaction predicate-locks the whole relation: two admissions of
+    different triggers, overlapping, would then fail serialization. They must both commit."""
+    for trigger in ("t1", "t2"):
+        cluster.publish(trigger)
+        cluster.make_due(trigger)
+    cluster.db.execute("ANALYZE")
+    both_in_tx = threading.Barrier(2, timeout=10)
+    retried: list[str] = []
+    stores = [cluster.store(f"r{n}", before_commit=both_in_tx.wait, on_retry=retried.append) for n in (1, 2)]
+    claims = [claim_one(store, owner=f"r{n}") for n, store in zip((1, 2), stores, strict=True)]
+    assert all(c is not None for c in claims) and claims[0].candidate.trigger_id != claims[1].candidate.trigger_id  # type: ignore[union-attr]
+    results: list[CommitResult] = []
+    threads = [threading.Thread(target=lambda s=s, c=c: results.append(commit(s, c)))  # type: ignore[misc]
+               for s, c in zip(stores, claims, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert sorted(r.outcome.value for r in results) == ["admitted", "admitted"], results
+    assert retried == []
+
+
 def test_serialization_failures_are_retried_before_commit(cluster: Cluster) -> None:
     cluster.publish("t1")
     cluster.make_due("t1")

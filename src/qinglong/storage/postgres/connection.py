@@ -105,6 +105,10 @@ def prepare_session(conn: PgConnection, settings: SessionSettings | None) -> Non
         "SELECT set_config('statement_timeout', %(st)s, false), "
         "set_config('lock_timeout', %(lt)s, false), "
         "set_config('plan_cache_mode', 'force_generic_plan', false), "
+        # A sequential scan inside a SERIALIZABLE transaction takes a predicate lock on the
+        # whole relation, so once ANALYZE finds the tables small, every admission would
+        # conflict with every other (40001 storms). Index and TID scans lock what they read.
+        "set_config('enable_seqscan', 'off', false), "
         # the claim must run at READ COMMITTED whatever the role or database default says
         "set_config('default_transaction_isolation', 'read committed', false), "
         "set_config('idle_in_transaction_session_timeout', %(it)s, false)",
