@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -286,36 +287,29 @@ def test_admissions_of_different_triggers_do_not_conflict_once_the_tables_look_s
     stores = [cluster.store(f"r{n}", before_commit=both_in_tx.wait, on_retry=retried.append) for n in (1, 2)]
     claims = [claim_one(store, owner=f"r{n}") for n, store in zip((1, 2), stores, strict=True)]
     assert all(c is not None for c in claims) and claims[0].candidate.trigger_id != claims[1].candidate.trigger_id  # type: ignore[union-attr]
-    results: list[CommitResult] = []
-    threads = [threading.Thread(target=lambda s=s, c=c: results.append(commit(s, c)))  # type: ignore[misc]
-               for s, c in zip(stores, claims, strict=True)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(20)
+    with ThreadPoolExecutor(2) as pool:  # both commits wait for each other inside their transactions
+        results = list(pool.map(commit, stores, claims))  # type: ignore[arg-type]
     assert sorted(r.outcome.value for r in results) == ["admitted", "admitted"], results
     assert retried == []
+
+
+def inject_conflicts(cluster: Cluster, name: str, *, grant_to: str, failures: int) -> None:
+    """A trigger function ``qinglong.<name>()`` that raises 40001 on its first ``failures``
+    calls. It counts them in a sequence (``qinglong.<name>_seen``): sequences are not
+    transactional, so the count survives the rollbacks it causes."""
+    cluster.db.execute(f"CREATE SEQUENCE qinglong.{name}_seen")
+    cluster.db.execute(f"GRANT USAGE ON SEQUENCE qinglong.{name}_seen TO {grant_to}")
+    cluster.db.execute(
+        f"CREATE FUNCTION qinglong.{name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF nextval('qinglong.{name}_seen') <= {failures} THEN "
+        "  RAISE EXCEPTION 'injected conflict' USING ERRCODE = '40001'; "
+        "END IF; RETURN NEW; END $$")
 
 
 def test_serialization_failures_are_retried_before_commit(cluster: Cluster) -> None:
     cluster.publish("t1")
     cluster.make_due("t1")
-    cluster.db.execute("CREATE TABLE qinglong.fail_once (n int)")
-    cluster.db.execute("GRANT SELECT, INSERT ON qinglong.fail_once TO ql_runtime")
-    cluster.db.execute(
-        "CREATE FUNCTION qinglong.serialize_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        "IF (SELECT count(*) FROM qinglong.fail_once) < 2 THEN "
-        "  INSERT INTO qinglong.fail_once VALUES (1); "
-        "END IF; RETURN NEW; END $$")
-    # The insert above is rolled back with the failing transaction, so count it in a
-    # separate, committed way: a sequence is not transactional.
-    cluster.db.execute("CREATE SEQUENCE qinglong.attempts_seen")
-    cluster.db.execute("GRANT USAGE ON SEQUENCE qinglong.attempts_seen TO ql_runtime")
-    cluster.db.execute(
-        "CREATE OR REPLACE FUNCTION qinglong.serialize_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        "IF nextval('qinglong.attempts_seen') <= 2 THEN "
-        "  RAISE EXCEPTION 'injected conflict' USING ERRCODE = '40001'; "
-        "END IF; RETURN NEW; END $$")
+    inject_conflicts(cluster, "serialize_once", grant_to="ql_runtime", failures=2)
     cluster.db.execute("CREATE TRIGGER serialize_once BEFORE INSERT ON runs "
                        "FOR EACH ROW EXECUTE FUNCTION qinglong.serialize_once()")
     store = cluster.store()
@@ -323,24 +317,18 @@ def test_serialization_failures_are_retried_before_commit(cluster: Cluster) -> N
     assert claim is not None
     result = commit(store, claim)
     assert result.outcome is CommitOutcome.ADMITTED
-    assert cluster.db.execute("SELECT last_value FROM qinglong.attempts_seen")[0]["last_value"] == 3
+    assert cluster.db.execute("SELECT last_value FROM qinglong.serialize_once_seen")[0]["last_value"] == 3
     assert cluster.count("runs") == 1
 
 
 def test_a_publish_whose_commit_fails_serialization_is_retried(cluster: Cluster) -> None:
     # A deferred constraint trigger runs inside COMMIT: it fails the first COMMIT with 40001
     # (as SSI does to a pivot), which rolls everything back, so the publisher runs again.
-    cluster.db.execute("CREATE SEQUENCE qinglong.commits_seen")
-    cluster.db.execute("GRANT USAGE ON SEQUENCE qinglong.commits_seen TO ql_admin")
-    cluster.db.execute(
-        "CREATE FUNCTION qinglong.fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        "IF nextval('qinglong.commits_seen') = 1 THEN "
-        "  RAISE EXCEPTION 'injected pivot' USING ERRCODE = '40001'; "
-        "END IF; RETURN NULL; END $$")
+    inject_conflicts(cluster, "fail_first_commit", grant_to="ql_admin", failures=1)
     cluster.db.execute("CREATE CONSTRAINT TRIGGER fail_first_commit AFTER INSERT ON trigger_revisions "
                        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.fail_first_commit()")
     cluster.publish("t1")
-    assert cluster.db.execute("SELECT last_value FROM qinglong.commits_seen")[0]["last_value"] == 2
+    assert cluster.db.execute("SELECT last_value FROM qinglong.fail_first_commit_seen")[0]["last_value"] == 2
     assert cluster.count("trigger_revisions") == 1 and cluster.count("trigger_schedules") == 1
 
 
