@@ -32,6 +32,13 @@ ACCEPTED = [
     # OR semantics (neither day field starts with '*'): Feb 30 never exists, Mondays do
     ("0 0 30 2 MON", "0 0 30 2 MON"),
     ("0 0 * * 1#5", "0 0 * * 1#5"),
+    # numbers of up to 2 digits, leading zero included
+    ("05 00 01 01 00", "05 00 01 01 00"),
+    ("*/05 * * * *", "*/05 * * * *"),
+    # a step may be as long as the field's cycle (it then selects only its start)
+    ("*/60 * * * *", "*/60 * * * *"),
+    ("0 0 1-31/31 * *", "0 0 1-31/31 * *"),
+    ("0 0 * JAN-DEC/12 MON-FRI/7", "0 0 * JAN-DEC/12 MON-FRI/7"),
 ]
 
 
@@ -95,6 +102,55 @@ REFUSED = [
     ("0 0 * * MON#0", "the day-of-week field"),
     ("0 0 * * 1#", "the day-of-week field"),
     ("1#2 * * * *", "the minute field"),
+    # steps longer than the field's cycle, in every field and every kind of term
+    ("*/99999999999999999999 * * * * *",
+     "the second field '*/99999999999999999999': the step must be between 1 and 60"),
+    ("*/99999999999999999999 * * * *",
+     "the minute field '*/99999999999999999999': the step must be between 1 and 60"),
+    ("0 0-23/99999999999999999999 * * *",
+     "the hour field '0-23/99999999999999999999': the step must be between 1 and 24"),
+    ("0 0 1-31/99999999999999999999 * *",
+     "the day-of-month field '1-31/99999999999999999999': the step must be between 1 and 31"),
+    ("0 0 L/99999999999999999999 * *", "the day-of-month field 'L/99999999999999999999': the step"),
+    ("0 0 LW/32 * *", "the day-of-month field 'LW/32': the step must be between 1 and 31"),
+    ("0 0 * JAN-DEC/99999999999999999999 *",
+     "the month field 'JAN-DEC/99999999999999999999': the step must be between 1 and 12"),
+    ("0 0 * 1/99999999999999999999 *", "the month field '1/99999999999999999999': the step"),
+    ("0 0 * * MON-FRI/99999999999999999999",
+     "the day-of-week field 'MON-FRI/99999999999999999999': the step must be between 1 and 7"),
+    ("0 0 * * 1,2/99999999999999999999", "the day-of-week field '1,2/99999999999999999999'"),
+    ("0 */0 * * *", "the step must be between 1 and 24 (got 0)"),
+    ("0 0 * * */00", "the step must be between 1 and 7 (got 00)"),
+    # values and week numbers beyond the field, however many digits
+    ("99999999999999999999 * * * * *",
+     "the second field '99999999999999999999': a value must be between 0 and 59"),
+    ("0,15,30,60 * * * *", "the minute field '0,15,30,60': a value must be between 0 and 59"),
+    ("0 24 * * *", "the hour field '24': a value must be between 0 and 23 (got 24)"),
+    ("0 0 99999999999999999999 * *",
+     "the day-of-month field '99999999999999999999': a value must be between 1 and 31"),
+    ("0 0 1-99999999999999999999 * *", "a value must be between 1 and 31"),
+    ("0 0 * 99999999999999999999 *",
+     "the month field '99999999999999999999': a value must be between 1 and 12 or a name JAN-DEC"),
+    ("0 0 * * 99999999999999999999",
+     "the day-of-week field '99999999999999999999': a value must be between 0 and 7 or a name"),
+    ("0 0 * * 99999999999999999999L", "the day-of-week field '99999999999999999999L': a value"),
+    ("0 0 * * 8#1", "the day-of-week field '8#1': a value must be between 0 and 7"),
+    ("0 0 * * MON#99999999999999999999",
+     "the day-of-week field 'MON#99999999999999999999': the week number after # must be"),
+    # digit strings longer than any number a field holds, even when their value fits
+    ("0000000000000000000001 * * * * *",
+     "the number '0000000000000000000001' has too many digits; write numbers with at most 2"),
+    ("0000000000000000000001 * * * *", "the minute field '0000000000000000000001': the number"),
+    ("000 * * * *", "the minute field '000': the number '000' has too many digits"),
+    ("0 0-0000000000000000000023 * * *", "the hour field '0-0000000000000000000023': the number"),
+    ("0 0 0000000000000000000001 * *",
+     "the day-of-month field '0000000000000000000001': the number"),
+    ("0 0 * 0000000000000000000012 *", "the month field '0000000000000000000012': the number"),
+    ("0 0 * * 0000000000000000000005L",
+     "the day-of-week field '0000000000000000000005L': the number"),
+    ("0 0 * * 1#0000000000000000000002",
+     "the day-of-week field '1#0000000000000000000002': the number '0000000000000000000002'"),
+    ("*/0000000000000000000005 * * * *", "the minute field '*/0000000000000000000005': the number"),
     # dates that never exist (AND semantics because a day field starts with '*')
     ("0 0 30 2 *", "could never fire"),
     ("0 0 31 2 *", "could never fire"),
@@ -162,3 +218,73 @@ def test_a_field_may_be_at_most_128_characters() -> None:
     with pytest.raises(InvalidSchedule) as info:
         normalize_expression(f"{too_long} * * * *")
     assert info.value.field == "cron"
+
+
+# (field, expression with {} where the number goes, lowest, highest value, longest step)
+FIELD_LIMITS = [
+    ("second", "{} * * * * *", 0, 59, 60),
+    ("minute", "{} * * * *", 0, 59, 60),
+    ("hour", "0 {} * * *", 0, 23, 24),
+    ("day-of-month", "0 0 {} * *", 1, 31, 31),
+    ("month", "0 0 1 {} *", 1, 12, 12),
+    ("day-of-week", "0 0 * * {}", 0, 7, 7),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "template", "low", "high", "longest"), FIELD_LIMITS, ids=[f[0] for f in FIELD_LIMITS]
+)
+def test_a_step_may_be_the_fields_cycle_but_not_one_more(
+    name: str, template: str, low: int, high: int, longest: int
+) -> None:
+    for start in ("*", f"{low}", f"{low}-{high}"):
+        at_limit = template.format(f"{start}/{longest}")
+        assert normalize_expression(at_limit) == at_limit
+        above = template.format(f"{start}/{longest + 1}")
+        with pytest.raises(InvalidSchedule) as info:
+            normalize_expression(above)
+        assert info.value.field == "cron"
+        assert info.value.rule == (
+            f"the {name} field '{start}/{longest + 1}': "
+            f"the step must be between 1 and {longest} (got {longest + 1})"
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "template", "low", "high", "longest"), FIELD_LIMITS, ids=[f[0] for f in FIELD_LIMITS]
+)
+def test_values_run_from_the_fields_lowest_to_its_highest(
+    name: str, template: str, low: int, high: int, longest: int
+) -> None:
+    for value in (low, high, f"{low}-{high}", f"{low:02d}"):
+        expression = template.format(value)
+        assert normalize_expression(expression) == expression
+    for value in (low - 1, high + 1):
+        if value < 0:
+            continue  # '-1' is a malformed range, refused by the range rules
+        with pytest.raises(InvalidSchedule) as info:
+            normalize_expression(template.format(value))
+        assert info.value.rule.startswith(
+            f"the {name} field '{value}': a value must be between {low} and {high}"
+        )
+
+
+def test_the_week_number_after_hash_runs_from_1_to_5() -> None:
+    assert normalize_expression("0 0 * * 1#1,5#5") == "0 0 * * 1#1,5#5"
+    for nth in (0, 6, 99):
+        with pytest.raises(InvalidSchedule) as info:
+            normalize_expression(f"0 0 * * FRI#{nth}")
+        assert info.value.rule == (
+            f"the day-of-week field 'FRI#{nth}': "
+            f"the week number after # must be between 1 and 5 (got {nth})"
+        )
+
+
+def test_a_huge_number_is_refused_before_it_reaches_cronsim() -> None:
+    """A field of the longest allowed length, all one number: the refusal is ours."""
+    for prefix, template in (("1/", "0 0 {} * *"), ("", "{} * * * *"), ("MON#", "0 0 * * {}")):
+        digits = "9" * (128 - len(prefix))
+        with pytest.raises(InvalidSchedule) as info:
+            normalize_expression(template.format(prefix + digits))
+        assert info.value.rule.endswith(f"(got {digits})")
+        assert info.value.__cause__ is None

@@ -8,7 +8,13 @@ from zoneinfo import ZoneInfo, available_timezones
 import pytest
 
 from qinglong.domain.cron import CronSchedule
-from qinglong.domain.timezones import canonical_timezone
+from qinglong.domain.timezones import (
+    _REGIONS,
+    _tzdata_tables,
+    canonical_timezone,
+    legacy_names,
+    standard_offset,
+)
 from qinglong.errors import InvalidSchedule
 
 ALIASES = [
@@ -66,7 +72,7 @@ def test_every_available_zone_canonicalises_to_a_fixed_point_with_the_same_rules
     ]
     checked = 0
     for name in sorted(available_timezones()):
-        if name in {"localtime", "posixrules", "Factory"}:
+        if name in {"localtime", "posixrules", "Factory"} or name in legacy_names():
             continue
         target = canonical_timezone(name)
         assert canonical_timezone(target) == target, name
@@ -162,3 +168,137 @@ def test_cron_schedule_rejects_unknown_zones_with_the_timezone_field() -> None:
     with pytest.raises(InvalidSchedule) as info:
         CronSchedule.parse("0 0 * * *", "Nowhere/City")
     assert info.value.field == "timezone"
+
+
+# --- legacy abbreviations and POSIX-style names --------------------------------------------
+
+LEGACY = {
+    "EST", "MST", "HST", "CET", "EET", "MET", "WET",
+    "EST5EDT", "CST6CDT", "MST7MDT", "PST8PDT",
+}
+
+
+def test_the_legacy_set_derived_from_tzdata_is_exactly_the_system_v_names() -> None:
+    """If a tzdata release adds or drops such a name, this test asks for a decision."""
+    assert legacy_names() == LEGACY
+
+
+LEGACY_ADVICE = [
+    # (name, fragments of the message)
+    ("EST", ["'EST' is a legacy abbreviation, not a place",
+             "alias of America/Panama",
+             "use a region such as America/New_York (US Eastern time, with DST)",
+             "or Etc/GMT+5 (a fixed UTC-05:00, no DST)"]),
+    ("MST", ["alias of America/Phoenix", "America/Denver (US Mountain time, with DST)",
+             "America/Phoenix (Arizona, no DST)", "Etc/GMT+7 (a fixed UTC-07:00, no DST)"]),
+    ("HST", ["alias of Pacific/Honolulu", "Pacific/Honolulu", "Etc/GMT+10"]),
+    ("CET", ["alias of Europe/Brussels", "Europe/Paris", "Etc/GMT-1 (a fixed UTC+01:00, no DST)"]),
+    ("MET", ["alias of Europe/Brussels", "Europe/Berlin", "Etc/GMT-1"]),
+    ("EET", ["alias of Europe/Athens", "Europe/Athens", "Etc/GMT-2 (a fixed UTC+02:00, no DST)"]),
+    ("WET", ["alias of Europe/Lisbon", "Europe/Lisbon", "or UTC (a fixed UTC+00:00)"]),
+    ("EST5EDT", ["'EST5EDT' is a legacy POSIX-style name, not a place",
+                 "America/New_York (US Eastern time, with DST)", "Etc/GMT+5"]),
+    ("CST6CDT", ["legacy POSIX-style name", "America/Chicago", "Etc/GMT+6"]),
+    ("MST7MDT", ["legacy POSIX-style name", "America/Denver", "Etc/GMT+7"]),
+    ("PST8PDT", ["legacy POSIX-style name", "America/Los_Angeles", "Etc/GMT+8"]),
+    # any case: the user still means the abbreviation, not 'did you mean EST?'
+    ("est", ["'est' is a legacy abbreviation", "America/New_York", "Etc/GMT+5"]),
+    ("Pst8pdt", ["'Pst8pdt' is a legacy POSIX-style name", "America/Los_Angeles"]),
+]
+
+
+@pytest.mark.parametrize(("name", "fragments"), LEGACY_ADVICE, ids=[n for n, _ in LEGACY_ADVICE])
+def test_legacy_names_are_refused_with_concrete_alternatives(
+    name: str, fragments: list[str]
+) -> None:
+    with pytest.raises(InvalidSchedule) as info:
+        canonical_timezone(name)
+    assert info.value.field == "timezone"
+    assert info.value.code == "QL_INVALID_SCHEDULE"
+    for fragment in fragments:
+        assert fragment in info.value.rule
+    assert "did you mean" not in info.value.rule
+    with pytest.raises(InvalidSchedule) as again:
+        CronSchedule.parse("0 0 * * *", name)
+    assert again.value.field == "timezone"
+
+
+def test_the_posix_style_names_that_are_still_zones_get_no_alias_note() -> None:
+    _, links = _tzdata_tables()
+    for name in sorted(legacy_names() - links.keys()):
+        with pytest.raises(InvalidSchedule) as info:
+            canonical_timezone(name)
+        assert "alias of" not in info.value.rule, name
+
+
+def test_the_exact_message_for_est() -> None:
+    with pytest.raises(InvalidSchedule) as info:
+        canonical_timezone("EST")
+    assert info.value.message == (
+        "timezone: 'EST' is a legacy abbreviation, not a place (tzdata keeps it only as an alias"
+        " of America/Panama): use a region such as America/New_York (US Eastern time, with DST)"
+        " or Etc/GMT+5 (a fixed UTC-05:00, no DST)"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY))
+def test_every_suggestion_is_canonical_and_keeps_the_standard_offset(name: str) -> None:
+    assert name in _REGIONS
+    for region, _ in _REGIONS[name]:
+        assert canonical_timezone(region) == region
+        assert standard_offset(region) == standard_offset(name), (name, region)
+    with pytest.raises(InvalidSchedule) as info:
+        canonical_timezone(name)
+    hours = -int(standard_offset(name).total_seconds()) // 3600
+    fixed = "UTC" if hours == 0 else f"Etc/GMT{hours:+d}"
+    assert info.value.rule.endswith(f" or {fixed} (a fixed UTC{-hours:+03d}:00" + (
+        ")" if hours == 0 else ", no DST)"
+    ))
+    assert canonical_timezone(fixed) == fixed
+    assert datetime(2026, 7, 1, tzinfo=UTC).astimezone(ZoneInfo(fixed)).utcoffset() == (
+        standard_offset(name)
+    )
+
+
+KEPT = [
+    # the GMT family stays a fixed zero offset: it names no place
+    ("GMT", "Etc/GMT"),
+    ("GMT0", "Etc/GMT"),
+    ("GMT+0", "Etc/GMT"),
+    ("GMT-0", "Etc/GMT"),
+    ("Greenwich", "Etc/GMT"),
+    ("Etc/GMT+5", "Etc/GMT+5"),
+    ("Etc/GMT-1", "Etc/GMT-1"),
+    # country aliases without a '/' are places
+    ("GB", "Europe/London"),
+    ("GB-Eire", "Europe/London"),
+    ("NZ-CHAT", "Pacific/Chatham"),
+    ("PRC", "Asia/Shanghai"),
+    ("ROC", "Asia/Taipei"),
+    ("ROK", "Asia/Seoul"),
+    ("W-SU", "Europe/Moscow"),
+    ("Cuba", "America/Havana"),
+    ("Navajo", "America/Denver"),
+    ("Jamaica", "America/Jamaica"),
+    # what the legacy names point at is fine when named directly
+    ("America/Panama", "America/Panama"),
+    ("US/Hawaii", "Pacific/Honolulu"),
+    ("US/Pacific", "America/Los_Angeles"),
+]
+
+
+@pytest.mark.parametrize(("name", "canonical"), KEPT, ids=[n for n, _ in KEPT])
+def test_other_names_without_a_region_are_kept_or_canonicalised(name: str, canonical: str) -> None:
+    assert canonical_timezone(name) == canonical
+
+
+def test_every_name_without_a_slash_is_legacy_utc_gmt_or_a_place() -> None:
+    """Guards the derivation: no other tzdata name is refused, none maps to a surprise."""
+    zones, links = _tzdata_tables()
+    for name in sorted(n for n in zones | links.keys() if "/" not in n):
+        if name in legacy_names():
+            continue
+        if name == "Factory":
+            continue
+        target = canonical_timezone(name)
+        assert target in {"UTC", "Etc/GMT"} or "/" in target, (name, target)

@@ -7,6 +7,14 @@ for time zones and daylight saving time, which are documented in
 * 5 fields are ``minute hour day-of-month month day-of-week``; 6 fields put seconds
   first. Day-of-month and day-of-week are ANDed when either field starts with ``*``,
   ORed otherwise (Vixie/Debian cron).
+* Every number is checked here, before cronsim sees it, so a refusal names the field,
+  the number's role and its allowed range: a value must lie in the field's range
+  (second and minute 0-59, hour 0-23, day-of-month 1-31, month 1-12, day-of-week
+  0-7); a step (after ``/``) must be between 1 and the length of the field's cycle
+  (60 seconds, 60 minutes, 24 hours, 31 days, 12 months, 7 weekdays), since a longer
+  step can only ever select its start; the week number after ``#`` must be 1-5. No
+  number the fields can hold needs more than 2 digits, so longer digit strings
+  (``007``, ``0000000000000000000001``) are refused rather than read as their value.
 * A *wall-clock* expression (its second, minute and hour fields all name fixed
   values, i.e. none starts with ``*``) fires at local wall-clock times: a time that
   falls in a spring-forward gap fires at the first instant after the gap, and a
@@ -33,6 +41,7 @@ from qinglong.errors import InvalidSchedule
 FIELD_CHARS = re.compile(r"[0-9A-Za-z*,/#-]+")
 MAX_FIELD_LENGTH = 128
 MAX_EXPRESSION_LENGTH = 512
+MAX_NUMBER_DIGITS = 2
 _MAX_CANDIDATES = 100_000
 _MAX_SEGMENTS = 1_000
 _PROBE_STEP_S = 7 * 86_400  # offsets never change twice within a week
@@ -77,6 +86,9 @@ def normalize_expression(expression: str) -> str:
             raise InvalidSchedule(
                 "cron", f"field {field!r} may only use digits, names and the characters * , / # L -"
             )
+    names = _FIELD_NAMES if len(fields) == 6 else _FIELD_NAMES[1:]
+    for name, field in zip(names, fields, strict=True):
+        _check_numbers(name, field.upper())
     normalized = " ".join(_collapse_equal_ranges(field.upper()) for field in fields)
     try:
         CronSim(normalized, datetime(2000, 1, 1))
@@ -118,6 +130,56 @@ def _explain(normalized: str, error: str) -> str:
     ranges = "; a range must go upwards" if "-" in field else ""
     return (f"the {name} field {field!r} is not valid in {normalized!r}: "
             f"use {_FIELD_RULES[name]}, lists, ranges and steps{step}{ranges}")
+
+
+# Per field: the lowest and highest value, and the longest useful step (the cycle length).
+_FIELD_LIMITS = {
+    "second": (0, 59, 60), "minute": (0, 59, 60), "hour": (0, 23, 24),
+    "day-of-month": (1, 31, 31), "month": (1, 12, 12), "day-of-week": (0, 7, 7),
+}
+_VALUE_NAMES = {"month": " or a name JAN-DEC", "day-of-week": " or a name SUN-SAT"}
+_NTH_LIMITS = (1, 5)  # MON#k: the k-th such weekday of the month
+_NUMBER = re.compile(r"[0-9]+")
+
+
+def _check_numbers(name: str, field: str) -> None:
+    """Refuse a number outside what its place in ``field`` can hold (see module docs).
+
+    A number right after ``/`` is a step, one right after ``#`` in day-of-week is a week
+    number, and every other number is a value. Structure (range order, stray characters,
+    names) is left to cronsim; this only bounds the numbers.
+    """
+    low, high, longest_step = _FIELD_LIMITS[name]
+    for match in _NUMBER.finditer(field):
+        digits = match.group()
+        number = int(digits)  # at most MAX_FIELD_LENGTH digits: cheap and exact
+        before = field[match.start() - 1] if match.start() else ""
+        if before == "/":
+            if not 1 <= number <= longest_step:
+                raise InvalidSchedule(
+                    "cron",
+                    f"the {name} field {field!r}: the step must be between 1 and {longest_step}"
+                    f" (got {digits})",
+                )
+        elif before == "#" and name == "day-of-week":
+            if not _NTH_LIMITS[0] <= number <= _NTH_LIMITS[1]:
+                raise InvalidSchedule(
+                    "cron",
+                    f"the {name} field {field!r}: the week number after # must be between "
+                    f"{_NTH_LIMITS[0]} and {_NTH_LIMITS[1]} (got {digits})",
+                )
+        elif not low <= number <= high:
+            raise InvalidSchedule(
+                "cron",
+                f"the {name} field {field!r}: a value must be between {low} and {high}"
+                f"{_VALUE_NAMES.get(name, '')} (got {digits})",
+            )
+        if len(digits) > MAX_NUMBER_DIGITS:
+            raise InvalidSchedule(
+                "cron",
+                f"the {name} field {field!r}: the number {digits!r} has too many digits;"
+                f" write numbers with at most {MAX_NUMBER_DIGITS} digits",
+            )
 
 
 _EQUAL_RANGE_STEP = re.compile(r"^([0-9A-Z]+)-\1/\d+$")
