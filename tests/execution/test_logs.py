@@ -1,0 +1,311 @@
+"""CappedLogPump keeps the head and the tail of a child's output; tail() reads a log's end."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from qinglong.execution.logs import (
+    DEFAULT_LOG_BYTES,
+    MAX_LOG_BYTES,
+    MIN_LOG_BYTES,
+    CappedLogPump,
+    drop_marker,
+    sidecar_path,
+    tail,
+)
+
+WAIT_S = 10.0
+
+
+def pattern(size: int, seed: int = 7) -> bytes:
+    """Bytes that never repeat in a way an ordering mistake could hide behind."""
+    return random.Random(seed).randbytes(size)
+
+
+class _SteppedRaw(io.RawIOBase):
+    """A raw stream that hands out at most ``step`` bytes per read."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data = memoryview(data)
+        self._step = step
+        self.reads = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        count = min(self._step, len(buffer), len(self._data))
+        buffer[:count] = self._data[:count]
+        self._data = self._data[count:]
+        self.reads += 1
+        return count
+
+
+def stepped(data: bytes, step: int) -> io.BufferedReader:
+    return io.BufferedReader(_SteppedRaw(data, step), buffer_size=step)
+
+
+def run_pump(source: io.BufferedIOBase, path: Path, cap: int) -> CappedLogPump:
+    pump = CappedLogPump(source, path, cap)
+    pump.start()
+    assert pump.join(WAIT_S)
+    return pump
+
+
+def expected_log(data: bytes, cap: int) -> bytes:
+    head = cap // 2
+    return data[:head] + drop_marker(len(data) - cap) + data[len(data) - (cap - head) :]
+
+
+def wait_until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+class Pipe:
+    """A real OS pipe: the pump reads one end, the test writes the other from a thread."""
+
+    def __init__(self) -> None:
+        read_fd, self._write_fd = os.pipe()
+        self.source = os.fdopen(read_fd, "rb")
+        self._writer: threading.Thread | None = None
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._write_fd, view) :]
+
+    def write_in_background(self, data: bytes, close: bool = True) -> None:
+        def feed() -> None:
+            self.write(data)
+            if close:
+                self.close()
+
+        self._writer = threading.Thread(target=feed, daemon=True)
+        self._writer.start()
+
+    def writer_finished(self) -> bool:
+        assert self._writer is not None
+        self._writer.join(WAIT_S)
+        return not self._writer.is_alive()
+
+    def close(self) -> None:
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
+
+
+@pytest.fixture
+def pipe() -> Iterator[Pipe]:
+    p = Pipe()
+    yield p
+    p.close()
+    p.source.close()
+
+
+def test_output_under_the_cap_is_kept_verbatim(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    data = pattern(1000)
+    pump = run_pump(stepped(data, 64), log, cap=1024)
+    assert log.read_bytes() == data
+    assert (pump.written, pump.dropped, pump.error) == (1000, 0, None)
+    assert not sidecar_path(log).exists()
+
+
+def test_output_of_exactly_the_cap_has_no_marker(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    data = pattern(1024)
+    pump = run_pump(stepped(data, 100), log, cap=1024)
+    assert log.read_bytes() == data
+    assert (pump.written, pump.dropped, pump.error) == (1024, 0, None)
+
+
+def test_empty_output_makes_an_empty_log(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    pump = run_pump(io.BytesIO(b""), log, cap=1024)
+    assert log.read_bytes() == b""
+    assert (pump.written, pump.dropped, pump.error) == (0, 0, None)
+    assert not sidecar_path(log).exists()
+
+
+@pytest.mark.parametrize(
+    ("cap", "size", "step"),
+    [
+        pytest.param(1024, 1025, 64, id="one-byte-over"),
+        pytest.param(1024, 1024 + 37, 1024, id="one-chunk-spans-head-and-tail"),
+        pytest.param(1024, 10_000, 7, id="wraps-the-ring-many-times-small-chunks"),
+        pytest.param(1024, 10_000, 300, id="wraps-the-ring-many-times-uneven-chunks"),
+        pytest.param(1024, 10_000, 5000, id="chunks-larger-than-the-ring"),
+        pytest.param(1024, 200_000, 200_000, id="one-huge-chunk"),
+        pytest.param(1025, 7_777, 13, id="odd-cap"),
+        pytest.param(3, 50, 4, id="tiny-cap"),
+    ],
+)
+def test_output_over_the_cap_keeps_head_marker_and_tail(
+    tmp_path: Path, cap: int, size: int, step: int
+) -> None:
+    log = tmp_path / "attempt-1.log"
+    data = pattern(size)
+    pump = run_pump(stepped(data, step), log, cap=cap)
+    assert log.read_bytes() == expected_log(data, cap)
+    assert (pump.written, pump.dropped, pump.error) == (cap, size - cap, None)
+    assert not sidecar_path(log).exists()
+
+
+def test_marker_counts_the_bytes_dropped(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    data = b"H" * 512 + b"x" * 4000 + b"T" * 512
+    pump = run_pump(stepped(data, 100), log, cap=1024)
+    assert log.read_bytes() == (
+        b"H" * 512 + b"\n[qinglong: 4000 bytes of output dropped here]\n" + b"T" * 512
+    )
+    assert pump.dropped == 4000
+
+
+def test_a_real_pipe_of_a_megabyte_through_a_small_cap(tmp_path: Path, pipe: Pipe) -> None:
+    log = tmp_path / "attempt-1.log"
+    data = pattern(1024 * 1024 + 3)
+    pump = CappedLogPump(pipe.source, log, cap=10_000)
+    pump.start()
+    pipe.write_in_background(data)
+    assert pipe.writer_finished()
+    assert pump.join(WAIT_S)
+    assert log.read_bytes() == expected_log(data, 10_000)
+    assert (pump.written, pump.dropped, pump.error) == (10_000, len(data) - 10_000, None)
+
+
+def test_head_is_live_and_tail_waits_in_a_bounded_sidecar(tmp_path: Path, pipe: Pipe) -> None:
+    log = tmp_path / "attempt-1.log"
+    ring = sidecar_path(log)
+    data = pattern(5000)
+    pump = CappedLogPump(pipe.source, log, cap=1024)
+    pump.start()
+
+    pipe.write(data[:300])
+    wait_until(lambda: log.exists() and log.read_bytes() == data[:300], "the first output")
+    assert not ring.exists()  # nothing beyond the head yet
+
+    pipe.write(data[300:4000])
+    wait_until(lambda: pump.dropped == 4000 - 1024, "the overflow to reach the ring")
+    assert log.read_bytes() == data[:512]  # the head only, while the child runs
+    assert ring.stat().st_size == 512  # the ring is on disk and never grows past its share
+    assert pump.join(0.01) is False  # still waiting for more output
+
+    pipe.write(data[4000:])
+    pipe.close()
+    assert pump.join(WAIT_S)
+    assert log.read_bytes() == expected_log(data, 1024)
+    assert not ring.exists()
+
+
+def test_a_stale_sidecar_from_a_crash_is_overwritten(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    sidecar_path(log).write_bytes(b"stale" * 1000)
+    data = pattern(3000)
+    pump = run_pump(stepped(data, 100), log, cap=1024)
+    assert log.read_bytes() == expected_log(data, 1024)
+    assert pump.error is None
+    assert not sidecar_path(log).exists()
+
+
+def assert_drained_with_error(
+    pump: CappedLogPump, pipe: Pipe, size: int, path: Path, reason: str
+) -> None:
+    assert pipe.writer_finished(), "the pump stopped reading: a child would block on its pipe"
+    assert pump.join(WAIT_S)
+    assert pump.error == f"cannot write log {path}: {reason}"
+    assert (pump.written, pump.dropped) == (0, size)
+    assert pipe.source.closed
+
+
+def test_a_missing_directory_is_reported_and_the_output_drained(tmp_path: Path, pipe: Pipe) -> None:
+    log = tmp_path / "gone" / "attempt-1.log"
+    data = pattern(1024 * 1024)  # far more than a pipe buffer holds
+    pump = CappedLogPump(pipe.source, log, cap=2048)
+    pump.start()
+    pipe.write_in_background(data)
+    assert_drained_with_error(pump, pipe, len(data), log, "No such file or directory")
+    assert not log.parent.exists()
+
+
+def test_a_file_where_the_directory_should_be_is_reported(tmp_path: Path, pipe: Pipe) -> None:
+    (tmp_path / "logs").write_text("not a directory")
+    log = tmp_path / "logs" / "attempt-1.log"
+    data = pattern(300_000)
+    pump = CappedLogPump(pipe.source, log, cap=2048)
+    pump.start()
+    pipe.write_in_background(data)
+    assert_drained_with_error(pump, pipe, len(data), log, "Not a directory")
+
+
+def test_a_full_disk_is_reported_and_the_output_drained(pipe: Pipe) -> None:
+    log = Path("/dev/full")  # opens fine; every write fails with ENOSPC
+    data = pattern(300_000)
+    pump = CappedLogPump(pipe.source, log, cap=2048)
+    pump.start()
+    pipe.write_in_background(data)
+    assert_drained_with_error(pump, pipe, len(data), log, "No space left on device")
+    assert not sidecar_path(log).exists()
+
+
+def test_a_sidecar_that_cannot_be_written_keeps_the_head_and_drops_the_tail(
+    tmp_path: Path, pipe: Pipe
+) -> None:
+    log = tmp_path / "attempt-1.log"
+    ring = sidecar_path(log)
+    ring.mkdir()  # a directory in the sidecar's place
+    data = pattern(300_000)
+    pump = CappedLogPump(pipe.source, log, cap=2048)
+    pump.start()
+    pipe.write_in_background(data)
+    assert pipe.writer_finished()
+    assert pump.join(WAIT_S)
+    assert pump.error == f"cannot write log tail {ring}: Is a directory"
+    assert log.read_bytes() == data[:1024] + drop_marker(len(data) - 1024)
+    assert (pump.written, pump.dropped) == (1024, len(data) - 1024)
+    assert ring.is_dir()  # not ours: left alone
+
+
+def test_a_negative_cap_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="negative"):
+        CappedLogPump(io.BytesIO(b""), tmp_path / "a.log", cap=-1)
+
+
+def test_the_limits_are_ordered() -> None:
+    assert (MIN_LOG_BYTES, DEFAULT_LOG_BYTES, MAX_LOG_BYTES) == (1024, 1024**2, 1024**3)
+
+
+def test_tail_returns_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    log.write_bytes(b"one\ntwo\nthree\nfour\n")
+    assert tail(log, 2) == ["three", "four"]
+    assert tail(log, 10) == ["one", "two", "three", "four"]
+    assert tail(log, 0) == []
+
+
+def test_tail_reads_at_most_max_bytes_from_the_end(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    log.write_bytes(b"first line\nsecond\nlast\n")
+    assert tail(log, 10, max_bytes=12) == ["second", "last"]
+
+
+def test_tail_of_a_capped_log_shows_the_last_output(tmp_path: Path) -> None:
+    log = tmp_path / "attempt-1.log"
+    data = b"".join(b"line %d\n" % n for n in range(5000))
+    run_pump(stepped(data, 4096), log, cap=1024)
+    assert tail(log, 2) == ["line 4998", "line 4999"]
+
+
+def test_tail_of_a_missing_file_is_empty(tmp_path: Path) -> None:
+    assert tail(tmp_path / "nothing.log", 5) == []
