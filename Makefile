@@ -23,10 +23,10 @@ install: $(STAMP) ## Create .venv and install qinglong with its dev tools
 demo: demo-cluster ## Run the demo: three cluster replicas on an embedded PostgreSQL 18 (~45 s)
 
 demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 20 triggers, 3 replicas, one killed
-	$(BIN)/python scripts/demo_cluster.py
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_cluster.py
 
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
-	$(BIN)/python scripts/demo_standalone.py
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_standalone.py
 
 test: $(STAMP) ## Run the whole test suite (lint and types included)
 	$(BIN)/ruff check .
@@ -37,7 +37,7 @@ test-unit: $(STAMP) ## Only the fast unit tests
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 soak: $(STAMP) ## The long chaos soak: 4 replicas, 50 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
-	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 lint: $(STAMP) ## ruff and mypy --strict on src/
 	$(BIN)/ruff check .

@@ -19,8 +19,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from qinglong.domain.cron import CronSchedule
-from qinglong.testing.cluster import Replica, percentile, tally
-from qinglong.testing.postgres import EmbeddedPostgres
+from testkit.cluster import Replica, percentile, tally
+from testkit.postgres import EmbeddedPostgres
 
 TRIGGERS = int(os.environ.get("QL_DEMO_TRIGGERS", "20"))
 SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "30"))

@@ -5,7 +5,7 @@ Set QL_SOAK_REPLICAS, QL_SOAK_TRIGGERS, QL_SOAK_MINUTES, or pass --seed to repea
 
 from __future__ import annotations
 
-from qinglong.testing.soak import main
+from testkit.soak import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -60,6 +60,18 @@ class Conflict(QinglongError):
     code = "QL_CONFLICT"
 
 
+class IllegalTransition(Conflict):
+    """A Run or Attempt may not take this step from its current status."""
+
+    code = "QL_ILLEGAL_TRANSITION"
+
+
+class LeaseLost(Conflict):
+    """The lease this write was made under is no longer held (expired, taken over or ended)."""
+
+    code = "QL_LEASE_LOST"
+
+
 class PermissionDenied(QinglongError):
     """The database role lacks a privilege this operation needs."""
 
@@ -76,6 +88,12 @@ class StorageError(QinglongError):
     """The database could not complete the operation."""
 
     code = "QL_STORAGE_UNAVAILABLE"
+
+
+class DatabaseCorrupt(StorageError):
+    """The database file is damaged (or is not a database at all)."""
+
+    code = "QL_DATABASE_CORRUPT"
 
 
 class TransientStorageError(StorageError):

@@ -27,7 +27,13 @@ from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import CommitOutcome, CommitResult, DefinitionStore, RunReadStore
+from qinglong.storage.ports import (
+    CommitOutcome,
+    CommitResult,
+    DefinitionStore,
+    RunLifecycleStore,
+    RunReadStore,
+)
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.migrate import migrate
@@ -35,7 +41,7 @@ from qinglong.storage.postgres.roles import provision_roles
 from qinglong.storage.postgres.runs import PgRunStore
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.testing import FakeClock
-from qinglong.testing.postgres import EmbeddedPostgres
+from testkit.postgres import EmbeddedPostgres
 from tests.conftest import SqliteStores
 from tests.support.pg import (
     EMBEDDED,
@@ -64,6 +70,7 @@ class Backend(abc.ABC):
     claim_fenced: bool  # whether run.created carries the claim fence (cluster admission)
     definitions: DefinitionStore
     runs: RunReadStore
+    lifecycle: RunLifecycleStore
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -95,6 +102,18 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
         """Put a trigger's durable cursor at ``at_ms`` (and bump its state version)."""
+
+    @abc.abstractmethod
+    def tamper_execution_plan(self, old: str, new: str) -> int:
+        """Replace text in every stored execution plan (digests left alone)."""
+
+    @abc.abstractmethod
+    def age_leases(self, ms: int) -> None:
+        """Make every lease ``ms`` older in the clock the adapter judges expiry by."""
+
+    @abc.abstractmethod
+    def request_cancel(self, run_id: str) -> None:
+        """Mark a Run as asked to be cancelled (the cancel verb comes with the workers)."""
 
     # -- admission through this dialect's scheduler -------------------------------------
 
@@ -139,6 +158,7 @@ class SqliteBackend(Backend):
     def __post_init__(self) -> None:
         self.definitions = self.stores.definitions
         self.runs = self.stores.runs
+        self.lifecycle = self.stores.runs
 
     def _execute(self, statement: str, params: tuple[object, ...] = ()) -> int:
         return self.stores.db.connection().execute(statement, params).rowcount
@@ -159,6 +179,17 @@ class SqliteBackend(Backend):
 
     def force_run_status(self, run_id: str, status: str) -> None:
         assert self._execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id)) == 1
+
+    def tamper_execution_plan(self, old: str, new: str) -> int:
+        return self._execute("UPDATE task_execution_revisions SET plan_json = replace(plan_json, "
+                             "?, ?) WHERE instr(plan_json, ?) > 0", (old, new, old))
+
+    def age_leases(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    def request_cancel(self, run_id: str) -> None:
+        assert self._execute("UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = ?",
+                             (run_id,)) == 1
 
     def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
         changed = self._execute(
@@ -187,6 +218,8 @@ class PgBackend(Backend):
     def __post_init__(self) -> None:
         self.definitions = PgDefinitionStore(self._connector("ql_admin", "contract-admin"))
         self.runs = PgRunStore(self._connector("ql_runtime", "contract-reader"))
+        self.lifecycle = PgRunStore(self._connector("ql_runtime", "contract-lifecycle"),
+                                    actor_id="contract")
         self.schedules = PgScheduleStore(
             self._connector("ql_runtime", "contract-scheduler", SessionSettings()),
             actor_id=SCHEDULER_OWNER)
@@ -225,6 +258,20 @@ class PgBackend(Backend):
     def force_run_status(self, run_id: str, status: str) -> None:
         rows = self.db.execute("UPDATE runs SET status = %s WHERE id = %s RETURNING id",
                                [status, run_id])
+        assert len(rows) == 1
+
+    def tamper_execution_plan(self, old: str, new: str) -> int:
+        return len(self.db.execute(
+            "UPDATE task_execution_revisions SET plan_json = replace(plan_json::text, %s, %s)::jsonb "
+            "WHERE strpos(plan_json::text, %s) > 0 RETURNING source_revision", [old, new, old]))
+
+    def age_leases(self, ms: int) -> None:
+        self.db.execute("UPDATE run_attempts SET lease_expires_at_ms = lease_expires_at_ms - %s "
+                        "WHERE lease_expires_at_ms IS NOT NULL", [ms])
+
+    def request_cancel(self, run_id: str) -> None:
+        rows = self.db.execute("UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = %s "
+                               "RETURNING id", [run_id])
         assert len(rows) == 1
 
     def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:

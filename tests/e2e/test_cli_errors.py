@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from qinglong.cli.main import main
+from qinglong.storage.sqlite.migrate import MIGRATIONS as SQLITE_MIGRATIONS
 
 SECRET = "s3cretpw"  # a password that must never be echoed back
 RUN_A1 = "abcdef01-0000-4000-8000-000000000001"
@@ -656,10 +657,11 @@ def test_db_check_on_unmigrated_file_exits_3_with_findings(
     result = ql("db", "check", "--database-url", f"sqlite:///{empty_db}")
     assert result.code == 3
     assert "Traceback" not in result.out + result.err
-    assert result.out.splitlines() == ["missing-migration:0001_core"]
+    assert result.out.splitlines() == [f"missing-migration:{m.id}" for m in SQLITE_MIGRATIONS]
     as_json = ql("db", "check", "--json", "--database-url", f"sqlite:///{empty_db}")
     assert as_json.code == 3
-    assert json.loads(as_json.out) == {"ready": False, "findings": ["missing-migration:0001_core"]}
+    assert json.loads(as_json.out) == {
+        "ready": False, "findings": [f"missing-migration:{m.id}" for m in SQLITE_MIGRATIONS]}
 
 
 @pytest.mark.parametrize(
@@ -837,7 +839,7 @@ def test_db_migrate_and_check_on_a_ready_database(
     before = dump(ws.db)
     migrated = ql("db", "migrate", "--json", "--database-url", ws.url)
     assert migrated.code == 0, migrated.err
-    assert json.loads(migrated.out) == {"applied": [], "current": "0001_core"}
+    assert json.loads(migrated.out) == {"applied": [], "current": SQLITE_MIGRATIONS[-1].id}
     checked = ql("db", "check", "--database-url", ws.url)
     assert (checked.code, checked.out) == (0, "ready\n")
     assert dump(ws.db) == before

@@ -19,7 +19,7 @@ from qinglong.profiles.audit_backend import run_audit
 from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
-from qinglong.testing.cluster import Replica, percentile
+from testkit.cluster import Replica, percentile
 from tests.support.pg import PgTestDatabase
 from tests.support.tools import libfaketime
 

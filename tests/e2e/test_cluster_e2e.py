@@ -22,7 +22,7 @@ from qinglong.domain.cron import CronSchedule
 from qinglong.storage.ports import TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
-from qinglong.testing.cluster import Replica, percentile, tally
+from testkit.cluster import Replica, percentile, tally
 from tests.support.pg import PgTestDatabase
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""LocalExecutor with real child processes on a real SQLite store."""
+"""The executor with real child processes on a real SQLite store."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ import pytest
 from qinglong.clock import SystemClock
 from qinglong.domain.model import RunDetail
 from qinglong.domain.task import ArgvCommand, CommandSpec, EnvEntry, ShellCommand
-from qinglong.execution.local import LocalExecutor, RunFinished
+from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.processes import make_handle, process_start_ticks, settle_orphan
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.storage.ports import (
-    AttemptStartedParams,
+    AttemptRunningParams,
+    LeaseAcquireParams,
     ProjectCreateParams,
     RunListParams,
     TaskPublishParams,
@@ -53,14 +54,14 @@ def admit(stores: SqliteStores, clock: FakeClock, spec: CommandSpec, runs: int =
 
 @pytest.fixture
 def make_executor(sqlite_stores: SqliteStores, tmp_path: Path) -> Iterator:
-    made: list[LocalExecutor] = []
+    made: list[Executor] = []
     finished: list[RunFinished] = []
 
-    def build(**kw: object) -> LocalExecutor:
+    def build(**kw: object) -> Executor:
         options: dict[str, object] = {"log_dir": tmp_path / "logs", "poll_interval_s": 0.05,
-                                      "on_finished": finished.append}
+                                      "on_finished": finished.append, "owner": "test-executor"}
         options.update(kw)
-        executor = LocalExecutor(sqlite_stores.runs, SystemClock(), **options)  # type: ignore[arg-type]
+        executor = Executor(sqlite_stores.runs, SystemClock(), **options)  # type: ignore[arg-type]
         made.append(executor)
         return executor
 
@@ -113,11 +114,13 @@ def test_success_records_every_transition_and_the_output(
     assert (attempt.status, attempt.exit_code) == ("succeeded", 0)
     assert attempt.pid is not None and attempt.started_at_ms and attempt.finished_at_ms
     assert [e.type for e in detail.events] == [
-        "run.created", "run.queued", "attempt.starting", "run.dispatching",
+        "run.created", "run.queued", "run.dispatching", "attempt.starting",
         "attempt.running", "run.running", "attempt.succeeded", "run.succeeded",
     ]
     assert [e.sequence for e in detail.events] == list(range(1, 9))
-    assert detail.run.version == 5 and detail.run.event_sequence == 8
+    assert detail.run.version == 6 and detail.run.event_sequence == 8
+    assert detail.events[2].payload["worker"] == "test-executor"
+    assert Path(attempt.log_path or "").is_absolute()
     assert log_text(detail).splitlines() == ["out job-t 2027-01-14T08:00:00.000Z hello", str(tmp_path), "err"]
 
 
@@ -164,17 +167,18 @@ def test_a_program_that_cannot_start_fails_visibly(
     assert "could not start" in log_text(detail) if detail.attempts[0].log_path else True
 
 
-def test_output_beyond_the_cap_is_dropped_and_noted(
+def test_output_beyond_the_cap_keeps_head_and_tail(
     sqlite_stores: SqliteStores, clock: FakeClock, make_executor
 ) -> None:
-    spec = CommandSpec(command=ShellCommand(command="head -c 20000 /dev/zero | tr '\\0' x; echo"))
+    spec = CommandSpec(command=ShellCommand(
+        command="head -c 20000 /dev/zero | tr '\\0' x; echo; echo the-error-at-the-end"))
     [run_id] = admit(sqlite_stores, clock, spec)
     make_executor(log_max_bytes=1024).start()
     detail = wait_terminal(sqlite_stores, run_id)
     assert detail.run.status == "succeeded"
     text = log_text(detail)
-    assert text.startswith("x" * 1024)
-    assert "[qinglong: 18977 more bytes of output dropped]" in text
+    assert text.startswith("x" * 512 + "\n[qinglong: 18998 bytes of output dropped here]\n")
+    assert text.endswith("x\nthe-error-at-the-end\n")
 
 
 def test_concurrency_is_bounded(sqlite_stores: SqliteStores, clock: FakeClock, make_executor) -> None:
@@ -208,42 +212,146 @@ def test_stop_cancels_what_outlives_the_drain(
     assert not pid_alive(pid)
 
 
-def test_restart_reconciles_interrupted_attempts_visibly(
+def test_restart_settles_what_the_previous_executor_left_visibly(
     sqlite_stores: SqliteStores, clock: FakeClock, make_executor
 ) -> None:
-    running, gone, starting = admit(
-        sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")), runs=3
+    running, gone, starting, leased = admit(
+        sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")), runs=4
     )
     store = sqlite_stores.runs
+    leases = {lease.fence.run_id: lease.fence for lease in store.lease_acquire(
+        LeaseAcquireParams(owner="crashed-server", lease_ms=60_000, limit=10))}
+    assert set(leases) == {running, gone, starting, leased}
     orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
     short = subprocess.Popen(["true"], start_new_session=True)
     short_handle = make_handle(short.pid)
     short.wait()
     try:
-        for run_id, process, handle in ((running, orphan, make_handle(orphan.pid)), (gone, short, short_handle)):
-            attempt_id = store.run_get(run_id).attempts[0].id
-            assert store.attempt_begin(run_id, attempt_id)
-            store.attempt_started(AttemptStartedParams(run_id=run_id, attempt_id=attempt_id, pid=process.pid,
+        for run_id, process, handle in ((running, orphan, make_handle(orphan.pid)),
+                                        (gone, short, short_handle)):
+            store.attempt_start(leases[run_id])
+            store.attempt_running(AttemptRunningParams(fence=leases[run_id], pid=process.pid,
                                                        executor_handle=handle, log_path="/dev/null"))
-        assert store.attempt_begin(starting, store.run_get(starting).attempts[0].id)
+        store.attempt_start(leases[starting])
         assert process_start_ticks(orphan.pid) is not None
-        # A new executor starts on the same database, as after `kill -9` of ql serve.
-        reconciled = {r.run_id: r for r in make_executor().recover()}
-        assert {k: (v.previous_status, v.process) for k, v in reconciled.items()} == {
-            running: ("running", "killed"),
-            gone: ("running", "gone"),
-            starting: ("starting", "unknown"),
+        # A new executor starts on the same database, as after `kill -9` of ql serve: its
+        # leases have not expired, but no holder can be alive (one server per file).
+        rescued = {r.run_id: r for r in make_executor().recover()}
+        assert {k: (v.previous_status, v.outcome) for k, v in rescued.items()} == {
+            running: ("running", "lost"),
+            gone: ("running", "lost"),
+            starting: ("starting", "lost"),
+            leased: ("claimed", "requeued"),
         }
         assert orphan.wait(timeout=5) == -signal.SIGKILL
+        processes = {}
         for run_id in (running, gone, starting):
             detail = store.run_get(run_id)
             assert detail.run.status == "lost" and detail.attempts[0].status == "lost"
             assert [e.type for e in detail.events][-2:] == ["attempt.lost", "run.lost"]
             assert detail.events[-1].actor_type == "reconciler"
             assert detail.events[-1].payload["reason"] == "executor_restarted"
-        assert make_executor().recover() == []  # nothing left to reconcile
+            processes[run_id] = detail.events[-1].payload["process"]
+        assert processes == {running: "killed", gone: "gone", starting: "unknown"}
+        requeued = store.run_get(leased)
+        assert requeued.run.status == "queued" and requeued.attempts[0].status == "claimed"
+        assert requeued.events[-1].type == "run.dispatch_released"
+        assert make_executor().recover() == []  # nothing left to settle
     finally:
         orphan.kill()
+
+
+def wait_status(stores: SqliteStores, run_id: str, status: str) -> RunDetail:
+    deadline = time.monotonic() + WAIT_S
+    while (detail := stores.runs.run_get(run_id)).run.status != status:
+        assert time.monotonic() < deadline, f"run {run_id} never became {status}"
+        time.sleep(0.02)
+    return detail
+
+
+def take_over(stores: SqliteStores, run_id: str) -> None:
+    """What a takeover does to the old holder: its lease generation is no longer current."""
+    stores.db.connection().execute(
+        "UPDATE run_attempts SET lease_generation = lease_generation + 1 WHERE run_id = ?",
+        (run_id,))
+
+
+def test_a_lost_lease_stops_the_command_at_the_next_renewal(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")))
+    make_executor(lease_ms=1_000).start()
+    pid = wait_status(sqlite_stores, run_id, "running").attempts[0].pid
+    assert pid is not None and pid_alive(pid)
+    take_over(sqlite_stores, run_id)
+    deadline = time.monotonic() + WAIT_S
+    while pid_alive(pid):
+        assert time.monotonic() < deadline, "the command outlived its lost lease"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    detail = sqlite_stores.runs.run_get(run_id)
+    # The executor knew its lease was gone, so it wrote nothing: whoever holds it decides.
+    assert detail.run.status == "running"
+    assert [e.type for e in detail.events][-1] == "run.running"
+
+
+def test_a_stale_holders_result_is_refused_and_recorded(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 1")))
+    make_executor(lease_ms=60_000).start()  # no renewal before the command ends
+    wait_status(sqlite_stores, run_id, "running")
+    take_over(sqlite_stores, run_id)
+    deadline = time.monotonic() + WAIT_S
+    while (detail := sqlite_stores.runs.run_get(run_id)).events[-1].type != (
+            "attempt.late_callback_ignored"):
+        assert time.monotonic() < deadline, "the stale finish was not recorded"
+        time.sleep(0.05)
+    assert detail.run.status == "running" and detail.attempts[0].status == "running"
+    assert detail.events[-1].payload == {"write": "finish", "fence_generation": 1,
+                                         "current_generation": 2, "current_status": "running"}
+
+
+def test_a_cancel_request_stops_the_command(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")))
+    make_executor(lease_ms=1_000).start()
+    deadline = time.monotonic() + WAIT_S
+    while sqlite_stores.runs.run_get(run_id).run.status != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    sqlite_stores.db.connection().execute(
+        "UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = ?", (run_id,))
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert (detail.run.status, detail.run.cancel_reason) == ("cancelled", "user")
+    assert detail.run.error_code == "CANCELLED"
+
+
+def test_a_missing_working_directory_is_named(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor, tmp_path: Path
+) -> None:
+    gone = tmp_path / "was-here"
+    spec = CommandSpec(command=ShellCommand(command="true"), working_directory=str(gone))
+    [run_id] = admit(sqlite_stores, clock, spec)
+    make_executor().start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert (detail.run.status, detail.run.error_code) == ("failed", "WORKING_DIRECTORY_MISSING")
+    assert str(gone) in (detail.run.error_summary or "")
+    assert "does not exist" in log_text(detail)
+
+
+def test_an_unwritable_log_directory_is_named(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.write_text("a file where the log directory should be")
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="true")))
+    make_executor(log_dir=logs).start()
+    detail = wait_terminal(sqlite_stores, run_id)
+    assert (detail.run.status, detail.run.error_code) == ("failed", "LOG_UNWRITABLE")
+    assert str(logs) in (detail.run.error_summary or "")
+    assert detail.attempts[0].pid is None
 
 
 def test_children_left_by_a_group_leader_that_exited_are_killed_on_restart() -> None:

@@ -21,7 +21,7 @@ from qinglong.profiles.audit_backend import run_audit
 from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
-from qinglong.testing.cluster import Replica
+from testkit.cluster import Replica
 from tests.support.pg import PgTestDatabase
 
 LEASE_MS = 3_000
@@ -55,7 +55,7 @@ class FaultBed:
     def replica(self, owner: str, *extra: str, url: str | None = None, lease_ms: int = LEASE_MS) -> Replica:
         replica = Replica(owner, url or self.db.url("ql_runtime"), self.tmp, lease_ms=lease_ms,
                           grace_ms=GRACE_MS, extra=("--interval-ms", "250", "--reactivate-ms", "200",
-                                                    "--test-ack-ledger", str(self.ledger), *extra))
+                                                    "--ack-ledger", str(self.ledger), *extra))
         self.replicas.append(replica)
         return replica
 

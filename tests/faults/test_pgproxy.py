@@ -20,7 +20,7 @@ from typing import Protocol
 import psycopg
 import pytest
 
-from qinglong.testing.pgproxy import BackendScanner, PgProxy, ProtocolViolation, ProxyMode
+from testkit.pgproxy import BackendScanner, PgProxy, ProtocolViolation, ProxyMode
 from tests.support.pg import PgTestDatabase
 
 WAIT = 5.0  # seconds any single wait may take before the test fails

@@ -24,10 +24,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from qinglong.testing import netns
-from qinglong.testing.netns import NetNamespace, NetnsError
-from qinglong.testing.postgres import EmbeddedPostgres
-from qinglong.testing.replication import (
+from testkit import netns
+from testkit.netns import NetNamespace, NetnsError
+from testkit.postgres import EmbeddedPostgres
+from testkit.replication import (
     Standby,
     replication_status,
     set_asynchronous,
@@ -423,7 +423,7 @@ def test_namespaces_coexist_and_destroy_leaves_nothing_behind() -> None:
 
 CRASHER = """
 import os, sys
-from qinglong.testing.netns import NetNamespace
+from testkit.netns import NetNamespace
 ns = NetNamespace(name=sys.argv[1]).create()
 print(ns.host_veth, flush=True)
 os._exit(0)  # no destroy(): a crashed run
@@ -475,7 +475,7 @@ def test_without_root_the_error_says_why(monkeypatch: pytest.MonkeyPatch) -> Non
 
 OWNER = """
 import os, time
-from qinglong.testing.postgres import EmbeddedPostgres
+from testkit.postgres import EmbeddedPostgres
 server = EmbeddedPostgres(fsync=False).start()
 print(server.port, server.base_dir, flush=True)
 time.sleep(600)

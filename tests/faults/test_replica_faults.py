@@ -34,7 +34,7 @@ def test_f2_sigkill_inside_the_admission_transaction(bed: FaultBed) -> None:
     due = make_due(bed)
     # A 10 s lease puts the idle-in-transaction timeout at 5 s, above the 4 s hold: the
     # transaction is still open when we kill the process.
-    a = bed.replica("a", "--test-hold-in-tx-ms", "4000", lease_ms=10_000).start()
+    a = bed.replica("a", "--hold-in-tx-ms", "4000", lease_ms=10_000).start()
     a.wait_ready()
     wait_for(lambda: bed.holding_transaction("a"), "a to sit inside its admission transaction")
     b = bed.replica("b").start()
@@ -52,7 +52,7 @@ def test_f2_sigkill_inside_the_admission_transaction(bed: FaultBed) -> None:
 def test_f3_sigkill_between_claim_and_commit(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    a = bed.replica("a", "--test-pause-after-claim-ms", "8000").start()
+    a = bed.replica("a", "--pause-after-claim-ms", "8000").start()
     a.wait_ready()
     grant = wait_for(lambda: bed.claims_by("a"), "a to claim")[0]
     assert grant["cursor_ms"] == due  # a holds the claim on the occurrence, paused before commit
@@ -70,7 +70,7 @@ def test_f3_sigkill_between_claim_and_commit(bed: FaultBed) -> None:
 def test_f4_a_replica_paused_longer_than_its_lease_is_fenced(bed: FaultBed) -> None:
     bed.publish("t1")
     start = bed.now()
-    a = bed.replica("a", "--test-pause-after-claim-ms", "1500").start()
+    a = bed.replica("a", "--pause-after-claim-ms", "1500").start()
     a.wait_ready()
     grant = wait_for(lambda: bed.claims_by("a"), "a to claim")[0]
     assert a.process is not None
@@ -94,7 +94,7 @@ def test_f4_a_replica_paused_longer_than_its_lease_is_fenced(bed: FaultBed) -> N
 def test_f5_a_frozen_holder_is_cut_off_by_the_idle_in_transaction_timeout(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    a = bed.replica("a", "--test-hold-in-tx-ms", "6000").start()
+    a = bed.replica("a", "--hold-in-tx-ms", "6000").start()
     a.wait_ready()
     holder = wait_for(lambda: bed.holding_transaction("a"), "a inside its admission transaction")
     assert a.process is not None
@@ -121,7 +121,7 @@ def test_f5_a_frozen_holder_is_cut_off_by_the_idle_in_transaction_timeout(bed: F
 def test_f6_terminating_the_backend_inside_the_transaction(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    a = bed.replica("a", "--test-hold-in-tx-ms", "4000", lease_ms=10_000).start()
+    a = bed.replica("a", "--hold-in-tx-ms", "4000", lease_ms=10_000).start()
     a.wait_ready()
     holder = wait_for(lambda: bed.holding_transaction("a"), "a inside its admission transaction")
     bed.rows("SELECT pg_terminate_backend(%s)", [holder["pid"]])
@@ -159,7 +159,7 @@ def test_f19_lock_and_statement_timeouts_on_claim_and_commit_are_survived(bed: F
 
     bed.publish("t1")
     start = bed.now()
-    a = bed.replica("a", "--test-pause-after-claim-ms", "1000").start()
+    a = bed.replica("a", "--pause-after-claim-ms", "1000").start()
     a.wait_ready()
     server = bed.db.server.url("postgres", bed.db.name)
 
@@ -214,7 +214,7 @@ def test_f20_a_trigger_changed_while_its_claim_is_held(bed: FaultBed, change: st
 
     bed.publish("t1")
     start = bed.now()
-    a = bed.replica("a", "--test-pause-after-claim-ms", "1500").start()
+    a = bed.replica("a", "--pause-after-claim-ms", "1500").start()
     a.wait_ready()
     wait_for(lambda: bed.rows("SELECT 1 FROM qinglong.runs"), "a first admission", 20)
     held = len(bed.claims_by("a"))

@@ -27,9 +27,9 @@ from qinglong.storage.ports import ProjectCreateParams, ScheduleClaimParams, Tas
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.scheduling import PgScheduleStore
-from qinglong.testing.netns import NetNamespace
-from qinglong.testing.postgres import EmbeddedPostgres
-from qinglong.testing.replication import Standby, set_asynchronous, set_synchronous
+from testkit.netns import NetNamespace
+from testkit.postgres import EmbeddedPostgres
+from testkit.replication import Standby, set_asynchronous, set_synchronous
 from tests.faults.conftest import LEASE_MS, FaultBed, wait_for
 
 pytestmark = pytest.mark.slow
@@ -330,7 +330,7 @@ def test_f11_a_partitioned_replica_is_fenced_and_recovers(bed: FaultBed, primary
             bed.publish(f"t{i}")
         start = bed.now()
         url = f"postgresql://ql_runtime@{namespace.host_ip}:{primary.port}/{DB}"
-        a = bed.replica("a", "--test-pause-after-claim-ms", "1500", url=url)
+        a = bed.replica("a", "--pause-after-claim-ms", "1500", url=url)
         a.prefix = tuple(namespace.prefix)
         a.start()
         wait_for(lambda: events_state(a, "ready"), "a (inside the namespace) ready", 30)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.testing.soak import SoakConfig, print_result, run_soak
+from testkit.soak import SoakConfig, print_result, run_soak
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ def test_f10_republish_storm_under_three_replicas(bed: FaultBed) -> None:
         bed.publish(f"t{i:02d}")
     start = bed.now()
     # Admissions held open 30 ms before COMMIT overlap the republishes more often.
-    replicas = [bed.replica(name, "--batch", "8", "--test-hold-in-tx-ms", "30").start()
+    replicas = [bed.replica(name, "--batch", "8", "--hold-in-tx-ms", "30").start()
                 for name in ("a", "b", "c")]
     for replica in replicas:
         replica.wait_ready()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from qinglong.testing.pgproxy import PgProxy, ProxyMode
+from testkit.pgproxy import PgProxy, ProxyMode
 from tests.faults.conftest import LEASE_MS, FaultBed, wait_for
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import InvalidConfig
-from qinglong.profiles.cluster import Availability, ClusterControl
+from qinglong.profiles.cluster import Availability, ClusterControl, ControlSeams
 from qinglong.profiles.cluster_config import load_control_settings
 from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.storage.ports import CommitResult
@@ -87,7 +87,7 @@ def start(cluster: Cluster, before_commit: Any = None, run: bool = True, **flags
         **flags,
     })
     observer = Observer()
-    app = ClusterControl(settings, observer, before_commit=before_commit)
+    app = ClusterControl(settings, observer, ControlSeams(before_commit=before_commit))
     port = app.start_http()
     stop = threading.Event()
     thread = threading.Thread(target=app.run, args=(stop,), daemon=True)
@@ -189,7 +189,7 @@ def test_a_read_only_database_keeps_the_replica_unavailable(cluster: Cluster, co
     wait_for(running.ready, "activation once the server is writable again")
 
 
-def test_startup_recovery_refuses_drifted_work_but_accepts_pristine_admissions(
+def test_activation_accepts_queued_and_expired_work_and_refuses_only_corrupt_runs(
     cluster: Cluster, controls: list[Running]
 ) -> None:
     cluster.publish("t1")
@@ -203,14 +203,33 @@ def test_startup_recovery_refuses_drifted_work_but_accepts_pristine_admissions(
     wait_for(second.ready, "activation with pristine queued Runs")
     second.shutdown()
     run_id = cluster.db.execute("SELECT id FROM runs ORDER BY created_at_ms LIMIT 1")[0]["id"]
-    cluster.db.execute("UPDATE run_attempts SET status = 'running', started_at_ms = 1 WHERE run_id = %s", [run_id])
+    # A worker that died while running this Run: its lease expired long ago. That is normal
+    # work for the reconciler, not a reason to refuse activation.
+    cluster.db.execute(
+        "UPDATE run_attempts SET status = 'running', started_at_ms = 1, worker_id = 'dead', "
+        "lease_generation = 1, lease_token_digest = repeat('a', 64), lease_expires_at_ms = 1 "
+        "WHERE run_id = %s", [run_id])
     cluster.db.execute("UPDATE runs SET status = 'running' WHERE id = %s", [run_id])
     third = start(cluster, owner_id="c3")
     controls.append(third)
-    wait_for(lambda: "recovery-not-converged" in json.dumps(third.status())
-             or "unfinished work" in json.dumps(third.status()), "the recovery gate to refuse")
-    assert http(third.port, "/readyz")[0] == 503
-    assert run_id in json.dumps(third.status())
+    wait_for(third.ready, "activation with an expired lease")
+    wait_for(lambda: cluster.db.execute("SELECT status FROM runs WHERE id = %s",
+                                        [run_id])[0]["status"] == "lost",
+             "the reconciler to mark the dead worker's Run lost")
+    [event] = cluster.db.execute(
+        "SELECT actor_type, actor_id, payload FROM run_events WHERE run_id = %s "
+        "AND type = 'run.lost'", [run_id])
+    assert (event["actor_type"], event["actor_id"]) == ("reconciler", "c3")
+    assert event["payload"]["reason"] == "lease_expired"  # type: ignore[index]
+    third.shutdown()
+    # A Run in a shape no lifecycle step produces (running, with nothing leased) is corrupt.
+    cluster.db.execute("UPDATE runs SET status = 'running' WHERE id = %s", [run_id])
+    fourth = start(cluster, owner_id="c4")
+    controls.append(fourth)
+    wait_for(lambda: "run-corrupt" in json.dumps(fourth.status()), "the gate to refuse")
+    assert http(fourth.port, "/readyz")[0] == 503
+    assert (f"run-corrupt:{run_id}:running:executing-without-a-leased-attempt"
+            in json.dumps(fourth.status()))
 
 
 @pytest.mark.parametrize(
@@ -277,7 +296,7 @@ def test_sigterm_is_answered_promptly_while_the_database_is_away(tmp_path: Any) 
     import subprocess
     import sys
 
-    from qinglong.testing.postgres import free_port
+    from testkit.postgres import free_port
 
     nobody = free_port(56000)  # nothing listens there: every connection attempt is refused
     env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}

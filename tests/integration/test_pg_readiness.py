@@ -151,8 +151,8 @@ def test_migrate_applies_both_migrations_once_and_ql_migration_owns_everything(
         provision_roles(conn)
         first = migrate(conn)
         second = migrate(conn)
-    assert first.applied == ("0001_core", "0002_role_grants")
-    assert first.current == second.current == "0002_role_grants"
+    assert first.applied == tuple(m.id for m in MIGRATIONS)
+    assert first.current == second.current == MIGRATIONS[-1].id
     assert second.applied == ()
     with open_as(db, MIGRATION) as conn:
         assert migrate(conn).applied == ()
@@ -192,7 +192,7 @@ def test_a_held_migration_lock_fails_fast_and_applies_nothing(pg_empty_db: PgTes
     if tables:
         assert ledger(db) == []
     with open_as(db, SUPERUSER) as conn:  # released: the same runner goes through
-        assert migrate(conn).applied == ("0001_core", "0002_role_grants")
+        assert migrate(conn).applied == tuple(m.id for m in MIGRATIONS)
 
 
 def test_a_held_migration_lock_leaves_a_migrated_database_untouched(pg_db: PgTestDatabase) -> None:
@@ -231,6 +231,8 @@ DRIFT = [
                  "unknown-migration:0003_from_the_future", id="unknown-migration"),
     pytest.param("DELETE FROM schema_migrations WHERE migration_id = '0001_core'",
                  "migration-out-of-order:0002_role_grants", id="deleted-row"),
+    pytest.param("DELETE FROM schema_migrations WHERE migration_id = '0002_role_grants'",
+                 "migration-out-of-order:0003_lifecycle", id="deleted-middle-row"),
 ]
 
 
@@ -252,13 +254,30 @@ def test_drift_is_refused_and_never_repaired(pg_db: PgTestDatabase, tamper: str,
 def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: PgTestDatabase) -> None:
     # As a database migrated by an older qinglong looks: the newest migration (and the
     # capability row it writes) not there yet.
-    pg_db.execute("UPDATE schema_capabilities SET contract_version = 1, migration_id = '0001_core', "
-                  "capabilities = '[\"definitions\", \"run_core\", \"cluster_scheduler_admission\"]'")
-    pg_db.execute("DELETE FROM schema_migrations WHERE migration_id = '0002_role_grants'")
+    # Undo 0003_lifecycle by hand (its DDL included), so the migration really runs again.
+    pg_db.execute("""
+        UPDATE schema_capabilities SET contract_version = 2, migration_id = '0002_role_grants',
+            capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants"]';
+        DELETE FROM schema_migrations WHERE migration_id = '0003_lifecycle';
+        DROP TABLE instances;
+        DROP INDEX run_attempts_active_idx; DROP INDEX runs_status_idx; DROP INDEX runs_task_idx;
+        CREATE INDEX run_attempts_lease_idx ON run_attempts (lease_expires_at_ms, id)
+            WHERE lease_expires_at_ms IS NOT NULL;
+        ALTER TABLE task_definitions DROP COLUMN deleted_at_ms;
+        ALTER TABLE triggers DROP COLUMN deleted_at_ms;
+        ALTER TABLE run_attempts DROP CONSTRAINT run_attempts_lease_shape,
+            DROP CONSTRAINT run_attempts_lease_generation_check,
+            ALTER COLUMN lease_generation DROP NOT NULL, ALTER COLUMN lease_generation DROP DEFAULT,
+            DROP COLUMN log_path,
+            ADD COLUMN worker_session_id varchar(36), ADD COLUMN worker_generation integer,
+            ADD COLUMN lease_token varchar(128), ADD COLUMN lease_version integer,
+            ADD COLUMN offer_id varchar(128), ADD COLUMN callback_token_hash varchar(128),
+            ADD COLUMN log_artifact_id varchar(36);
+    """)
     audits = audit_everyone(pg_db)
-    assert all("missing-migration:0002_role_grants" in found for found in audits.values()), audits
+    assert all("missing-migration:0003_lifecycle" in found for found in audits.values()), audits
     with open_as(pg_db, MIGRATION) as conn:
-        migrate(conn)  # a pending migration is applied (it is not drift)
+        assert migrate(conn).applied == ("0003_lifecycle",)  # pending is applied, not drift
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
@@ -422,7 +441,7 @@ def test_every_application_role_can_do_exactly_what_the_matrix_says(pg_db: PgTes
     counts = pg_db.execute(" UNION ALL ".join(
         f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in sorted(TABLES)))
     assert {r["t"]: r["n"] for r in counts if r["n"]} == {  # every probe rolled back
-        "schema_capabilities": 1, "schema_migrations": 2}
+        "schema_capabilities": 1, "schema_migrations": len(MIGRATIONS)}
 
 
 def test_runtime_reads_and_updates_schedules_but_never_inserts_or_deletes_them(cluster: Cluster) -> None:
@@ -552,8 +571,9 @@ CAPABILITY_TAMPERING = [
                  id="capability-dropped"),
     pytest.param("UPDATE schema_capabilities SET capabilities = capabilities || '[\"extra\"]'",
                  id="capability-added"),
-    pytest.param("UPDATE schema_capabilities SET migration_id = '0001_core'", id="migration-id"),
-    pytest.param("INSERT INTO schema_capabilities VALUES ('someone-else', 2, '0002_role_grants', "
+    pytest.param("UPDATE schema_capabilities SET migration_id = '0002_role_grants'",
+                 id="migration-id"),
+    pytest.param("INSERT INTO schema_capabilities VALUES ('someone-else', 3, '0003_lifecycle', "
                  "'[]', 0)", id="second-row"),
     pytest.param("DELETE FROM schema_capabilities", id="row-deleted"),
 ]
@@ -657,11 +677,12 @@ def test_ql_db_migrate_and_check_end_to_end(pg_server: PgServer) -> None:
         done = ql("db", "migrate", "--database-url", superuser_url)
         assert (done.returncode, done.stderr) == (0, ""), done
         assert done.stdout.splitlines() == [
-            "applied 0001_core", "applied 0002_role_grants", "schema is at 0002_role_grants"]
+            *(f"applied {m.id}" for m in MIGRATIONS), f"schema is at {MIGRATIONS[-1].id}"]
 
         again = ql("db", "migrate", "--database-url", superuser_url)
         assert again.returncode == 0, again
-        assert again.stdout.splitlines() == ["schema already at 0002_role_grants; nothing to do"]
+        assert again.stdout.splitlines() == [
+            f"schema already at {MIGRATIONS[-1].id}; nothing to do"]
 
         ready = ql("db", "check", "--database-url", runtime_url)
         assert (ready.returncode, ready.stdout, ready.stderr) == (0, "ready\n", ""), ready

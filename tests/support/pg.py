@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 from qinglong.storage.postgres.connection import PgConnection
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.roles import provision_roles
-from qinglong.testing.postgres import EmbeddedPostgres
+from testkit.postgres import EmbeddedPostgres
 
 SYSTEM_PORT = 5432
 EMBEDDED = "pg18-embedded"

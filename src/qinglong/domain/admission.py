@@ -6,15 +6,17 @@ the shape of an admission.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from qinglong.domain.decision import Decision
 from qinglong.domain.runs import (
-    ACTOR_SCHEDULER,
     EXECUTION_ORIGIN_SCHEDULED,
     EXECUTION_OWNER_RUNTIME,
     TRIGGER_TYPE_CRON,
+    Actor,
     AttemptStatus,
+    EventType,
     RunStatus,
     cron_idempotency_key,
 )
@@ -28,6 +30,11 @@ class AdmissionIds:
     attempt_id: str
     created_event_id: str
     queued_event_id: str
+
+    @classmethod
+    def new(cls, new_id: Callable[[], str]) -> AdmissionIds:
+        return cls(run_id=new_id(), attempt_id=new_id(), created_event_id=new_id(),
+                   queued_event_id=new_id())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,9 +109,9 @@ def admission_rows(
         "id": ids.created_event_id,
         "run_id": ids.run_id,
         "sequence": 1,
-        "type": "run.created",
+        "type": EventType.RUN_CREATED.value,
         "dedupe_key": "schedule-created:" + key,
-        "actor_type": ACTOR_SCHEDULER,
+        "actor_type": Actor.SCHEDULER.value,
         "actor_id": actor_id,
         "attempt_id": None,
         "payload": created_payload,
@@ -114,9 +121,9 @@ def admission_rows(
         "id": ids.queued_event_id,
         "run_id": ids.run_id,
         "sequence": 2,
-        "type": "run.queued",
+        "type": EventType.RUN_QUEUED.value,
         "dedupe_key": "schedule-queued:" + key,
-        "actor_type": ACTOR_SCHEDULER,
+        "actor_type": Actor.SCHEDULER.value,
         "actor_id": actor_id,
         "attempt_id": ids.attempt_id,
         "payload": {"from_status": "created", "to_status": "queued", "version": 2},

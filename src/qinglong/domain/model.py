@@ -78,6 +78,9 @@ class Run:
     finished_at_ms: int | None
     error_code: str | None
     error_summary: str | None
+    cancel_requested_at_ms: int | None = None
+    cancel_reason: str | None = None
+    trigger_type: str = "cron"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +99,9 @@ class Attempt:
     exit_code: int | None
     error_code: str | None
     error_summary: str | None
+    worker_id: str | None = None
+    lease_generation: int = 0
+    lease_expires_at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

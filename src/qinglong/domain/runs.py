@@ -1,8 +1,15 @@
-"""Runs, attempts and events: statuses, allowed transitions and event names."""
+"""Runs, attempts and events: statuses, the allowed transitions, and the event vocabulary.
+
+The transition tables are enforced: `require_run_transition` and
+`require_attempt_transition` raise `IllegalTransition` for anything not listed. The steps
+that use them are in ``domain/lifecycle.py``.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from qinglong.errors import IllegalTransition
 
 
 class RunStatus(StrEnum):
@@ -33,6 +40,8 @@ class AttemptStatus(StrEnum):
 TERMINAL_RUN = frozenset(
     {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT}
 )
+# Statuses a Run ends in as far as its executor is concerned (lost waits for a decision).
+ENDED_RUN = TERMINAL_RUN | {RunStatus.LOST}
 TERMINAL_ATTEMPT = frozenset(
     {
         AttemptStatus.SUCCEEDED,
@@ -42,13 +51,20 @@ TERMINAL_ATTEMPT = frozenset(
         AttemptStatus.LOST,
     }
 )
+ACTIVE_ATTEMPT = frozenset({AttemptStatus.CLAIMED, AttemptStatus.STARTING, AttemptStatus.RUNNING})
+# What an executor may report when a started Attempt ends.
+FINISH_STATUSES = frozenset(
+    {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.TIMED_OUT,
+     AttemptStatus.CANCELLED}
+)
 
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.CREATED: frozenset({RunStatus.QUEUED, RunStatus.CANCELLED}),
     RunStatus.QUEUED: frozenset({RunStatus.DISPATCHING, RunStatus.CANCELLED, RunStatus.TIMED_OUT}),
+    # dispatching -> queued: a lease withdrawn before its command started (nothing ran)
     RunStatus.DISPATCHING: frozenset(
-        {RunStatus.RUNNING, RunStatus.RETRY_WAIT, RunStatus.FAILED, RunStatus.CANCELLED,
-         RunStatus.LOST}
+        {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.RETRY_WAIT, RunStatus.FAILED,
+         RunStatus.CANCELLED, RunStatus.LOST}
     ),
     RunStatus.RUNNING: frozenset(
         {RunStatus.WAITING_APPROVAL, RunStatus.RETRY_WAIT, RunStatus.SUCCEEDED, RunStatus.FAILED,
@@ -84,14 +100,90 @@ def attempt_transition_allowed(source: AttemptStatus, target: AttemptStatus) -> 
     return target in ATTEMPT_TRANSITIONS.get(source, frozenset())
 
 
+def require_run_transition(source: RunStatus, target: RunStatus) -> None:
+    if not run_transition_allowed(source, target):
+        raise IllegalTransition(f"a run may not go from {source.value} to {target.value}")
+
+
+def require_attempt_transition(source: AttemptStatus, target: AttemptStatus) -> None:
+    if not attempt_transition_allowed(source, target):
+        raise IllegalTransition(f"an attempt may not go from {source.value} to {target.value}")
+
+
 def cron_idempotency_key(trigger_id: str, trigger_revision: int, scheduled_for_ms: int) -> str:
     """The unique key of one cron occurrence of one trigger revision."""
     return f"ql3:cron:v1:{trigger_id}:{trigger_revision}:{scheduled_for_ms}"
 
 
+class Actor(StrEnum):
+    """Who appended an event."""
+
+    USER = "user"
+    SCHEDULER = "scheduler"
+    EXECUTOR = "executor"
+    WORKER = "worker"
+    RECONCILER = "reconciler"
+    SYSTEM = "system"
+
+
+class EventType(StrEnum):
+    """Every event a Run can carry, ``aggregate.past_tense``."""
+
+    RUN_CREATED = "run.created"
+    RUN_QUEUED = "run.queued"
+    RUN_DISPATCHING = "run.dispatching"
+    RUN_DISPATCH_RELEASED = "run.dispatch_released"
+    RUN_RUNNING = "run.running"
+    RUN_SUCCEEDED = "run.succeeded"
+    RUN_FAILED = "run.failed"
+    RUN_CANCELLED = "run.cancelled"
+    RUN_TIMED_OUT = "run.timed_out"
+    RUN_LOST = "run.lost"
+    ATTEMPT_STARTING = "attempt.starting"
+    ATTEMPT_RUNNING = "attempt.running"
+    ATTEMPT_SUCCEEDED = "attempt.succeeded"
+    ATTEMPT_FAILED = "attempt.failed"
+    ATTEMPT_CANCELLED = "attempt.cancelled"
+    ATTEMPT_TIMED_OUT = "attempt.timed_out"
+    ATTEMPT_LOST = "attempt.lost"
+    ATTEMPT_LATE_CALLBACK_IGNORED = "attempt.late_callback_ignored"
+
+    @classmethod
+    def for_run(cls, status: RunStatus) -> EventType:
+        return cls("run." + status.value)
+
+    @classmethod
+    def for_attempt(cls, status: AttemptStatus) -> EventType:
+        return cls("attempt." + status.value)
+
+    @property
+    def summary(self) -> str:
+        """A few words for people reading a Run's timeline."""
+        return EVENT_SUMMARIES[self]
+
+
+EVENT_SUMMARIES: dict[EventType, str] = {
+    EventType.RUN_CREATED: "admitted for its occurrence",
+    EventType.RUN_QUEUED: "queued for an executor",
+    EventType.RUN_DISPATCHING: "leased to an executor",
+    EventType.RUN_DISPATCH_RELEASED: "lease withdrawn before the command started; queued again",
+    EventType.RUN_RUNNING: "command running",
+    EventType.RUN_SUCCEEDED: "succeeded",
+    EventType.RUN_FAILED: "failed",
+    EventType.RUN_CANCELLED: "cancelled",
+    EventType.RUN_TIMED_OUT: "timed out",
+    EventType.RUN_LOST: "lost: its executor went away while it ran",
+    EventType.ATTEMPT_STARTING: "about to start the command",
+    EventType.ATTEMPT_RUNNING: "command started",
+    EventType.ATTEMPT_SUCCEEDED: "command exited 0",
+    EventType.ATTEMPT_FAILED: "command failed",
+    EventType.ATTEMPT_CANCELLED: "attempt cancelled",
+    EventType.ATTEMPT_TIMED_OUT: "command killed at its timeout",
+    EventType.ATTEMPT_LOST: "attempt lost",
+    EventType.ATTEMPT_LATE_CALLBACK_IGNORED: "a stale lease holder's write was refused",
+}
+
+
 TRIGGER_TYPE_CRON = "cron"
 EXECUTION_ORIGIN_SCHEDULED = "scheduled_system"
 EXECUTION_OWNER_RUNTIME = "runtime"
-ACTOR_SCHEDULER = "scheduler"
-ACTOR_EXECUTOR = "executor"
-ACTOR_RECONCILER = "reconciler"

@@ -6,6 +6,39 @@ from dataclasses import dataclass
 
 from qinglong.domain.decision import Decision, decide
 from qinglong.domain.trigger import CronTriggerSpec
+from qinglong.errors import InvalidConfig
+
+# Bounds of a scheduler cycle and of a cluster claim, declared once for every surface.
+MIN_BUDGET = 1
+MAX_BUDGET = 256
+MIN_CLAIM_LEASE_MS = 1_000
+MAX_CLAIM_LEASE_MS = 60_000
+
+
+def _bounded(value: int, low: int, high: int, field: str, unit: str = "") -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidConfig(field, f"must be between {low} and {high}{unit}")
+    return value
+
+
+def check_budget(budget: int, field: str = "budget") -> int:
+    """Decisions (or claims) per scheduler cycle."""
+    return _bounded(budget, MIN_BUDGET, MAX_BUDGET, field)
+
+
+def check_claim_lease(lease_ms: int, field: str = "lease") -> int:
+    """How long a cluster claim on a schedule row lasts."""
+    return _bounded(lease_ms, MIN_CLAIM_LEASE_MS, MAX_CLAIM_LEASE_MS, field, " ms")
+
+
+def lease_grace_warning(lease_ms: int, grace_ms: int) -> str | None:
+    """Why a claim lease that is not shorter than the misfire grace is risky (else None):
+    when a replica dies holding claims, another takes them over only after the lease, and
+    an occurrence that waited longer than the grace by then is decided as misfired."""
+    if lease_ms < grace_ms:
+        return None
+    return (f"lease {lease_ms} ms >= grace {grace_ms} ms: occurrences held by a replica that "
+            "dies may misfire before another replica takes them over")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

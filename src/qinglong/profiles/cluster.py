@@ -9,9 +9,8 @@ admissions, livez stays 200, until a fresh activation succeeds.
 
 from __future__ import annotations
 
-import json
 import os
-import random
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,24 +20,28 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qinglong.api.health import HttpServer, create_app
-from qinglong.clock import pause
+from qinglong.clock import Clock, SystemClock
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import ConnectionLost, NotReady, QinglongError
+from qinglong.execution.reconciler import Reconciler
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.diagnostics import Diagnostic, diagnostic_from
 from qinglong.scheduler.lifecycle import SchedulerLifecycle, StopResult
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import CommitOutcome, CommitResult
+from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
 from qinglong.storage.postgres.errors import ServerNotWritable
+from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.readiness import audit, session_findings
-from qinglong.storage.postgres.recovery import recovery_candidates
+from qinglong.storage.postgres.runs import PgRunStore, corrupt_runs
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.storage.postgres.topology import choose_primary
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
+RECONCILE_INTERVAL_S = 2.0
+HEARTBEAT_INTERVAL_S = 5.0
 
 
 class Availability(StrEnum):
@@ -52,6 +55,7 @@ class ControlObserver(Protocol):
     def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None: ...
     def state(self, state: Availability, reason: str) -> None: ...
     def diagnostic(self, diagnostic: Diagnostic) -> None: ...
+    def rescued(self, attempt: RescuedAttempt) -> None: ...
 
 
 class AvailabilityFence:
@@ -119,6 +123,9 @@ class Metrics:
         self.activations = Counter("ql_activations_total", "Successful activations",
                                    registry=self.registry)
         self.ready = Gauge("ql_ready", "1 while this replica admits", registry=self.registry)
+        self.rescued = Counter("ql_attempts_rescued_total",
+                               "Attempts whose lease expired, by what the reconciler did",
+                               ["outcome"], registry=self.registry)
         self.lag = Histogram("ql_admission_lag_seconds", "Claim time minus scheduled time",
                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
                              registry=self.registry)
@@ -128,60 +135,38 @@ class Metrics:
 class _Activation:
     connector: PoolConnector
     lifecycle: SchedulerLifecycle
+    reconciling: SchedulerLifecycle
 
 
-class AckLedger:
-    """Appends every acknowledged (committed and durable) admission to a file, one JSON line
-    each, so a test can check what the scheduler told the outside world against the database."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlSeams:
+    """Hooks the program that embeds a replica may wire in; production leaves them empty.
 
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._lock = threading.Lock()
+    ``before_commit`` runs inside each admission transaction just before COMMIT,
+    ``after_claim`` after each claim statement that returned rows, and ``on_committed``
+    after each commit with its result (the fault tests hold transactions open, pause after
+    claims and keep a ledger of acknowledged admissions through these)."""
 
-    def record(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
-        if result.outcome is not CommitOutcome.ADMITTED or not result.durable:
-            return
-        line = json.dumps({
-            "project": claim.candidate.project_id, "trigger": claim.candidate.trigger_id,
-            "trigger_revision": claim.candidate.trigger_revision,
-            "scheduled_for_ms": decision.scheduled_for_ms, "run_id": result.run_id,
-            "claim_token": claim.fence.token, "claim_version": claim.fence.version,
-            "owner": claim.fence.owner, "in_doubt": result.in_doubt,
-        }, sort_keys=True) + "\n"
-        with self._lock:
-            os.write(self._fd, line.encode())
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-def _pause_for(ms: int, fraction: float = 1.0) -> Callable[[], None] | None:
-    if ms <= 0 or fraction <= 0:
-        return None
-    chance = random.Random()  # noqa: S311 - fault-injection timing, not security
-
-    def hold() -> None:
-        if fraction >= 1 or chance.random() < fraction:
-            pause(ms / 1000)
-
-    return hold
+    before_commit: Callable[[], None] | None = None
+    after_claim: Callable[[], None] | None = None
+    on_committed: Callable[[ScheduleClaim, Decision, CommitResult], None] | None = None
 
 
 class ClusterControl:
     def __init__(self, settings: ControlSettings, observer: ControlObserver,
-                 *, before_commit: Callable[[], None] | None = None) -> None:
+                 seams: ControlSeams | None = None, clock: Clock | None = None) -> None:
         self._settings = settings
+        self._clock = clock or SystemClock()
         self._observer = observer
         self._fence = AvailabilityFence(observer)
         self._metrics = Metrics()
-        self._before_commit = before_commit or _pause_for(settings.test_hold_in_tx_ms,
-                                                          settings.test_hold_fraction)
-        self._after_claim = _pause_for(settings.test_pause_after_claim_ms)
-        self._ledger = AckLedger(settings.test_ack_ledger) if settings.test_ack_ledger else None
+        self._seams = seams or ControlSeams()
         self._activation: _Activation | None = None
         self._last_report: CycleReport | None = None
         self._activations = 0
         self._http: HttpServer | None = None
+        self._instances: PgInstanceStore | None = None
+        self._beat_at = 0.0
 
     # -- HTTP -------------------------------------------------------------------------
 
@@ -235,44 +220,61 @@ class ClusterControl:
                 findings = audit(conn) + session_findings(conn, s.lease_ms)
                 if findings:
                     raise NotReady(findings)
-                page = recovery_candidates(conn, limit=16)
-                if not page.converged:
-                    listed = ", ".join(f"{c.kind}:{c.id}:{c.status}" for c in page.candidates[:4])
-                    raise NotReady(["recovery-not-converged"],
-                                   f"startup recovery found unfinished work: {listed}"
-                                   + (" and more" if page.has_more or len(page.candidates) > 4 else ""))
+                corrupt = corrupt_runs(conn)
+                if corrupt:
+                    raise NotReady(corrupt, "runs in an impossible state block activation: "
+                                   + ", ".join(corrupt[:4]) + (" and more" if len(corrupt) > 4 else ""))
             store = PgScheduleStore(connector, actor_id=s.owner_id,
                                     commit_deadline_s=s.commit_deadline_ms / 1000,
-                                    before_commit=self._before_commit,
+                                    before_commit=self._seams.before_commit,
                                     on_retry=lambda state: self._metrics.retries.labels(state).inc())
             coordinator = ClusterCoordinator(
                 store, owner=s.owner_id, lease_ms=s.lease_ms, budget=s.budget, batch=s.batch,
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
-                after_claim=self._after_claim,
+                after_claim=self._seams.after_claim,
             )
             lifecycle = SchedulerLifecycle(
                 lambda: self._cycle(coordinator, lifecycle.stop_requested), interval_s=s.interval_ms / 1000,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 on_report=self._report,
             )
+            runs = PgRunStore(connector, actor_id=s.owner_id)
+            reconciler = Reconciler(runs, on_rescued=self._rescued)
+            reconciling = SchedulerLifecycle(
+                lambda: self._guarded(reconciler.run_cycle), interval_s=RECONCILE_INTERVAL_S,
+                stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
+                name="ql-reconciler",
+            )
+            self._instances = PgInstanceStore(connector)
+            self._instances.instance_start(s.owner_id, "control", socket.gethostname(),
+                                           os.getpid())
         except BaseException:
             connector.close()
             raise
-        self._activation = _Activation(connector=connector, lifecycle=lifecycle)
+        self._activation = _Activation(connector=connector, lifecycle=lifecycle,
+                                       reconciling=reconciling)
         self._activations += 1
         self._metrics.activations.inc()
         self._fence.activated()
         self._metrics.ready.set(1)
         lifecycle.start()
+        reconciling.start()
 
     def _cycle(self, coordinator: ClusterCoordinator, stop_requested: Callable[[], bool]) -> CycleReport:
+        return self._guarded(lambda: coordinator.run_cycle(stop_requested))
+
+    def _guarded(self, cycle: Callable[[], CycleReport]) -> CycleReport:
         if not self._fence.ready:
-            return CycleReport()  # unavailable: no claims, no admissions
+            return CycleReport()  # unavailable: no claims, no admissions, no rescues
         try:
-            return coordinator.run_cycle(stop_requested)
+            return cycle()
         except FENCE_TRIPPING as exc:
             self._trip(exc.message)
             raise
+
+    def _rescued(self, attempt: RescuedAttempt) -> None:
+        self._metrics.rescued.labels(attempt.outcome).inc()
+        self._observer.rescued(attempt)
 
     def _trip(self, reason: str) -> None:
         self._metrics.ready.set(0)
@@ -283,6 +285,13 @@ class ClusterControl:
         if activation is None:
             return StopResult.STOPPED
         result = activation.lifecycle.stop()
+        activation.reconciling.stop()
+        instances, self._instances = self._instances, None
+        if instances is not None and self._fence.state[0] is Availability.STOPPING:
+            try:
+                instances.instance_stop(self._settings.owner_id)
+            except QinglongError as exc:
+                self._diagnostic(diagnostic_from("control", exc))
         activation.connector.close()
         return result
 
@@ -318,8 +327,6 @@ class ClusterControl:
         result = self.deactivate()
         if self._http is not None:
             self._http.stop()
-        if self._ledger is not None:
-            self._ledger.close()
         return result
 
     # -- observation ------------------------------------------------------------------
@@ -334,13 +341,20 @@ class ClusterControl:
             m.raced.labels(result.reason or "unknown").inc()
         else:
             m.advanced.labels(decision.disposition.value).inc()
-        if self._ledger is not None:
-            self._ledger.record(claim, decision, result)
+        if self._seams.on_committed is not None:
+            self._seams.on_committed(claim, decision, result)
         self._observer.committed(claim, decision, result)
 
     def _report(self, report: CycleReport) -> None:
         self._last_report = report
         self._metrics.cycles.inc()
+        now = self._clock.monotonic()
+        if self._instances is not None and now - self._beat_at >= HEARTBEAT_INTERVAL_S:
+            self._beat_at = now
+            try:
+                self._instances.instance_beat(self._settings.owner_id)
+            except QinglongError as exc:
+                self._diagnostic(diagnostic_from("control", exc))
 
     def _diagnostic(self, diagnostic: Diagnostic) -> None:
         self._metrics.errors.labels(diagnostic.code).inc()

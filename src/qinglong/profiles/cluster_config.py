@@ -13,7 +13,9 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from qinglong.api.health import parse_listen
+from qinglong.domain.decision import MAX_GRACE_MS, MIN_GRACE_MS
 from qinglong.domain.identifiers import OWNER_ID
+from qinglong.domain.schedule import MAX_BUDGET, MAX_CLAIM_LEASE_MS, MIN_BUDGET, MIN_CLAIM_LEASE_MS
 from qinglong.errors import InvalidConfig
 from qinglong.profiles.backends import url_kind
 
@@ -25,24 +27,16 @@ class ControlSettings(BaseSettings):
 
     database_url: str = Field(validation_alias="QL_DATABASE_URL")
     owner_id: str
-    lease_ms: int = Field(default=30_000, ge=1_000, le=60_000)
-    grace_ms: int = Field(default=30_000, ge=0, le=300_000)
-    budget: int = Field(default=16, ge=1, le=256)
-    batch: int = Field(default=8, ge=1, le=256)
+    lease_ms: int = Field(default=30_000, ge=MIN_CLAIM_LEASE_MS, le=MAX_CLAIM_LEASE_MS)
+    grace_ms: int = Field(default=30_000, ge=MIN_GRACE_MS, le=MAX_GRACE_MS)
+    budget: int = Field(default=16, ge=MIN_BUDGET, le=MAX_BUDGET)
+    batch: int = Field(default=8, ge=MIN_BUDGET, le=MAX_BUDGET)
     interval_ms: int = Field(default=1_000, ge=250, le=3_600_000)
     stop_timeout_ms: int = Field(default=10_000, ge=100, le=30_000)
     commit_deadline_ms: int = Field(default=5_000, ge=100, le=60_000)
     pool_size: int = Field(default=4, ge=1, le=64)
     http: str = "127.0.0.1:8081"
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
-    # Fault-injection knobs for tests and the soak (off by default; see docs/guarantees.md):
-    # hold admission transactions open this long before COMMIT (all of them, or a random
-    # fraction), pause this long after every claim, and append each acknowledged admission
-    # to this file.
-    test_hold_in_tx_ms: int = Field(default=0, ge=0, le=60_000)
-    test_hold_fraction: float = Field(default=1.0, ge=0.0, le=1.0)  # of admissions that hold
-    test_pause_after_claim_ms: int = Field(default=0, ge=0, le=60_000)
-    test_ack_ledger: str | None = None
 
     @field_validator("owner_id")
     @classmethod

@@ -1,33 +1,43 @@
-"""The edge and standalone profiles: SQLite, the local scheduler and the local executor.
+"""The edge and standalone profiles: SQLite, the local scheduler and the executor.
 
-Start order: schema check -> single-serve lock -> reconcile interrupted attempts ->
-executor -> scheduler. Stop order: scheduler (drain the cycle) -> executor (drain
-running jobs, then cancel what is left) -> database.
+Start order: schema check -> single-serve lock -> log directory -> settle what a previous
+server left running -> executor -> scheduler. Stop order: scheduler (drain the cycle) -> executor (drain
+running jobs, then cancel what is left) -> database -> lock.
+
+A storage error that cannot heal (a damaged database file) stops the server: `failed` is set
+and `failure` says why, so `ql serve` exits non-zero instead of logging the same error forever.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from qinglong.clock import Clock
 from qinglong.domain.decision import Decision, check_grace
-from qinglong.domain.schedule import ScheduleCandidate
-from qinglong.errors import AlreadyRunning, InvalidConfig
-from qinglong.execution.local import LocalExecutor, RunFinished
+from qinglong.domain.schedule import ScheduleCandidate, check_budget
+from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
+from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES
 from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.scheduler.lifecycle import SchedulerLifecycle, StopResult, check_interval
 from qinglong.scheduler.local import LocalCoordinator
-from qinglong.scheduler.report import check_budget
-from qinglong.storage.ports import CommitOutcome, CommitResult, ReconciledAttempt
-from qinglong.storage.sqlite.connection import SqliteDatabase
+from qinglong.scheduler.report import CycleReport
+from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.sqlite.connection import SqliteDatabase, check_single_name
+from qinglong.storage.sqlite.instances import SqliteInstanceStore
 from qinglong.storage.sqlite.migrate import check_schema
 from qinglong.storage.sqlite.runs import SqliteRunStore
 from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
+
+INSTANCE_ID = "serve"  # one `ql serve` per database file at a time
+HEARTBEAT_INTERVAL_S = 5.0
+FATAL_CODES = frozenset({DatabaseCorrupt.code})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,38 +83,69 @@ class LocalServeConfig:
 
     @property
     def effective_log_dir(self) -> Path:
+        """Absolute, so log paths recorded in Runs work from any directory."""
         if self.log_dir is not None:
-            return self.log_dir
-        return self.database_path.with_name(self.database_path.name + ".logs")
+            return self.log_dir.absolute()
+        path = self.database_path.absolute()
+        return path.with_name(path.name + ".logs")
 
 
 class LocalObserver(Protocol):
     def admitted(self, candidate: ScheduleCandidate, decision: Decision, result: CommitResult) -> None: ...
     def finished(self, finished: RunFinished) -> None: ...
-    def reconciled(self, attempt: ReconciledAttempt) -> None: ...
+    def reconciled(self, attempt: RescuedAttempt) -> None: ...
     def diagnostic(self, diagnostic: Diagnostic) -> None: ...
 
 
-class _ServeLock:
-    """An exclusive flock beside the database: one `ql serve` per database file."""
+def check_log_dir(path: Path) -> None:
+    """Create the log directory and prove that a file can be written in it."""
+    probe = path / f".ql-write-check-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise InvalidConfig("log-dir", f"cannot write log files in {str(path)!r} "
+                                       f"({exc.strerror or exc})") from None
+
+
+class ServeLock:
+    """One `ql serve` per database file: an exclusive flock on a file beside the database's
+    real path (symbolic links resolved; a file with several hard links is refused by
+    SqliteDatabase), holding the server's pid so a refusal can name it.
+
+    The lock is not taken on the database file itself: closing any descriptor of that file
+    would drop the POSIX locks SQLite holds on it in this process."""
 
     def __init__(self, database_path: Path) -> None:
-        self._path = database_path.with_name(database_path.name + ".serve.lock")
+        real = database_path.resolve()
+        self.database_path = database_path
+        self._path = real.with_name(real.name + ".serve.lock")
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        check_single_name(self.database_path.resolve())
+        try:
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise InvalidConfig("database-url", f"cannot create the lock file {str(self._path)!r} "
+                                                f"({exc.strerror})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
             os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
             raise AlreadyRunning(
-                f"another `ql serve` is already serving {str(self._path.with_suffix(''))!r}"
+                f"another `ql serve`{who} is already serving {str(self.database_path)!r}"
             ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:
+            os.ftruncate(self._fd, 0)
             os.close(self._fd)
             self._fd = None
 
@@ -115,25 +156,33 @@ class LocalApp:
         self._clock = clock
         self._observer = observer
         self._db: SqliteDatabase | None = None
-        self._lock = _ServeLock(config.database_path)
+        self._lock = ServeLock(config.database_path)
         self._lifecycle: SchedulerLifecycle | None = None
-        self._executor: LocalExecutor | None = None
+        self._executor: Executor | None = None
+        self._instances: SqliteInstanceStore | None = None
+        self._beat_at = 0.0
+        self.failed = threading.Event()
+        self.failure: Diagnostic | None = None
 
-    def start(self) -> list[ReconciledAttempt]:
+    def start(self) -> list[RescuedAttempt]:
         config = self._config
-        db = SqliteDatabase(config.database_path)
-        self._db = db
         try:
+            db = SqliteDatabase(config.database_path)
+            self._db = db
             check_schema(db)
             self._lock.acquire()
+            check_log_dir(config.effective_log_dir)
+            self._instances = SqliteInstanceStore(db, self._clock)
+            self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(), os.getpid())
             run_store = SqliteRunStore(db, self._clock, actor_id=config.profile.name)
-            executor = LocalExecutor(
+            executor = Executor(
                 run_store,
                 self._clock,
+                owner=f"{config.profile.name}:{os.getpid()}",
                 log_dir=config.effective_log_dir,
                 concurrency=config.concurrency,
                 log_max_bytes=config.log_max_bytes,
-                diagnostics=self._observer.diagnostic,
+                diagnostics=self._diagnostic,
                 on_finished=self._observer.finished,
             )
             reconciled = executor.recover()
@@ -145,34 +194,58 @@ class LocalApp:
                 budget=config.effective_budget,
                 grace_ms=config.grace_ms,
                 on_committed=self._committed,
-                diagnostics=self._observer.diagnostic,
+                diagnostics=self._diagnostic,
             )
             lifecycle = SchedulerLifecycle(
                 lambda: coordinator.run_cycle(lifecycle.stop_requested),  # read when a cycle runs
                 interval_s=config.effective_interval_s,
                 stop_timeout_s=config.stop_timeout_s,
-                diagnostics=self._observer.diagnostic,
+                diagnostics=self._diagnostic,
+                on_report=self._report,
             )
             self._executor = executor
             self._lifecycle = lifecycle
             executor.start()
             lifecycle.start()
         except BaseException:
-            self.stop()
+            self.stop(clean=False)
             raise
         return reconciled
+
+    def _diagnostic(self, diagnostic: Diagnostic) -> None:
+        self._observer.diagnostic(diagnostic)
+        if diagnostic.code in FATAL_CODES and not self.failed.is_set():
+            self.failure = diagnostic
+            self.failed.set()
+
+    def _report(self, report: CycleReport) -> None:
+        del report
+        now = self._clock.monotonic()
+        if self._instances is not None and now - self._beat_at >= HEARTBEAT_INTERVAL_S:
+            self._beat_at = now
+            try:
+                self._instances.instance_beat(INSTANCE_ID)
+            except QinglongError as exc:
+                self._diagnostic(Diagnostic(source="serve", code=exc.code, message=exc.message))
 
     def _committed(self, candidate: ScheduleCandidate, decision: Decision, result: CommitResult) -> None:
         if result.outcome is CommitOutcome.ADMITTED and self._executor is not None:
             self._executor.poke()
         self._observer.admitted(candidate, decision, result)
 
-    def stop(self) -> StopResult:
+    def stop(self, *, clean: bool = True) -> StopResult:
         result = StopResult.STOPPED
         if self._lifecycle is not None:
             result = self._lifecycle.stop()
         if self._executor is not None:
             self._executor.stop(self._config.drain_timeout_s)
+        if self._instances is not None and clean and not self.failed.is_set():
+            try:
+                self._instances.instance_stop(INSTANCE_ID)
+            except QinglongError as exc:
+                self._observer.diagnostic(Diagnostic(source="serve", code=exc.code,
+                                                     message=exc.message))
+        self._instances = None
         if self._db is not None:
             self._db.close()
             self._db = None

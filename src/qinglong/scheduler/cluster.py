@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.identifiers import owner_id
-from qinglong.domain.schedule import ScheduleClaim
-from qinglong.errors import InvalidConfig, InvalidSchedule, StorageError
+from qinglong.domain.schedule import ScheduleClaim, check_budget, check_claim_lease
+from qinglong.errors import InvalidSchedule, StorageError
+from qinglong.ids import new_uuid
 from qinglong.scheduler.diagnostics import (
     Diagnostic,
     DiagnosticSink,
@@ -21,8 +23,7 @@ from qinglong.scheduler.diagnostics import (
     diagnostic_from,
     emit,
 )
-from qinglong.scheduler.local import new_admission_ids, uuid4_text
-from qinglong.scheduler.report import CycleReport, Tally, check_budget
+from qinglong.scheduler.report import CycleReport, Tally
 from qinglong.storage.ports import (
     ClaimCommitParams,
     ClusterScheduleStore,
@@ -32,8 +33,6 @@ from qinglong.storage.ports import (
 )
 
 ClusterCommittedHook = Callable[[ScheduleClaim, Decision, CommitResult], None]
-MIN_LEASE_MS = 1_000
-MAX_LEASE_MS = 60_000
 
 
 class ForeignClaim(StorageError):
@@ -52,19 +51,18 @@ class ClusterCoordinator:
         budget: int = 16,
         batch: int = 8,
         grace_ms: int = 30_000,
-        new_id: Callable[[], str] = uuid4_text,
+        new_id: Callable[[], str] = new_uuid,
         on_committed: ClusterCommittedHook | None = None,
         diagnostics: DiagnosticSink | None = None,
         wake_hint: bool = True,
         after_claim: Callable[[], None] | None = None,
     ) -> None:
-        if not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
-            raise InvalidConfig("lease", f"must be between {MIN_LEASE_MS} and {MAX_LEASE_MS} ms")
+        check_claim_lease(lease_ms)
         self._store = store
         self._owner = owner_id(owner)
         self._lease_ms = lease_ms
         self._budget = check_budget(budget)
-        self._batch = check_budget(batch)
+        self._batch = check_budget(batch, "batch")
         self._grace_ms = check_grace(grace_ms)
         self._new_id = new_id
         self._on_committed = on_committed
@@ -114,7 +112,7 @@ class ClusterCoordinator:
             tally.errors += 1
             emit(self._diagnostics, diagnostic_from("scheduler", exc))
             return
-        ids = new_admission_ids(self._new_id) if decision.disposition is Disposition.ADMIT else None
+        ids = AdmissionIds.new(self._new_id) if decision.disposition is Disposition.ADMIT else None
         result = self._store.schedule_commit(ClaimCommitParams(claim=claim, decision=decision, ids=ids))
         tally.record(result)
         if not result.durable:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 from qinglong.clock import Clock
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
-from qinglong.domain.schedule import ScheduleCandidate
+from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import InvalidSchedule, RecordCorrupt
+from qinglong.ids import new_uuid
 from qinglong.scheduler.diagnostics import (
     DiagnosticSink,
     corrupt_row_diagnostic,
     diagnostic_from,
     emit,
 )
-from qinglong.scheduler.report import CycleReport, Tally, check_budget
+from qinglong.scheduler.report import CycleReport, Tally
 from qinglong.storage.ports import (
     CommitResult,
     CorruptScheduleRow,
@@ -26,16 +26,6 @@ from qinglong.storage.ports import (
 )
 
 AdmittedHook = Callable[[ScheduleCandidate, Decision, CommitResult], None]
-
-
-def new_admission_ids(new_id: Callable[[], str]) -> AdmissionIds:
-    return AdmissionIds(
-        run_id=new_id(), attempt_id=new_id(), created_event_id=new_id(), queued_event_id=new_id()
-    )
-
-
-def uuid4_text() -> str:
-    return str(uuid.uuid4())
 
 
 class LocalCoordinator:
@@ -48,7 +38,7 @@ class LocalCoordinator:
         *,
         budget: int = 16,
         grace_ms: int = 30_000,
-        new_id: Callable[[], str] = uuid4_text,
+        new_id: Callable[[], str] = new_uuid,
         on_committed: AdmittedHook | None = None,
         diagnostics: DiagnosticSink | None = None,
     ) -> None:
@@ -97,7 +87,7 @@ class LocalCoordinator:
             tally.errors += 1
             emit(self._diagnostics, diagnostic_from("scheduler", exc))
             return False
-        ids = new_admission_ids(self._new_id) if decision.disposition is Disposition.ADMIT else None
+        ids = AdmissionIds.new(self._new_id) if decision.disposition is Disposition.ADMIT else None
         try:
             result = self._store.schedule_commit(
                 ScheduleCommitParams(

@@ -5,11 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qinglong.domain.decision import Disposition
-from qinglong.errors import InvalidConfig
 from qinglong.storage.ports import CommitOutcome, CommitResult
-
-MIN_BUDGET = 1
-MAX_BUDGET = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,9 +55,3 @@ class Tally:
             first_observed_at_ms=self.observed[0] if self.observed else None,
             last_observed_at_ms=self.observed[-1] if self.observed else None,
         )
-
-
-def check_budget(budget: int) -> int:
-    if not isinstance(budget, int) or isinstance(budget, bool) or not MIN_BUDGET <= budget <= MAX_BUDGET:
-        raise InvalidConfig("budget", f"must be between {MIN_BUDGET} and {MAX_BUDGET}")
-    return budget

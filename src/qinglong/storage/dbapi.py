@@ -1,14 +1,19 @@
 """The small slice of a DB-API connection the shared storage code uses.
 
-Both ``sqlite3`` and ``psycopg`` connections fit: ``execute`` returns a cursor whose rows
-are dicts (each adapter installs a dict row factory). Queries come from the adapter's own
-``.sql`` files, under the same block names in both dialects.
+Both ``sqlite3`` and ``psycopg`` connections fit: ``execute`` takes a query from the
+adapter's own ``.sql`` files (under the same block names in both dialects) and a mapping of
+named parameters, and returns a cursor whose rows are dicts (each adapter installs a dict
+row factory).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, LiteralString, Protocol
+
+Row = Mapping[str, Any]
+Params = Mapping[str, Any]
+Queries = Mapping[str, LiteralString]
 
 
 class Cursor(Protocol):
@@ -21,8 +26,13 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+    def execute(self, query: LiteralString, params: Params = ..., /) -> Cursor: ...
 
 
-Queries = Mapping[str, Any]
-Row = Mapping[str, Any]
+def fetch_one(conn: Connection, query: LiteralString, params: Params | None = None) -> Row | None:
+    row: Row | None = conn.execute(query, params or {}).fetchone()
+    return row
+
+
+def fetch_all(conn: Connection, query: LiteralString, params: Params | None = None) -> list[Row]:
+    return list(conn.execute(query, params or {}).fetchall())

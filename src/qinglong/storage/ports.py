@@ -6,13 +6,14 @@ the same cases against every adapter that implements a port.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition
+from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.domain.model import Project, Run, RunDetail, TriggerView
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.domain.task import CommandSpec, ExecutionRevision, TaskRevision
@@ -166,63 +167,146 @@ class ClusterScheduleStore(Protocol):
     def schedule_next_due_in_ms(self) -> int | None: ...
 
 
-# --- local execution -----------------------------------------------------------------
+# --- the Run lifecycle: attempt leases ------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueuedRun:
-    run_id: str
-    attempt_id: str
+class AttemptLease:
+    """A lease on one Attempt: the right to run it, proven by ``fence`` on every write."""
+
+    fence: LeaseFence
+    attempt: int
     project_id: str
     task_id: str
     trigger_id: str | None
     scheduled_for_ms: int | None
-    execution: ExecutionRevision | None  # None when the pinned revision failed verification
+    expires_at_ms: int  # in the store's clock (the database's on PostgreSQL)
+    execution: ExecutionRevision | None  # None when the pinned plan failed verification
     problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptStartedParams:
-    run_id: str
-    attempt_id: str
+class LeaseAcquireParams:
+    owner: str  # the executor or worker that will hold the leases
+    lease_ms: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseRenewParams:
+    owner: str
+    lease_ms: int
+    fences: tuple[LeaseFence, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseRenewal:
+    renewed: tuple[LeaseFence, ...]
+    lost: tuple[LeaseFence, ...]  # no longer held: stop what runs under them
+    expires_at_ms: int | None  # the earliest new expiry, in the store's clock
+    cancel_requested: tuple[LeaseFence, ...] = ()  # held, but their Run is to be cancelled
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRunningParams:
+    fence: LeaseFence
     pid: int
     executor_handle: str
-    log_path: str
+    log_path: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptFinishParams:
-    run_id: str
-    attempt_id: str
-    status: str  # succeeded | failed | timed_out | cancelled
-    exit_code: int | None
-    error_code: str | None = None
-    error_summary: str | None = None
-    cancel_reason: str | None = None
+    fence: LeaseFence
+    outcome: Outcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InterruptedAttempt:
+class LeaseReleaseParams:
+    fence: LeaseFence
+    reason: str  # e.g. "drain": the command never started
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseRescueParams:
+    limit: int = 64
+    grace_ms: int = 5_000  # act this long after a lease expired
+    ignore_expiry: bool = False  # every active lease: only when no holder can be alive
+    notes: Mapping[str, Mapping[str, object]] = field(default_factory=dict)  # per attempt id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RescuedAttempt:
     run_id: str
     attempt_id: str
-    status: str
+    previous_status: str
+    outcome: str  # "requeued" (it never started) or "lost"
+    worker: str | None
     pid: int | None
     executor_handle: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReconciledAttempt:
+class ActiveAttempt:
     run_id: str
     attempt_id: str
-    previous_status: str
-    process: str  # what happened to its process: "gone", "killed", "unknown"
+    status: str
+    worker: str | None
+    pid: int | None
+    executor_handle: str | None
+    lease_expires_at_ms: int | None
 
 
-class LocalExecutionStore(Protocol):
-    def run_list_queued(self, limit: int) -> list[QueuedRun]: ...
-    def attempt_begin(self, run_id: str, attempt_id: str) -> bool: ...
-    def attempt_started(self, params: AttemptStartedParams) -> None: ...
+class RunLifecycleStore(Protocol):
+    """Leases on Attempts and the fenced steps of the Run lifecycle.
+
+    - ``lease_acquire``: lease up to ``limit`` queued Runs (oldest first) to ``owner``: Run
+      queued -> dispatching, Attempt claimed with a new lease generation; returns each lease
+      with its verified execution plan. Runs another executor is taking are skipped.
+    - ``lease_renew``: extend, in one statement, every lease of ``owner`` whose fence still
+      holds; reports the ones that are lost and the Runs someone asked to cancel.
+    - ``attempt_start`` / ``attempt_running`` / ``attempt_finish``: the fenced steps (claimed
+      -> starting before the spawn, -> running with the process, -> the outcome). A fence that
+      no longer holds raises LeaseLost after ``attempt.late_callback_ignored`` is recorded; a
+      finish that already landed with the same outcome is accepted again (idempotent).
+    - ``lease_release``: give back a lease whose command never started (the Run is queued
+      again and no attempt is spent).
+    - ``lease_rescue``: the reconciler's verb: expired leases (by the store's clock, after
+      ``grace_ms``) are withdrawn: unstarted Attempts are offered again, started ones are lost.
+    - ``attempt_list_active``: what is leased or started now.
+    """
+
+    def lease_acquire(self, params: LeaseAcquireParams) -> list[AttemptLease]: ...
+    def lease_renew(self, params: LeaseRenewParams) -> LeaseRenewal: ...
+    def attempt_start(self, fence: LeaseFence) -> None: ...
+    def attempt_running(self, params: AttemptRunningParams) -> None: ...
     def attempt_finish(self, params: AttemptFinishParams) -> None: ...
-    def attempt_reconcile_interrupted(
-        self, settle: Callable[[InterruptedAttempt], str]
-    ) -> list[ReconciledAttempt]: ...
+    def lease_release(self, params: LeaseReleaseParams) -> None: ...
+    def lease_rescue(self, params: LeaseRescueParams) -> list[RescuedAttempt]: ...
+    def attempt_list_active(self) -> list[ActiveAttempt]: ...
+
+
+# --- process heartbeats --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Instance:
+    """A process that serves the database: a `ql serve`, a `ql control` replica, a worker."""
+
+    instance_id: str
+    role: str  # serve | control | worker | web
+    host: str
+    pid: int
+    started_at_ms: int
+    seen_at_ms: int
+    stopped_at_ms: int | None
+
+
+class InstanceStore(Protocol):
+    """Heartbeats, in the store's clock: ``instance_start`` (re)registers a process,
+    ``instance_beat`` says it is alive, ``instance_stop`` that it stopped cleanly."""
+
+    def instance_start(self, instance_id: str, role: str, host: str, pid: int) -> None: ...
+    def instance_beat(self, instance_id: str) -> None: ...
+    def instance_stop(self, instance_id: str) -> None: ...
+    def instance_list(self) -> list[Instance]: ...

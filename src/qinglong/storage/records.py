@@ -22,7 +22,7 @@ from qinglong.domain.task import (
 )
 from qinglong.domain.trigger import TriggerRevision, trigger_revision_from_row
 from qinglong.errors import RecordCorrupt
-from qinglong.storage.ports import CorruptScheduleRow
+from qinglong.storage.ports import CorruptScheduleRow, Instance
 
 
 def _json(value: Any, what: str) -> dict[str, object]:
@@ -149,6 +149,9 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
         finished_at_ms=_opt_int(row["finished_at_ms"]),
         error_code=row["error_code"],
         error_summary=row["error_summary"],
+        cancel_requested_at_ms=_opt_int(row["cancel_requested_at_ms"]),
+        cancel_reason=row["cancel_reason"],
+        trigger_type=row["trigger_type"],
     )
 
 
@@ -168,6 +171,9 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
         exit_code=_opt_int(row.get("exit_code")),
         error_code=row.get("error_code"),
         error_summary=row.get("error_summary"),
+        worker_id=row.get("worker_id"),
+        lease_generation=int(row.get("lease_generation") or 0),
+        lease_expires_at_ms=_opt_int(row.get("lease_expires_at_ms")),
     )
 
 
@@ -187,3 +193,12 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
 
 def payload_text(payload: Mapping[str, object]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+def instance_from_row(row: Mapping[str, Any]) -> Instance:
+    stopped = row["stopped_at_ms"]
+    return Instance(
+        instance_id=row["instance_id"], role=row["role"], host=row["host"], pid=int(row["pid"]),
+        started_at_ms=int(row["started_at_ms"]), seen_at_ms=int(row["seen_at_ms"]),
+        stopped_at_ms=None if stopped is None else int(stopped),
+    )

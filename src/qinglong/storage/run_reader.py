@@ -1,12 +1,9 @@
-"""Run reads and the admission insert, shared by both adapters (queries by name)."""
+"""Run reads shared by both adapters (queries by name)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import cast
 
-from qinglong.domain.admission import AdmissionRows
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.model import Run, RunDetail
 from qinglong.errors import InvalidInput, NotFound
@@ -17,15 +14,6 @@ from qinglong.storage.ports import RunListParams
 MAX_LIST_LIMIT = 10_000
 MIN_PREFIX = 8
 RUN_ID_CHARS = re.compile(r"[0-9a-f-]{1,36}")
-
-
-def insert_admission(conn: Connection, queries: Queries, rows: AdmissionRows) -> None:
-    """Insert an admitted Run, its first Attempt and its two events (in the caller's tx)."""
-    conn.execute(queries["run_insert"], rows.run)
-    conn.execute(queries["attempt_insert"], rows.attempt)
-    for event in rows.events:
-        payload = cast(Mapping[str, object], event["payload"])
-        conn.execute(queries["event_insert"], {**event, "payload": records.payload_text(payload)})
 
 
 class RunReader:

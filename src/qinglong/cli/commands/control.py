@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,7 +19,10 @@ from qinglong.cli.output import rfc3339
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.scheduler.diagnostics import Diagnostic
-from qinglong.storage.ports import CommitOutcome, CommitResult
+from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+
+if TYPE_CHECKING:
+    from qinglong.profiles.cluster import ControlSeams
 
 
 def _stamp() -> str:
@@ -59,6 +62,13 @@ class ControlConsole:
             text = f"{result.outcome.value} {c.project_id}/{c.trigger_id} ({result.reason or decision.disposition.value})"
         self._emit(event, text)
 
+    def rescued(self, attempt: RescuedAttempt) -> None:
+        self._emit({"event": "rescued", "run_id": attempt.run_id, "attempt_id": attempt.attempt_id,
+                    "previous_status": attempt.previous_status, "outcome": attempt.outcome,
+                    "worker": attempt.worker},
+                   f"reconciled run {attempt.run_id}: lease of {attempt.worker} expired while "
+                   f"{attempt.previous_status}; {attempt.outcome}")
+
     def state(self, state: StrEnum, reason: str) -> None:
         self._emit({"event": "state", "state": state.value, "reason": reason}, f"{state.value}: {reason}")
 
@@ -94,10 +104,6 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
 @_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
 @_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
-@click.option("--test-hold-in-tx-ms", type=click.INT, default=None, hidden=True)
-@click.option("--test-hold-fraction", type=click.FLOAT, default=None, hidden=True)
-@click.option("--test-pause-after-claim-ms", type=click.INT, default=None, hidden=True)
-@click.option("--test-ack-ledger", default=None, hidden=True)
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
 @click.option("--log-admissions", is_flag=True, help="Print a line per admission.")
 def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
@@ -108,11 +114,20 @@ def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
     Configuration is validated before PostgreSQL is opened; unknown options are refused.
     On a signal /readyz turns 503 first, then the scheduler drains, then the pool closes.
     """
+    run_control(flags, json_events=json_events, log_admissions=log_admissions)
+
+
+def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: bool,
+                seams: ControlSeams | None = None) -> None:
+    """What `ql control` does once its options are parsed; a program that embeds a replica
+    (the fault-test harness) calls it with its own ``seams``."""
     # The cluster profile (psycopg, the HTTP server) loads only when this command runs, so
     # the edge and standalone paths of `ql` never import PostgreSQL code.
     from qinglong.cli.params import check_cli_url
+    from qinglong.domain.schedule import lease_grace_warning
     from qinglong.profiles.cluster import Availability, ClusterControl
     from qinglong.profiles.cluster_config import load_control_settings
+    from qinglong.security import redact_url
 
     check_cli_url(flags.get("database_url"))
     settings = load_control_settings(flags)
@@ -121,11 +136,10 @@ def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     console = ControlConsole(owner=settings.owner_id, json_events=json_events,
                              log_admissions=log_admissions)
-    if settings.lease_ms >= settings.grace_ms:
-        console.warning("QL_CONFIG_WARNING",
-                        f"lease {settings.lease_ms} ms >= grace {settings.grace_ms} ms: occurrences "
-                        "held by a replica that dies may misfire before another replica takes them over")
-    app = ClusterControl(settings, console)
+    risk = lease_grace_warning(settings.lease_ms, settings.grace_ms)
+    if risk is not None:
+        console.warning("QL_CONFIG_WARNING", risk)
+    app = ClusterControl(settings, console, seams)
     stop = threading.Event()
     seen: list[int] = []
 
@@ -139,7 +153,8 @@ def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         port = app.start_http()
-        console.state(Availability.STARTING, f"http on port {port}")
+        console.state(Availability.STARTING,
+                      f"http on port {port}; database {redact_url(settings.database_url)}")
         result = app.run(stop)
     finally:
         for sig, handler in previous.items():

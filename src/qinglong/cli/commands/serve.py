@@ -16,13 +16,13 @@ from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, sqlite_url_option
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.schedule import ScheduleCandidate
-from qinglong.errors import InvalidInput
-from qinglong.execution.local import RunFinished
+from qinglong.errors import InvalidInput, StorageError
+from qinglong.execution.executor import RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES
 from qinglong.profiles.backends import url_kind
 from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
 from qinglong.scheduler.diagnostics import Diagnostic
-from qinglong.storage.ports import CommitOutcome, CommitResult, ReconciledAttempt
+from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 
 
 def _stamp() -> str:
@@ -87,12 +87,18 @@ class ConsoleObserver:
             f"in {finished.duration_ms} ms",
         )
 
-    def reconciled(self, attempt: ReconciledAttempt) -> None:
+    def reconciled(self, attempt: RescuedAttempt) -> None:
+        if attempt.outcome == "requeued":
+            text = (f"requeued   run {attempt.run_id}: leased but never started when the "
+                    "executor stopped; it runs again")
+        else:
+            text = (f"lost       run {attempt.run_id} was {attempt.previous_status} when the "
+                    f"executor stopped; marked lost (pid {attempt.pid or '-'})")
         self._emit(
-            {"event": "reconciled", "run_id": attempt.run_id, "previous_status": attempt.previous_status,
-             "process": attempt.process},
-            f"lost       run {attempt.run_id} was {attempt.previous_status} when the executor "
-            f"stopped; marked lost (process {attempt.process})",
+            {"event": "reconciled", "run_id": attempt.run_id,
+             "previous_status": attempt.previous_status, "outcome": attempt.outcome,
+             "pid": attempt.pid},
+            text,
         )
 
     def diagnostic(self, diagnostic: Diagnostic) -> None:
@@ -167,7 +173,7 @@ def serve(
         if not quiet and not json_events:
             click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
         try:
-            stop.wait(None if duration is None else duration / 1000)
+            _wait_for_stop(stop, app.failed, None if duration is None else duration / 1000)
         finally:
             if not quiet and not json_events:
                 click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
@@ -175,5 +181,17 @@ def serve(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if app.failure is not None:
+        raise StorageError(f"stopped: {app.failure.message}")
     if not quiet and not json_events:
         click.echo(f"{_stamp()} stopped")
+
+
+def _wait_for_stop(stop: threading.Event, failed: threading.Event, limit_s: float | None) -> None:
+    """Until a signal, a fatal storage error, or the --duration runs out."""
+    deadline = None if limit_s is None else CLOCK.monotonic() + limit_s
+    while not stop.is_set() and not failed.is_set():
+        left = 0.2 if deadline is None else min(0.2, deadline - CLOCK.monotonic())
+        if left <= 0:
+            return
+        stop.wait(left)

@@ -334,9 +334,9 @@ def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
     """COMMIT with a client-side deadline; WARNING 01000 makes the receipt not durable.
 
     An error reply (e.g. 40001 from serializable validation at commit) raises
-    CommitRejected: the outcome is known, nothing was written. Anything else after COMMIT
-    was sent (a cut socket, the deadline) raises CommitNotAcknowledged: the outcome is
-    unknown. Neither is retried by the caller's transaction loop.
+    CommitRejected: the outcome is known, nothing was written, and ``transactions.transact``
+    may run the transaction again. Anything else after COMMIT was sent (a cut socket, the
+    deadline) raises CommitNotAcknowledged: the outcome is unknown, and nothing retries it.
     """
     notices = _NOTICES.setdefault(conn, [])
     notices.clear()

@@ -35,8 +35,7 @@ class PgDefinitionStore:
             writer = DefinitionWriter(conn, QUERIES, ExecutorType.REMOTE_WORKER, db_now_ms(conn))
             return work(writer)
 
-        result, _ = serializable(self._connector, action, run)
-        return result
+        return serializable(self._connector, action, run)
 
     def _read(self, action: str, work: Callable[[DefinitionReader], T]) -> T:
         with self._connector.connection() as conn:

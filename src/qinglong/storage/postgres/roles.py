@@ -37,6 +37,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "task_definition_revisions": frozenset({S, I}),
         "task_execution_revisions": frozenset({S, I}),
         "trigger_revisions": frozenset({S, I}),
+        "instances": frozenset({S}),
     },
     RUNTIME: {
         "schema_migrations": frozenset({S}),
@@ -53,6 +54,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "run_events": frozenset({S, I}),
         "runs": frozenset({S, I, U}),
         "run_attempts": frozenset({S, I, U}),
+        "instances": frozenset({S, I, U}),
     },
     WORKER_INGRESS: {
         "schema_migrations": frozenset({S}),

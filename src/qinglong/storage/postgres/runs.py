@@ -1,30 +1,155 @@
-"""PostgreSQL Run reads (runtime role)."""
+"""PostgreSQL Run reads and the Run lifecycle (attempt leases on the database clock).
+
+Lifecycle steps run at READ COMMITTED: the Run row is locked first (it is the mutex of its
+lifecycle), then its Attempt; every time a step stamps or compares comes from the database
+clock, read after those locks. Candidate Runs are taken with SKIP LOCKED, so executors and
+reconcilers never wait for each other. A fenced write whose lease is gone commits its
+``attempt.late_callback_ignored`` record and then raises LeaseLost.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import psycopg
 
+from qinglong.domain import lifecycle
+from qinglong.domain.lifecycle import LeaseFence, check_attempt_lease
 from qinglong.domain.model import Run, RunDetail
-from qinglong.storage.ports import RunListParams
-from qinglong.storage.postgres.connection import QUERIES, Connector
+from qinglong.domain.runs import Actor
+from qinglong.domain.schedule import check_budget
+from qinglong.errors import LeaseLost
+from qinglong.ids import new_uuid
+from qinglong.storage.dbapi import fetch_all
+from qinglong.storage.lifecycle_writer import LifecycleWriter, StepOutcome
+from qinglong.storage.ports import (
+    ActiveAttempt,
+    AttemptFinishParams,
+    AttemptLease,
+    AttemptRunningParams,
+    LeaseAcquireParams,
+    LeaseReleaseParams,
+    LeaseRenewal,
+    LeaseRenewParams,
+    LeaseRescueParams,
+    RescuedAttempt,
+    RunListParams,
+)
+from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
 from qinglong.storage.postgres.errors import translate
+from qinglong.storage.postgres.transactions import db_now_ms, serializable
 from qinglong.storage.run_reader import RunReader
+
+T = TypeVar("T")
 
 
 class PgRunStore:
-    def __init__(self, connector: Connector) -> None:
+    """RunReadStore and RunLifecycleStore on PostgreSQL."""
+
+    def __init__(self, connector: Connector, *, actor_id: str = "cluster",
+                 executor_type: str = "remote_worker",
+                 new_id: Callable[[], str] = new_uuid) -> None:
         self._connector = connector
+        self._actor_id = actor_id
+        self._executor_type = executor_type
+        self._new_id = new_id
+
+    # -- reads ------------------------------------------------------------------------
+
+    def _read(self, action: str, work: Callable[[PgConnection], T]) -> T:
+        with self._connector.connection() as conn:
+            try:
+                return work(conn)
+            except psycopg.Error as exc:
+                raise translate(exc, action, conn) from exc
 
     def run_list(self, params: RunListParams) -> list[Run]:
-        with self._connector.connection() as conn:
-            try:
-                return RunReader(conn, QUERIES).run_list(params)
-            except psycopg.Error as exc:
-                raise translate(exc, "list runs", conn) from exc
+        return self._read("list runs", lambda conn: RunReader(conn, QUERIES).run_list(params))
 
     def run_get(self, run_id: str) -> RunDetail:
-        with self._connector.connection() as conn:
-            try:
-                return RunReader(conn, QUERIES).run_get(run_id)
-            except psycopg.Error as exc:
-                raise translate(exc, "read run", conn) from exc
+        return self._read("read run", lambda conn: RunReader(conn, QUERIES).run_get(run_id))
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _step(self, action: str, work: Callable[[LifecycleWriter], T],
+              actor: Actor = Actor.WORKER) -> T:
+        def run(conn: PgConnection) -> T:
+            writer = LifecycleWriter(conn, QUERIES, now_ms=lambda: db_now_ms(conn), actor=actor,
+                                     actor_id=self._actor_id, new_id=self._new_id)
+            return work(writer)
+
+        return serializable(self._connector, action, run, isolation="read committed")
+
+    def lease_acquire(self, params: LeaseAcquireParams) -> list[AttemptLease]:
+        check_attempt_lease(params.lease_ms)
+        check_budget(params.limit, "limit")
+        return self._step("lease runs", lambda w: w.acquire(
+            owner=params.owner, token=new_uuid, lease_ms=params.lease_ms, limit=params.limit,
+            executor_type=self._executor_type))
+
+    def lease_renew(self, params: LeaseRenewParams) -> LeaseRenewal:
+        check_attempt_lease(params.lease_ms)
+        return self._step("renew leases", lambda w: w.renew(
+            owner=params.owner, lease_ms=params.lease_ms, fences=params.fences))
+
+    def _fenced(self, fence: LeaseFence, write: str, action: str,
+                plan: Callable[..., lifecycle.Change],
+                done: Callable[[lifecycle.AttemptState], bool] | None = None) -> None:
+        outcome = self._step(action, lambda w: w.fenced(fence, write, plan, done=done))
+        if outcome is StepOutcome.REFUSED:
+            raise LeaseLost(f"{action}: attempt {fence.attempt_id} generation "
+                            f"{fence.generation} no longer holds its lease")
+
+    def attempt_start(self, fence: LeaseFence) -> None:
+        self._fenced(fence, "start", "start attempt",
+                     lambda run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
+                     done=lambda attempt: lifecycle.already_started(attempt, fence))
+
+    def attempt_running(self, params: AttemptRunningParams) -> None:
+        self._fenced(params.fence, "running", "record running attempt",
+                     lambda run, attempt, ctx: lifecycle.running(
+                         run, attempt, ctx, params.fence, pid=params.pid,
+                         executor_handle=params.executor_handle, log_path=params.log_path),
+                     done=lambda attempt: lifecycle.already_running(attempt, params.fence))
+
+    def attempt_finish(self, params: AttemptFinishParams) -> None:
+        self._fenced(params.fence, "finish", "finish attempt",
+                     lambda run, attempt, ctx: lifecycle.finish(run, attempt, ctx, params.fence,
+                                                                params.outcome),
+                     done=lambda attempt: lifecycle.already_finished(attempt, params.fence,
+                                                                     params.outcome))
+
+    def lease_release(self, params: LeaseReleaseParams) -> None:
+        self._fenced(params.fence, "release", "release lease",
+                     lambda run, attempt, ctx: lifecycle.release(run, attempt, ctx,
+                                                                 reason=params.reason,
+                                                                 fence=params.fence))
+
+    def lease_rescue(self, params: LeaseRescueParams) -> list[RescuedAttempt]:
+        check_budget(params.limit, "limit")
+
+        def rescue(writer: LifecycleWriter) -> list[RescuedAttempt]:
+            return writer.rescue(grace_ms=params.grace_ms, limit=params.limit,
+                                 ignore_expiry=params.ignore_expiry,
+                                 executor_type=self._executor_type, notes=params.notes,
+                                 now_ms=writer.context().now_ms)
+
+        return self._step("rescue expired leases", rescue, Actor.RECONCILER)
+
+    def attempt_list_active(self) -> list[ActiveAttempt]:
+        rows = self._read("list active attempts",
+                          lambda conn: fetch_all(conn, QUERIES["attempt_list_active"]))
+        return [ActiveAttempt(run_id=r["run_id"], attempt_id=r["attempt_id"], status=r["status"],
+                              worker=r["worker_id"], pid=r["pid"],
+                              executor_handle=r["executor_handle"],
+                              lease_expires_at_ms=r["lease_expires_at_ms"]) for r in rows]
+
+
+def corrupt_runs(conn: PgConnection, limit: int = 16) -> list[str]:
+    """Findings for Runs in a shape no lifecycle step can produce (they block activation)."""
+    try:
+        rows = fetch_all(conn, QUERIES["lifecycle_corrupt"], {"limit": limit})
+    except psycopg.Error as exc:
+        raise translate(exc, "check run shapes", conn) from exc
+    return [f"run-corrupt:{row['run_id']}:{row['status']}:{row['problem']}" for row in rows]

@@ -20,11 +20,11 @@ from qinglong.domain.admission import admission_rows
 from qinglong.domain.decision import Disposition
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.runs import cron_idempotency_key
-from qinglong.domain.schedule import ClaimFence, ScheduleClaim
+from qinglong.domain.schedule import ClaimFence, ScheduleClaim, check_budget, check_claim_lease
 from qinglong.domain.task import ExecutionRevision, ExecutorType
 from qinglong.errors import InvalidInput, OutcomeUnknown, QinglongError, RecordCorrupt, StorageError
-from qinglong.scheduler.report import MAX_BUDGET
 from qinglong.storage import records
+from qinglong.storage.lifecycle_writer import insert_admission
 from qinglong.storage.ports import (
     ClaimCommitParams,
     CommitOutcome,
@@ -38,16 +38,11 @@ from qinglong.storage.postgres.connection import (
     CommitRejected,
     Connector,
     PgConnection,
-    commit,
     deadline,
-    rollback_quietly,
 )
-from qinglong.storage.postgres.errors import is_retryable, translate
-from qinglong.storage.postgres.transactions import backoff, db_now_ms
-from qinglong.storage.run_reader import insert_admission
+from qinglong.storage.postgres.errors import translate
+from qinglong.storage.postgres.transactions import db_now_ms, transact
 
-MIN_LEASE_MS = 1_000
-MAX_LEASE_MS = 60_000
 COMMIT_ATTEMPTS = 5
 
 
@@ -61,12 +56,6 @@ class _Raced(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def check_lease(lease_ms: int) -> int:
-    if not isinstance(lease_ms, int) or not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
-        raise InvalidInput("lease", f"must be between {MIN_LEASE_MS} and {MAX_LEASE_MS} ms")
-    return lease_ms
 
 
 def claim_from_row(row: Mapping[str, Any]) -> ScheduleClaim | CorruptScheduleRow:
@@ -111,9 +100,8 @@ class PgScheduleStore:
 
     def schedule_claim(self, params: ScheduleClaimParams) -> list[ScheduleClaim | CorruptScheduleRow]:
         owner_id(params.owner)
-        check_lease(params.lease_ms)
-        if not 1 <= params.limit <= MAX_BUDGET:
-            raise InvalidInput("limit", f"must be between 1 and {MAX_BUDGET}")
+        check_claim_lease(params.lease_ms)
+        check_budget(params.limit, "limit")
         with self._connector.connection() as conn:
             try:
                 # The claim commits by itself; with synchronous replication that commit waits
@@ -142,47 +130,29 @@ class PgScheduleStore:
     def schedule_commit(self, params: ClaimCommitParams) -> CommitResult:
         self._check_command(params)
         disposition = params.decision.disposition
-        for attempt in range(1, COMMIT_ATTEMPTS + 1):
-            with self._connector.connection() as conn:
-                try:
-                    conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-                    result = self._admit(conn, params)
-                    if self._before_commit is not None:
-                        self._before_commit()
-                except _Raced as raced:
-                    rollback_quietly(conn)
-                    return CommitResult(
-                        outcome=CommitOutcome.RACED, disposition=disposition, reason=raced.reason
-                    )
-                except QinglongError:
-                    rollback_quietly(conn)
-                    raise
-                except psycopg.Error as exc:
-                    rollback_quietly(conn)
-                    if is_retryable(exc) and attempt < COMMIT_ATTEMPTS:
-                        if self._on_retry is not None:
-                            self._on_retry(str(exc.sqlstate))
-                        backoff(attempt)
-                        continue
-                    raise translate(exc, "admit occurrence", conn) from exc
-                try:
-                    receipt = commit(conn, deadline_s=self._commit_deadline_s)
-                except CommitRejected as rejected:
-                    # Rolled back for sure; not retried after COMMIT was sent. The claim
-                    # stays until it expires and the occurrence is decided again.
-                    return CommitResult(outcome=CommitOutcome.RACED, disposition=disposition,
-                                        reason=f"commit_rejected_{rejected.sqlstate}")
-                except CommitNotAcknowledged:
-                    receipt = None
-            if receipt is None:  # resolved on a fresh connection, never by a retry
-                return self._resolve_in_doubt(params)
-            if not receipt.durable:
-                return CommitResult(
-                    outcome=result.outcome, disposition=disposition, run_id=result.run_id,
-                    attempt_id=result.attempt_id, durable=False,
-                )
-            return result
-        raise AssertionError("unreachable: the last attempt either returns or raises")
+        try:
+            result, receipt = transact(
+                self._connector, "admit occurrence", lambda conn: self._admit(conn, params),
+                attempts=COMMIT_ATTEMPTS, commit_deadline_s=self._commit_deadline_s,
+                # A rejected COMMIT rolled back for sure, but is not run again: the claim stays
+                # until it expires and the occurrence is decided afresh.
+                retry_rejected_commit=False,
+                before_commit=self._before_commit, on_retry=self._on_retry,
+            )
+        except _Raced as raced:
+            return CommitResult(outcome=CommitOutcome.RACED, disposition=disposition,
+                                reason=raced.reason)
+        except CommitRejected as rejected:
+            return CommitResult(outcome=CommitOutcome.RACED, disposition=disposition,
+                                reason=f"commit_rejected_{rejected.sqlstate}")
+        except CommitNotAcknowledged:  # resolved on a fresh connection, never by a retry
+            return self._resolve_in_doubt(params)
+        if not receipt.durable:
+            return CommitResult(
+                outcome=result.outcome, disposition=disposition, run_id=result.run_id,
+                attempt_id=result.attempt_id, durable=False,
+            )
+        return result
 
     def _check_command(self, params: ClaimCommitParams) -> None:
         decision, fence = params.decision, params.claim.fence

@@ -1,17 +1,22 @@
-"""SERIALIZABLE transactions with bounded retry: only 40001, 40P01 and 55P03 are retried.
-A COMMIT the server answered with 40001 or 40P01 rolled back for sure and is retried too; a
-COMMIT whose reply is lost is never retried (its outcome is unknown)."""
+"""Explicit transactions with bounded retry: the one retry loop of the PostgreSQL adapter.
+
+Only 40001 (serialization failure), 40P01 (deadlock) and 55P03 (lock timeout) raised before
+COMMIT are retried, on a fresh transaction. A COMMIT the server answered with 40001 or
+40P01 rolled back for sure and may be retried too (``retry_rejected_commit``); a COMMIT whose
+reply never came is never retried: `CommitNotAcknowledged` reaches the caller, whose durable
+facts must decide what happened.
+"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, LiteralString, TypeVar
 
 import psycopg
 
 from qinglong.clock import pause
-from qinglong.errors import OutcomeUnknown, QinglongError, TransientStorageError
+from qinglong.errors import OutcomeUnknown, TransientStorageError
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
@@ -22,16 +27,21 @@ from qinglong.storage.postgres.connection import (
     commit,
     rollback_quietly,
 )
-from qinglong.storage.postgres.errors import is_retryable, translate
+from qinglong.storage.postgres.errors import is_retryable, sqlstate, translate
 
 T = TypeVar("T")
 DEFAULT_ATTEMPTS = 3
 RETRYABLE_AT_COMMIT = frozenset({"40001", "40P01"})  # the server rolled back: safe to run again
 COMMIT_DEADLINE_S = 10.0
+Isolation = Literal["serializable", "read committed"]
+_BEGIN: dict[Isolation, LiteralString] = {
+    "serializable": "BEGIN ISOLATION LEVEL SERIALIZABLE",
+    "read committed": "BEGIN ISOLATION LEVEL READ COMMITTED",
+}
 
 
 def backoff(attempt: int) -> None:
-    """A short randomised pause before retrying a serialization failure."""
+    """A short randomised pause before retrying a conflict."""
     pause(random.uniform(0.005, 0.03) * attempt)  # noqa: S311 - jitter, not security
 
 
@@ -41,38 +51,73 @@ def db_now_ms(conn: PgConnection) -> int:
     return int(row["now_ms"])
 
 
+def transact(
+    connector: Connector,
+    action: str,
+    work: Callable[[PgConnection], T],
+    *,
+    isolation: Isolation = "serializable",
+    attempts: int = DEFAULT_ATTEMPTS,
+    commit_deadline_s: float = COMMIT_DEADLINE_S,
+    retry_rejected_commit: bool = True,
+    before_commit: Callable[[], None] | None = None,
+    on_retry: Callable[[str], None] | None = None,
+) -> tuple[T, CommitReceipt]:
+    """Run ``work`` in one transaction and commit it, retrying conflicts as described above.
+
+    Whatever ``work`` raises rolls the transaction back; psycopg errors are translated (our
+    own errors and any other exception pass through unchanged). ``on_retry`` hears the
+    SQLSTATE of every retried attempt. Raises `CommitRejected` when the server refused the
+    COMMIT and it is not retried, and `CommitNotAcknowledged` when its reply was lost.
+    """
+    for attempt in range(1, attempts + 1):
+        with connector.connection() as conn:
+            try:
+                conn.execute(_BEGIN[isolation])
+                result = work(conn)
+                if before_commit is not None:
+                    before_commit()
+            except psycopg.Error as exc:
+                rollback_quietly(conn)
+                if is_retryable(exc) and attempt < attempts:
+                    if on_retry is not None:
+                        on_retry(str(sqlstate(exc)))
+                    backoff(attempt)
+                    continue
+                raise translate(exc, action, conn) from exc
+            except BaseException:
+                rollback_quietly(conn)
+                raise
+            try:
+                receipt = commit(conn, deadline_s=commit_deadline_s)
+            except CommitRejected as exc:
+                if (retry_rejected_commit and exc.sqlstate in RETRYABLE_AT_COMMIT
+                        and attempt < attempts):
+                    if on_retry is not None:
+                        on_retry(str(exc.sqlstate))
+                    backoff(attempt)
+                    continue
+                raise
+            return result, receipt
+    raise AssertionError("unreachable: the last attempt either returns or raises")
+
+
 def serializable(
     connector: Connector,
     action: str,
     work: Callable[[PgConnection], T],
     *,
     attempts: int = DEFAULT_ATTEMPTS,
-    commit_deadline_s: float = COMMIT_DEADLINE_S,
-) -> tuple[T, CommitReceipt]:
-    """Run ``work`` in a SERIALIZABLE transaction and commit it, retrying conflicts."""
-    for attempt in range(1, attempts + 1):
-        with connector.connection() as conn:
-            try:
-                conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-                result = work(conn)
-            except QinglongError:
-                rollback_quietly(conn)
-                raise
-            except psycopg.Error as exc:
-                rollback_quietly(conn)
-                if is_retryable(exc) and attempt < attempts:
-                    backoff(attempt)
-                    continue
-                raise translate(exc, action, conn) from exc
-            try:
-                receipt = commit(conn, deadline_s=commit_deadline_s)
-            except CommitRejected as exc:
-                if exc.sqlstate in RETRYABLE_AT_COMMIT and attempt < attempts:
-                    backoff(attempt)
-                    continue
-                raise TransientStorageError(f"{action}: COMMIT was rejected ({exc.sqlstate}); "
-                                            "nothing was written, try again") from exc
-            except CommitNotAcknowledged as exc:
-                raise OutcomeUnknown(f"{action}: COMMIT was sent but its outcome is unknown") from exc
-            return result, receipt
-    raise AssertionError("unreachable: the last attempt either returns or raises")
+    isolation: Isolation = "serializable",
+) -> T:
+    """`transact` for writes whose caller just wants the result: a refused COMMIT becomes
+    TransientStorageError (nothing was written, try again) and a lost reply OutcomeUnknown."""
+    try:
+        result, _ = transact(connector, action, work, attempts=attempts, isolation=isolation)
+    except CommitRejected as exc:
+        raise TransientStorageError(f"{action}: COMMIT was rejected ({exc.sqlstate}); "
+                                    "nothing was written, try again") from exc
+    except CommitNotAcknowledged as exc:
+        raise OutcomeUnknown(f"{action}: COMMIT was sent but its outcome is unknown") from exc
+    return result
+

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from qinglong.errors import InvalidInput, StorageError
+from qinglong.errors import InvalidInput
 from qinglong.storage.sqlfile import load_queries
 from qinglong.storage.sqlite.errors import translate
 
@@ -34,6 +34,22 @@ def sqlite_path_from_url(url: str) -> Path:
     return Path(path)
 
 
+def check_single_name(path: Path) -> None:
+    """Refuse a database file that has several hard links (see SqliteDatabase)."""
+    try:
+        links = path.stat().st_nlink
+    except FileNotFoundError:
+        return  # created by the first connection
+    except OSError as exc:
+        raise InvalidInput("database-url", f"cannot read {str(path)!r} ({exc.strerror})") from exc
+    if links > 1:
+        raise InvalidInput(
+            "database-url",
+            f"{str(path)!r} has {links} hard links; SQLite keeps its write-ahead log beside the "
+            "name a file is opened by, so two names for one database can corrupt it: remove the "
+            "other links (a symbolic link is fine)")
+
+
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
@@ -42,7 +58,10 @@ class SqliteDatabase:
     """A database file with one connection per thread.
 
     Opening a database changes nothing in the file; ``ql db migrate`` switches it to WAL
-    (a persistent property of the file).
+    (a persistent property of the file). The file is opened by its real path (symbolic
+    links resolved), so every way of naming it shares one write-ahead log; a file with more
+    than one hard link is refused, because SQLite keeps the log beside the name it was
+    opened by and two names would each get their own.
     """
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
@@ -56,6 +75,8 @@ class SqliteDatabase:
             )
         if create and not path.parent.exists():
             raise InvalidInput("database-url", f"directory {str(path.parent)!r} does not exist")
+        self.real_path = path.resolve()
+        check_single_name(self.real_path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -66,7 +87,7 @@ class SqliteDatabase:
         if conn is None:
             try:
                 conn = sqlite3.connect(
-                    str(self.path),
+                    str(self.real_path),
                     isolation_level=None,
                     check_same_thread=False,
                     timeout=BUSY_TIMEOUT_MS / 1000,
@@ -76,9 +97,7 @@ class SqliteDatabase:
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             except sqlite3.DatabaseError as exc:
-                raise StorageError(
-                    f"cannot open {str(self.path)!r} as a SQLite database ({exc})"
-                ) from exc
+                raise translate(exc, f"open {str(self.path)!r}") from exc
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

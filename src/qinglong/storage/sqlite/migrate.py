@@ -6,11 +6,13 @@ import sqlite3
 from dataclasses import dataclass
 
 from qinglong.clock import Clock
-from qinglong.errors import NotReady, StorageError
+from qinglong.errors import DatabaseCorrupt, NotReady, StorageError
 from qinglong.storage.migrations import AppliedMigration, audit_history, load_migrations, pending
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
+from qinglong.storage.sqlite.errors import translate
 
 MIGRATIONS = load_migrations("qinglong.storage.sqlite")
+APPLICATION_ID = 0x716C6E67  # "qlng" in the file header: this file is a qinglong database
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +30,28 @@ def _history(conn: sqlite3.Connection) -> list[AppliedMigration]:
     ]
 
 
+def check_ours(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse to add qinglong's tables to a SQLite file that holds someone else's data."""
+    if conn.execute("PRAGMA application_id").fetchone()["application_id"] == APPLICATION_ID:
+        return
+    tables = [row["name"] for row in conn.execute(QUERIES["user_tables"]).fetchall()]
+    if tables and "schema_migrations" not in tables:
+        listed = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise NotReady(["foreign-database"],
+                       f"{path!r} is not a qinglong database (it holds the tables {listed}); "
+                       "refusing to add qinglong's tables to it: name a new file instead")
+
+
 def migrate(db: SqliteDatabase, clock: Clock) -> MigrateReport:
-    """Apply pending migrations, each in its own transaction; refuse history drift."""
+    """Apply pending migrations, each in its own transaction; refuse history drift and
+    files that belong to something else."""
     conn = db.connection()
-    conn.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
+    try:
+        check_ours(conn, str(db.path))
+        conn.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    except sqlite3.Error as exc:
+        raise translate(exc, "migrate") from exc
     with db.write("create migration ledger") as tx:
         tx.execute(QUERIES["ledger_create"])
         history = _history(tx)
@@ -63,6 +83,17 @@ def migrate(db: SqliteDatabase, clock: Clock) -> MigrateReport:
             raise
         applied.append(migration.id)
     return MigrateReport(applied=tuple(applied), current=MIGRATIONS[-1].id if MIGRATIONS else None)
+
+
+def check_integrity(db: SqliteDatabase) -> list[str]:
+    """SQLite's own check of the file's pages and indexes (``PRAGMA quick_check``)."""
+    try:
+        with db.read("check the database file") as conn:
+            rows = conn.execute("PRAGMA quick_check(20)").fetchall()
+    except DatabaseCorrupt as exc:
+        return [f"integrity:{exc.message}"]
+    problems = [str(next(iter(row.values()))) for row in rows]
+    return [] if problems == ["ok"] else [f"integrity:{problem}" for problem in problems]
 
 
 def check_schema(db: SqliteDatabase) -> None:

@@ -11,6 +11,7 @@ from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, ExecutorType, execution_task_revision
 from qinglong.errors import Conflict, RecordCorrupt, StorageError
 from qinglong.storage import records
+from qinglong.storage.lifecycle_writer import insert_admission
 from qinglong.storage.ports import (
     CommitOutcome,
     CommitResult,
@@ -18,7 +19,6 @@ from qinglong.storage.ports import (
     ScheduleCommitParams,
     ScheduleListDueParams,
 )
-from qinglong.storage.run_reader import insert_admission
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
 
 ACTOR_ID = "standalone"

@@ -49,7 +49,7 @@ SELECT id FROM qinglong.runs WHERE id LIKE %(prefix)s || '%%' ORDER BY id LIMIT 
 
 -- name: attempt_list_for_run
 -- A Run's attempts in order.
-SELECT *, NULL::text AS log_path FROM qinglong.run_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
+SELECT * FROM qinglong.run_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
 
 -- name: event_list_for_run
 -- A Run's events in order.

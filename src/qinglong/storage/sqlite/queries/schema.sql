@@ -21,3 +21,8 @@ FROM schema_migrations ORDER BY migration_id;
 -- Record one applied migration.
 INSERT INTO schema_migrations (migration_id, stream_id, dialect, checksum, applied_at_ms)
 VALUES (:migration_id, 'sqlite-main', 'sqlite', :checksum, :applied_at_ms);
+
+-- name: user_tables
+-- The tables in the file that are not SQLite's own.
+SELECT name FROM sqlite_master
+WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name;

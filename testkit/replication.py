@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from qinglong.testing.postgres import EmbeddedPostgres
+from testkit.postgres import EmbeddedPostgres
 
 SYNC_COMMIT_LEVELS = ("on", "remote_apply", "remote_write")
 SYNC_STATES = ("sync", "async", "potential", "quorum")
@@ -101,7 +101,7 @@ class Standby(EmbeddedPostgres):
         # synchronous_standby_names is cleared so that, once promoted, this server does not
         # wait for standbys of its own.
         self.append_config([
-            "# standby settings (qinglong.testing.replication)",
+            "# standby settings (testkit.replication)",
             self._listen_line(),
             f"unix_socket_directories = '{self.data_dir}'",
             "hot_standby = on",

@@ -38,9 +38,9 @@ from qinglong.profiles.cluster_backend import migrate_postgres
 from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
-from qinglong.testing.cluster import Replica, percentile
-from qinglong.testing.pgproxy import PgProxy, ProxyMode
-from qinglong.testing.postgres import EmbeddedPostgres
+from testkit.cluster import Replica, percentile
+from testkit.pgproxy import PgProxy, ProxyMode
+from testkit.postgres import EmbeddedPostgres
 
 DB = "ql"
 ACTIONS = (
@@ -86,7 +86,7 @@ class _Soak:
         self.config = config
         self.work = work
         self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
-        self.rng = random.Random(self.seed)  # noqa: S311 - seeded chaos, not security
+        self.rng = random.Random(self.seed)
         self.faults: Counter[str] = Counter()
         self.problems: list[str] = []
         self.idle_violations = 0
@@ -102,7 +102,7 @@ class _Soak:
     def prepare(self) -> None:
         self.server.start()
         if self.config.partitions:
-            from qinglong.testing.netns import NetNamespace
+            from testkit.netns import NetNamespace
 
             self.namespace = NetNamespace().create()
             self.server.allow_addresses(str(self.namespace.network), listen=[self.namespace.host_ip])
@@ -140,9 +140,9 @@ class _Soak:
 
     def start_replica(self, replica: Replica) -> None:
         hold = self.rng.randrange(0, 201)
-        replica.extra = ("--interval-ms", "250", "--reactivate-ms", "200", "--test-ack-ledger",
-                         str(self.ledger), "--test-hold-in-tx-ms", str(hold),
-                         "--test-hold-fraction", "0.2")
+        replica.extra = ("--interval-ms", "250", "--reactivate-ms", "200", "--ack-ledger",
+                         str(self.ledger), "--hold-in-tx-ms", str(hold),
+                         "--hold-fraction", "0.2")
         replica.start()
 
     # -- chaos --------------------------------------------------------------------------

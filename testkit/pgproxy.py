@@ -375,7 +375,7 @@ class PgProxy:
             # Only sever_all() and stop() cancel this task. Ending it normally matters:
             # asyncio (3.11) logs an error for a cancelled client_connected_cb task.
             pass
-        except Exception:  # noqa: BLE001 - one connection must not take the proxy down
+        except Exception:
             _log.warning("pgproxy connection failed", exc_info=True)
         finally:
             link.abort()

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.domain.cron import CronSchedule
+from testkit.replica import SEAM_OPTIONS
+
+REPOSITORY = Path(__file__).resolve().parent.parent  # so child processes find testkit
 
 
 def free_port() -> int:
@@ -44,13 +47,32 @@ class Replica:
     def log(self) -> Path:
         return self.log_dir / f"{self.owner}.{self.generation}.log"
 
+    def command(self) -> list[str]:
+        """`ql control` itself, or `testkit.replica` when a fault seam is asked for (options
+        named in SEAM_OPTIONS, each followed by its value, may appear anywhere in ``extra``)."""
+        seams: list[str] = []
+        rest: list[str] = []
+        words = iter(self.extra)
+        for word in words:
+            if word.split("=", 1)[0] in SEAM_OPTIONS:
+                seams.append(word)
+                if "=" not in word:
+                    seams.append(next(words))
+            else:
+                rest.append(word)
+        control = ["--database-url", self.url, "--owner-id", self.owner,
+                   "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
+                   "--http", f"127.0.0.1:{self.port}", "--json-events", *rest]
+        if seams:
+            return [*self.prefix, sys.executable, "-m", "testkit.replica", *seams, "--", *control]
+        return [*self.prefix, sys.executable, "-m", "qinglong", "control", *control]
+
     def start(self) -> Replica:
         self.generation += 1
-        command = [*self.prefix, sys.executable, "-m", "qinglong", "control",
-                   "--database-url", self.url, "--owner-id", self.owner,
-                   "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
-                   "--http", f"127.0.0.1:{self.port}", "--json-events", *self.extra]
+        command = self.command()
         env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(REPOSITORY), env.get("PYTHONPATH", "")]))
         env.update(self.env)
         with self.log.open("w") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,

@@ -7,7 +7,7 @@ end of a veth pair into a test network namespace), on a free port (never 5432), 
 socket in their own data directory, and are stopped by data directory.
 
 Streaming standbys, promotion and synchronous replication are in
-`qinglong.testing.replication`.
+`testkit.replication`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One `NetNamespace` holds one replica (or any process) off the host's loopback: t
 of the veth gets ``10.213.B.1/30`` and the namespace end ``10.213.B.2/30`` (B numbers the
 /30 block, so several namespaces coexist). A server on the host that should be reachable
 from the namespace listens on `host_ip` and trusts `network` (see
-`qinglong.testing.postgres.EmbeddedPostgres.allow_addresses`). Processes run inside with
+`testkit.postgres.EmbeddedPostgres.allow_addresses`). Processes run inside with
 ``[*ns.prefix, program, ...]``. `partition` drops every packet on the namespace's end of the
 link with iptables *inside the namespace*, so the host's own firewall is never touched;
 `heal` flushes those rules. Traffic stays on this machine: the only addresses involved are

@@ -1,0 +1,134 @@
+"""Running one Attempt's command: environment, working directory, log, timeout, process group.
+
+Everything here is about the child process; recording what happened is the executor's job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from qinglong.domain.lifecycle import Outcome
+from qinglong.domain.runs import AttemptStatus
+from qinglong.execution.logs import CappedLogPump
+from qinglong.execution.processes import kill_group
+from qinglong.storage.ports import AttemptLease
+
+KILL_GRACE_S = 2.0
+STRAGGLER_WAIT_S = 2.0
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "SHELL")
+
+
+def failed(code: str, summary: str, exit_code: int | None = None,
+           log_path: Path | None = None) -> Outcome:
+    return Outcome(status=AttemptStatus.FAILED, exit_code=exit_code, error_code=code,
+                   error_summary=summary, log_path=None if log_path is None else str(log_path))
+
+
+def environment(lease: AttemptLease, inherited: Mapping[str, str]) -> dict[str, str]:
+    """What the child sees: a few inherited variables, the task's entries, and QL_* facts."""
+    assert lease.execution is not None
+    env = {name: inherited[name] for name in INHERITED_ENV if name in inherited}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update({entry.name: entry.value for entry in lease.execution.plan.environment})
+    fence = lease.fence
+    env["QL_RUN_ID"] = fence.run_id
+    env["QL_ATTEMPT_ID"] = fence.attempt_id
+    env["QL_ATTEMPT"] = str(lease.attempt)
+    env["QL_LEASE_GENERATION"] = str(fence.generation)
+    env["QL_PROJECT_ID"] = lease.project_id
+    env["QL_TASK_ID"] = lease.task_id
+    if lease.trigger_id is not None:
+        env["QL_TRIGGER_ID"] = lease.trigger_id
+    if lease.scheduled_for_ms is not None:
+        env["QL_SCHEDULED_FOR_MS"] = str(lease.scheduled_for_ms)
+        env["QL_SCHEDULED_FOR"] = (
+            datetime.fromtimestamp(lease.scheduled_for_ms / 1000, UTC)
+            .isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    return env
+
+
+@dataclass(slots=True)
+class Spawned:
+    process: subprocess.Popen[bytes]
+    pump: CappedLogPump
+    log_path: Path
+
+
+def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
+    """The Attempt's log file (its directory made), or the failure that prevents it."""
+    path = log_dir / lease.fence.run_id / f"attempt-{lease.attempt}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError as exc:
+        return failed("LOG_UNWRITABLE", f"cannot write the log {str(path)!r}: "
+                                        f"{exc.strerror or exc}")
+    return path
+
+
+def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],
+          log_max_bytes: int) -> Spawned | Outcome:
+    """Start the command in its own process group with its output going to ``log_path``."""
+    execution = lease.execution
+    assert execution is not None
+    cwd = execution.plan.working_directory or default_cwd
+    if not os.path.isdir(cwd):
+        message = f"working directory {cwd!r} does not exist on this host"
+        _note(log_path, message)
+        return failed("WORKING_DIRECTORY_MISSING", message, log_path=log_path)
+    argv = execution.argv()
+    try:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=cwd, env=environment(lease, inherited), start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        _note(log_path, f"could not start the command: {reason}")
+        return failed("EXECUTOR_START_FAILED", f"could not start {argv[0]!r}: {reason}",
+                      log_path=log_path)
+    assert process.stdout is not None
+    pump = CappedLogPump(process.stdout, log_path, log_max_bytes)
+    pump.start()
+    return Spawned(process=process, pump=pump, log_path=log_path)
+
+
+def _note(path: Path, message: str) -> None:
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"[qinglong: {message}]\n")
+    except OSError:
+        pass
+
+
+def terminate(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole group, SIGKILL it after a grace, and reap the leader."""
+    kill_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid, signal.SIGKILL)
+        process.wait()
+    kill_group(process.pid, signal.SIGKILL)  # stragglers in the group
+
+
+def collect(spawned: Spawned) -> None:
+    """Wait for the output to end; kill the group if something in it still holds the pipe."""
+    if not spawned.pump.join(STRAGGLER_WAIT_S):
+        kill_group(spawned.process.pid, signal.SIGKILL)
+        spawned.pump.join(STRAGGLER_WAIT_S)
+
+
+def exit_outcome(code: int) -> Outcome:
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        return failed("KILLED_BY_SIGNAL", f"terminated by {name}")
+    if code == 0:
+        return Outcome(status=AttemptStatus.SUCCEEDED, exit_code=0)
+    return failed("EXIT_NONZERO", f"exited with code {code}", exit_code=code)

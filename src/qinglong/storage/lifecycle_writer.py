@@ -1,0 +1,262 @@
+"""The Run lifecycle on a database connection, shared by both adapters (queries by name).
+
+Every method runs inside a write transaction the adapter opened (``BEGIN IMMEDIATE`` on
+SQLite, READ COMMITTED on PostgreSQL, where the Run row is locked first and its Attempt
+second). Steps are planned by ``domain/lifecycle.py`` and applied here with compare-and-set
+updates; a fenced write whose lease is gone is not applied: the refusal is recorded as
+``attempt.late_callback_ignored`` in the same transaction and returned as a value, so the
+adapter commits the record and then raises `LeaseLost`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, cast
+
+from qinglong.domain import lifecycle
+from qinglong.domain.admission import AdmissionRows
+from qinglong.domain.lifecycle import (
+    ATTEMPT_FIELDS,
+    RUN_FIELDS,
+    AttemptState,
+    Change,
+    LeaseFence,
+    RunState,
+    StepContext,
+)
+from qinglong.domain.runs import Actor, AttemptStatus, RunStatus
+from qinglong.domain.task import ExecutionRevision
+from qinglong.errors import Conflict, LeaseLost, NotFound, RecordCorrupt
+from qinglong.ids import new_uuid
+from qinglong.storage import records
+from qinglong.storage.dbapi import Connection, Queries, Row, fetch_all, fetch_one
+from qinglong.storage.ports import AttemptLease, LeaseRenewal, RescuedAttempt
+
+
+def insert_admission(conn: Connection, queries: Queries, rows: AdmissionRows) -> None:
+    """Insert an admitted Run, its first Attempt and its two events (in the caller's tx):
+    the step that creates a Run."""
+    conn.execute(queries["run_insert"], rows.run)
+    conn.execute(queries["attempt_insert"], rows.attempt)
+    _insert_events(conn, queries, rows.events)
+
+
+def _insert_events(conn: Connection, queries: Queries,
+                   events: tuple[dict[str, object], ...]) -> None:
+    for event in events:
+        payload = cast(Mapping[str, object], event["payload"])
+        conn.execute(queries["event_insert"], {**event, "payload": records.payload_text(payload)})
+
+
+class StepOutcome(StrEnum):
+    APPLIED = "applied"
+    ALREADY_DONE = "already_done"  # the same write landed before (a resent finish)
+    REFUSED = "refused"  # the lease is gone; recorded as attempt.late_callback_ignored
+
+
+def _run_from_candidate(row: Row) -> RunState:
+    return RunState(id=row["run_id"], status=RunStatus(row["run_status"]),
+                    version=int(row["version"]), event_sequence=int(row["event_sequence"]))
+
+
+def attempt_state(row: Row, *, id_column: str = "id", status_column: str = "status") -> AttemptState:
+    expires = row["lease_expires_at_ms"]
+    return AttemptState(
+        id=row[id_column], run_id=row["run_id"], attempt=int(row["attempt"]),
+        status=AttemptStatus(row[status_column]), executor_type=row["executor_type"],
+        lease_owner=row["worker_id"], lease_generation=int(row["lease_generation"]),
+        lease_token_digest=row["lease_token_digest"],
+        lease_expires_at_ms=None if expires is None else int(expires),
+        pid=row["pid"], executor_handle=row["executor_handle"],
+    )
+
+
+def _flagged(fields: Mapping[str, object], names: tuple[str, ...]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name in names:
+        out["set_" + name] = name in fields
+        out[name] = fields.get(name)
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    run: RunState
+    attempt: AttemptState
+    row: Row
+
+
+class LifecycleWriter:
+    def __init__(
+        self,
+        conn: Connection,
+        queries: Queries,
+        *,
+        now_ms: Callable[[], int],
+        actor: Actor,
+        actor_id: str,
+        new_id: Callable[[], str] = new_uuid,
+    ) -> None:
+        self._conn = conn
+        self._q = queries
+        self._now_ms = now_ms
+        self._actor = actor
+        self._actor_id = actor_id
+        self._new_id = new_id
+
+    def context(self, now_ms: int | None = None) -> StepContext:
+        return StepContext(now_ms=self._now_ms() if now_ms is None else now_ms, actor=self._actor,
+                           actor_id=self._actor_id, new_id=self._new_id)
+
+    # -- reading and applying -----------------------------------------------------------
+
+    def load(self, run_id: str, attempt_id: str) -> tuple[RunState, AttemptState]:
+        """The Run (locked first) and its Attempt; NotFound when either does not exist."""
+        run = fetch_one(self._conn, self._q["lifecycle_run_get"], {"run_id": run_id})
+        if run is None:
+            raise NotFound("run", run_id)
+        attempt = fetch_one(self._conn, self._q["lifecycle_attempt_get"],
+                            {"run_id": run_id, "attempt_id": attempt_id})
+        if attempt is None:
+            raise NotFound("attempt", attempt_id)
+        return (RunState(id=run["id"], status=RunStatus(run["status"]), version=int(run["version"]),
+                         event_sequence=int(run["event_sequence"])),
+                attempt_state(attempt))
+
+    def apply(self, change: Change) -> None:
+        """Write one planned step; the compare-and-set guards can only fail if a row moved
+        under a lock we hold, which is a bug, so it raises Conflict (rolling back)."""
+        ran = self._conn.execute(self._q["lifecycle_run_update"], {
+            "run_id": change.run_id, "expected_version": change.expected_run_version,
+            "status": change.run_status.value, "event_count": len(change.events),
+            **_flagged(change.run_fields, RUN_FIELDS),
+        })
+        if ran.rowcount != 1:
+            raise Conflict(f"run {change.run_id} changed during a lifecycle step")
+        attempted = self._conn.execute(self._q["lifecycle_attempt_update"], {
+            "run_id": change.run_id, "attempt_id": change.attempt_id,
+            "expected_status": change.expected_attempt_status.value,
+            "expected_generation": change.expected_generation,
+            "status": change.attempt_status.value, "generation": change.generation,
+            **_flagged(change.attempt_fields, ATTEMPT_FIELDS),
+        })
+        if attempted.rowcount != 1:
+            raise Conflict(f"attempt {change.attempt_id} changed during a lifecycle step")
+        _insert_events(self._conn, self._q, change.events)
+
+    # -- fenced steps -------------------------------------------------------------------
+
+    def fenced(self, fence: LeaseFence, write: str,
+               plan: Callable[[RunState, AttemptState, StepContext], Change],
+               *, done: Callable[[AttemptState], bool] | None = None) -> StepOutcome:
+        """Apply the step ``plan`` makes under ``fence``; a lost lease is recorded, not applied."""
+        run, attempt = self.load(fence.run_id, fence.attempt_id)
+        if done is not None and done(attempt):
+            return StepOutcome.ALREADY_DONE
+        ctx = self.context()
+        try:
+            change = plan(run, attempt, ctx)
+        except LeaseLost:
+            self.apply(lifecycle.late_callback(run, attempt, ctx, fence, write))
+            return StepOutcome.REFUSED
+        self.apply(change)
+        return StepOutcome.APPLIED
+
+    # -- leases -------------------------------------------------------------------------
+
+    def acquire(self, *, owner: str, token: Callable[[], str], lease_ms: int, limit: int,
+                executor_type: str) -> list[AttemptLease]:
+        rows = fetch_all(self._conn, self._q["lease_candidates"],
+                         {"executor_type": executor_type, "limit": limit})
+        if not rows:
+            return []
+        ctx = self.context()
+        leases = []
+        for row in rows:
+            run = _run_from_candidate(row)
+            attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
+            secret = token()
+            change = lifecycle.acquire(run, attempt, ctx, owner=owner,
+                                       token_digest_hex=lifecycle.token_digest(secret),
+                                       lease_ms=lease_ms)
+            self.apply(change)
+            execution, problem = self._execution(row, executor_type)
+            leases.append(AttemptLease(
+                fence=LeaseFence(run_id=run.id, attempt_id=attempt.id,
+                                 generation=change.generation, token=secret),
+                attempt=attempt.attempt,
+                project_id=row["project_id"], task_id=row["task_id"],
+                trigger_id=row["trigger_id"],
+                scheduled_for_ms=None if row["scheduled_for_ms"] is None
+                else int(row["scheduled_for_ms"]),
+                expires_at_ms=ctx.now_ms + lease_ms,
+                execution=execution, problem=problem,
+            ))
+        return leases
+
+    def _execution(self, row: Row, executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
+        found = fetch_one(self._conn, self._q["task_execution_revision_get"], {
+            "project_id": row["project_id"], "task_id": row["task_id"],
+            "task_revision": row["task_revision"], "executor_type": executor_type,
+        })
+        if found is None:
+            return None, "the Run's execution revision is missing"
+        try:
+            return records.execution_revision(found), None
+        except RecordCorrupt as exc:
+            return None, exc.message
+
+    def renew(self, *, owner: str, lease_ms: int, fences: tuple[LeaseFence, ...],
+              now_ms: int | None = None) -> LeaseRenewal:
+        held = json.dumps([{"attempt_id": f.attempt_id, "generation": f.generation,
+                            "digest": f.digest} for f in fences])
+        params: dict[str, Any] = {"owner": owner, "lease_ms": lease_ms, "fences": held}
+        if now_ms is not None:
+            params["now_ms"] = now_ms
+        rows = fetch_all(self._conn, self._q["lease_renew"], params)
+        renewed = {row["id"]: int(row["lease_expires_at_ms"]) for row in rows}
+        run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
+        cancel = {row["id"] for row in fetch_all(self._conn, self._q["lease_cancel_requested"],
+                                                   {"run_ids": run_ids})}
+        return LeaseRenewal(
+            renewed=tuple(f for f in fences if f.attempt_id in renewed),
+            lost=tuple(f for f in fences if f.attempt_id not in renewed),
+            expires_at_ms=min(renewed.values(), default=None),
+            cancel_requested=tuple(f for f in fences
+                                   if f.attempt_id in renewed and f.run_id in cancel),
+        )
+
+    def rescue(self, *, grace_ms: int, limit: int, ignore_expiry: bool,
+               executor_type: str | None, notes: Mapping[str, Mapping[str, object]],
+               now_ms: int) -> list[RescuedAttempt]:
+        """Withdraw leases whose holder is gone: an unstarted Attempt is offered again, a
+        started one is lost (with its Run)."""
+        rows = fetch_all(self._conn, self._q["lease_expired"], {
+            "grace_ms": grace_ms, "limit": limit, "ignore_expiry": ignore_expiry,
+            "executor_type": executor_type, "now_ms": now_ms,
+        })
+        ctx = self.context(now_ms)
+        rescued = []
+        for row in rows:
+            run = _run_from_candidate(row)
+            attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
+            reason = "lease_expired" if not ignore_expiry else "executor_restarted"
+            if attempt.status is AttemptStatus.CLAIMED:
+                change = lifecycle.release(run, attempt, ctx, reason=reason)
+                outcome = "requeued"
+            else:
+                change = lifecycle.lose(
+                    run, attempt, ctx, reason=reason,
+                    error_code="LEASE_EXPIRED" if not ignore_expiry else "EXECUTOR_RESTARTED",
+                    detail=notes.get(attempt.id))
+                outcome = "lost"
+            self.apply(change)
+            rescued.append(RescuedAttempt(
+                run_id=run.id, attempt_id=attempt.id, previous_status=attempt.status.value,
+                outcome=outcome, worker=attempt.lease_owner, pid=attempt.pid,
+                executor_handle=attempt.executor_handle,
+            ))
+        return rescued

@@ -1,0 +1,155 @@
+-- name: lifecycle_run_get
+-- A Run's lifecycle state, locked: the Run row is the mutex of its lifecycle (every step
+-- locks it first, then its Attempt).
+SELECT id, status, version, event_sequence FROM qinglong.runs WHERE id = %(run_id)s FOR UPDATE;
+
+-- name: lifecycle_attempt_get
+-- An Attempt's lifecycle state and lease, locked after its Run.
+SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
+       lease_token_digest, lease_expires_at_ms, pid, executor_handle
+FROM qinglong.run_attempts WHERE id = %(attempt_id)s AND run_id = %(run_id)s FOR UPDATE;
+
+-- name: lifecycle_run_update
+-- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced.
+UPDATE qinglong.runs
+SET status = %(status)s,
+    version = version + 1,
+    event_sequence = event_sequence + %(event_count)s,
+    started_at_ms = CASE WHEN %(set_started_at_ms)s THEN %(started_at_ms)s::bigint
+                         ELSE started_at_ms END,
+    finished_at_ms = CASE WHEN %(set_finished_at_ms)s THEN %(finished_at_ms)s::bigint
+                          ELSE finished_at_ms END,
+    cancel_requested_at_ms = CASE WHEN %(set_cancel_requested_at_ms)s
+                                  THEN %(cancel_requested_at_ms)s::bigint
+                                  ELSE cancel_requested_at_ms END,
+    cancel_reason = CASE WHEN %(set_cancel_reason)s THEN %(cancel_reason)s::varchar
+                         ELSE cancel_reason END,
+    error_code = CASE WHEN %(set_error_code)s THEN %(error_code)s::varchar ELSE error_code END,
+    error_summary = CASE WHEN %(set_error_summary)s THEN %(error_summary)s::varchar
+                         ELSE error_summary END
+WHERE id = %(run_id)s AND version = %(expected_version)s;
+
+-- name: lifecycle_attempt_update
+-- Apply a step to an Attempt: compare-and-set on its status and lease generation.
+UPDATE qinglong.run_attempts
+SET status = %(status)s,
+    lease_generation = %(generation)s,
+    worker_id = CASE WHEN %(set_worker_id)s THEN %(worker_id)s::varchar ELSE worker_id END,
+    lease_token_digest = CASE WHEN %(set_lease_token_digest)s THEN %(lease_token_digest)s::char(64)
+                              ELSE lease_token_digest END,
+    lease_expires_at_ms = CASE WHEN %(set_lease_expires_at_ms)s
+                               THEN %(lease_expires_at_ms)s::bigint ELSE lease_expires_at_ms END,
+    pid = CASE WHEN %(set_pid)s THEN %(pid)s::integer ELSE pid END,
+    executor_handle = CASE WHEN %(set_executor_handle)s THEN %(executor_handle)s::varchar
+                           ELSE executor_handle END,
+    log_path = CASE WHEN %(set_log_path)s THEN %(log_path)s::varchar ELSE log_path END,
+    started_at_ms = CASE WHEN %(set_started_at_ms)s THEN %(started_at_ms)s::bigint
+                         ELSE started_at_ms END,
+    finished_at_ms = CASE WHEN %(set_finished_at_ms)s THEN %(finished_at_ms)s::bigint
+                          ELSE finished_at_ms END,
+    exit_code = CASE WHEN %(set_exit_code)s THEN %(exit_code)s::integer ELSE exit_code END,
+    error_code = CASE WHEN %(set_error_code)s THEN %(error_code)s::varchar ELSE error_code END,
+    error_summary = CASE WHEN %(set_error_summary)s THEN %(error_summary)s::varchar
+                         ELSE error_summary END
+WHERE id = %(attempt_id)s AND run_id = %(run_id)s AND status = %(expected_status)s
+  AND lease_generation = %(expected_generation)s;
+
+-- name: lease_candidates
+-- Queued Runs whose newest Attempt is claimed and unleased, oldest first, for an executor of
+-- one type; the Runs are locked, and Runs another executor is taking are skipped.
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+       r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM qinglong.runs r
+JOIN qinglong.run_attempts a
+  ON a.run_id = r.id AND a.status = 'claimed' AND a.lease_token_digest IS NULL
+WHERE r.status = 'queued' AND r.cancel_requested_at_ms IS NULL
+  AND a.executor_type = %(executor_type)s
+  AND a.attempt = (SELECT max(n.attempt) FROM qinglong.run_attempts n WHERE n.run_id = r.id)
+ORDER BY r.priority DESC, r.queued_at_ms, r.id
+LIMIT %(limit)s
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: lease_renew
+-- Extend the leases an owner still holds, in one statement, at database time; the fences come
+-- as a JSON array of {"attempt_id", "generation", "digest"}.
+WITH observed AS MATERIALIZED (
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+),
+held AS (
+    SELECT * FROM jsonb_to_recordset(%(fences)s::jsonb)
+        AS f(attempt_id varchar, generation integer, digest varchar)
+)
+UPDATE qinglong.run_attempts a
+SET lease_expires_at_ms = o.now_ms + %(lease_ms)s
+FROM held f, observed o
+WHERE a.id = f.attempt_id AND a.lease_generation = f.generation
+  AND a.lease_token_digest = f.digest AND a.worker_id = %(owner)s
+  AND a.status IN ('claimed', 'starting', 'running')
+RETURNING a.id, a.run_id, a.lease_expires_at_ms;
+
+-- name: lease_cancel_requested
+-- Which of these Runs (a JSON array of ids) someone asked to cancel.
+SELECT id FROM qinglong.runs
+WHERE id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb))
+  AND cancel_requested_at_ms IS NOT NULL;
+
+-- name: lease_expired
+-- Attempts whose executor is presumed gone: a lease past its expiry (database time) by the
+-- grace, or every active lease when the caller knows no executor survives. The Runs are
+-- locked; those another reconciler is handling are skipped.
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM qinglong.run_attempts a
+JOIN qinglong.runs r ON r.id = a.run_id
+WHERE a.status IN ('claimed', 'starting', 'running')
+  AND (a.status <> 'claimed' OR a.lease_token_digest IS NOT NULL)
+  AND (%(ignore_expiry)s::boolean
+       OR coalesce(a.lease_expires_at_ms, 0) + %(grace_ms)s <= %(now_ms)s)
+  AND (%(executor_type)s::varchar IS NULL OR a.executor_type = %(executor_type)s::varchar)
+ORDER BY a.lease_expires_at_ms, a.id
+LIMIT %(limit)s
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: attempt_list_active
+-- Attempts that are leased or started, with the process they ran (if any).
+SELECT a.run_id, a.id AS attempt_id, a.status, a.worker_id, a.pid, a.executor_handle,
+       a.lease_expires_at_ms
+FROM qinglong.run_attempts a
+WHERE a.status IN ('claimed', 'starting', 'running')
+  AND (a.status <> 'claimed' OR a.lease_token_digest IS NOT NULL)
+ORDER BY a.created_at_ms, a.id;
+
+-- name: task_execution_revision_get
+-- The execution revision a Run pinned, by its qltd:v1 reference.
+SELECT * FROM qinglong.task_execution_revisions
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s AND task_revision = %(task_revision)s
+  AND executor_type = %(executor_type)s;
+
+-- name: lifecycle_corrupt
+-- Runs and Attempts in a shape no sequence of lifecycle steps can produce. Expired leases are
+-- not listed: they are normal work for the reconciler. Only these block activation.
+SELECT r.id AS run_id, r.status, 'no-attempt' AS problem
+FROM qinglong.runs r
+WHERE NOT EXISTS (SELECT 1 FROM qinglong.run_attempts a WHERE a.run_id = r.id)
+UNION ALL
+SELECT r.id, r.status, 'queued-with-a-busy-attempt'
+FROM qinglong.runs r JOIN qinglong.run_attempts a ON a.run_id = r.id
+WHERE r.status = 'queued'
+  AND (a.status IN ('starting', 'running')
+       OR (a.status = 'claimed' AND a.lease_token_digest IS NOT NULL))
+UNION ALL
+SELECT r.id, r.status, 'executing-without-a-leased-attempt'
+FROM qinglong.runs r
+WHERE r.status IN ('dispatching', 'running')
+  AND NOT EXISTS (SELECT 1 FROM qinglong.run_attempts a
+                  WHERE a.run_id = r.id AND a.lease_token_digest IS NOT NULL
+                    AND a.status IN ('claimed', 'starting', 'running'))
+UNION ALL
+SELECT r.id, r.status, 'ended-with-an-active-attempt'
+FROM qinglong.runs r JOIN qinglong.run_attempts a ON a.run_id = r.id
+WHERE r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')
+  AND a.status IN ('starting', 'running')
+LIMIT %(limit)s;

@@ -1,0 +1,101 @@
+-- name: lifecycle_run_get
+-- A Run's lifecycle state (inside the step's write transaction).
+SELECT id, status, version, event_sequence FROM runs WHERE id = :run_id;
+
+-- name: lifecycle_attempt_get
+-- An Attempt's lifecycle state and lease.
+SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
+       lease_token_digest, lease_expires_at_ms, pid, executor_handle
+FROM run_attempts WHERE id = :attempt_id AND run_id = :run_id;
+
+-- name: lifecycle_run_update
+-- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced.
+UPDATE runs
+SET status = :status,
+    version = version + 1,
+    event_sequence = event_sequence + :event_count,
+    started_at_ms = CASE WHEN :set_started_at_ms THEN :started_at_ms ELSE started_at_ms END,
+    finished_at_ms = CASE WHEN :set_finished_at_ms THEN :finished_at_ms ELSE finished_at_ms END,
+    cancel_requested_at_ms = CASE WHEN :set_cancel_requested_at_ms THEN :cancel_requested_at_ms
+                                  ELSE cancel_requested_at_ms END,
+    cancel_reason = CASE WHEN :set_cancel_reason THEN :cancel_reason ELSE cancel_reason END,
+    error_code = CASE WHEN :set_error_code THEN :error_code ELSE error_code END,
+    error_summary = CASE WHEN :set_error_summary THEN :error_summary ELSE error_summary END
+WHERE id = :run_id AND version = :expected_version;
+
+-- name: lifecycle_attempt_update
+-- Apply a step to an Attempt: compare-and-set on its status and lease generation.
+UPDATE run_attempts
+SET status = :status,
+    lease_generation = :generation,
+    worker_id = CASE WHEN :set_worker_id THEN :worker_id ELSE worker_id END,
+    lease_token_digest = CASE WHEN :set_lease_token_digest THEN :lease_token_digest
+                              ELSE lease_token_digest END,
+    lease_expires_at_ms = CASE WHEN :set_lease_expires_at_ms THEN :lease_expires_at_ms
+                               ELSE lease_expires_at_ms END,
+    pid = CASE WHEN :set_pid THEN :pid ELSE pid END,
+    executor_handle = CASE WHEN :set_executor_handle THEN :executor_handle ELSE executor_handle END,
+    log_path = CASE WHEN :set_log_path THEN :log_path ELSE log_path END,
+    started_at_ms = CASE WHEN :set_started_at_ms THEN :started_at_ms ELSE started_at_ms END,
+    finished_at_ms = CASE WHEN :set_finished_at_ms THEN :finished_at_ms ELSE finished_at_ms END,
+    exit_code = CASE WHEN :set_exit_code THEN :exit_code ELSE exit_code END,
+    error_code = CASE WHEN :set_error_code THEN :error_code ELSE error_code END,
+    error_summary = CASE WHEN :set_error_summary THEN :error_summary ELSE error_summary END
+WHERE id = :attempt_id AND run_id = :run_id AND status = :expected_status
+  AND lease_generation = :expected_generation;
+
+-- name: lease_candidates
+-- Queued Runs whose newest Attempt is claimed and unleased, oldest first (for an executor of
+-- one type).
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+       r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM runs r
+JOIN run_attempts a ON a.run_id = r.id AND a.status = 'claimed' AND a.lease_token_digest IS NULL
+WHERE r.status = 'queued' AND a.executor_type = :executor_type
+  AND a.attempt = (SELECT max(n.attempt) FROM run_attempts n WHERE n.run_id = r.id)
+ORDER BY r.queued_at_ms, r.id
+LIMIT :limit;
+
+-- name: lease_renew
+-- Extend the leases an owner still holds (one statement for all of them); the fences come as
+-- a JSON array of {"attempt_id", "generation", "digest"}.
+UPDATE run_attempts
+SET lease_expires_at_ms = :now_ms + :lease_ms
+WHERE worker_id = :owner AND status IN ('claimed', 'starting', 'running')
+  AND EXISTS (SELECT 1 FROM json_each(:fences) f
+              WHERE json_extract(f.value, '$.attempt_id') = run_attempts.id
+                AND json_extract(f.value, '$.generation') = run_attempts.lease_generation
+                AND json_extract(f.value, '$.digest') = run_attempts.lease_token_digest)
+RETURNING id, run_id, lease_expires_at_ms;
+
+-- name: lease_cancel_requested
+-- Which of these Runs (a JSON array of ids) someone asked to cancel.
+SELECT id FROM runs
+WHERE id IN (SELECT value FROM json_each(:run_ids)) AND cancel_requested_at_ms IS NOT NULL;
+
+-- name: lease_expired
+-- Attempts whose executor is presumed gone: a lease past its expiry by the grace (or every
+-- active lease, when the caller knows no executor survives), and started attempts that never
+-- had one (left by an older version).
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM run_attempts a
+JOIN runs r ON r.id = a.run_id
+WHERE (a.status IN ('starting', 'running')
+       OR (a.status = 'claimed' AND a.lease_token_digest IS NOT NULL))
+  AND (:ignore_expiry OR coalesce(a.lease_expires_at_ms, 0) + :grace_ms <= :now_ms)
+  AND (:executor_type IS NULL OR a.executor_type = :executor_type)
+ORDER BY a.lease_expires_at_ms, a.id
+LIMIT :limit;
+
+-- name: attempt_list_active
+-- Attempts that are leased or started, with the process they ran (if any).
+SELECT a.run_id, a.id AS attempt_id, a.status, a.worker_id, a.pid, a.executor_handle,
+       a.lease_expires_at_ms
+FROM run_attempts a
+WHERE a.status IN ('starting', 'running')
+   OR (a.status = 'claimed' AND a.lease_token_digest IS NOT NULL)
+ORDER BY a.created_at_ms, a.id;

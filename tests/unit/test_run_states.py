@@ -1,0 +1,246 @@
+"""The Run lifecycle in the domain: transition tables and steps, exhaustively."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qinglong.domain import lifecycle
+from qinglong.domain.lifecycle import (
+    AttemptState,
+    Change,
+    LeaseFence,
+    Outcome,
+    RunState,
+    StepContext,
+    token_digest,
+)
+from qinglong.domain.runs import (
+    ATTEMPT_TRANSITIONS,
+    RUN_TRANSITIONS,
+    TERMINAL_ATTEMPT,
+    TERMINAL_RUN,
+    Actor,
+    AttemptStatus,
+    EventType,
+    RunStatus,
+    require_attempt_transition,
+    require_run_transition,
+)
+from qinglong.errors import IllegalTransition, InvalidInput, LeaseLost
+
+TOKEN = "the-token"
+
+
+@pytest.mark.parametrize(("source", "target"), list(itertools.product(RunStatus, RunStatus)),
+                         ids=lambda s: s.value)
+def test_every_run_transition_is_allowed_exactly_when_listed(source: RunStatus,
+                                                             target: RunStatus) -> None:
+    if target in RUN_TRANSITIONS.get(source, frozenset()):
+        require_run_transition(source, target)
+    else:
+        with pytest.raises(IllegalTransition, match=f"from {source.value} to {target.value}"):
+            require_run_transition(source, target)
+
+
+@pytest.mark.parametrize(("source", "target"),
+                         list(itertools.product(AttemptStatus, AttemptStatus)),
+                         ids=lambda s: s.value)
+def test_every_attempt_transition_is_allowed_exactly_when_listed(source: AttemptStatus,
+                                                                 target: AttemptStatus) -> None:
+    if target in ATTEMPT_TRANSITIONS.get(source, frozenset()):
+        require_attempt_transition(source, target)
+    else:
+        with pytest.raises(IllegalTransition):
+            require_attempt_transition(source, target)
+
+
+def test_terminal_states_have_no_way_out() -> None:
+    for status in TERMINAL_RUN:
+        assert not RUN_TRANSITIONS.get(status)
+    for status in TERMINAL_ATTEMPT:
+        assert not ATTEMPT_TRANSITIONS.get(status)
+
+
+def test_every_event_type_has_a_summary() -> None:
+    assert all(kind.summary for kind in EventType)
+    for status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT,
+                   RunStatus.LOST):
+        assert EventType.for_run(status).value == "run." + status.value
+
+
+# --- steps over every combination of states -----------------------------------------------
+
+
+def ctx() -> StepContext:
+    ids = itertools.count(1)
+    return StepContext(now_ms=1_000_000, actor=Actor.EXECUTOR, actor_id="x",
+                       new_id=lambda: f"e{next(ids)}")
+
+
+def states(run_status: RunStatus, attempt_status: AttemptStatus,
+           leased: bool) -> tuple[RunState, AttemptState, LeaseFence]:
+    run = RunState(id="r", status=run_status, version=4, event_sequence=7)
+    attempt = AttemptState(
+        id="a", run_id="r", attempt=1, status=attempt_status, executor_type="local_process",
+        lease_owner="w" if leased else None, lease_generation=3,
+        lease_token_digest=token_digest(TOKEN) if leased else None,
+        lease_expires_at_ms=2_000_000 if leased else None,
+    )
+    return run, attempt, LeaseFence(run_id="r", attempt_id="a", generation=3, token=TOKEN)
+
+
+SUCCEEDED = Outcome(status=AttemptStatus.SUCCEEDED, exit_code=0)
+FAILED = Outcome(status=AttemptStatus.FAILED, error_code="EXECUTOR_START_FAILED")
+Step = Callable[[RunState, AttemptState, LeaseFence], Change]
+STEPS: dict[str, Step] = {
+    "acquire": lambda r, a, f: lifecycle.acquire(r, a, ctx(), owner="w2",
+                                                 token_digest_hex=token_digest("t2"),
+                                                 lease_ms=5_000),
+    "start": lambda r, a, f: lifecycle.start(r, a, ctx(), f),
+    "running": lambda r, a, f: lifecycle.running(r, a, ctx(), f, pid=9, executor_handle="h",
+                                                 log_path=None),
+    # a command that never got going can only fail; one that ran may end any way
+    "finish": lambda r, a, f: lifecycle.finish(
+        r, a, ctx(), f, SUCCEEDED if a.status is AttemptStatus.RUNNING else FAILED),
+    "release": lambda r, a, f: lifecycle.release(r, a, ctx(), reason="drain", fence=f),
+    "lose": lambda r, a, f: lifecycle.lose(r, a, ctx(), reason="lease_expired",
+                                           error_code="LEASE_EXPIRED"),
+    "cancel_queued": lambda r, a, f: lifecycle.cancel_queued(r, a, ctx(), reason="user"),
+}
+
+# Where each step may be taken: (run status, attempt status, leased).
+ALLOWED: dict[str, set[tuple[RunStatus, AttemptStatus, bool]]] = {
+    "acquire": {(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)},
+    "start": {(RunStatus.DISPATCHING, AttemptStatus.CLAIMED, True)},
+    "running": {(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)},
+    "finish": {(RunStatus.DISPATCHING, AttemptStatus.STARTING, True),
+               (RunStatus.RUNNING, AttemptStatus.RUNNING, True)},
+    "release": {(RunStatus.DISPATCHING, AttemptStatus.CLAIMED, True)},
+    "lose": {(RunStatus.DISPATCHING, AttemptStatus.STARTING, True),
+             (RunStatus.DISPATCHING, AttemptStatus.STARTING, False),
+             (RunStatus.RUNNING, AttemptStatus.RUNNING, True),
+             (RunStatus.RUNNING, AttemptStatus.RUNNING, False)},
+    "cancel_queued": {(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)},
+}
+COMBINATIONS = list(itertools.product(RunStatus, AttemptStatus, (False, True)))
+
+
+def test_the_domain_table_of_preconditions_is_the_one_documented_here() -> None:
+    documented = {
+        name: {(r, a) for r, a, _ in where} for name, where in ALLOWED.items()
+    }
+    assert {name: set(pairs) for name, (pairs, _) in lifecycle.PRECONDITIONS.items()} == documented
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_each_step_is_taken_exactly_where_allowed(name: str) -> None:
+    step = STEPS[name]
+    for run_status, attempt_status, leased in COMBINATIONS:
+        run, attempt, fence = states(run_status, attempt_status, leased)
+        where = (run_status, attempt_status, leased)
+        if where in ALLOWED[name]:
+            change = step(run, attempt, fence)
+            if change.run_status is not run_status:
+                assert change.run_status in RUN_TRANSITIONS[run_status]
+            if change.attempt_status is not attempt_status:
+                assert change.attempt_status in ATTEMPT_TRANSITIONS[attempt_status]
+            assert change.expected_run_version == 4 and change.expected_generation == 3
+            assert [e["sequence"] for e in change.events] == list(
+                range(8, 8 + len(change.events)))
+            assert change.events, f"{name} appended no event"
+        else:
+            with pytest.raises((IllegalTransition, LeaseLost)):
+                step(run, attempt, fence)
+
+
+def test_steps_that_grant_or_withdraw_a_lease_move_the_generation() -> None:
+    run, attempt, fence = states(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)
+    assert STEPS["acquire"](run, attempt, fence).generation == 4
+    run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.CLAIMED, True)
+    assert STEPS["release"](run, attempt, fence).generation == 4
+    assert STEPS["start"](run, attempt, fence).generation == 3
+    run, attempt, fence = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
+    assert STEPS["lose"](run, attempt, fence).generation == 4
+    finished = STEPS["finish"](run, attempt, fence)
+    assert finished.generation == 3
+    assert finished.attempt_fields["lease_token_digest"] is None
+
+
+@pytest.mark.parametrize("wrong", ["token", "generation", "attempt", "run"])
+def test_a_fence_that_does_not_hold_raises_lease_lost(wrong: str) -> None:
+    run, attempt, _ = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
+    bad = {
+        "token": LeaseFence(run_id="r", attempt_id="a", generation=3, token="other"),
+        "generation": LeaseFence(run_id="r", attempt_id="a", generation=2, token=TOKEN),
+        "attempt": LeaseFence(run_id="r", attempt_id="b", generation=3, token=TOKEN),
+        "run": LeaseFence(run_id="q", attempt_id="a", generation=3, token=TOKEN),
+    }[wrong]
+    with pytest.raises(LeaseLost):
+        lifecycle.finish(run, attempt, ctx(), bad, SUCCEEDED)
+    recorded = lifecycle.late_callback(run, attempt, ctx(), bad, "finish")
+    assert (recorded.run_status, recorded.attempt_status) == (run.status, attempt.status)
+    assert [e["type"] for e in recorded.events] == ["attempt.late_callback_ignored"]
+
+
+def test_a_command_that_never_ran_cannot_have_succeeded() -> None:
+    run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)
+    for status in (AttemptStatus.SUCCEEDED, AttemptStatus.TIMED_OUT):
+        with pytest.raises(IllegalTransition):
+            lifecycle.finish(run, attempt, ctx(), fence, Outcome(status=status))
+
+
+def test_an_outcome_must_be_an_end() -> None:
+    for status in AttemptStatus:
+        if status in (AttemptStatus.CLAIMED, AttemptStatus.STARTING, AttemptStatus.RUNNING,
+                      AttemptStatus.LOST):
+            with pytest.raises(InvalidInput):
+                Outcome(status=status)
+    with pytest.raises(InvalidInput, match="cancel_reason"):
+        Outcome(status=AttemptStatus.CANCELLED)
+    with pytest.raises(InvalidInput, match="cancel_reason"):
+        Outcome(status=AttemptStatus.FAILED, cancel_reason="user")
+    assert len(Outcome(status=AttemptStatus.FAILED, error_summary="x" * 5000).error_summary
+               or "") == 1024
+
+
+# --- any sequence of steps stays inside the tables -----------------------------------------
+
+
+def apply(run: RunState, attempt: AttemptState, change: Change) -> tuple[RunState, AttemptState]:
+    fields = change.attempt_fields
+    digest = fields.get("lease_token_digest", attempt.lease_token_digest)
+    return (
+        RunState(id=run.id, status=change.run_status, version=run.version + 1,
+                 event_sequence=run.event_sequence + len(change.events)),
+        AttemptState(id=attempt.id, run_id=attempt.run_id, attempt=attempt.attempt,
+                     status=change.attempt_status, executor_type=attempt.executor_type,
+                     lease_owner=fields.get("worker_id", attempt.lease_owner),  # type: ignore[arg-type]
+                     lease_generation=change.generation,
+                     lease_token_digest=digest,  # type: ignore[arg-type]
+                     lease_expires_at_ms=None),
+    )
+
+
+@given(st.lists(st.sampled_from(sorted(STEPS)), max_size=12))
+def test_random_step_sequences_only_move_along_the_tables(names: list[str]) -> None:
+    run, attempt, _ = states(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)
+    fence = LeaseFence(run_id="r", attempt_id="a", generation=0, token="t2")
+    for name in names:
+        try:
+            if name == "acquire":
+                change = STEPS[name](run, attempt, fence)
+                fence = LeaseFence(run_id="r", attempt_id="a", generation=change.generation,
+                                   token="t2")
+            else:
+                change = STEPS[name](run, attempt, fence)
+        except (IllegalTransition, LeaseLost):
+            continue
+        previous = run.status
+        run, attempt = apply(run, attempt, change)
+        assert run.status is previous or run.status in RUN_TRANSITIONS[previous]
+        assert run.status not in TERMINAL_RUN or attempt.status in TERMINAL_ATTEMPT
