@@ -15,9 +15,10 @@ def spec(command: str = "echo hi") -> CommandSpec:
     return CommandSpec(command=ShellCommand(command=command), timeout_ms=60_000)
 
 
-def publish_task(backend: Backend, task: str = "hello", command: str = "echo hi", **kw: object):
+def publish_task(backend: Backend, task: str = "hello", command: str = "echo hi",
+                 project: str = "demo", **kw: object):
     return backend.definitions.task_publish(
-        TaskPublishParams(project_id="demo", task_id=task, name=task, spec=spec(command), **kw)  # type: ignore[arg-type]
+        TaskPublishParams(project_id=project, task_id=task, name=task, spec=spec(command), **kw)  # type: ignore[arg-type]
     )
 
 
@@ -58,7 +59,7 @@ def test_task_publish_revisions_and_noop(demo: Backend) -> None:
     changed = publish_task(demo, command="echo changed")
     assert changed.created and changed.revision.revision == 2
     assert changed.revision.content_digest != first.revision.content_digest
-    [current] = demo.definitions.task_list("demo")
+    [current] = [view.revision for view in demo.definitions.task_list("demo")]
     assert current.revision == 2 and current.spec.command.argv()[-1] == "echo changed"
 
 
@@ -188,7 +189,7 @@ def test_publishers_stamp_times_from_the_adapter_clock(backend: Backend) -> None
     task = publish_task(backend).revision
     after = backend.now_ms()
     assert before <= task.created_at_ms <= after and task.created_at_ms > project.created_at_ms
-    [listed] = backend.definitions.task_list("demo")
+    [listed] = [view.revision for view in backend.definitions.task_list("demo")]
     assert listed.created_at_ms == task.created_at_ms
 
     backend.let_time_pass()

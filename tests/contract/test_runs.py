@@ -159,7 +159,7 @@ def test_run_get_refuses_ambiguous_short_unknown_and_malformed_ids(admitted: Adm
 def test_an_admitted_run_has_the_documented_shape(backend: Backend) -> None:
     """One occurrence: a queued Run, its claimed first Attempt, run.created then run.queued."""
     setup_definitions(backend)
-    [task] = backend.definitions.task_list("demo")
+    [task] = [view.revision for view in backend.definitions.task_list("demo")]
     [trigger] = backend.definitions.trigger_list("demo", "t1")
     before = backend.now_ms()
     due = before // 1000 * 1000 - 2000

@@ -278,7 +278,7 @@ USAGE_CASES = [
         needles=["--jitter"]),
     bad("unknown-option-trigger-preview", *preview("--cron", "* * * * *", "--timezone", "UTC",
                                                    "--misfire", "skip"), needles=["--misfire"]),
-    bad("unknown-option-run-list", "run", "list", "--since", "1h", *DB, needles=["--since"]),
+    bad("unknown-option-run-list", "run", "list", "--after", "1h", *DB, needles=["--after"]),
     bad("unknown-option-serve", *serve("--workers", "3"), needles=["--workers"]),
     bad("missing-arg-project-create", "project", "create", *DB, needles=["PROJECT"]),
     bad("missing-arg-project-archive", "project", "archive", *DB, needles=["PROJECT"]),
@@ -296,7 +296,6 @@ USAGE_CASES = [
         needles=["--project"]),
     bad("missing-trigger-enable-trigger", "trigger", "enable", "--project", "demo", *DB,
         needles=["--trigger"]),
-    bad("missing-trigger-list-project", "trigger", "list", *DB, needles=["--project"]),
     bad("missing-preview-cron", *preview("--timezone", "UTC"), needles=["--cron"]),
     bad("missing-preview-timezone", *preview("--cron", "* * * * *"), needles=["--timezone"]),
     bad("option-without-value", "task", "list", *DB, "--project", needles=["--project"]),
@@ -383,8 +382,8 @@ TASK_CASES = [
     bad("shell-and-argv", *publish_task("--shell", "echo", "--argv", "/bin/echo"),
         needles=["--shell", "--argv"]),
     bad("argv-relative-path", *publish_task("--argv", "echo", "hi"),
-        needles=["command.file", "absolute"]),
-    bad("argv-dot-path", *publish_task("--argv", "./run.sh"), needles=["command.file"]),
+        needles=["--argv", "absolute"]),
+    bad("argv-dot-path", *publish_task("--argv", "./run.sh"), needles=["--argv: "]),
     bad("argv-nothing-after", *publish_task("--argv"), needles=["argv"]),
     bad("argv-option-after-program", *publish_task("--argv", "/bin/echo", "hi", "--timeout", "5s"),
         needles=["'--timeout'", "before the program", "--"]),
@@ -392,8 +391,8 @@ TASK_CASES = [
         needles=["'--name=x'"]),
     bad("bash-with-argv", *publish_task("--bash", "--argv", "/bin/echo"), needles=["bash"]),
     bad("bash-without-shell", *publish_task("--bash"), needles=["--shell"]),
-    bad("shell-blank", *publish_task("--shell", "   "), needles=["command"]),
-    bad("shell-empty", *publish_task("--shell", ""), needles=["command"]),
+    bad("shell-blank", *publish_task("--shell", "   "), needles=["--shell: must not be blank"]),
+    bad("shell-empty", *publish_task("--shell", ""), needles=["--shell: must not be empty"]),
     bad("shell-extra-words", "task", "publish", "--project", "demo", "--task", "fresh",
         "--shell", "echo", *DB, "extra", needles=["'extra'"]),
     bad("env-no-equals", *publish_task("--shell", "true", "--env", "FOO"),
@@ -413,9 +412,11 @@ TASK_CASES = [
     bad("env-name-space", *publish_task("--shell", "true", "--env", "MY VAR=1"),
         needles=["env", "'MY VAR'"]),
     bad("cwd-relative", *publish_task("--shell", "true", "--cwd", "tmp/work"),
-        needles=["working-directory", "absolute"]),
+        needles=["--cwd: ", "absolute"]),
     bad("cwd-empty", *publish_task("--shell", "true", "--cwd", ""),
-        needles=["working-directory"]),
+        needles=["--cwd: "]),
+    bad("cwd-missing-here", *publish_task("--shell", "true", "--cwd", "/no/such/dir"),
+        needles=["--cwd: ", "'/no/such/dir' does not exist on this host"]),
     bad("timeout-no-unit", *publish_task("--shell", "true", "--timeout", "10"),
         needles=["--timeout"]),
     bad("timeout-zero", *publish_task("--shell", "true", "--timeout", "0s"), needles=["timeout"]),
@@ -635,7 +636,7 @@ def test_password_from_environment_is_allowed_but_never_echoed(
     monkeypatch.setenv("QL_DATABASE_URL", url)
     result = ql("project", "list")
     line = assert_one_line_error(result, code, needle)
-    assert "--database-url" not in line  # not refused as a command-line password
+    assert "password" not in line  # not refused as a command-line password
     assert listing(tmp_path) == []
 
 
@@ -750,7 +751,8 @@ def test_publishing_the_same_task_twice_is_unchanged(
     listed = ql("task", "list", "--project", "demo", "--json", "--database-url", ws.url)
     (fresh,) = [t for t in json.loads(listed.out) if t["task"] == "fresh"]
     assert fresh["revision"] == 1
-    assert fresh["spec"]["config"]["timeoutMs"] == 90_000
+    assert fresh["timeout_ms"] == 90_000
+    assert fresh["environment"] == ["A", "B"]
 
 
 def test_republishing_a_trigger_is_unchanged(ql: Callable[..., Result], ws: Workspace) -> None:
@@ -776,8 +778,7 @@ def test_task_list_json(ql: Callable[..., Result], ws: Workspace) -> None:
     assert set(rows) == {"hello", "other", "off"}
     assert (rows["hello"]["revision"], rows["hello"]["enabled"]) == (1, True)
     assert (rows["off"]["revision"], rows["off"]["enabled"]) == (2, False)
-    assert rows["hello"]["spec"]["config"]["command"] == {
-        "kind": "shell", "command": "echo hi", "shell": "/bin/sh"}
+    assert rows["hello"]["command"] == {"kind": "shell", "command": "echo hi", "shell": "/bin/sh"}
 
 
 def test_trigger_list_json(ql: Callable[..., Result], ws: Workspace) -> None:

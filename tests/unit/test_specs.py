@@ -17,6 +17,7 @@ from qinglong.domain.canonical import (
     parse_json_object,
     verify_digest,
 )
+from qinglong.domain.cron import CronSchedule
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
     ArgvCommand,
@@ -36,11 +37,12 @@ from qinglong.domain.task import (
 )
 from qinglong.domain.trigger import (
     CronTriggerSpec,
+    MisfirePolicy,
     TriggerRevision,
     new_trigger_revision,
     trigger_revision_from_row,
 )
-from qinglong.errors import InvalidInput, RecordCorrupt
+from qinglong.errors import InvalidInput, InvalidSchedule, RecordCorrupt
 
 KIB = 1024
 DAY_MS = 24 * 3600 * 1000
@@ -773,6 +775,22 @@ def test_trigger_row_round_trips() -> None:
     trigger = make_trigger()
     row, envelope = trigger_row(trigger)
     assert trigger_revision_from_row(row, envelope) == trigger
+
+
+@pytest.mark.parametrize(("expression", "timezone"), [
+    ("0 3 * * *", "PST8PDT"),  # a zone an older release accepted and we now refuse
+    ("0 0 1-31/40 * *", "UTC"),  # a step we now refuse at publish time
+])
+def test_a_revision_published_under_older_rules_stays_readable(expression: str,
+                                                               timezone: str) -> None:
+    with pytest.raises(InvalidSchedule):
+        CronSchedule.parse(expression, timezone)
+    old = make_trigger(spec=CronTriggerSpec(schedule=CronSchedule(expression, timezone),
+                                            misfire_policy=MisfirePolicy.SKIP))
+    row, envelope = trigger_row(old)
+    restored = trigger_revision_from_row(row, envelope)
+    assert restored == old
+    assert restored.spec.schedule.next_after(0) > 0
 
 
 TRIGGER_TAMPERING: list[tuple[str, Callable[[dict[str, object], dict[str, Any]], None]]] = [

@@ -31,14 +31,17 @@ from qinglong.audit.model import (
 Key = tuple[str, str]
 
 
+Interval = tuple[int, int | None]  # [from, until) -- until None: still going
+STALE_HEARTBEAT_MS = 20_000  # a scheduler not seen for this long is not running
+
+
 def _stop_of(
     revision: TriggerRevisionRecord,
     next_published_at: int | None,
     task_revisions: Mapping[Key, list[tuple[int, int, bool]]],
-    archived_at: int | None,
 ) -> int | None:
     """The instant (exclusive) from which this revision can no longer fire, if any."""
-    stops = [t for t in (next_published_at, archived_at) if t is not None]
+    stops = [t for t in (next_published_at,) if t is not None]
     for revision_number, published_at, _ in task_revisions.get((revision.project_id, revision.task_id), []):
         if revision_number > revision.task_revision:
             stops.append(published_at)  # the pin is stale from the next task revision on
@@ -70,7 +73,9 @@ class _Trigger:
         can_fire: bool,
         runs: list[RunRecord],
         misfires: list[MisfireRecord],
+        quiet: list[Interval],
     ) -> None:
+        """``quiet``: intervals in which nothing may be required to fire (archived project)."""
         report = self.report
         low = max(self.start, revision.published_at_ms)
         high = self.end if stop is None else min(self.end, stop - 1)
@@ -82,10 +87,11 @@ class _Trigger:
         for run in runs:
             if run.scheduled_for_ms not in nominal_set:
                 report.spurious.append(run.scheduled_for_ms)
+        window = self.params.grace_ms + self.params.lease_ms
         for occurrence in nominal:
             n = counts.get(occurrence, 0)
             report.duplicates += max(0, n - 1)
-            if occurrence > self.required_until:
+            if occurrence > self.required_until or _inside(occurrence, quiet):
                 continue
             report.expected += 1
             if n:
@@ -93,8 +99,10 @@ class _Trigger:
                 report.lags_ms.append(created[occurrence] - occurrence)
             elif _dropped_by_misfire(occurrence, misfires):
                 report.gaps_misfire += 1
-            elif stop is not None and stop - occurrence <= self.params.grace_ms + self.params.lease_ms:
+            elif stop is not None and stop - occurrence <= window:
                 report.gaps_superseded += 1
+            elif any(0 <= begin - occurrence <= window for begin, _ in quiet):
+                report.gaps_superseded += 1  # the project was archived before it was decided
             else:
                 report.gaps_unexplained.append(occurrence)
         for misfire in misfires:
@@ -113,6 +121,25 @@ class _Trigger:
         expected_runs = 1 if misfire.policy == "fire_once" else 0
         if inside != expected_runs or (expected_runs and counts.get(misfire.due_at_ms, 0) != 1):
             self.report.misfire_violations.append(f"misfire-runs-{inside}@{where}")
+
+
+def _inside(instant: int, intervals: Iterable[Interval]) -> bool:
+    return any(begin <= instant and (until is None or instant < until)
+               for begin, until in intervals)
+
+
+def default_end(data: AuditInput) -> tuple[int, str | None]:
+    """Now, while a scheduler runs; otherwise where the scheduler last ran (its clean stop or
+    its last heartbeat), since nothing could have been decided after that."""
+    schedulers = [i for i in data.instances if i.role in ("serve", "control")]
+    if not schedulers:
+        return data.now_ms, None
+    if any(i.stopped_at_ms is None and data.now_ms - i.seen_at_ms <= STALE_HEARTBEAT_MS
+           for i in schedulers):
+        return data.now_ms, None
+    last = min(data.now_ms, max(i.stopped_at_ms or i.seen_at_ms for i in schedulers))
+    return last, ("no scheduler is running: the window ends where one last ran "
+                  "(use --to to choose another end)")
 
 
 def _dropped_by_misfire(occurrence: int, misfires: Iterable[MisfireRecord]) -> bool:
@@ -166,14 +193,20 @@ def audit(data: AuditInput, params: AuditParams,
                  and (params.trigger_id is None or r.trigger_id == params.trigger_id)]
     start = params.start_ms if params.start_ms is not None else min(
         (r.published_at_ms for r in revisions), default=data.now_ms)
-    end = params.end_ms if params.end_ms is not None else data.now_ms
+    end_note = None
+    if params.end_ms is not None:
+        end = params.end_ms
+    else:
+        end, end_note = default_end(data)
     required_until = end - params.settle_ms
     task_revisions: dict[Key, list[tuple[int, int, bool]]] = defaultdict(list)
     for task in data.task_revisions:
         task_revisions[(task.project_id, task.task_id)].append((task.revision, task.published_at_ms, task.enabled))
     for entries in task_revisions.values():
         entries.sort()
-    archived = {p.id: p.archived_at_ms for p in data.projects}
+    quiet: dict[str, list[Interval]] = defaultdict(list)
+    for archival in data.archivals:
+        quiet[archival.project_id].append((archival.archived_at_ms, archival.restored_at_ms))
     by_trigger: dict[Key, list[TriggerRevisionRecord]] = defaultdict(list)
     for revision in revisions:
         by_trigger[(revision.project_id, revision.trigger_id)].append(revision)
@@ -200,12 +233,13 @@ def audit(data: AuditInput, params: AuditParams,
                 checker.report.spurious.append(run.scheduled_for_ms)
         for index, revision in enumerate(chain):
             following = chain[index + 1].published_at_ms if index + 1 < len(chain) else None
-            stop = _stop_of(revision, following, task_revisions, archived.get(revision.project_id))
+            stop = _stop_of(revision, following, task_revisions)
             can_fire = revision.enabled and _pinned_task_enabled(revision, task_revisions)
             checker.revision(
                 revision, stop, can_fire,
                 [r for r in mine if r.trigger_revision == revision.revision],
                 misfires.get((key[0], key[1], revision.revision), []),
+                quiet.get(revision.project_id, []),
             )
         report = checker.report
         report.bad_shape = [r.id for r in mine if r.attempts != 1 or r.admission_events != 2]
@@ -219,6 +253,8 @@ def audit(data: AuditInput, params: AuditParams,
         settle_ms=params.settle_ms, grace_ms=params.grace_ms, lease_ms=params.lease_ms,
         triggers=reports,
     )
+    if end_note is not None:
+        result.notes.append(end_note)
     if data.claims is None:
         result.notes.append("no claim log (SQLite): fence and cursor-history checks do not apply")
     if ledger is not None:

@@ -29,9 +29,20 @@ class TaskRevisionRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProjectRecord:
-    id: str
-    archived_at_ms: int | None  # None while active
+class ArchivalRecord:
+    """A project was archived from ``archived_at_ms`` until ``restored_at_ms`` (or now)."""
+
+    project_id: str
+    archived_at_ms: int
+    restored_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceRecord:
+    instance_id: str
+    role: str
+    seen_at_ms: int
+    stopped_at_ms: int | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +102,8 @@ class AuditInput:
     now_ms: int
     revisions: tuple[TriggerRevisionRecord, ...]
     task_revisions: tuple[TaskRevisionRecord, ...]
-    projects: tuple[ProjectRecord, ...]
+    archivals: tuple[ArchivalRecord, ...]
+    instances: tuple[InstanceRecord, ...]
     runs: tuple[RunRecord, ...]
     claims: tuple[ClaimRecord, ...] | None  # None where there are no claims (SQLite)
     misfires: tuple[MisfireRecord, ...]
@@ -101,7 +113,7 @@ class AuditInput:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditParams:
     start_ms: int | None = None  # None: the earliest publish time
-    end_ms: int | None = None  # None: the database's now
+    end_ms: int | None = None  # None: now, or where the scheduler last ran if none runs now
     settle_ms: int = 5_000  # occurrences later than end - settle are not required yet
     grace_ms: int = 30_000
     lease_ms: int = 30_000

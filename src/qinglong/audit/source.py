@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from qinglong.audit.model import (
+    ArchivalRecord,
     AuditInput,
     ClaimRecord,
+    InstanceRecord,
     MisfireRecord,
-    ProjectRecord,
     RunRecord,
     ScheduleRecord,
     TaskRevisionRecord,
@@ -58,8 +59,14 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             project_id=r["project_id"], task_id=r["task_id"], revision=int(r["revision"]),
             enabled=bool(r["enabled"]), published_at_ms=int(r["created_at_ms"]),
         ) for r in rows("audit_task_revisions")),
-        projects=tuple(ProjectRecord(id=r["id"], archived_at_ms=_opt(r["archived_at_ms"]))
-                       for r in rows("audit_projects")),
+        archivals=tuple(ArchivalRecord(
+            project_id=r["project_id"], archived_at_ms=int(r["archived_at_ms"]),
+            restored_at_ms=_opt(r["restored_at_ms"]),
+        ) for r in rows("audit_project_archivals")),
+        instances=tuple(InstanceRecord(
+            instance_id=r["instance_id"], role=r["role"], seen_at_ms=int(r["seen_at_ms"]),
+            stopped_at_ms=_opt(r["stopped_at_ms"]),
+        ) for r in rows("audit_instances")),
         runs=tuple(RunRecord(
             id=r["id"], project_id=r["project_id"], trigger_id=r["trigger_id"],
             trigger_revision=int(r["trigger_revision"]), scheduled_for_ms=int(r["scheduled_for_ms"]),

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from qinglong.clock import SystemClock
 from qinglong.profiles.backends import Backend, open_backend
+from qinglong.service.catalog import Catalog
+from qinglong.service.runs import RunViews
 
 CLOCK = SystemClock()
 
@@ -18,3 +20,15 @@ def backend(database_url: str) -> Iterator[Backend]:
         yield opened
     finally:
         opened.close()
+
+
+@contextmanager
+def catalog(database_url: str) -> Iterator[Catalog]:
+    with backend(database_url) as opened:
+        yield Catalog(opened.definitions, CLOCK)
+
+
+@contextmanager
+def run_views(database_url: str) -> Iterator[RunViews]:
+    with backend(database_url) as opened:
+        yield RunViews(opened.runs)

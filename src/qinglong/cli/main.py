@@ -7,6 +7,7 @@ database state); 4 already running; 5 `ql audit` found violations; 130 interrupt
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -20,39 +21,56 @@ from qinglong.cli.commands.run import run
 from qinglong.cli.commands.serve import serve
 from qinglong.cli.commands.task import task
 from qinglong.cli.commands.trigger import trigger
-from qinglong.errors import (
-    AlreadyRunning,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    NotReady,
-    PermissionDenied,
-    QinglongError,
+from qinglong.errors import InvalidInput, QinglongError
+from qinglong.service.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    exit_code_for,
+    problem,
 )
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_READY = 3
-EXIT_ALREADY_RUNNING = 4
-EXIT_INTERRUPTED = 130
+# Domain field names as the options that set them (an error names what the user typed).
+FIELD_OPTIONS = {
+    "command.command": "--shell",
+    "command.shell": "--bash",
+    "command.file": "--argv",
+    "command.args": "--argv",
+    "command": "--shell/--argv",
+    "argv": "--argv",
+    "environment": "--env",
+    "env": "--env",
+    "working-directory": "--cwd",
+    "timeout": "--timeout",
+    "name": "--name",
+    "cron": "--cron",
+    "timezone": "--timezone",
+    "misfire": "--misfire",
+    "project": "--project",
+    "task": "--task",
+    "trigger": "--trigger",
+    "status": "--status",
+    "since": "--since",
+    "limit": "--limit",
+    "after": "--after",
+    "from": "--from",
+    "grace": "--grace",
+    "budget": "--budget",
+    "interval": "--interval",
+    "database-url": "--database-url",
+    "log-dir": "--log-dir",
+    "drain-timeout": "--drain-timeout",
+}
 
-EXIT_CODES: tuple[tuple[type[QinglongError], int], ...] = (
-    (InvalidInput, EXIT_BAD_INPUT),
-    (NotFound, EXIT_BAD_INPUT),
-    (Conflict, EXIT_BAD_INPUT),
-    (PermissionDenied, EXIT_BAD_INPUT),
-    (NotReady, EXIT_NOT_READY),
-    (AlreadyRunning, EXIT_ALREADY_RUNNING),
-    (QinglongError, EXIT_FAILURE),
-)
 
-
-def exit_code_for(exc: QinglongError) -> int:
-    for kind, code in EXIT_CODES:
-        if isinstance(exc, kind):
-            return code
-    return EXIT_FAILURE  # pragma: no cover - QinglongError is the last row
+def option_for(field: str) -> str:
+    """``command.args[3]`` -> ``--argv``; ``environment.TOKEN`` -> ``--env``; unknown stays."""
+    base = field.split("[", 1)[0]
+    while base:
+        if base in FIELD_OPTIONS:
+            return FIELD_OPTIONS[base]
+        base = base.rpartition(".")[0]
+    return field
 
 
 @click.group(
@@ -88,10 +106,29 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def report(exc: QinglongError, as_json: bool) -> int:
+    """Print one line (or one JSON problem object) on stderr; the exit code for ``exc``."""
+    field = option_for(exc.field) if isinstance(exc, InvalidInput) else None
+    if as_json:
+        click.echo(json.dumps({"error": problem(exc, field=field)}, sort_keys=True), err=True)
+    elif isinstance(exc, InvalidInput):
+        click.echo(f"ql: {field}: {_one_line(exc.rule)}", err=True)
+    else:
+        click.echo(f"ql: {_one_line(exc.message)}", err=True)
+    return exit_code_for(exc)
+
+
+def _usage_problem(message: str, where: str) -> dict[str, object]:
+    return {"type": "urn:qinglong:error:QL_USAGE", "title": "The command line is not valid",
+            "status": 400, "code": "QL_USAGE", "detail": f"{where}: {message}"}
+
+
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     code = EXIT_OK
     try:
-        result = cli.main(args=argv, prog_name="ql", standalone_mode=False)
+        result = cli.main(args=args, prog_name="ql", standalone_mode=False)
         if isinstance(result, int):
             code = result
     except click.exceptions.Exit as exc:
@@ -101,16 +138,25 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_OK
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "ql"
-        click.echo(f"{where}: {_one_line(exc.format_message())} (see {where} --help)", err=True)
+        message = _one_line(exc.format_message())
+        if as_json:
+            click.echo(json.dumps({"error": _usage_problem(message, where)}, sort_keys=True),
+                       err=True)
+        else:
+            click.echo(f"{where}: {message} (see {where} --help)", err=True)
         code = EXIT_BAD_INPUT
     except click.ClickException as exc:
-        click.echo(f"ql: {_one_line(exc.format_message())}", err=True)
+        message = _one_line(exc.format_message())
+        if as_json:
+            click.echo(json.dumps({"error": _usage_problem(message, "ql")}, sort_keys=True),
+                       err=True)
+        else:
+            click.echo(f"ql: {message}", err=True)
         code = EXIT_BAD_INPUT
     except click.exceptions.Abort:
         code = EXIT_INTERRUPTED
     except QinglongError as exc:
-        click.echo(f"ql: {_one_line(exc.message)}", err=True)
-        code = exit_code_for(exc)
+        code = report(exc, as_json)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     except BrokenPipeError:

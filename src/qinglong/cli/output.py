@@ -6,19 +6,19 @@ import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 import click
 
+from qinglong.service.times import local_and_utc, rfc3339, viewer_zone
 
-def rfc3339(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+__all__ = ["emit_json", "emit_table", "rfc3339", "say", "warn", "when"]
+
+
+def when(ms: int | None) -> str:
+    """An instant for people: local wall time next to UTC (see service.times)."""
+    return local_and_utc(ms, viewer_zone())
 
 
 def _plain(value: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 import click
@@ -14,18 +15,36 @@ from qinglong.security import check_url_has_no_password
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_DURATION = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)\s*")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_PART = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)")
+_UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+_ORDER = list(_UNIT_MS)
+_MAX_DURATION_MS = 2**53 - 1
 
 
 def parse_duration_ms(text: str) -> int:
-    match = _DURATION.fullmatch(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a duration; use a number with a unit: 500ms, 30s, 5m, 2h, 1d")
-    value = float(match.group(1)) * _UNIT_MS[match.group(2)]
-    if value != int(value):
+    """``500ms``, ``30s``, ``1.5h``, or parts from the largest unit down: ``1h30m``, ``2d4h``,
+    ``1m 30s``."""
+    hint = (f"{text!r} is not a duration; use numbers with units (d, h, m, s, ms), largest "
+            "first: 500ms, 30s, 5m, 1h30m, 1d")
+    position, total, last_unit = 0, 0.0, -1
+    stripped = text.rstrip()
+    while position < len(stripped):
+        match = _PART.match(stripped, position)
+        if not match:
+            raise ValueError(hint)
+        unit = _ORDER.index(match.group(2))
+        if unit <= last_unit:
+            raise ValueError(hint)
+        last_unit = unit
+        total += float(match.group(1)) * _UNIT_MS[match.group(2)]
+        position = match.end()
+    if last_unit < 0:
+        raise ValueError(hint)
+    if total != int(total):
         raise ValueError(f"{text!r} is not a whole number of milliseconds")
-    return int(value)
+    if total > _MAX_DURATION_MS:
+        raise ValueError(f"{text!r} is too long")
+    return int(total)
 
 
 class Duration(click.ParamType[int]):
@@ -97,3 +116,35 @@ def project_option(func: F) -> F:
     return click.option("--project", "project", required=True, metavar="PROJECT", help="Project id.")(
         func
     )
+
+
+class Instant(click.ParamType[int]):
+    """An RFC 3339 time (with an offset or Z) or epoch milliseconds; with ``ago``, also a
+    duration back from now (``1h`` is an hour ago)."""
+
+    name = "time"
+
+    def __init__(self, *, ago: bool = False, now_ms: Callable[[], int] | None = None) -> None:
+        self._ago = ago
+        self._now_ms = now_ms
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return int(text)
+        if self._ago and self._now_ms is not None:
+            try:
+                return self._now_ms() - parse_duration_ms(text)
+            except ValueError:
+                pass
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            hint = ", or a duration ago such as 1h" if self._ago else ""
+            self.fail(f"{text!r} is not an RFC 3339 time (e.g. 2026-03-08T09:00:00Z) or epoch "
+                      f"milliseconds{hint}", param, ctx)
+        if parsed.tzinfo is None:
+            self.fail(f"{text!r} needs a UTC offset or Z", param, ctx)
+        return int(parsed.timestamp() * 1000)

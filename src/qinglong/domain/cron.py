@@ -211,6 +211,22 @@ class CronSchedule:
     def parse(cls, expression: str, timezone: str) -> CronSchedule:
         return cls(normalize_expression(expression), canonical_timezone(timezone))
 
+    @classmethod
+    def stored(cls, expression: str, timezone: str) -> CronSchedule:
+        """A schedule read back from a revision whose digest was verified: accepted as it was
+        published, even if today's stricter input rules would refuse it, as long as it can
+        still be computed (an older release may have accepted a zone or a step we now refuse
+        at publish time; its Runs must stay readable and its trigger keep firing)."""
+        if not isinstance(expression, str) or not isinstance(timezone, str):
+            raise InvalidSchedule("cron", "must be a string")
+        try:
+            CronSim(expression, datetime(2000, 1, 1))
+            zone_info(timezone)
+        except (CronSimError, ValueError, IndexError, LookupError, OSError) as exc:
+            raise InvalidSchedule("cron", f"stored schedule {expression!r} in {timezone!r} "
+                                          "cannot be computed") from exc
+        return cls(expression, timezone)
+
     def next_after(self, after_ms: int) -> int:
         """The first occurrence strictly after ``after_ms``."""
         return self.next_occurrence(after_ms).at_ms

@@ -47,15 +47,32 @@ class TriggerView:
     schedule: ScheduleState | None
     task_pin_current: bool
     project_active: bool
+    deleted_at_ms: int | None = None
 
     @property
     def firing(self) -> bool:
-        return self.revision.enabled and self.task_pin_current and self.project_active
+        return (self.revision.enabled and self.task_pin_current and self.project_active
+                and self.deleted_at_ms is None)
+
+    @property
+    def state(self) -> str:
+        """deleted, archived (its project is), disabled, stale-pin (the task moved on and
+        this trigger was not re-pinned) or firing."""
+        if self.deleted_at_ms is not None:
+            return "deleted"
+        if not self.project_active:
+            return "archived"
+        if not self.revision.enabled:
+            return "disabled"
+        if not self.task_pin_current:
+            return "stale-pin"
+        return "firing"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskView:
     revision: TaskRevision
+    deleted_at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +98,13 @@ class Run:
     cancel_requested_at_ms: int | None = None
     cancel_reason: str | None = None
     trigger_type: str = "cron"
+    exit_code: int | None = None  # of its latest attempt (filled by listings)
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at_ms is None or self.finished_at_ms is None:
+            return None
+        return self.finished_at_ms - self.started_at_ms
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

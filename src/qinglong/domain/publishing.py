@@ -7,7 +7,17 @@ an enabled trigger must pin an enabled task revision.
 
 from __future__ import annotations
 
-from qinglong.domain.task import CommandSpec, TaskRevision, new_task_revision
+from dataclasses import dataclass
+
+from qinglong.domain.task import (
+    DEFAULT_TIMEOUT_MS,
+    ArgvCommand,
+    CommandSpec,
+    EnvEntry,
+    ShellCommand,
+    TaskRevision,
+    new_task_revision,
+)
 from qinglong.domain.trigger import CronTriggerSpec, TriggerRevision, new_trigger_revision
 from qinglong.errors import Conflict, InvalidInput
 
@@ -101,4 +111,64 @@ def merged_spec(
         expression=expression if expression is not None else current.spec.expression,
         timezone=timezone if timezone is not None else current.spec.timezone,
         misfire=misfire_policy if misfire_policy is not None else current.spec.misfire_policy.value,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskPatch:
+    """What a publish changes; every part left as None keeps the current value (a new task
+    needs a command). Environment entries in ``env_set`` are added or replaced, names in
+    ``env_unset`` removed; ``env_clear`` starts from no entries at all."""
+
+    command: ArgvCommand | ShellCommand | None = None
+    env_set: tuple[EnvEntry, ...] = ()
+    env_unset: tuple[str, ...] = ()
+    env_clear: bool = False
+    working_directory: str | None = None
+    clear_working_directory: bool = False
+    timeout_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.working_directory is not None and self.clear_working_directory:
+            raise InvalidInput("working-directory", "give a directory or clear it, not both")
+        names = [e.name for e in self.env_set]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InvalidInput("environment", f"name {twice[0]!r} is given more than once")
+        overlap = set(names) & set(self.env_unset)
+        if overlap:
+            raise InvalidInput("environment", f"{min(overlap)!r} is both set and unset")
+
+
+def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSpec:
+    """The spec a publish asks for: ``patch`` applied to ``current``."""
+    if current is None:
+        if patch.command is None:
+            raise InvalidInput("command", "is required for a new task")
+        if patch.env_unset:
+            raise InvalidInput("environment", f"{patch.env_unset[0]!r} cannot be unset: the "
+                                              "task does not exist yet")
+    environment: dict[str, EnvEntry] = {}
+    if current is not None and not patch.env_clear:
+        environment = {entry.name: entry for entry in current.environment}
+    for name in patch.env_unset:
+        if name not in environment and not patch.env_clear:
+            raise InvalidInput("environment", f"{name!r} is not set, so it cannot be unset")
+        environment.pop(name, None)
+    for entry in patch.env_set:
+        environment[entry.name] = entry
+    if patch.clear_working_directory:
+        working_directory = None
+    elif patch.working_directory is not None:
+        working_directory = patch.working_directory
+    else:
+        working_directory = current.working_directory if current else None
+    command = patch.command or (current.command if current else None)
+    assert command is not None
+    return CommandSpec(
+        command=command,
+        environment=tuple(environment.values()),
+        working_directory=working_directory,
+        timeout_ms=patch.timeout_ms if patch.timeout_ms is not None else (
+            current.timeout_ms if current else DEFAULT_TIMEOUT_MS),
     )

@@ -68,7 +68,9 @@ class CronTriggerSpec:
         return canonical_json(self.envelope())
 
 
-def parse_trigger_envelope(envelope: object) -> CronTriggerSpec:
+def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> CronTriggerSpec:
+    """A spec from its JSON envelope; ``stored`` for one read back from a digest-verified
+    revision (see CronSchedule.stored)."""
     if not isinstance(envelope, Mapping) or set(envelope) != {"schema", "config"}:
         raise InvalidInput("spec", "must be an object with exactly 'schema' and 'config'")
     if envelope["schema"] != TRIGGER_SPEC_SCHEMA:
@@ -76,6 +78,11 @@ def parse_trigger_envelope(envelope: object) -> CronTriggerSpec:
     config = envelope["config"]
     if not isinstance(config, Mapping) or set(config) != {"expression", "timezone", "misfirePolicy"}:
         raise InvalidInput("spec.config", "must have exactly expression, timezone, misfirePolicy")
+    if stored:
+        return CronTriggerSpec(
+            schedule=CronSchedule.stored(config["expression"], config["timezone"]),
+            misfire_policy=MisfirePolicy.parse(config["misfirePolicy"]),
+        )
     spec = CronTriggerSpec.parse(
         expression=config["expression"],
         timezone=config["timezone"],
@@ -195,7 +202,7 @@ def trigger_revision_from_row(row: Mapping[str, object], spec_envelope: object) 
             task=str(row["task_id"]),
             task_revision=int(row["task_revision"]),  # type: ignore[call-overload]
             task_content_digest=str(row["task_content_digest"]),
-            spec=parse_trigger_envelope(spec_envelope),
+            spec=parse_trigger_envelope(spec_envelope, stored=True),
             enabled=bool(row["enabled"]),
             created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
         )

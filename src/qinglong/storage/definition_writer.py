@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from qinglong.domain.identifiers import display_name, entity_id, project_id
-from qinglong.domain.model import Project, ProjectStatus, TriggerView
+from qinglong.domain.model import Project, ProjectStatus, TaskView, TriggerView
 from qinglong.domain.publishing import next_task_revision, next_trigger_revision
 from qinglong.domain.task import (
     ExecutorType,
@@ -61,6 +61,18 @@ class DefinitionWriter:
             if self._one("project_get", {"id": project}) is None:
                 raise NotFound("project", project)
             raise Conflict(f"project {project!r} is already archived")
+        self._conn.execute(self._q["project_archival_open"], {"id": project, "now_ms": self._now_ms})
+        return records.project_from_row(row)
+
+    def project_unarchive(self, project: str) -> Project:
+        project_id(project)
+        row = self._one("project_unarchive", {"id": project, "now_ms": self._now_ms})
+        if row is None:
+            if self._one("project_get", {"id": project}) is None:
+                raise NotFound("project", project)
+            raise Conflict(f"project {project!r} is not archived")
+        self._conn.execute(self._q["project_archival_close"],
+                           {"id": project, "now_ms": self._now_ms})
         return records.project_from_row(row)
 
     def active_project(self, project: str) -> Project:
@@ -87,7 +99,12 @@ class DefinitionWriter:
         project_id(params.project_id)
         entity_id(params.task_id, "task")
         self.active_project(params.project_id)
+        head = self._one("task_head_get", {"project_id": params.project_id, "task_id": params.task_id})
         current = self.current_task(params.project_id, params.task_id)
+        if params.expected_revision is not None and (
+                current is None or current.revision != params.expected_revision):
+            raise Conflict(f"task {params.task_id!r} changed while this publish was prepared; "
+                           "publish again")
         revision = next_task_revision(
             current,
             project_id=params.project_id,
@@ -97,14 +114,19 @@ class DefinitionWriter:
             enabled=params.enabled,
             now_ms=self._now_ms,
         )
+        restored = head is not None and head["deleted_at_ms"] is not None
         if revision is None:
             assert current is not None
-            return TaskPublishResult(revision=current, created=False)
+            if restored:  # same content: the deleted task comes back as it was
+                self._conn.execute(self._q["task_head_restore"],
+                                   {"project_id": params.project_id, "task_id": params.task_id})
+            return TaskPublishResult(revision=current, created=False, restored=restored)
         self._append_task_revision(revision, current)
         repinned: list[str] = []
         if params.repin_triggers and revision.enabled and current is not None:
             repinned = self._repin_triggers(revision)
-        return TaskPublishResult(revision=revision, created=True, repinned_triggers=tuple(repinned))
+        return TaskPublishResult(revision=revision, created=True, repinned_triggers=tuple(repinned),
+                                 restored=restored)
 
     def _append_task_revision(self, revision: TaskRevision, previous: TaskRevision | None) -> None:
         key = {"project_id": revision.project_id, "task_id": revision.task_id}
@@ -187,22 +209,31 @@ class DefinitionWriter:
         if params.task_id is not None:
             entity_id(params.task_id, "task")
         self.active_project(params.project_id)
+        key = {"project_id": params.project_id, "trigger_id": params.trigger_id}
+        head = self._one("trigger_head_get", key)
+        deleted = head is not None and head["deleted_at_ms"] is not None
         current = self.current_trigger(params.project_id, params.trigger_id)
-        if current is None and params.task_id is None:
-            if params.expression is None and params.timezone is None and params.misfire_policy is None:
+        switch_only = (params.task_id is None and params.expression is None
+                       and params.timezone is None and params.misfire_policy is None)
+        if current is None or (deleted and switch_only):
+            if switch_only:
                 raise NotFound("trigger", params.trigger_id)  # enable/disable of no trigger
-            raise InvalidInput("task", f"is required for a new trigger ({params.trigger_id!r} "
-                                       "does not exist yet)")
+            if params.task_id is None:
+                raise InvalidInput("task", f"is required for a new trigger ({params.trigger_id!r} "
+                                           "does not exist yet)")
         task_id = params.task_id or current.task_id  # type: ignore[union-attr]
         task = self.current_task(params.project_id, task_id)
         if task is None:
             raise NotFound("task", task_id)
+        enabled = params.enabled
+        if enabled is None:
+            enabled = True if current is None or deleted else current.enabled
         revision = next_trigger_revision(
             current,
             project_id=params.project_id,
             trigger_id=params.trigger_id,
             task_id=params.task_id,
-            enabled=params.enabled,
+            enabled=enabled,
             task=task,
             now_ms=self._now_ms,
             expression=params.expression,
@@ -211,9 +242,59 @@ class DefinitionWriter:
         )
         if revision is None:
             assert current is not None
-            return TriggerPublishResult(revision=current, created=False)
+            if deleted:
+                self._conn.execute(self._q["trigger_head_restore"], key)
+            return TriggerPublishResult(revision=current, created=False, restored=deleted)
         self._append_trigger_revision(revision, current)
-        return TriggerPublishResult(revision=revision, created=True)
+        return TriggerPublishResult(revision=revision, created=True, restored=deleted)
+
+    def trigger_delete(self, project: str, trigger: str) -> TriggerView:
+        """Stop a trigger (a disabled revision, so the scheduler and the audit see it end)
+        and hide it; its revisions stay."""
+        project_id(project)
+        entity_id(trigger, "trigger")
+        self.active_project(project)
+        key = {"project_id": project, "trigger_id": trigger}
+        head = self._one("trigger_head_get", key)
+        current = self.current_trigger(project, trigger)
+        if head is None or current is None or head["deleted_at_ms"] is not None:
+            raise NotFound("trigger", trigger)
+        if current.enabled:
+            task = self.current_task(project, current.task_id)
+            assert task is not None
+            revision = next_trigger_revision(current, project_id=project, trigger_id=trigger,
+                                             task_id=None, enabled=False, task=task,
+                                             now_ms=self._now_ms)
+            assert revision is not None
+            self._append_trigger_revision(revision, current)
+        self._conn.execute(self._q["trigger_head_delete"], {**key, "now_ms": self._now_ms})
+        [view] = DefinitionReader(self._conn, self._q).trigger_list(project, trigger,
+                                                                     include_deleted=True)
+        return view
+
+    def task_delete(self, project: str, task: str) -> TaskView:
+        """Stop a task (a disabled revision) and hide it; refused while triggers use it."""
+        project_id(project)
+        entity_id(task, "task")
+        self.active_project(project)
+        key = {"project_id": project, "task_id": task}
+        head = self._one("task_head_get", key)
+        current = self.current_task(project, task)
+        if head is None or current is None or head["deleted_at_ms"] is not None:
+            raise NotFound("task", task)
+        bound = [row["trigger_id"] for row in
+                 self._conn.execute(self._q["trigger_ids_for_task"], key).fetchall()]
+        if bound:
+            raise Conflict(f"task {task!r} is used by the trigger(s) {', '.join(bound)}; "
+                           "delete those first")
+        if current.enabled:
+            revision = next_task_revision(current, project_id=project, task_id=task,
+                                          name=current.name, spec=current.spec, enabled=False,
+                                          now_ms=self._now_ms)
+            assert revision is not None
+            self._append_task_revision(revision, current)
+        self._conn.execute(self._q["task_head_delete"], {**key, "now_ms": self._now_ms})
+        return DefinitionReader(self._conn, self._q).task_get(project, task, include_deleted=True)
 
     def _append_trigger_revision(self, revision: TriggerRevision, previous: TriggerRevision | None) -> None:
         key = {"project_id": revision.project_id, "trigger_id": revision.trigger_id}
@@ -270,16 +351,39 @@ class DefinitionReader:
     def project_list(self) -> list[Project]:
         return [records.project_from_row(r) for r in self._conn.execute(self._q["project_list"]).fetchall()]
 
-    def task_list(self, project: str) -> list[TaskRevision]:
+    def task_list(self, project: str, include_deleted: bool = False,
+                  task_id: str | None = None) -> list[TaskView]:
         self._require_project(project)
-        rows = self._conn.execute(self._q["task_list"], {"project_id": project}).fetchall()
+        rows = self._conn.execute(self._q["task_list"], {
+            "project_id": project, "task_id": task_id, "include_deleted": include_deleted,
+        }).fetchall()
+        return [TaskView(revision=records.task_revision(row),
+                         deleted_at_ms=records.optional_int(row["h_deleted_at_ms"]))
+                for row in rows]
+
+    def task_get(self, project: str, task: str, include_deleted: bool = False) -> TaskView:
+        entity_id(task, "task")
+        found = self.task_list(project, include_deleted, task)
+        if not found:
+            raise NotFound("task", task)
+        return found[0]
+
+    def task_history(self, project: str, task: str) -> list[TaskRevision]:
+        self.task_get(project, task, include_deleted=True)
+        rows = self._conn.execute(self._q["task_revision_list"],
+                                  {"project_id": project, "task_id": task}).fetchall()
         return [records.task_revision(row) for row in rows]
 
-    def trigger_list(self, project: str, trigger_id: str | None) -> list[TriggerView]:
-        self._require_project(project)
-        rows = self._conn.execute(
-            self._q["trigger_list"], {"project_id": project, "trigger_id": trigger_id}
-        ).fetchall()
+    def trigger_list(self, project: str | None, trigger_id: str | None,
+                     include_deleted: bool = False) -> list[TriggerView]:
+        if project is not None:
+            project_id(project)
+            self._require_project(project)
+        if trigger_id is not None:
+            entity_id(trigger_id, "trigger")
+        rows = self._conn.execute(self._q["trigger_list"], {
+            "project_id": project, "trigger_id": trigger_id, "include_deleted": include_deleted,
+        }).fetchall()
         if trigger_id is not None and not rows:
             raise NotFound("trigger", trigger_id)
         return [
@@ -288,6 +392,7 @@ class DefinitionReader:
                 schedule=records.schedule_state(row, "s_"),
                 task_pin_current=bool(row["task_pin_current"]),
                 project_active=bool(row["project_active"]),
+                deleted_at_ms=records.optional_int(row["h_deleted_at_ms"]),
             )
             for row in rows
         ]

@@ -14,7 +14,7 @@ from typing import Protocol
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.lifecycle import LeaseFence, Outcome
-from qinglong.domain.model import Project, Run, RunDetail, TriggerView
+from qinglong.domain.model import Project, Run, RunDetail, TaskView, TriggerView
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.domain.task import CommandSpec, ExecutionRevision, TaskRevision
 from qinglong.domain.trigger import TriggerRevision
@@ -36,6 +36,7 @@ class TaskPublishParams:
     spec: CommandSpec
     enabled: bool = True
     repin_triggers: bool = True
+    expected_revision: int | None = None  # compare-and-set: refuse if the task moved on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +44,7 @@ class TaskPublishResult:
     revision: TaskRevision
     created: bool
     repinned_triggers: tuple[str, ...] = ()
+    restored: bool = False  # the task had been deleted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,24 +55,35 @@ class TriggerPublishParams:
     expression: str | None = None  # None: keep the current value (each of these three)
     timezone: str | None = None
     misfire_policy: str | None = None
-    enabled: bool = True
+    enabled: bool | None = True  # None: keep (a new or deleted trigger is enabled)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerPublishResult:
     revision: TriggerRevision
     created: bool
+    restored: bool = False  # the trigger had been deleted
 
 
 class DefinitionStore(Protocol):
+    """Projects, tasks and triggers. Publishing appends an immutable revision (a no-op when
+    nothing changed); deleting hides a task or trigger head and stops it, keeping its
+    revisions for the Runs and the audit that refer to them (publishing again restores it)."""
+
     def project_create(self, params: ProjectCreateParams) -> Project: ...
     def project_archive(self, project_id: str) -> Project: ...
+    def project_unarchive(self, project_id: str) -> Project: ...
     def project_get(self, project_id: str) -> Project: ...
     def project_list(self) -> list[Project]: ...
     def task_publish(self, params: TaskPublishParams) -> TaskPublishResult: ...
-    def task_list(self, project_id: str) -> list[TaskRevision]: ...
+    def task_get(self, project_id: str, task_id: str) -> TaskView: ...
+    def task_history(self, project_id: str, task_id: str) -> list[TaskRevision]: ...
+    def task_list(self, project_id: str, include_deleted: bool = False) -> list[TaskView]: ...
+    def task_delete(self, project_id: str, task_id: str) -> TaskView: ...
     def trigger_publish(self, params: TriggerPublishParams) -> TriggerPublishResult: ...
-    def trigger_list(self, project_id: str, trigger_id: str | None = None) -> list[TriggerView]: ...
+    def trigger_list(self, project_id: str | None, trigger_id: str | None = None,
+                     include_deleted: bool = False) -> list[TriggerView]: ...
+    def trigger_delete(self, project_id: str, trigger_id: str) -> TriggerView: ...
 
 
 # --- runs ----------------------------------------------------------------------------
@@ -79,8 +92,11 @@ class DefinitionStore(Protocol):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunListParams:
     project_id: str | None = None
+    task_id: str | None = None
     trigger_id: str | None = None
     status: str | None = None
+    since_ms: int | None = None  # occurrence (or creation) at or after
+    until_ms: int | None = None  # ... and before
     limit: int = 50
     oldest_first: bool = False
 

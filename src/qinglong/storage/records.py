@@ -125,8 +125,11 @@ def schedule_state(row: Mapping[str, Any], prefix: str = "") -> ScheduleState | 
     )
 
 
-def _opt_int(value: Any) -> int | None:
+def optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+_opt_int = optional_int
 
 
 def run_from_row(row: Mapping[str, Any]) -> Run:
@@ -152,6 +155,7 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
         cancel_requested_at_ms=_opt_int(row["cancel_requested_at_ms"]),
         cancel_reason=row["cancel_reason"],
         trigger_type=row["trigger_type"],
+        exit_code=_opt_int(row.get("exit_code")),
     )
 
 

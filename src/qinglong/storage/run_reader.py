@@ -6,6 +6,7 @@ import re
 
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.model import Run, RunDetail
+from qinglong.domain.runs import RunStatus
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.storage import records
 from qinglong.storage.dbapi import Connection, Queries
@@ -41,6 +42,13 @@ class RunReader:
             raise InvalidInput("limit", f"must be between 1 and {MAX_LIST_LIMIT}")
         if params.trigger_id is not None:
             entity_id(params.trigger_id, "trigger")
+        if params.task_id is not None:
+            entity_id(params.task_id, "task")
+        if params.status is not None and params.status not in {s.value for s in RunStatus}:
+            raise InvalidInput("status", "must be one of " + ", ".join(s.value for s in RunStatus))
+        if (params.since_ms is not None and params.until_ms is not None
+                and params.since_ms > params.until_ms):
+            raise InvalidInput("since", "must not be after --until")
         if params.project_id is not None:
             project_id(params.project_id)
             if self._conn.execute(self._q["project_get"], {"id": params.project_id}).fetchone() is None:
@@ -49,8 +57,11 @@ class RunReader:
             self._q["run_list"],
             {
                 "project_id": params.project_id,
+                "task_id": params.task_id,
                 "trigger_id": params.trigger_id,
                 "status": params.status,
+                "since_ms": params.since_ms,
+                "until_ms": params.until_ms,
                 "limit": params.limit,
                 "oldest_first": params.oldest_first,
             },

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,28 +11,10 @@ import click
 from qinglong.audit.model import AuditParams, AuditReport, TriggerReport
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import emit_json, rfc3339, say
-from qinglong.cli.params import DURATION, database_url_option, json_option
+from qinglong.cli.params import DURATION, Instant, database_url_option, json_option
 from qinglong.errors import InvalidInput
 
 EXIT_VIOLATIONS = 5
-
-
-class Instant(click.ParamType[int]):
-    """An RFC 3339 time (with offset or Z), or epoch milliseconds."""
-
-    name = "time"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        text = str(value).strip()
-        if text.isdigit():
-            return int(text)
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            self.fail(f"{text!r} is not an RFC 3339 time or epoch milliseconds", param, ctx)
-        if parsed.tzinfo is None:
-            self.fail(f"{text!r} needs a UTC offset or Z", param, ctx)
-        return int(parsed.timestamp() * 1000)
 
 
 def _percentile(values: list[int], p: float) -> int | None:

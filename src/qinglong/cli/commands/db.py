@@ -7,7 +7,7 @@ import click
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import emit_json, say
 from qinglong.cli.params import database_url_option, json_option
-from qinglong.errors import NotReady
+from qinglong.errors import DatabaseCorrupt, NotReady
 from qinglong.profiles.backends import url_kind
 
 
@@ -50,20 +50,11 @@ def migrate(database_url: str, as_json: bool) -> None:
 @database_url_option
 @json_option
 def check(database_url: str, as_json: bool) -> None:
-    """Check that the database is ready for this role; print findings, exit 3 if not."""
-    findings: list[str]
-    if url_kind(database_url) == "sqlite":
-        from qinglong.storage.sqlite.connection import SqliteDatabase, sqlite_path_from_url
-        from qinglong.storage.sqlite.migrate import check_schema
+    """Check that the database is ready for this role; print findings, exit 3 if not.
 
-        database = SqliteDatabase(sqlite_path_from_url(database_url))
-        try:
-            check_schema(database)
-            findings = []
-        except NotReady as exc:
-            findings = list(exc.findings)
-        finally:
-            database.close()
+    On SQLite it also checks the file's pages and indexes (PRAGMA quick_check)."""
+    if url_kind(database_url) == "sqlite":
+        findings = _sqlite_findings(database_url)
     else:
         from qinglong.profiles.cluster_backend import check_postgres
 
@@ -77,3 +68,22 @@ def check(database_url: str, as_json: bool) -> None:
         say("ready")
     if findings:
         raise SystemExit(3)
+
+
+def _sqlite_findings(database_url: str) -> list[str]:
+    from qinglong.storage.sqlite.connection import SqliteDatabase, sqlite_path_from_url
+    from qinglong.storage.sqlite.migrate import check_integrity, check_schema
+
+    try:
+        database = SqliteDatabase(sqlite_path_from_url(database_url))
+    except DatabaseCorrupt as exc:
+        return [f"integrity:{exc.message}"]
+    try:
+        findings = check_integrity(database)
+        if not findings:
+            check_schema(database)
+    except NotReady as exc:
+        findings = list(exc.findings)
+    finally:
+        database.close()
+    return findings

@@ -1,30 +1,17 @@
-"""`ql project`: create, list and archive projects."""
+"""`ql project`: create, list, archive and unarchive projects."""
 
 from __future__ import annotations
 
 import click
 
-from qinglong.cli.context import backend
-from qinglong.cli.output import emit_json, emit_table, rfc3339, say
+from qinglong.cli.context import catalog
+from qinglong.cli.output import emit_json, emit_table, say
 from qinglong.cli.params import database_url_option, json_option
-from qinglong.domain.model import Project
-from qinglong.storage.ports import ProjectCreateParams
 
 
 @click.group()
 def project() -> None:
     """Projects group tasks and triggers; archiving one stops its triggers."""
-
-
-def _row(item: Project) -> dict[str, object]:
-    return {
-        "id": item.id,
-        "name": item.name,
-        "status": item.status.value,
-        "version": item.version,
-        "created_at": rfc3339(item.created_at_ms),
-        "updated_at": rfc3339(item.updated_at_ms),
-    }
 
 
 @project.command()
@@ -34,12 +21,12 @@ def _row(item: Project) -> dict[str, object]:
 @json_option
 def create(project_id: str, name: str | None, database_url: str, as_json: bool) -> None:
     """Create PROJECT (lowercase letters, digits and '-')."""
-    with backend(database_url) as store:
-        created = store.definitions.project_create(ProjectCreateParams(project_id=project_id, name=name))
+    with catalog(database_url) as cat:
+        created = cat.project_create(project_id, name)
     if as_json:
-        emit_json(_row(created))
+        emit_json(created)
     else:
-        say(f"created project {created.id}")
+        say(f"created project {created['id']}")
 
 
 @project.command("list")
@@ -47,15 +34,13 @@ def create(project_id: str, name: str | None, database_url: str, as_json: bool) 
 @json_option
 def list_projects(database_url: str, as_json: bool) -> None:
     """List projects."""
-    with backend(database_url) as store:
-        items = store.definitions.project_list()
+    with catalog(database_url) as cat:
+        items = cat.project_list()
     if as_json:
-        emit_json([_row(item) for item in items])
+        emit_json(items)
     else:
-        emit_table(
-            [(i.id, i.name, i.status.value, rfc3339(i.created_at_ms)) for i in items],
-            ["PROJECT", "NAME", "STATUS", "CREATED"],
-        )
+        emit_table([(i["id"], i["name"], i["status"], i["created_at"]) for i in items],
+                   ["PROJECT", "NAME", "STATUS", "CREATED"])
 
 
 @project.command()
@@ -63,10 +48,27 @@ def list_projects(database_url: str, as_json: bool) -> None:
 @database_url_option
 @json_option
 def archive(project_id: str, database_url: str, as_json: bool) -> None:
-    """Archive PROJECT: none of its triggers fire any more."""
-    with backend(database_url) as store:
-        archived = store.definitions.project_archive(project_id)
+    """Archive PROJECT: none of its triggers fire until it is unarchived."""
+    with catalog(database_url) as cat:
+        archived = cat.project_archive(project_id)
     if as_json:
-        emit_json(_row(archived))
+        emit_json(archived)
     else:
-        say(f"archived project {archived.id}")
+        say(f"archived project {archived['id']}")
+
+
+@project.command()
+@click.argument("project_id", metavar="PROJECT")
+@database_url_option
+@json_option
+def unarchive(project_id: str, database_url: str, as_json: bool) -> None:
+    """Restore an archived PROJECT: its triggers fire again.
+
+    Occurrences that fell due while it was archived are not run; the one in progress when
+    it comes back follows each trigger's misfire policy."""
+    with catalog(database_url) as cat:
+        restored = cat.project_unarchive(project_id)
+    if as_json:
+        emit_json(restored)
+    else:
+        say(f"unarchived project {restored['id']}")

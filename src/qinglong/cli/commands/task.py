@@ -1,22 +1,25 @@
-"""`ql task`: publish and list tasks (what to run)."""
+"""`ql task`: publish, inspect, enable, disable and delete tasks (what to run)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
-from qinglong.cli.context import backend
-from qinglong.cli.output import emit_json, emit_table, rfc3339, say
+from qinglong.cli.context import catalog
+from qinglong.cli.output import emit_json, emit_table, say, warn, when
 from qinglong.cli.params import DURATION, database_url_option, json_option, project_option
+from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
     ArgvCommand,
-    CommandSpec,
     ShellCommand,
-    TaskRevision,
     environment_from_pairs,
 )
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import TaskPublishParams
+from qinglong.profiles.backends import url_kind
+from qinglong.service.catalog import TaskPublishRequest
 
 
 @click.group()
@@ -24,17 +27,8 @@ def task() -> None:
     """Tasks say what to run: a command with its environment, directory and timeout."""
 
 
-def task_json(revision: TaskRevision) -> dict[str, object]:
-    return {
-        "project": revision.project_id,
-        "task": revision.task_id,
-        "revision": revision.revision,
-        "name": revision.name,
-        "enabled": revision.enabled,
-        "spec": revision.spec.envelope(),
-        "content_digest": revision.content_digest,
-        "published_at": rfc3339(revision.created_at_ms),
-    }
+def task_option(func: Any) -> Any:
+    return click.option("--task", "task_id", required=True, metavar="TASK", help="Task id.")(func)
 
 
 class _PublishCommand(click.Command):
@@ -58,17 +52,21 @@ def _misplaced_option(words: tuple[str, ...]) -> str | None:
     return None
 
 
-def _command(shell: str | None, bash: bool, argv: bool, words: tuple[str, ...]) -> ArgvCommand | ShellCommand:
+def _command(shell: str | None, bash: bool, argv: bool,
+             words: tuple[str, ...]) -> ArgvCommand | ShellCommand | None:
     if argv and shell is not None:
         raise InvalidInput("command", "give either --shell or --argv, not both")
     if shell is not None:
         if words:
             raise InvalidInput("command", f"unexpected argument {words[0]!r} after --shell")
         return ShellCommand(command=shell, shell="/bin/bash" if bash else "/bin/sh")
-    if not argv:
-        raise InvalidInput("command", "give --shell 'COMMAND' or --argv /absolute/program [ARGS...]")
     if bash:
         raise InvalidInput("bash", "--bash only applies to --shell")
+    if not argv:
+        if words:
+            raise InvalidInput("argv", f"unexpected argument {words[0]!r}: write --argv before "
+                                       "the program, or use --shell 'COMMAND'")
+        return None  # keep the current command
     if not words:
         raise InvalidInput("argv", "needs an absolute program path, e.g. --argv /bin/echo hi")
     misplaced = _misplaced_option(words)
@@ -79,9 +77,18 @@ def _command(shell: str | None, bash: bool, argv: bool, words: tuple[str, ...]) 
     return ArgvCommand(file=words[0], args=tuple(words[1:]))
 
 
+def _check_cwd_here(cwd: str | None, database_url: str) -> None:
+    """On SQLite the commands run on this host, so a working directory must exist here."""
+    if cwd is None or url_kind(database_url) != "sqlite" or not cwd.startswith("/"):
+        return
+    if not Path(cwd).is_dir():
+        raise InvalidInput("working-directory", f"directory {cwd!r} does not exist on this host "
+                                                "(commands of the SQLite profiles run here)")
+
+
 @task.command(cls=_PublishCommand, context_settings={"allow_interspersed_args": False})
 @project_option
-@click.option("--task", "task_id", required=True, metavar="TASK", help="Task id.")
+@task_option
 @click.option("--shell", metavar="COMMAND", help="Run COMMAND with /bin/sh -c (or --bash).")
 @click.option("--bash", is_flag=True, help="Use /bin/bash instead of /bin/sh for --shell.")
 @click.option(
@@ -89,14 +96,18 @@ def _command(shell: str | None, bash: bool, argv: bool, words: tuple[str, ...]) 
     help="Run the words after the options directly: --argv /bin/echo hi (options go first; "
          "write -- before the program to pass words that look like ql options).",
 )
-@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="Environment entry (repeatable).")
-@click.option("--cwd", metavar="DIR", help="Absolute working directory (default: where ql serve runs).")
-@click.option(
-    "--timeout", type=DURATION, default=f"{DEFAULT_TIMEOUT_MS // 1000}s", show_default=True,
-    help="Kill the run's whole process group after this long (e.g. 30s, 5m).",
-)
-@click.option("--name", help="Display name (defaults to the task id).")
-@click.option("--disabled", is_flag=True, help="Publish a disabled revision (its triggers stop).")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
+              help="Set an environment entry; others are kept (repeatable).")
+@click.option("--unset-env", "unset_env", multiple=True, metavar="NAME",
+              help="Remove an environment entry (repeatable).")
+@click.option("--clear-env", is_flag=True, help="Start from no environment entries.")
+@click.option("--cwd", metavar="DIR", help="Absolute working directory.")
+@click.option("--no-cwd", is_flag=True, help="Run in the executor's own directory again.")
+@click.option("--timeout", type=DURATION, metavar="DURATION",
+              help=f"Kill the run's whole process group after this long, e.g. 30s, 5m, 1h30m "
+                   f"(new tasks: {DEFAULT_TIMEOUT_MS // 60_000}m).")
+@click.option("--name", help="Display name (new tasks: the task id).")
+@click.option("--disabled", is_flag=True, help="Publish the revision disabled (its triggers stop).")
 @click.option(
     "--no-repin", is_flag=True,
     help="Leave triggers pinned to the old revision (they stop firing until republished).",
@@ -105,78 +116,186 @@ def _command(shell: str | None, bash: bool, argv: bool, words: tuple[str, ...]) 
 @database_url_option
 @json_option
 def publish(
-    project: str,
-    task_id: str,
-    shell: str | None,
-    bash: bool,
-    argv: bool,
-    env: tuple[str, ...],
-    cwd: str | None,
-    timeout: int,
-    name: str | None,
-    disabled: bool,
-    no_repin: bool,
-    words: tuple[str, ...],
-    database_url: str,
-    as_json: bool,
+    project: str, task_id: str, shell: str | None, bash: bool, argv: bool, env: tuple[str, ...],
+    unset_env: tuple[str, ...], clear_env: bool, cwd: str | None, no_cwd: bool,
+    timeout: int | None, name: str | None, disabled: bool, no_repin: bool,
+    words: tuple[str, ...], database_url: str, as_json: bool,
 ) -> None:
     """Publish a new revision of a task (a no-op when nothing changed).
 
-    Triggers bound to the task are re-pinned to the new revision in the same
-    transaction, unless --no-repin is given or the new revision is disabled.
+    For an existing task, what you leave out keeps its current value: `--timeout 10s` alone
+    changes only the timeout, and `--env` adds or replaces entries without dropping the
+    others. A new task needs --shell or --argv. Triggers bound to the task are re-pinned to
+    the new revision in the same transaction, unless --no-repin is given or the revision is
+    disabled. Publishing a deleted task restores it.
     """
-    spec = CommandSpec(
+    patch = TaskPatch(
         command=_command(shell, bash, argv, words),
-        environment=environment_from_pairs(env),
+        env_set=environment_from_pairs(env),
+        env_unset=unset_env,
+        env_clear=clear_env,
         working_directory=cwd,
+        clear_working_directory=no_cwd,
         timeout_ms=timeout,
     )
-    with backend(database_url) as store:
-        result = store.definitions.task_publish(
-            TaskPublishParams(
-                project_id=project,
-                task_id=task_id,
-                name=task_id if name is None else name,
-                spec=spec,
-                enabled=not disabled,
-                repin_triggers=not no_repin,
-            )
-        )
-    revision = result.revision
+    _check_cwd_here(cwd, database_url)
+    with catalog(database_url) as cat:
+        result = cat.task_publish(TaskPublishRequest(
+            project_id=project, task_id=task_id, patch=patch, name=name,
+            enabled=False if disabled else None, repin_triggers=not no_repin,
+        ))
     if as_json:
-        emit_json({**task_json(revision), "created": result.created,
-                   "repinned_triggers": list(result.repinned_triggers)})
+        emit_json(result)
         return
-    if result.created:
-        say(f"published task {project}/{task_id} revision {revision.revision} "
-            f"(digest {revision.content_digest[:12]})")
+    if result["created"]:
+        say(f"published task {project}/{task_id} revision {result['revision']} "
+            f"(digest {str(result['content_digest'])[:12]})"
+            + (" (restored)" if result["restored"] else ""))
+    elif result["restored"]:
+        say(f"restored task {project}/{task_id} at revision {result['revision']}")
     else:
-        say(f"task {project}/{task_id} unchanged at revision {revision.revision}")
-    if result.repinned_triggers:
-        say("re-pinned triggers: " + ", ".join(result.repinned_triggers))
+        say(f"task {project}/{task_id} unchanged at revision {result['revision']}")
+    repinned = result["repinned_triggers"]
+    if isinstance(repinned, list) and repinned:
+        say("re-pinned triggers: " + ", ".join(repinned))
+    if cwd is not None and url_kind(database_url) != "sqlite":
+        warn(f"note: {cwd!r} must exist on every worker host that runs this task")
+
+
+def _command_text(view: dict[str, object]) -> str:
+    command = view["command"]
+    assert isinstance(command, dict)
+    if command["kind"] == "argv":
+        return " ".join(str(word) for word in command["argv"])
+    shell = "" if command["shell"] == "/bin/sh" else f"[{command['shell']}] "
+    return f"{shell}{command['command']}"
+
+
+def _timeout_text(ms: object) -> str:
+    assert isinstance(ms, int)
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 @task.command("list")
 @project_option
+@click.option("--all", "include_deleted", is_flag=True, help="Include deleted tasks.")
 @database_url_option
 @json_option
-def list_tasks(project: str, database_url: str, as_json: bool) -> None:
-    """List the current revision of every task in a project."""
-    with backend(database_url) as store:
-        items = store.definitions.task_list(project)
+def list_tasks(project: str, include_deleted: bool, database_url: str, as_json: bool) -> None:
+    """List the current revision of every task in a project (environment values are never
+    shown, only their names)."""
+    with catalog(database_url) as cat:
+        items = cat.task_list(project, include_deleted)
     if as_json:
-        emit_json([task_json(item) for item in items])
+        emit_json(items)
         return
     emit_table(
-        [
-            (
-                item.task_id,
-                item.revision,
-                "yes" if item.enabled else "no",
-                " ".join(item.spec.command.argv()),
-                f"{item.spec.timeout_ms // 1000}s",
-            )
-            for item in items
-        ],
-        ["TASK", "REV", "ENABLED", "COMMAND", "TIMEOUT"],
+        [(item["task"], item["revision"],
+          "deleted" if item["deleted"] else ("yes" if item["enabled"] else "no"),
+          _command_text(item), _timeout_text(item["timeout_ms"]),
+          ",".join(str(n) for n in item["environment"]) or "-")  # type: ignore[attr-defined]
+         for item in items],
+        ["TASK", "REV", "ENABLED", "COMMAND", "TIMEOUT", "ENV"],
     )
+
+
+@task.command()
+@project_option
+@task_option
+@database_url_option
+@json_option
+def show(project: str, task_id: str, database_url: str, as_json: bool) -> None:
+    """Show a task: its current revision and every earlier one, with what each changed."""
+    with catalog(database_url) as cat:
+        view = cat.task_show(project, task_id)
+    if as_json:
+        emit_json(view)
+        return
+    state = "deleted" if view["deleted"] else ("enabled" if view["enabled"] else "disabled")
+    say(f"task       {project}/{task_id} ({view['name']}), {state}")
+    say(f"revision   {view['revision']} published {when(view['published_at_ms'])}")  # type: ignore[arg-type]
+    say(f"command    {_command_text(view)}")
+    say(f"cwd        {view['working_directory'] or '(the executor directory)'}")
+    say(f"timeout    {_timeout_text(view['timeout_ms'])}")
+    say(f"env        {', '.join(view['environment']) or '-'}")  # type: ignore[arg-type]
+    say(f"digest     {view['content_digest']}")
+    say("history:")
+    for entry in view["history"]:  # type: ignore[attr-defined]
+        changes = entry["changes"]
+        text = "; ".join(_change_text(c) for c in changes) if changes else "first revision"
+        say(f"  {entry['revision']:>3}  {when(entry['published_at_ms'])}  {text}")
+
+
+def _change_text(change: dict[str, object]) -> str:
+    return f"{change['field']}: {change['from']!r} -> {change['to']!r}"
+
+
+@task.command()
+@project_option
+@task_option
+@click.option("--from", "old", type=click.IntRange(1), help="Earlier revision (default: the one "
+                                                            "before --to).")
+@click.option("--to", "new", type=click.IntRange(1), help="Later revision (default: the current).")
+@database_url_option
+@json_option
+def diff(project: str, task_id: str, old: int | None, new: int | None, database_url: str,
+         as_json: bool) -> None:
+    """What changed between two revisions of a task (environment values stay hidden)."""
+    with catalog(database_url) as cat:
+        view = cat.task_diff(project, task_id, old, new)
+    if as_json:
+        emit_json(view)
+        return
+    say(f"task {project}/{task_id}: revision {view['from']} -> {view['to']}")
+    changes = view["changes"]
+    assert isinstance(changes, list)
+    for change in changes:
+        say("  " + _change_text(change))
+    if not changes:
+        say("  (no changes)")
+
+
+def _switch(enabled: bool) -> Any:
+    @project_option
+    @task_option
+    @database_url_option
+    @json_option
+    def command(project: str, task_id: str, database_url: str, as_json: bool) -> None:
+        with catalog(database_url) as cat:
+            result = cat.task_set_enabled(project, task_id, enabled)
+        if as_json:
+            emit_json(result)
+        elif result["created"]:
+            say(f"{'enabled' if enabled else 'disabled'} task {project}/{task_id} "
+                f"(revision {result['revision']})")
+        else:
+            say(f"task {project}/{task_id} already {'enabled' if enabled else 'disabled'}")
+
+    return command
+
+
+task.command("enable", help="Enable a task again (its triggers are re-pinned and fire).")(
+    _switch(True))
+task.command("disable", help="Disable a task: publishes a disabled revision; its triggers stop.")(
+    _switch(False))
+
+
+@task.command()
+@project_option
+@task_option
+@database_url_option
+@json_option
+def delete(project: str, task_id: str, database_url: str, as_json: bool) -> None:
+    """Delete a task: it stops and disappears from lists (refused while triggers use it).
+
+    Its revisions stay, for the Runs and the audit that refer to them; publishing the task
+    again restores it."""
+    with catalog(database_url) as cat:
+        view = cat.task_delete(project, task_id)
+    if as_json:
+        emit_json(view)
+    else:
+        say(f"deleted task {project}/{task_id}")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
-from qinglong.cli.context import CLOCK, backend
+from qinglong.cli.context import CLOCK, catalog
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import database_url_option, json_option, project_option
 from qinglong.domain.cron import CronSchedule, DstNote, Occurrence, normalize_expression
-from qinglong.domain.model import TriggerView
 from qinglong.domain.timezones import canonical_timezone, zone_info
-from qinglong.domain.trigger import MisfirePolicy, TriggerRevision
+from qinglong.domain.trigger import MisfirePolicy
 from qinglong.errors import InvalidInput
 from qinglong.storage.ports import TriggerPublishParams
 
@@ -24,67 +24,32 @@ def trigger() -> None:
     """Triggers say when a task runs: a cron expression, an IANA time zone, a misfire policy."""
 
 
-def _state(view: TriggerView) -> str:
-    if not view.project_active:
-        return "archived"
-    if not view.revision.enabled:
-        return "disabled"
-    if not view.task_pin_current:
-        return "stale-pin"
-    return "firing"
-
-
-def _upcoming(view: TriggerView, count: int) -> list[int]:
-    if count <= 0 or _state(view) != "firing":
-        return []
-    schedule = view.revision.spec.schedule
-    cursor = view.schedule.next_fire_at_ms if view.schedule else None
-    first = cursor if cursor is not None else schedule.first_at_or_after(
-        max(view.revision.created_at_ms, CLOCK.now_ms())
-    )
-    times = [first]
-    while len(times) < count:
-        times.append(schedule.next_after(times[-1]))
-    return times
-
-
-def trigger_json(revision: TriggerRevision) -> dict[str, object]:
-    return {
-        "project": revision.project_id,
-        "trigger": revision.trigger_id,
-        "revision": revision.revision,
-        "task": revision.task_id,
-        "task_revision": revision.task_revision,
-        "task_content_digest": revision.task_content_digest,
-        "cron": revision.spec.expression,
-        "timezone": revision.spec.timezone,
-        "misfire": revision.spec.misfire_policy.value,
-        "enabled": revision.enabled,
-        "content_digest": revision.content_digest,
-        "published_at": rfc3339(revision.created_at_ms),
-        "published_at_ms": revision.created_at_ms,
-    }
+def trigger_option(func: Any) -> Any:
+    return click.option("--trigger", "trigger_id", required=True, metavar="TRIGGER",
+                        help="Trigger id.")(func)
 
 
 def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> None:
     project, trigger_id = params.project_id, params.trigger_id
-    with backend(database_url) as store:
-        result = store.definitions.trigger_publish(params)
-    revision = result.revision
+    with catalog(database_url) as cat:
+        result = cat.trigger_publish(params)
     if as_json:
-        emit_json({**trigger_json(revision), "created": result.created})
-    elif result.created:
-        state = "enabled" if revision.enabled else "disabled"
-        say(f"published trigger {project}/{trigger_id} revision {revision.revision} ({state}; "
-            f"{revision.spec.expression} in {revision.spec.timezone}, misfire "
-            f"{revision.spec.misfire_policy.value})")
+        emit_json(result)
+        return
+    restored = " (restored)" if result["restored"] else ""
+    if result["created"]:
+        state = "enabled" if result["enabled"] else "disabled"
+        say(f"published trigger {project}/{trigger_id} revision {result['revision']} ({state}; "
+            f"{result['cron']} in {result['timezone']}, misfire {result['misfire']}){restored}")
+    elif result["restored"]:
+        say(f"restored trigger {project}/{trigger_id} at revision {result['revision']}")
     else:
-        say(f"trigger {project}/{trigger_id} unchanged at revision {revision.revision}")
+        say(f"trigger {project}/{trigger_id} unchanged at revision {result['revision']}")
 
 
 @trigger.command()
 @project_option
-@click.option("--trigger", "trigger_id", required=True, metavar="TRIGGER", help="Trigger id.")
+@trigger_option
 @click.option("--task", "task_id", metavar="TASK", help="Task to run (required for a new trigger).")
 @click.option("--cron", metavar="EXPR", help="5 fields, or 6 with seconds first: '*/5 * * * *'.")
 @click.option("--timezone", metavar="ZONE", help="IANA time zone, e.g. UTC, Asia/Shanghai.")
@@ -92,7 +57,8 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
     "--misfire", type=click.Choice([p.value for p in MisfirePolicy]),
     help="What a late scheduler does with a missed occurrence (default for new triggers: skip).",
 )
-@click.option("--disabled", is_flag=True, help="Publish the revision disabled.")
+@click.option("--disabled", is_flag=True,
+              help="Publish the revision disabled (otherwise an existing trigger keeps its state).")
 @database_url_option
 @json_option
 def publish(
@@ -101,8 +67,9 @@ def publish(
 ) -> None:
     """Publish a trigger revision; its schedule restarts from the publish time.
 
-    For an existing trigger, options you leave out keep their current values.
-    Publishing identical content is a no-op and keeps the schedule as it is.
+    For an existing trigger, options you leave out keep their current values (and it stays
+    enabled or disabled as it was). Publishing identical content is a no-op and keeps the
+    schedule as it is. Publishing a deleted trigger restores it, enabled.
     """
     if cron is not None:
         normalize_expression(cron)  # fail fast, before the database is opened
@@ -111,7 +78,7 @@ def publish(
     _publish(
         TriggerPublishParams(
             project_id=project, trigger_id=trigger_id, task_id=task_id, expression=cron,
-            timezone=timezone, misfire_policy=misfire, enabled=not disabled,
+            timezone=timezone, misfire_policy=misfire, enabled=False if disabled else None,
         ),
         database_url, as_json,
     )
@@ -119,7 +86,7 @@ def publish(
 
 @trigger.command()
 @project_option
-@click.option("--trigger", "trigger_id", required=True, metavar="TRIGGER", help="Trigger id.")
+@trigger_option
 @database_url_option
 @json_option
 def disable(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
@@ -132,7 +99,7 @@ def disable(project: str, trigger_id: str, database_url: str, as_json: bool) -> 
 
 @trigger.command()
 @project_option
-@click.option("--trigger", "trigger_id", required=True, metavar="TRIGGER", help="Trigger id.")
+@trigger_option
 @database_url_option
 @json_option
 def enable(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
@@ -143,50 +110,70 @@ def enable(project: str, trigger_id: str, database_url: str, as_json: bool) -> N
     )
 
 
-@trigger.command("list")
+@trigger.command()
 @project_option
-@click.option("--next", "next_count", type=click.IntRange(0, 100), default=1, show_default=True,
-              help="How many upcoming fire times to show.")
+@trigger_option
 @database_url_option
 @json_option
-def list_triggers(project: str, next_count: int, database_url: str, as_json: bool) -> None:
+def delete(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
+    """Delete a trigger: it stops (an occurrence in flight is fenced) and leaves the lists.
+
+    Its revisions stay, for the Runs and the audit that refer to them; publishing it again
+    restores it."""
+    with catalog(database_url) as cat:
+        view = cat.trigger_delete(project, trigger_id)
+    if as_json:
+        emit_json(view)
+    else:
+        say(f"deleted trigger {project}/{trigger_id}")
+
+
+@trigger.command("list")
+@click.option("--project", "project", metavar="PROJECT", help="Only this project (default: all).")
+@click.option("--next", "next_count", type=click.IntRange(0, 100), default=1, show_default=True,
+              help="How many upcoming fire times to show.")
+@click.option("--all", "include_deleted", is_flag=True, help="Include deleted triggers.")
+@database_url_option
+@json_option
+def list_triggers(project: str | None, next_count: int, include_deleted: bool, database_url: str,
+                  as_json: bool) -> None:
     """List triggers with their state and next fire times.
 
     STATE is firing, disabled, stale-pin (the task moved on and this trigger was not
-    re-pinned) or archived (the project is archived).
+    re-pinned), archived (the project is archived) or deleted. NEXT FIRE is in the
+    trigger's own time zone, with UTC after it.
     """
-    with backend(database_url) as store:
-        views = store.definitions.trigger_list(project)
+    with catalog(database_url) as cat:
+        views = cat.trigger_list(project, next_count=next_count, include_deleted=include_deleted)
     if as_json:
-        emit_json([
-            {
-                **trigger_json(view.revision),
-                "state": _state(view),
-                "next_fire_at": [rfc3339(t) for t in _upcoming(view, next_count)],
-                "next_fire_at_ms": _upcoming(view, next_count),
-                "cursor_ms": view.schedule.next_fire_at_ms if view.schedule else None,
-                "last_scheduled_at": rfc3339(view.schedule.last_scheduled_at_ms)
-                if view.schedule else None,
-            }
-            for view in views
-        ])
+        emit_json(views)
         return
     emit_table(
         [
             (
-                view.revision.trigger_id,
-                view.revision.revision,
-                view.revision.task_id,
-                view.revision.spec.expression,
-                view.revision.spec.timezone,
-                view.revision.spec.misfire_policy.value,
-                _state(view),
-                ", ".join(rfc3339(t) or "" for t in _upcoming(view, next_count)) or "-",
+                f"{view['project']}/{view['trigger']}",
+                view["revision"],
+                view["task"],
+                view["cron"],
+                view["timezone"],
+                view["misfire"],
+                view["state"],
+                ", ".join(_fire_text(local, utc) for local, utc in zip(
+                    view["next_fire_local"], view["next_fire_at"], strict=True))  # type: ignore[call-overload]
+                or "-",
             )
             for view in views
         ],
-        ["TRIGGER", "REV", "TASK", "CRON", "TIMEZONE", "MISFIRE", "STATE", "NEXT FIRE (UTC)"],
+        ["TRIGGER", "REV", "TASK", "CRON", "TIMEZONE", "MISFIRE", "STATE", "NEXT FIRE"],
     )
+
+
+def _fire_text(local: str, utc: str) -> str:
+    """``2026-12-01 08:00:00+08:00 (00:00:00Z)``; just the UTC time for a UTC trigger."""
+    wall = local.replace("T", " ")
+    if local.endswith("+00:00"):
+        return utc.replace("T", " ").replace(".000Z", "Z")
+    return f"{wall} ({utc[11:19]}Z)"
 
 
 def _note(occurrence: Occurrence, offset_changed: bool) -> str:

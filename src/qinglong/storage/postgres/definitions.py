@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import psycopg
 
-from qinglong.domain.model import Project, TriggerView
+from qinglong.domain.model import Project, TaskView, TriggerView
 from qinglong.domain.task import ExecutorType, TaskRevision
 from qinglong.storage.definition_writer import DefinitionReader, DefinitionWriter
 from qinglong.storage.ports import (
@@ -50,6 +50,9 @@ class PgDefinitionStore:
     def project_archive(self, project: str) -> Project:
         return self._publish("archive project", lambda w: w.project_archive(project))
 
+    def project_unarchive(self, project: str) -> Project:
+        return self._publish("unarchive project", lambda w: w.project_unarchive(project))
+
     def project_get(self, project: str) -> Project:
         return self._read("read project", lambda r: r.project_get(project))
 
@@ -59,11 +62,25 @@ class PgDefinitionStore:
     def task_publish(self, params: TaskPublishParams) -> TaskPublishResult:
         return self._publish("publish task", lambda w: w.task_publish(params))
 
-    def task_list(self, project: str) -> list[TaskRevision]:
-        return self._read("list tasks", lambda r: r.task_list(project))
+    def task_get(self, project: str, task: str) -> TaskView:
+        return self._read("read task", lambda r: r.task_get(project, task, include_deleted=True))
+
+    def task_history(self, project: str, task: str) -> list[TaskRevision]:
+        return self._read("read task history", lambda r: r.task_history(project, task))
+
+    def task_list(self, project: str, include_deleted: bool = False) -> list[TaskView]:
+        return self._read("list tasks", lambda r: r.task_list(project, include_deleted))
+
+    def task_delete(self, project: str, task: str) -> TaskView:
+        return self._publish("delete task", lambda w: w.task_delete(project, task))
 
     def trigger_publish(self, params: TriggerPublishParams) -> TriggerPublishResult:
         return self._publish("publish trigger", lambda w: w.trigger_publish(params))
 
-    def trigger_list(self, project: str, trigger_id: str | None = None) -> list[TriggerView]:
-        return self._read("list triggers", lambda r: r.trigger_list(project, trigger_id))
+    def trigger_list(self, project: str | None, trigger_id: str | None = None,
+                     include_deleted: bool = False) -> list[TriggerView]:
+        return self._read("list triggers",
+                          lambda r: r.trigger_list(project, trigger_id, include_deleted))
+
+    def trigger_delete(self, project: str, trigger: str) -> TriggerView:
+        return self._publish("delete trigger", lambda w: w.trigger_delete(project, trigger))

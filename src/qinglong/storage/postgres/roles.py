@@ -38,6 +38,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "task_execution_revisions": frozenset({S, I}),
         "trigger_revisions": frozenset({S, I}),
         "instances": frozenset({S}),
+        "project_archivals": frozenset({S, I, U}),
     },
     RUNTIME: {
         "schema_migrations": frozenset({S}),
@@ -55,6 +56,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "runs": frozenset({S, I, U}),
         "run_attempts": frozenset({S, I, U}),
         "instances": frozenset({S, I, U}),
+        "project_archivals": frozenset({S}),
     },
     WORKER_INGRESS: {
         "schema_migrations": frozenset({S}),

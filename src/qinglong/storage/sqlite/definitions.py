@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from qinglong.clock import Clock
-from qinglong.domain.model import Project, TriggerView
+from qinglong.domain.model import Project, TaskView, TriggerView
 from qinglong.domain.task import ExecutorType, TaskRevision
 from qinglong.storage.definition_writer import DefinitionReader, DefinitionWriter
 from qinglong.storage.ports import (
@@ -36,6 +36,10 @@ class SqliteDefinitionStore:
         with self._db.write("archive project") as conn:
             return self._writer(conn).project_archive(project)
 
+    def project_unarchive(self, project: str) -> Project:
+        with self._db.write("unarchive project") as conn:
+            return self._writer(conn).project_unarchive(project)
+
     def project_get(self, project: str) -> Project:
         with self._db.read("read project") as conn:
             return DefinitionReader(conn, QUERIES).project_get(project)
@@ -48,14 +52,32 @@ class SqliteDefinitionStore:
         with self._db.write("publish task") as conn:
             return self._writer(conn).task_publish(params)
 
-    def task_list(self, project: str) -> list[TaskRevision]:
+    def task_get(self, project: str, task: str) -> TaskView:
+        with self._db.read("read task") as conn:
+            return DefinitionReader(conn, QUERIES).task_get(project, task, include_deleted=True)
+
+    def task_history(self, project: str, task: str) -> list[TaskRevision]:
+        with self._db.read("read task history") as conn:
+            return DefinitionReader(conn, QUERIES).task_history(project, task)
+
+    def task_list(self, project: str, include_deleted: bool = False) -> list[TaskView]:
         with self._db.read("list tasks") as conn:
-            return DefinitionReader(conn, QUERIES).task_list(project)
+            return DefinitionReader(conn, QUERIES).task_list(project, include_deleted)
+
+    def task_delete(self, project: str, task: str) -> TaskView:
+        with self._db.write("delete task") as conn:
+            return self._writer(conn).task_delete(project, task)
 
     def trigger_publish(self, params: TriggerPublishParams) -> TriggerPublishResult:
         with self._db.write("publish trigger") as conn:
             return self._writer(conn).trigger_publish(params)
 
-    def trigger_list(self, project: str, trigger_id: str | None = None) -> list[TriggerView]:
+    def trigger_list(self, project: str | None, trigger_id: str | None = None,
+                     include_deleted: bool = False) -> list[TriggerView]:
         with self._db.read("list triggers") as conn:
-            return DefinitionReader(conn, QUERIES).trigger_list(project, trigger_id)
+            return DefinitionReader(conn, QUERIES).trigger_list(project, trigger_id,
+                                                                include_deleted)
+
+    def trigger_delete(self, project: str, trigger: str) -> TriggerView:
+        with self._db.write("delete trigger") as conn:
+            return self._writer(conn).trigger_delete(project, trigger)

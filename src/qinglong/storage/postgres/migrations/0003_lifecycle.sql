@@ -38,7 +38,19 @@ CREATE TABLE qinglong.instances (
     stopped_at_ms bigint
 );
 
-REVOKE ALL ON qinglong.instances FROM PUBLIC;
+-- When each project was archived and restored (the audit's evidence: nothing fires meanwhile).
+CREATE TABLE qinglong.project_archivals (
+    project_id     varchar(128) NOT NULL REFERENCES qinglong.projects (id),
+    archived_at_ms bigint       NOT NULL,
+    restored_at_ms bigint       CHECK (restored_at_ms >= archived_at_ms),
+    PRIMARY KEY (project_id, archived_at_ms)
+);
+INSERT INTO qinglong.project_archivals (project_id, archived_at_ms, restored_at_ms)
+SELECT id, updated_at_ms, NULL FROM qinglong.projects WHERE status = 'archived';
+
+REVOKE ALL ON qinglong.instances, qinglong.project_archivals FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE ON qinglong.project_archivals TO ql_admin;
+GRANT SELECT ON qinglong.project_archivals TO ql_runtime;
 GRANT SELECT, INSERT, UPDATE ON qinglong.instances TO ql_runtime;
 GRANT SELECT ON qinglong.instances TO ql_admin;
 

@@ -15,10 +15,13 @@ FROM qinglong.trigger_revisions ORDER BY project_id, trigger_id, revision;
 SELECT project_id, task_id, revision, enabled, created_at_ms
 FROM qinglong.task_definition_revisions ORDER BY project_id, task_id, revision;
 
--- name: audit_projects
--- Projects and when they were archived.
-SELECT id, CASE WHEN status = 'archived' THEN updated_at_ms END AS archived_at_ms
-FROM qinglong.projects;
+-- name: audit_project_archivals
+-- When projects were archived and restored (nothing fires meanwhile).
+SELECT project_id, archived_at_ms, restored_at_ms FROM qinglong.project_archivals;
+
+-- name: audit_instances
+-- The heartbeats of the processes that served the database (where the scheduler last ran).
+SELECT instance_id, role, seen_at_ms, stopped_at_ms FROM qinglong.instances;
 
 -- name: audit_runs
 -- Cron Runs in the window with their shape and the claim that admitted them.

@@ -22,3 +22,20 @@ UPDATE qinglong.projects
 SET status = 'archived', version = version + 1, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
 WHERE id = %(id)s AND status = 'active'
 RETURNING *;
+
+-- name: project_unarchive
+-- Restore an archived project (its triggers may fire again).
+UPDATE qinglong.projects
+SET status = 'active', version = version + 1, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE id = %(id)s AND status = 'archived'
+RETURNING *;
+
+-- name: project_archival_open
+-- Record the start of an archival.
+INSERT INTO qinglong.project_archivals (project_id, archived_at_ms, restored_at_ms)
+VALUES (%(id)s, %(now_ms)s, NULL);
+
+-- name: project_archival_close
+-- Record the end of the open archival of a project.
+UPDATE qinglong.project_archivals SET restored_at_ms = greatest(archived_at_ms, %(now_ms)s)
+WHERE project_id = %(id)s AND restored_at_ms IS NULL;

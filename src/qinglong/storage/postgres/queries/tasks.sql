@@ -9,11 +9,23 @@ INSERT INTO qinglong.task_definitions (project_id, task_id, current_revision, cr
 VALUES (%(project_id)s, %(task_id)s, 1, %(now_ms)s, %(now_ms)s);
 
 -- name: task_head_advance
--- Move a task head to its next revision (compare-and-set).
+-- Move a task head to its next revision (compare-and-set); a publish restores a deleted task.
 UPDATE qinglong.task_definitions
-SET current_revision = %(revision)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+SET current_revision = %(revision)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s),
+    deleted_at_ms = NULL
 WHERE project_id = %(project_id)s AND task_id = %(task_id)s
   AND current_revision = %(expected_revision)s;
+
+-- name: task_head_delete
+-- Mark a task deleted (its revisions stay: Runs and the audit refer to them).
+UPDATE qinglong.task_definitions
+SET deleted_at_ms = %(now_ms)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s AND deleted_at_ms IS NULL;
+
+-- name: task_revision_list
+-- Every revision of a task, oldest first.
+SELECT * FROM qinglong.task_definition_revisions
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s ORDER BY revision;
 
 -- name: task_revision_get
 -- One task revision.
@@ -39,10 +51,17 @@ VALUES
      %(content_digest)s, %(created_at_ms)s);
 
 -- name: task_list
--- The current revision of every task of a project.
-SELECT r.*
+-- The current revision of every task of a project (deleted ones only when asked).
+SELECT r.*, h.deleted_at_ms AS h_deleted_at_ms
 FROM qinglong.task_definitions h
 JOIN qinglong.task_definition_revisions r
   ON r.project_id = h.project_id AND r.task_id = h.task_id AND r.revision = h.current_revision
 WHERE h.project_id = %(project_id)s
+  AND (%(task_id)s::varchar IS NULL OR h.task_id = %(task_id)s::varchar)
+  AND (%(include_deleted)s::boolean OR h.deleted_at_ms IS NULL)
 ORDER BY h.task_id;
+
+-- name: task_head_restore
+-- A publish brings a deleted task back.
+UPDATE qinglong.task_definitions SET deleted_at_ms = NULL
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s;

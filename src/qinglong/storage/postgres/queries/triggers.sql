@@ -10,11 +10,19 @@ INSERT INTO qinglong.triggers
 VALUES (%(project_id)s, %(trigger_id)s, %(task_id)s, 1, %(now_ms)s, %(now_ms)s);
 
 -- name: trigger_head_advance
--- Move a trigger head to its next revision (compare-and-set).
+-- Move a trigger head to its next revision (compare-and-set); a publish restores a deleted
+-- trigger.
 UPDATE qinglong.triggers
-SET current_revision = %(revision)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+SET current_revision = %(revision)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s),
+    deleted_at_ms = NULL
 WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s
   AND current_revision = %(expected_revision)s;
+
+-- name: trigger_head_delete
+-- Mark a trigger deleted (its revisions stay: Runs and the audit refer to them).
+UPDATE qinglong.triggers
+SET deleted_at_ms = %(now_ms)s, updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s AND deleted_at_ms IS NULL;
 
 -- name: trigger_revision_get
 -- One trigger revision.
@@ -31,19 +39,21 @@ VALUES
      %(task_content_digest)s, %(spec_json)s, %(enabled)s, %(content_digest)s, %(created_at_ms)s);
 
 -- name: trigger_ids_for_task
--- Triggers bound to a task (for re-pinning after a task publish).
+-- Triggers bound to a task and not deleted (for re-pinning after a task publish).
 SELECT trigger_id FROM qinglong.triggers
-WHERE project_id = %(project_id)s AND task_id = %(task_id)s ORDER BY trigger_id;
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s AND deleted_at_ms IS NULL
+ORDER BY trigger_id;
 
 -- name: trigger_list
--- Current trigger revisions of a project with their schedule rows and firing facts.
+-- Current trigger revisions with their schedule rows and firing facts, in one project or all.
 SELECT r.*,
        s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
        s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
        s.updated_at_ms AS s_updated_at_ms, s.claim_owner AS s_claim_owner,
        s.claim_version AS s_claim_version, s.claim_expires_at_ms AS s_claim_expires_at_ms,
        (th.current_revision = r.task_revision) AS task_pin_current,
-       (p.status = 'active') AS project_active
+       (p.status = 'active') AS project_active,
+       h.deleted_at_ms AS h_deleted_at_ms
 FROM qinglong.triggers h
 JOIN qinglong.trigger_revisions r
   ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id AND r.revision = h.current_revision
@@ -51,9 +61,10 @@ JOIN qinglong.task_definitions th ON th.project_id = r.project_id AND th.task_id
 JOIN qinglong.projects p ON p.id = h.project_id
 LEFT JOIN qinglong.trigger_schedules s
   ON s.project_id = h.project_id AND s.trigger_id = h.trigger_id
-WHERE h.project_id = %(project_id)s
+WHERE (%(project_id)s::varchar IS NULL OR h.project_id = %(project_id)s::varchar)
   AND (%(trigger_id)s::varchar IS NULL OR h.trigger_id = %(trigger_id)s::varchar)
-ORDER BY h.trigger_id;
+  AND (%(include_deleted)s::boolean OR h.deleted_at_ms IS NULL)
+ORDER BY h.project_id, h.trigger_id;
 
 -- name: schedule_insert
 -- A new trigger's schedule row: NULL cursor, no claim, versions 0.
@@ -70,4 +81,9 @@ SET trigger_revision = %(trigger_revision)s, next_fire_at_ms = NULL, last_schedu
     state_version = state_version + 1, claim_owner = NULL, claim_token = NULL,
     claim_version = claim_version + 1, claim_expires_at_ms = NULL,
     updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;
+
+-- name: trigger_head_restore
+-- A publish brings a deleted trigger back.
+UPDATE qinglong.triggers SET deleted_at_ms = NULL
 WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;

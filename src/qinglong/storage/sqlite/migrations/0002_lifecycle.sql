@@ -1,5 +1,6 @@
 -- Leases on attempts (the executor holds one while it runs a Run), soft deletion of task and
--- trigger heads, and the heartbeats of the processes that serve the database.
+-- trigger heads, the history of project archivals, and the heartbeats of the processes that
+-- serve the database.
 ALTER TABLE run_attempts ADD COLUMN lease_generation INTEGER NOT NULL DEFAULT 0
     CHECK (lease_generation >= 0);
 ALTER TABLE run_attempts ADD COLUMN lease_token_digest TEXT
@@ -23,3 +24,13 @@ CREATE TABLE instances (
     seen_at_ms    INTEGER NOT NULL,
     stopped_at_ms INTEGER
 ) STRICT;
+
+-- When each project was archived and restored (the audit's evidence: nothing fires meanwhile).
+CREATE TABLE project_archivals (
+    project_id     TEXT    NOT NULL REFERENCES projects (id),
+    archived_at_ms INTEGER NOT NULL,
+    restored_at_ms INTEGER CHECK (restored_at_ms IS NULL OR restored_at_ms >= archived_at_ms),
+    PRIMARY KEY (project_id, archived_at_ms)
+) STRICT;
+INSERT INTO project_archivals (project_id, archived_at_ms, restored_at_ms)
+SELECT id, updated_at_ms, NULL FROM projects WHERE status = 'archived';

@@ -18,3 +18,20 @@ UPDATE projects
 SET status = 'archived', version = version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
 WHERE id = :id AND status = 'active'
 RETURNING *;
+
+-- name: project_unarchive
+-- Restore an archived project (its triggers may fire again).
+UPDATE projects
+SET status = 'active', version = version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE id = :id AND status = 'archived'
+RETURNING *;
+
+-- name: project_archival_open
+-- Record the start of an archival.
+INSERT INTO project_archivals (project_id, archived_at_ms, restored_at_ms)
+VALUES (:id, :now_ms, NULL);
+
+-- name: project_archival_close
+-- Record the end of the open archival of a project.
+UPDATE project_archivals SET restored_at_ms = max(archived_at_ms, :now_ms)
+WHERE project_id = :id AND restored_at_ms IS NULL;

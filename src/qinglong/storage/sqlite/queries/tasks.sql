@@ -8,10 +8,23 @@ INSERT INTO task_definitions (project_id, task_id, current_revision, created_at_
 VALUES (:project_id, :task_id, 1, :now_ms, :now_ms);
 
 -- name: task_head_advance
--- Move a task head to its next revision (compare-and-set on the current revision).
+-- Move a task head to its next revision (compare-and-set on the current revision); a publish
+-- restores a deleted task.
 UPDATE task_definitions
-SET current_revision = :revision, updated_at_ms = max(updated_at_ms, :now_ms)
+SET current_revision = :revision, updated_at_ms = max(updated_at_ms, :now_ms),
+    deleted_at_ms = NULL
 WHERE project_id = :project_id AND task_id = :task_id AND current_revision = :expected_revision;
+
+-- name: task_head_delete
+-- Mark a task deleted (its revisions stay: Runs and the audit refer to them).
+UPDATE task_definitions
+SET deleted_at_ms = :now_ms, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE project_id = :project_id AND task_id = :task_id AND deleted_at_ms IS NULL;
+
+-- name: task_revision_list
+-- Every revision of a task, oldest first.
+SELECT * FROM task_definition_revisions
+WHERE project_id = :project_id AND task_id = :task_id ORDER BY revision;
 
 -- name: task_revision_get
 -- One task revision.
@@ -42,10 +55,17 @@ WHERE project_id = :project_id AND task_id = :task_id AND task_revision = :task_
   AND executor_type = :executor_type;
 
 -- name: task_list
--- The current revision of every task of a project.
-SELECT r.*
+-- The current revision of every task of a project (deleted ones only when asked).
+SELECT r.*, h.deleted_at_ms AS h_deleted_at_ms
 FROM task_definitions h
 JOIN task_definition_revisions r
   ON r.project_id = h.project_id AND r.task_id = h.task_id AND r.revision = h.current_revision
 WHERE h.project_id = :project_id
+  AND (:task_id IS NULL OR h.task_id = :task_id)
+  AND (:include_deleted OR h.deleted_at_ms IS NULL)
 ORDER BY h.task_id;
+
+-- name: task_head_restore
+-- A publish brings a deleted task back.
+UPDATE task_definitions SET deleted_at_ms = NULL
+WHERE project_id = :project_id AND task_id = :task_id;

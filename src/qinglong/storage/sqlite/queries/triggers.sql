@@ -8,11 +8,19 @@ INSERT INTO triggers (project_id, trigger_id, task_id, current_revision, created
 VALUES (:project_id, :trigger_id, :task_id, 1, :now_ms, :now_ms);
 
 -- name: trigger_head_advance
--- Move a trigger head to its next revision (compare-and-set on the current revision).
+-- Move a trigger head to its next revision (compare-and-set on the current revision); a
+-- publish restores a deleted trigger.
 UPDATE triggers
-SET current_revision = :revision, updated_at_ms = max(updated_at_ms, :now_ms)
+SET current_revision = :revision, updated_at_ms = max(updated_at_ms, :now_ms),
+    deleted_at_ms = NULL
 WHERE project_id = :project_id AND trigger_id = :trigger_id
   AND current_revision = :expected_revision;
+
+-- name: trigger_head_delete
+-- Mark a trigger deleted (its revisions stay: Runs and the audit refer to them).
+UPDATE triggers
+SET deleted_at_ms = :now_ms, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE project_id = :project_id AND trigger_id = :trigger_id AND deleted_at_ms IS NULL;
 
 -- name: trigger_revision_get
 -- One trigger revision.
@@ -29,26 +37,30 @@ VALUES
      :spec_json, :enabled, :content_digest, :created_at_ms);
 
 -- name: trigger_ids_for_task
--- Triggers bound to a task (for re-pinning after a task publish).
+-- Triggers bound to a task and not deleted (for re-pinning after a task publish).
 SELECT trigger_id FROM triggers
-WHERE project_id = :project_id AND task_id = :task_id ORDER BY trigger_id;
+WHERE project_id = :project_id AND task_id = :task_id AND deleted_at_ms IS NULL
+ORDER BY trigger_id;
 
 -- name: trigger_list
--- Current trigger revisions of a project with their schedule rows and firing facts.
+-- Current trigger revisions with their schedule rows and firing facts, in one project or all.
 SELECT r.*,
        s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
        s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
        s.updated_at_ms AS s_updated_at_ms,
        (th.current_revision = r.task_revision) AS task_pin_current,
-       (p.status = 'active') AS project_active
+       (p.status = 'active') AS project_active,
+       h.deleted_at_ms AS h_deleted_at_ms
 FROM triggers h
 JOIN trigger_revisions r
   ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id AND r.revision = h.current_revision
 JOIN task_definitions th ON th.project_id = r.project_id AND th.task_id = r.task_id
 JOIN projects p ON p.id = h.project_id
 LEFT JOIN trigger_schedules s ON s.project_id = h.project_id AND s.trigger_id = h.trigger_id
-WHERE h.project_id = :project_id AND (:trigger_id IS NULL OR h.trigger_id = :trigger_id)
-ORDER BY h.trigger_id;
+WHERE (:project_id IS NULL OR h.project_id = :project_id)
+  AND (:trigger_id IS NULL OR h.trigger_id = :trigger_id)
+  AND (:include_deleted OR h.deleted_at_ms IS NULL)
+ORDER BY h.project_id, h.trigger_id;
 
 -- name: schedule_insert
 -- A new trigger's schedule row: NULL cursor, version 0.
@@ -62,4 +74,9 @@ VALUES (:project_id, :trigger_id, :trigger_revision, NULL, NULL, 0, :now_ms);
 UPDATE trigger_schedules
 SET trigger_revision = :trigger_revision, next_fire_at_ms = NULL, last_scheduled_at_ms = NULL,
     state_version = state_version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
+WHERE project_id = :project_id AND trigger_id = :trigger_id;
+
+-- name: trigger_head_restore
+-- A publish brings a deleted trigger back.
+UPDATE triggers SET deleted_at_ms = NULL
 WHERE project_id = :project_id AND trigger_id = :trigger_id;

@@ -1,0 +1,128 @@
+"""Projects, tasks and triggers as the surfaces ask for them (views in, views out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qinglong.clock import Clock
+from qinglong.domain.publishing import TaskPatch, merged_task_spec
+from qinglong.domain.task import TaskRevision
+from qinglong.errors import InvalidInput, NotFound
+from qinglong.service import views
+from qinglong.service.views import View
+from qinglong.storage.ports import (
+    DefinitionStore,
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskPublishRequest:
+    project_id: str
+    task_id: str
+    patch: TaskPatch
+    name: str | None = None  # None: keep (a new task is named after its id)
+    enabled: bool | None = None  # None: keep (a new task is enabled)
+    repin_triggers: bool = True
+
+
+class Catalog:
+    def __init__(self, definitions: DefinitionStore, clock: Clock) -> None:
+        self._store = definitions
+        self._clock = clock
+
+    # -- projects -----------------------------------------------------------------------
+
+    def project_create(self, project_id: str, name: str | None = None) -> View:
+        return views.project_view(
+            self._store.project_create(ProjectCreateParams(project_id=project_id, name=name)))
+
+    def project_list(self) -> list[View]:
+        return [views.project_view(p) for p in self._store.project_list()]
+
+    def project_archive(self, project_id: str) -> View:
+        return views.project_view(self._store.project_archive(project_id))
+
+    def project_unarchive(self, project_id: str) -> View:
+        return views.project_view(self._store.project_unarchive(project_id))
+
+    # -- tasks --------------------------------------------------------------------------
+
+    def task_publish(self, request: TaskPublishRequest) -> View:
+        """Publish what the request changes on top of the current revision (compare-and-set
+        on that revision, so a concurrent publish is never silently overwritten)."""
+        current = self._current_task(request.project_id, request.task_id)
+        spec = merged_task_spec(current.spec if current else None, request.patch)
+        name = request.name if request.name is not None else (
+            current.name if current else request.task_id)
+        enabled = request.enabled if request.enabled is not None else (
+            current.enabled if current else True)
+        result = self._store.task_publish(TaskPublishParams(
+            project_id=request.project_id, task_id=request.task_id, name=name, spec=spec,
+            enabled=enabled, repin_triggers=request.repin_triggers,
+            expected_revision=current.revision if current else None,
+        ))
+        return {**views.task_revision_view(result.revision), "created": result.created,
+                "restored": result.restored, "repinned_triggers": list(result.repinned_triggers)}
+
+    def _current_task(self, project_id: str, task_id: str) -> TaskRevision | None:
+        try:
+            return self._store.task_get(project_id, task_id).revision
+        except NotFound as exc:
+            if exc.kind == "task":
+                return None
+            raise
+
+    def task_set_enabled(self, project_id: str, task_id: str, enabled: bool) -> View:
+        current = self._store.task_get(project_id, task_id)
+        if current.deleted_at_ms is not None:
+            raise NotFound("task", task_id)
+        return self.task_publish(TaskPublishRequest(project_id=project_id, task_id=task_id,
+                                                    patch=TaskPatch(), enabled=enabled))
+
+    def task_list(self, project_id: str, include_deleted: bool = False) -> list[View]:
+        return [views.task_view(t) for t in self._store.task_list(project_id, include_deleted)]
+
+    def task_show(self, project_id: str, task_id: str) -> View:
+        """The current revision, every revision before it, and what each one changed."""
+        current = self._store.task_get(project_id, task_id)
+        history = self._store.task_history(project_id, task_id)
+        revisions = []
+        for index, revision in enumerate(history):
+            entry = views.task_revision_view(revision)
+            entry["changes"] = (views.task_diff(history[index - 1], revision) if index else [])
+            revisions.append(entry)
+        return {**views.task_view(current), "history": revisions}
+
+    def task_diff(self, project_id: str, task_id: str, old: int | None, new: int | None) -> View:
+        history = {r.revision: r for r in self._store.task_history(project_id, task_id)}
+        last = max(history)
+        to = last if new is None else new
+        since = to - 1 if old is None else old
+        for field, number in (("from", since), ("to", to)):
+            if number not in history:
+                raise InvalidInput(field, f"task {task_id!r} has revisions 1 to {last}")
+        return {"project": project_id, "task": task_id, "from": since, "to": to,
+                "changes": views.task_diff(history[since], history[to])}
+
+    def task_delete(self, project_id: str, task_id: str) -> View:
+        return views.task_view(self._store.task_delete(project_id, task_id))
+
+    # -- triggers -----------------------------------------------------------------------
+
+    def trigger_publish(self, params: TriggerPublishParams) -> View:
+        result = self._store.trigger_publish(params)
+        return {**views.trigger_revision_view(result.revision), "created": result.created,
+                "restored": result.restored}
+
+    def trigger_list(self, project_id: str | None, *, next_count: int = 1,
+                     include_deleted: bool = False, trigger_id: str | None = None) -> list[View]:
+        now = self._clock.now_ms()
+        return [views.trigger_view(v, now_ms=now, next_count=next_count)
+                for v in self._store.trigger_list(project_id, trigger_id, include_deleted)]
+
+    def trigger_delete(self, project_id: str, trigger_id: str) -> View:
+        return views.trigger_view(self._store.trigger_delete(project_id, trigger_id),
+                                  now_ms=self._clock.now_ms(), next_count=0)

@@ -1,0 +1,20 @@
+"""When a trigger fires next, as people ask it (not as the scheduler decides it)."""
+
+from __future__ import annotations
+
+from qinglong.domain.model import TriggerView
+
+
+def trigger_upcoming(view: TriggerView, *, now_ms: int, count: int) -> list[int]:
+    """The next ``count`` fire times of a firing trigger: from its durable cursor when it has
+    one, else from the first occurrence at or after both its publish time and ``now_ms``."""
+    if count <= 0 or not view.firing:
+        return []
+    schedule = view.revision.spec.schedule
+    cursor = view.schedule.next_fire_at_ms if view.schedule else None
+    first = cursor if cursor is not None else schedule.first_at_or_after(
+        max(view.revision.created_at_ms, now_ms))
+    times = [first]
+    while len(times) < count:
+        times.append(schedule.next_after(times[-1]))
+    return times

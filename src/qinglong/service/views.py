@@ -1,0 +1,205 @@
+"""Views: the JSON shapes of projects, tasks, triggers, runs, attempts and events.
+
+Every surface prints these (``--json``) or serves them (the HTTP API), so they are built in
+one place. Instants appear twice: RFC 3339 in UTC (``*_at``) and epoch milliseconds
+(``*_at_ms``). Task environment values are write-only: views carry their names, never
+their values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qinglong.domain.model import Attempt, Project, Run, RunDetail, RunEvent, TaskView, TriggerView
+from qinglong.domain.runs import EventType
+from qinglong.domain.task import ArgvCommand, CommandSpec, TaskRevision
+from qinglong.domain.trigger import TriggerRevision
+from qinglong.service.schedule import trigger_upcoming
+from qinglong.service.times import in_zone, rfc3339
+
+View = dict[str, object]
+
+
+def project_view(item: Project) -> View:
+    return {
+        "id": item.id,
+        "name": item.name,
+        "status": item.status.value,
+        "version": item.version,
+        "created_at": rfc3339(item.created_at_ms),
+        "updated_at": rfc3339(item.updated_at_ms),
+    }
+
+
+def command_view(spec: CommandSpec) -> View:
+    command = spec.command
+    if isinstance(command, ArgvCommand):
+        return {"kind": "argv", "argv": command.argv()}
+    return {"kind": "shell", "shell": command.shell, "command": command.command}
+
+
+def spec_view(spec: CommandSpec) -> View:
+    """The task spec with its environment values left out (write-only)."""
+    return {
+        "command": command_view(spec),
+        "environment": [entry.name for entry in spec.environment],
+        "working_directory": spec.working_directory,
+        "timeout_ms": spec.timeout_ms,
+    }
+
+
+def task_revision_view(revision: TaskRevision) -> View:
+    return {
+        "project": revision.project_id,
+        "task": revision.task_id,
+        "revision": revision.revision,
+        "name": revision.name,
+        "enabled": revision.enabled,
+        **spec_view(revision.spec),
+        "content_digest": revision.content_digest,
+        "published_at": rfc3339(revision.created_at_ms),
+        "published_at_ms": revision.created_at_ms,
+    }
+
+
+def task_view(item: TaskView) -> View:
+    return {**task_revision_view(item.revision), "deleted": item.deleted_at_ms is not None,
+            "deleted_at": rfc3339(item.deleted_at_ms)}
+
+
+def task_diff(old: TaskRevision, new: TaskRevision) -> list[View]:
+    """What changed from one revision to another, field by field (values of environment
+    entries are never shown: only that one was added, removed or changed)."""
+    changes: list[View] = []
+
+    def note(field: str, before: object, after: object) -> None:
+        if before != after:
+            changes.append({"field": field, "from": before, "to": after})
+
+    note("name", old.name, new.name)
+    note("enabled", old.enabled, new.enabled)
+    note("command", command_view(old.spec), command_view(new.spec))
+    note("working_directory", old.spec.working_directory, new.spec.working_directory)
+    note("timeout_ms", old.spec.timeout_ms, new.spec.timeout_ms)
+    before = {entry.name: entry.value for entry in old.spec.environment}
+    after = {entry.name: entry.value for entry in new.spec.environment}
+    for name in sorted(before.keys() | after.keys()):
+        if name not in before:
+            note(f"environment.{name}", None, "(set)")
+        elif name not in after:
+            note(f"environment.{name}", "(set)", None)
+        elif before[name] != after[name]:
+            changes.append({"field": f"environment.{name}", "from": "(set)",
+                            "to": "(changed)"})
+    return changes
+
+
+def trigger_revision_view(revision: TriggerRevision) -> View:
+    return {
+        "project": revision.project_id,
+        "trigger": revision.trigger_id,
+        "revision": revision.revision,
+        "task": revision.task_id,
+        "task_revision": revision.task_revision,
+        "task_content_digest": revision.task_content_digest,
+        "cron": revision.spec.expression,
+        "timezone": revision.spec.timezone,
+        "misfire": revision.spec.misfire_policy.value,
+        "enabled": revision.enabled,
+        "content_digest": revision.content_digest,
+        "published_at": rfc3339(revision.created_at_ms),
+        "published_at_ms": revision.created_at_ms,
+    }
+
+
+def trigger_view(view: TriggerView, *, now_ms: int, next_count: int) -> View:
+    upcoming = trigger_upcoming(view, now_ms=now_ms, count=next_count)
+    schedule = view.schedule
+    return {
+        **trigger_revision_view(view.revision),
+        "state": view.state,
+        "deleted_at": rfc3339(view.deleted_at_ms),
+        "next_fire_at": [rfc3339(t) for t in upcoming],
+        "next_fire_at_ms": upcoming,
+        "next_fire_local": [in_zone(t, view.revision.spec.timezone) for t in upcoming],
+        "cursor_ms": schedule.next_fire_at_ms if schedule else None,
+        "last_scheduled_at": rfc3339(schedule.last_scheduled_at_ms) if schedule else None,
+    }
+
+
+def run_view(item: Run) -> View:
+    lag = None if item.scheduled_for_ms is None else item.created_at_ms - item.scheduled_for_ms
+    return {
+        "id": item.id,
+        "project": item.project_id,
+        "task": item.task_id,
+        "task_name": item.task_name,
+        "task_revision": item.task_revision,
+        "trigger": item.trigger_id,
+        "trigger_revision": item.trigger_revision,
+        "trigger_type": item.trigger_type,
+        "scheduled_for": rfc3339(item.scheduled_for_ms),
+        "scheduled_for_ms": item.scheduled_for_ms,
+        "status": item.status,
+        "version": item.version,
+        "idempotency_key": item.idempotency_key,
+        "created_at": rfc3339(item.created_at_ms),
+        "created_at_ms": item.created_at_ms,
+        "admission_lag_ms": lag,
+        "started_at": rfc3339(item.started_at_ms),
+        "finished_at": rfc3339(item.finished_at_ms),
+        "duration_ms": item.duration_ms,
+        "exit_code": item.exit_code,
+        "error_code": item.error_code,
+        "error_summary": item.error_summary,
+        "cancel_reason": item.cancel_reason,
+    }
+
+
+def attempt_view(item: Attempt) -> View:
+    return {
+        "id": item.id,
+        "attempt": item.attempt,
+        "status": item.status,
+        "executor_type": item.executor_type,
+        "worker": item.worker_id,
+        "lease_generation": item.lease_generation,
+        "lease_expires_at": rfc3339(item.lease_expires_at_ms),
+        "pid": item.pid,
+        "exit_code": item.exit_code,
+        "started_at": rfc3339(item.started_at_ms),
+        "finished_at": rfc3339(item.finished_at_ms),
+        "log_path": item.log_path,
+        "error_code": item.error_code,
+        "error_summary": item.error_summary,
+    }
+
+
+def event_summary(kind: str) -> str:
+    try:
+        return EventType(kind).summary
+    except ValueError:
+        return ""
+
+
+def event_view(item: RunEvent) -> View:
+    return {
+        "sequence": item.sequence,
+        "type": item.type,
+        "summary": event_summary(item.type),
+        "actor": f"{item.actor_type}:{item.actor_id}" if item.actor_id else item.actor_type,
+        "attempt_id": item.attempt_id,
+        "payload": item.payload,
+        "at": rfc3339(item.created_at_ms),
+        "at_ms": item.created_at_ms,
+    }
+
+
+def run_detail_view(detail: RunDetail, log_tail: Sequence[str], log: View) -> View:
+    return {
+        "run": run_view(detail.run),
+        "attempts": [attempt_view(a) for a in detail.attempts],
+        "events": [event_view(e) for e in detail.events],
+        "log": log,
+        "log_tail": list(log_tail),
+    }
