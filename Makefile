@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-unit soak lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-fast test-unit test-faults soak lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -28,13 +28,21 @@ demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 20 triggers, 3 r
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_standalone.py
 
-test: $(STAMP) ## Run the whole test suite (lint and types included)
+test: $(STAMP) ## Run the whole test suite (lint and types included); prints the slowest tests
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
-test-unit: $(STAMP) ## Only the fast unit tests
+test-fast: $(STAMP) ## The inner loop (~1 min): domain, SQLite stores, scheduler, executor, CLI
+	$(BIN)/python -m pytest -m "not slow" tests/unit tests/scheduler tests/execution \
+		tests/e2e/test_cli_errors.py tests/e2e/test_cli_basics.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/contract -k sqlite $(PYTEST_ARGS)
+
+test-unit: $(STAMP) ## Only the pure unit tests
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+test-faults: $(STAMP) ## Only the fault tests and the one-minute soak (PostgreSQL, root)
+	$(BIN)/python -m pytest --durations=25 tests/faults $(PYTEST_ARGS)
 
 soak: $(STAMP) ## The long chaos soak: 4 replicas, 50 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/soak.py $(SOAK_ARGS)

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import InvalidConfig
 from qinglong.profiles.cluster import Availability, ClusterControl, ControlSeams
 from qinglong.profiles.cluster_config import load_control_settings
-from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.storage.ports import CommitResult
 from tests.integration.conftest import Cluster
 
@@ -127,6 +127,16 @@ def test_probes_before_activation_then_ready_and_admitting(cluster: Cluster, con
     assert states[0] is Availability.READY
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{running.port}/metrics", timeout=5).read().decode()
     assert "ql_admitted_total" in metrics and "ql_ready 1.0" in metrics
+    stats = running.status()["stats"]
+    assert stats["admitted"] >= 2 and stats["cycles"] >= 1
+    [instance] = cluster.db.execute("SELECT role, stopped_at_ms, seen_at_ms, started_at_ms "
+                                    "FROM instances WHERE instance_id = 'c1'")
+    assert (instance["role"], instance["stopped_at_ms"]) == ("control", None)
+    running.shutdown()
+    [instance] = cluster.db.execute("SELECT stopped_at_ms, seen_at_ms FROM instances "
+                                    "WHERE instance_id = 'c1'")
+    assert instance["stopped_at_ms"] is not None  # a clean stop is recorded (the audit's end)
+    assert instance["seen_at_ms"] >= instance["stopped_at_ms"]
 
 
 def test_stop_withdraws_readiness_first_then_drains_the_cycle(cluster: Cluster, controls: list[Running]) -> None:

@@ -259,7 +259,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         UPDATE schema_capabilities SET contract_version = 2, migration_id = '0002_role_grants',
             capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants"]';
         DELETE FROM schema_migrations WHERE migration_id = '0003_lifecycle';
-        DROP TABLE instances;
+        DROP TABLE instances; DROP TABLE project_archivals;
         DROP INDEX run_attempts_active_idx; DROP INDEX runs_status_idx; DROP INDEX runs_task_idx;
         CREATE INDEX run_attempts_lease_idx ON run_attempts (lease_expires_at_ms, id)
             WHERE lease_expires_at_ms IS NOT NULL;

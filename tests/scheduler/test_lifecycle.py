@@ -1,4 +1,4 @@
-"""SchedulerLifecycle: no overlap, saturation, bounded drain, isolated diagnostics.
+"""PacedLoop: no overlap, saturation, bounded drain, isolated diagnostics.
 
 These tests synchronise on events instead of sleeping; the only waits are bounded
 timeouts that fail the test when something hangs.
@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
+from qinglong.diagnostics import Diagnostic
 from qinglong.errors import InvalidConfig, StorageError
-from qinglong.scheduler.diagnostics import Diagnostic
-from qinglong.scheduler.lifecycle import SchedulerLifecycle, StopResult
+from qinglong.loops import PacedLoop, StopResult
 from qinglong.scheduler.report import CycleReport
 
 WAIT = 5.0
@@ -54,7 +54,7 @@ class Recorder:
 
 def test_saturated_cycles_follow_each_other_at_once() -> None:
     cycle = Recorder(saturated_for=5)
-    life = SchedulerLifecycle(cycle, interval_s=3600)
+    life = PacedLoop(cycle, interval_s=3600)
     life.start()
     try:
         # With a one-hour cadence, six cycles can only happen if saturation skips the wait.
@@ -66,7 +66,7 @@ def test_saturated_cycles_follow_each_other_at_once() -> None:
 
 def test_cycles_never_overlap_even_with_run_once_from_other_threads() -> None:
     cycle = Recorder(saturated_for=40)
-    life = SchedulerLifecycle(cycle, interval_s=0.25)
+    life = PacedLoop(cycle, interval_s=0.25)
     life.start()
     threads = [threading.Thread(target=lambda: [life.run_once() for _ in range(5)]) for _ in range(4)]
     for t in threads:
@@ -81,7 +81,7 @@ def test_cycles_never_overlap_even_with_run_once_from_other_threads() -> None:
 def test_stop_drains_an_in_flight_cycle_within_the_bound() -> None:
     release = threading.Event()
     cycle = Recorder(block=release)
-    life = SchedulerLifecycle(cycle, interval_s=1.0, stop_timeout_s=0.2)
+    life = PacedLoop(cycle, interval_s=1.0, stop_timeout_s=0.2)
     life.start()
     assert cycle.entered.wait(WAIT)
     assert life.stop() is StopResult.TIMED_OUT  # the cycle is still blocked
@@ -96,7 +96,7 @@ def test_stop_drains_an_in_flight_cycle_within_the_bound() -> None:
 def test_stop_waits_for_a_cycle_that_finishes_in_time() -> None:
     release = threading.Event()
     cycle = Recorder(block=release)
-    life = SchedulerLifecycle(cycle, interval_s=1.0, stop_timeout_s=5.0)
+    life = PacedLoop(cycle, interval_s=1.0, stop_timeout_s=5.0)
     life.start()
     assert cycle.entered.wait(WAIT)
     threading.Timer(0.1, release.set).start()
@@ -112,7 +112,7 @@ def test_failing_cycles_and_a_throwing_sink_do_not_stop_the_loop() -> None:
         seen.append(diagnostic)
         raise RuntimeError("the sink itself is broken")
 
-    life = SchedulerLifecycle(cycle, interval_s=0.25, diagnostics=sink)
+    life = PacedLoop(cycle, interval_s=0.25, diagnostics=sink)
     life.start()
     try:
         assert cycle.reached[9].wait(WAIT)
@@ -122,7 +122,7 @@ def test_failing_cycles_and_a_throwing_sink_do_not_stop_the_loop() -> None:
 
 
 def test_start_and_stop_are_idempotent_and_stop_before_start_is_fine() -> None:
-    life = SchedulerLifecycle(Recorder(), interval_s=1.0)
+    life = PacedLoop(Recorder(), interval_s=1.0)
     assert life.stop() is StopResult.STOPPED
     life.start()  # a stopped lifecycle does not start again
     assert not life.running
@@ -130,9 +130,9 @@ def test_start_and_stop_are_idempotent_and_stop_before_start_is_fine() -> None:
 
 def test_bounds_are_validated() -> None:
     with pytest.raises(InvalidConfig):
-        SchedulerLifecycle(Recorder(), interval_s=0.1)
+        PacedLoop(Recorder(), interval_s=0.1)
     with pytest.raises(InvalidConfig):
-        SchedulerLifecycle(Recorder(), interval_s=1.0, stop_timeout_s=31)
+        PacedLoop(Recorder(), interval_s=1.0, stop_timeout_s=31)
 
 
 def test_next_due_hint_shortens_the_wait() -> None:
@@ -145,7 +145,7 @@ def test_next_due_hint_shortens_the_wait() -> None:
             second.set()
         return CycleReport(next_due_in_ms=50)
 
-    life = SchedulerLifecycle(cycle, interval_s=3600)
+    life = PacedLoop(cycle, interval_s=3600)
     life.start()
     try:
         assert second.wait(WAIT)  # a one-hour cadence, woken by the 50 ms hint

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from qinglong.diagnostics import Diagnostic
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.storage.ports import (
     ProjectCreateParams,
@@ -153,3 +153,21 @@ def test_two_coordinators_on_one_database_never_duplicate(stores: SqliteStores, 
     got = scheduled(stores)
     assert got == sorted(set(got))
     assert got == [BASE_MS + i * 1000 for i in range(len(got))]
+
+
+def test_stats_add_up_what_every_cycle_did(stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")
+    add_trigger(stores, "late", misfire="skip")
+    c = coordinator(stores, clock)
+    clock.set(BASE_MS + 2_500)
+    first = c.run_cycle()
+    clock.set(BASE_MS + 120_000)  # far past the grace: both triggers misfire
+    second = c.run_cycle()
+    stats = c.stats.snapshot()
+    assert stats["cycles"] == 2
+    assert first.admitted == 6  # 0, 1 and 2 s of two triggers
+    assert second.skipped == 2  # each misfired, then admits what is still within the grace
+    assert stats["admitted"] == first.admitted + second.admitted
+    assert stats["skipped"] == 2
+    assert stats["claimed"] == first.claimed + second.claimed
+    assert stats.get("raced", 0) == 0 and stats.get("errors", 0) == 0

@@ -51,9 +51,17 @@ def pytest_report_header() -> list[str]:
     return [line]
 
 
+# Folders whose tests run on the embedded server only: they drive whole processes for tens of
+# seconds and judge the scheduler, not a dialect (the contract and integration suites cover
+# every server). The system server still takes part in everything else.
+ONCE_FOLDERS = ("faults", "e2e")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "pg_server" in metafunc.fixturenames:
-        metafunc.parametrize("pg_server", SERVERS, indirect=True, scope="session")
+        folder = metafunc.definition.path.parent.name
+        servers = [EMBEDDED] if folder in ONCE_FOLDERS else SERVERS
+        metafunc.parametrize("pg_server", servers, indirect=True, scope="session")
 
 
 @dataclass

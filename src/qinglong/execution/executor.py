@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qinglong.clock import Clock
+from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import Outcome, check_attempt_lease
 from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import InvalidConfig, LeaseLost
 from qinglong.execution import command
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BYTES
 from qinglong.execution.processes import kill_group, make_handle, settle_orphan
-from qinglong.scheduler.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.storage.ports import (
     AttemptFinishParams,
     AttemptLease,

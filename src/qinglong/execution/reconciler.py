@@ -6,13 +6,20 @@ unstarted Attempt again or marks a started one ``lost``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from qinglong.domain.schedule import check_budget
-from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import LeaseRescueParams, RescuedAttempt, RunLifecycleStore
 
 DEFAULT_GRACE_MS = 5_000
 DEFAULT_LIMIT = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    rescued: int
+    saturated: bool  # more may be waiting: look again at once
+    next_due_in_ms: int | None = None
 
 
 class Reconciler:
@@ -24,10 +31,10 @@ class Reconciler:
         self._limit = check_budget(limit, "limit")
         self._on_rescued = on_rescued
 
-    def run_cycle(self) -> CycleReport:
+    def run_cycle(self) -> ReconcileReport:
         rescued = self._store.lease_rescue(LeaseRescueParams(limit=self._limit,
                                                              grace_ms=self._grace_ms))
         for attempt in rescued:
             if self._on_rescued is not None:
                 self._on_rescued(attempt)
-        return CycleReport(claimed=len(rescued), saturated=len(rescued) >= self._limit)
+        return ReconcileReport(rescued=len(rescued), saturated=len(rescued) >= self._limit)

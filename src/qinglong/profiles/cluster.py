@@ -15,20 +15,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qinglong.api.health import HttpServer, create_app
 from qinglong.clock import Clock, SystemClock
+from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import ConnectionLost, NotReady, QinglongError
-from qinglong.execution.reconciler import Reconciler
+from qinglong.execution.reconciler import Reconciler, ReconcileReport
+from qinglong.loops import PacedLoop, StopResult
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.scheduler.diagnostics import Diagnostic, diagnostic_from
-from qinglong.scheduler.lifecycle import SchedulerLifecycle, StopResult
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
@@ -42,6 +42,9 @@ from qinglong.storage.postgres.topology import choose_primary
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 RECONCILE_INTERVAL_S = 2.0
 HEARTBEAT_INTERVAL_S = 5.0
+
+
+R = TypeVar("R")
 
 
 class Availability(StrEnum):
@@ -134,8 +137,9 @@ class Metrics:
 @dataclass
 class _Activation:
     connector: PoolConnector
-    lifecycle: SchedulerLifecycle
-    reconciling: SchedulerLifecycle
+    lifecycle: PacedLoop[CycleReport]
+    reconciling: PacedLoop[ReconcileReport]
+    coordinator: ClusterCoordinator
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,7 +181,9 @@ class ClusterControl:
     def _status(self) -> dict[str, Any]:
         state, reason = self._fence.state
         report = self._last_report
+        activation = self._activation
         return {
+            "stats": activation.coordinator.stats.snapshot() if activation else {},
             "owner": self._settings.owner_id,
             "state": state.value,
             "reason": reason,
@@ -233,15 +239,15 @@ class ClusterControl:
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
                 after_claim=self._seams.after_claim,
             )
-            lifecycle = SchedulerLifecycle(
+            lifecycle = PacedLoop(
                 lambda: self._cycle(coordinator, lifecycle.stop_requested), interval_s=s.interval_ms / 1000,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 on_report=self._report,
             )
             runs = PgRunStore(connector, actor_id=s.owner_id)
             reconciler = Reconciler(runs, on_rescued=self._rescued)
-            reconciling = SchedulerLifecycle(
-                lambda: self._guarded(reconciler.run_cycle), interval_s=RECONCILE_INTERVAL_S,
+            reconciling = PacedLoop(
+                lambda: self._reconcile(reconciler), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 name="ql-reconciler",
             )
@@ -252,7 +258,7 @@ class ClusterControl:
             connector.close()
             raise
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
-                                       reconciling=reconciling)
+                                       reconciling=reconciling, coordinator=coordinator)
         self._activations += 1
         self._metrics.activations.inc()
         self._fence.activated()
@@ -261,11 +267,16 @@ class ClusterControl:
         reconciling.start()
 
     def _cycle(self, coordinator: ClusterCoordinator, stop_requested: Callable[[], bool]) -> CycleReport:
+        if not self._fence.ready:
+            return CycleReport()  # unavailable: no claims, no admissions
         return self._guarded(lambda: coordinator.run_cycle(stop_requested))
 
-    def _guarded(self, cycle: Callable[[], CycleReport]) -> CycleReport:
+    def _reconcile(self, reconciler: Reconciler) -> ReconcileReport:
         if not self._fence.ready:
-            return CycleReport()  # unavailable: no claims, no admissions, no rescues
+            return ReconcileReport(rescued=0, saturated=False)
+        return self._guarded(reconciler.run_cycle)
+
+    def _guarded(self, cycle: Callable[[], R]) -> R:
         try:
             return cycle()
         except FENCE_TRIPPING as exc:

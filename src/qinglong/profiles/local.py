@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Protocol
 
 from qinglong.clock import Clock
+from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, check_grace
 from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES
-from qinglong.scheduler.diagnostics import Diagnostic
-from qinglong.scheduler.lifecycle import SchedulerLifecycle, StopResult, check_interval
+from qinglong.loops import PacedLoop, StopResult, check_interval
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
@@ -157,7 +157,7 @@ class LocalApp:
         self._observer = observer
         self._db: SqliteDatabase | None = None
         self._lock = ServeLock(config.database_path)
-        self._lifecycle: SchedulerLifecycle | None = None
+        self._lifecycle: PacedLoop[CycleReport] | None = None
         self._executor: Executor | None = None
         self._instances: SqliteInstanceStore | None = None
         self._beat_at = 0.0
@@ -196,7 +196,7 @@ class LocalApp:
                 on_committed=self._committed,
                 diagnostics=self._diagnostic,
             )
-            lifecycle = SchedulerLifecycle(
+            lifecycle = PacedLoop(
                 lambda: coordinator.run_cycle(lifecycle.stop_requested),  # read when a cycle runs
                 interval_s=config.effective_interval_s,
                 stop_timeout_s=config.stop_timeout_s,

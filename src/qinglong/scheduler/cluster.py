@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from qinglong.diagnostics import (
+    Diagnostic,
+    DiagnosticSink,
+    diagnostic_from,
+    emit,
+)
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.schedule import ScheduleClaim, check_budget, check_claim_lease
 from qinglong.errors import InvalidSchedule, StorageError
 from qinglong.ids import new_uuid
-from qinglong.scheduler.diagnostics import (
-    Diagnostic,
-    DiagnosticSink,
-    corrupt_row_diagnostic,
-    diagnostic_from,
-    emit,
-)
-from qinglong.scheduler.report import CycleReport, Tally
+from qinglong.scheduler.report import CycleReport, Stats, Tally, corrupt_row_diagnostic
 from qinglong.storage.ports import (
     ClaimCommitParams,
     ClusterScheduleStore,
@@ -67,6 +66,7 @@ class ClusterCoordinator:
         self._new_id = new_id
         self._on_committed = on_committed
         self._diagnostics = diagnostics
+        self.stats = Stats()
         self._wake_hint = wake_hint
         self._after_claim = after_claim  # a fault-injection seam (tests and the soak only)
 
@@ -98,7 +98,9 @@ class ClusterCoordinator:
             if not claims:
                 break  # a row that is due again (catch-up) is simply claimed again
         hint = self._store.schedule_next_due_in_ms() if self._wake_hint else None
-        return tally.report(budget=self._budget, next_due_in_ms=hint)
+        report = tally.report(budget=self._budget, next_due_in_ms=hint)
+        self.stats.add(report, tally.raced_reasons)
+        return report
 
     def _check_ours(self, claim: ScheduleClaim) -> None:
         fence = claim.fence

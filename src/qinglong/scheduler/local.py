@@ -5,18 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from qinglong.clock import Clock
+from qinglong.diagnostics import (
+    DiagnosticSink,
+    diagnostic_from,
+    emit,
+)
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import InvalidSchedule, RecordCorrupt
 from qinglong.ids import new_uuid
-from qinglong.scheduler.diagnostics import (
-    DiagnosticSink,
-    corrupt_row_diagnostic,
-    diagnostic_from,
-    emit,
-)
-from qinglong.scheduler.report import CycleReport, Tally
+from qinglong.scheduler.report import CycleReport, Stats, Tally, corrupt_row_diagnostic
 from qinglong.storage.ports import (
     CommitResult,
     CorruptScheduleRow,
@@ -49,6 +48,7 @@ class LocalCoordinator:
         self._new_id = new_id
         self._on_committed = on_committed
         self._diagnostics = diagnostics
+        self.stats = Stats()
 
     def run_cycle(self, stop_requested: Callable[[], bool] = lambda: False) -> CycleReport:
         """Decide and commit due rows until the budget is spent, nothing is due, or a stop is
@@ -75,7 +75,9 @@ class LocalCoordinator:
         now = self._clock.now_ms()
         next_due = self._store.schedule_next_due_at(now)
         hint = None if next_due is None else max(0, next_due - now)
-        return tally.report(budget=self._budget, next_due_in_ms=hint)
+        report = tally.report(budget=self._budget, next_due_in_ms=hint)
+        self.stats.add(report, tally.raced_reasons)
+        return report
 
     def _decide_and_commit(self, candidate: ScheduleCandidate, tally: Tally) -> bool:
         """Decide and commit one row; False when it failed and must wait for the next cycle."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
+from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Disposition
-from qinglong.storage.ports import CommitOutcome, CommitResult
+from qinglong.errors import RecordCorrupt
+from qinglong.storage.ports import CommitOutcome, CommitResult, CorruptScheduleRow
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,10 +35,12 @@ class Tally:
     raced: int = 0
     errors: int = 0
     observed: list[int] = field(default_factory=list)
+    raced_reasons: Counter[str] = field(default_factory=Counter)
 
     def record(self, result: CommitResult) -> None:
         if result.outcome is CommitOutcome.RACED:
             self.raced += 1
+            self.raced_reasons[result.reason or "unknown"] += 1
         elif result.outcome is CommitOutcome.ADMITTED:
             self.admitted += 1
         elif result.disposition is Disposition.INITIALIZE:
@@ -55,3 +61,34 @@ class Tally:
             first_observed_at_ms=self.observed[0] if self.observed else None,
             last_observed_at_ms=self.observed[-1] if self.observed else None,
         )
+
+
+class Stats:
+    """Running totals of what a coordinator did, under the names every surface shows
+    (``/status``, logs): cycles, claimed, admitted, initialized, skipped (misfires), raced
+    (and ``raced:<reason>``), errors. Safe to read from another thread."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, report: CycleReport, raced_reasons: Counter[str]) -> None:
+        with self._lock:
+            self._counts["cycles"] += 1
+            for name in ("claimed", "admitted", "initialized", "skipped", "raced", "errors"):
+                self._counts[name] += getattr(report, name)
+            for reason, n in raced_reasons.items():
+                self._counts[f"raced:{reason}"] += n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counts.items()))
+
+
+def corrupt_row_diagnostic(row: CorruptScheduleRow) -> Diagnostic:
+    """A due row whose stored facts failed verification: reported, never decided."""
+    return Diagnostic(
+        source="scheduler",
+        code=RecordCorrupt.code,
+        message=f"{row.project_id}/{row.trigger_id}: {row.problem}",
+    )

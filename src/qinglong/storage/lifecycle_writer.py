@@ -10,6 +10,7 @@ adapter commits the record and then raises `LeaseLost`.
 
 from __future__ import annotations
 
+import abc
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,7 +34,14 @@ from qinglong.errors import Conflict, LeaseLost, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
 from qinglong.storage.dbapi import Connection, Queries, Row, fetch_all, fetch_one
-from qinglong.storage.ports import AttemptLease, LeaseRenewal, RescuedAttempt
+from qinglong.storage.ports import (
+    AttemptFinishParams,
+    AttemptLease,
+    AttemptRunningParams,
+    LeaseReleaseParams,
+    LeaseRenewal,
+    RescuedAttempt,
+)
 
 
 def insert_admission(conn: Connection, queries: Queries, rows: AdmissionRows) -> None:
@@ -260,3 +268,44 @@ class LifecycleWriter:
                 executor_handle=attempt.executor_handle,
             ))
         return rescued
+
+
+class FencedSteps(abc.ABC):
+    """The fenced steps of RunLifecycleStore, written once: each adapter only says how one
+    step runs in its own transaction (``_fenced``)."""
+
+    @abc.abstractmethod
+    def _fenced(self, fence: LeaseFence, write: str, action: str,
+                plan: Callable[[RunState, AttemptState, StepContext], Change],
+                done: Callable[[AttemptState], bool] | None = None) -> None:
+        """Apply ``plan`` under ``fence`` in one transaction; raise LeaseLost if refused."""
+
+    def attempt_start(self, fence: LeaseFence) -> None:
+        self._fenced(fence, "start", "start attempt",
+                     lambda run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
+                     done=lambda attempt: lifecycle.already_started(attempt, fence))
+
+    def attempt_running(self, params: AttemptRunningParams) -> None:
+        self._fenced(params.fence, "running", "record running attempt",
+                     lambda run, attempt, ctx: lifecycle.running(
+                         run, attempt, ctx, params.fence, pid=params.pid,
+                         executor_handle=params.executor_handle, log_path=params.log_path),
+                     done=lambda attempt: lifecycle.already_running(attempt, params.fence))
+
+    def attempt_finish(self, params: AttemptFinishParams) -> None:
+        self._fenced(params.fence, "finish", "finish attempt",
+                     lambda run, attempt, ctx: lifecycle.finish(run, attempt, ctx, params.fence,
+                                                                params.outcome),
+                     done=lambda attempt: lifecycle.already_finished(attempt, params.fence,
+                                                                     params.outcome))
+
+    def lease_release(self, params: LeaseReleaseParams) -> None:
+        self._fenced(params.fence, "release", "release lease",
+                     lambda run, attempt, ctx: lifecycle.release(run, attempt, ctx,
+                                                                 reason=params.reason,
+                                                                 fence=params.fence))
+
+
+def refused(action: str, fence: LeaseFence) -> LeaseLost:
+    return LeaseLost(f"{action}: attempt {fence.attempt_id} generation {fence.generation} no "
+                     "longer holds its lease")

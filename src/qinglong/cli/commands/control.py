@@ -16,9 +16,9 @@ import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
+from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 
 if TYPE_CHECKING:

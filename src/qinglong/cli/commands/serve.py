@@ -14,6 +14,7 @@ import click
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, sqlite_url_option
+from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidInput, StorageError
@@ -21,7 +22,6 @@ from qinglong.execution.executor import RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES
 from qinglong.profiles.backends import url_kind
 from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
-from qinglong.scheduler.diagnostics import Diagnostic
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 
 

@@ -17,17 +17,18 @@ from qinglong.domain.model import Run, RunDetail
 from qinglong.domain.runs import Actor
 from qinglong.domain.schedule import check_budget
 from qinglong.domain.task import ExecutorType
-from qinglong.errors import LeaseLost
 from qinglong.ids import new_uuid
 from qinglong.storage.dbapi import fetch_all
-from qinglong.storage.lifecycle_writer import LifecycleWriter, StepOutcome
+from qinglong.storage.lifecycle_writer import (
+    FencedSteps,
+    LifecycleWriter,
+    StepOutcome,
+    refused,
+)
 from qinglong.storage.ports import (
     ActiveAttempt,
-    AttemptFinishParams,
     AttemptLease,
-    AttemptRunningParams,
     LeaseAcquireParams,
-    LeaseReleaseParams,
     LeaseRenewal,
     LeaseRenewParams,
     LeaseRescueParams,
@@ -40,7 +41,7 @@ from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
 EXECUTOR_TYPE = ExecutorType.LOCAL_PROCESS.value
 
 
-class SqliteRunStore:
+class SqliteRunStore(FencedSteps):
     """RunReadStore and RunLifecycleStore on SQLite."""
 
     def __init__(
@@ -92,33 +93,7 @@ class SqliteRunStore:
         with self._db.write(action) as conn:
             outcome = self._writer(conn).fenced(fence, write, plan, done=done)
         if outcome is StepOutcome.REFUSED:
-            raise LeaseLost(f"{action}: attempt {fence.attempt_id} generation "
-                            f"{fence.generation} no longer holds its lease")
-
-    def attempt_start(self, fence: LeaseFence) -> None:
-        self._fenced(fence, "start", "start attempt",
-                     lambda run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
-                     done=lambda attempt: lifecycle.already_started(attempt, fence))
-
-    def attempt_running(self, params: AttemptRunningParams) -> None:
-        self._fenced(params.fence, "running", "record running attempt",
-                     lambda run, attempt, ctx: lifecycle.running(
-                         run, attempt, ctx, params.fence, pid=params.pid,
-                         executor_handle=params.executor_handle, log_path=params.log_path),
-                     done=lambda attempt: lifecycle.already_running(attempt, params.fence))
-
-    def attempt_finish(self, params: AttemptFinishParams) -> None:
-        self._fenced(params.fence, "finish", "finish attempt",
-                     lambda run, attempt, ctx: lifecycle.finish(run, attempt, ctx, params.fence,
-                                                                params.outcome),
-                     done=lambda attempt: lifecycle.already_finished(attempt, params.fence,
-                                                                     params.outcome))
-
-    def lease_release(self, params: LeaseReleaseParams) -> None:
-        self._fenced(params.fence, "release", "release lease",
-                     lambda run, attempt, ctx: lifecycle.release(run, attempt, ctx,
-                                                                 reason=params.reason,
-                                                                 fence=params.fence))
+            raise refused(action, fence)
 
     def lease_rescue(self, params: LeaseRescueParams) -> list[RescuedAttempt]:
         check_budget(params.limit, "limit")

@@ -6,8 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from qinglong.errors import QinglongError, RecordCorrupt
-from qinglong.storage.ports import CorruptScheduleRow
+from qinglong.errors import QinglongError
 
 _log = logging.getLogger(__name__)
 
@@ -26,14 +25,6 @@ def diagnostic_from(source: str, exc: BaseException) -> Diagnostic:
     if isinstance(exc, QinglongError):
         return Diagnostic(source=source, code=exc.code, message=exc.message)
     return Diagnostic(source=source, code="QL_INTERNAL", message=type(exc).__name__)
-
-
-def corrupt_row_diagnostic(row: CorruptScheduleRow) -> Diagnostic:
-    return Diagnostic(
-        source="scheduler",
-        code=RecordCorrupt.code,
-        message=f"{row.project_id}/{row.trigger_id}: {row.problem}",
-    )
 
 
 def emit(sink: DiagnosticSink | None, diagnostic: Diagnostic) -> None:

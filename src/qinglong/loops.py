@@ -1,8 +1,9 @@
-"""The scheduler lifecycle: paces cycles on one thread, never overlapping, and drains on stop.
+"""Paced loops: the one start/stop base of every background service (the scheduler, the
+reconciler), running cycles on one thread, never overlapping, and draining on stop.
 
-The next cycle starts after the previous one ends: at once when it was saturated
-(it spent its whole budget), otherwise after ``min(interval, next due)``. Errors
-and reports go to a diagnostics sink that can never stop the loop.
+The next cycle starts after the previous one ends: at once when it was saturated (it used
+its whole budget), otherwise after ``min(interval, next due)``. Errors and reports go to a
+diagnostics sink that can never stop the loop.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import logging
 import threading
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Generic, Protocol, TypeVar
 
+from qinglong.diagnostics import DiagnosticSink, diagnostic_from, emit
 from qinglong.errors import InvalidConfig
-from qinglong.scheduler.diagnostics import DiagnosticSink, diagnostic_from, emit
-from qinglong.scheduler.report import CycleReport
 
 _log = logging.getLogger(__name__)
 
@@ -36,17 +37,30 @@ def check_interval(seconds: float) -> float:
     return seconds
 
 
-class SchedulerLifecycle:
-    """Owns the scheduler thread. ``start`` and ``stop`` are idempotent."""
+class Paced(Protocol):
+    """What a cycle reports back: whether it used its whole budget, and when next to look."""
+
+    @property
+    def saturated(self) -> bool: ...
+
+    @property
+    def next_due_in_ms(self) -> int | None: ...
+
+
+Report = TypeVar("Report", bound=Paced)
+
+
+class PacedLoop(Generic[Report]):
+    """Owns one background thread. ``start`` and ``stop`` are idempotent."""
 
     def __init__(
         self,
-        cycle: Callable[[], CycleReport],
+        cycle: Callable[[], Report],
         *,
         interval_s: float = 1.0,
         stop_timeout_s: float = 10.0,
         diagnostics: DiagnosticSink | None = None,
-        on_report: Callable[[CycleReport], None] | None = None,
+        on_report: Callable[[Report], None] | None = None,
         name: str = "ql-scheduler",
     ) -> None:
         if not MIN_STOP_TIMEOUT_S <= stop_timeout_s <= MAX_STOP_TIMEOUT_S:
@@ -66,7 +80,7 @@ class SchedulerLifecycle:
         self._stop_result: StopResult | None = None
         self._state_lock = threading.Lock()
         self.cycles = 0
-        self.last_report: CycleReport | None = None
+        self.last_report: Report | None = None
 
     @property
     def running(self) -> bool:
@@ -87,7 +101,7 @@ class SchedulerLifecycle:
         """True once ``stop`` was called: a cycle checks it between claims to end early."""
         return self._stopping.is_set()
 
-    def run_once(self) -> CycleReport:
+    def run_once(self) -> Report:
         """Run one cycle on the caller's thread (never concurrently with another)."""
         if self._stopping.is_set():
             raise RuntimeError("the scheduler lifecycle is stopping")
@@ -129,7 +143,7 @@ class SchedulerLifecycle:
                 self._wake.wait(delay)
             self._wake.clear()
 
-    def _next_delay(self, report: CycleReport) -> float:
+    def _next_delay(self, report: Report) -> float:
         if report.saturated:
             return 0.0
         if report.next_due_in_ms is None:
