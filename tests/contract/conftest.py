@@ -13,6 +13,7 @@ owner, and admitting Runs through that dialect's own scheduler store and coordin
 from __future__ import annotations
 
 import abc
+import contextlib
 import itertools
 import os
 import time
@@ -112,6 +113,14 @@ class Backend(abc.ABC):
         """Make every lease ``ms`` older in the clock the adapter judges expiry by."""
 
     @abc.abstractmethod
+    def age_retries(self, ms: int) -> None:
+        """Make every retry wait ``ms`` shorter in the adapter's clock."""
+
+    @abc.abstractmethod
+    def set_global_limit(self, max_running: int | None) -> None:
+        """Set (or clear) the cluster-wide limit of Runs in progress."""
+
+    @abc.abstractmethod
     def request_cancel(self, run_id: str) -> None:
         """Mark a Run as asked to be cancelled (the cancel verb comes with the workers)."""
 
@@ -190,6 +199,14 @@ class SqliteBackend(Backend):
     def request_cancel(self, run_id: str) -> None:
         assert self._execute("UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = ?",
                              (run_id,)) == 1
+
+    def age_retries(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    def set_global_limit(self, max_running: int | None) -> None:
+        self._execute("DELETE FROM concurrency_limits")
+        if max_running is not None:
+            self._execute("INSERT INTO concurrency_limits VALUES ('global', ?, 0)", (max_running,))
 
     def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
         changed = self._execute(
@@ -274,6 +291,16 @@ class PgBackend(Backend):
                                "RETURNING id", [run_id])
         assert len(rows) == 1
 
+    def age_retries(self, ms: int) -> None:
+        self.db.execute("UPDATE runs SET retry_at_ms = retry_at_ms - %s "
+                        "WHERE retry_at_ms IS NOT NULL", [ms])
+
+    def set_global_limit(self, max_running: int | None) -> None:
+        self.db.execute("DELETE FROM concurrency_limits")
+        if max_running is not None:
+            self.db.execute("INSERT INTO concurrency_limits VALUES ('global', %s, 0)",
+                            [max_running])
+
     def set_cursor(self, project_id: str, trigger_id: str, at_ms: int) -> None:
         rows = self.db.execute(
             "UPDATE trigger_schedules SET next_fire_at_ms = %s, state_version = state_version + 1 "
@@ -337,12 +364,9 @@ def contract_pg() -> Iterator[PgTargets]:
         targets.close()
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTargets) -> Iterator[Backend]:
-    param = str(request.param)
-    if param == "sqlite":
-        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), clock=clock)
-        return
+@contextlib.contextmanager
+def _pg_backend(param: str, request: pytest.FixtureRequest,
+                contract_pg: PgTargets) -> Iterator[PgBackend]:
     server_name = param.removeprefix("pg:")
     target = contract_pg.get(server_name, request)
     name = f"qlc_{os.getpid()}_{next(_DATABASES)}"
@@ -357,3 +381,20 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTar
         pg.close()
         database.close()
         drop_database(target.server, name)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTargets) -> Iterator[Backend]:
+    param = str(request.param)
+    if param == "sqlite":
+        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), clock=clock)
+        return
+    with _pg_backend(param, request, contract_pg) as pg:
+        yield pg
+
+
+@pytest.fixture(params=[name for name in BACKENDS if name.startswith("pg:")])
+def pg_backend(request: pytest.FixtureRequest, contract_pg: PgTargets) -> Iterator[PgBackend]:
+    """A PostgreSQL backend only, on every server: for races that need row locks."""
+    with _pg_backend(str(request.param), request, contract_pg) as pg:
+        yield pg

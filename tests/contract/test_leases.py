@@ -299,3 +299,30 @@ def test_active_attempts_are_listed_with_their_process(backend: Backend, queued:
     assert (active[started.fence.run_id].status, active[started.fence.run_id].pid) == (
         "running", 555)
     assert active[leased.fence.run_id].worker == "w1"
+
+
+def test_an_expired_lease_is_not_renewed(backend: Backend, queued: list[str]) -> None:
+    """Once a lease has expired the reconciler may be withdrawing it: renewing it then would
+    let a worker believe it still owns a Run that is about to be declared lost."""
+    del queued
+    [lease] = acquire(backend, limit=1)
+    run_to_running(backend, lease.fence)
+    backend.age_leases(LEASE_MS + 60_000)
+    renewal = backend.lifecycle.lease_renew(LeaseRenewParams(
+        owner="w1", lease_ms=LEASE_MS, fences=(lease.fence,)))
+    assert renewal.renewed == () and renewal.lost == (lease.fence,)
+    [rescued] = backend.lifecycle.lease_rescue(LeaseRescueParams(grace_ms=0))
+    assert (rescued.run_id, rescued.outcome) == (lease.fence.run_id, "lost")
+
+
+def test_a_resent_release_is_accepted_once(backend: Backend, queued: list[str]) -> None:
+    """A release whose reply was lost is sent again: it lands once and records no refusal."""
+    del queued
+    [lease] = acquire(backend, limit=1)
+    release = LeaseReleaseParams(fence=lease.fence, reason="drain")
+    backend.lifecycle.lease_release(release)
+    backend.lifecycle.lease_release(release)
+    detail = backend.runs.run_get(lease.fence.run_id)
+    assert events(detail).count("run.dispatch_released") == 1
+    assert "attempt.late_callback_ignored" not in events(detail)
+    assert detail.run.status == "queued"

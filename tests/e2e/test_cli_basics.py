@@ -75,6 +75,24 @@ def test_env_entries_are_set_unset_and_cleared(db: Callable[..., Result]) -> Non
     assert_one_line_error(db(*base, "--unset-env", "NOPE"), 2, "--env", "'NOPE' is not set")
 
 
+def test_a_new_shell_command_keeps_the_tasks_interpreter(
+        db: Callable[..., Result], ql: Callable[..., Result], tmp_path: Path) -> None:  # noqa: F811
+    base = ("task", "publish", "--project", "demo", "--task", "hello")
+    assert db(*base, "--shell", "echo one", "--bash").code == 0
+    assert db(*base, "--shell", "echo two").code == 0  # no --bash: still bash
+    assert task_json(db)["command"] == {"kind": "shell", "shell": "/bin/bash", "command": "echo two"}
+    assert db(*base, "--timeout", "5m").code == 0
+    assert task_json(db)["command"]["shell"] == "/bin/bash"  # type: ignore[index]
+    assert db(*base, "--shell", "echo three", "--sh").code == 0  # the way back to /bin/sh
+    assert task_json(db)["command"] == {"kind": "shell", "shell": "/bin/sh", "command": "echo three"}
+    url = f"sqlite:///{tmp_path / 'ql.db'}"
+    assert ql(*base, "--database-url", url, "--argv", "/bin/echo", "x").code == 0
+    assert db(*base, "--shell", "echo four").code == 0  # from argv: the default, /bin/sh
+    assert task_json(db)["command"]["shell"] == "/bin/sh"  # type: ignore[index]
+    assert_one_line_error(db(*base, "--shell", "true", "--bash", "--sh"), 2, "--bash", "--sh")
+    assert_one_line_error(db(*base, "--sh"), 2, "--sh", "--shell")
+
+
 def test_a_new_task_still_needs_a_command(db: Callable[..., Result]) -> None:
     assert_one_line_error(
         db("task", "publish", "--project", "demo", "--task", "fresh", "--timeout", "10s"),
@@ -128,6 +146,38 @@ def test_disable_enable_and_delete_a_task(db: Callable[..., Result]) -> None:
     assert as_json(db("trigger", "list", "--project", "demo", "--json")) == []
     restored = db("task", "publish", *task, "--shell", "echo back")
     assert "(restored)" in restored.out
+
+
+def test_a_deleted_task_is_restored_enabled(db: Callable[..., Result]) -> None:
+    task = ("--project", "demo", "--task", "hello")
+    assert db("task", "delete", *task).code == 0
+    restored = db("task", "publish", *task, "--shell", "echo back")
+    assert restored.code == 0 and "(restored)" in restored.out
+    shown = task_json(db)
+    assert (shown["enabled"], shown["deleted"]) == (True, False)
+    assert db("trigger", "publish", "--project", "demo", "--trigger", "t1", "--task", "hello",
+              "--cron", "0 0 * * *", "--timezone", "UTC").code == 0
+
+
+def test_a_bare_publish_restores_a_deleted_task_enabled(
+        db: Callable[..., Result]) -> None:
+    task = ("--project", "demo", "--task", "hello")
+    assert db("task", "disable", *task).code == 0
+    assert db("task", "delete", *task).code == 0
+    assert "(restored)" in db("task", "publish", *task).out
+    shown = task_json(db)
+    assert (shown["enabled"], shown["revision"]) == (True, 3)
+    assert shown["command"] == {"kind": "shell", "shell": "/bin/sh", "command": "echo hi"}
+
+
+def test_a_deleted_task_published_disabled_stays_disabled(db: Callable[..., Result]) -> None:
+    task = ("--project", "demo", "--task", "hello")
+    assert db("task", "delete", *task).code == 0
+    restored = db("task", "publish", *task, "--disabled")
+    assert restored.out == "restored task demo/hello at revision 2\n"
+    shown = task_json(db)
+    assert (shown["enabled"], shown["deleted"]) == (False, False)
+    assert db("task", "enable", *task).out == "enabled task demo/hello (revision 3)\n"
 
 
 # --- projects and triggers ---------------------------------------------------------------------
@@ -206,3 +256,22 @@ def test_db_migrate_refuses_a_foreign_sqlite_file(ql: Callable[..., Result],  # 
     result = ql("db", "migrate", "--database-url", f"sqlite:///{other}")
     assert_one_line_error(result, 3, "not a qinglong database", "customers")
     assert dump(other) == before
+
+
+# --- help texts ---------------------------------------------------------------------------------
+
+
+def test_help_texts_say_what_the_commands_do(ql: Callable[..., Result]) -> None:  # noqa: F811
+    def help_of(*argv: str) -> str:
+        result = ql(*argv, "--help")
+        assert result.code == 0, result.err
+        return " ".join(result.out.split())  # click wraps lines
+
+    serve = help_of("serve")
+    assert "the rest is dropped" not in serve  # the cap keeps the head and the tail
+    assert "first and the last half of the output are kept" in serve
+    publish = help_of("task", "publish")
+    assert "--sh " in publish and "keeps its current interpreter" in publish
+    assert "restores it, enabled unless --disabled" in publish
+    unarchive = help_of("project", "unarchive")
+    assert "are not run" not in unarchive and "fire_once runs one Run" in unarchive

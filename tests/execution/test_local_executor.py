@@ -321,8 +321,7 @@ def test_a_cancel_request_stops_the_command(
     while sqlite_stores.runs.run_get(run_id).run.status != "running":
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    sqlite_stores.db.connection().execute(
-        "UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = ?", (run_id,))
+    assert sqlite_stores.runs.run_cancel(run_id) is None  # asked to stop; the executor ends it
     detail = wait_terminal(sqlite_stores, run_id)
     assert (detail.run.status, detail.run.cancel_reason) == ("cancelled", "user")
     assert detail.run.error_code == "CANCELLED"

@@ -254,30 +254,30 @@ def test_drift_is_refused_and_never_repaired(pg_db: PgTestDatabase, tamper: str,
 def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: PgTestDatabase) -> None:
     # As a database migrated by an older qinglong looks: the newest migration (and the
     # capability row it writes) not there yet.
-    # Undo 0003_lifecycle by hand (its DDL included), so the migration really runs again.
+    # Undo 0004_workers by hand (its DDL and grants included), so the migration really runs
+    # again.
     pg_db.execute("""
-        UPDATE schema_capabilities SET contract_version = 2, migration_id = '0002_role_grants',
-            capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants"]';
-        DELETE FROM schema_migrations WHERE migration_id = '0003_lifecycle';
-        DROP TABLE instances; DROP TABLE project_archivals;
-        DROP INDEX run_attempts_active_idx; DROP INDEX runs_status_idx; DROP INDEX runs_task_idx;
-        CREATE INDEX run_attempts_lease_idx ON run_attempts (lease_expires_at_ms, id)
-            WHERE lease_expires_at_ms IS NOT NULL;
-        ALTER TABLE task_definitions DROP COLUMN deleted_at_ms;
-        ALTER TABLE triggers DROP COLUMN deleted_at_ms;
-        ALTER TABLE run_attempts DROP CONSTRAINT run_attempts_lease_shape,
-            DROP CONSTRAINT run_attempts_lease_generation_check,
-            ALTER COLUMN lease_generation DROP NOT NULL, ALTER COLUMN lease_generation DROP DEFAULT,
-            DROP COLUMN log_path,
-            ADD COLUMN worker_session_id varchar(36), ADD COLUMN worker_generation integer,
-            ADD COLUMN lease_token varchar(128), ADD COLUMN lease_version integer,
-            ADD COLUMN offer_id varchar(128), ADD COLUMN callback_token_hash varchar(128),
-            ADD COLUMN log_artifact_id varchar(36);
+        UPDATE schema_capabilities SET contract_version = 3, migration_id = '0003_lifecycle',
+            capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants", "attempt_leases"]';
+        DELETE FROM schema_migrations WHERE migration_id = '0004_workers';
+        DROP TABLE run_log_chunks; DROP TABLE concurrency_limits;
+        DROP INDEX runs_overlap_active_idx; DROP INDEX runs_overlap_queued_idx;
+        DROP INDEX runs_retry_due_idx; DROP INDEX runs_active_task_idx;
+        ALTER TABLE runs DROP CONSTRAINT runs_overlap_shape, DROP CONSTRAINT runs_retry_shape,
+            DROP COLUMN attempts_spent, DROP COLUMN retry_at_ms, DROP COLUMN overlap_policy,
+            DROP COLUMN overlap_key, DROP COLUMN overlap_queue_limit;
+        REVOKE ALL ON ALL TABLES IN SCHEMA qinglong FROM ql_worker;
+        REVOKE USAGE ON SCHEMA qinglong FROM ql_worker;
     """)
     audits = audit_everyone(pg_db)
-    assert all("missing-migration:0003_lifecycle" in found for found in audits.values()), audits
+    # every role is told it is not ready; the worker role (which had no grants before
+    # 0004) cannot read the ledger and is told which privileges it lacks
+    assert all(audits.values()), audits
+    assert all("missing-migration:0004_workers" in found
+               for role, found in audits.items() if role != "ql_worker"), audits
+    assert "missing-privilege:ql_worker:run_attempts:UPDATE" in audits["ql_worker"]
     with open_as(pg_db, MIGRATION) as conn:
-        assert migrate(conn).applied == ("0003_lifecycle",)  # pending is applied, not drift
+        assert migrate(conn).applied == ("0004_workers",)  # pending is applied, not drift
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

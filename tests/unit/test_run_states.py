@@ -111,6 +111,11 @@ STEPS: dict[str, Step] = {
     "lose": lambda r, a, f: lifecycle.lose(r, a, ctx(), reason="lease_expired",
                                            error_code="LEASE_EXPIRED"),
     "cancel_queued": lambda r, a, f: lifecycle.cancel_queued(r, a, ctx(), reason="user"),
+    "interrupt": lambda r, a, f: lifecycle.interrupt(r, a, ctx(), f, reason="drain"),
+    "request_cancel": lambda r, a, f: lifecycle.request_cancel(r, a, ctx(), reason="user"),
+    "cancel_waiting": lambda r, a, f: lifecycle.cancel_waiting(r, a, ctx(), reason="user"),
+    "promote": lambda r, a, f: lifecycle.promote(r, a, ctx(), new_attempt_id="a2",
+                                                 executor_type="local_process"),
 }
 
 # Where each step may be taken: (run status, attempt status, leased).
@@ -126,6 +131,14 @@ ALLOWED: dict[str, set[tuple[RunStatus, AttemptStatus, bool]]] = {
              (RunStatus.RUNNING, AttemptStatus.RUNNING, True),
              (RunStatus.RUNNING, AttemptStatus.RUNNING, False)},
     "cancel_queued": {(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)},
+    "interrupt": {(RunStatus.DISPATCHING, AttemptStatus.STARTING, True),
+                  (RunStatus.RUNNING, AttemptStatus.RUNNING, True)},
+    "request_cancel": {(RunStatus.DISPATCHING, AttemptStatus.CLAIMED, True),
+                       (RunStatus.DISPATCHING, AttemptStatus.STARTING, True),
+                       (RunStatus.RUNNING, AttemptStatus.RUNNING, True)},
+    "cancel_waiting": {(RunStatus.RETRY_WAIT, a, leased) for a in TERMINAL_ATTEMPT
+                       for leased in (False, True)},
+    "promote": {(RunStatus.RETRY_WAIT, a, False) for a in TERMINAL_ATTEMPT},
 }
 COMBINATIONS = list(itertools.product(RunStatus, AttemptStatus, (False, True)))
 
@@ -187,6 +200,57 @@ def test_a_fence_that_does_not_hold_raises_lease_lost(wrong: str) -> None:
     assert [e["type"] for e in recorded.events] == ["attempt.late_callback_ignored"]
 
 
+def test_a_retried_finish_waits_and_spends_an_attempt() -> None:
+    run, attempt, fence = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
+    failed = Outcome(status=AttemptStatus.FAILED, exit_code=3, error_code="EXIT_NONZERO")
+    change = lifecycle.finish(run, attempt, ctx(), fence, failed, retry_at_ms=1_060_000)
+    assert (change.run_status, change.attempt_status) == (RunStatus.RETRY_WAIT,
+                                                           AttemptStatus.FAILED)
+    assert change.run_fields["retry_at_ms"] == 1_060_000
+    assert change.run_fields["attempts_spent"] == run.attempts_spent + 1
+    assert [e["type"] for e in change.events] == ["attempt.failed", "run.retry_wait"]
+    waiting = RunState(id="r", status=RunStatus.RETRY_WAIT, version=5, event_sequence=9,
+                       attempts_spent=1)
+    ended = AttemptState(id="a", run_id="r", attempt=1, status=AttemptStatus.FAILED,
+                         executor_type="local_process", lease_generation=3)
+    promoted = lifecycle.promote(waiting, ended, ctx(), new_attempt_id="a2",
+                                 executor_type="local_process")
+    assert promoted.run_status is RunStatus.QUEUED
+    assert promoted.new_attempt is not None and promoted.new_attempt["attempt"] == 2
+    assert promoted.run_fields["retry_at_ms"] is None
+
+
+def test_an_interrupted_attempt_is_queued_again_without_spending_one() -> None:
+    run, attempt, fence = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
+    change = lifecycle.interrupt(run, attempt, ctx(), fence, reason="drain")
+    assert (change.run_status, change.attempt_status) == (RunStatus.RETRY_WAIT,
+                                                           AttemptStatus.CANCELLED)
+    assert "attempts_spent" not in change.run_fields
+    assert change.run_fields["retry_at_ms"] == 1_000_000  # at once
+    assert change.attempt_fields["error_code"] == "INTERRUPTED"
+
+
+def test_a_lost_attempt_of_a_run_being_cancelled_ends_it_cancelled() -> None:
+    run, attempt, _ = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
+    change = lifecycle.lose(run, attempt, ctx(), reason="lease_expired",
+                            error_code="LEASE_EXPIRED", cancel_reason="user")
+    assert (change.run_status, change.attempt_status) == (RunStatus.CANCELLED, AttemptStatus.LOST)
+    retried = lifecycle.lose(run, attempt, ctx(), reason="lease_expired",
+                             error_code="LEASE_EXPIRED", retry_at_ms=1_010_000)
+    assert retried.run_status is RunStatus.RETRY_WAIT
+
+
+def test_cancel_can_be_requested_once() -> None:
+    run, attempt, _ = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
+    change = lifecycle.request_cancel(run, attempt, ctx(), reason="user")
+    assert change.run_status is RunStatus.RUNNING
+    assert change.run_fields["cancel_reason"] == "user"
+    again = RunState(id="r", status=RunStatus.RUNNING, version=5, event_sequence=8,
+                     cancel_requested=True)
+    with pytest.raises(IllegalTransition, match="already being cancelled"):
+        lifecycle.request_cancel(again, attempt, ctx(), reason="user")
+
+
 def test_a_command_that_never_ran_cannot_have_succeeded() -> None:
     run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)
     for status in (AttemptStatus.SUCCEEDED, AttemptStatus.TIMED_OUT):
@@ -214,9 +278,17 @@ def test_an_outcome_must_be_an_end() -> None:
 def apply(run: RunState, attempt: AttemptState, change: Change) -> tuple[RunState, AttemptState]:
     fields = change.attempt_fields
     digest = fields.get("lease_token_digest", attempt.lease_token_digest)
+    spent = change.run_fields.get("attempts_spent", run.attempts_spent)
+    after = RunState(id=run.id, status=change.run_status, version=run.version + 1,
+                     event_sequence=run.event_sequence + len(change.events),
+                     attempts_spent=spent)  # type: ignore[arg-type]
+    if change.new_attempt is not None:  # a retry: the new Attempt is the one that moves on
+        new = change.new_attempt
+        return after, AttemptState(id=str(new["id"]), run_id=run.id, attempt=int(new["attempt"]),  # type: ignore[call-overload]
+                                   status=AttemptStatus(new["status"]),
+                                   executor_type=str(new["executor_type"]))
     return (
-        RunState(id=run.id, status=change.run_status, version=run.version + 1,
-                 event_sequence=run.event_sequence + len(change.events)),
+        after,
         AttemptState(id=attempt.id, run_id=attempt.run_id, attempt=attempt.attempt,
                      status=change.attempt_status, executor_type=attempt.executor_type,
                      lease_owner=fields.get("worker_id", attempt.lease_owner),  # type: ignore[arg-type]
@@ -226,7 +298,7 @@ def apply(run: RunState, attempt: AttemptState, change: Change) -> tuple[RunStat
     )
 
 
-@given(st.lists(st.sampled_from(sorted(STEPS)), max_size=12))
+@given(st.lists(st.sampled_from(sorted(STEPS)), max_size=16))
 def test_random_step_sequences_only_move_along_the_tables(names: list[str]) -> None:
     run, attempt, _ = states(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)
     fence = LeaseFence(run_id="r", attempt_id="a", generation=0, token="t2")
@@ -234,13 +306,18 @@ def test_random_step_sequences_only_move_along_the_tables(names: list[str]) -> N
         try:
             if name == "acquire":
                 change = STEPS[name](run, attempt, fence)
-                fence = LeaseFence(run_id="r", attempt_id="a", generation=change.generation,
-                                   token="t2")
+                fence = LeaseFence(run_id="r", attempt_id=attempt.id,
+                                   generation=change.generation, token="t2")
             else:
                 change = STEPS[name](run, attempt, fence)
         except (IllegalTransition, LeaseLost):
             continue
-        previous = run.status
+        # an ended Run takes no further step, whatever the step and the fence
+        assert run.status not in TERMINAL_RUN, f"{name} moved the ended Run {run.status}"
+        assert change.events, f"{name} changed the Run without an event"
+        assert change.new_attempt is not None or change.generation >= attempt.lease_generation
         run, attempt = apply(run, attempt, change)
-        assert run.status is previous or run.status in RUN_TRANSITIONS[previous]
         assert run.status not in TERMINAL_RUN or attempt.status in TERMINAL_ATTEMPT
+        # an Attempt is leased exactly while the Run is being dispatched or run
+        assert attempt.leased == (run.status in (RunStatus.DISPATCHING, RunStatus.RUNNING)), (
+            f"{name}: Run {run.status} with attempt leased={attempt.leased}")

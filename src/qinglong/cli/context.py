@@ -31,4 +31,4 @@ def catalog(database_url: str) -> Iterator[Catalog]:
 @contextmanager
 def run_views(database_url: str) -> Iterator[RunViews]:
     with backend(database_url) as opened:
-        yield RunViews(opened.runs)
+        yield RunViews(opened.runs, lifecycle=opened.lifecycle, logs=opened.logs)

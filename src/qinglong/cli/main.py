@@ -16,11 +16,13 @@ from qinglong import __version__
 from qinglong.cli.commands.audit import audit
 from qinglong.cli.commands.control import control
 from qinglong.cli.commands.db import db
+from qinglong.cli.commands.limits import limits
 from qinglong.cli.commands.project import project
 from qinglong.cli.commands.run import run
 from qinglong.cli.commands.serve import serve
 from qinglong.cli.commands.task import task
 from qinglong.cli.commands.trigger import trigger
+from qinglong.cli.commands.worker import worker
 from qinglong.errors import InvalidInput, QinglongError
 from qinglong.service.errors import (
     EXIT_BAD_INPUT,
@@ -46,6 +48,15 @@ FIELD_OPTIONS = {
     "cron": "--cron",
     "timezone": "--timezone",
     "misfire": "--misfire",
+    "bash": "--bash",
+    "sh": "--sh",
+    "max-attempts": "--max-attempts",
+    "retry-backoff": "--retry-backoff",
+    "retry-max-backoff": "--retry-max-backoff",
+    "retry-on-exit": "--retry-on-exit",
+    "concurrency": "--concurrency",
+    "overlap": "--overlap",
+    "overlap-queue-limit": "--overlap-queue-limit",
     "project": "--project",
     "task": "--task",
     "trigger": "--trigger",
@@ -97,9 +108,11 @@ cli.add_command(project)
 cli.add_command(task)
 cli.add_command(trigger)
 cli.add_command(run)
+cli.add_command(limits)
 cli.add_command(serve)
 cli.add_command(control)
 cli.add_command(audit)
+cli.add_command(worker)
 
 
 def _one_line(text: str) -> str:

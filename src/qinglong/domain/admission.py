@@ -22,6 +22,7 @@ from qinglong.domain.runs import (
 )
 from qinglong.domain.schedule import ClaimFence, ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision
+from qinglong.domain.trigger import Overlap
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +43,15 @@ class AdmissionRows:
     run: dict[str, object]
     attempt: dict[str, object]
     events: tuple[dict[str, object], dict[str, object]]
+
+
+def overlap_columns(overlap: Overlap, trigger_id: str) -> dict[str, object]:
+    """What a Run carries of its trigger's overlap policy (the key the database's partial
+    unique index keeps to one Run in progress per exclusive trigger)."""
+    if not overlap.exclusive:
+        return {"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None}
+    return {"overlap_policy": overlap.policy.value, "overlap_key": trigger_id,
+            "overlap_queue_limit": overlap.queue_limit}
 
 
 def admission_rows(
@@ -79,6 +89,7 @@ def admission_rows(
         "idempotency_key": key,
         "created_at_ms": committed_at_ms,
         "queued_at_ms": committed_at_ms,
+        **overlap_columns(candidate.spec.overlap, candidate.trigger_id),
     }
     attempt = {
         "id": ids.attempt_id,

@@ -43,6 +43,7 @@ from typing import NoReturn
 from qinglong.domain.runs import (
     ACTIVE_ATTEMPT,
     FINISH_STATUSES,
+    TERMINAL_ATTEMPT,
     Actor,
     AttemptStatus,
     EventType,
@@ -88,6 +89,8 @@ class RunState:
     status: RunStatus
     version: int
     event_sequence: int
+    attempts_spent: int = 0  # attempts that counted against the retry policy
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +133,7 @@ class Change:
     events: tuple[dict[str, object], ...]
     event_sequence_base: int  # the Run's event_sequence before this change
     new_generation: int = field(default=-1)
+    new_attempt: Mapping[str, object] | None = None  # a further Attempt to insert (retries)
 
     @property
     def generation(self) -> int:
@@ -138,7 +142,7 @@ class Change:
 
 # Columns a step may set (anything a step does not name is kept as it is).
 RUN_FIELDS = ("started_at_ms", "finished_at_ms", "cancel_requested_at_ms", "cancel_reason",
-              "error_code", "error_summary")
+              "error_code", "error_summary", "retry_at_ms", "attempts_spent", "queued_at_ms")
 ATTEMPT_FIELDS = ("worker_id", "lease_token_digest", "lease_expires_at_ms", "pid",
                   "executor_handle", "log_path", "started_at_ms", "finished_at_ms", "exit_code",
                   "error_code", "error_summary")
@@ -182,7 +186,8 @@ class _Builder:
     def change(self, *, run_to: RunStatus | None = None, attempt_to: AttemptStatus | None = None,
                run_fields: Mapping[str, object] | None = None,
                attempt_fields: Mapping[str, object] | None = None,
-               new_generation: int = -1) -> Change:
+               new_generation: int = -1,
+               new_attempt: Mapping[str, object] | None = None) -> Change:
         run_status = self.run.status if run_to is None else run_to
         attempt_status = self.attempt.status if attempt_to is None else attempt_to
         if run_to is not None:
@@ -205,6 +210,7 @@ class _Builder:
             events=tuple(self.events),
             event_sequence_base=self.run.event_sequence,
             new_generation=new_generation,
+            new_attempt=new_attempt,
         )
 
 
@@ -219,6 +225,11 @@ PRECONDITIONS: dict[str, tuple[frozenset[tuple[RunStatus, AttemptStatus]], bool 
     "release": (frozenset({(_R.DISPATCHING, _A.CLAIMED)}), True),
     "lose": (frozenset({(_R.DISPATCHING, _A.STARTING), (_R.RUNNING, _A.RUNNING)}), None),
     "cancel_queued": (frozenset({(_R.QUEUED, _A.CLAIMED)}), False),
+    "interrupt": (frozenset({(_R.DISPATCHING, _A.STARTING), (_R.RUNNING, _A.RUNNING)}), True),
+    "request_cancel": (frozenset({(_R.DISPATCHING, _A.CLAIMED), (_R.DISPATCHING, _A.STARTING),
+                                  (_R.RUNNING, _A.RUNNING)}), True),
+    "cancel_waiting": (frozenset((_R.RETRY_WAIT, a) for a in TERMINAL_ATTEMPT), None),
+    "promote": (frozenset((_R.RETRY_WAIT, a) for a in TERMINAL_ATTEMPT), False),
 }
 
 
@@ -313,6 +324,13 @@ def already_running(attempt: AttemptState, fence: LeaseFence) -> bool:
     return attempt.status is AttemptStatus.RUNNING and attempt.holds(fence)
 
 
+def already_released(attempt: AttemptState, fence: LeaseFence) -> bool:
+    """A release that already landed (resent after a lost reply): the Attempt is offered
+    again, one generation on, and nobody has leased it since."""
+    return (attempt.id == fence.attempt_id and attempt.status is AttemptStatus.CLAIMED
+            and attempt.lease_generation == fence.generation + 1 and not attempt.leased)
+
+
 def already_finished(attempt: AttemptState, fence: LeaseFence, outcome: Outcome) -> bool:
     """A finish that already landed (e.g. its COMMIT reply was lost and it is sent again)."""
     return (attempt.status is outcome.status and fence.attempt_id == attempt.id
@@ -320,11 +338,12 @@ def already_finished(attempt: AttemptState, fence: LeaseFence, outcome: Outcome)
 
 
 def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseFence,
-           outcome: Outcome) -> Change:
-    """End the Attempt and its Run with the executor's outcome; the lease ends with it."""
+           outcome: Outcome, *, retry_at_ms: int | None = None) -> Change:
+    """End the Attempt with the executor's outcome (the lease ends with it) and its Run: with
+    the same outcome, or in ``retry_wait`` until ``retry_at_ms`` when the retry policy says
+    so (the caller decides that with ``domain/retry.py``)."""
     _require_fence(attempt, fence)
     _precondition("finish", run, attempt)
-    target = RunStatus(outcome.status.value)
     b = _Builder(run, attempt, ctx)
     detail: dict[str, object] = {"exit_code": outcome.exit_code}
     if outcome.error_code:
@@ -332,18 +351,28 @@ def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseF
     if outcome.cancel_reason:
         detail["cancel_reason"] = outcome.cancel_reason
     b.event(EventType.for_attempt(outcome.status), {**detail, "attempt": attempt.attempt})
+    spent = run.attempts_spent + 1
+    attempt_fields = {"finished_at_ms": ctx.now_ms, "exit_code": outcome.exit_code,
+                      "error_code": outcome.error_code, "error_summary": outcome.error_summary,
+                      **_CLEAR_LEASE, **({"log_path": outcome.log_path} if outcome.log_path else {})}
+    if retry_at_ms is not None:
+        b.event(EventType.RUN_RETRY_WAIT, _transition_payload(
+            run.status, RunStatus.RETRY_WAIT, **detail, attempts_spent=spent,
+            retry_at_ms=retry_at_ms, next_attempt=attempt.attempt + 1))
+        return b.change(
+            run_to=RunStatus.RETRY_WAIT, attempt_to=outcome.status,
+            run_fields={"retry_at_ms": retry_at_ms, "attempts_spent": spent,
+                        "error_code": outcome.error_code, "error_summary": outcome.error_summary},
+            attempt_fields=attempt_fields)
+    target = RunStatus(outcome.status.value)
     b.event(EventType.for_run(target), _transition_payload(run.status, target, **detail))
     run_fields: dict[str, object] = {"finished_at_ms": ctx.now_ms, "error_code": outcome.error_code,
-                                     "error_summary": outcome.error_summary}
-    if outcome.cancel_reason is not None:
+                                     "error_summary": outcome.error_summary,
+                                     "attempts_spent": spent}
+    if outcome.cancel_reason is not None and not run.cancel_requested:
         run_fields.update(cancel_reason=outcome.cancel_reason, cancel_requested_at_ms=ctx.now_ms)
-    return b.change(
-        run_to=target, attempt_to=outcome.status, run_fields=run_fields,
-        attempt_fields={"finished_at_ms": ctx.now_ms, "exit_code": outcome.exit_code,
-                        "error_code": outcome.error_code, "error_summary": outcome.error_summary,
-                        **_CLEAR_LEASE,
-                        **({"log_path": outcome.log_path} if outcome.log_path else {})},
-    )
+    return b.change(run_to=target, attempt_to=outcome.status, run_fields=run_fields,
+                    attempt_fields=attempt_fields)
 
 
 def release(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str,
@@ -363,33 +392,116 @@ def release(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: s
 
 
 def lose(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str,
-         error_code: str, detail: Mapping[str, object] | None = None) -> Change:
+         error_code: str, detail: Mapping[str, object] | None = None,
+         retry_at_ms: int | None = None, cancel_reason: str | None = None) -> Change:
     """The executor of a started Attempt is gone (its lease expired, or it crashed): the
-    Attempt and the Run are lost, visibly, and the Run is never run again by this Attempt."""
+    Attempt is lost, visibly, and never run again. Its Run is lost too, or waits for a retry
+    (``retry_at_ms``, idempotent tasks), or -- when someone had asked to cancel it -- ends
+    ``cancelled`` (``cancel_reason``)."""
     _precondition("lose", run, attempt)
     b = _Builder(run, attempt, ctx)
     payload = {"reason": reason, "worker": attempt.lease_owner, "pid": attempt.pid,
                "lease_generation": attempt.lease_generation, **(detail or {})}
     b.event(EventType.ATTEMPT_LOST, {**payload, "attempt": attempt.attempt})
-    b.event(EventType.RUN_LOST, _transition_payload(run.status, RunStatus.LOST, **payload))
     summary = f"the executor stopped while this attempt was {attempt.status.value} ({reason})"
+    spent = run.attempts_spent + 1
+    attempt_fields = {"finished_at_ms": ctx.now_ms, "error_code": error_code,
+                      "error_summary": summary, **_CLEAR_LEASE}
+    if cancel_reason is not None:
+        b.event(EventType.RUN_CANCELLED, _transition_payload(
+            run.status, RunStatus.CANCELLED, **payload, cancel_reason=cancel_reason))
+        run_to, run_fields = RunStatus.CANCELLED, {
+            "finished_at_ms": ctx.now_ms, "error_code": error_code, "error_summary": summary,
+            "attempts_spent": spent}
+    elif retry_at_ms is not None:
+        b.event(EventType.RUN_RETRY_WAIT, _transition_payload(
+            run.status, RunStatus.RETRY_WAIT, **payload, attempts_spent=spent,
+            retry_at_ms=retry_at_ms, next_attempt=attempt.attempt + 1))
+        run_to, run_fields = RunStatus.RETRY_WAIT, {
+            "retry_at_ms": retry_at_ms, "attempts_spent": spent, "error_code": error_code,
+            "error_summary": summary}
+    else:
+        b.event(EventType.RUN_LOST, _transition_payload(run.status, RunStatus.LOST, **payload))
+        run_to, run_fields = RunStatus.LOST, {
+            "finished_at_ms": ctx.now_ms, "error_code": error_code, "error_summary": summary,
+            "attempts_spent": spent}
+    return b.change(run_to=run_to, attempt_to=AttemptStatus.LOST, run_fields=run_fields,
+                    attempt_fields=attempt_fields, new_generation=attempt.lease_generation + 1)
+
+
+def interrupt(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseFence, *,
+              reason: str) -> Change:
+    """The executor stopped a command because it is draining: the Attempt is cancelled and
+    the Run is queued again at once (through ``retry_wait``), without spending an attempt."""
+    _require_fence(attempt, fence)
+    _precondition("interrupt", run, attempt)
+    b = _Builder(run, attempt, ctx)
+    b.event(EventType.ATTEMPT_CANCELLED, {"attempt": attempt.attempt, "reason": reason,
+                                          "error_code": "INTERRUPTED"})
+    b.event(EventType.RUN_RETRY_WAIT, _transition_payload(
+        run.status, RunStatus.RETRY_WAIT, reason=reason, attempts_spent=run.attempts_spent,
+        retry_at_ms=ctx.now_ms, next_attempt=attempt.attempt + 1))
     return b.change(
-        run_to=RunStatus.LOST, attempt_to=AttemptStatus.LOST,
-        run_fields={"finished_at_ms": ctx.now_ms, "error_code": error_code,
-                    "error_summary": summary},
-        attempt_fields={"finished_at_ms": ctx.now_ms, "error_code": error_code,
-                        "error_summary": summary, **_CLEAR_LEASE},
-        new_generation=attempt.lease_generation + 1,
+        run_to=RunStatus.RETRY_WAIT, attempt_to=AttemptStatus.CANCELLED,
+        run_fields={"retry_at_ms": ctx.now_ms},
+        attempt_fields={"finished_at_ms": ctx.now_ms, "error_code": "INTERRUPTED",
+                        "error_summary": f"stopped by the executor ({reason}); the run is "
+                                         "queued again", **_CLEAR_LEASE},
     )
 
 
-def cancel_queued(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str) -> Change:
-    """Cancel a Run that no executor holds: it never runs."""
+def promote(run: RunState, attempt: AttemptState, ctx: StepContext, *, new_attempt_id: str,
+            executor_type: str) -> Change:
+    """A Run whose retry is due is queued again with a new Attempt (``attempt`` is its
+    latest, ended one)."""
+    _precondition("promote", run, attempt)
+    b = _Builder(run, attempt, ctx)
+    number = attempt.attempt + 1
+    b.event(EventType.RUN_QUEUED, {**_transition_payload(run.status, RunStatus.QUEUED),
+                                   "attempt": number, "attempt_id": new_attempt_id},
+            with_attempt=False)
+    return b.change(
+        run_to=RunStatus.QUEUED,
+        run_fields={"retry_at_ms": None, "queued_at_ms": ctx.now_ms},
+        new_attempt={"id": new_attempt_id, "run_id": run.id, "attempt": number,
+                     "status": AttemptStatus.CLAIMED.value, "executor_type": executor_type,
+                     "callback_sequence": 0, "created_at_ms": ctx.now_ms},
+    )
+
+
+def request_cancel(run: RunState, attempt: AttemptState, ctx: StepContext, *,
+                   reason: str) -> Change:
+    """Ask the executor of a Run in progress to stop it; it learns of it on its next renewal
+    (or sooner, by a notification) and records the Run ``cancelled``."""
+    _precondition("request_cancel", run, attempt)
+    if run.cancel_requested:
+        raise IllegalTransition(f"run {run.id} is already being cancelled")
+    b = _Builder(run, attempt, ctx)
+    b.event(EventType.RUN_CANCEL_REQUESTED, {"cancel_reason": reason, "status": run.status.value})
+    return b.change(run_fields={"cancel_requested_at_ms": ctx.now_ms, "cancel_reason": reason})
+
+
+def cancel_waiting(run: RunState, attempt: AttemptState, ctx: StepContext, *,
+                   reason: str) -> Change:
+    """Cancel a Run that waits for a retry: it never runs again."""
+    _precondition("cancel_waiting", run, attempt)
+    b = _Builder(run, attempt, ctx)
+    b.event(EventType.RUN_CANCELLED, _transition_payload(run.status, RunStatus.CANCELLED,
+                                                         cancel_reason=reason), with_attempt=False)
+    return b.change(run_to=RunStatus.CANCELLED, run_fields={
+        "finished_at_ms": ctx.now_ms, "cancel_requested_at_ms": ctx.now_ms,
+        "cancel_reason": reason, "retry_at_ms": None})
+
+
+def cancel_queued(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str,
+                  detail: Mapping[str, object] | None = None) -> Change:
+    """Cancel a Run that no executor holds: it never runs (``detail`` says why, e.g. the
+    overlap policy that skipped it)."""
     _precondition("cancel_queued", run, attempt)
     b = _Builder(run, attempt, ctx)
     b.event(EventType.ATTEMPT_CANCELLED, {"cancel_reason": reason, "attempt": attempt.attempt})
     b.event(EventType.RUN_CANCELLED, _transition_payload(run.status, RunStatus.CANCELLED,
-                                                         cancel_reason=reason))
+                                                         cancel_reason=reason, **(detail or {})))
     return b.change(
         run_to=RunStatus.CANCELLED, attempt_to=AttemptStatus.CANCELLED,
         run_fields={"finished_at_ms": ctx.now_ms, "cancel_requested_at_ms": ctx.now_ms,

@@ -7,8 +7,11 @@ an enabled trigger must pin an enabled task revision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
     ArgvCommand,
@@ -18,7 +21,13 @@ from qinglong.domain.task import (
     TaskRevision,
     new_task_revision,
 )
-from qinglong.domain.trigger import CronTriggerSpec, TriggerRevision, new_trigger_revision
+from qinglong.domain.trigger import (
+    CronTriggerSpec,
+    MisfirePolicy,
+    Overlap,
+    TriggerRevision,
+    new_trigger_revision,
+)
 from qinglong.errors import Conflict, InvalidInput
 
 
@@ -59,12 +68,13 @@ def next_trigger_revision(
     expression: str | None = None,
     timezone: str | None = None,
     misfire_policy: str | None = None,
+    overlap: Overlap | None = None,
 ) -> TriggerRevision | None:
     """The trigger revision to append (pinned to ``task``), or None when unchanged.
 
     For an existing trigger, spec parts left as None keep their current values.
     """
-    spec = merged_spec(current, expression, timezone, misfire_policy)
+    spec = merged_spec(current, expression, timezone, misfire_policy, overlap)
     if current is not None and task_id is not None and task_id != current.task_id:
         raise Conflict(
             f"trigger {trigger_id!r} is bound to task {current.task_id!r}; "
@@ -95,6 +105,7 @@ def merged_spec(
     expression: str | None,
     timezone: str | None,
     misfire_policy: str | None,
+    overlap: Overlap | None = None,
 ) -> CronTriggerSpec:
     """The spec a publish asks for: given parts replace the current ones."""
     if current is None:
@@ -103,14 +114,24 @@ def merged_spec(
         if timezone is None:
             raise InvalidInput("timezone", "is required (an IANA name such as UTC or Europe/Berlin)")
         return CronTriggerSpec.parse(
-            expression=expression, timezone=timezone, misfire=misfire_policy or "skip"
+            expression=expression, timezone=timezone, misfire=misfire_policy or "skip",
+            overlap=overlap,
         )
-    if expression is None and timezone is None and misfire_policy is None:
+    if expression is None and timezone is None and misfire_policy is None and overlap is None:
         return current.spec
+    if expression is None and timezone is None:
+        # the schedule is kept as stored (it may predate today's stricter input rules)
+        return CronTriggerSpec(
+            schedule=current.spec.schedule,
+            misfire_policy=MisfirePolicy.parse(misfire_policy) if misfire_policy is not None
+            else current.spec.misfire_policy,
+            overlap=overlap if overlap is not None else current.spec.overlap,
+        )
     return CronTriggerSpec.parse(
         expression=expression if expression is not None else current.spec.expression,
         timezone=timezone if timezone is not None else current.spec.timezone,
         misfire=misfire_policy if misfire_policy is not None else current.spec.misfire_policy.value,
+        overlap=overlap if overlap is not None else current.spec.overlap,
     )
 
 
@@ -127,6 +148,10 @@ class TaskPatch:
     working_directory: str | None = None
     clear_working_directory: bool = False
     timeout_ms: int | None = None
+    retry: Mapping[str, object] = field(default_factory=dict)  # RetryPolicy fields to change
+    idempotent: bool | None = None
+    concurrency: int | None = None
+    clear_concurrency: bool = False
 
     def __post_init__(self) -> None:
         if self.working_directory is not None and self.clear_working_directory:
@@ -138,6 +163,13 @@ class TaskPatch:
         overlap = set(names) & set(self.env_unset)
         if overlap:
             raise InvalidInput("environment", f"{min(overlap)!r} is both set and unset")
+
+
+def _merged_retry(current: RetryPolicy, changes: Mapping[str, object]) -> RetryPolicy:
+    unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(RetryPolicy)})
+    if unknown:
+        raise InvalidInput("retry", f"unknown retry setting {unknown[0]!r}")
+    return dataclasses.replace(current, **changes)  # type: ignore[arg-type]
 
 
 def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSpec:
@@ -165,10 +197,20 @@ def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSp
         working_directory = current.working_directory if current else None
     command = patch.command or (current.command if current else None)
     assert command is not None
+    if patch.clear_concurrency:
+        concurrency = None
+    elif patch.concurrency is not None:
+        concurrency = patch.concurrency
+    else:
+        concurrency = current.concurrency if current else None
     return CommandSpec(
         command=command,
         environment=tuple(environment.values()),
         working_directory=working_directory,
         timeout_ms=patch.timeout_ms if patch.timeout_ms is not None else (
             current.timeout_ms if current else DEFAULT_TIMEOUT_MS),
+        retry=_merged_retry(current.retry if current else RetryPolicy(), patch.retry),
+        idempotent=patch.idempotent if patch.idempotent is not None else (
+            current.idempotent if current else False),
+        concurrency=concurrency,
     )

@@ -133,6 +133,8 @@ class EventType(StrEnum):
     RUN_QUEUED = "run.queued"
     RUN_DISPATCHING = "run.dispatching"
     RUN_DISPATCH_RELEASED = "run.dispatch_released"
+    RUN_CANCEL_REQUESTED = "run.cancel_requested"
+    RUN_RETRY_WAIT = "run.retry_wait"
     RUN_RUNNING = "run.running"
     RUN_SUCCEEDED = "run.succeeded"
     RUN_FAILED = "run.failed"
@@ -167,6 +169,8 @@ EVENT_SUMMARIES: dict[EventType, str] = {
     EventType.RUN_QUEUED: "queued for an executor",
     EventType.RUN_DISPATCHING: "leased to an executor",
     EventType.RUN_DISPATCH_RELEASED: "lease withdrawn before the command started; queued again",
+    EventType.RUN_CANCEL_REQUESTED: "asked to cancel; its executor will stop it",
+    EventType.RUN_RETRY_WAIT: "waiting to be retried",
     EventType.RUN_RUNNING: "command running",
     EventType.RUN_SUCCEEDED: "succeeded",
     EventType.RUN_FAILED: "failed",

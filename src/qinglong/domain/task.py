@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
 from qinglong.domain.identifiers import display_name, entity_id, project_id
+from qinglong.domain.retry import RetryPolicy
 from qinglong.errors import InvalidInput, RecordCorrupt
 
 TASK_SPEC_SCHEMA = "qinglong/command@v1"
@@ -34,6 +35,7 @@ DEFAULT_TIMEOUT_MS = 3600 * 1000
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 RESERVED_ENV_PREFIX = "QL_"
 MAX_REVISION = 2**31 - 1
+MAX_CONCURRENCY = 10_000
 
 
 class ExecutorType(StrEnum):
@@ -147,8 +149,19 @@ class CommandSpec:
     environment: tuple[EnvEntry, ...] = ()
     working_directory: str | None = None
     timeout_ms: int = DEFAULT_TIMEOUT_MS
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    idempotent: bool = False  # safe to run twice: a lost Attempt may be retried
+    concurrency: int | None = None  # at most this many Runs of the task at once
 
     def __post_init__(self) -> None:
+        if not isinstance(self.retry, RetryPolicy):
+            raise InvalidInput("retry", "must be a retry policy")
+        if not isinstance(self.idempotent, bool):
+            raise InvalidInput("idempotent", "must be true or false")
+        if self.concurrency is not None and (
+                not isinstance(self.concurrency, int) or isinstance(self.concurrency, bool)
+                or not 1 <= self.concurrency <= MAX_CONCURRENCY):
+            raise InvalidInput("concurrency", f"must be between 1 and {MAX_CONCURRENCY}")
         if len(self.environment) > MAX_ENV_ENTRIES:
             raise InvalidInput("environment", f"at most {MAX_ENV_ENTRIES} entries")
         names = [entry.name for entry in self.environment]
@@ -179,6 +192,14 @@ class CommandSpec:
         }
         if self.working_directory is not None:
             config["workingDirectory"] = self.working_directory
+        # Optional parts are written only when set, so revisions published before they
+        # existed keep their canonical form (and digest).
+        if not self.retry.default:
+            config["retry"] = self.retry.to_json()
+        if self.idempotent:
+            config["idempotent"] = True
+        if self.concurrency is not None:
+            config["concurrency"] = self.concurrency
         return config
 
     def envelope(self) -> dict[str, object]:
@@ -205,7 +226,8 @@ def parse_command_config(config: object) -> CommandSpec:
     """Build a CommandSpec from its JSON config (exact shape, every bound checked)."""
     if not isinstance(config, Mapping):
         raise InvalidInput("spec.config", "must be an object")
-    _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"}, {"workingDirectory"})
+    _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"},
+                {"workingDirectory", "retry", "idempotent", "concurrency"})
     environment = config["environment"]
     if not isinstance(environment, list):
         raise InvalidInput("environment", "must be a list")
@@ -218,11 +240,20 @@ def parse_command_config(config: object) -> CommandSpec:
     timeout = config["timeoutMs"]
     if not isinstance(timeout, int) or isinstance(timeout, bool):
         raise InvalidInput("timeout", "must be an integer number of milliseconds")
+    retry = RetryPolicy.parse(config["retry"]) if "retry" in config else RetryPolicy()
+    if "retry" in config and retry.default:
+        raise InvalidInput("retry", "is not in canonical form (the default is left out)")
+    idempotent = config.get("idempotent", False)
+    if "idempotent" in config and idempotent is not True:
+        raise InvalidInput("idempotent", "is written only as true")
     return CommandSpec(
         command=_parse_command(config["command"]),
         environment=tuple(entries),
         working_directory=config.get("workingDirectory"),
         timeout_ms=timeout,
+        retry=retry,
+        idempotent=idempotent,
+        concurrency=config.get("concurrency"),
     )
 
 

@@ -32,18 +32,72 @@ class MisfirePolicy(StrEnum):
             raise InvalidInput("misfire", "must be 'skip' or 'fire_once'") from None
 
 
+class OverlapPolicy(StrEnum):
+    """What happens to a Run whose trigger's previous Run is still in progress when it comes
+    up for dispatch (every occurrence is admitted either way; this decides its fate)."""
+
+    ALLOW = "allow"  # run them side by side
+    SKIP = "skip"  # cancel the new Run (reason policy)
+    QUEUE = "queue"  # the new Run waits its turn, up to a queue limit; beyond it, cancelled
+    CANCEL_PREVIOUS = "cancel_previous"  # ask the running one to stop; the new one waits
+
+    @classmethod
+    def parse(cls, value: str) -> OverlapPolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidInput("overlap", "must be one of " + ", ".join(p.value for p in cls)) \
+                from None
+
+
+MAX_QUEUE_LIMIT = 1000
+DEFAULT_QUEUE_LIMIT = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overlap:
+    policy: OverlapPolicy = OverlapPolicy.ALLOW
+    queue_limit: int = DEFAULT_QUEUE_LIMIT  # waiting Runs allowed by the queue policy
+
+    def __post_init__(self) -> None:
+        if (not isinstance(self.queue_limit, int) or isinstance(self.queue_limit, bool)
+                or not 0 <= self.queue_limit <= MAX_QUEUE_LIMIT):
+            raise InvalidInput("overlap-queue-limit", f"must be between 0 and {MAX_QUEUE_LIMIT}")
+        if self.policy is not OverlapPolicy.QUEUE and self.queue_limit != DEFAULT_QUEUE_LIMIT:
+            raise InvalidInput("overlap-queue-limit", "applies only to --overlap queue")
+
+    @property
+    def exclusive(self) -> bool:
+        return self.policy is not OverlapPolicy.ALLOW
+
+    def to_json(self) -> dict[str, object]:
+        return {"policy": self.policy.value, "queueLimit": self.queue_limit}
+
+    @classmethod
+    def parse(cls, value: object) -> Overlap:
+        if not isinstance(value, Mapping) or set(value) != {"policy", "queueLimit"}:
+            raise InvalidInput("overlap", "must have exactly policy and queueLimit")
+        overlap = cls(policy=OverlapPolicy.parse(value["policy"]), queue_limit=value["queueLimit"])
+        if not overlap.exclusive:
+            raise InvalidInput("overlap", "is not in canonical form (allow is left out)")
+        return overlap
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CronTriggerSpec:
     """The `qinglong/cron@v1` trigger spec."""
 
     schedule: CronSchedule
     misfire_policy: MisfirePolicy
+    overlap: Overlap = Overlap()
 
     @classmethod
-    def parse(cls, *, expression: str, timezone: str, misfire: str) -> CronTriggerSpec:
+    def parse(cls, *, expression: str, timezone: str, misfire: str,
+              overlap: Overlap | None = None) -> CronTriggerSpec:
         return cls(
             schedule=CronSchedule.parse(expression, timezone),
             misfire_policy=MisfirePolicy.parse(misfire),
+            overlap=overlap or Overlap(),
         )
 
     @property
@@ -55,14 +109,14 @@ class CronTriggerSpec:
         return self.schedule.timezone
 
     def envelope(self) -> dict[str, object]:
-        return {
-            "schema": TRIGGER_SPEC_SCHEMA,
-            "config": {
-                "expression": self.schedule.expression,
-                "timezone": self.schedule.timezone,
-                "misfirePolicy": self.misfire_policy.value,
-            },
+        config: dict[str, object] = {
+            "expression": self.schedule.expression,
+            "timezone": self.schedule.timezone,
+            "misfirePolicy": self.misfire_policy.value,
         }
+        if self.overlap.exclusive:  # left out when allowed, so older revisions keep their form
+            config["overlap"] = self.overlap.to_json()
+        return {"schema": TRIGGER_SPEC_SCHEMA, "config": config}
 
     def json_text(self) -> str:
         return canonical_json(self.envelope())
@@ -76,17 +130,22 @@ def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> CronTri
     if envelope["schema"] != TRIGGER_SPEC_SCHEMA:
         raise InvalidInput("spec.schema", f"only {TRIGGER_SPEC_SCHEMA} is supported")
     config = envelope["config"]
-    if not isinstance(config, Mapping) or set(config) != {"expression", "timezone", "misfirePolicy"}:
-        raise InvalidInput("spec.config", "must have exactly expression, timezone, misfirePolicy")
+    required = {"expression", "timezone", "misfirePolicy"}
+    if not isinstance(config, Mapping) or not required <= set(config) <= required | {"overlap"}:
+        raise InvalidInput("spec.config",
+                           "must have exactly expression, timezone, misfirePolicy (and overlap)")
+    overlap = Overlap.parse(config["overlap"]) if "overlap" in config else Overlap()
     if stored:
         return CronTriggerSpec(
             schedule=CronSchedule.stored(config["expression"], config["timezone"]),
             misfire_policy=MisfirePolicy.parse(config["misfirePolicy"]),
+            overlap=overlap,
         )
     spec = CronTriggerSpec.parse(
         expression=config["expression"],
         timezone=config["timezone"],
         misfire=config["misfirePolicy"],
+        overlap=overlap,
     )
     if spec.expression != config["expression"] or spec.timezone != config["timezone"]:
         raise InvalidInput("spec.config", "is not in canonical form")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,7 +73,7 @@ def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
 
 
 def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],
-          log_max_bytes: int) -> Spawned | Outcome:
+          log_max_bytes: int, tap: Callable[[bytes], None] | None = None) -> Spawned | Outcome:
     """Start the command in its own process group with its output going to ``log_path``."""
     execution = lease.execution
     assert execution is not None
@@ -94,7 +94,7 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
         return failed("EXECUTOR_START_FAILED", f"could not start {argv[0]!r}: {reason}",
                       log_path=log_path)
     assert process.stdout is not None
-    pump = CappedLogPump(process.stdout, log_path, log_max_bytes)
+    pump = CappedLogPump(process.stdout, log_path, log_max_bytes, tap=tap)
     pump.start()
     return Spawned(process=process, pump=pump, log_path=log_path)
 

@@ -13,6 +13,8 @@ A Run someone asked to cancel is stopped the same way and recorded ``cancelled``
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -21,13 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qinglong.clock import Clock
+from qinglong.clock import Clock, pause
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import Outcome, check_attempt_lease
 from qinglong.domain.runs import AttemptStatus
-from qinglong.errors import InvalidConfig, LeaseLost
+from qinglong.errors import DatabaseCorrupt, InvalidConfig, LeaseLost, StorageError
 from qinglong.execution import command
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BYTES
+from qinglong.execution.logship import LogShipper
 from qinglong.execution.processes import kill_group, make_handle, settle_orphan
 from qinglong.storage.ports import (
     AttemptFinishParams,
@@ -39,12 +42,14 @@ from qinglong.storage.ports import (
     LeaseRescueParams,
     RescuedAttempt,
     RunLifecycleStore,
+    RunLogStore,
 )
 
 MIN_CONCURRENCY = 1
 MAX_CONCURRENCY = 256
 DEFAULT_LEASE_MS = 60_000
 SELF_FENCE_MARGIN = 0.2  # stop commands when this fraction of a lease is left unrenewed
+PERSIST_RETRY_S = 0.5  # pause between tries to record an ending through a storage fault
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,10 +69,13 @@ class _Job:
     process: subprocess.Popen[bytes] | None = None
     started: bool = False
     stop_reason: str | None = None  # shutdown | lease_lost | cancel
+    exited: bool = False  # the command has exited and been reaped: nothing left to stop
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self, reason: str, sig: signal.Signals = signal.SIGTERM) -> None:
         with self.lock:
+            if self.exited:
+                return
             if self.stop_reason is None:
                 self.stop_reason = reason
             process = self.process
@@ -90,7 +98,16 @@ class Executor:
         diagnostics: DiagnosticSink | None = None,
         on_finished: Callable[[RunFinished], None] | None = None,
         inherited_env: Mapping[str, str] | None = None,
+        requeue_on_drain: bool = False,
+        log_store: RunLogStore | None = None,
+        renew_every_s: float | None = None,
     ) -> None:
+        """``requeue_on_drain``: a command still running when a drain times out is recorded as
+        interrupted and its Run queued again (no attempt spent), instead of cancelled.
+        ``log_store``: output is shipped there while the command runs (cluster workers), and
+        the local file under ``log_dir`` is only a spool, removed when the Attempt ends.
+        ``renew_every_s``: renew more often than three times a lease, so a cancel request
+        (carried by every renewal reply) is seen sooner where no notification brings it."""
         if not MIN_CONCURRENCY <= concurrency <= MAX_CONCURRENCY:
             raise InvalidConfig(
                 "concurrency", f"must be between {MIN_CONCURRENCY} and {MAX_CONCURRENCY}"
@@ -120,6 +137,12 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._workdir = os.getcwd()
         self._renewed_at = clock.monotonic()
+        self._requeue_on_drain = requeue_on_drain
+        self._log_store = log_store
+        self._renewals_failing = False
+        self._dispatch_failing = False
+        self._renew_every_s = min(lease_ms / 3000, renew_every_s or lease_ms / 3000)
+        self.started = 0  # commands started (for metrics)
 
     @property
     def owner(self) -> str:
@@ -139,7 +162,8 @@ class Executor:
     def start(self) -> None:
         if self._threads:
             return
-        for target, name in ((self._dispatch_loop, "ql-executor"), (self._renew_loop, "ql-lease")):
+        for target, name in ((self._dispatch_loop, "ql-executor"), (self._renew_loop, "ql-lease"),
+                             (self._watchdog_loop, "ql-lease-watchdog")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -151,6 +175,28 @@ class Executor:
     def active(self) -> int:
         with self._jobs_lock:
             return len(self._jobs)
+
+    @property
+    def healthy(self) -> bool:
+        """False while the store refuses renewals or acquisitions (no new work is taken then)."""
+        return not (self._renewals_failing or self._dispatch_failing)
+
+    def cancel(self, run_id: str) -> bool:
+        """A cancel request arrived by notification: stop the Run's command if it runs here."""
+        with self._jobs_lock:
+            job = self._jobs.get(run_id)
+        if job is None:
+            return False
+        job.stop("cancel")
+        return True
+
+    def kill_all(self) -> int:
+        """A hard stop: kill every command now, record nothing (the reconciler settles them)."""
+        with self._jobs_lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            job.stop("lease_lost", signal.SIGKILL)
+        return len(jobs)
 
     def stop(self, drain_timeout_s: float) -> int:
         """Stop taking work; let running commands finish for ``drain_timeout_s``, then stop
@@ -184,8 +230,11 @@ class Executor:
     def _dispatch_loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                self._dispatch_once()
+                if not self._renewals_failing:  # a store we cannot renew with gives no work
+                    self._dispatch_once()
+                self._dispatch_failing = False
             except Exception as exc:  # noqa: BLE001 - isolation boundary
+                self._dispatch_failing = True
                 emit(self._diagnostics, diagnostic_from("executor", exc))
             self._wake.wait(self._poll_interval_s)
             self._wake.clear()
@@ -198,6 +247,7 @@ class Executor:
             leases = self._store.lease_acquire(
                 LeaseAcquireParams(owner=self._owner, lease_ms=self._lease_ms, limit=free))
             for lease in leases:
+                self.started += 1
                 job = _Job(lease=lease)
                 with self._jobs_lock:
                     self._jobs[lease.fence.run_id] = job
@@ -209,13 +259,22 @@ class Executor:
     # -- leases -----------------------------------------------------------------------
 
     def _renew_loop(self) -> None:
-        interval = self._lease_ms / 3000  # three renewals per lease
-        while not self._finished.wait(interval):
+        interval = self._renew_every_s  # at least three renewals per lease
+        retry = min(interval, 1.0)  # after a failure, try again soon
+        while not self._finished.wait(retry if self._renewals_failing else interval):
             try:
                 self._renew_once()
+                self._renewals_failing = False
             except Exception as exc:  # noqa: BLE001 - isolation boundary
+                self._renewals_failing = True
                 emit(self._diagnostics, diagnostic_from("executor", exc))
-                self._self_fence_if_due()
+
+    def _watchdog_loop(self) -> None:
+        """Self-fencing that no hung renewal can delay: once the leases may be about to run
+        out unrenewed, every command is killed (someone else may own its Run soon)."""
+        tick = min(0.5, self._lease_ms / 10_000)
+        while not self._finished.wait(tick):
+            self._self_fence_if_due()
 
     def _renew_once(self) -> None:
         with self._jobs_lock:
@@ -230,6 +289,8 @@ class Executor:
         self._renewed_at = sent_at
         for fence in renewal.lost:
             job = jobs[fence.attempt_id]
+            if job.exited:  # its ending was being recorded: the lease ended with it
+                continue
             if job.stop_reason is None:
                 emit(self._diagnostics, Diagnostic(
                     source="executor", code=LeaseLost.code,
@@ -239,13 +300,18 @@ class Executor:
             jobs[fence.attempt_id].stop("cancel")
 
     def _self_fence_if_due(self) -> None:
-        """Renewals keep failing: stop every command before its lease can run out."""
+        """Leases not renewed for most of their length: stop every command before they can
+        run out (the database would hand the Runs to someone else)."""
         unrenewed = self._clock.monotonic() - self._renewed_at
         if unrenewed < self._lease_ms / 1000 * (1 - SELF_FENCE_MARGIN):
             return
         with self._jobs_lock:
-            jobs = list(self._jobs.values())
+            jobs = [job for job in self._jobs.values() if job.stop_reason != "lease_lost"]
         for job in jobs:
+            emit(self._diagnostics, Diagnostic(
+                source="executor", code=LeaseLost.code,
+                message=f"run {job.lease.fence.run_id}: leases not renewed for {unrenewed:.1f} s; "
+                        "stopping its command before the lease runs out"))
             job.stop("lease_lost", signal.SIGKILL)
 
     # -- one job ----------------------------------------------------------------------
@@ -256,8 +322,13 @@ class Executor:
         outcome: Outcome | None = None
         try:
             outcome = self._execute(job)
-            if outcome is not None:
-                self._store.attempt_finish(AttemptFinishParams(fence=lease.fence, outcome=outcome))
+            if outcome is not None and job.stop_reason == "shutdown" and self._requeue_on_drain:
+                self._persist(job, lambda: self._store.attempt_interrupt(lease.fence, "drain"))
+                outcome = dataclasses.replace(outcome, error_code="INTERRUPTED",
+                                              error_summary="queued again after a drain")
+            elif outcome is not None:
+                finished = AttemptFinishParams(fence=lease.fence, outcome=outcome)
+                self._persist(job, lambda: self._store.attempt_finish(finished))
         except LeaseLost as exc:
             if job.process is not None:
                 kill_group(job.process.pid, signal.SIGKILL)
@@ -283,6 +354,23 @@ class Executor:
             except Exception as exc:  # noqa: BLE001 - isolation boundary
                 emit(self._diagnostics, diagnostic_from("executor", exc))
 
+    def _persist(self, job: _Job, write: Callable[[], None]) -> None:
+        """Record an ending despite a passing storage fault: the step is idempotent under its
+        fence, and the job stays listed (so its lease is still renewed) while it is retried;
+        after a lease length of failures it is left to the reconciler."""
+        deadline = self._clock.monotonic() + self._lease_ms / 1000
+        while True:
+            try:
+                write()
+                return
+            except (LeaseLost, DatabaseCorrupt):
+                raise
+            except StorageError as exc:
+                if job.stop_reason == "lease_lost" or self._clock.monotonic() >= deadline:
+                    raise
+                emit(self._diagnostics, diagnostic_from("executor", exc))
+                pause(PERSIST_RETRY_S)
+
     def _execute(self, job: _Job) -> Outcome | None:
         """Run the job's command; the outcome to record, or None when it was given back."""
         lease = job.lease
@@ -295,8 +383,35 @@ class Executor:
         log = command.prepare_log(self._log_dir, lease)
         if isinstance(log, Outcome):
             return log
+        shipper = None
+        if self._log_store is not None:
+            shipper = LogShipper(self._log_store, lease.fence, self._log_max_bytes, self._clock,
+                                 diagnostics=self._diagnostics)
+            shipper.start()
+        if shipper is None:
+            return self._run_command(job, log, None)
+        try:
+            outcome = self._run_command(job, log, shipper)
+            if outcome is not None and outcome.log_path is not None:
+                # the command never started: ship the note the spool file holds
+                with contextlib.suppress(OSError):
+                    shipper.feed(log.read_bytes())
+                outcome = dataclasses.replace(outcome, log_path=None)
+            return outcome
+        finally:
+            shipper.close()
+            with contextlib.suppress(OSError):
+                log.unlink()
+
+    def _run_command(self, job: _Job, log: Path, shipper: LogShipper | None) -> Outcome | None:
+        lease = job.lease
+        assert lease.execution is not None
+        if job.stop_reason == "lease_lost":  # lost before it began: never start it
+            raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
+                            "started")
         spawned = command.spawn(lease, log, default_cwd=self._workdir, inherited=self._inherited,
-                                log_max_bytes=self._log_max_bytes)
+                                log_max_bytes=self._log_max_bytes,
+                                tap=shipper.feed if shipper is not None else None)
         if isinstance(spawned, Outcome):
             return spawned
         with job.lock:
@@ -307,7 +422,8 @@ class Executor:
         try:
             self._store.attempt_running(AttemptRunningParams(
                 fence=lease.fence, pid=spawned.process.pid,
-                executor_handle=make_handle(spawned.process.pid), log_path=str(log)))
+                executor_handle=make_handle(spawned.process.pid),
+                log_path=None if shipper is not None else str(log)))
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()
@@ -321,6 +437,8 @@ class Executor:
             timed_out = True
             command.terminate(spawned.process)
         command.collect(spawned)
+        with job.lock:
+            job.exited = True
         if spawned.pump.error is not None:
             emit(self._diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
                                                message=f"run {lease.fence.run_id}: "

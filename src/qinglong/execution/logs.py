@@ -139,10 +139,14 @@ class CappedLogPump:
     :meth:`join` returned True.
     """
 
-    def __init__(self, source: IO[bytes], path: Path, cap: int) -> None:
+    def __init__(self, source: IO[bytes], path: Path, cap: int,
+                 tap: Callable[[bytes], None] | None = None) -> None:
+        """``tap`` sees every chunk of output as it is read (a worker ships it off the host);
+        an exception in it is recorded like a log error and does not stop the pump."""
         if cap < 0:
             raise ValueError(f"the log cap must not be negative, got {cap}")
         self._source = source
+        self._tap = tap
         self._path = path
         self._head_cap = cap // 2
         self._ring = _TailRing(sidecar_path(path), cap - cap // 2)
@@ -165,6 +169,7 @@ class CappedLogPump:
         try:
             self._open_log()
             while chunk := self._read(read):
+                self._feed_tap(chunk)
                 self._take(memoryview(chunk))
             self._append_tail()
         except Exception as exc:  # noqa: BLE001 -- a bug must not leave the child blocked
@@ -181,6 +186,15 @@ class CappedLogPump:
             self.dropped = self._total - self.written
             with contextlib.suppress(OSError):
                 self._source.close()
+
+    def _feed_tap(self, chunk: bytes) -> None:
+        if self._tap is None:
+            return
+        try:
+            self._tap(chunk)
+        except Exception as exc:  # noqa: BLE001 -- shipping is best effort, the file stays
+            self._fail(f"cannot ship the output of log {self._path}: {exc!r}")
+            self._tap = None
 
     def _reader(self) -> Callable[[int], bytes]:
         # read1 returns whatever one read of the pipe gives, instead of waiting to fill a chunk.

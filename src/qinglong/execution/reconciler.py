@@ -1,7 +1,8 @@
 """The reconciler: settles Attempts whose executor is gone, a few seconds after their lease
-expired (by the store's clock), in every replica and with no leader: each cycle takes the
-expired leases nobody else is handling (SKIP LOCKED) and, under the row locks, offers an
-unstarted Attempt again or marks a started one ``lost``."""
+expired (by the store's clock), and queues Runs whose retry wait is over -- in every replica
+and with no leader: each cycle takes the rows nobody else is handling (SKIP LOCKED) and,
+under the row locks, offers an unstarted Attempt again, marks a started one ``lost`` (its
+Run lost, retried or cancelled), and gives due retries a new Attempt."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ DEFAULT_LIMIT = 64
 @dataclass(frozen=True, slots=True)
 class ReconcileReport:
     rescued: int
+    promoted: int
     saturated: bool  # more may be waiting: look again at once
     next_due_in_ms: int | None = None
 
@@ -25,8 +27,10 @@ class ReconcileReport:
 class Reconciler:
     def __init__(self, store: RunLifecycleStore, *, grace_ms: int = DEFAULT_GRACE_MS,
                  limit: int = DEFAULT_LIMIT,
-                 on_rescued: Callable[[RescuedAttempt], None] | None = None) -> None:
+                 on_rescued: Callable[[RescuedAttempt], None] | None = None,
+                 on_promoted: Callable[[list[str]], None] | None = None) -> None:
         self._store = store
+        self._on_promoted = on_promoted
         self._grace_ms = grace_ms
         self._limit = check_budget(limit, "limit")
         self._on_rescued = on_rescued
@@ -37,4 +41,8 @@ class Reconciler:
         for attempt in rescued:
             if self._on_rescued is not None:
                 self._on_rescued(attempt)
-        return ReconcileReport(rescued=len(rescued), saturated=len(rescued) >= self._limit)
+        promoted = self._store.retry_promote(self._limit)
+        if promoted and self._on_promoted is not None:
+            self._on_promoted(promoted)
+        busy = len(rescued) >= self._limit or len(promoted) >= self._limit
+        return ReconcileReport(rescued=len(rescued), promoted=len(promoted), saturated=busy)

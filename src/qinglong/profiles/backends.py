@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from qinglong.clock import Clock
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import DefinitionStore, RunReadStore
+from qinglong.storage.ports import DefinitionStore, RunLifecycleStore, RunLogStore, RunReadStore
 
 DEFAULT_DATABASE_URL = "sqlite:///./qinglong.db"
 
@@ -17,6 +17,8 @@ class Backend:
     kind: str  # "sqlite" or "postgresql"
     definitions: DefinitionStore
     runs: RunReadStore
+    lifecycle: RunLifecycleStore
+    logs: RunLogStore | None  # output kept in the database (cluster); None: log files
     close: Callable[[], None]
 
 
@@ -44,10 +46,13 @@ def open_backend(url: str, clock: Clock) -> Backend:
         except BaseException:
             db.close()
             raise
+        runs = SqliteRunStore(db, clock, actor_id="cli")
         return Backend(
             kind=kind,
             definitions=SqliteDefinitionStore(db, clock),
-            runs=SqliteRunStore(db, clock),
+            runs=runs,
+            lifecycle=runs,
+            logs=None,
             close=db.close,
         )
     from qinglong.profiles.cluster_backend import open_postgres_backend

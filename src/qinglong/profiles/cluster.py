@@ -9,6 +9,7 @@ admissions, livez stays 200, until a fresh activation succeeds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
+import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from qinglong.api.health import HttpServer, create_app
@@ -31,7 +33,7 @@ from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
-from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
+from qinglong.storage.postgres.connection import QUERIES, PoolConnector, SessionSettings
 from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.readiness import audit, session_findings
@@ -134,12 +136,51 @@ class Metrics:
                              registry=self.registry)
 
 
+class Notifier:
+    """Tells the workers that Runs were queued (``NOTIFY qinglong_runs``), outside any
+    admission transaction and at most every 100 ms however many were admitted: a hint that
+    saves them a poll interval, never needed for correctness."""
+
+    MIN_GAP_S = 0.1
+
+    def __init__(self, connector: PoolConnector) -> None:
+        self._connector = connector
+        self._pending = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ql-notify", daemon=True)
+        self.sent = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._pending.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._pending.set()
+        self._thread.join(5.0)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._pending.wait()
+            if self._stop.is_set():
+                return
+            self._pending.clear()
+            with contextlib.suppress(QinglongError, psycopg.Error):
+                with self._connector.connection() as conn:
+                    conn.execute(QUERIES["notify_runs"])
+                self.sent += 1
+            self._stop.wait(self.MIN_GAP_S)
+
+
 @dataclass
 class _Activation:
     connector: PoolConnector
     lifecycle: PacedLoop[CycleReport]
     reconciling: PacedLoop[ReconcileReport]
     coordinator: ClusterCoordinator
+    notifier: Notifier
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,7 +286,9 @@ class ClusterControl:
                 on_report=self._report,
             )
             runs = PgRunStore(connector, actor_id=s.owner_id)
-            reconciler = Reconciler(runs, on_rescued=self._rescued)
+            notifier = Notifier(connector)
+            reconciler = Reconciler(runs, on_rescued=self._rescued,
+                                    on_promoted=lambda _runs: notifier.poke())
             reconciling = PacedLoop(
                 lambda: self._reconcile(reconciler), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
@@ -258,11 +301,13 @@ class ClusterControl:
             connector.close()
             raise
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
-                                       reconciling=reconciling, coordinator=coordinator)
+                                       reconciling=reconciling, coordinator=coordinator,
+                                       notifier=notifier)
         self._activations += 1
         self._metrics.activations.inc()
         self._fence.activated()
         self._metrics.ready.set(1)
+        notifier.start()
         lifecycle.start()
         reconciling.start()
 
@@ -273,7 +318,7 @@ class ClusterControl:
 
     def _reconcile(self, reconciler: Reconciler) -> ReconcileReport:
         if not self._fence.ready:
-            return ReconcileReport(rescued=0, saturated=False)
+            return ReconcileReport(rescued=0, promoted=0, saturated=False)
         return self._guarded(reconciler.run_cycle)
 
     def _guarded(self, cycle: Callable[[], R]) -> R:
@@ -285,6 +330,8 @@ class ClusterControl:
 
     def _rescued(self, attempt: RescuedAttempt) -> None:
         self._metrics.rescued.labels(attempt.outcome).inc()
+        if attempt.outcome == "requeued" and self._activation is not None:
+            self._activation.notifier.poke()
         self._observer.rescued(attempt)
 
     def _trip(self, reason: str) -> None:
@@ -297,6 +344,7 @@ class ClusterControl:
             return StopResult.STOPPED
         result = activation.lifecycle.stop()
         activation.reconciling.stop()
+        activation.notifier.stop()
         instances, self._instances = self._instances, None
         if instances is not None and self._fence.state[0] is Availability.STOPPING:
             try:
@@ -346,6 +394,8 @@ class ClusterControl:
         m = self._metrics
         if result.outcome is CommitOutcome.ADMITTED:
             m.admitted.inc()
+            if self._activation is not None:
+                self._activation.notifier.poke()
             if decision.scheduled_for_ms is not None:
                 m.lag.observe(max(0, claim.fence.acquired_at_ms - decision.scheduled_for_ms) / 1000)
         elif result.outcome is CommitOutcome.RACED:

@@ -10,6 +10,7 @@ from qinglong.errors import NotReady
 from qinglong.profiles.backends import Backend
 from qinglong.storage.postgres.connection import SingleConnector, connect, conninfo
 from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.logs import PgLogStore
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.readiness import audit, schema_findings, server_findings
 from qinglong.storage.postgres.roles import MIGRATION, provision_roles
@@ -30,10 +31,13 @@ def open_postgres_backend(url: str) -> Backend:
     if findings:
         connector.close()
         raise NotReady(findings)
+    runs = PgRunStore(connector, actor_id="cli")
     return Backend(
         kind="postgresql",
         definitions=PgDefinitionStore(connector),
-        runs=PgRunStore(connector),
+        runs=runs,
+        lifecycle=runs,
+        logs=PgLogStore(connector),
         close=connector.close,
     )
 

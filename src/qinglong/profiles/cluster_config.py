@@ -6,18 +6,17 @@ Values come from command-line flags, then ``QL_CONTROL_*`` environment variables
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from qinglong.api.health import parse_listen
 from qinglong.domain.decision import MAX_GRACE_MS, MIN_GRACE_MS
 from qinglong.domain.identifiers import OWNER_ID
 from qinglong.domain.schedule import MAX_BUDGET, MAX_CLAIM_LEASE_MS, MIN_BUDGET, MIN_CLAIM_LEASE_MS
-from qinglong.errors import InvalidConfig
 from qinglong.profiles.backends import url_kind
+from qinglong.profiles.settings import load_settings
 
 ENV_PREFIX = "QL_CONTROL_"
 
@@ -73,25 +72,6 @@ class ControlSettings(BaseSettings):
         return max(500, min(5_000, self.lease_ms // 2))
 
 
-_FLAG = {name: name.replace("_", "-") for name in ControlSettings.model_fields}
-
-
 def load_control_settings(flags: dict[str, Any]) -> ControlSettings:
     """Flags (only those given) override the environment; errors name the option."""
-    known = {ENV_PREFIX + name.upper() for name in ControlSettings.model_fields}
-    unknown = sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
-    if unknown:
-        raise InvalidConfig(unknown[0], "is not a known ql control setting")
-    given = {k: v for k, v in flags.items() if v is not None}
-    if "database_url" in given:
-        given["QL_DATABASE_URL"] = given.pop("database_url")
-    try:
-        return ControlSettings(**given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        location = first["loc"][0] if first["loc"] else "config"
-        field = "database-url" if location == "QL_DATABASE_URL" else _FLAG.get(str(location), str(location))
-        message = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "missing":
-            message = "is required (flag or environment)"
-        raise InvalidConfig(field, message) from None
+    return load_settings(ControlSettings, prefix=ENV_PREFIX, command="ql control", flags=flags)

@@ -25,6 +25,7 @@ from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES
+from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
@@ -36,6 +37,9 @@ from qinglong.storage.sqlite.runs import SqliteRunStore
 from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
 
 INSTANCE_ID = "serve"  # one `ql serve` per database file at a time
+LOCAL_RENEW_EVERY_S = 1.0  # a cancel request is seen within a second
+LOCAL_LEASE_MS = 15_000  # an executor gone this long (plus the grace) is declared lost
+RECONCILE_INTERVAL_S = 2.0
 HEARTBEAT_INTERVAL_S = 5.0
 FATAL_CODES = frozenset({DatabaseCorrupt.code})
 
@@ -159,6 +163,7 @@ class LocalApp:
         self._lock = ServeLock(config.database_path)
         self._lifecycle: PacedLoop[CycleReport] | None = None
         self._executor: Executor | None = None
+        self._reconciling: PacedLoop[ReconcileReport] | None = None
         self._instances: SqliteInstanceStore | None = None
         self._beat_at = 0.0
         self.failed = threading.Event()
@@ -179,11 +184,13 @@ class LocalApp:
                 run_store,
                 self._clock,
                 owner=f"{config.profile.name}:{os.getpid()}",
+                lease_ms=LOCAL_LEASE_MS,
                 log_dir=config.effective_log_dir,
                 concurrency=config.concurrency,
                 log_max_bytes=config.log_max_bytes,
                 diagnostics=self._diagnostic,
                 on_finished=self._observer.finished,
+                renew_every_s=LOCAL_RENEW_EVERY_S,
             )
             reconciled = executor.recover()
             for attempt in reconciled:
@@ -203,9 +210,17 @@ class LocalApp:
                 diagnostics=self._diagnostic,
                 on_report=self._report,
             )
+            reconciler = Reconciler(run_store, on_rescued=self._observer.reconciled,
+                                    on_promoted=lambda _runs: executor.poke())
+            reconciling: PacedLoop[ReconcileReport] = PacedLoop(
+                reconciler.run_cycle, interval_s=RECONCILE_INTERVAL_S,
+                stop_timeout_s=config.stop_timeout_s, diagnostics=self._diagnostic,
+                name="ql-reconciler")
             self._executor = executor
             self._lifecycle = lifecycle
+            self._reconciling = reconciling
             executor.start()
+            reconciling.start()
             lifecycle.start()
         except BaseException:
             self.stop(clean=False)
@@ -237,6 +252,8 @@ class LocalApp:
         result = StopResult.STOPPED
         if self._lifecycle is not None:
             result = self._lifecycle.stop()
+        if self._reconciling is not None:
+            self._reconciling.stop()
         if self._executor is not None:
             self._executor.stop(self._config.drain_timeout_s)
         if self._instances is not None and clean and not self.failed.is_set():

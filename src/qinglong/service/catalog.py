@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qinglong.clock import Clock
+from qinglong.domain.model import TaskView
 from qinglong.domain.publishing import TaskPatch, merged_task_spec
-from qinglong.domain.task import TaskRevision
+from qinglong.domain.task import ArgvCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service import views
 from qinglong.service.views import View
@@ -24,8 +25,20 @@ class TaskPublishRequest:
     task_id: str
     patch: TaskPatch
     name: str | None = None  # None: keep (a new task is named after its id)
-    enabled: bool | None = None  # None: keep (a new task is enabled)
+    enabled: bool | None = None  # None: keep (a new or deleted task is enabled)
     repin_triggers: bool = True
+    # A shell command in ``patch`` runs with the current command's interpreter when that is a
+    # shell command too (the caller did not choose one); otherwise with its own.
+    keep_shell: bool = False
+
+
+def _with_current_shell(patch: TaskPatch, current: ArgvCommand | ShellCommand) -> TaskPatch:
+    """``patch`` with its shell command run by the interpreter ``current`` uses, if any."""
+    command = patch.command
+    if (isinstance(command, ShellCommand) and isinstance(current, ShellCommand)
+            and command.shell != current.shell):
+        return replace(patch, command=ShellCommand(command=command.command, shell=current.shell))
+    return patch
 
 
 class Catalog:
@@ -53,12 +66,18 @@ class Catalog:
     def task_publish(self, request: TaskPublishRequest) -> View:
         """Publish what the request changes on top of the current revision (compare-and-set
         on that revision, so a concurrent publish is never silently overwritten)."""
-        current = self._current_task(request.project_id, request.task_id)
-        spec = merged_task_spec(current.spec if current else None, request.patch)
+        head = self._current_task(request.project_id, request.task_id)
+        current = head.revision if head else None
+        restoring = head is not None and head.deleted_at_ms is not None
+        patch = request.patch
+        if request.keep_shell and current is not None:
+            patch = _with_current_shell(patch, current.spec.command)
+        spec = merged_task_spec(current.spec if current else None, patch)
         name = request.name if request.name is not None else (
             current.name if current else request.task_id)
+        # deleting published a disabled revision: a deleted task comes back enabled
         enabled = request.enabled if request.enabled is not None else (
-            current.enabled if current else True)
+            current.enabled if current and not restoring else True)
         result = self._store.task_publish(TaskPublishParams(
             project_id=request.project_id, task_id=request.task_id, name=name, spec=spec,
             enabled=enabled, repin_triggers=request.repin_triggers,
@@ -67,9 +86,10 @@ class Catalog:
         return {**views.task_revision_view(result.revision), "created": result.created,
                 "restored": result.restored, "repinned_triggers": list(result.repinned_triggers)}
 
-    def _current_task(self, project_id: str, task_id: str) -> TaskRevision | None:
+    def _current_task(self, project_id: str, task_id: str) -> TaskView | None:
+        """The task's head (a deleted one too), or None for a task never published."""
         try:
-            return self._store.task_get(project_id, task_id).revision
+            return self._store.task_get(project_id, task_id)
         except NotFound as exc:
             if exc.kind == "task":
                 return None

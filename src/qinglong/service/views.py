@@ -45,7 +45,18 @@ def spec_view(spec: CommandSpec) -> View:
         "environment": [entry.name for entry in spec.environment],
         "working_directory": spec.working_directory,
         "timeout_ms": spec.timeout_ms,
+        "retry": retry_view(spec),
+        "idempotent": spec.idempotent,
+        "concurrency": spec.concurrency,
     }
+
+
+def retry_view(spec: CommandSpec) -> View:
+    policy = spec.retry
+    return {"max_attempts": policy.max_attempts, "backoff_ms": policy.backoff_ms,
+            "max_backoff_ms": policy.max_backoff_ms,
+            "on_exit_codes": list(policy.on_exit_codes) or "any",
+            "on_timeout": policy.on_timeout}
 
 
 def task_revision_view(revision: TaskRevision) -> View:
@@ -81,6 +92,9 @@ def task_diff(old: TaskRevision, new: TaskRevision) -> list[View]:
     note("command", command_view(old.spec), command_view(new.spec))
     note("working_directory", old.spec.working_directory, new.spec.working_directory)
     note("timeout_ms", old.spec.timeout_ms, new.spec.timeout_ms)
+    note("retry", retry_view(old.spec), retry_view(new.spec))
+    note("idempotent", old.spec.idempotent, new.spec.idempotent)
+    note("concurrency", old.spec.concurrency, new.spec.concurrency)
     before = {entry.name: entry.value for entry in old.spec.environment}
     after = {entry.name: entry.value for entry in new.spec.environment}
     for name in sorted(before.keys() | after.keys()):
@@ -105,6 +119,8 @@ def trigger_revision_view(revision: TriggerRevision) -> View:
         "cron": revision.spec.expression,
         "timezone": revision.spec.timezone,
         "misfire": revision.spec.misfire_policy.value,
+        "overlap": revision.spec.overlap.policy.value,
+        "overlap_queue_limit": revision.spec.overlap.queue_limit,
         "enabled": revision.enabled,
         "content_digest": revision.content_digest,
         "published_at": rfc3339(revision.created_at_ms),

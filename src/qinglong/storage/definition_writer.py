@@ -13,6 +13,7 @@ from qinglong.domain.identifiers import display_name, entity_id, project_id
 from qinglong.domain.model import Project, ProjectStatus, TaskView, TriggerView
 from qinglong.domain.publishing import next_task_revision, next_trigger_revision
 from qinglong.domain.task import (
+    MAX_CONCURRENCY,
     ExecutorType,
     TaskRevision,
     compile_execution_revision,
@@ -74,6 +75,18 @@ class DefinitionWriter:
         self._conn.execute(self._q["project_archival_close"],
                            {"id": project, "now_ms": self._now_ms})
         return records.project_from_row(row)
+
+    # -- limits -----------------------------------------------------------------------
+
+    def global_limit_set(self, max_running: int | None) -> None:
+        if max_running is None:
+            self._conn.execute(self._q["global_limit_clear"])
+            return
+        if (not isinstance(max_running, int) or isinstance(max_running, bool)
+                or not 1 <= max_running <= MAX_CONCURRENCY):
+            raise InvalidInput("max_running", f"must be between 1 and {MAX_CONCURRENCY}")
+        self._conn.execute(self._q["global_limit_set"],
+                           {"max_running": max_running, "now_ms": self._now_ms})
 
     def active_project(self, project: str) -> Project:
         row = self._one("project_get", {"id": project})
@@ -214,7 +227,8 @@ class DefinitionWriter:
         deleted = head is not None and head["deleted_at_ms"] is not None
         current = self.current_trigger(params.project_id, params.trigger_id)
         switch_only = (params.task_id is None and params.expression is None
-                       and params.timezone is None and params.misfire_policy is None)
+                       and params.timezone is None and params.misfire_policy is None
+                       and params.overlap is None)
         if current is None or (deleted and switch_only):
             if switch_only:
                 raise NotFound("trigger", params.trigger_id)  # enable/disable of no trigger
@@ -239,6 +253,7 @@ class DefinitionWriter:
             expression=params.expression,
             timezone=params.timezone,
             misfire_policy=params.misfire_policy,
+            overlap=params.overlap,
         )
         if revision is None:
             assert current is not None
@@ -350,6 +365,10 @@ class DefinitionReader:
 
     def project_list(self) -> list[Project]:
         return [records.project_from_row(r) for r in self._conn.execute(self._q["project_list"]).fetchall()]
+
+    def global_limit_get(self) -> int | None:
+        row = self._conn.execute(self._q["global_limit_get"]).fetchone()
+        return None if row is None else int(row["max_running"])
 
     def task_list(self, project: str, include_deleted: bool = False,
                   task_id: str | None = None) -> list[TaskView]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import abc
 import json
+import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
@@ -28,8 +28,10 @@ from qinglong.domain.lifecycle import (
     RunState,
     StepContext,
 )
-from qinglong.domain.runs import Actor, AttemptStatus, RunStatus
+from qinglong.domain.retry import JITTER, Ending, should_retry
+from qinglong.domain.runs import ENDED_RUN, Actor, AttemptStatus, RunStatus
 from qinglong.domain.task import ExecutionRevision
+from qinglong.domain.trigger import OverlapPolicy
 from qinglong.errors import Conflict, LeaseLost, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
@@ -65,9 +67,15 @@ class StepOutcome(StrEnum):
     REFUSED = "refused"  # the lease is gone; recorded as attempt.late_callback_ignored
 
 
+def run_state(row: Row, *, id_column: str = "id", status_column: str = "status") -> RunState:
+    return RunState(id=row[id_column], status=RunStatus(row[status_column]),
+                    version=int(row["version"]), event_sequence=int(row["event_sequence"]),
+                    attempts_spent=int(row["attempts_spent"]),
+                    cancel_requested=bool(row["cancel_requested"]))
+
+
 def _run_from_candidate(row: Row) -> RunState:
-    return RunState(id=row["run_id"], status=RunStatus(row["run_status"]),
-                    version=int(row["version"]), event_sequence=int(row["event_sequence"]))
+    return run_state(row, id_column="run_id", status_column="run_status")
 
 
 def attempt_state(row: Row, *, id_column: str = "id", status_column: str = "status") -> AttemptState:
@@ -90,11 +98,14 @@ def _flagged(fields: Mapping[str, object], names: tuple[str, ...]) -> dict[str, 
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
-    run: RunState
-    attempt: AttemptState
-    row: Row
+class OverlapVerdict(StrEnum):
+    GO = "go"  # no other Run of the trigger is in progress
+    WAIT = "wait"  # stays queued for now
+    CANCELLED = "cancelled"  # its fate under the policy is decided: it never runs
+    BUSY = "busy"  # another executor is deciding for this trigger right now
+
+
+Plan = Callable[["LifecycleWriter", RunState, AttemptState, StepContext], Change]
 
 
 class LifecycleWriter:
@@ -107,6 +118,7 @@ class LifecycleWriter:
         actor: Actor,
         actor_id: str,
         new_id: Callable[[], str] = new_uuid,
+        jitter: Callable[[], float] | None = None,
     ) -> None:
         self._conn = conn
         self._q = queries
@@ -114,6 +126,7 @@ class LifecycleWriter:
         self._actor = actor
         self._actor_id = actor_id
         self._new_id = new_id
+        self._jitter = jitter or _random_jitter
 
     def context(self, now_ms: int | None = None) -> StepContext:
         return StepContext(now_ms=self._now_ms() if now_ms is None else now_ms, actor=self._actor,
@@ -130,9 +143,7 @@ class LifecycleWriter:
                             {"run_id": run_id, "attempt_id": attempt_id})
         if attempt is None:
             raise NotFound("attempt", attempt_id)
-        return (RunState(id=run["id"], status=RunStatus(run["status"]), version=int(run["version"]),
-                         event_sequence=int(run["event_sequence"])),
-                attempt_state(attempt))
+        return run_state(run), attempt_state(attempt)
 
     def apply(self, change: Change) -> None:
         """Write one planned step; the compare-and-set guards can only fail if a row moved
@@ -153,12 +164,13 @@ class LifecycleWriter:
         })
         if attempted.rowcount != 1:
             raise Conflict(f"attempt {change.attempt_id} changed during a lifecycle step")
+        if change.new_attempt is not None:
+            self._conn.execute(self._q["attempt_insert"], change.new_attempt)
         _insert_events(self._conn, self._q, change.events)
 
     # -- fenced steps -------------------------------------------------------------------
 
-    def fenced(self, fence: LeaseFence, write: str,
-               plan: Callable[[RunState, AttemptState, StepContext], Change],
+    def fenced(self, fence: LeaseFence, write: str, plan: Plan,
                *, done: Callable[[AttemptState], bool] | None = None) -> StepOutcome:
         """Apply the step ``plan`` makes under ``fence``; a lost lease is recorded, not applied."""
         run, attempt = self.load(fence.run_id, fence.attempt_id)
@@ -166,7 +178,7 @@ class LifecycleWriter:
             return StepOutcome.ALREADY_DONE
         ctx = self.context()
         try:
-            change = plan(run, attempt, ctx)
+            change = plan(self, run, attempt, ctx)
         except LeaseLost:
             self.apply(lifecycle.late_callback(run, attempt, ctx, fence, write))
             return StepOutcome.REFUSED
@@ -175,8 +187,28 @@ class LifecycleWriter:
 
     # -- leases -------------------------------------------------------------------------
 
+    def retry_at(self, run: RunState, attempt: AttemptState, ending: Ending,
+                 now_ms: int) -> int | None:
+        """When the Run is tried again after ``ending`` (None: it is not), by the retry
+        policy of the plan it pinned."""
+        found = fetch_one(self._conn, self._q["run_plan_get"],
+                          {"run_id": run.id, "executor_type": attempt.executor_type})
+        if found is None:
+            return None
+        try:
+            plan = records.execution_revision(found).plan
+        except RecordCorrupt:
+            return None
+        spent = run.attempts_spent + 1
+        if not should_retry(plan.retry, idempotent=plan.idempotent, ending=ending, spent=spent,
+                            cancel_requested=run.cancel_requested):
+            return None
+        return now_ms + plan.retry.delay_ms(spent, self._jitter())
+
     def acquire(self, *, owner: str, token: Callable[[], str], lease_ms: int, limit: int,
                 executor_type: str) -> list[AttemptLease]:
+        """Lease up to ``limit`` queued Runs, oldest first, as their trigger's overlap policy
+        and the task and global limits allow; a Run that must wait stays queued."""
         rows = fetch_all(self._conn, self._q["lease_candidates"],
                          {"executor_type": executor_type, "limit": limit})
         if not rows:
@@ -186,12 +218,17 @@ class LifecycleWriter:
         for row in rows:
             run = _run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
+            if row["overlap_key"] is not None and (
+                    self._overlap(row, run, attempt, ctx) is not OverlapVerdict.GO):
+                continue
+            execution, problem = self._execution(row, executor_type)
+            if execution is not None and not self._has_capacity(row, execution.plan.concurrency):
+                continue
             secret = token()
             change = lifecycle.acquire(run, attempt, ctx, owner=owner,
                                        token_digest_hex=lifecycle.token_digest(secret),
                                        lease_ms=lease_ms)
             self.apply(change)
-            execution, problem = self._execution(row, executor_type)
             leases.append(AttemptLease(
                 fence=LeaseFence(run_id=run.id, attempt_id=attempt.id,
                                  generation=change.generation, token=secret),
@@ -204,6 +241,71 @@ class LifecycleWriter:
                 execution=execution, problem=problem,
             ))
         return leases
+
+    def _locked(self, key: str) -> bool:
+        """Take the short lock that serialises one decision (a trigger's overlap, a task's or
+        the global capacity) until COMMIT; False when another executor holds it now."""
+        row = fetch_one(self._conn, self._q["concurrency_lock"], {"key": key})
+        return bool(row and row["locked"])
+
+    def _overlap(self, row: Row, run: RunState, attempt: AttemptState,
+                 ctx: StepContext) -> OverlapVerdict:
+        key = {"project_id": row["project_id"], "overlap_key": row["overlap_key"], "run_id": run.id}
+        if not self._locked(f"overlap:{row['project_id']}:{row['overlap_key']}"):
+            return OverlapVerdict.BUSY
+        sibling = fetch_one(self._conn, self._q["overlap_active"], key)
+        if sibling is None:
+            return OverlapVerdict.GO
+        policy = OverlapPolicy(row["overlap_policy"])
+        detail = {"overlap": policy.value, "previous_run": sibling["id"]}
+        if policy is OverlapPolicy.SKIP:
+            self.apply(lifecycle.cancel_queued(run, attempt, ctx, reason="policy", detail=detail))
+            return OverlapVerdict.CANCELLED
+        if policy is OverlapPolicy.QUEUE:
+            ahead = fetch_one(self._conn, self._q["overlap_waiting_before"],
+                              {**key, "queued_at_ms": row["queued_at_ms"]})
+            waiting = int(ahead["waiting"]) if ahead else 0
+            if waiting >= int(row["overlap_queue_limit"]):
+                self.apply(lifecycle.cancel_queued(
+                    run, attempt, ctx, reason="policy",
+                    detail={**detail, "queue_full": True, "queue_limit": row["overlap_queue_limit"]}))
+                return OverlapVerdict.CANCELLED
+            return OverlapVerdict.WAIT
+        self._cancel_previous(sibling["id"], ctx)
+        return OverlapVerdict.WAIT
+
+    def _cancel_previous(self, run_id: str, ctx: StepContext) -> None:
+        run_row = fetch_one(self._conn, self._q["lifecycle_run_get"], {"run_id": run_id})
+        latest = fetch_one(self._conn, self._q["run_latest_attempt"], {"run_id": run_id})
+        if run_row is None or latest is None:
+            return
+        previous, attempt = run_state(run_row), attempt_state(latest)
+        if previous.cancel_requested:
+            return
+        if previous.status is RunStatus.RETRY_WAIT:
+            self.apply(lifecycle.cancel_waiting(previous, attempt, ctx, reason="policy"))
+        elif attempt.leased:
+            self.apply(lifecycle.request_cancel(previous, attempt, ctx, reason="policy"))
+
+    def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
+        """Below the task's concurrency limit and the global one (counted from the Runs in
+        progress, so nothing leaks when a lease expires)."""
+        if task_limit is not None:
+            if not self._locked(f"task:{row['project_id']}:{row['task_id']}"):
+                return False
+            active = fetch_one(self._conn, self._q["task_active_count"],
+                               {"project_id": row["project_id"], "task_id": row["task_id"]})
+            if active is not None and int(active["active"]) >= task_limit:
+                return False
+        limits = fetch_one(self._conn, self._q["global_active_count"], {})
+        if limits is not None and limits["max_running"] is not None:
+            if not self._locked("global"):
+                return False
+            limits = fetch_one(self._conn, self._q["global_active_count"], {})
+            assert limits is not None
+            if int(limits["active"]) >= int(limits["max_running"]):
+                return False
+        return True
 
     def _execution(self, row: Row, executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
         found = fetch_one(self._conn, self._q["task_execution_revision_get"], {
@@ -224,6 +326,8 @@ class LifecycleWriter:
         params: dict[str, Any] = {"owner": owner, "lease_ms": lease_ms, "fences": held}
         if now_ms is not None:
             params["now_ms"] = now_ms
+        if "lease_renew_lock" in self._q:  # a dialect with row locks: Runs first, in id order
+            fetch_all(self._conn, self._q["lease_renew_lock"], {"fences": held})
         rows = fetch_all(self._conn, self._q["lease_renew"], params)
         renewed = {row["id"]: int(row["lease_expires_at_ms"]) for row in rows}
         run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
@@ -240,34 +344,84 @@ class LifecycleWriter:
     def rescue(self, *, grace_ms: int, limit: int, ignore_expiry: bool,
                executor_type: str | None, notes: Mapping[str, Mapping[str, object]],
                now_ms: int) -> list[RescuedAttempt]:
-        """Withdraw leases whose holder is gone: an unstarted Attempt is offered again, a
-        started one is lost (with its Run)."""
+        """Withdraw leases whose holder is gone: an unstarted Attempt is offered again; a
+        started one is lost, and its Run lost, retried (idempotent tasks) or -- when someone
+        had asked to cancel it -- cancelled."""
         rows = fetch_all(self._conn, self._q["lease_expired"], {
             "grace_ms": grace_ms, "limit": limit, "ignore_expiry": ignore_expiry,
             "executor_type": executor_type, "now_ms": now_ms,
         })
         ctx = self.context(now_ms)
         rescued = []
+        reason = "lease_expired" if not ignore_expiry else "executor_restarted"
         for row in rows:
             run = _run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
-            reason = "lease_expired" if not ignore_expiry else "executor_restarted"
+            cancel_reason = (row["cancel_reason"] or "user") if run.cancel_requested else None
             if attempt.status is AttemptStatus.CLAIMED:
-                change = lifecycle.release(run, attempt, ctx, reason=reason)
+                released = lifecycle.release(run, attempt, ctx, reason=reason)
+                self.apply(released)
                 outcome = "requeued"
+                if cancel_reason is not None:  # it never started: it ends here, cancelled
+                    run, attempt = self.load(run.id, attempt.id)
+                    self.apply(lifecycle.cancel_queued(run, attempt, ctx, reason=cancel_reason))
+                    outcome = "cancelled"
             else:
-                change = lifecycle.lose(
+                retry_at = None if cancel_reason else self.retry_at(
+                    run, attempt, Ending(status=AttemptStatus.LOST), now_ms)
+                self.apply(lifecycle.lose(
                     run, attempt, ctx, reason=reason,
                     error_code="LEASE_EXPIRED" if not ignore_expiry else "EXECUTOR_RESTARTED",
-                    detail=notes.get(attempt.id))
-                outcome = "lost"
-            self.apply(change)
+                    detail=notes.get(attempt.id), retry_at_ms=retry_at,
+                    cancel_reason=cancel_reason))
+                outcome = ("cancelled" if cancel_reason else
+                           "retry" if retry_at is not None else "lost")
             rescued.append(RescuedAttempt(
-                run_id=run.id, attempt_id=attempt.id, previous_status=attempt.status.value,
+                run_id=run.id, attempt_id=attempt.id, previous_status=row["attempt_status"],
                 outcome=outcome, worker=attempt.lease_owner, pid=attempt.pid,
                 executor_handle=attempt.executor_handle,
             ))
         return rescued
+
+    def promote_due(self, *, limit: int, now_ms: int) -> list[str]:
+        """Queue again, each with a new Attempt, the Runs whose retry wait is over."""
+        rows = fetch_all(self._conn, self._q["retry_due"], {"limit": limit, "now_ms": now_ms})
+        ctx = self.context(now_ms)
+        for row in rows:
+            run = _run_from_candidate(row)
+            attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
+            self.apply(lifecycle.promote(run, attempt, ctx, new_attempt_id=self._new_id(),
+                                         executor_type=attempt.executor_type))
+        return [row["run_id"] for row in rows]
+
+    def cancel(self, run_id: str, reason: str) -> RunStatus | None:
+        """Cancel a Run: one nobody runs ends now (the new status); one in progress is asked
+        to stop (None: its executor records the end)."""
+        run_row = fetch_one(self._conn, self._q["lifecycle_run_get"], {"run_id": run_id})
+        if run_row is None:
+            raise NotFound("run", run_id)
+        latest = fetch_one(self._conn, self._q["run_latest_attempt"], {"run_id": run_id})
+        if latest is None:
+            raise Conflict(f"run {run_id} has no attempt")
+        run, attempt = run_state(run_row), attempt_state(latest)
+        ctx = self.context()
+        if run.status in ENDED_RUN:
+            raise Conflict(f"run {run_id} has already ended ({run.status.value})")
+        if run.cancel_requested:
+            raise Conflict(f"run {run_id} is already being cancelled")
+        if run.status is RunStatus.QUEUED and not attempt.leased:
+            self.apply(lifecycle.cancel_queued(run, attempt, ctx, reason=reason))
+            return RunStatus.CANCELLED
+        if run.status is RunStatus.RETRY_WAIT:
+            self.apply(lifecycle.cancel_waiting(run, attempt, ctx, reason=reason))
+            return RunStatus.CANCELLED
+        self.apply(lifecycle.request_cancel(run, attempt, ctx, reason=reason))
+        return None
+
+
+def _random_jitter() -> float:
+    low, high = JITTER
+    return random.uniform(low, high)  # noqa: S311 - spreads retries, not security
 
 
 class FencedSteps(abc.ABC):
@@ -275,35 +429,49 @@ class FencedSteps(abc.ABC):
     step runs in its own transaction (``_fenced``)."""
 
     @abc.abstractmethod
-    def _fenced(self, fence: LeaseFence, write: str, action: str,
-                plan: Callable[[RunState, AttemptState, StepContext], Change],
+    def _fenced(self, fence: LeaseFence, write: str, action: str, plan: Plan,
                 done: Callable[[AttemptState], bool] | None = None) -> None:
         """Apply ``plan`` under ``fence`` in one transaction; raise LeaseLost if refused."""
 
     def attempt_start(self, fence: LeaseFence) -> None:
         self._fenced(fence, "start", "start attempt",
-                     lambda run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
+                     lambda w, run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
                      done=lambda attempt: lifecycle.already_started(attempt, fence))
 
     def attempt_running(self, params: AttemptRunningParams) -> None:
         self._fenced(params.fence, "running", "record running attempt",
-                     lambda run, attempt, ctx: lifecycle.running(
+                     lambda w, run, attempt, ctx: lifecycle.running(
                          run, attempt, ctx, params.fence, pid=params.pid,
                          executor_handle=params.executor_handle, log_path=params.log_path),
                      done=lambda attempt: lifecycle.already_running(attempt, params.fence))
 
     def attempt_finish(self, params: AttemptFinishParams) -> None:
-        self._fenced(params.fence, "finish", "finish attempt",
-                     lambda run, attempt, ctx: lifecycle.finish(run, attempt, ctx, params.fence,
-                                                                params.outcome),
+        outcome = params.outcome
+
+        def plan(w: LifecycleWriter, run: RunState, attempt: AttemptState,
+                 ctx: StepContext) -> Change:
+            retry_at = w.retry_at(run, attempt, Ending(
+                status=outcome.status, exit_code=outcome.exit_code,
+                error_code=outcome.error_code), ctx.now_ms) if attempt.holds(params.fence) else None
+            return lifecycle.finish(run, attempt, ctx, params.fence, outcome,
+                                    retry_at_ms=retry_at)
+
+        self._fenced(params.fence, "finish", "finish attempt", plan,
                      done=lambda attempt: lifecycle.already_finished(attempt, params.fence,
-                                                                     params.outcome))
+                                                                     outcome))
+
+    def attempt_interrupt(self, fence: LeaseFence, reason: str) -> None:
+        """A draining executor stopped the command: queue the Run again, no attempt spent."""
+        self._fenced(fence, "interrupt", "interrupt attempt",
+                     lambda w, run, attempt, ctx: lifecycle.interrupt(run, attempt, ctx, fence,
+                                                                     reason=reason))
 
     def lease_release(self, params: LeaseReleaseParams) -> None:
         self._fenced(params.fence, "release", "release lease",
-                     lambda run, attempt, ctx: lifecycle.release(run, attempt, ctx,
-                                                                 reason=params.reason,
-                                                                 fence=params.fence))
+                     lambda w, run, attempt, ctx: lifecycle.release(run, attempt, ctx,
+                                                                    reason=params.reason,
+                                                                    fence=params.fence),
+                     done=lambda attempt: lifecycle.already_released(attempt, params.fence))
 
 
 def refused(action: str, fence: LeaseFence) -> LeaseLost:

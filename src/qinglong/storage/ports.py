@@ -15,9 +15,10 @@ from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.domain.model import Project, Run, RunDetail, TaskView, TriggerView
+from qinglong.domain.runs import RunStatus
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.domain.task import CommandSpec, ExecutionRevision, TaskRevision
-from qinglong.domain.trigger import TriggerRevision
+from qinglong.domain.trigger import Overlap, TriggerRevision
 
 # --- definitions ---------------------------------------------------------------------
 
@@ -55,6 +56,7 @@ class TriggerPublishParams:
     expression: str | None = None  # None: keep the current value (each of these three)
     timezone: str | None = None
     misfire_policy: str | None = None
+    overlap: Overlap | None = None
     enabled: bool | None = True  # None: keep (a new or deleted trigger is enabled)
 
 
@@ -84,6 +86,8 @@ class DefinitionStore(Protocol):
     def trigger_list(self, project_id: str | None, trigger_id: str | None = None,
                      include_deleted: bool = False) -> list[TriggerView]: ...
     def trigger_delete(self, project_id: str, trigger_id: str) -> TriggerView: ...
+    def global_limit_get(self) -> int | None: ...
+    def global_limit_set(self, max_running: int | None) -> None: ...
 
 
 # --- runs ----------------------------------------------------------------------------
@@ -285,10 +289,16 @@ class RunLifecycleStore(Protocol):
       -> starting before the spawn, -> running with the process, -> the outcome). A fence that
       no longer holds raises LeaseLost after ``attempt.late_callback_ignored`` is recorded; a
       finish that already landed with the same outcome is accepted again (idempotent).
+    - ``attempt_interrupt``: a draining executor stopped the command: the Run is queued again
+      without spending an attempt.
     - ``lease_release``: give back a lease whose command never started (the Run is queued
       again and no attempt is spent).
     - ``lease_rescue``: the reconciler's verb: expired leases (by the store's clock, after
-      ``grace_ms``) are withdrawn: unstarted Attempts are offered again, started ones are lost.
+      ``grace_ms``) are withdrawn: unstarted Attempts are offered again, started ones are lost
+      (their Run lost, retried if the task is idempotent, or cancelled if that was asked).
+    - ``retry_promote``: Runs whose retry wait is over are queued with a new Attempt.
+    - ``run_cancel``: a Run nobody runs is cancelled now (its new status is returned); one in
+      progress is asked to stop (None), which its executor learns at its next renewal.
     - ``attempt_list_active``: what is leased or started now.
     """
 
@@ -297,8 +307,11 @@ class RunLifecycleStore(Protocol):
     def attempt_start(self, fence: LeaseFence) -> None: ...
     def attempt_running(self, params: AttemptRunningParams) -> None: ...
     def attempt_finish(self, params: AttemptFinishParams) -> None: ...
+    def attempt_interrupt(self, fence: LeaseFence, reason: str) -> None: ...
     def lease_release(self, params: LeaseReleaseParams) -> None: ...
     def lease_rescue(self, params: LeaseRescueParams) -> list[RescuedAttempt]: ...
+    def retry_promote(self, limit: int) -> list[str]: ...
+    def run_cancel(self, run_id: str, reason: str = "user") -> RunStatus | None: ...
     def attempt_list_active(self) -> list[ActiveAttempt]: ...
 
 
@@ -326,3 +339,30 @@ class InstanceStore(Protocol):
     def instance_beat(self, instance_id: str) -> None: ...
     def instance_stop(self, instance_id: str) -> None: ...
     def instance_list(self) -> list[Instance]: ...
+
+
+# --- logs kept in the database (cluster workers) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogChunk:
+    seq: int
+    part: str  # "head": kept whole; "tail": the latest output, trimmed to a budget
+    byte_offset: int  # where the chunk starts in the command's whole output
+    data: bytes
+
+
+class RunLogStore(Protocol):
+    """Output streamed off the workers while commands run.
+
+    - ``log_append``: store chunks under an Attempt's lease (fenced: nothing is stored once
+      the lease is gone; idempotent: a chunk sent twice is stored once) and drop tail chunks
+      that end before ``keep_tail_from`` (the head and the latest tail are kept).
+    - ``log_read``: the chunks of an Attempt after ``after_seq``, in order.
+    - ``log_prune``: delete the chunks of Attempts that ended before ``before_ms``.
+    """
+
+    def log_append(self, fence: LeaseFence, chunks: tuple[LogChunk, ...],
+                   keep_tail_from: int) -> bool: ...
+    def log_read(self, attempt_id: str, after_seq: int = -1) -> list[LogChunk]: ...
+    def log_prune(self, before_ms: int, limit: int) -> int: ...

@@ -64,8 +64,9 @@ def archive(project_id: str, database_url: str, as_json: bool) -> None:
 def unarchive(project_id: str, database_url: str, as_json: bool) -> None:
     """Restore an archived PROJECT: its triggers fire again.
 
-    Occurrences that fell due while it was archived are not run; the one in progress when
-    it comes back follows each trigger's misfire policy."""
+    Occurrences missed while it was archived are handled as after downtime: those still
+    within the misfire grace run; older ones follow each trigger's misfire policy (skip runs
+    none of them, fire_once runs one Run, for the earliest)."""
     with catalog(database_url) as cat:
         restored = cat.project_unarchive(project_id)
     if as_json:

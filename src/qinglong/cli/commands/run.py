@@ -102,23 +102,70 @@ def show(run_id: str, tail_lines: int, database_url: str, as_json: bool) -> None
             say(f"{label:<10} {item[key]}")
     if item["duration_ms"] is not None:
         say(f"duration   {_duration_text(item['duration_ms'])}")
+    log = view["log"]
+    assert isinstance(log, dict)
+    stored = "(database)" if log["stored"] == "database" else "-"
     for attempt in view["attempts"]:  # type: ignore[attr-defined]
         exit_text = "-" if attempt["exit_code"] is None else str(attempt["exit_code"])
         worker = f"  worker {attempt['worker']}" if attempt["worker"] else ""
         say(f"attempt {attempt['attempt']}  {attempt['status']}  pid {attempt['pid'] or '-'}  "
-            f"exit {exit_text}{worker}  log {attempt['log_path'] or '-'}")
+            f"exit {exit_text}{worker}  log {attempt['log_path'] or stored}")
     say("events:")
     for event in view["events"]:  # type: ignore[attr-defined]
         payload = json.dumps(event["payload"], sort_keys=True, separators=(", ", ": "))
         say(f"  {event['sequence']:>3}  {event['at']}  {event['type']:<30} {event['actor']:<22} "
             f"{payload}")
-    log = view["log"]
-    assert isinstance(log, dict)
     lines = view["log_tail"]
     assert isinstance(lines, list)
     if lines:
-        say(f"log {log['path']} (last {len(lines)} lines):")
+        where = log["path"] or "(kept in the database)"
+        say(f"log {where} (last {len(lines)} lines; `ql run logs` prints it all):")
         for line in lines:
             say("  | " + line)
     elif log["note"] and tail_lines:
         say(f"log: {log['note']}")
+
+
+@run.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--reason", default="user", show_default=True, metavar="TEXT",
+              help="Why, recorded in the Run's events.")
+@database_url_option
+@json_option
+def cancel(run_id: str, reason: str, database_url: str, as_json: bool) -> None:
+    """Cancel RUN. A Run nobody is executing (queued, or waiting for a retry) ends
+    `cancelled` at once; a running one is asked to stop: its worker kills the command's
+    process group and records `cancelled` (a dead worker's Run is ended `cancelled` by the
+    reconciler, never retried). Cancelling an ended Run is refused (exit 2)."""
+    reason = reason.strip()
+    if not reason or len(reason) > 200:
+        raise click.BadParameter("must be 1 to 200 characters", param_hint="--reason")
+    with run_views(database_url) as runs:
+        view = runs.run_cancel(run_id, reason)
+    if as_json:
+        emit_json(view)
+        return
+    if view["cancel"] == "done":
+        say(f"run {view['id']} cancelled")
+    else:
+        say(f"run {view['id']} is {view['status']}: asked its executor to stop it; "
+            f"`ql run show {str(view['id'])[:13]}` shows when it has")
+
+
+@run.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--attempt", type=click.IntRange(1, 1000), metavar="N",
+              help="Attempt N's output (default: the latest attempt).")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing new output until the Run ends (Ctrl-C stops following).")
+@database_url_option
+def logs(run_id: str, attempt: int | None, follow: bool, database_url: str) -> None:
+    """Print the output of RUN's latest attempt (or --attempt N): from its log file on this
+    machine (`ql serve`) or from the database, where cluster workers stream it while the
+    command runs. A capped log keeps its head and tail with a marker where the middle was."""
+    with run_views(database_url) as runs:
+        try:
+            for piece in runs.log_stream(run_id, attempt=attempt, follow=follow):
+                click.echo(piece.text, nl=False)
+        except KeyboardInterrupt:
+            return

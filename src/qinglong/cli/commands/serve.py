@@ -123,7 +123,9 @@ class ConsoleObserver:
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where attempt logs go (default: <database>.logs next to the database).")
 @click.option("--log-max-bytes", type=click.IntRange(1024, 1024**3), default=DEFAULT_LOG_BYTES,
-              show_default=True, help="Per-attempt log size cap; the rest is dropped.")
+              show_default=True,
+              help="Per-attempt log size cap: the first and the last half of the output are "
+                   "kept, with a line saying how many bytes were dropped between them.")
 @click.option("--drain-timeout", type=DURATION, default="10s", show_default=True,
               help="On stop, how long running commands may finish before they are cancelled.")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")

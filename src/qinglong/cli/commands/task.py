@@ -11,8 +11,10 @@ from qinglong.cli.context import catalog
 from qinglong.cli.output import emit_json, emit_table, say, warn, when
 from qinglong.cli.params import DURATION, database_url_option, json_option, project_option
 from qinglong.domain.publishing import TaskPatch
+from qinglong.domain.retry import DEFAULT_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS, MAX_ATTEMPTS
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
+    MAX_CONCURRENCY,
     ArgvCommand,
     ShellCommand,
     environment_from_pairs,
@@ -52,16 +54,22 @@ def _misplaced_option(words: tuple[str, ...]) -> str | None:
     return None
 
 
-def _command(shell: str | None, bash: bool, argv: bool,
+def _command(shell: str | None, bash: bool, sh: bool, argv: bool,
              words: tuple[str, ...]) -> ArgvCommand | ShellCommand | None:
+    """The command the options give (None: keep the current one). Without --bash or --sh a
+    shell command says /bin/sh here; the publish keeps an existing shell task's interpreter."""
     if argv and shell is not None:
         raise InvalidInput("command", "give either --shell or --argv, not both")
+    if bash and sh:
+        raise InvalidInput("sh", "give either --bash or --sh, not both")
     if shell is not None:
         if words:
             raise InvalidInput("command", f"unexpected argument {words[0]!r} after --shell")
         return ShellCommand(command=shell, shell="/bin/bash" if bash else "/bin/sh")
     if bash:
         raise InvalidInput("bash", "--bash only applies to --shell")
+    if sh:
+        raise InvalidInput("sh", "--sh only applies to --shell")
     if not argv:
         if words:
             raise InvalidInput("argv", f"unexpected argument {words[0]!r}: write --argv before "
@@ -77,6 +85,40 @@ def _command(shell: str | None, bash: bool, argv: bool,
     return ArgvCommand(file=words[0], args=tuple(words[1:]))
 
 
+def _exit_codes(text: str) -> tuple[int, ...]:
+    if text.strip().lower() == "any":
+        return ()
+    codes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or not 1 <= int(part) <= 255:
+            raise InvalidInput("retry-on-exit", f"{part!r} is not an exit code from 1 to 255 "
+                                                "(write codes like 1,75 or 'any')")
+        codes.append(int(part))
+    return tuple(codes)
+
+
+def _retry_changes(max_attempts: int | None, backoff: int | None, max_backoff: int | None,
+                   on_exit: str | None, on_timeout: bool | None) -> dict[str, object]:
+    """The retry settings given on the command line; the others keep their value."""
+    given: dict[str, object] = {"max_attempts": max_attempts, "backoff_ms": backoff,
+                                "max_backoff_ms": max_backoff, "on_timeout": on_timeout,
+                                "on_exit_codes": None if on_exit is None else _exit_codes(on_exit)}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _retry_text(retry: object) -> str:
+    assert isinstance(retry, dict)
+    if retry["max_attempts"] == 1:
+        return "no (1 attempt)"
+    codes = retry["on_exit_codes"]
+    on = "any failure" if codes == "any" else "exit " + ",".join(str(c) for c in codes)
+    return (f"up to {retry['max_attempts']} attempts on {on}"
+            + (" or timeout" if retry["on_timeout"] else "")
+            + f", backoff {_timeout_text(retry['backoff_ms'])}"
+            + f" .. {_timeout_text(retry['max_backoff_ms'])}")
+
+
 def _check_cwd_here(cwd: str | None, database_url: str) -> None:
     """On SQLite the commands run on this host, so a working directory must exist here."""
     if cwd is None or url_kind(database_url) != "sqlite" or not cwd.startswith("/"):
@@ -89,8 +131,11 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
 @task.command(cls=_PublishCommand, context_settings={"allow_interspersed_args": False})
 @project_option
 @task_option
-@click.option("--shell", metavar="COMMAND", help="Run COMMAND with /bin/sh -c (or --bash).")
-@click.option("--bash", is_flag=True, help="Use /bin/bash instead of /bin/sh for --shell.")
+@click.option("--shell", metavar="COMMAND",
+              help="Run COMMAND with /bin/sh -c, or /bin/bash -c with --bash (a shell task "
+                   "keeps its current interpreter unless --bash or --sh is given).")
+@click.option("--bash", is_flag=True, help="Use /bin/bash for --shell.")
+@click.option("--sh", is_flag=True, help="Use /bin/sh for --shell (switches a --bash task back).")
 @click.option(
     "--argv", "argv", is_flag=True,
     help="Run the words after the options directly: --argv /bin/echo hi (options go first; "
@@ -106,6 +151,23 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
 @click.option("--timeout", type=DURATION, metavar="DURATION",
               help=f"Kill the run's whole process group after this long, e.g. 30s, 5m, 1h30m "
                    f"(new tasks: {DEFAULT_TIMEOUT_MS // 60_000}m).")
+@click.option("--max-attempts", type=click.IntRange(1, MAX_ATTEMPTS), metavar="N",
+              help="Run a failing Run up to N times in all (new tasks: 1, no retry).")
+@click.option("--retry-backoff", type=DURATION, metavar="DURATION",
+              help="Wait before the first retry; it doubles with each attempt, times a random "
+                   f"0.8-1.2 (new tasks: {DEFAULT_BACKOFF_MS // 1000}s).")
+@click.option("--retry-max-backoff", type=DURATION, metavar="DURATION",
+              help=f"Longest wait between attempts (new tasks: {DEFAULT_MAX_BACKOFF_MS // 60_000}m).")
+@click.option("--retry-on-exit", metavar="CODES",
+              help="Retry only these exit codes, e.g. 1,75 ('any': every failure, the default).")
+@click.option("--retry-on-timeout/--no-retry-on-timeout", default=None,
+              help="Whether a timed-out attempt is retried (new tasks: no).")
+@click.option("--idempotent/--not-idempotent", default=None,
+              help="Whether running the command twice is harmless: only then is an attempt "
+                   "lost with its worker retried (new tasks: not idempotent).")
+@click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), metavar="N",
+              help="At most N Runs of this task execute at once; the others wait queued.")
+@click.option("--no-concurrency", is_flag=True, help="Remove the task's concurrency limit.")
 @click.option("--name", help="Display name (new tasks: the task id).")
 @click.option("--disabled", is_flag=True, help="Publish the revision disabled (its triggers stop).")
 @click.option(
@@ -116,9 +178,13 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
 @database_url_option
 @json_option
 def publish(
-    project: str, task_id: str, shell: str | None, bash: bool, argv: bool, env: tuple[str, ...],
+    project: str, task_id: str, shell: str | None, bash: bool, sh: bool, argv: bool,
+    env: tuple[str, ...],
     unset_env: tuple[str, ...], clear_env: bool, cwd: str | None, no_cwd: bool,
-    timeout: int | None, name: str | None, disabled: bool, no_repin: bool,
+    timeout: int | None, max_attempts: int | None, retry_backoff: int | None,
+    retry_max_backoff: int | None, retry_on_exit: str | None, retry_on_timeout: bool | None,
+    idempotent: bool | None, concurrency: int | None, no_concurrency: bool,
+    name: str | None, disabled: bool, no_repin: bool,
     words: tuple[str, ...], database_url: str, as_json: bool,
 ) -> None:
     """Publish a new revision of a task (a no-op when nothing changed).
@@ -127,22 +193,30 @@ def publish(
     changes only the timeout, and `--env` adds or replaces entries without dropping the
     others. A new task needs --shell or --argv. Triggers bound to the task are re-pinned to
     the new revision in the same transaction, unless --no-repin is given or the revision is
-    disabled. Publishing a deleted task restores it.
+    disabled. Publishing a deleted task restores it, enabled unless --disabled is given.
     """
     patch = TaskPatch(
-        command=_command(shell, bash, argv, words),
+        command=_command(shell, bash, sh, argv, words),
         env_set=environment_from_pairs(env),
         env_unset=unset_env,
         env_clear=clear_env,
         working_directory=cwd,
         clear_working_directory=no_cwd,
         timeout_ms=timeout,
+        retry=_retry_changes(max_attempts, retry_backoff, retry_max_backoff, retry_on_exit,
+                             retry_on_timeout),
+        idempotent=idempotent,
+        concurrency=concurrency,
+        clear_concurrency=no_concurrency,
     )
+    if concurrency is not None and no_concurrency:
+        raise InvalidInput("concurrency", "give either --concurrency N or --no-concurrency")
     _check_cwd_here(cwd, database_url)
     with catalog(database_url) as cat:
         result = cat.task_publish(TaskPublishRequest(
             project_id=project, task_id=task_id, patch=patch, name=name,
             enabled=False if disabled else None, repin_triggers=not no_repin,
+            keep_shell=not (bash or sh),
         ))
     if as_json:
         emit_json(result)
@@ -221,6 +295,9 @@ def show(project: str, task_id: str, database_url: str, as_json: bool) -> None:
     say(f"cwd        {view['working_directory'] or '(the executor directory)'}")
     say(f"timeout    {_timeout_text(view['timeout_ms'])}")
     say(f"env        {', '.join(view['environment']) or '-'}")  # type: ignore[arg-type]
+    say(f"retry      {_retry_text(view['retry'])}")
+    say(f"idempotent {'yes' if view['idempotent'] else 'no'}")
+    say(f"limit      {view['concurrency'] or 'none'} at once")
     say(f"digest     {view['content_digest']}")
     say("history:")
     for entry in view["history"]:  # type: ignore[attr-defined]
@@ -277,7 +354,8 @@ def _switch(enabled: bool) -> Any:
     return command
 
 
-task.command("enable", help="Enable a task again (its triggers are re-pinned and fire).")(
+task.command("enable", help="Enable a task again (its triggers are re-pinned; the enabled "
+                            "ones fire again).")(
     _switch(True))
 task.command("disable", help="Disable a task: publishes a disabled revision; its triggers stop.")(
     _switch(False))

@@ -12,7 +12,13 @@ from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import database_url_option, json_option, project_option
 from qinglong.domain.cron import CronSchedule, DstNote, Occurrence, normalize_expression
 from qinglong.domain.timezones import canonical_timezone, zone_info
-from qinglong.domain.trigger import MisfirePolicy
+from qinglong.domain.trigger import (
+    DEFAULT_QUEUE_LIMIT,
+    MAX_QUEUE_LIMIT,
+    MisfirePolicy,
+    Overlap,
+    OverlapPolicy,
+)
 from qinglong.errors import InvalidInput
 from qinglong.storage.ports import TriggerPublishParams
 
@@ -57,19 +63,31 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
     "--misfire", type=click.Choice([p.value for p in MisfirePolicy]),
     help="What a late scheduler does with a missed occurrence (default for new triggers: skip).",
 )
+@click.option(
+    "--overlap", type=click.Choice([p.value for p in OverlapPolicy]),
+    help="When an occurrence comes while the previous Run is still active: allow (run both), "
+         "skip (end the new Run `cancelled`, reason overlap), queue (it waits its turn, at most "
+         "--overlap-queue-limit waiting), cancel_previous (stop the old one). Default: allow.",
+)
+@click.option("--overlap-queue-limit", type=click.IntRange(0, MAX_QUEUE_LIMIT), metavar="N",
+              help=f"With --overlap queue: Runs allowed to wait (default {DEFAULT_QUEUE_LIMIT}); "
+                   "beyond it a new Run is skipped.")
 @click.option("--disabled", is_flag=True,
-              help="Publish the revision disabled (otherwise an existing trigger keeps its state).")
+              help="Publish the revision disabled (otherwise an existing trigger keeps its "
+                   "state, and a new or deleted one is enabled).")
 @database_url_option
 @json_option
 def publish(
     project: str, trigger_id: str, task_id: str | None, cron: str | None, timezone: str | None,
-    misfire: str | None, disabled: bool, database_url: str, as_json: bool,
+    misfire: str | None, overlap: str | None, overlap_queue_limit: int | None, disabled: bool,
+    database_url: str, as_json: bool,
 ) -> None:
     """Publish a trigger revision; its schedule restarts from the publish time.
 
     For an existing trigger, options you leave out keep their current values (and it stays
     enabled or disabled as it was). Publishing identical content is a no-op and keeps the
-    schedule as it is. Publishing a deleted trigger restores it, enabled.
+    schedule as it is. Publishing a deleted trigger restores it, enabled unless --disabled
+    is given.
     """
     if cron is not None:
         normalize_expression(cron)  # fail fast, before the database is opened
@@ -79,9 +97,19 @@ def publish(
         TriggerPublishParams(
             project_id=project, trigger_id=trigger_id, task_id=task_id, expression=cron,
             timezone=timezone, misfire_policy=misfire, enabled=False if disabled else None,
+            overlap=_overlap(overlap, overlap_queue_limit),
         ),
         database_url, as_json,
     )
+
+
+def _overlap(policy: str | None, queue_limit: int | None) -> Overlap | None:
+    if policy is None:
+        if queue_limit is not None:
+            raise InvalidInput("overlap-queue-limit", "give it with --overlap queue")
+        return None  # keep the current policy
+    return Overlap(policy=OverlapPolicy(policy),
+                   queue_limit=DEFAULT_QUEUE_LIMIT if queue_limit is None else queue_limit)
 
 
 @trigger.command()

@@ -53,6 +53,12 @@ class PgDefinitionStore:
     def project_unarchive(self, project: str) -> Project:
         return self._publish("unarchive project", lambda w: w.project_unarchive(project))
 
+    def global_limit_get(self) -> int | None:
+        return self._read("read the global limit", lambda r: r.global_limit_get())
+
+    def global_limit_set(self, max_running: int | None) -> None:
+        self._publish("set the global limit", lambda w: w.global_limit_set(max_running))
+
     def project_get(self, project: str) -> Project:
         return self._read("read project", lambda r: r.project_get(project))
 

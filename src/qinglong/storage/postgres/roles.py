@@ -19,10 +19,12 @@ MIGRATION = "ql_migration"
 ADMIN = "ql_admin"
 RUNTIME = "ql_runtime"
 WORKER_INGRESS = "ql_worker_ingress"
-ROLES = (MIGRATION, ADMIN, RUNTIME, WORKER_INGRESS)
-APP_ROLES = (ADMIN, RUNTIME, WORKER_INGRESS)
+WORKER = "ql_worker"
+ROLES = (MIGRATION, ADMIN, RUNTIME, WORKER_INGRESS, WORKER)
+APP_ROLES = (ADMIN, RUNTIME, WORKER_INGRESS, WORKER)
 
-S, I, U = "SELECT", "INSERT", "UPDATE"
+S, I, U, D = "SELECT", "INSERT", "UPDATE", "DELETE"
+
 
 # The exact privileges of each application role on every table of the schema;
 # a table missing from a role's map means no privilege at all.
@@ -39,6 +41,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "trigger_revisions": frozenset({S, I}),
         "instances": frozenset({S}),
         "project_archivals": frozenset({S, I, U}),
+        "concurrency_limits": frozenset({S, I, U, D}),
     },
     RUNTIME: {
         "schema_migrations": frozenset({S}),
@@ -57,11 +60,26 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "run_attempts": frozenset({S, I, U}),
         "instances": frozenset({S, I, U}),
         "project_archivals": frozenset({S}),
+        "run_log_chunks": frozenset({S, D}),
+        "concurrency_limits": frozenset({S}),
     },
     WORKER_INGRESS: {
         "schema_migrations": frozenset({S}),
         "schema_capabilities": frozenset({S}),
         "run_attempts": frozenset({S}),
+    },
+    # ql_worker runs what the scheduler admitted: it reads the execution plan it is leased,
+    # moves Runs and Attempts through their steps, appends events and log chunks.
+    WORKER: {
+        "schema_migrations": frozenset({S}),
+        "schema_capabilities": frozenset({S}),
+        "task_execution_revisions": frozenset({S}),
+        "concurrency_limits": frozenset({S}),
+        "runs": frozenset({S, U}),
+        "run_attempts": frozenset({S, U}),
+        "run_events": frozenset({S, I}),
+        "run_log_chunks": frozenset({S, I, D}),
+        "instances": frozenset({S, I, U}),
     },
 }
 
@@ -71,6 +89,7 @@ ROLE_SETTINGS: dict[str, dict[str, str]] = {
     RUNTIME: {"idle_in_transaction_session_timeout": "10s", "statement_timeout": "15s"},
     ADMIN: {"idle_in_transaction_session_timeout": "30s", "statement_timeout": "30s"},
     WORKER_INGRESS: {"idle_in_transaction_session_timeout": "10s"},
+    WORKER: {"idle_in_transaction_session_timeout": "10s", "statement_timeout": "15s"},
 }
 ROLE_SETTINGS_PG17: dict[str, dict[str, str]] = {RUNTIME: {"transaction_timeout": "20s"}}
 

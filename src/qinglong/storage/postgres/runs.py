@@ -17,7 +17,7 @@ import psycopg
 from qinglong.domain import lifecycle
 from qinglong.domain.lifecycle import LeaseFence, check_attempt_lease
 from qinglong.domain.model import Run, RunDetail
-from qinglong.domain.runs import Actor
+from qinglong.domain.runs import Actor, RunStatus
 from qinglong.domain.schedule import check_budget
 from qinglong.ids import new_uuid
 from qinglong.storage.dbapi import fetch_all
@@ -111,6 +111,18 @@ class PgRunStore(FencedSteps):
                                  now_ms=writer.context().now_ms)
 
         return self._step("rescue expired leases", rescue, Actor.RECONCILER)
+
+    def retry_promote(self, limit: int) -> list[str]:
+        check_budget(limit, "limit")
+        return self._step("queue retries", lambda w: w.promote_due(
+            limit=limit, now_ms=w.context().now_ms), Actor.RECONCILER)
+
+    def run_cancel(self, run_id: str, reason: str = "user") -> RunStatus | None:
+        full_id = self._read("find run", lambda conn: RunReader(conn, QUERIES).resolve_run_id(run_id))
+        status = self._step("cancel run", lambda w: w.cancel(full_id, reason), Actor.USER)
+        self._read("notify cancel", lambda conn: conn.execute(QUERIES["notify_cancel"],
+                                                             {"run_id": full_id}))
+        return status
 
     def attempt_list_active(self) -> list[ActiveAttempt]:
         rows = self._read("list active attempts",

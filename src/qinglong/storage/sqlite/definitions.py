@@ -40,6 +40,14 @@ class SqliteDefinitionStore:
         with self._db.write("unarchive project") as conn:
             return self._writer(conn).project_unarchive(project)
 
+    def global_limit_get(self) -> int | None:
+        with self._db.read("read the global limit") as conn:
+            return DefinitionReader(conn, QUERIES).global_limit_get()
+
+    def global_limit_set(self, max_running: int | None) -> None:
+        with self._db.write("set the global limit") as conn:
+            self._writer(conn).global_limit_set(max_running)
+
     def project_get(self, project: str) -> Project:
         with self._db.read("read project") as conn:
             return DefinitionReader(conn, QUERIES).project_get(project)

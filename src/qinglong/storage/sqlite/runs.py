@@ -14,7 +14,7 @@ from qinglong.clock import Clock
 from qinglong.domain import lifecycle
 from qinglong.domain.lifecycle import LeaseFence, check_attempt_lease
 from qinglong.domain.model import Run, RunDetail
-from qinglong.domain.runs import Actor
+from qinglong.domain.runs import Actor, RunStatus
 from qinglong.domain.schedule import check_budget
 from qinglong.domain.task import ExecutorType
 from qinglong.ids import new_uuid
@@ -101,6 +101,18 @@ class SqliteRunStore(FencedSteps):
             return self._writer(conn, Actor.RECONCILER).rescue(
                 grace_ms=params.grace_ms, limit=params.limit, ignore_expiry=params.ignore_expiry,
                 executor_type=None, notes=params.notes, now_ms=self._clock.now_ms())
+
+    def retry_promote(self, limit: int) -> list[str]:
+        check_budget(limit, "limit")
+        with self._db.write("queue retries") as conn:
+            return self._writer(conn, Actor.RECONCILER).promote_due(
+                limit=limit, now_ms=self._clock.now_ms())
+
+    def run_cancel(self, run_id: str, reason: str = "user") -> RunStatus | None:
+        with self._db.read("find run") as conn:
+            full_id = RunReader(conn, QUERIES).resolve_run_id(run_id)
+        with self._db.write("cancel run") as conn:
+            return self._writer(conn, Actor.USER).cancel(full_id, reason)
 
     def attempt_list_active(self) -> list[ActiveAttempt]:
         with self._db.read("list active attempts") as conn:

@@ -1,7 +1,10 @@
 -- name: lifecycle_run_get
 -- A Run's lifecycle state, locked: the Run row is the mutex of its lifecycle (every step
 -- locks it first, then its Attempt).
-SELECT id, status, version, event_sequence FROM qinglong.runs WHERE id = %(run_id)s FOR UPDATE;
+SELECT id, status, version, event_sequence, attempts_spent,
+       (cancel_requested_at_ms IS NOT NULL) AS cancel_requested, cancel_reason,
+       project_id, task_id, task_revision
+FROM qinglong.runs WHERE id = %(run_id)s FOR UPDATE;
 
 -- name: lifecycle_attempt_get
 -- An Attempt's lifecycle state and lease, locked after its Run.
@@ -26,7 +29,13 @@ SET status = %(status)s,
                          ELSE cancel_reason END,
     error_code = CASE WHEN %(set_error_code)s THEN %(error_code)s::varchar ELSE error_code END,
     error_summary = CASE WHEN %(set_error_summary)s THEN %(error_summary)s::varchar
-                         ELSE error_summary END
+                         ELSE error_summary END,
+    retry_at_ms = CASE WHEN %(set_retry_at_ms)s THEN %(retry_at_ms)s::bigint
+                       ELSE retry_at_ms END,
+    attempts_spent = CASE WHEN %(set_attempts_spent)s THEN %(attempts_spent)s::integer
+                          ELSE attempts_spent END,
+    queued_at_ms = CASE WHEN %(set_queued_at_ms)s THEN %(queued_at_ms)s::bigint
+                        ELSE queued_at_ms END
 WHERE id = %(run_id)s AND version = %(expected_version)s;
 
 -- name: lifecycle_attempt_update
@@ -58,7 +67,8 @@ WHERE id = %(attempt_id)s AND run_id = %(run_id)s AND status = %(expected_status
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first, for an executor of
 -- one type; the Runs are locked, and Runs another executor is taking are skipped.
 SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
-       r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms,
+       r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
+       r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM qinglong.runs r
@@ -71,9 +81,19 @@ ORDER BY r.priority DESC, r.queued_at_ms, r.id
 LIMIT %(limit)s
 FOR UPDATE OF r SKIP LOCKED;
 
+-- name: lease_renew_lock
+-- Before renewing, lock the Runs of the leases in id order: every lifecycle step locks a Run
+-- before its Attempt, and renewal follows the same order so it never deadlocks with a rescue.
+SELECT r.id FROM qinglong.runs r
+WHERE r.id IN (SELECT a.run_id FROM qinglong.run_attempts a
+               WHERE a.id IN (SELECT f->>'attempt_id' FROM jsonb_array_elements(%(fences)s::jsonb) f))
+ORDER BY r.id
+FOR UPDATE OF r;
+
 -- name: lease_renew
 -- Extend the leases an owner still holds, in one statement, at database time; the fences come
--- as a JSON array of {"attempt_id", "generation", "digest"}.
+-- as a JSON array of {"attempt_id", "generation", "digest"}. An expired lease is not renewed:
+-- once it has expired, the reconciler may already be withdrawing it.
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 ),
@@ -87,6 +107,7 @@ FROM held f, observed o
 WHERE a.id = f.attempt_id AND a.lease_generation = f.generation
   AND a.lease_token_digest = f.digest AND a.worker_id = %(owner)s
   AND a.status IN ('claimed', 'starting', 'running')
+  AND a.lease_expires_at_ms > o.now_ms
 RETURNING a.id, a.run_id, a.lease_expires_at_ms;
 
 -- name: lease_cancel_requested
@@ -97,21 +118,24 @@ WHERE id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb))
 
 -- name: lease_expired
 -- Attempts whose executor is presumed gone: a lease past its expiry (database time) by the
--- grace, or every active lease when the caller knows no executor survives. The Runs are
--- locked; those another reconciler is handling are skipped.
-SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence,
+-- grace, or every active lease when the caller knows no executor survives. The Runs and the
+-- Attempts are both locked (so a renewal that committed meanwhile is seen and the row
+-- dropped); rows another transaction holds are skipped.
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+       r.task_id, r.task_revision, r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM qinglong.run_attempts a
 JOIN qinglong.runs r ON r.id = a.run_id
 WHERE a.status IN ('claimed', 'starting', 'running')
+  AND r.status IN ('dispatching', 'running')
   AND (a.status <> 'claimed' OR a.lease_token_digest IS NOT NULL)
   AND (%(ignore_expiry)s::boolean
        OR coalesce(a.lease_expires_at_ms, 0) + %(grace_ms)s <= %(now_ms)s)
   AND (%(executor_type)s::varchar IS NULL OR a.executor_type = %(executor_type)s::varchar)
 ORDER BY a.lease_expires_at_ms, a.id
 LIMIT %(limit)s
-FOR UPDATE OF r SKIP LOCKED;
+FOR UPDATE OF r, a SKIP LOCKED;
 
 -- name: attempt_list_active
 -- Attempts that are leased or started, with the process they ran (if any).
@@ -153,3 +177,82 @@ FROM qinglong.runs r JOIN qinglong.run_attempts a ON a.run_id = r.id
 WHERE r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')
   AND a.status IN ('starting', 'running')
 LIMIT %(limit)s;
+
+-- name: retry_due
+-- Runs whose retry wait is over, with their latest (ended) Attempt, oldest first.
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+       r.task_id, r.task_revision, r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM qinglong.runs r
+JOIN qinglong.run_attempts a ON a.run_id = r.id
+ AND a.attempt = (SELECT max(n.attempt) FROM qinglong.run_attempts n WHERE n.run_id = r.id)
+WHERE r.status = 'retry_wait' AND r.retry_at_ms <= %(now_ms)s
+ORDER BY r.retry_at_ms, r.id
+LIMIT %(limit)s
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: run_latest_attempt
+-- The latest Attempt of a Run (locked after the Run).
+SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
+       lease_token_digest, lease_expires_at_ms, pid, executor_handle
+FROM qinglong.run_attempts
+WHERE run_id = %(run_id)s
+ORDER BY attempt DESC LIMIT 1 FOR UPDATE;
+
+-- name: run_plan_get
+-- The execution revision a Run pinned (its retry policy, limits and command).
+SELECT e.* FROM qinglong.runs r
+JOIN qinglong.task_execution_revisions e
+  ON e.project_id = r.project_id AND e.task_id = r.task_id AND e.task_revision = r.task_revision
+WHERE r.id = %(run_id)s AND e.executor_type = %(executor_type)s;
+
+-- name: overlap_active
+-- Another Run of the same exclusive trigger that is in progress.
+SELECT id, status FROM qinglong.runs
+WHERE project_id = %(project_id)s AND overlap_key = %(overlap_key)s
+  AND status IN ('dispatching', 'running', 'retry_wait') AND id <> %(run_id)s
+LIMIT 1;
+
+-- name: overlap_waiting_before
+-- How many Runs of the same exclusive trigger wait in the queue ahead of this one.
+SELECT count(*) AS waiting FROM qinglong.runs
+WHERE project_id = %(project_id)s AND overlap_key = %(overlap_key)s AND status = 'queued'
+  AND (queued_at_ms < %(queued_at_ms)s OR (queued_at_ms = %(queued_at_ms)s AND id < %(run_id)s));
+
+-- name: task_active_count
+-- Runs of one task being executed now.
+SELECT count(*) AS active FROM qinglong.runs
+WHERE project_id = %(project_id)s AND task_id = %(task_id)s
+  AND status IN ('dispatching', 'running');
+
+-- name: global_active_count
+-- Runs being executed now, anywhere, and the cluster-wide limit (NULL: none).
+SELECT (SELECT count(*) FROM qinglong.runs WHERE status IN ('dispatching', 'running')) AS active,
+       (SELECT max_running FROM qinglong.concurrency_limits WHERE scope = 'global') AS max_running;
+
+-- name: acquire_savepoint
+-- One candidate's acquisition may be undone without the others.
+SAVEPOINT acquire_one;
+
+-- name: acquire_savepoint_release
+-- Keep the candidate's acquisition.
+RELEASE SAVEPOINT acquire_one;
+
+-- name: acquire_savepoint_rollback
+-- Undo the candidate's acquisition (another executor took a Run of its trigger meanwhile).
+ROLLBACK TO SAVEPOINT acquire_one;
+
+-- name: concurrency_lock
+-- Serialise one decision (a trigger's overlap, a task's or the global capacity) until COMMIT,
+-- so two executors never both see the last free place. A try-lock: an executor that finds it
+-- taken leaves that Run for now (never waits, so two acquisitions cannot deadlock).
+SELECT pg_try_advisory_xact_lock(20812, hashtext(%(key)s)) AS locked;
+
+-- name: notify_cancel
+-- Tell the workers at once that a Run was asked to stop (a hint: renewals carry it too).
+SELECT pg_notify('qinglong_cancel', %(run_id)s);
+
+-- name: notify_runs
+-- Tell the workers that Runs were queued (a hint: they poll too).
+SELECT pg_notify('qinglong_runs', '');

@@ -39,3 +39,18 @@ VALUES (%(id)s, %(now_ms)s, NULL);
 -- Record the end of the open archival of a project.
 UPDATE qinglong.project_archivals SET restored_at_ms = greatest(archived_at_ms, %(now_ms)s)
 WHERE project_id = %(id)s AND restored_at_ms IS NULL;
+
+-- name: global_limit_get
+-- The cluster-wide cap on Runs executing at once (no row: no cap).
+SELECT max_running, updated_at_ms FROM qinglong.concurrency_limits WHERE scope = 'global';
+
+-- name: global_limit_set
+-- Set the cluster-wide cap.
+INSERT INTO qinglong.concurrency_limits (scope, max_running, updated_at_ms)
+VALUES ('global', %(max_running)s, %(now_ms)s)
+ON CONFLICT (scope) DO UPDATE SET max_running = EXCLUDED.max_running,
+                                  updated_at_ms = EXCLUDED.updated_at_ms;
+
+-- name: global_limit_clear
+-- Remove the cluster-wide cap.
+DELETE FROM qinglong.concurrency_limits WHERE scope = 'global';

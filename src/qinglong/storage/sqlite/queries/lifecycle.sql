@@ -1,6 +1,9 @@
 -- name: lifecycle_run_get
 -- A Run's lifecycle state (inside the step's write transaction).
-SELECT id, status, version, event_sequence FROM runs WHERE id = :run_id;
+SELECT id, status, version, event_sequence, attempts_spent,
+       (cancel_requested_at_ms IS NOT NULL) AS cancel_requested, cancel_reason,
+       project_id, task_id, task_revision
+FROM runs WHERE id = :run_id;
 
 -- name: lifecycle_attempt_get
 -- An Attempt's lifecycle state and lease.
@@ -20,7 +23,10 @@ SET status = :status,
                                   ELSE cancel_requested_at_ms END,
     cancel_reason = CASE WHEN :set_cancel_reason THEN :cancel_reason ELSE cancel_reason END,
     error_code = CASE WHEN :set_error_code THEN :error_code ELSE error_code END,
-    error_summary = CASE WHEN :set_error_summary THEN :error_summary ELSE error_summary END
+    error_summary = CASE WHEN :set_error_summary THEN :error_summary ELSE error_summary END,
+    retry_at_ms = CASE WHEN :set_retry_at_ms THEN :retry_at_ms ELSE retry_at_ms END,
+    attempts_spent = CASE WHEN :set_attempts_spent THEN :attempts_spent ELSE attempts_spent END,
+    queued_at_ms = CASE WHEN :set_queued_at_ms THEN :queued_at_ms ELSE queued_at_ms END
 WHERE id = :run_id AND version = :expected_version;
 
 -- name: lifecycle_attempt_update
@@ -48,22 +54,26 @@ WHERE id = :attempt_id AND run_id = :run_id AND status = :expected_status
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first (for an executor of
 -- one type).
 SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
-       r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms,
+       r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
+       r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM runs r
 JOIN run_attempts a ON a.run_id = r.id AND a.status = 'claimed' AND a.lease_token_digest IS NULL
-WHERE r.status = 'queued' AND a.executor_type = :executor_type
+WHERE r.status = 'queued' AND r.cancel_requested_at_ms IS NULL
+  AND a.executor_type = :executor_type
   AND a.attempt = (SELECT max(n.attempt) FROM run_attempts n WHERE n.run_id = r.id)
-ORDER BY r.queued_at_ms, r.id
+ORDER BY r.priority DESC, r.queued_at_ms, r.id
 LIMIT :limit;
 
 -- name: lease_renew
 -- Extend the leases an owner still holds (one statement for all of them); the fences come as
--- a JSON array of {"attempt_id", "generation", "digest"}.
+-- a JSON array of {"attempt_id", "generation", "digest"}. An expired lease is not renewed:
+-- once it has expired, the reconciler may already be withdrawing it.
 UPDATE run_attempts
 SET lease_expires_at_ms = :now_ms + :lease_ms
 WHERE worker_id = :owner AND status IN ('claimed', 'starting', 'running')
+  AND lease_expires_at_ms > :now_ms
   AND EXISTS (SELECT 1 FROM json_each(:fences) f
               WHERE json_extract(f.value, '$.attempt_id') = run_attempts.id
                 AND json_extract(f.value, '$.generation') = run_attempts.lease_generation
@@ -79,13 +89,15 @@ WHERE id IN (SELECT value FROM json_each(:run_ids)) AND cancel_requested_at_ms I
 -- Attempts whose executor is presumed gone: a lease past its expiry by the grace (or every
 -- active lease, when the caller knows no executor survives), and started attempts that never
 -- had one (left by an older version).
-SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence,
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+       r.task_id, r.task_revision, r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM run_attempts a
 JOIN runs r ON r.id = a.run_id
 WHERE (a.status IN ('starting', 'running')
        OR (a.status = 'claimed' AND a.lease_token_digest IS NOT NULL))
+  AND r.status IN ('dispatching', 'running')
   AND (:ignore_expiry OR coalesce(a.lease_expires_at_ms, 0) + :grace_ms <= :now_ms)
   AND (:executor_type IS NULL OR a.executor_type = :executor_type)
 ORDER BY a.lease_expires_at_ms, a.id
@@ -99,3 +111,71 @@ FROM run_attempts a
 WHERE a.status IN ('starting', 'running')
    OR (a.status = 'claimed' AND a.lease_token_digest IS NOT NULL)
 ORDER BY a.created_at_ms, a.id;
+
+-- name: retry_due
+-- Runs whose retry wait is over, with their latest (ended) Attempt, oldest first.
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+       r.task_id, r.task_revision, r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM runs r
+JOIN run_attempts a ON a.run_id = r.id
+ AND a.attempt = (SELECT max(n.attempt) FROM run_attempts n WHERE n.run_id = r.id)
+WHERE r.status = 'retry_wait' AND r.retry_at_ms <= :now_ms
+ORDER BY r.retry_at_ms, r.id
+LIMIT :limit;
+
+-- name: run_latest_attempt
+-- The latest Attempt of a Run (locked after the Run).
+SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
+       lease_token_digest, lease_expires_at_ms, pid, executor_handle
+FROM run_attempts
+WHERE run_id = :run_id
+ORDER BY attempt DESC LIMIT 1;
+
+-- name: run_plan_get
+-- The execution revision a Run pinned (its retry policy, limits and command).
+SELECT e.* FROM runs r
+JOIN task_execution_revisions e
+  ON e.project_id = r.project_id AND e.task_id = r.task_id AND e.task_revision = r.task_revision
+WHERE r.id = :run_id AND e.executor_type = :executor_type;
+
+-- name: overlap_active
+-- Another Run of the same exclusive trigger that is in progress.
+SELECT id, status FROM runs
+WHERE project_id = :project_id AND overlap_key = :overlap_key
+  AND status IN ('dispatching', 'running', 'retry_wait') AND id <> :run_id
+LIMIT 1;
+
+-- name: overlap_waiting_before
+-- How many Runs of the same exclusive trigger wait in the queue ahead of this one.
+SELECT count(*) AS waiting FROM runs
+WHERE project_id = :project_id AND overlap_key = :overlap_key AND status = 'queued'
+  AND (queued_at_ms < :queued_at_ms OR (queued_at_ms = :queued_at_ms AND id < :run_id));
+
+-- name: task_active_count
+-- Runs of one task being executed now.
+SELECT count(*) AS active FROM runs
+WHERE project_id = :project_id AND task_id = :task_id
+  AND status IN ('dispatching', 'running');
+
+-- name: global_active_count
+-- Runs being executed now, anywhere, and the cluster-wide limit (NULL: none).
+SELECT (SELECT count(*) FROM runs WHERE status IN ('dispatching', 'running')) AS active,
+       (SELECT max_running FROM concurrency_limits WHERE scope = 'global') AS max_running;
+
+-- name: acquire_savepoint
+-- One candidate's acquisition may be undone without the others.
+SAVEPOINT acquire_one;
+
+-- name: acquire_savepoint_release
+-- Keep the candidate's acquisition.
+RELEASE SAVEPOINT acquire_one;
+
+-- name: acquire_savepoint_rollback
+-- Undo the candidate's acquisition (another executor took a Run of its trigger meanwhile).
+ROLLBACK TO SAVEPOINT acquire_one;
+
+-- name: concurrency_lock
+-- One writer at a time already (BEGIN IMMEDIATE): nothing more to lock.
+SELECT 1 AS locked;

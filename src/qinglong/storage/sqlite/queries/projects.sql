@@ -35,3 +35,18 @@ VALUES (:id, :now_ms, NULL);
 -- Record the end of the open archival of a project.
 UPDATE project_archivals SET restored_at_ms = max(archived_at_ms, :now_ms)
 WHERE project_id = :id AND restored_at_ms IS NULL;
+
+-- name: global_limit_get
+-- The cap on Runs executing at once (no row: no cap).
+SELECT max_running, updated_at_ms FROM concurrency_limits WHERE scope = 'global';
+
+-- name: global_limit_set
+-- Set the cap.
+INSERT INTO concurrency_limits (scope, max_running, updated_at_ms)
+VALUES ('global', :max_running, :now_ms)
+ON CONFLICT (scope) DO UPDATE SET max_running = excluded.max_running,
+                                  updated_at_ms = excluded.updated_at_ms;
+
+-- name: global_limit_clear
+-- Remove the cap.
+DELETE FROM concurrency_limits WHERE scope = 'global';

@@ -1,0 +1,131 @@
+"""`ql worker`: run admitted cluster Runs under fenced leases (any number, any host)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, TypeVar
+
+import click
+
+from qinglong.cli.context import CLOCK
+from qinglong.diagnostics import Diagnostic
+from qinglong.execution.executor import RunFinished
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _stamp() -> str:
+    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+class WorkerConsole:
+    def __init__(self, *, worker: str, json_events: bool, quiet: bool) -> None:
+        self._worker = worker
+        self._json = json_events
+        self._quiet = quiet
+        self._lock = threading.Lock()
+
+    def _emit(self, event: dict[str, Any], text: str, *, err: bool = False) -> None:
+        with self._lock:
+            if self._json:
+                click.echo(json.dumps({"worker": self._worker, "at_ms": CLOCK.now_ms(), **event},
+                                      sort_keys=True), err=err)
+            elif not self._quiet or err:
+                click.echo(f"{_stamp()} [{self._worker}] {text}", err=err)
+
+    def finished(self, finished: RunFinished) -> None:
+        detail = f"exit {finished.exit_code}" if finished.exit_code is not None else (
+            finished.error_summary or "")
+        self._emit({"event": "finished", "run_id": finished.run_id, "trigger": finished.trigger_id,
+                    "status": finished.status, "exit_code": finished.exit_code,
+                    "duration_ms": finished.duration_ms,
+                    "scheduled_for_ms": finished.scheduled_for_ms},
+                   f"{finished.status:<10} run {finished.run_id} ({finished.trigger_id}) {detail} "
+                   f"in {finished.duration_ms} ms")
+
+    def state(self, state: str, reason: str) -> None:
+        self._emit({"event": "state", "state": state, "reason": reason}, f"{state}: {reason}")
+
+    def diagnostic(self, diagnostic: Diagnostic) -> None:
+        self._emit({"event": "error", "source": diagnostic.source, "code": diagnostic.code,
+                    "message": diagnostic.message},
+                   f"error {diagnostic.source} {diagnostic.code}: {diagnostic.message}", err=True)
+
+
+def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
+    return click.option(name, type=kind, default=None, help=text)
+
+
+@click.command()
+@click.option("--database-url", default=None, metavar="URL",
+              help="postgresql:// URL of the ql_worker role (env QL_DATABASE_URL). No passwords "
+                   "here: use PGPASSWORD, ~/.pgpass or QL_DATABASE_PASSWORD_FILE.")
+@_option("--worker-id", str, "This worker's name (env QL_WORKER_WORKER_ID); each start also "
+                             "gets a fresh session id, so a restart never inherits leases.")
+@_option("--slots", click.INT, "Commands run at once, 1-256 (default 4).")
+@_option("--lease-ms", click.INT, "Lease per Attempt, renewed every third of it; commands are "
+                                  "killed if it cannot be renewed for 80% of it. 5000-600000 "
+                                  "(default 30000).")
+@_option("--drain-timeout-ms", click.INT, "On SIGTERM, how long running commands may finish "
+                                          "before they are stopped and queued again (default "
+                                          "30000).")
+@_option("--poll-ms", click.INT, "How often to look for work without a notification, 100-60000 "
+                                 "(default 1000).")
+@_option("--log-max-bytes", click.INT, "Output kept per attempt, head and tail (default 16 MiB).")
+@_option("--log-dir", str, "Where output is spooled while it is shipped (default: a temp dir).")
+@_option("--pool-size", click.INT, "Database connections, 2-64 (default 4).")
+@_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default "
+                        "127.0.0.1:8082).")
+@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@click.option("--quiet", is_flag=True, help="Print only errors.")
+def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
+    """Run admitted cluster Runs until SIGINT or SIGTERM (any number of workers, any host).
+
+    Each Run is taken with a lease on its Attempt (FOR UPDATE SKIP LOCKED), its command runs
+    in its own process group, output is shipped to the database as it is written, and every
+    write is fenced by the lease, so a worker that was paused or cut off can never overwrite
+    what happened since. On a signal the worker stops taking work, lets running commands
+    finish for --drain-timeout-ms, then stops them and queues their Runs again without
+    spending an attempt; a second signal stops at once.
+    """
+    from qinglong.cli.params import check_cli_url
+    from qinglong.profiles.worker import WorkerApp
+    from qinglong.profiles.worker_config import load_worker_settings
+    from qinglong.security import redact_url
+
+    check_cli_url(flags.get("database_url"))
+    settings = load_worker_settings(flags)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    console = WorkerConsole(worker=settings.worker_id, json_events=json_events, quiet=quiet)
+    app = WorkerApp(settings, console)
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        del frame
+        seen.append(signum)
+        if len(seen) > 1:
+            killed = app.hard_stop()
+            console.state("stopping", f"second signal: {killed} commands killed")
+            raise SystemExit(130)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        port = app.start_http()
+        console.state("starting", f"http on port {port}; session {app.session}; database "
+                                  f"{redact_url(settings.database_url)}")
+        app.start(stop)
+        stop.wait()
+        interrupted = app.drain()
+        console.state("stopped", f"drained; {interrupted} commands stopped and queued again")
+    finally:
+        app.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,255 @@
+"""The worker profile: one `ql worker` runs admitted cluster Runs under fenced leases.
+
+Start: HTTP probes (livez 200, readyz 503) -> pool -> readiness audit for the worker role
+(privileges exact, session timeouts below the lease) -> heartbeat row -> executor and the
+notification listener -> readyz 200. Stop (SIGTERM): readyz 503, stop taking work, keep
+renewing while running commands finish for the drain timeout, then stop the rest and queue
+their Runs again without spending an attempt; a second SIGTERM is a hard stop (commands are
+killed, nothing more is written, the reconciler settles their Runs).
+
+Liveness and run time are judged apart: the lease (renewed for all running commands in one
+statement) proves the worker is alive, whatever the commands' own timeouts are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from qinglong.api.health import HttpServer, create_app
+from qinglong.clock import Clock, SystemClock
+from qinglong.diagnostics import Diagnostic, diagnostic_from
+from qinglong.errors import NotReady, QinglongError
+from qinglong.execution.executor import Executor, RunFinished
+from qinglong.ids import new_uuid
+from qinglong.profiles.worker_config import WorkerSettings
+from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, conninfo
+from qinglong.storage.postgres.instances import PgInstanceStore
+from qinglong.storage.postgres.logs import PgLogStore
+from qinglong.storage.postgres.readiness import audit, session_findings
+from qinglong.storage.postgres.runs import PgRunStore
+from qinglong.storage.postgres.topology import choose_primary
+
+HEARTBEAT_INTERVAL_S = 5.0
+
+
+class WorkerObserver(Protocol):
+    def finished(self, finished: RunFinished) -> None: ...
+    def state(self, state: str, reason: str) -> None: ...
+    def diagnostic(self, diagnostic: Diagnostic) -> None: ...
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.runs = Counter("ql_worker_runs_total", "Runs this worker finished, by outcome",
+                            ["status"], registry=self.registry)
+        self.slots = Gauge("ql_worker_slots_in_use", "Commands running now",
+                           registry=self.registry)
+        self.capacity = Gauge("ql_worker_slots", "Commands this worker may run at once",
+                              registry=self.registry)
+        self.ready = Gauge("ql_worker_ready", "1 while this worker takes work",
+                           registry=self.registry)
+        self.errors = Counter("ql_worker_errors_total", "Errors, by code", ["code"],
+                              registry=self.registry)
+        self.duration = Counter("ql_worker_run_seconds_total", "Time spent running commands",
+                                registry=self.registry)
+
+
+class Listener:
+    """LISTENs for 'Runs were queued' and 'cancel this Run' on its own connection. Only a
+    hint: polling is the truth, so a lost notification costs at most a poll interval (and a
+    lost cancel at most a renewal)."""
+
+    def __init__(self, url: str, application_name: str, executor: Executor) -> None:
+        self._url = url
+        self._application_name = application_name
+        self._executor = executor
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ql-listen", daemon=True)
+        self.notifications = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(conninfo(self._url, application_name=self._application_name),
+                                     autocommit=True) as conn:
+                    conn.execute("LISTEN qinglong_runs")
+                    conn.execute("LISTEN qinglong_cancel")
+                    self._executor.poke()  # anything queued while we were not listening
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            self.notifications += 1
+                            if note.channel == "qinglong_cancel":
+                                self._executor.cancel(note.payload)
+                            else:
+                                self._executor.poke()
+            except psycopg.Error:
+                self._stop.wait(1.0)  # the database is away: polling carries on meanwhile
+
+
+class WorkerApp:
+    def __init__(self, settings: WorkerSettings, observer: WorkerObserver,
+                 clock: Clock | None = None) -> None:
+        self._settings = settings
+        self._observer = observer
+        self._clock = clock or SystemClock()
+        self.metrics = WorkerMetrics()
+        self.metrics.capacity.set(settings.slots)
+        self.session = f"{settings.worker_id}:{new_uuid()[:8]}"  # never reused across starts
+        self._state = ("starting", "starting")
+        self._http: HttpServer | None = None
+        self._connector: PoolConnector | None = None
+        self._executor: Executor | None = None
+        self._listener: Listener | None = None
+        self._instances: PgInstanceStore | None = None
+        self._spool: tempfile.TemporaryDirectory[str] | None = None
+
+    # -- HTTP -------------------------------------------------------------------------
+
+    def _ready(self) -> tuple[bool, str]:
+        state, reason = self._state
+        executor = self._executor
+        if state == "ready" and executor is not None and not executor.healthy:
+            return False, "the database refuses renewals or acquisitions"
+        return state == "ready", reason
+
+    def _status(self) -> dict[str, Any]:
+        executor = self._executor
+        return {"worker": self._settings.worker_id, "session": self.session,
+                "state": self._state[0], "reason": self._state[1],
+                "slots": self._settings.slots,
+                "running": executor.active() if executor else 0,
+                "started": executor.started if executor else 0,
+                "notifications": self._listener.notifications if self._listener else 0}
+
+    def start_http(self) -> int:
+        app = create_app(ready=self._ready, status=self._status, registry=self.metrics.registry)
+        self._http = HttpServer(app, self._settings.http)
+        self._http.start()
+        return self._http.port
+
+    def _set_state(self, state: str, reason: str) -> None:
+        self._state = (state, reason)
+        self.metrics.ready.set(1 if state == "ready" else 0)
+        self._observer.state(state, reason)
+
+    # -- start and stop ---------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> None:
+        """Connect, check readiness and start taking work; retries until ``stop`` is set."""
+        s = self._settings
+        name = f"ql-worker:{s.worker_id}"[:63]
+        while not stop.is_set():
+            try:
+                self._activate(name, stop)
+                return
+            except QinglongError as exc:
+                self._set_state("unavailable", exc.message)
+                self._diagnostic(diagnostic_from("worker", exc))
+                stop.wait(2.0)
+
+    def _activate(self, name: str, stop: threading.Event) -> None:
+        s = self._settings
+        target = choose_primary(s.database_url, application_name=name)
+        connector = PoolConnector(
+            target, application_name=name, max_size=s.pool_size,
+            settings=SessionSettings(statement_timeout_ms=s.statement_timeout_ms,
+                                     lock_timeout_ms=1000,
+                                     idle_in_transaction_timeout_ms=s.idle_in_transaction_timeout_ms,
+                                     transaction_timeout_ms=s.lease_ms * 2 // 3))
+        try:
+            connector.open(cancelled=stop.is_set)
+            with connector.connection() as conn:
+                findings = audit(conn) + session_findings(conn, s.lease_ms)
+                if findings:
+                    raise NotReady(findings)
+            self._instances = PgInstanceStore(connector)
+            self._instances.instance_start(s.worker_id, "worker", socket.gethostname(), os.getpid())
+        except BaseException:
+            connector.close()
+            raise
+        self._connector = connector
+        if s.log_dir is None:
+            self._spool = tempfile.TemporaryDirectory(prefix="ql-worker-")
+        spool = Path(s.log_dir or (self._spool.name if self._spool else "."))
+        executor = Executor(
+            PgRunStore(connector, actor_id=self.session), self._clock, owner=self.session,
+            log_dir=spool, concurrency=s.slots, lease_ms=s.lease_ms,
+            log_max_bytes=s.log_max_bytes, poll_interval_s=s.poll_ms / 1000,
+            diagnostics=self._diagnostic, on_finished=self._finished, requeue_on_drain=True,
+            log_store=PgLogStore(connector),
+        )
+        self._executor = executor
+        self._listener = Listener(target, f"{name}:listen"[:63], executor)
+        executor.start()
+        self._listener.start()
+        threading.Thread(target=self._heartbeat, args=(stop,), name="ql-heartbeat",
+                         daemon=True).start()
+        self._set_state("ready", "taking work")
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_INTERVAL_S):
+            executor = self._executor
+            if executor is not None:
+                self.metrics.slots.set(executor.active())
+            instances = self._instances
+            if instances is None:
+                return
+            try:
+                instances.instance_beat(self._settings.worker_id)
+            except QinglongError as exc:
+                self._diagnostic(diagnostic_from("worker", exc))
+
+    def drain(self) -> int:
+        """Stop taking work, let commands finish for the drain timeout, then interrupt the rest
+        (their Runs are queued again). Returns how many were interrupted."""
+        self._set_state("stopping", "draining")
+        executor = self._executor
+        if executor is None:
+            return 0
+        return executor.stop(self._settings.drain_timeout_ms / 1000)
+
+    def hard_stop(self) -> int:
+        """Kill every command now; nothing more is written."""
+        executor = self._executor
+        return executor.kill_all() if executor is not None else 0
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        if self._instances is not None:
+            with contextlib.suppress(QinglongError):
+                self._instances.instance_stop(self._settings.worker_id)
+        if self._connector is not None:
+            self._connector.close()
+        if self._http is not None:
+            self._http.stop()
+        if self._spool is not None:
+            self._spool.cleanup()
+
+    # -- observation ------------------------------------------------------------------
+
+    def _finished(self, finished: RunFinished) -> None:
+        self.metrics.runs.labels(finished.status).inc()
+        self.metrics.duration.inc(finished.duration_ms / 1000)
+        self._observer.finished(finished)
+
+    def _diagnostic(self, diagnostic: Diagnostic) -> None:
+        self.metrics.errors.labels(diagnostic.code).inc()
+        self._observer.diagnostic(diagnostic)

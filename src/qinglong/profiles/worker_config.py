@@ -1,0 +1,71 @@
+"""Configuration of one `ql worker`, validated before PostgreSQL is opened.
+
+Values come from command-line flags, then ``QL_WORKER_*`` environment variables (and
+``QL_DATABASE_URL``); an unknown ``QL_WORKER_*`` variable is refused like an unknown flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from qinglong.api.health import parse_listen
+from qinglong.domain.identifiers import OWNER_ID
+from qinglong.execution.executor import MAX_CONCURRENCY, MIN_CONCURRENCY
+from qinglong.execution.logs import MAX_LOG_BYTES, MIN_LOG_BYTES
+from qinglong.profiles.backends import url_kind
+from qinglong.profiles.settings import load_settings
+
+ENV_PREFIX = "QL_WORKER_"
+DEFAULT_LOG_BYTES = 16 * 1024 * 1024
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    database_url: str = Field(validation_alias="QL_DATABASE_URL")
+    worker_id: str
+    slots: int = Field(default=4, ge=MIN_CONCURRENCY, le=MAX_CONCURRENCY)
+    lease_ms: int = Field(default=30_000, ge=5_000, le=600_000)
+    drain_timeout_ms: int = Field(default=30_000, ge=0, le=3_600_000)
+    poll_ms: int = Field(default=1_000, ge=100, le=60_000)
+    log_max_bytes: int = Field(default=DEFAULT_LOG_BYTES, ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES)
+    log_dir: str | None = None  # spool of the output being shipped (default: a temp dir)
+    pool_size: int = Field(default=4, ge=2, le=64)
+    http: str = "127.0.0.1:8082"
+
+    @field_validator("worker_id")
+    @classmethod
+    def _worker(cls, value: str) -> str:
+        if not OWNER_ID.fullmatch(value):
+            raise ValueError("must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a "
+                             "letter or digit")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if url_kind(value) != "postgresql":
+            raise ValueError("ql worker needs a postgresql:// URL (ql serve runs Runs on SQLite)")
+        return value
+
+    @field_validator("http")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @property
+    def idle_in_transaction_timeout_ms(self) -> int:
+        """Below the lease, so a frozen worker's row locks are released before takeover."""
+        return max(1_000, min(10_000, self.lease_ms // 3))
+
+    @property
+    def statement_timeout_ms(self) -> int:
+        return max(1_000, min(15_000, self.lease_ms // 3))
+
+
+def load_worker_settings(flags: dict[str, Any]) -> WorkerSettings:
+    return load_settings(WorkerSettings, prefix=ENV_PREFIX, command="ql worker", flags=flags)
