@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install qinglong with its dev tools
 
-demo: demo-cluster ## Run the demo: three cluster replicas on an embedded PostgreSQL 18 (~45 s)
+demo: demo-cluster ## Run the demo: 3 replicas and 2 workers on an embedded PostgreSQL 18 (~75 s)
 
-demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 20 triggers, 3 replicas, one killed
+demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 21 triggers, 3 replicas and 2 workers, one of each killed
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_cluster.py
 
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary

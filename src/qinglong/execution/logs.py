@@ -35,6 +35,8 @@ from typing import IO
 MIN_LOG_BYTES = 1024
 MAX_LOG_BYTES = 1024 * 1024 * 1024
 DEFAULT_LOG_BYTES = 1024 * 1024
+DEFAULT_LOG_RETENTION_DAYS = 14
+MAX_LOG_RETENTION_DAYS = 3650
 TAIL_SUFFIX = ".tail"
 _CHUNK = 64 * 1024
 
@@ -284,3 +286,26 @@ def tail(path: Path, lines: int, max_bytes: int = 64 * 1024) -> list[str]:
         return []
     text = data.decode("utf-8", errors="replace")
     return text.splitlines()[-lines:] if lines > 0 else []
+
+
+def prune_log_dir(log_dir: Path, before_ms: int, limit: int = 500) -> int:
+    """Delete the log files of Runs last written before ``before_ms`` (file modification time),
+    with their Run directories once empty; at most ``limit`` files a pass. A file still being
+    written has a recent time, so a running Attempt's log is never removed."""
+    removed = 0
+    try:
+        runs = list(log_dir.iterdir())
+    except OSError:
+        return 0
+    for run_dir in runs:
+        if not run_dir.is_dir():
+            continue
+        with contextlib.suppress(OSError):
+            for item in run_dir.iterdir():
+                if removed >= limit:
+                    return removed
+                if item.is_file() and item.stat().st_mtime * 1000 < before_ms:
+                    item.unlink()
+                    removed += 1
+            run_dir.rmdir()  # only when empty: OSError otherwise, suppressed
+    return removed

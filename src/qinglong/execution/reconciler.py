@@ -28,8 +28,13 @@ class Reconciler:
     def __init__(self, store: RunLifecycleStore, *, grace_ms: int = DEFAULT_GRACE_MS,
                  limit: int = DEFAULT_LIMIT,
                  on_rescued: Callable[[RescuedAttempt], None] | None = None,
-                 on_promoted: Callable[[list[str]], None] | None = None) -> None:
+                 on_promoted: Callable[[list[str]], None] | None = None,
+                 prune: Callable[[], int] | None = None, prune_every: int = 30) -> None:
+        """``prune``: removes output past its retention, every ``prune_every`` cycles."""
         self._store = store
+        self._prune = prune
+        self._prune_every = prune_every
+        self._cycles = 0
         self._on_promoted = on_promoted
         self._grace_ms = grace_ms
         self._limit = check_budget(limit, "limit")
@@ -45,4 +50,7 @@ class Reconciler:
         if promoted and self._on_promoted is not None:
             self._on_promoted(promoted)
         busy = len(rescued) >= self._limit or len(promoted) >= self._limit
+        self._cycles += 1
+        if self._prune is not None and self._cycles % self._prune_every == 1:
+            self._prune()
         return ReconcileReport(rescued=len(rescued), promoted=len(promoted), saturated=busy)

@@ -36,6 +36,7 @@ from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 from qinglong.storage.postgres.connection import QUERIES, PoolConnector, SessionSettings
 from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.instances import PgInstanceStore
+from qinglong.storage.postgres.logs import PgLogStore
 from qinglong.storage.postgres.readiness import audit, session_findings
 from qinglong.storage.postgres.runs import PgRunStore, corrupt_runs
 from qinglong.storage.postgres.scheduling import PgScheduleStore
@@ -43,6 +44,7 @@ from qinglong.storage.postgres.topology import choose_primary
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 RECONCILE_INTERVAL_S = 2.0
+PRUNE_BATCH = 200  # Attempts whose output is removed per pass (one pass a minute)
 HEARTBEAT_INTERVAL_S = 5.0
 
 
@@ -287,8 +289,11 @@ class ClusterControl:
             )
             runs = PgRunStore(connector, actor_id=s.owner_id)
             notifier = Notifier(connector)
+            logs = PgLogStore(connector)
+            retention_ms = s.log_retention_days * 86_400_000
             reconciler = Reconciler(runs, on_rescued=self._rescued,
-                                    on_promoted=lambda _runs: notifier.poke())
+                                    on_promoted=lambda _runs: notifier.poke(),
+                                    prune=lambda: logs.log_prune(retention_ms, PRUNE_BATCH))
             reconciling = PacedLoop(
                 lambda: self._reconcile(reconciler), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,

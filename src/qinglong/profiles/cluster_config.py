@@ -36,6 +36,7 @@ class ControlSettings(BaseSettings):
     pool_size: int = Field(default=4, ge=1, le=64)
     http: str = "127.0.0.1:8081"
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
+    log_retention_days: int = Field(default=14, ge=1, le=3650)
 
     @field_validator("owner_id")
     @classmethod

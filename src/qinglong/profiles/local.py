@@ -24,7 +24,7 @@ from qinglong.domain.decision import Decision, check_grace
 from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
-from qinglong.execution.logs import DEFAULT_LOG_BYTES
+from qinglong.execution.logs import DEFAULT_LOG_BYTES, DEFAULT_LOG_RETENTION_DAYS, prune_log_dir
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
 from qinglong.scheduler.local import LocalCoordinator
@@ -66,6 +66,7 @@ class LocalServeConfig:
     concurrency: int = 4
     log_dir: Path | None = None
     log_max_bytes: int = DEFAULT_LOG_BYTES
+    log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS
     drain_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
 
@@ -210,8 +211,12 @@ class LocalApp:
                 diagnostics=self._diagnostic,
                 on_report=self._report,
             )
+            log_dir = config.effective_log_dir
+            retention_ms = config.log_retention_days * 86_400_000
             reconciler = Reconciler(run_store, on_rescued=self._observer.reconciled,
-                                    on_promoted=lambda _runs: executor.poke())
+                                    on_promoted=lambda _runs: executor.poke(),
+                                    prune=lambda: prune_log_dir(
+                                        log_dir, self._clock.now_ms() - retention_ms))
             reconciling: PacedLoop[ReconcileReport] = PacedLoop(
                 reconciler.run_cycle, interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=config.stop_timeout_s, diagnostics=self._diagnostic,

@@ -359,10 +359,11 @@ class RunLogStore(Protocol):
       the lease is gone; idempotent: a chunk sent twice is stored once) and drop tail chunks
       that end before ``keep_tail_from`` (the head and the latest tail are kept).
     - ``log_read``: the chunks of an Attempt after ``after_seq``, in order.
-    - ``log_prune``: delete the chunks of Attempts that ended before ``before_ms``.
+    - ``log_prune``: delete the chunks of up to ``limit`` Attempts that ended longer ago than
+      ``retention_ms`` (by the store's clock); the number of chunks deleted.
     """
 
     def log_append(self, fence: LeaseFence, chunks: tuple[LogChunk, ...],
                    keep_tail_from: int) -> bool: ...
     def log_read(self, attempt_id: str, after_seq: int = -1) -> list[LogChunk]: ...
-    def log_prune(self, before_ms: int, limit: int) -> int: ...
+    def log_prune(self, retention_ms: int, limit: int) -> int: ...

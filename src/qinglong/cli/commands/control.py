@@ -103,6 +103,9 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")
 @_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
 @_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
+@_option("--log-retention-days", click.INT,
+         "Keep the output workers stored for Attempts that ended this many days ago, 1-3650 "
+         "(default 14); older output is deleted once a minute.")
 @_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
 @click.option("--log-admissions", is_flag=True, help="Print a line per admission.")

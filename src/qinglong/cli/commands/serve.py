@@ -19,7 +19,11 @@ from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidInput, StorageError
 from qinglong.execution.executor import RunFinished
-from qinglong.execution.logs import DEFAULT_LOG_BYTES
+from qinglong.execution.logs import (
+    DEFAULT_LOG_BYTES,
+    DEFAULT_LOG_RETENTION_DAYS,
+    MAX_LOG_RETENTION_DAYS,
+)
 from qinglong.profiles.backends import url_kind
 from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
@@ -126,6 +130,9 @@ class ConsoleObserver:
               show_default=True,
               help="Per-attempt log size cap: the first and the last half of the output are "
                    "kept, with a line saying how many bytes were dropped between them.")
+@click.option("--log-retention-days", type=click.IntRange(1, MAX_LOG_RETENTION_DAYS),
+              default=DEFAULT_LOG_RETENTION_DAYS, show_default=True,
+              help="Delete attempt logs last written this many days ago (checked every minute).")
 @click.option("--drain-timeout", type=DURATION, default="10s", show_default=True,
               help="On stop, how long running commands may finish before they are cancelled.")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
@@ -133,7 +140,8 @@ class ConsoleObserver:
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
-    concurrency: int, log_dir: Path | None, log_max_bytes: int, drain_timeout: int,
+    concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
+    drain_timeout: int,
     duration: int | None, quiet: bool, json_events: bool,
 ) -> None:
     """Run the scheduler and the executor until SIGINT or SIGTERM (SQLite profiles).
@@ -155,6 +163,7 @@ def serve(
         concurrency=concurrency,
         log_dir=log_dir,
         log_max_bytes=log_max_bytes,
+        log_retention_days=log_retention_days,
         drain_timeout_s=drain_timeout / 1000,
     ).validated()
     observer = ConsoleObserver(quiet=quiet, json_events=json_events)

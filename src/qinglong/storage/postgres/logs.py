@@ -50,10 +50,10 @@ class PgLogStore:
         return [LogChunk(seq=int(r["seq"]), part=r["part"], byte_offset=int(r["byte_offset"]),
                          data=bytes(r["data"])) for r in rows]
 
-    def log_prune(self, before_ms: int, limit: int) -> int:
+    def log_prune(self, retention_ms: int, limit: int) -> int:
         def prune(conn: psycopg.Connection[dict[str, object]]) -> int:
             return conn.execute(QUERIES["log_prune"],
-                                {"before_ms": before_ms, "limit": limit}).rowcount
+                                {"retention_ms": retention_ms, "limit": limit}).rowcount
 
         return serializable(self._connector, "prune old log output", prune,
                             isolation="read committed")

@@ -29,10 +29,12 @@ WHERE attempt_id = %(attempt_id)s AND seq > %(after_seq)s
 ORDER BY seq;
 
 -- name: log_prune
--- Delete the chunks of Attempts that ended before a time (log retention).
+-- Delete the output of Attempts that ended longer ago than the retention (database time),
+-- a batch of Attempts at a time; starts from the chunks, which retention keeps small.
 DELETE FROM qinglong.run_log_chunks c
 WHERE c.attempt_id IN (
-    SELECT a.id FROM qinglong.run_attempts a
-    WHERE a.finished_at_ms < %(before_ms)s
-      AND EXISTS (SELECT 1 FROM qinglong.run_log_chunks x WHERE x.attempt_id = a.id)
+    SELECT DISTINCT k.attempt_id FROM qinglong.run_log_chunks k
+    JOIN qinglong.run_attempts a ON a.id = k.attempt_id
+    WHERE a.finished_at_ms < (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint
+                             - %(retention_ms)s
     LIMIT %(limit)s);
