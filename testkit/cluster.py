@@ -29,55 +29,23 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@dataclass
-class Replica:
-    owner: str
-    url: str
+class _Process:
+    """What a test or the demo does with a qinglong process that serves probes on ``port``
+    and prints JSON events into ``<name>.<generation>.log`` files under ``log_dir``."""
+
+    port: int
     log_dir: Path
-    lease_ms: int = 5_000
-    grace_ms: int = 30_000
-    extra: tuple[str, ...] = ()
-    prefix: tuple[str, ...] = ()  # e.g. ("faketime", "-f", "+1h")
-    env: dict[str, str] = field(default_factory=dict)
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[str] | None = None
-    generation: int = 0
+    process: subprocess.Popen[str] | None
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
 
     @property
     def log(self) -> Path:
-        return self.log_dir / f"{self.owner}.{self.generation}.log"
+        return self.log_dir / f"{self.name}.{self.generation}.log"
 
-    def command(self) -> list[str]:
-        """`ql control` itself, or `testkit.replica` when a fault seam is asked for (options
-        named in SEAM_OPTIONS, each followed by its value, may appear anywhere in ``extra``)."""
-        seams: list[str] = []
-        rest: list[str] = []
-        words = iter(self.extra)
-        for word in words:
-            if word.split("=", 1)[0] in SEAM_OPTIONS:
-                seams.append(word)
-                if "=" not in word:
-                    seams.append(next(words))
-            else:
-                rest.append(word)
-        control = ["--database-url", self.url, "--owner-id", self.owner,
-                   "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
-                   "--http", f"127.0.0.1:{self.port}", "--json-events", *rest]
-        if seams:
-            return [*self.prefix, sys.executable, "-m", "testkit.replica", *seams, "--", *control]
-        return [*self.prefix, sys.executable, "-m", "qinglong", "control", *control]
-
-    def start(self) -> Replica:
-        self.generation += 1
-        command = self.command()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(REPOSITORY), env.get("PYTHONPATH", "")]))
-        env.update(self.env)
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                            text=True)
-        return self
+    generation: int
 
     def readyz(self) -> int:
         try:
@@ -107,9 +75,15 @@ class Replica:
             if self.process is not None and self.process.poll() is not None:
                 break
             time.sleep(0.1)
-        raise AssertionError(f"{self.owner} did not become ready:\n{self.log.read_text()[-2000:]}")
+        raise AssertionError(f"{self.name} did not become ready:\n{self.log.read_text()[-2000:]}")
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
 
     def kill(self) -> None:
+        """SIGKILL the process alone (a worker's commands live on in their own process
+        groups, as they would when a host's agent dies)."""
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
@@ -123,16 +97,68 @@ class Replica:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(10)
-            raise AssertionError(f"{self.owner} did not stop within {timeout} s") from None
+            raise AssertionError(f"{self.name} did not stop within {timeout} s") from None
 
     def events(self) -> list[dict[str, Any]]:
         return [
             json.loads(line)
-            for path in sorted(self.log_dir.glob(f"{self.owner}.*.log"))
+            for path in sorted(self.log_dir.glob(f"{self.name}.*.log"))
             for line in path.read_text().splitlines()
             if line.startswith("{")
         ]
 
+
+def _child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), env.get("PYTHONPATH", "")]))
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Replica(_Process):
+    owner: str
+    url: str
+    log_dir: Path
+    lease_ms: int = 5_000
+    grace_ms: int = 30_000
+    extra: tuple[str, ...] = ()
+    prefix: tuple[str, ...] = ()  # e.g. ("faketime", "-f", "+1h")
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    generation: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.owner
+
+    def command(self) -> list[str]:
+        """`ql control` itself, or `testkit.replica` when a fault seam is asked for (options
+        named in SEAM_OPTIONS, each followed by its value, may appear anywhere in ``extra``)."""
+        seams: list[str] = []
+        rest: list[str] = []
+        words = iter(self.extra)
+        for word in words:
+            if word.split("=", 1)[0] in SEAM_OPTIONS:
+                seams.append(word)
+                if "=" not in word:
+                    seams.append(next(words))
+            else:
+                rest.append(word)
+        control = ["--database-url", self.url, "--owner-id", self.owner,
+                   "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
+                   "--http", f"127.0.0.1:{self.port}", "--json-events", *rest]
+        if seams:
+            return [*self.prefix, sys.executable, "-m", "testkit.replica", *seams, "--", *control]
+        return [*self.prefix, sys.executable, "-m", "qinglong", "control", *control]
+
+    def start(self) -> Replica:
+        self.generation += 1
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                            env=_child_env(self.env), text=True)
+        return self
 
 @dataclass
 class Tally:
@@ -173,7 +199,7 @@ def percentile(values: list[int], p: float) -> int:
 
 
 @dataclass
-class Worker:
+class Worker(_Process):
     """A `ql worker` process, as a test or the demo runs it (its log holds JSON events)."""
 
     worker_id: str
@@ -190,8 +216,8 @@ class Worker:
     generation: int = 0
 
     @property
-    def log(self) -> Path:
-        return self.log_dir / f"{self.worker_id}.{self.generation}.log"
+    def name(self) -> str:
+        return self.worker_id
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "qinglong", "worker", "--database-url", self.url,
@@ -203,61 +229,8 @@ class Worker:
 
     def start(self) -> Worker:
         self.generation += 1
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(REPOSITORY), env.get("PYTHONPATH", "")]))
-        env.update(self.env)
         with self.log.open("w") as out:
             self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                            env=env, text=True, start_new_session=True)
+                                            env=_child_env(self.env), text=True,
+                                            start_new_session=True)
         return self
-
-    def readyz(self) -> int:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as r:
-                return int(r.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
-        except OSError:
-            return 0
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.readyz() == 200:
-                return
-            if self.process is not None and self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"{self.worker_id} did not become ready:\n"
-                             f"{self.log.read_text()[-2000:]}")
-
-    def signal(self, sig: signal.Signals) -> None:
-        assert self.process is not None
-        self.process.send_signal(sig)
-
-    def kill(self) -> None:
-        """SIGKILL the worker alone (its commands' process groups live on as orphans, as
-        they would when a host's agent dies; the test reaps them)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-            raise AssertionError(f"{self.worker_id} did not stop within {timeout} s") from None
-
-    def events(self) -> list[dict[str, Any]]:
-        return [
-            json.loads(line)
-            for path in sorted(self.log_dir.glob(f"{self.worker_id}.*.log"))
-            for line in path.read_text().splitlines()
-            if line.startswith("{")
-        ]

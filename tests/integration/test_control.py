@@ -261,7 +261,7 @@ def test_configuration_is_refused_before_postgres_is_opened(flags: dict[str, Any
     started = time.monotonic()
     with pytest.raises(InvalidConfig) as refused:
         load_control_settings({**base, **flags})
-    assert refused.value.field == field
+    assert refused.value.field == f"--{field}"  # named as the flag the user types
     assert time.monotonic() - started < 1.0  # nothing tried to connect
 
 

@@ -11,12 +11,9 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from qinglong.api.health import parse_listen
 from qinglong.domain.decision import MAX_GRACE_MS, MIN_GRACE_MS
-from qinglong.domain.identifiers import OWNER_ID
 from qinglong.domain.schedule import MAX_BUDGET, MAX_CLAIM_LEASE_MS, MIN_BUDGET, MIN_CLAIM_LEASE_MS
-from qinglong.profiles.backends import url_kind
-from qinglong.profiles.settings import load_settings
+from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
 
 ENV_PREFIX = "QL_CONTROL_"
 
@@ -38,26 +35,9 @@ class ControlSettings(BaseSettings):
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
     log_retention_days: int = Field(default=14, ge=1, le=3650)
 
-    @field_validator("owner_id")
-    @classmethod
-    def _owner(cls, value: str) -> str:
-        if not OWNER_ID.fullmatch(value):
-            raise ValueError("must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a "
-                             "letter or digit")
-        return value
-
-    @field_validator("database_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if url_kind(value) != "postgresql":
-            raise ValueError("ql control needs a postgresql:// URL")
-        return value
-
-    @field_validator("http")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        parse_listen(value)
-        return value
+    _name = field_validator("owner_id")(process_name)
+    _url = field_validator("database_url")(postgres_url("ql control", ""))
+    _http = field_validator("http")(listen_address)
 
     @property
     def idle_in_transaction_timeout_ms(self) -> int:

@@ -5,12 +5,16 @@ like an unknown flag, and every error names the option as the user would type it
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
+from qinglong.api.health import parse_listen
+from qinglong.domain.identifiers import OWNER_ID
 from qinglong.errors import InvalidConfig
+from qinglong.profiles.backends import url_kind
 
 S = TypeVar("S", bound=BaseSettings)
 
@@ -30,8 +34,36 @@ def load_settings(model: type[S], *, prefix: str, command: str, flags: dict[str,
     except ValidationError as exc:
         first = exc.errors()[0]
         location = str(first["loc"][0]) if first["loc"] else "config"
-        field = "database-url" if location == "QL_DATABASE_URL" else location.replace("_", "-")
+        field = "--database-url" if location == "QL_DATABASE_URL" else (
+            "--" + location.replace("_", "-"))  # named as its flag (or the flag's variable)
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "missing":
             message = "is required (flag or environment)"
         raise InvalidConfig(field, message) from None
+
+
+# Validators the long-running processes share (pydantic calls them with the field's value).
+
+
+def process_name(value: str) -> str:
+    if not OWNER_ID.fullmatch(value):
+        raise ValueError("must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a "
+                         "letter or digit")
+    return value
+
+
+def postgres_url(command: str, hint: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if url_kind(value) != "postgresql":
+            raise ValueError(f"{command} needs a postgresql:// URL{hint}")
+        return value
+
+    return check
+
+
+def listen_address(value: str) -> str:
+    try:
+        parse_listen(value)
+    except InvalidConfig as exc:
+        raise ValueError(exc.message) from None
+    return value

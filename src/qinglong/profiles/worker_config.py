@@ -11,12 +11,9 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from qinglong.api.health import parse_listen
-from qinglong.domain.identifiers import OWNER_ID
 from qinglong.execution.executor import MAX_CONCURRENCY, MIN_CONCURRENCY
 from qinglong.execution.logs import MAX_LOG_BYTES, MIN_LOG_BYTES
-from qinglong.profiles.backends import url_kind
-from qinglong.profiles.settings import load_settings
+from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
 
 ENV_PREFIX = "QL_WORKER_"
 DEFAULT_LOG_BYTES = 16 * 1024 * 1024
@@ -36,26 +33,9 @@ class WorkerSettings(BaseSettings):
     pool_size: int = Field(default=4, ge=2, le=64)
     http: str = "127.0.0.1:8082"
 
-    @field_validator("worker_id")
-    @classmethod
-    def _worker(cls, value: str) -> str:
-        if not OWNER_ID.fullmatch(value):
-            raise ValueError("must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a "
-                             "letter or digit")
-        return value
-
-    @field_validator("database_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if url_kind(value) != "postgresql":
-            raise ValueError("ql worker needs a postgresql:// URL (ql serve runs Runs on SQLite)")
-        return value
-
-    @field_validator("http")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        parse_listen(value)
-        return value
+    _name = field_validator("worker_id")(process_name)
+    _url = field_validator("database_url")(postgres_url("ql worker", " (ql serve runs Runs on SQLite)"))
+    _http = field_validator("http")(listen_address)
 
     @property
     def idle_in_transaction_timeout_ms(self) -> int:
