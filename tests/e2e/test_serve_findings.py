@@ -147,9 +147,15 @@ def test_audit_right_after_a_clean_stop_judges_only_what_was_decided(ql: Ql) -> 
         wait_for(lambda: len(ql.json("run", "list", "--limit", "10")) >= 3, 20, "three runs")
     finally:
         assert stop(server) == 0
-    time.sleep(3)  # occurrences fall due with nobody serving
-    done = ql.run("audit", "--json", check=False)
+    stopped_ms = int(time.time() * 1000)
+    # Occurrences fall due with nobody serving, for longer than the settle: a window that
+    # ended now would require at least two of them and report them as unexplained gaps.
+    time.sleep(4)
+    done = ql.run("audit", "--json", "--settle", "1s", check=False)
     assert done.returncode == 0, done.stdout
     report = json.loads(done.stdout)
     assert report["ok"] is True and report["totals"]["gaps_unexplained"] == 0
+    assert report["totals"]["admitted"] == report["totals"]["expected"] >= 2
+    assert report["window"]["to_source"] == "stop"
+    assert report["window"]["to_ms"] <= stopped_ms + 500  # (wall clock and database agree)
     assert any("no scheduler is running" in note for note in report["notes"])

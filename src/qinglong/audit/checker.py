@@ -6,14 +6,17 @@ it no longer pins, or the project's archival), within the window. Each must have
 Run, unless a recorded misfire decision dropped it or the revision stopped before the
 scheduler was due to admit it (within lease + grace). Beyond that, every Run must lie on its
 revision's nominal occurrences, carry one Attempt and its two admission events, and (in the
-cluster) come from the latest claim on its row; cursors must never move back.
+cluster) come from the latest claim on its row; cursors must never move back. Duplicates (a
+second Run for one occurrence) are counted over every Run read, also those after the window.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from qinglong.audit.expansion import nominal_occurrences
 from qinglong.audit.model import (
@@ -21,18 +24,41 @@ from qinglong.audit.model import (
     AuditParams,
     AuditReport,
     ClaimRecord,
+    InstanceRecord,
     LedgerReport,
     MisfireRecord,
     RunRecord,
     TriggerReport,
     TriggerRevisionRecord,
 )
+from qinglong.loops import MAX_INTERVAL_S
 
 Key = tuple[str, str]
 
 
 Interval = tuple[int, int | None]  # [from, until) -- until None: still going
-STALE_HEARTBEAT_MS = 20_000  # a scheduler not seen for this long is not running
+
+# When is a scheduler that did not stop cleanly no longer running? It heartbeats after its
+# cycles (at most every 5 s, HEARTBEAT_INTERVAL_S in profiles.local and profiles.cluster) and
+# starts a cycle at least once per its cadence: `ql serve --interval` and `ql control
+# --interval-ms` allow up to loops.MAX_INTERVAL_S (1 h). The instances table records no
+# cadence, so only a scheduler silent for longer than the longest cadence plus a margin (a
+# slow cycle, the beat throttle) is judged not running; one silent for less is presumed
+# running, and the report says so when it has been silent for more than RECENT_HEARTBEAT_MS.
+SCHEDULER_ROLES = ("serve", "control")
+HEARTBEAT_MARGIN_MS = 60_000
+STALE_HEARTBEAT_MS = int(MAX_INTERVAL_S * 1000) + HEARTBEAT_MARGIN_MS
+RECENT_HEARTBEAT_MS = 20_000  # a scheduler cycling every second or so beats within this
+
+# What ended the window (AuditReport.end_source).
+END_SOURCES = {
+    "option": "--to",
+    "now": "the database's now: a scheduler is running",
+    "stop": "the latest clean stop of a scheduler",
+    "heartbeat": "the latest heartbeat of a scheduler that did not stop cleanly",
+    "decision": "the latest scheduling decision (a Run admitted or a misfire recorded)",
+    "no-scheduler": "no trace of any scheduler: nothing is required",
+}
 
 
 def _stop_of(
@@ -89,8 +115,7 @@ class _Trigger:
                 report.spurious.append(run.scheduled_for_ms)
         window = self.params.grace_ms + self.params.lease_ms
         for occurrence in nominal:
-            n = counts.get(occurrence, 0)
-            report.duplicates += max(0, n - 1)
+            n = counts.get(occurrence, 0)  # more than one: counted by _duplicates
             if occurrence > self.required_until or _inside(occurrence, quiet):
                 continue
             report.expected += 1
@@ -128,18 +153,73 @@ def _inside(instant: int, intervals: Iterable[Interval]) -> bool:
                for begin, until in intervals)
 
 
-def default_end(data: AuditInput) -> tuple[int, str | None]:
-    """Now, while a scheduler runs; otherwise where the scheduler last ran (its clean stop or
-    its last heartbeat), since nothing could have been decided after that."""
-    schedulers = [i for i in data.instances if i.role in ("serve", "control")]
+@dataclass(frozen=True, slots=True)
+class WindowEnd:
+    """The window's default end, what set it (a key of END_SOURCES) and what to tell the user."""
+
+    at_ms: int
+    source: str
+    note: str
+
+
+def _last_decision_ms(data: AuditInput) -> int | None:
+    """When a scheduler last decided something: the latest Run admission or misfire record
+    (read alike from both databases)."""
+    return max(itertools.chain((run.created_at_ms for run in data.runs),
+                               (misfire.decided_at_ms for misfire in data.misfires)), default=None)
+
+
+def _ago(data: AuditInput, at_ms: int) -> str:
+    return f"{max(0, data.now_ms - at_ms) / 1000:.0f} s ago"
+
+
+def default_end(data: AuditInput) -> WindowEnd:
+    """Where the window ends without ``--to``: nothing can have been decided after the last
+    evidence that a scheduler ran, so occurrences after it are not judged.
+
+    * a scheduler is running (no clean stop, heartbeat within STALE_HEARTBEAT_MS): now;
+    * schedulers ran but none runs now: the later of their last clean stop or heartbeat and
+      the latest scheduling decision (a crash can follow decisions the heartbeat missed);
+    * no scheduler ever wrote a heartbeat (a database from before the instances table, or no
+      `ql serve` / `ql control` ran): the latest scheduling decision;
+    * no trace of a scheduler at all: the earliest publish (nothing is required).
+    """
+    now = data.now_ms
+    decided = _last_decision_ms(data)
+    schedulers = [i for i in data.instances if i.role in SCHEDULER_ROLES]
     if not schedulers:
-        return data.now_ms, None
-    if any(i.stopped_at_ms is None and data.now_ms - i.seen_at_ms <= STALE_HEARTBEAT_MS
-           for i in schedulers):
-        return data.now_ms, None
-    last = min(data.now_ms, max(i.stopped_at_ms or i.seen_at_ms for i in schedulers))
-    return last, ("no scheduler is running: the window ends where one last ran "
-                  "(use --to to choose another end)")
+        if decided is None:
+            first = min((r.published_at_ms for r in data.revisions), default=now)
+            return WindowEnd(min(now, first), "no-scheduler",
+                             "no scheduler has left a trace (no heartbeat, no Run, no misfire "
+                             "decision): nothing is required (use --to to choose an end)")
+        return WindowEnd(min(now, decided), "decision",
+                         "no scheduler heartbeats are recorded (a database from an older "
+                         "version, or no `ql serve`/`ql control` ran): the window ends at the "
+                         f"latest scheduling decision, {_ago(data, decided)} "
+                         "(use --to to choose another end)")
+    running = [i for i in schedulers
+               if i.stopped_at_ms is None and now - i.seen_at_ms <= STALE_HEARTBEAT_MS]
+    if running:
+        latest = max(running, key=lambda i: i.seen_at_ms)
+        note = f"a scheduler is running ({latest.instance_id}, last seen {_ago(data, latest.seen_at_ms)}): the window ends now"
+        if now - latest.seen_at_ms > RECENT_HEARTBEAT_MS:
+            note += (f"; it is presumed running because a scheduler may cycle as rarely as once "
+                     f"per {MAX_INTERVAL_S:.0f} s (--interval) and counts as gone only after "
+                     f"{STALE_HEARTBEAT_MS // 1000} s of silence; if it crashed, use --to to end "
+                     "the window where it stopped")
+        return WindowEnd(now, "now", note)
+    last: InstanceRecord = max(schedulers, key=lambda i: i.stopped_at_ms or i.seen_at_ms)
+    last_ms = last.stopped_at_ms or last.seen_at_ms
+    if decided is not None and decided > last_ms:
+        at, source, what = decided, "decision", "the latest scheduling decision, after the last heartbeat"
+    elif last.stopped_at_ms is not None:
+        at, source, what = last_ms, "stop", f"the clean stop of {last.instance_id}"
+    else:
+        at, source, what = last_ms, "heartbeat", f"the last heartbeat of {last.instance_id} (no clean stop)"
+    return WindowEnd(min(now, at), source,
+                     f"no scheduler is running: the window ends where one last ran, at {what}, "
+                     f"{_ago(data, at)} (use --to to choose another end)")
 
 
 def _dropped_by_misfire(occurrence: int, misfires: Iterable[MisfireRecord]) -> bool:
@@ -194,10 +274,12 @@ def audit(data: AuditInput, params: AuditParams,
     start = params.start_ms if params.start_ms is not None else min(
         (r.published_at_ms for r in revisions), default=data.now_ms)
     end_note = None
+    end_source = "option"
     if params.end_ms is not None:
         end = params.end_ms
     else:
-        end, end_note = default_end(data)
+        found = default_end(data)
+        end, end_source, end_note = max(found.at_ms, start), found.source, found.note
     required_until = end - params.settle_ms
     task_revisions: dict[Key, list[tuple[int, int, bool]]] = defaultdict(list)
     for task in data.task_revisions:
@@ -211,7 +293,9 @@ def audit(data: AuditInput, params: AuditParams,
     for revision in revisions:
         by_trigger[(revision.project_id, revision.trigger_id)].append(revision)
     runs: dict[Key, list[RunRecord]] = defaultdict(list)
+    every_run: dict[Key, list[RunRecord]] = defaultdict(list)  # duplicates: whatever the window
     for run in data.runs:
+        every_run[(run.project_id, run.trigger_id)].append(run)
         if start <= run.scheduled_for_ms <= end:
             runs[(run.project_id, run.trigger_id)].append(run)
     misfires: dict[tuple[str, str, int], list[MisfireRecord]] = defaultdict(list)
@@ -222,6 +306,7 @@ def audit(data: AuditInput, params: AuditParams,
         claims[(claim.project_id, claim.trigger_id)].append(claim)
 
     reports = []
+    duplicates_after = 0
     for key in sorted(by_trigger):
         chain = sorted(by_trigger[key], key=lambda r: r.revision)
         checker = _Trigger(TriggerReport(project_id=key[0], trigger_id=key[1]), params,
@@ -246,15 +331,19 @@ def audit(data: AuditInput, params: AuditParams,
         if data.claims is not None:
             _check_fences(report, mine, claims.get(key, []))
             _check_cursors(report, claims.get(key, []))
-        report.duplicates += _cross_revision_duplicates(mine)
+        report.duplicates += _duplicates(every_run.get(key, []))
+        duplicates_after += _duplicates([r for r in every_run.get(key, []) if r.scheduled_for_ms > end])
         reports.append(report)
     result = AuditReport(
         dialect=data.dialect, start_ms=start, end_ms=end, required_until_ms=required_until,
         settle_ms=params.settle_ms, grace_ms=params.grace_ms, lease_ms=params.lease_ms,
-        triggers=reports,
+        triggers=reports, end_source=end_source,
     )
     if end_note is not None:
         result.notes.append(end_note)
+    if duplicates_after:
+        result.notes.append(f"{duplicates_after} duplicate Run(s) for occurrences after the window "
+                            "end are counted (duplicates are judged whatever the window)")
     if data.claims is None:
         result.notes.append("no claim log (SQLite): fence and cursor-history checks do not apply")
     if ledger is not None:
@@ -266,12 +355,11 @@ def audit(data: AuditInput, params: AuditParams,
     return result
 
 
-def _cross_revision_duplicates(runs: list[RunRecord]) -> int:
-    """Two revisions admitting the same instant of one trigger is a duplicate too."""
-    revisions_at: dict[int, set[int]] = defaultdict(set)
-    for run in runs:
-        revisions_at[run.scheduled_for_ms].add(run.trigger_revision)
-    return sum(len(found) - 1 for found in revisions_at.values() if len(found) > 1)
+def _duplicates(runs: Iterable[RunRecord]) -> int:
+    """Runs beyond the first for one occurrence (one instant of one trigger), whichever
+    revisions admitted them."""
+    counts = Counter(run.scheduled_for_ms for run in runs)
+    return sum(n - 1 for n in counts.values())
 
 
 def check_ledger(lines: list[dict[str, object]], runs: Iterable[RunRecord]) -> LedgerReport:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qinglong.audit.execution import ExecutionReport
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerRevisionRecord:
@@ -113,12 +115,15 @@ class AuditInput:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditParams:
     start_ms: int | None = None  # None: the earliest publish time
-    end_ms: int | None = None  # None: now, or where the scheduler last ran if none runs now
+    end_ms: int | None = None  # None: see checker.default_end (now, or the last evidence)
     settle_ms: int = 5_000  # occurrences later than end - settle are not required yet
     grace_ms: int = 30_000
     lease_ms: int = 30_000
     project_id: str | None = None
     trigger_id: str | None = None
+    # A Run still executing whose Attempt's lease ended longer ago than this, or a retry
+    # overdue by as much, is stuck (the reconciler settles leases 5 s after they expire).
+    execution_stale_ms: int = 45_000
 
 
 @dataclass(slots=True, kw_only=True)
@@ -166,12 +171,16 @@ class AuditReport:
     grace_ms: int
     lease_ms: int
     triggers: list[TriggerReport]
+    end_source: str = "option"  # what ended the window: see checker.END_SOURCES
     ledger: LedgerReport | None = None
+    execution: ExecutionReport | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> int:
-        return sum(t.violations for t in self.triggers) + (self.ledger.violations if self.ledger else 0)
+        return (sum(t.violations for t in self.triggers)
+                + (self.ledger.violations if self.ledger else 0)
+                + (self.execution.violations if self.execution else 0))
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,9 @@
 """Read an AuditInput from either database in one consistent snapshot.
 
 Only the audit's own queries are used (``audit_*`` blocks in each adapter's ``.sql``
-files); the rows map onto plain records here, so the checker never sees a driver.
+files); the rows map onto plain records here, so the checker never sees a driver. A driver
+error while reading becomes a QinglongError of the database's own adapter (for PostgreSQL:
+a role that may not SELECT a table is QL_PERMISSION_DENIED naming the table).
 """
 
 from __future__ import annotations
@@ -20,23 +22,49 @@ from qinglong.audit.model import (
     TaskRevisionRecord,
     TriggerRevisionRecord,
 )
+from qinglong.errors import QinglongError
 from qinglong.storage.dbapi import Connection, Queries
 
 # Claims and misfires are read this far around the window: enough to cover any claim that
 # could have admitted a Run in it (a lease plus the longest grace).
 EVIDENCE_MARGIN_MS = 10 * 60 * 1000
+# Runs are read from the window's start on, with no upper bound: a second Run for one
+# occurrence is a duplicate whatever the window (the checker judges the rest in the window).
+RUNS_UNTIL_MS = 2**62
 
 
 def _opt(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _translate(exc: Exception, dialect: str, query: str, conn: Connection) -> QinglongError | None:
+    """The adapter's own translation of a driver error (imported only for its dialect, so the
+    SQLite path never loads PostgreSQL code); None when ``exc`` is not a driver error."""
+    if isinstance(exc, QinglongError):
+        return None
+    if dialect == "postgresql":
+        from qinglong.storage.postgres.errors import translate_driver_error
+
+        return translate_driver_error(exc, f"audit: reading {query} needs SELECT", conn)
+    import sqlite3
+
+    from qinglong.storage.sqlite.errors import translate as sqlite_translate
+
+    return sqlite_translate(exc, f"audit: read {query}") if isinstance(exc, sqlite3.Error) else None
+
+
 def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
                from_ms: int, to_ms: int) -> AuditInput:
     def rows(name: str, params: Mapping[str, object] | None = None) -> list[Any]:
-        return list(conn.execute(queries[name], params or {}).fetchall())
+        try:
+            return list(conn.execute(queries[name], params or {}).fetchall())
+        except Exception as exc:
+            translated = _translate(exc, dialect, name, conn)
+            if translated is None:
+                raise
+            raise translated from exc
 
-    window = {"from_ms": from_ms, "to_ms": to_ms}
+    window = {"from_ms": from_ms, "to_ms": RUNS_UNTIL_MS}
     evidence = {"from_ms": from_ms - EVIDENCE_MARGIN_MS, "to_ms": to_ms + EVIDENCE_MARGIN_MS}
     claims = None
     if "audit_claims" in queries:

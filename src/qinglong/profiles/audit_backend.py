@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from qinglong.audit.checker import audit
+from qinglong.audit.execution import ExecutionReport, check_execution
 from qinglong.audit.model import AuditInput, AuditParams, AuditReport
 from qinglong.audit.source import read_input
 from qinglong.clock import Clock
@@ -15,7 +16,8 @@ FAR_FUTURE_MS = 2**62
 
 
 @contextlib.contextmanager
-def _snapshot_input(url: str, clock: Clock, params: AuditParams) -> Iterator[AuditInput]:
+def _snapshot_input(url: str, clock: Clock,
+                    params: AuditParams) -> Iterator[tuple[AuditInput, ExecutionReport]]:
     from_ms = params.start_ms if params.start_ms is not None else 0
     to_ms = params.end_ms if params.end_ms is not None else FAR_FUTURE_MS
     if url_kind(url) == "sqlite":
@@ -26,8 +28,11 @@ def _snapshot_input(url: str, clock: Clock, params: AuditParams) -> Iterator[Aud
         try:
             check_schema(db)
             with db.read("audit") as conn:
-                yield read_input(conn, QUERIES, dialect="sqlite", now_ms=clock.now_ms(),
-                                 from_ms=from_ms, to_ms=to_ms)
+                now_ms = clock.now_ms()
+                yield (read_input(conn, QUERIES, dialect="sqlite", now_ms=now_ms,
+                                  from_ms=from_ms, to_ms=to_ms),
+                       check_execution(conn, QUERIES, now_ms=now_ms, from_ms=from_ms,
+                                       to_ms=to_ms, stale_ms=params.execution_stale_ms))
         finally:
             db.close()
         return
@@ -44,8 +49,10 @@ def _snapshot_input(url: str, clock: Clock, params: AuditParams) -> Iterator[Aud
         pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         now = pg.execute(PG_QUERIES["audit_now"]).fetchone()
         assert now is not None
-        yield read_input(pg, PG_QUERIES, dialect="postgresql", now_ms=int(now["now_ms"]),
-                         from_ms=from_ms, to_ms=to_ms)
+        yield (read_input(pg, PG_QUERIES, dialect="postgresql", now_ms=int(now["now_ms"]),
+                          from_ms=from_ms, to_ms=to_ms),
+               check_execution(pg, PG_QUERIES, now_ms=int(now["now_ms"]), from_ms=from_ms,
+                               to_ms=to_ms, stale_ms=params.execution_stale_ms))
         pg.execute("COMMIT")
     finally:
         pg.close()
@@ -53,5 +60,7 @@ def _snapshot_input(url: str, clock: Clock, params: AuditParams) -> Iterator[Aud
 
 def run_audit(url: str, clock: Clock, params: AuditParams,
               ledger: list[dict[str, object]] | None = None) -> AuditReport:
-    with _snapshot_input(url, clock, params) as data:
-        return audit(data, params, ledger)
+    with _snapshot_input(url, clock, params) as (data, execution):
+        report = audit(data, params, ledger)
+    report.execution = execution
+    return report

@@ -38,6 +38,9 @@ def _trigger_json(t: TriggerReport) -> dict[str, object]:
     }
 
 
+STUCK_MARGIN_MS = 15_000  # the reconciler settles a lease 5 s after it ends, every 2 s
+
+
 def report_json(report: AuditReport) -> dict[str, object]:
     lags = [lag for t in report.triggers for lag in t.lags_ms]
     totals = {
@@ -57,10 +60,16 @@ def report_json(report: AuditReport) -> dict[str, object]:
         "ok": report.ok, "violations": report.violations, "dialect": report.dialect,
         "window": {"from": rfc3339(report.start_ms), "to": rfc3339(report.end_ms),
                    "from_ms": report.start_ms, "to_ms": report.end_ms,
+                   "to_source": report.end_source,
                    "required_until_ms": report.required_until_ms},
         "settle_ms": report.settle_ms, "grace_ms": report.grace_ms, "lease_ms": report.lease_ms,
         "totals": totals, "triggers": [_trigger_json(t) for t in report.triggers], "notes": report.notes,
     }
+    if report.execution is not None:
+        e = report.execution
+        out["execution"] = {"runs": e.runs, "ended": e.ended, "in_progress": e.in_progress,
+                            "retried": e.retried, "violations": e.violations,
+                            "findings": e.findings()}
     if report.ledger is not None:
         out["ledger"] = {"acknowledged": report.ledger.acknowledged,
                          "double_deliveries": report.ledger.double_deliveries,
@@ -90,33 +99,43 @@ def _read_ledger(path: Path) -> list[dict[str, object]]:
 @click.command()
 @database_url_option
 @click.option("--from", "start", type=Instant(), help="Window start (default: the first publish).")
-@click.option("--to", "end", type=Instant(), help="Window end (default: the database's now).")
+@click.option("--to", "end", type=Instant(),
+              help="Window end (default: the database's now while a scheduler is running, "
+                   "otherwise the last evidence that one ran: its clean stop, last heartbeat or "
+                   "latest scheduling decision, whichever is latest; the report names which).")
 @click.option("--settle", type=DURATION, default="5s", show_default=True,
               help="Occurrences within this long before --to are not required yet.")
 @click.option("--grace", type=DURATION, default="30s", show_default=True,
               help="The misfire grace the scheduler ran with.")
 @click.option("--lease", type=DURATION, default="30s", show_default=True,
               help="The claim lease the replicas ran with (cluster).")
+@click.option("--worker-lease", type=DURATION, default="30s", show_default=True,
+              help="The Attempt lease the workers ran with: a Run still executing whose lease "
+                   "ended longer ago than this plus 15 s is reported stuck.")
 @click.option("--project", metavar="PROJECT", help="Only this project.")
 @click.option("--trigger", "trigger_id", metavar="TRIGGER", help="Only this trigger.")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=Path),
               help="A file of acknowledged admissions (JSON lines) to check against the database.")
 @json_option
 def audit(database_url: str, start: int | None, end: int | None, settle: int, grace: int, lease: int,
-          project: str | None, trigger_id: str | None, ledger: Path | None, as_json: bool) -> None:
+          worker_lease: int, project: str | None, trigger_id: str | None, ledger: Path | None, as_json: bool) -> None:
     """Recompute every nominal occurrence in a window (database time) and check the Runs.
 
     Reports per trigger: expected, admitted, duplicates, gaps explained by a recorded misfire
     or by a revision that stopped first, unexplained gaps, spurious Runs, Runs admitted by a
-    fenced-out claim, Run shape (1 Attempt, 2 admission events), cursor regressions, and
-    admission lag. Exits 5 when anything is violated.
+    fenced-out claim, Run shape (a first Attempt, 2 admission events), cursor regressions,
+    and admission lag. Then how every Run in the window was carried out: exactly one
+    terminal state per ended Run, Attempts numbered 1..n with at most one active, no two
+    Attempts of a Run running at once, nothing stuck executing past its lease, and no more
+    attempts spent than made. Exits 5 when anything is violated.
     """
     from qinglong.profiles.audit_backend import run_audit
 
     if start is not None and end is not None and start > end:
         raise InvalidInput("from", "must not be after --to")
     params = AuditParams(start_ms=start, end_ms=end, settle_ms=settle, grace_ms=grace,
-                         lease_ms=lease, project_id=project, trigger_id=trigger_id)
+                         lease_ms=lease, project_id=project, trigger_id=trigger_id,
+                         execution_stale_ms=worker_lease + STUCK_MARGIN_MS)
     report = run_audit(database_url, CLOCK, params, _read_ledger(ledger) if ledger else None)
     data = report_json(report)
     if as_json:
@@ -128,7 +147,10 @@ def audit(database_url: str, start: int | None, end: int | None, settle: int, gr
 
 
 def _print(report: AuditReport, data: dict[str, Any]) -> None:
+    from qinglong.audit.checker import END_SOURCES
+
     say(f"audit {report.dialect} from {rfc3339(report.start_ms)} to {rfc3339(report.end_ms)} "
+        f"[{END_SOURCES.get(report.end_source, report.end_source)}] "
         f"(required until {rfc3339(report.required_until_ms)}; grace {report.grace_ms} ms, "
         f"lease {report.lease_ms} ms)")
     header = (f"{'trigger':<28}{'expected':>9}{'admitted':>9}{'dup':>5}{'gap-ok':>7}{'gap-bad':>8}"
@@ -143,6 +165,14 @@ def _print(report: AuditReport, data: dict[str, Any]) -> None:
     say(f"totals: {json.dumps(totals, sort_keys=True)}")
     if "ledger" in data:
         say(f"ledger: {json.dumps(data['ledger'], sort_keys=True)}")
+    execution = report.execution
+    if execution is not None:
+        say(f"execution: {execution.runs} Runs, {execution.ended} ended, {execution.in_progress} "
+            f"in progress, {execution.retried} with more than one attempt")
+        for name, found in execution.findings().items():
+            for finding in found[:20]:
+                say(f"  {name}: {finding}")
     for note in report.notes:
         say(f"note: {note}")
-    say("OK: every occurrence exactly once" if report.ok else f"VIOLATIONS: {report.violations}")
+    say("OK: every occurrence exactly once, every Run carried out consistently" if report.ok
+        else f"VIOLATIONS: {report.violations}")

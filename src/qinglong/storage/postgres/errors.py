@@ -61,10 +61,32 @@ def translate(
         return ServerNotWritable(f"{action}: the server is read-only")
     if state in RETRYABLE_SQLSTATES:
         return TransientStorageError(f"{action}: transient database conflict ({state})")
-    if state == "42501":
-        return PermissionDenied(f"{action}: this database role lacks the privilege (use another role)")
+    if state == "42501" or isinstance(exc, pg_errors.InsufficientPrivilege):
+        return PermissionDenied(_permission_denied(exc, action, conn))
     if state in CONFLICT_SQLSTATES:
         return Conflict(f"{action}: the database refused a duplicate or inconsistent row ({state})")
     if isinstance(exc, pg_errors.QueryCanceled):
         return TransientStorageError(f"{action}: statement timeout ({state})")
     return StorageError(f"{action}: PostgreSQL error ({state or type(exc).__name__})")
+
+
+def _permission_denied(exc: BaseException, action: str,
+                       conn: psycopg.Connection[object] | None) -> str:
+    """Which object the role may not use (the server names it: "permission denied for table
+    t"), and which role: never a password or a URL."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) or "permission denied"
+    role = None
+    if conn is not None and not (conn.closed or conn.broken):
+        role = conn.info.user
+    who = f"the database role {role!r}" if role else "this database role"
+    return (f"{action}: {primary} ({sqlstate(exc) or '42501'}): {who} lacks the privilege; "
+            "grant it or use a role that has it")
+
+
+def translate_driver_error(exc: BaseException, action: str, conn: object = None) -> QinglongError | None:
+    """``translate`` for a psycopg error raised where the caller holds only a generic
+    connection (the audit's reader); None for anything that is not a psycopg error."""
+    if not isinstance(exc, psycopg.Error):
+        return None
+    return translate(exc, action, conn if isinstance(conn, psycopg.Connection) else None)

@@ -30,12 +30,44 @@ def _history(conn: sqlite3.Connection) -> list[AppliedMigration]:
     ]
 
 
+LEDGER = "schema_migrations"
+LEDGER_COLUMNS = ("migration_id", "stream_id", "dialect", "checksum", "applied_at_ms")
+STREAM = ("sqlite-main", "sqlite")  # (stream_id, dialect) of every row of our ledger
+
+
+def check_ledger(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a ``schema_migrations`` table that is not qinglong's (Rails, Ecto and
+    golang-migrate use the name too): it must have our columns, and every row must belong to
+    our stream. Reads only."""
+    if conn.execute(QUERIES["ledger_exists"]).fetchone()["n"] == 0:
+        return
+    columns = [row["name"] for row in conn.execute("PRAGMA table_info(schema_migrations)").fetchall()]
+    if sorted(columns) != sorted(LEDGER_COLUMNS):
+        raise NotReady(["foreign-migration-ledger"],
+                       f"{path!r} is not a qinglong database: its {LEDGER} table has the columns "
+                       f"({', '.join(columns)}), not qinglong's ({', '.join(LEDGER_COLUMNS)}), so "
+                       "another tool's migrations live there; refusing to touch it: name a new "
+                       "file instead")
+    streams = {(row["stream_id"], row["dialect"]) for row in conn.execute(
+        "SELECT DISTINCT stream_id, dialect FROM schema_migrations").fetchall()}
+    foreign = sorted(f"{stream}/{dialect}" for stream, dialect in streams - {STREAM})
+    if foreign:
+        raise NotReady(["foreign-migration-ledger"],
+                       f"{path!r} is not a qinglong SQLite database: its {LEDGER} table records "
+                       f"the migration stream(s) {', '.join(foreign)}, not {'/'.join(STREAM)}; "
+                       "refusing to touch it: name a new file instead")
+
+
 def check_ours(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse to add qinglong's tables to a SQLite file that holds someone else's data."""
+    """Refuse to add qinglong's tables to a SQLite file that holds someone else's data: one
+    with tables but no migration ledger, or whose ledger is not qinglong's. The ledger is
+    checked even when the file carries our application_id (older versions stamped a foreign
+    file before they found out). Reads only."""
+    check_ledger(conn, path)
     if conn.execute("PRAGMA application_id").fetchone()["application_id"] == APPLICATION_ID:
         return
     tables = [row["name"] for row in conn.execute(QUERIES["user_tables"]).fetchall()]
-    if tables and "schema_migrations" not in tables:
+    if tables and LEDGER not in tables:
         listed = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
         raise NotReady(["foreign-database"],
                        f"{path!r} is not a qinglong database (it holds the tables {listed}); "
@@ -44,12 +76,11 @@ def check_ours(conn: sqlite3.Connection, path: str) -> None:
 
 def migrate(db: SqliteDatabase, clock: Clock) -> MigrateReport:
     """Apply pending migrations, each in its own transaction; refuse history drift and
-    files that belong to something else."""
+    files that belong to something else. Nothing is changed (not the journal mode, not the
+    application_id) until the file and its ledger have passed those checks."""
     conn = db.connection()
     try:
         check_ours(conn, str(db.path))
-        conn.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     except sqlite3.Error as exc:
         raise translate(exc, "migrate") from exc
     with db.write("create migration ledger") as tx:
@@ -58,6 +89,11 @@ def migrate(db: SqliteDatabase, clock: Clock) -> MigrateReport:
     findings = audit_history(history, MIGRATIONS)
     if findings:
         raise NotReady(findings, "migration history drift: " + ", ".join(findings))
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # the ledger is ours
+    except sqlite3.Error as exc:
+        raise translate(exc, "migrate") from exc
     applied: list[str] = []
     for migration in pending(history, MIGRATIONS):
         try:
@@ -99,6 +135,7 @@ def check_integrity(db: SqliteDatabase) -> list[str]:
 def check_schema(db: SqliteDatabase) -> None:
     """Raise NotReady unless the ledger equals the code's migration stream exactly."""
     with db.read("read migration ledger") as conn:
+        check_ledger(conn, str(db.path))
         history = _history(conn)
     findings = audit_history(history, MIGRATIONS)
     if findings:

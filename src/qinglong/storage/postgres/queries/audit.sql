@@ -26,7 +26,8 @@ SELECT instance_id, role, seen_at_ms, stopped_at_ms FROM qinglong.instances;
 -- name: audit_runs
 -- Cron Runs in the window with their shape and the claim that admitted them.
 SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms, r.created_at_ms,
-       (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id) AS attempts,
+       (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id AND a.attempt = 1)
+         AS attempts,
        (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id
          AND ((e.sequence = 1 AND e.type = 'run.created')
               OR (e.sequence = 2 AND e.type = 'run.queued'))) AS admission_events,
@@ -55,3 +56,30 @@ WHERE decided_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
 -- Current schedule rows.
 SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms
 FROM qinglong.trigger_schedules;
+
+-- name: audit_run_execution
+-- How each Run in the window was executed: its state, how many terminal events it has, its
+-- Attempts (count, highest number, how many still active, and when the newest lease ends),
+-- and when a retry is due.
+SELECT r.id, r.status, r.scheduled_for_ms, r.retry_at_ms, r.attempts_spent,
+       (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id
+         AND e.type IN ('run.succeeded', 'run.failed', 'run.cancelled', 'run.timed_out',
+                        'run.lost')) AS terminal_events,
+       (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id) AS attempts,
+       (SELECT max(a.attempt) FROM qinglong.run_attempts a WHERE a.run_id = r.id) AS last_attempt,
+       (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id
+         AND a.status IN ('claimed', 'starting', 'running')) AS active_attempts,
+       (SELECT max(a.lease_expires_at_ms) FROM qinglong.run_attempts a WHERE a.run_id = r.id
+         AND a.status IN ('claimed', 'starting', 'running')) AS lease_expires_at_ms
+FROM qinglong.runs r
+WHERE r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+
+-- name: audit_attempt_spans
+-- When each started Attempt of a Run with more than one ran, as the database recorded it.
+SELECT a.run_id, a.id, a.attempt, a.status, a.started_at_ms, a.finished_at_ms
+FROM qinglong.run_attempts a
+WHERE a.started_at_ms IS NOT NULL
+  AND a.run_id IN (SELECT r.id FROM qinglong.runs r
+                   WHERE r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s)
+  AND EXISTS (SELECT 1 FROM qinglong.run_attempts b WHERE b.run_id = a.run_id AND b.id <> a.id)
+ORDER BY a.run_id, a.attempt;
