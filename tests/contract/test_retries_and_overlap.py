@@ -13,7 +13,7 @@ from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.runs import AttemptStatus, RunStatus
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.domain.trigger import Overlap, OverlapPolicy
-from qinglong.errors import Conflict, LeaseLost
+from qinglong.errors import Conflict
 from qinglong.storage.ports import (
     AttemptFinishParams,
     AttemptLease,
@@ -209,8 +209,21 @@ def test_an_interrupted_run_is_queued_again_without_spending_an_attempt(backend:
     assert ended.run.status == "succeeded"
     assert [a.status for a in ended.attempts] == ["cancelled", "succeeded"]
     assert ended.attempts[0].error_code == "INTERRUPTED"
-    with pytest.raises(LeaseLost):
-        backend.lifecycle.attempt_interrupt(lease.fence, "drain")
+    backend.lifecycle.attempt_interrupt(lease.fence, "drain")  # resent after a lost reply
+    assert "attempt.late_callback_ignored" not in [e.type for e in detail(backend, run_id).events]
+    assert detail(backend, run_id).run.status == "succeeded"
+
+
+def test_an_interrupted_run_that_was_being_cancelled_ends_cancelled(backend: Backend) -> None:
+    publish(backend, retry=RETRIES)
+    [run_id] = admit(backend)
+    [lease] = acquire(backend)
+    run_to_running(backend, lease.fence)
+    backend.lifecycle.run_cancel(run_id)
+    backend.lifecycle.attempt_interrupt(lease.fence, "drain")  # the drain came first
+    ended = detail(backend, run_id)
+    assert (ended.run.status, ended.run.cancel_reason) == ("cancelled", "user")
+    assert backend.lifecycle.retry_promote(10) == []
 
 
 # --- overlap -------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ lease moves the lease generation on, so a token handed out before is dead from t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,7 @@ class RunState:
     event_sequence: int
     attempts_spent: int = 0  # attempts that counted against the retry policy
     cancel_requested: bool = False
+    cancel_reason: str | None = None  # why it was asked to stop (user, policy, ...)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,6 +326,13 @@ def already_running(attempt: AttemptState, fence: LeaseFence) -> bool:
     return attempt.status is AttemptStatus.RUNNING and attempt.holds(fence)
 
 
+def already_interrupted(attempt: AttemptState, fence: LeaseFence) -> bool:
+    """An interrupt that already landed (resent after a lost reply): the Attempt ended
+    cancelled under this very lease."""
+    return (attempt.id == fence.attempt_id and attempt.status is AttemptStatus.CANCELLED
+            and attempt.lease_generation == fence.generation)
+
+
 def already_released(attempt: AttemptState, fence: LeaseFence) -> bool:
     """A release that already landed (resent after a lost reply): the Attempt is offered
     again, one generation on, and nobody has leased it since."""
@@ -344,6 +353,9 @@ def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseF
     so (the caller decides that with ``domain/retry.py``)."""
     _require_fence(attempt, fence)
     _precondition("finish", run, attempt)
+    if outcome.cancel_reason is not None and run.cancel_reason:
+        # the executor stopped it on request: the request says why (user, policy, ...)
+        outcome = dataclasses.replace(outcome, cancel_reason=run.cancel_reason)
     b = _Builder(run, attempt, ctx)
     detail: dict[str, object] = {"exit_code": outcome.exit_code}
     if outcome.error_code:
@@ -432,9 +444,15 @@ def lose(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str,
 def interrupt(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseFence, *,
               reason: str) -> Change:
     """The executor stopped a command because it is draining: the Attempt is cancelled and
-    the Run is queued again at once (through ``retry_wait``), without spending an attempt."""
+    the Run is queued again at once (through ``retry_wait``), without spending an attempt --
+    unless someone had asked to cancel it: then it ends ``cancelled`` here."""
     _require_fence(attempt, fence)
     _precondition("interrupt", run, attempt)
+    if run.cancel_requested:
+        return finish(run, attempt, ctx, fence, Outcome(
+            status=AttemptStatus.CANCELLED, error_code="CANCELLED",
+            error_summary="cancelled on request (stopped by a draining executor)",
+            cancel_reason=run.cancel_reason or "user"))
     b = _Builder(run, attempt, ctx)
     b.event(EventType.ATTEMPT_CANCELLED, {"attempt": attempt.attempt, "reason": reason,
                                           "error_code": "INTERRUPTED"})

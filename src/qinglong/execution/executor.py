@@ -32,6 +32,7 @@ from qinglong.execution import command
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BYTES
 from qinglong.execution.logship import LogShipper
 from qinglong.execution.processes import kill_group, make_handle, settle_orphan
+from qinglong.execution.reaper import GroupReaper
 from qinglong.storage.ports import (
     AttemptFinishParams,
     AttemptLease,
@@ -81,6 +82,16 @@ class _Job:
             process = self.process
         if process is not None:
             kill_group(process.pid, sig)
+            if sig is not signal.SIGKILL:  # a command that ignores SIGTERM is killed after a grace
+                timer = threading.Timer(command.KILL_GRACE_S, self._kill_if_running, [process])
+                timer.daemon = True
+                timer.start()
+
+    def _kill_if_running(self, process: subprocess.Popen[bytes]) -> None:
+        with self.lock:
+            if self.exited:
+                return
+        kill_group(process.pid, signal.SIGKILL)
 
 
 class Executor:
@@ -142,6 +153,7 @@ class Executor:
         self._renewals_failing = False
         self._dispatch_failing = False
         self._renew_every_s = min(lease_ms / 3000, renew_every_s or lease_ms / 3000)
+        self._reaper = GroupReaper()
         self.started = 0  # commands started (for metrics)
 
     @property
@@ -162,6 +174,7 @@ class Executor:
     def start(self) -> None:
         if self._threads:
             return
+        self._reaper.start()
         for target, name in ((self._dispatch_loop, "ql-executor"), (self._renew_loop, "ql-lease"),
                              (self._watchdog_loop, "ql-lease-watchdog")):
             thread = threading.Thread(target=target, name=name, daemon=True)
@@ -217,6 +230,7 @@ class Executor:
         self._finished.set()
         for thread in self._threads[1:]:
             thread.join(5.0)
+        self._reaper.close()  # kills whatever a stuck stop left behind
         return len(leftovers)
 
     def _wait_idle(self, timeout_s: float) -> None:
@@ -414,6 +428,7 @@ class Executor:
                                 tap=shipper.feed if shipper is not None else None)
         if isinstance(spawned, Outcome):
             return spawned
+        self._reaper.watch(spawned.process.pid)
         with job.lock:
             job.process = spawned.process
             pending = job.stop_reason
@@ -428,6 +443,7 @@ class Executor:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()
             command.collect(spawned)
+            self._reaper.forget(spawned.process.pid)
             raise
         timeout_ms = lease.execution.plan.timeout_ms
         timed_out = False
@@ -439,6 +455,7 @@ class Executor:
         command.collect(spawned)
         with job.lock:
             job.exited = True
+        self._reaper.forget(spawned.process.pid)
         if spawned.pump.error is not None:
             emit(self._diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
                                                message=f"run {lease.fence.run_id}: "

@@ -71,7 +71,8 @@ def run_state(row: Row, *, id_column: str = "id", status_column: str = "status")
     return RunState(id=row[id_column], status=RunStatus(row[status_column]),
                     version=int(row["version"]), event_sequence=int(row["event_sequence"]),
                     attempts_spent=int(row["attempts_spent"]),
-                    cancel_requested=bool(row["cancel_requested"]))
+                    cancel_requested=bool(row["cancel_requested"]),
+                    cancel_reason=row["cancel_reason"])
 
 
 def _run_from_candidate(row: Row) -> RunState:
@@ -96,6 +97,10 @@ def _flagged(fields: Mapping[str, object], names: tuple[str, ...]) -> dict[str, 
         out["set_" + name] = name in fields
         out[name] = fields.get(name)
     return out
+
+
+CANDIDATES_PER_SLOT = 4  # queued Runs looked at per free slot
+CANDIDATES_MAX = 256
 
 
 class OverlapVerdict(StrEnum):
@@ -209,13 +214,18 @@ class LifecycleWriter:
                 executor_type: str) -> list[AttemptLease]:
         """Lease up to ``limit`` queued Runs, oldest first, as their trigger's overlap policy
         and the task and global limits allow; a Run that must wait stays queued."""
+        # Look further than ``limit``: Runs that must wait (overlap, limits) are passed over,
+        # so they never stall the Runs queued behind them.
         rows = fetch_all(self._conn, self._q["lease_candidates"],
-                         {"executor_type": executor_type, "limit": limit})
+                         {"executor_type": executor_type,
+                          "limit": min(CANDIDATES_MAX, limit * CANDIDATES_PER_SLOT)})
         if not rows:
             return []
         ctx = self.context()
-        leases = []
+        leases: list[AttemptLease] = []
         for row in rows:
+            if len(leases) >= limit:
+                break
             run = _run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
             if row["overlap_key"] is not None and (
@@ -464,7 +474,8 @@ class FencedSteps(abc.ABC):
         """A draining executor stopped the command: queue the Run again, no attempt spent."""
         self._fenced(fence, "interrupt", "interrupt attempt",
                      lambda w, run, attempt, ctx: lifecycle.interrupt(run, attempt, ctx, fence,
-                                                                     reason=reason))
+                                                                     reason=reason),
+                     done=lambda attempt: lifecycle.already_interrupted(attempt, fence))
 
     def lease_release(self, params: LeaseReleaseParams) -> None:
         self._fenced(params.fence, "release", "release lease",

@@ -128,20 +128,15 @@ def show(run_id: str, tail_lines: int, database_url: str, as_json: bool) -> None
 
 @run.command()
 @click.argument("run_id", metavar="RUN")
-@click.option("--reason", default="user", show_default=True, metavar="TEXT",
-              help="Why, recorded in the Run's events.")
 @database_url_option
 @json_option
-def cancel(run_id: str, reason: str, database_url: str, as_json: bool) -> None:
+def cancel(run_id: str, database_url: str, as_json: bool) -> None:
     """Cancel RUN. A Run nobody is executing (queued, or waiting for a retry) ends
     `cancelled` at once; a running one is asked to stop: its worker kills the command's
     process group and records `cancelled` (a dead worker's Run is ended `cancelled` by the
     reconciler, never retried). Cancelling an ended Run is refused (exit 2)."""
-    reason = reason.strip()
-    if not reason or len(reason) > 200:
-        raise click.BadParameter("must be 1 to 200 characters", param_hint="--reason")
     with run_views(database_url) as runs:
-        view = runs.run_cancel(run_id, reason)
+        view = runs.run_cancel(run_id)  # recorded with the reason `user`
     if as_json:
         emit_json(view)
         return

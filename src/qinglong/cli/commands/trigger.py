@@ -66,7 +66,7 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
 @click.option(
     "--overlap", type=click.Choice([p.value for p in OverlapPolicy]),
     help="When an occurrence comes while the previous Run is still active: allow (run both), "
-         "skip (end the new Run `cancelled`, reason overlap), queue (it waits its turn, at most "
+         "skip (end the new Run `cancelled`, reason policy), queue (it waits its turn, at most "
          "--overlap-queue-limit waiting), cancel_previous (stop the old one). Default: allow.",
 )
 @click.option("--overlap-queue-limit", type=click.IntRange(0, MAX_QUEUE_LIMIT), metavar="N",

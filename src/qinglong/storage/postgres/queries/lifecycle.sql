@@ -231,18 +231,6 @@ WHERE project_id = %(project_id)s AND task_id = %(task_id)s
 SELECT (SELECT count(*) FROM qinglong.runs WHERE status IN ('dispatching', 'running')) AS active,
        (SELECT max_running FROM qinglong.concurrency_limits WHERE scope = 'global') AS max_running;
 
--- name: acquire_savepoint
--- One candidate's acquisition may be undone without the others.
-SAVEPOINT acquire_one;
-
--- name: acquire_savepoint_release
--- Keep the candidate's acquisition.
-RELEASE SAVEPOINT acquire_one;
-
--- name: acquire_savepoint_rollback
--- Undo the candidate's acquisition (another executor took a Run of its trigger meanwhile).
-ROLLBACK TO SAVEPOINT acquire_one;
-
 -- name: concurrency_lock
 -- Serialise one decision (a trigger's overlap, a task's or the global capacity) until COMMIT,
 -- so two executors never both see the last free place. A try-lock: an executor that finds it

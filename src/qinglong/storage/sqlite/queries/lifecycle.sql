@@ -164,18 +164,6 @@ WHERE project_id = :project_id AND task_id = :task_id
 SELECT (SELECT count(*) FROM runs WHERE status IN ('dispatching', 'running')) AS active,
        (SELECT max_running FROM concurrency_limits WHERE scope = 'global') AS max_running;
 
--- name: acquire_savepoint
--- One candidate's acquisition may be undone without the others.
-SAVEPOINT acquire_one;
-
--- name: acquire_savepoint_release
--- Keep the candidate's acquisition.
-RELEASE SAVEPOINT acquire_one;
-
--- name: acquire_savepoint_rollback
--- Undo the candidate's acquisition (another executor took a Run of its trigger meanwhile).
-ROLLBACK TO SAVEPOINT acquire_one;
-
 -- name: concurrency_lock
 -- One writer at a time already (BEGIN IMMEDIATE): nothing more to lock.
 SELECT 1 AS locked;
