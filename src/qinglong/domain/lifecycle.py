@@ -21,16 +21,26 @@ acquire        queued -> dispatching          claimed (lease granted)     run.di
 start          dispatching                    claimed -> starting         attempt.starting
 running        dispatching -> running         starting -> running         attempt.running,
                                                                           run.running
-finish         dispatching|running -> S       starting|running -> S       attempt.S, run.S
+finish         dispatching|running -> S|R     starting|running -> S       attempt.S, run.S or
+                                                                          run.retry_wait
 release        dispatching -> queued          claimed (lease withdrawn)   run.dispatch_released
-lose           dispatching|running -> lost    starting|running -> lost    attempt.lost, run.lost
+lose           dispatching|running -> lost|R  starting|running -> lost    attempt.lost, run.lost
+               (cancelled when asked to)                                  (or retry_wait,
+                                                                          run.cancelled)
+interrupt      dispatching|running -> R       starting|running ->         attempt.cancelled,
+               (cancelled when asked to)      cancelled                   run.retry_wait
+promote        retry_wait -> queued           a new Attempt, claimed      run.queued
+request_cancel (unchanged; cancel requested)  (unchanged)                 run.cancel_requested
+cancel_waiting retry_wait -> cancelled        (unchanged)                 run.cancelled
 cancel_queued  queued -> cancelled            claimed -> cancelled        attempt.cancelled,
                                                                           run.cancelled
 late_callback  (unchanged)                    (unchanged)                 attempt.late_callback_ignored
 =============  =============================  ==========================  ====================
 
-``S`` is succeeded, failed, timed_out or cancelled. Every step that takes or withdraws a
-lease moves the lease generation on, so a token handed out before is dead from then on.
+``S`` is succeeded, failed, timed_out or cancelled; ``R`` is retry_wait (a retry decided by
+the task's policy, or an interrupt that costs no attempt). Every step that takes or
+withdraws a lease moves the lease generation on, so a token handed out before is dead from
+then on.
 """
 
 from __future__ import annotations

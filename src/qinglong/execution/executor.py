@@ -213,7 +213,8 @@ class Executor:
 
     def stop(self, drain_timeout_s: float) -> int:
         """Stop taking work; let running commands finish for ``drain_timeout_s``, then stop
-        what is left (recorded cancelled, reason shutdown). Returns how many were stopped."""
+        what is left: recorded cancelled (reason shutdown), or with ``requeue_on_drain``
+        interrupted and queued again. Returns how many were stopped."""
         self._stopping.set()
         self._wake.set()
         for thread in self._threads[:1]:  # the dispatcher: nothing new is leased after this

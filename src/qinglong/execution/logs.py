@@ -290,8 +290,9 @@ def tail(path: Path, lines: int, max_bytes: int = 64 * 1024) -> list[str]:
 
 def prune_log_dir(log_dir: Path, before_ms: int, limit: int = 500) -> int:
     """Delete the log files of Runs last written before ``before_ms`` (file modification time),
-    with their Run directories once empty; at most ``limit`` files a pass. A file still being
-    written has a recent time, so a running Attempt's log is never removed."""
+    with their Run directories once empty; at most ``limit`` files a pass. Judged by the
+    file's time only: a command still running that has printed nothing for the whole
+    retention loses its log file (what it prints later is not kept)."""
     removed = 0
     try:
         runs = list(log_dir.iterdir())

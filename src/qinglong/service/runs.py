@@ -3,7 +3,7 @@ log (followed while it runs), and cancelling."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,49 +84,58 @@ class RunViews:
 
     def log_stream(self, run_id: str, *, attempt: int | None, follow: bool,
                    wait: Callable[[float], None] = pause) -> Iterator[LogPiece]:
-        """An attempt's output: all of it, then (with ``follow``) what comes next, until the
-        Run ends."""
+        """An attempt's output: all of it, then (with ``follow``) what comes next. Following
+        the latest attempt (no ``attempt`` given) moves on to the next one when the Run is
+        retried, and ends when the Run ends."""
         detail = self._runs.run_get(run_id)
         chosen = self.attempt_for_log(detail, attempt)
-        if chosen.log_path is None and self._logs is not None:
-            yield from self._from_database(detail.run.id, chosen.id, follow, wait)
-        else:
-            yield from self._from_file(detail.run.id, chosen.log_path, follow, wait)
-
-    def _ended(self, run_id: str) -> bool:
-        return RunStatus(self._runs.run_get(run_id).run.status) in ENDED_RUN
-
-    def _from_database(self, run_id: str, attempt_id: str, follow: bool,
-                       wait: Callable[[float], None]) -> Iterator[LogPiece]:
-        assert self._logs is not None
-        shown = b""
         while True:
-            ended = self._ended(run_id)  # read before the chunks: none can follow the end
-            whole = assemble(self._logs.log_read(attempt_id))
-            # When the cap trimmed the middle under us, the text no longer extends what was
-            # shown: show it whole again (the trim marker tells the reader why).
-            fresh = whole.removeprefix(shown)
-            shown = whole
+            moved_on = yield from self._one_attempt(detail.run.id, chosen, follow=follow,
+                                                    latest=attempt is None, wait=wait)
+            if not moved_on:
+                return
+            detail = self._runs.run_get(detail.run.id)
+            chosen = detail.attempts[-1]
+            yield LogPiece(f"\n[qinglong: attempt {chosen.attempt}]\n", False)
+
+    def _one_attempt(self, run_id: str, chosen: Attempt, *, follow: bool, latest: bool,
+                     wait: Callable[[float], None]) -> Generator[LogPiece, None, bool]:
+        """Stream one attempt; True when a newer attempt took over (only when following the
+        latest), False when there is nothing more to show."""
+        in_database = self._logs is not None and chosen.log_path is None
+        shown = b""
+        position = 0
+        while True:
+            # the state is read before the output: no output of this attempt follows its end
+            detail = self._runs.run_get(run_id)
+            ended = RunStatus(detail.run.status) in ENDED_RUN
+            newer = latest and detail.attempts[-1].id != chosen.id
+            current = next((a for a in detail.attempts if a.id == chosen.id), chosen)
+            if in_database:
+                assert self._logs is not None
+                whole = assemble(self._logs.log_read(chosen.id))
+                # When the cap trimmed the middle under us, the text no longer extends what
+                # was shown: show it whole again (the trim marker tells the reader why).
+                fresh = whole.removeprefix(shown)
+                shown = whole
+            else:
+                fresh, position = self._file_part(current.log_path, position, follow, run_id)
             if fresh:
                 yield LogPiece(fresh.decode("utf-8", errors="replace"), ended)
             if not follow or ended:
-                return
+                return False
+            if newer:
+                return True
             wait(FOLLOW_POLL_S)
 
-    def _from_file(self, run_id: str, path: str | None, follow: bool,
-                   wait: Callable[[float], None]) -> Iterator[LogPiece]:
-        if (path is None or not Path(path).is_file()) and not follow:
-            raise NotFound("log", path or run_id)
-        position = 0
-        while True:
-            ended = self._ended(run_id)
-            if path is not None and Path(path).is_file():
-                with Path(path).open("rb") as handle:
-                    handle.seek(position)
-                    fresh = handle.read()
-                position += len(fresh)
-                if fresh:
-                    yield LogPiece(fresh.decode("utf-8", errors="replace"), ended)
-            if not follow or ended:
-                return
-            wait(FOLLOW_POLL_S)
+    @staticmethod
+    def _file_part(path: str | None, position: int, follow: bool,
+                   run_id: str) -> tuple[bytes, int]:
+        if path is None or not Path(path).is_file():
+            if not follow:
+                raise NotFound("log", path or run_id)
+            return b"", position  # not written yet (or not on this machine)
+        with Path(path).open("rb") as handle:
+            handle.seek(position)
+            fresh = handle.read()
+        return fresh, position + len(fresh)
