@@ -1,4 +1,4 @@
-"""The soak: N replicas, M triggers, T minutes of seeded chaos, then `ql audit`.
+"""The soak: N replicas, W workers, M triggers, T minutes of seeded chaos, then `ql audit`.
 
 One replica talks to PostgreSQL through our wire proxy (lost COMMIT replies, stalled links)
 and, when we may create network namespaces, another runs in a namespace (partitions). A
@@ -10,6 +10,12 @@ holds a fifth of its admission transactions open for a random 0-200 ms so kills 
 inside transactions. Then the chaos stops, everything heals, the replicas drain and stop,
 and the audit judges invariants I1-I8 (docs/guarantees.md) over the whole window, against
 the ledger of acknowledged admissions as well as the database.
+
+Workers execute every Run: the task's command itself appends heartbeat lines (Run, Attempt,
+lease generation, time) to a ledger of its own, so the soak can prove from the outside that
+no two processes of one Run ever ran at once. Workers are killed, stopped for longer than
+their lease, and have their backends terminated like the replicas; at the end every Run must
+have ended in exactly one terminal state with a consistent chain of Attempts.
 """
 
 from __future__ import annotations
@@ -29,16 +35,18 @@ from typing import Any
 
 import psycopg
 
+from qinglong.audit.execution import ExecutionReport, check_execution
 from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
-from qinglong.domain.task import ArgvCommand, CommandSpec
+from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.task import CommandSpec, EnvEntry, ShellCommand
 from qinglong.errors import QinglongError
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.profiles.cluster_backend import migrate_postgres
 from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
-from testkit.cluster import Replica, percentile
+from testkit.cluster import Replica, Worker, percentile
 from testkit.pgproxy import PgProxy, ProxyMode
 from testkit.postgres import EmbeddedPostgres
 
@@ -46,13 +54,19 @@ DB = "ql"
 ACTIONS = (
     ("kill", 40), ("stop", 15), ("terminate", 15), ("drop_commit", 10),
     ("partition", 10), ("blackhole", 5), ("republish", 5),
+    ("kill_worker", 12), ("stop_worker", 6), ("terminate_worker", 6),
 )
+# The command every Run executes: heartbeats every 100 ms for ~0.3 s into the command ledger.
+BEAT = ('for i in 1 2 3 4; do echo "$QL_RUN_ID $QL_ATTEMPT_ID $QL_LEASE_GENERATION '
+        '$(date +%s%3N)" >> "$SOAK_LEDGER"; sleep 0.1; done')
 REPUBLISH_ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York", "Australia/Adelaide")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SoakConfig:
     replicas: int = 3
+    workers: int = 2
+    worker_lease_ms: int = 5_000
     triggers: int = 20
     seconds: float = 60.0
     seed: int | None = None
@@ -94,8 +108,10 @@ class _Soak:
         self.proxy: PgProxy | None = None
         self.namespace: Any = None
         self.replicas: list[Replica] = []
+        self.workers: list[Worker] = []
         self.lock = threading.Lock()
         self.ledger = work / "acked.jsonl"
+        self.command_ledger = work / "commands.log"
 
     # -- setting up ---------------------------------------------------------------------
 
@@ -110,8 +126,10 @@ class _Soak:
         connector = SingleConnector(self.server.dsn("ql_admin", DB))
         admin = PgDefinitionStore(connector)
         admin.project_create(ProjectCreateParams(project_id="soak"))
-        admin.task_publish(TaskPublishParams(project_id="soak", task_id="t", name="t",
-                                             spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))
+        admin.task_publish(TaskPublishParams(project_id="soak", task_id="t", name="t", spec=CommandSpec(
+            command=ShellCommand(command=BEAT, shell="/bin/sh"), timeout_ms=30_000,
+            environment=(EnvEntry(name="SOAK_LEDGER", value=str(self.command_ledger)),),
+            idempotent=True, retry=RetryPolicy(max_attempts=3, backoff_ms=500))))
         specs = [(f"t{i:03d}", "* * * * * *", "UTC") for i in range(self.config.triggers)]
         specs += [("every-5s", "*/5 * * * * *", "Asia/Shanghai"), ("minutely", "0 * * * * *", "UTC"),
                   ("berlin", "* * * * * *", "Europe/Berlin")]
@@ -122,6 +140,10 @@ class _Soak:
         self.proxy = PgProxy("127.0.0.1", self.server.port).start()
         for n in range(1, self.config.replicas + 1):
             self.replicas.append(self._replica(n))
+        for n in range(1, self.config.workers + 1):
+            self.workers.append(Worker(
+                f"w{n}", self.server.dsn("ql_worker", DB), self.work, slots=16,
+                lease_ms=self.config.worker_lease_ms, drain_timeout_ms=5_000))
 
     def _url(self, n: int) -> str:
         runtime = self.server.dsn("ql_runtime", DB)
@@ -152,7 +174,37 @@ class _Soak:
         timer.daemon = True
         timer.start()
 
+    def act_on_worker(self, name: str) -> None:
+        workers = [w for w in self.workers if w.process is not None and w.process.poll() is None]
+        if not workers:
+            return
+        victim = self.rng.choice(workers)
+        assert victim.process is not None
+        if name == "kill_worker":
+            victim.kill()
+            victim.start()
+        elif name == "stop_worker":
+            process = victim.process
+            process.send_signal(signal.SIGSTOP)
+
+            def resume() -> None:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGCONT)
+
+            self._later(self.config.worker_lease_ms / 1000 + self.rng.uniform(0, 2), resume)
+        elif name == "terminate_worker":
+            with psycopg.connect(self.server.dsn("postgres", DB), autocommit=True) as conn:
+                pids = [r[0] for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'ql-worker:%'")]
+                if not pids:
+                    return
+                conn.execute("SELECT pg_terminate_backend(%s)", [self.rng.choice(pids)])
+        self.faults[name] += 1
+
     def act(self, name: str) -> None:
+        if name.endswith("_worker"):
+            self.act_on_worker(name)
+            return
         replicas = [r for r in self.replicas if r.process is not None and r.process.poll() is None]
         if not replicas:
             return
@@ -259,9 +311,9 @@ class _Soak:
             self.proxy.disarm()
         if self.namespace is not None:
             self.namespace.heal()
-        for replica in self.replicas:
-            if replica.process is not None and replica.process.poll() is None:
-                replica.process.send_signal(signal.SIGCONT)
+        for process in (*self.replicas, *self.workers):
+            if process.process is not None and process.process.poll() is None:
+                process.process.send_signal(signal.SIGCONT)
 
     def db_now(self) -> int:
         with psycopg.connect(self.server.dsn("postgres", DB), connect_timeout=5) as conn:
@@ -270,15 +322,80 @@ class _Soak:
         return int(row[0])
 
     def close(self) -> None:
-        for replica in self.replicas:
-            if replica.process is not None and replica.process.poll() is None:
-                replica.process.kill()
-                replica.process.wait(10)
+        for process in (*self.replicas, *self.workers):
+            if process.process is not None and process.process.poll() is None:
+                process.process.kill()
+                process.process.wait(10)
         if self.proxy is not None:
             self.proxy.stop()
         if self.namespace is not None:
             self.namespace.destroy()
         self.server.cleanup()
+
+
+@dataclass(slots=True)
+class Execution:
+    """How the workers carried out the Runs: the execution audit (E1-E5) and what the
+    commands themselves recorded."""
+
+    report: ExecutionReport
+    unsettled: int  # Runs not ended when the workers were stopped
+    overlapping_processes: list[str]
+    runs_with_output: int
+    lost_attempts: int
+
+
+def command_overlaps(ledger: Path) -> tuple[list[str], int]:
+    """Runs whose commands ran in two processes at once, by the commands' own heartbeats:
+    each (attempt, lease generation) spans its first to its last beat, and two spans of one
+    Run must not intersect; and how many Runs wrote beats."""
+    spans: dict[str, dict[tuple[str, str], list[int]]] = {}
+    if ledger.exists():
+        for line in ledger.read_text().splitlines():
+            parts = line.split()
+            if len(parts) != 4 or not parts[3].isdigit():
+                continue  # a line cut short by a SIGKILL
+            run_id, attempt_id, generation, at = parts
+            span = spans.setdefault(run_id, {}).setdefault((attempt_id, generation),
+                                                            [int(at), int(at)])
+            span[0], span[1] = min(span[0], int(at)), max(span[1], int(at))
+    overlaps = []
+    for run_id, by_process in spans.items():
+        latest_end: int | None = None
+        for start, end in sorted(by_process.values()):
+            if latest_end is not None and start <= latest_end:
+                overlaps.append(f"{run_id}: two processes between {start} and {latest_end}")
+            latest_end = end if latest_end is None else max(latest_end, end)
+    return overlaps, len(spans)
+
+
+def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
+    """With the scheduler stopped, let the workers finish (retries included), then audit."""
+    url = soak.server.dsn("ql_runtime", DB)
+    unfinished = -1
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT count(*) FROM qinglong.runs WHERE status NOT IN "
+                               "('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')"
+                               ).fetchone()
+        unfinished = int(row[0]) if row else -1
+        if unfinished == 0:
+            break
+        time.sleep(1.0)
+    from psycopg.rows import dict_row
+
+    from qinglong.storage.postgres.connection import QUERIES
+
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        now = int(conn.execute(QUERIES["audit_now"]).fetchone()["now_ms"])  # type: ignore[index]
+        report = check_execution(conn, QUERIES, now_ms=now, from_ms=0, to_ms=2**62,  # type: ignore[arg-type]
+                                 stale_ms=soak.config.worker_lease_ms + 10_000)
+        lost = conn.execute("SELECT count(*) AS n FROM qinglong.run_attempts "
+                            "WHERE status = 'lost'").fetchone()
+    overlaps, with_output = command_overlaps(soak.command_ledger)
+    return Execution(report=report, unsettled=unfinished, overlapping_processes=overlaps,
+                     runs_with_output=with_output, lost_attempts=int(lost["n"]) if lost else 0)
 
 
 def run_soak(config: SoakConfig) -> SoakResult:
@@ -291,6 +408,8 @@ def run_soak(config: SoakConfig) -> SoakResult:
         soak.prepare()
         for replica in soak.replicas:
             soak.start_replica(replica)
+        for worker in soak.workers:
+            worker.start()
         start_ms = soak.db_now()
         watcher = threading.Thread(target=soak.watch_idle_transactions, args=(watcher_stop,), daemon=True)
         watcher.start()
@@ -300,21 +419,24 @@ def run_soak(config: SoakConfig) -> SoakResult:
         time.sleep(config.drain_s)
         end_ms = soak.db_now()
         codes = [replica.stop(timeout=30) for replica in soak.replicas]
+        execution = settle_runs(soak)
+        codes += [worker.stop(timeout=30) for worker in soak.workers]
         watcher_stop.set()
-        traces = [r.owner for r in soak.replicas
-                  for path in work.glob(f"{r.owner}.*.log") if "Traceback" in path.read_text()]
+        traces = [p.name for p in (*soak.replicas, *soak.workers)
+                  for path in work.glob(f"{p.name}.*.log") if "Traceback" in path.read_text()]
         ledger = [json.loads(line) for line in soak.ledger.read_text().splitlines() if line.strip()] \
             if soak.ledger.exists() else []
         report = run_audit(soak.server.dsn("ql_runtime", DB), SystemClock(),
                            AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=2_000,
                                        grace_ms=config.grace_ms, lease_ms=config.lease_ms), ledger)
-        return _judge(soak, report, codes, traces)
+        return _judge(soak, report, codes, traces, execution)
     finally:
         watcher_stop.set()
         soak.close()
 
 
-def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]) -> SoakResult:
+def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str],
+           execution: Execution) -> SoakResult:
     triggers = report.triggers
     lags = [lag for t in triggers for lag in t.lags_ms]
     bound_ms = soak.config.lease_ms + 10_000
@@ -325,12 +447,20 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
         "I3 no lost occurrence (and every misfire decision right)": sum(
             len(t.gaps_unexplained) + len(t.spurious) + len(t.misfire_violations) for t in triggers) == 0,
         "I4 cursors never move back": sum(t.cursor_regressions for t in triggers) == 0,
-        "I5 one Attempt and two events per Run": sum(len(t.bad_shape) for t in triggers) == 0,
+        "I5 one first Attempt and two admission events per Run": sum(len(t.bad_shape) for t in triggers) == 0,
         "I6 acknowledged means durable": ledger is not None and ledger.violations == 0,
         f"I7 lateness within {bound_ms} ms": bool(lags) and max(lags) <= bound_ms,
         "I8 hygiene (clean exits, no tracebacks, no long idle transactions)":
             codes == [0] * len(codes) and not traces and soak.idle_violations == 0,
         "ql audit clean (exit 0)": report.ok,
+        "W1 every Run ended, in exactly one terminal state": execution.unsettled == 0
+            and not execution.report.terminal_events,
+        "W2 never two processes of one Run at once (the commands' own ledger)":
+            not execution.overlapping_processes
+            and execution.runs_with_output >= execution.report.ended * 0.9,
+        "W3 a consistent chain of Attempts, none overlapping, none stuck": not (
+            execution.report.attempt_chain or execution.report.overlapping
+            or execution.report.stuck or execution.report.overspent),
     }
     figures = {
         "occurrences_expected": sum(t.expected for t in triggers),
@@ -341,10 +471,17 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
         "lag_max_ms": max(lags, default=0),
         "raced": sum(1 for r in soak.replicas for e in r.events() if e.get("event") == "raced"),
         "in_doubt_resolved": sum(1 for r in soak.replicas for e in r.events() if e.get("in_doubt")),
-        "replica_exit_codes": codes, "idle_in_transaction_violations": soak.idle_violations,
+        "exit_codes": codes, "idle_in_transaction_violations": soak.idle_violations,
+        "runs_executed": execution.report.ended, "runs_with_command_output":
+            execution.runs_with_output, "runs_retried": execution.report.retried,
+        "attempts_lost_with_a_worker": execution.lost_attempts,
     }
+    for name, found in execution.report.findings().items():
+        if found:
+            soak.problems.append(f"{name}: {found[:5]}")
+    soak.problems += execution.overlapping_processes[:5]
     return SoakResult(seed=soak.seed, faults=soak.faults, invariants=invariants, figures=figures,
-                      report=report, problems=traces)
+                      report=report, problems=traces + soak.problems)
 
 
 def print_result(result: SoakResult) -> None:
@@ -358,6 +495,8 @@ def print_result(result: SoakResult) -> None:
     print("figures:")
     for name, value in result.figures.items():
         print(f"  {name:<32}{value}")
+    for problem in result.problems:
+        print(f"  problem: {problem}")
     print("result:", "OK" if result.ok else "FAILED")
 
 
@@ -366,12 +505,13 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(prog="soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=int(os.environ.get("QL_SOAK_REPLICAS", "4")))
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("QL_SOAK_WORKERS", "2")))
     parser.add_argument("--triggers", type=int, default=int(os.environ.get("QL_SOAK_TRIGGERS", "50")))
     parser.add_argument("--minutes", type=float, default=float(os.environ.get("QL_SOAK_MINUTES", "10")))
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--no-partitions", action="store_true", help="skip the namespace replica")
     args = parser.parse_args()
-    result = run_soak(SoakConfig(replicas=args.replicas, triggers=args.triggers,
+    result = run_soak(SoakConfig(replicas=args.replicas, workers=args.workers, triggers=args.triggers,
                                  seconds=args.minutes * 60, seed=args.seed,
                                  partitions=not args.no_partitions))
     print_result(result)

@@ -19,4 +19,7 @@ def test_a_short_chaos_soak_keeps_every_invariant(tmp_path: Path) -> None:
     assert sum(result.faults.values()) >= seconds / 5  # chaos really happened
     assert result.faults["database_restart"] == 1
     assert result.figures["occurrences_expected"] >= 20 * (seconds - 10)
+    # the workers executed the Runs and the commands wrote their ledger (W2 judged something)
+    assert result.figures["runs_with_command_output"] >= 0.9 * result.figures["runs_executed"]
+    assert result.figures["runs_executed"] >= result.figures["runs_admitted"]
     assert result.ok, (result.seed, [name for name, held in result.invariants.items() if not held])
