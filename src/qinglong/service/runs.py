@@ -122,10 +122,12 @@ class RunViews:
                 fresh, position = self._file_part(current.log_path, position, follow, run_id)
             if fresh:
                 yield LogPiece(fresh.decode("utf-8", errors="replace"), ended)
-            if not follow or ended:
+            if not follow:
                 return False
-            if newer:
+            if newer:  # a retry took over (it may even have ended already): show it next
                 return True
+            if ended:
+                return False
             wait(FOLLOW_POLL_S)
 
     @staticmethod
