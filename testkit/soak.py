@@ -401,7 +401,8 @@ def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
 def run_soak(config: SoakConfig) -> SoakResult:
     work = config.work_dir or Path(tempfile.mkdtemp(prefix="ql-soak-"))
     soak = _Soak(config, work)
-    _log(f"seed {soak.seed}: {config.replicas} replicas, {config.triggers} triggers, "
+    _log(f"seed {soak.seed}: {config.replicas} replicas, {config.workers} workers, "
+         f"{config.triggers} triggers, "
          f"{config.seconds:.0f} s, lease {config.lease_ms} ms, grace {config.grace_ms} ms, in {work}")
     watcher_stop = threading.Event()
     try:

@@ -807,3 +807,51 @@ def test_drain_requeues_without_spending_an_attempt_and_a_second_sigterm_stops_a
     assert [x["status"] for x in wbed.attempts(hard["id"])] == ["lost"]
     assert b.process is not None and b.process.poll() is None
     wbed.judge()
+
+
+# -- a worker partitioned from PostgreSQL ---------------------------------------------------
+
+
+def test_a_worker_cut_off_from_postgres_stops_its_command_before_the_run_moves_on(
+        wbed: WorkerBed) -> None:
+    """Worker a reaches PostgreSQL through the wire proxy, which swallows all its traffic
+    (a partition: no RST, no FIN) while its command runs. a cannot renew: its watchdog kills
+    the command at 80 % of the lease, before the reconciler marks the Attempt lost at lease +
+    grace; the idempotent Run is retried on worker b and succeeds. When the partition heals,
+    a's late writes land nowhere, and a takes work again."""
+    from testkit.pgproxy import PgProxy, ProxyMode
+
+    wbed.task("long", first_ticks=100, ticks=5, idempotent=True,
+              retry=RetryPolicy(max_attempts=2, backoff_ms=100, max_backoff_ms=100))
+    at = wbed.next_second()
+    wbed.trigger("t-long", "long", at_ms=at)
+    wbed.start_control().wait_ready()
+    with PgProxy(wbed.bed.db.server.host, wbed.bed.db.server.port) as proxy:
+        url = proxy.route(wbed.bed.db.url("ql_worker"), sslmode="disable", gssencmode="disable")
+        a = Worker("a", url, wbed.bed.tmp, slots=1, lease_ms=WORKER_LEASE_MS,
+                   drain_timeout_ms=5_000, poll_ms=200)
+        wbed.workers.append(a)
+        a.start().wait_ready()
+        run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
+        proxy.arm(ProxyMode.BLACKHOLE)
+        cut_at = wbed.bed.now()
+        b = wbed.worker("b", slots=1)
+
+        def killed() -> Process | None:
+            found = processes_of(wbed, run["id"])
+            return found[0] if found and not found[0].alive() else None
+
+        first = wait_for(killed, "a to kill its command while cut off", WORKER_LEASE_MS / 1000 + 3)
+        assert first.end_ms is None  # killed, not completed
+        assert first.last_ms - cut_at <= WORKER_LEASE_MS  # before its lease ran out
+        wait_for(lambda: wbed.status("t-long") == "succeeded", "the run to be retried on b", 30)
+        attempts = wbed.attempts(run["id"])
+        assert [(x["attempt"], x["status"]) for x in attempts] == [(1, "lost"), (2, "succeeded")]
+        assert attempts[1]["worker_id"].startswith("b:")
+        assert first.last_ms + DEATH_MARGIN_MS <= attempts[0]["finished_at_ms"]
+        proxy.disarm()
+        wait_for(lambda: a.readyz() == 200, "a to be ready again after the partition", 30)
+    del b
+    time.sleep(3)
+    assert wbed.status("t-long") == "succeeded"  # nothing a wrote late changed the Run
+    wbed.judge()
