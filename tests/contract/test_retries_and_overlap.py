@@ -300,3 +300,19 @@ def test_the_global_limit_counts_every_run_in_progress(backend: Backend) -> None
     assert acquire(backend, owner="w2") == []
     backend.set_global_limit(None)
     assert len(acquire(backend, owner="w2")) == 1
+
+
+def test_runs_that_must_wait_do_not_stall_the_runs_queued_behind_them(backend: Backend) -> None:
+    """Three Runs of a task limited to one at a time are queued before a Run of another
+    task: a worker with two free slots takes the first of them and the other task's Run."""
+    publish(backend, concurrency=1)
+    backend.definitions.task_publish(TaskPublishParams(
+        project_id="demo", task_id="other", name="other",
+        spec=CommandSpec(command=ShellCommand(command="true"))))
+    backend.definitions.trigger_publish(TriggerPublishParams(
+        project_id="demo", trigger_id="t-other", task_id="other", expression=YEARLY,
+        timezone="UTC"))
+    limited = admit(backend, "t1", count=3)
+    [other] = admit(backend, "t-other")
+    taken = {lease.fence.run_id for lease in acquire(backend, limit=2)}
+    assert taken == {limited[0], other}
