@@ -11,8 +11,8 @@ inside transactions. Then the chaos stops, everything heals, the replicas drain 
 and the audit judges invariants I1-I8 (docs/guarantees.md) over the whole window, against
 the ledger of acknowledged admissions as well as the database.
 
-Workers execute every Run: the task's command itself appends heartbeat lines (Run, Attempt,
-lease generation, time) to a ledger of its own, so the soak can prove from the outside that
+Workers execute every Run: the task's command itself appends a line (Run, Attempt, lease
+generation, time) when it starts and one when it ends to a ledger of its own, so the soak can prove from the outside that
 no two processes of one Run ever ran at once. Workers are killed, stopped for longer than
 their lease, and have their backends terminated like the replicas; at the end every Run must
 have ended in exactly one terminal state with a consistent chain of Attempts.
@@ -56,9 +56,11 @@ ACTIONS = (
     ("partition", 10), ("blackhole", 5), ("republish", 5),
     ("kill_worker", 12), ("stop_worker", 6), ("terminate_worker", 6),
 )
-# The command every Run executes: heartbeats every 100 ms for ~0.3 s into the command ledger.
-BEAT = ('for i in 1 2 3 4; do echo "$QL_RUN_ID $QL_ATTEMPT_ID $QL_LEASE_GENERATION '
-        '$(date +%s%3N)" >> "$SOAK_LEDGER"; sleep 0.1; done')
+# The command every Run executes (bash builtins but one sleep, so 50 Runs a second stay light
+# on 2 cores): a line when it starts and one when it ends, ~0.3 s apart, into its ledger.
+BEAT = ('beat() { t=${EPOCHREALTIME/./}; '
+        'echo "$QL_RUN_ID $QL_ATTEMPT_ID $QL_LEASE_GENERATION ${t:0:13}" >> "$SOAK_LEDGER"; }; '
+        'beat; sleep 0.3; beat')
 REPUBLISH_ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York", "Australia/Adelaide")
 
 
@@ -127,7 +129,7 @@ class _Soak:
         admin = PgDefinitionStore(connector)
         admin.project_create(ProjectCreateParams(project_id="soak"))
         admin.task_publish(TaskPublishParams(project_id="soak", task_id="t", name="t", spec=CommandSpec(
-            command=ShellCommand(command=BEAT, shell="/bin/sh"), timeout_ms=30_000,
+            command=ShellCommand(command=BEAT, shell="/bin/bash"), timeout_ms=30_000,
             environment=(EnvEntry(name="SOAK_LEDGER", value=str(self.command_ledger)),),
             idempotent=True, retry=RetryPolicy(max_attempts=3, backoff_ms=500))))
         specs = [(f"t{i:03d}", "* * * * * *", "UTC") for i in range(self.config.triggers)]
