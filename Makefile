@@ -47,6 +47,9 @@ test-faults: $(STAMP) ## Only the fault tests and the one-minute soak (PostgreSQ
 soak: $(STAMP) ## The long chaos soak: 4 replicas, 2 workers, 50 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
+bench-dispatch: $(STAMP) ## Worker dispatch benchmark: own PostgreSQL 18, 1 replica + 2 workers, 3 x 60 s, prints a table (~8 min); BENCH_ARGS="..."
+	$(BIN)/python -m benchmarks.dispatch --seconds 60 --runs 3 $(BENCH_ARGS)
+
 lint: $(STAMP) ## ruff and mypy --strict on src/
 	$(BIN)/ruff check .
 	$(BIN)/mypy

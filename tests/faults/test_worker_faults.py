@@ -809,6 +809,28 @@ def test_drain_requeues_without_spending_an_attempt_and_a_second_sigterm_stops_a
     wbed.judge()
 
 
+def test_a_busy_worker_answers_every_sigterm(wbed: WorkerBed) -> None:
+    """A worker whose threads are busy (commands every second, renewals, log chunks) stops
+    within its drain bound on each of several SIGTERMs, whichever thread the kernel hands the
+    signal to: the main thread must never sleep through it."""
+    wbed.task("short", ticks=3)
+    wbed.trigger("t-every", "short")
+    wbed.trigger("t-every-2", "short")
+    wbed.start_control().wait_ready()
+    for round_ in range(4):
+        worker = wbed.worker(f"w{round_}", slots=2, drain_timeout_ms=1_000)
+        wait_for(lambda: any(str(a["worker_id"]).startswith(f"w{round_}:")  # noqa: B023
+                             for a in wbed.attempts()), f"w{round_} to run a command", 15)
+        worker.signal(signal.SIGTERM)
+        assert worker.process is not None
+        assert worker.process.wait(1 + 2 + 5) == 0, worker.log.read_text()[-2_000:]
+    for trigger_id in list(wbed.triggers):
+        wbed.disable(trigger_id)
+    wbed.worker("last", slots=4)
+    wait_ended(wbed, 30)
+    wbed.judge()
+
+
 # -- a worker partitioned from PostgreSQL ---------------------------------------------------
 
 

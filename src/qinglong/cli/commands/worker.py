@@ -122,7 +122,10 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
         console.state("starting", f"http on port {port}; session {app.session}; database "
                                   f"{redact_url(settings.database_url)}")
         app.start(stop)
-        stop.wait()
+        # A signal may land on another thread; the main thread then runs the handler
+        # only when it next wakes, so it must never block without a timeout.
+        while not stop.wait(0.5):
+            pass
         interrupted = app.drain()
         console.state("stopped", f"drained; {interrupted} commands stopped and queued again")
     finally:
