@@ -21,6 +21,7 @@ cycle, so "lost" is due 10-12 s after a worker's last renewal.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -42,11 +43,14 @@ from psycopg.rows import dict_row
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import CommandSpec, EnvEntry, ShellCommand
 from qinglong.domain.trigger import Overlap, OverlapPolicy
+from qinglong.errors import ConnectionLost
 from qinglong.execution.reconciler import DEFAULT_GRACE_MS
 from qinglong.profiles.cluster import RECONCILE_INTERVAL_S
 from qinglong.storage.ports import TaskPublishParams, TriggerPublishParams
 from testkit.cluster import Replica, Worker
+from testkit.postgres import EmbeddedPostgres
 from tests.faults.conftest import FaultBed, wait_for
+from tests.faults.test_server_faults import prepare
 
 pytestmark = pytest.mark.slow
 
@@ -876,4 +880,59 @@ def test_a_worker_cut_off_from_postgres_stops_its_command_before_the_run_moves_o
     del b
     time.sleep(3)
     assert wbed.status("t-long") == "succeeded"  # nothing a wrote late changed the Run
+    wbed.judge()
+
+
+# -- PostgreSQL crashes and restarts under a running command ---------------------------------
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[tuple[WorkerBed, EmbeddedPostgres]]:
+    """A WorkerBed on a PostgreSQL of its own (fsync on), which the test may crash."""
+    server = EmbeddedPostgres(base_dir=tmp_path / "primary", fsync=True).start()
+    try:
+        fault_bed = prepare(server, tmp_path)
+        harness = WorkerBed(bed=fault_bed, ledger=tmp_path / "commands.ledger")
+        try:
+            yield harness, server
+        finally:
+            harness.close()
+            fault_bed.close()
+    finally:
+        server.cleanup()
+
+
+def test_a_running_command_rides_out_a_postgres_crash_and_restart(
+        own_server: tuple[WorkerBed, EmbeddedPostgres]) -> None:
+    """PostgreSQL is crashed (immediate stop, no checkpoint) and started again while a worker's
+    command runs, its lease 10 s: the worker's renewals fail for the outage and then resume,
+    the command is not killed (the outage is shorter than 80 % of the lease), the Run ends
+    succeeded in its one attempt, and an occurrence due after the restart runs too."""
+    wbed, server = own_server
+    wbed.task("long", first_ticks=40, ticks=40)
+    wbed.task("short", ticks=2)
+    at = wbed.next_second()
+    wbed.trigger("t-long", "long", at_ms=at)
+    wbed.start_control().wait_ready()
+    a = Worker("a", wbed.bed.db.url("ql_worker"), wbed.bed.tmp, slots=2, lease_ms=10_000,
+               drain_timeout_ms=5_000, poll_ms=200)
+    wbed.workers.append(a)
+    a.start().wait_ready()
+    run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
+    wbed.trigger("t-after", "short", at_ms=wbed.next_second(ahead_s=7))  # due after the restart
+    server.crash()
+    down_at = time.monotonic()
+    time.sleep(1)
+    server.start()
+    outage_s = time.monotonic() - down_at
+    assert outage_s < 6, f"the restart took {outage_s:.1f} s: too long for this test's lease"
+    with contextlib.suppress(psycopg.Error, ConnectionLost):  # the test's own session died too
+        wbed.bed.rows("SELECT 1")
+    wait_status(wbed, "t-long", "succeeded", "the long run to succeed after the restart", 30)
+    wait_status(wbed, "t-after", "succeeded", "an occurrence due after the restart to run", 30)
+    [attempt] = wbed.attempts(run["id"])
+    assert attempt["status"] == "succeeded" and attempt["lease_generation"] >= 1
+    [process] = processes_of(wbed, run["id"])
+    assert process.end_ms is not None  # it ran to its end: never killed
+    assert a.process is not None and a.process.poll() is None
     wbed.judge()
