@@ -121,6 +121,21 @@ def test_kill_minus_nine_then_restart_follows_each_misfire_policy(ql: tuple[Ql, 
                                              row["id"])]
         assert events[-2:] == ["attempt.lost", "run.lost"]
     payloads = db_rows(path, "SELECT payload FROM run_events WHERE type = 'run.lost'")
-    assert all('"process":"killed"' in p["payload"] for p in payloads)
+    # The group reaper kills a dead server's commands at once; the restart kills whatever is
+    # left: either way each lost Run says what became of its process, and none survives.
+    assert all('"process":"killed"' in p["payload"] or '"process":"gone"' in p["payload"]
+               for p in payloads), payloads
+    for pid in orphans:
+        assert not _alive(pid), f"command {pid} of a lost Run still runs"
     stuck = db_rows(path, "SELECT id FROM runs WHERE status IN ('dispatching', 'running')")
     assert stuck == []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
