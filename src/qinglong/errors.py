@@ -128,3 +128,18 @@ class AlreadyRunning(QinglongError):
     """Another process already serves this database."""
 
     code = "QL_ALREADY_RUNNING"
+
+
+class NotRunnable(Conflict):
+    """The task or trigger cannot run now.
+
+    It is disabled, its project is archived, or the trigger pins a task revision that is no
+    longer current."""
+
+    code = "QL_NOT_RUNNABLE"
+
+
+class RequestIdConflict(Conflict):
+    """The request id already admitted a Run for another task or trigger."""
+
+    code = "QL_REQUEST_ID_CONFLICT"

@@ -83,6 +83,10 @@ class Backend(abc.ABC):
     def let_time_pass(self) -> None:
         """Move that clock forward by at least a few milliseconds."""
 
+    @abc.abstractmethod
+    def pass_time(self, ms: int) -> None:
+        """Let ``ms`` pass on that clock (SQLite: the fake clock; PostgreSQL: real time)."""
+
     # -- tampering (as the database owner; test-only) -------------------------------------
 
     @abc.abstractmethod
@@ -178,6 +182,9 @@ class SqliteBackend(Backend):
     def let_time_pass(self) -> None:
         self.clock.advance(1_000)
 
+    def pass_time(self, ms: int) -> None:
+        self.clock.advance(ms)
+
     def tamper_trigger_spec(self, old: str, new: str) -> int:
         return self._execute(
             "UPDATE trigger_revisions SET spec_json = replace(spec_json, ?, ?) "
@@ -261,6 +268,11 @@ class PgBackend(Backend):
         start = self.now_ms()
         while self.now_ms() < start + 5:
             time.sleep(0.002)
+
+    def pass_time(self, ms: int) -> None:
+        until = self.now_ms() + ms
+        while (left := until - self.now_ms()) > 0:
+            time.sleep(left / 1000)
 
     def tamper_trigger_spec(self, old: str, new: str) -> int:
         rows = self.db.execute(

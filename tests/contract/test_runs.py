@@ -189,6 +189,8 @@ def test_an_admitted_run_has_the_documented_shape(backend: Backend) -> None:
         finished_at_ms=None,
         error_code=None,
         error_summary=None,
+        execution_origin="scheduled_system",
+        triggered_by="t1",
     )
     assert backend.runs.run_list(RunListParams()) == [run]
 

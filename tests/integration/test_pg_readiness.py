@@ -254,30 +254,29 @@ def test_drift_is_refused_and_never_repaired(pg_db: PgTestDatabase, tamper: str,
 def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: PgTestDatabase) -> None:
     # As a database migrated by an older qinglong looks: the newest migration (and the
     # capability row it writes) not there yet.
-    # Undo 0004_workers by hand (its DDL and grants included), so the migration really runs
+    # Undo 0005_pauses by hand (its DDL and grants included), so the migration really runs
     # again.
     pg_db.execute("""
-        UPDATE schema_capabilities SET contract_version = 3, migration_id = '0003_lifecycle',
-            capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants", "attempt_leases"]';
-        DELETE FROM schema_migrations WHERE migration_id = '0004_workers';
-        DROP TABLE run_log_chunks; DROP TABLE concurrency_limits;
-        DROP INDEX runs_overlap_active_idx; DROP INDEX runs_overlap_queued_idx;
-        DROP INDEX runs_retry_due_idx; DROP INDEX runs_active_task_idx;
-        ALTER TABLE runs DROP CONSTRAINT runs_overlap_shape, DROP CONSTRAINT runs_retry_shape,
-            DROP COLUMN attempts_spent, DROP COLUMN retry_at_ms, DROP COLUMN overlap_policy,
-            DROP COLUMN overlap_key, DROP COLUMN overlap_queue_limit;
-        REVOKE ALL ON ALL TABLES IN SCHEMA qinglong FROM ql_worker;
-        REVOKE USAGE ON SCHEMA qinglong FROM ql_worker;
+        UPDATE schema_capabilities SET contract_version = 4, migration_id = '0004_workers',
+            capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants", "attempt_leases", "workers"]';
+        DELETE FROM schema_migrations WHERE migration_id = '0005_pauses';
+        DROP TABLE trigger_pauses;
+        ALTER TABLE trigger_schedules DROP CONSTRAINT trigger_schedules_pause_shape,
+            DROP COLUMN paused_from_ms, DROP COLUMN paused_until_ms;
+        ALTER TABLE trigger_schedule_misfires
+            DROP CONSTRAINT trigger_schedule_misfires_policy_check,
+            ADD CONSTRAINT trigger_schedule_misfires_policy_check
+                CHECK (policy IN ('skip', 'fire_once'));
     """)
     audits = audit_everyone(pg_db)
-    # every role is told it is not ready; the worker role (which had no grants before
-    # 0004) cannot read the ledger and is told which privileges it lacks
-    assert all(audits.values()), audits
-    assert all("missing-migration:0004_workers" in found
-               for role, found in audits.items() if role != "ql_worker"), audits
-    assert "missing-privilege:ql_worker:run_attempts:UPDATE" in audits["ql_worker"]
+    # every role is told it is not ready; the roles with privileges on the table the
+    # migration adds are also told that the table is missing
+    with_table = {"ql_admin", "ql_runtime", "postgres"}  # postgres: the superuser sees all
+    assert audits == {role: ["missing-migration:0005_pauses"]
+                      + (["missing-table:trigger_pauses"] if role in with_table else [])
+                      for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
-        assert migrate(conn).applied == ("0004_workers",)  # pending is applied, not drift
+        assert migrate(conn).applied == ("0005_pauses",)  # pending is applied, not drift
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

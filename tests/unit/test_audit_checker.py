@@ -21,6 +21,7 @@ from qinglong.audit.model import (
     AuditParams,
     InstanceRecord,
     MisfireRecord,
+    PauseRecord,
     RunRecord,
     TaskRevisionRecord,
     TriggerRevisionRecord,
@@ -226,3 +227,58 @@ def test_duplicates_across_revisions_are_counted_once_per_extra_run() -> None:
     report = audit(data(revisions=(revision(),), runs=(*runs_until(T0 + 9_000), second)),
                    AuditParams(end_ms=T0 + 9_000, settle_ms=0))
     assert report.triggers[0].duplicates == 1
+
+
+# -- pauses --------------------------------------------------------------------------------
+
+
+def paused_input(runs: tuple[RunRecord, ...], pauses: tuple[PauseRecord, ...],
+                 misfires: tuple[MisfireRecord, ...] = ()) -> AuditInput:
+    return dataclasses.replace(
+        data(instances=(instance(T0 + 60_000, stopped_at_ms=T0 + 60_000),), runs=runs,
+             misfires=misfires, revisions=(revision(),)),
+        pauses=pauses)
+
+
+def held(due_ms: int, through_ms: int) -> MisfireRecord:
+    return MisfireRecord(project_id="demo", trigger_id="t1", trigger_revision=1, due_at_ms=due_ms,
+                         skipped_through_ms=through_ms, next_fire_at_ms=through_ms + 1,
+                         policy="paused", run_id=None, decided_at_ms=through_ms + 2)
+
+
+def pause_of(began_ms: int, ended_ms: int | None) -> PauseRecord:
+    return PauseRecord(project_id="demo", trigger_id="t1", paused_at_ms=began_ms,
+                       ended_at_ms=ended_ms)
+
+
+def test_occurrences_held_back_by_a_pause_are_explained() -> None:
+    # paused from +10.5 s to +20.5 s: 11..19 held back (recorded), 20 ran at the resume
+    runs = (*runs_until(T0 + 10000), run(T0 + 20000, T0 + 20600), *runs_until(T0 + 60000, T0 + 21000))
+    report = audit(paused_input(runs, (pause_of(T0 + 10_500, T0 + 20_500),),
+                                (held(T0 + 11_000, T0 + 19_999),)), AuditParams(settle_ms=0))
+    assert report.ok, report
+    assert report.triggers[0].gaps_paused == 9
+
+
+def test_a_pause_still_in_effect_explains_what_it_holds_back() -> None:
+    report = audit(paused_input(runs_until(T0 + 10_000), (pause_of(T0 + 10_500, None),)),
+                   AuditParams(settle_ms=0))
+    assert report.ok, report
+    assert report.triggers[0].gaps_paused == 50
+
+
+def test_a_run_admitted_inside_a_pause_is_a_violation() -> None:
+    # 15 ran although the pause held it (only 20, in progress at the resume, may run)
+    runs = ((*runs_until(T0 + 10000), run(T0 + 15000), run(T0 + 20000, T0 + 20600), *runs_until(T0 + 60000, T0 + 21000)))
+    report = audit(paused_input(runs, (pause_of(T0 + 10_500, T0 + 20_500),)),
+                   AuditParams(settle_ms=0))
+    assert report.triggers[0].pause_violations == [f"admitted-while-paused@{T0 + 15_000}"]
+    assert not report.ok
+
+
+def test_a_record_of_held_back_occurrences_outside_any_pause_is_a_violation() -> None:
+    runs = runs_until(T0 + 10_000) + runs_until(T0 + 60_000, T0 + 20_000)
+    report = audit(paused_input(runs, (), (held(T0 + 11_000, T0 + 19_999),)),
+                   AuditParams(settle_ms=0))
+    assert report.triggers[0].pause_violations == [f"paused-outside-a-pause@{T0 + 11_000}"]
+    assert not report.ok

@@ -15,6 +15,8 @@ EXPECTED = {
     errors.Conflict: (2, 409),
     errors.IllegalTransition: (2, 409),
     errors.LeaseLost: (2, 409),
+    errors.NotRunnable: (2, 409),
+    errors.RequestIdConflict: (2, 409),
     errors.PermissionDenied: (2, 403),
     errors.NotReady: (3, 503),
     errors.AlreadyRunning: (4, 409),

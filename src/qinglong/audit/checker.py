@@ -31,6 +31,7 @@ from qinglong.audit.model import (
     TriggerReport,
     TriggerRevisionRecord,
 )
+from qinglong.domain.decision import PAUSED_FATE
 from qinglong.loops import MAX_INTERVAL_S
 
 Key = tuple[str, str]
@@ -100,9 +101,15 @@ class _Trigger:
         runs: list[RunRecord],
         misfires: list[MisfireRecord],
         quiet: list[Interval],
+        pauses: list[Interval] | None = None,
     ) -> None:
-        """``quiet``: intervals in which nothing may be required to fire (archived project)."""
+        """``quiet``: intervals in which nothing may be required to fire (archived project);
+        ``pauses``: the trigger's pauses (an occurrence in one is held back, except the one
+        in progress when it ended, which the misfire policy decides)."""
         report = self.report
+        pauses = pauses or []
+        held = [m for m in misfires if m.policy == PAUSED_FATE]
+        misfires = [m for m in misfires if m.policy != PAUSED_FATE]
         low = max(self.start, revision.published_at_ms)
         high = self.end if stop is None else min(self.end, stop - 1)
         nominal = (nominal_occurrences(revision.expression, revision.timezone, low, high)
@@ -124,6 +131,8 @@ class _Trigger:
                 report.lags_ms.append(created[occurrence] - occurrence)
             elif _dropped_by_misfire(occurrence, misfires):
                 report.gaps_misfire += 1
+            elif _inside(occurrence, pauses) or _dropped_by_misfire(occurrence, held):
+                report.gaps_paused += 1
             elif stop is not None and stop - occurrence <= window:
                 report.gaps_superseded += 1
             elif any(0 <= begin - occurrence <= window for begin, _ in quiet):
@@ -132,6 +141,26 @@ class _Trigger:
                 report.gaps_unexplained.append(occurrence)
         for misfire in misfires:
             self._check_misfire(misfire, revision.misfire_policy, counts)
+        self._check_pauses(nominal, nominal_set, counts, pauses, held)
+
+    def _check_pauses(self, nominal: list[int], nominal_set: set[int], counts: Counter[int],
+                      pauses: list[Interval], held: list[MisfireRecord]) -> None:
+        """No Run for an occurrence a pause held back (only the one in progress when the pause
+        ended may run), and every record of held-back occurrences lies inside a pause."""
+        violations = self.report.pause_violations
+        for begin, end in pauses:
+            inside = [t for t in nominal if begin <= t and (end is None or t < end)]
+            in_progress = (inside[-1] if end is not None and inside and end not in nominal_set
+                           else None)
+            violations.extend(f"admitted-while-paused@{t}" for t in inside
+                              if counts.get(t) and t != in_progress)
+        for record in held:
+            if not any(begin <= record.due_at_ms and (end is None or record.skipped_through_ms < end)
+                       for begin, end in pauses):
+                violations.append(f"paused-outside-a-pause@{record.due_at_ms}")
+            if any(counts.get(t) for t in nominal
+                   if record.due_at_ms <= t <= record.skipped_through_ms):
+                violations.append(f"paused-but-admitted@{record.due_at_ms}")
 
     def _check_misfire(self, misfire: MisfireRecord, policy: str, counts: Counter[int]) -> None:
         where = f"{misfire.due_at_ms}"
@@ -289,6 +318,9 @@ def audit(data: AuditInput, params: AuditParams,
     quiet: dict[str, list[Interval]] = defaultdict(list)
     for archival in data.archivals:
         quiet[archival.project_id].append((archival.archived_at_ms, archival.restored_at_ms))
+    paused: dict[Key, list[Interval]] = defaultdict(list)
+    for pause in data.pauses:
+        paused[(pause.project_id, pause.trigger_id)].append((pause.paused_at_ms, pause.ended_at_ms))
     by_trigger: dict[Key, list[TriggerRevisionRecord]] = defaultdict(list)
     for revision in revisions:
         by_trigger[(revision.project_id, revision.trigger_id)].append(revision)
@@ -325,6 +357,7 @@ def audit(data: AuditInput, params: AuditParams,
                 [r for r in mine if r.trigger_revision == revision.revision],
                 misfires.get((key[0], key[1], revision.revision), []),
                 quiet.get(revision.project_id, []),
+                paused.get(key, []),
             )
         report = checker.report
         report.bad_shape = [r.id for r in mine if r.attempts != 1 or r.admission_events != 2]

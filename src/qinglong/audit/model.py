@@ -88,6 +88,17 @@ class MisfireRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PauseRecord:
+    """A pause of a trigger: from ``paused_at_ms`` until it was resumed or reached its
+    ``--until`` (``ended_at_ms``, exclusive; None while it lasts)."""
+
+    project_id: str
+    trigger_id: str
+    paused_at_ms: int
+    ended_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduleRecord:
     project_id: str
     trigger_id: str
@@ -110,6 +121,7 @@ class AuditInput:
     claims: tuple[ClaimRecord, ...] | None  # None where there are no claims (SQLite)
     misfires: tuple[MisfireRecord, ...]
     schedules: tuple[ScheduleRecord, ...]
+    pauses: tuple[PauseRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,19 +147,21 @@ class TriggerReport:
     duplicates: int = 0
     gaps_misfire: int = 0
     gaps_superseded: int = 0
+    gaps_paused: int = 0
     gaps_unexplained: list[int] = field(default_factory=list)
     spurious: list[int] = field(default_factory=list)
     fenced_out: list[str] = field(default_factory=list)
     bad_shape: list[str] = field(default_factory=list)
     cursor_regressions: int = 0
     misfire_violations: list[str] = field(default_factory=list)
+    pause_violations: list[str] = field(default_factory=list)
     lags_ms: list[int] = field(default_factory=list)
 
     @property
     def violations(self) -> int:
         return (self.duplicates + len(self.gaps_unexplained) + len(self.spurious)
                 + len(self.fenced_out) + len(self.bad_shape) + self.cursor_regressions
-                + len(self.misfire_violations))
+                + len(self.misfire_violations) + len(self.pause_violations))
 
 
 @dataclass(slots=True, kw_only=True)

@@ -17,6 +17,7 @@ from qinglong.audit.model import (
     ClaimRecord,
     InstanceRecord,
     MisfireRecord,
+    PauseRecord,
     RunRecord,
     ScheduleRecord,
     TaskRevisionRecord,
@@ -114,4 +115,8 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             trigger_revision=int(r["trigger_revision"]), next_fire_at_ms=_opt(r["next_fire_at_ms"]),
             last_scheduled_at_ms=_opt(r["last_scheduled_at_ms"]),
         ) for r in rows("audit_schedules")),
+        pauses=tuple(PauseRecord(
+            project_id=r["project_id"], trigger_id=r["trigger_id"],
+            paused_at_ms=int(r["paused_at_ms"]), ended_at_ms=_opt(r["ended_at_ms"]),
+        ) for r in rows("audit_trigger_pauses")),
     )

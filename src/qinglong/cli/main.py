@@ -13,6 +13,7 @@ import sys
 import click
 
 from qinglong import __version__
+from qinglong.cli.commands import manual as _manual  # noqa: F401 - ql task run, ql trigger fire
 from qinglong.cli.commands.audit import audit
 from qinglong.cli.commands.control import control
 from qinglong.cli.commands.db import db

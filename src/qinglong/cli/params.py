@@ -124,8 +124,10 @@ class Instant(click.ParamType[int]):
 
     name = "time"
 
-    def __init__(self, *, ago: bool = False, now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, *, ago: bool = False, ahead: bool = False,
+                 now_ms: Callable[[], int] | None = None) -> None:
         self._ago = ago
+        self._ahead = ahead
         self._now_ms = now_ms
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
@@ -134,17 +136,37 @@ class Instant(click.ParamType[int]):
         text = str(value).strip()
         if text.isdigit():
             return int(text)
-        if self._ago and self._now_ms is not None:
+        if (self._ago or self._ahead) and self._now_ms is not None:
             try:
-                return self._now_ms() - parse_duration_ms(text)
+                span = parse_duration_ms(text)
             except ValueError:
                 pass
+            else:
+                return self._now_ms() + (span if self._ahead else -span)
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
-            hint = ", or a duration ago such as 1h" if self._ago else ""
+            hint = (", or a duration ago such as 1h" if self._ago
+                    else ", or a duration from now such as 2h" if self._ahead else "")
             self.fail(f"{text!r} is not an RFC 3339 time (e.g. 2026-03-08T09:00:00Z) or epoch "
                       f"milliseconds{hint}", param, ctx)
         if parsed.tzinfo is None:
             self.fail(f"{text!r} needs a UTC offset or Z", param, ctx)
         return int(parsed.timestamp() * 1000)
+
+
+def default_actor() -> str:
+    """Who is asking: $QL_ACTOR, else the operating-system user."""
+    import getpass
+    import os
+
+    try:
+        return os.environ.get("QL_ACTOR") or getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (some containers)
+        return f"uid:{os.getuid()}"
+
+
+def actor_option(func: F) -> F:
+    return click.option(
+        "--actor", metavar="NAME", default=default_actor, show_default="$QL_ACTOR or your user name",
+        help="Who is asking, recorded with the action.")(func)

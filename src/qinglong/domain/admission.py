@@ -1,7 +1,8 @@
-"""What one admitted occurrence writes: the Run, its first Attempt and two events.
+"""What one admission writes: the Run, its first Attempt and two events.
 
-Both storage adapters insert exactly these rows, so SQLite and PostgreSQL agree on
-the shape of an admission.
+A Run is admitted for a cron occurrence (`admission_rows`) or for a client request to run
+now (`manual_admission_rows`); both have the same shape. Both storage adapters insert
+exactly these rows, so SQLite and PostgreSQL agree on the shape of an admission.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from qinglong.domain.decision import Decision
+from qinglong.domain.manual import ManualRequest
 from qinglong.domain.runs import (
+    EXECUTION_ORIGIN_MANUAL,
     EXECUTION_ORIGIN_SCHEDULED,
     EXECUTION_OWNER_RUNTIME,
     TRIGGER_TYPE_CRON,
+    TRIGGER_TYPE_MANUAL,
     Actor,
     AttemptStatus,
     EventType,
@@ -21,8 +25,8 @@ from qinglong.domain.runs import (
     cron_idempotency_key,
 )
 from qinglong.domain.schedule import ClaimFence, ScheduleCandidate
-from qinglong.domain.task import ExecutionRevision
-from qinglong.domain.trigger import Overlap
+from qinglong.domain.task import ExecutionRevision, TaskRevision
+from qinglong.domain.trigger import Overlap, TriggerRevision
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +140,100 @@ def admission_rows(
         "dedupe_key": "schedule-queued:" + key,
         "actor_type": Actor.SCHEDULER.value,
         "actor_id": actor_id,
+        "attempt_id": ids.attempt_id,
+        "payload": {"from_status": "created", "to_status": "queued", "version": 2},
+        "created_at_ms": committed_at_ms,
+    }
+    return AdmissionRows(run=run, attempt=attempt, events=(created, queued))
+
+
+def manual_admission_rows(
+    *,
+    request: ManualRequest,
+    task: TaskRevision,
+    trigger: TriggerRevision | None,
+    execution: ExecutionRevision,
+    ids: AdmissionIds,
+    committed_at_ms: int,
+) -> AdmissionRows:
+    """The rows of a Run admitted because someone asked (`ql task run`, `ql trigger fire`).
+
+    Its occurrence is the commit time, its idempotency key the client request id's, and who
+    asked is recorded in ``triggered_by`` and as the actor (``user``) of both events. Fired
+    through a trigger, it carries the trigger and its overlap policy, so the policy and the
+    task's concurrency limit apply to it at dispatch like to any scheduled Run.
+    """
+    key = request.idempotency_key
+    run = {
+        "id": ids.run_id,
+        "project_id": task.project_id,
+        "task_id": task.task_id,
+        "task_revision": execution.task_revision,
+        "task_name": task.name,
+        "task_snapshot_ref": execution.task_revision,
+        "trigger_id": trigger.trigger_id if trigger is not None else None,
+        "trigger_revision": trigger.revision if trigger is not None else None,
+        "trigger_type": TRIGGER_TYPE_MANUAL,
+        "execution_origin": EXECUTION_ORIGIN_MANUAL,
+        "execution_owner": EXECUTION_OWNER_RUNTIME,
+        "triggered_by": request.actor,
+        "scheduled_for_ms": committed_at_ms,
+        "status": RunStatus.QUEUED.value,
+        "version": 2,
+        "event_sequence": 2,
+        "priority": 0,
+        "idempotency_key": key,
+        "created_at_ms": committed_at_ms,
+        "queued_at_ms": committed_at_ms,
+        # a Run of no trigger has no overlap policy (the task's own limits still apply)
+        **(overlap_columns(trigger.spec.overlap, trigger.trigger_id) if trigger is not None
+           else {"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None}),
+    }
+    attempt = {
+        "id": ids.attempt_id,
+        "run_id": ids.run_id,
+        "attempt": 1,
+        "status": AttemptStatus.CLAIMED.value,
+        "executor_type": execution.executor_type.value,
+        "callback_sequence": 0,
+        "created_at_ms": committed_at_ms,
+    }
+    created_payload: dict[str, object] = {
+        "status": RunStatus.CREATED.value,
+        "version": 1,
+        "execution_owner": EXECUTION_OWNER_RUNTIME,
+        "executor_type": execution.executor_type.value,
+        "execution_revision_digest": execution.content_digest,
+        "origin": EXECUTION_ORIGIN_MANUAL,
+        "request_id": request.request_id,
+        "requested_by": request.actor,
+        "task_revision": task.revision,
+        "task_content_digest": task.content_digest,
+        "scheduled_for_ms": committed_at_ms,
+    }
+    if trigger is not None:
+        created_payload["trigger_revision"] = trigger.revision
+        created_payload["trigger_content_digest"] = trigger.content_digest
+    created = {
+        "id": ids.created_event_id,
+        "run_id": ids.run_id,
+        "sequence": 1,
+        "type": EventType.RUN_CREATED.value,
+        "dedupe_key": "manual-created:" + key,
+        "actor_type": Actor.USER.value,
+        "actor_id": request.actor,
+        "attempt_id": None,
+        "payload": created_payload,
+        "created_at_ms": committed_at_ms,
+    }
+    queued = {
+        "id": ids.queued_event_id,
+        "run_id": ids.run_id,
+        "sequence": 2,
+        "type": EventType.RUN_QUEUED.value,
+        "dedupe_key": "manual-queued:" + key,
+        "actor_type": Actor.USER.value,
+        "actor_id": request.actor,
         "attempt_id": ids.attempt_id,
         "payload": {"from_status": "created", "to_status": "queued", "version": 2},
         "created_at_ms": committed_at_ms,

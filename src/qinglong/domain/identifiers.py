@@ -48,3 +48,9 @@ def display_name(value: str, field: str = "name") -> str:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise InvalidInput(field, "must not contain control characters")
     return value
+
+
+def actor_name(value: str, field: str = "actor") -> str:
+    """Who asked for an operator action (a user name, a token's owner): recorded, not
+    trusted for anything."""
+    return display_name(value, field)

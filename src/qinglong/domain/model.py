@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from qinglong.domain.decision import Pause
 from qinglong.domain.task import TaskRevision
 from qinglong.domain.trigger import TriggerRevision
 
@@ -37,6 +38,7 @@ class ScheduleState:
     claim_owner: str | None = None
     claim_version: int = 0
     claim_expires_at_ms: int | None = None
+    pause: Pause | None = None  # the latest pause: in effect, or ended
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,11 +50,22 @@ class TriggerView:
     task_pin_current: bool
     project_active: bool
     deleted_at_ms: int | None = None
+    pause_reason: str | None = None  # why the latest pause was made, if it was said
 
     @property
     def firing(self) -> bool:
         return (self.revision.enabled and self.task_pin_current and self.project_active
                 and self.deleted_at_ms is None)
+
+    def paused_at(self, now_ms: int) -> bool:
+        """Whether a pause holds the trigger back at ``now_ms``."""
+        pause = self.schedule.pause if self.schedule else None
+        return pause is not None and pause.in_effect_at(now_ms)
+
+    def state_at(self, now_ms: int) -> str:
+        """``state``, or paused while a pause holds a trigger that would fire."""
+        state = self.state
+        return "paused" if state == "firing" and self.paused_at(now_ms) else state
 
     @property
     def state(self) -> str:
@@ -99,6 +112,8 @@ class Run:
     cancel_reason: str | None = None
     trigger_type: str = "cron"
     exit_code: int | None = None  # of its latest attempt (filled by listings)
+    execution_origin: str = "scheduled_system"  # or "manual_user" (run now)
+    triggered_by: str | None = None  # the trigger (scheduled) or who asked (manual)
 
     @property
     def duration_ms(self) -> int | None:

@@ -115,6 +115,21 @@ def cron_idempotency_key(trigger_id: str, trigger_revision: int, scheduled_for_m
     return f"ql3:cron:v1:{trigger_id}:{trigger_revision}:{scheduled_for_ms}"
 
 
+MANUAL_KEY_PREFIX = "ql3:manual:v1:"
+
+
+def manual_idempotency_key(request_id: str) -> str:
+    """The unique key (within a project) of the manual Run one client request admits."""
+    return MANUAL_KEY_PREFIX + request_id
+
+
+def manual_request_id(idempotency_key: str | None) -> str | None:
+    """The client request id a manual Run was admitted for (None for any other Run)."""
+    if idempotency_key is None or not idempotency_key.startswith(MANUAL_KEY_PREFIX):
+        return None
+    return idempotency_key[len(MANUAL_KEY_PREFIX):]
+
+
 class Actor(StrEnum):
     """Who appended an event."""
 
@@ -189,5 +204,7 @@ EVENT_SUMMARIES: dict[EventType, str] = {
 
 
 TRIGGER_TYPE_CRON = "cron"
+TRIGGER_TYPE_MANUAL = "manual"  # run now: `ql task run`, `ql trigger fire`
 EXECUTION_ORIGIN_SCHEDULED = "scheduled_system"
+EXECUTION_ORIGIN_MANUAL = "manual_user"  # a person (or a script acting for one) asked
 EXECUTION_OWNER_RUNTIME = "runtime"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qinglong.domain.decision import Decision, decide
+from qinglong.domain.decision import Decision, Pause, decide
 from qinglong.domain.trigger import CronTriggerSpec
 from qinglong.errors import InvalidConfig
 
@@ -56,6 +56,7 @@ class ScheduleCandidate:
     spec: CronTriggerSpec
     state_version: int
     next_fire_at_ms: int | None
+    pause: Pause | None = None  # the trigger's latest pause (in effect, or ended)
 
     def decide(self, *, observed_at_ms: int, grace_ms: int) -> Decision:
         return decide(
@@ -65,6 +66,7 @@ class ScheduleCandidate:
             grace_ms=grace_ms,
             policy=self.spec.misfire_policy,
             occurrences=self.spec.schedule,
+            pause=self.pause,
         )
 
 

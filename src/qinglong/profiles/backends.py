@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 from qinglong.clock import Clock
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import DefinitionStore, RunLifecycleStore, RunLogStore, RunReadStore
+from qinglong.storage.ports import (
+    DefinitionStore,
+    ManualRunStore,
+    RunLifecycleStore,
+    RunLogStore,
+    RunReadStore,
+)
 
 DEFAULT_DATABASE_URL = "sqlite:///./qinglong.db"
 
@@ -20,6 +26,7 @@ class Backend:
     lifecycle: RunLifecycleStore
     logs: RunLogStore | None  # output kept in the database (cluster); None: log files
     close: Callable[[], None]
+    manual: ManualRunStore  # run now: `ql task run`, `ql trigger fire`
 
 
 def url_kind(url: str) -> str:
@@ -37,6 +44,7 @@ def open_backend(url: str, clock: Clock) -> Backend:
     if kind == "sqlite":
         from qinglong.storage.sqlite.connection import SqliteDatabase, sqlite_path_from_url
         from qinglong.storage.sqlite.definitions import SqliteDefinitionStore
+        from qinglong.storage.sqlite.manual_runs import SqliteManualRunStore
         from qinglong.storage.sqlite.migrate import check_schema
         from qinglong.storage.sqlite.runs import SqliteRunStore
 
@@ -54,6 +62,7 @@ def open_backend(url: str, clock: Clock) -> Backend:
             lifecycle=runs,
             logs=None,
             close=db.close,
+            manual=SqliteManualRunStore(db, clock),
         )
     from qinglong.profiles.cluster_backend import open_postgres_backend
 

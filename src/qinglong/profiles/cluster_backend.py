@@ -11,6 +11,7 @@ from qinglong.profiles.backends import Backend
 from qinglong.storage.postgres.connection import SingleConnector, connect, conninfo
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.logs import PgLogStore
+from qinglong.storage.postgres.manual_runs import PgManualRunStore
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.readiness import audit, schema_findings, server_findings
 from qinglong.storage.postgres.roles import MIGRATION, provision_roles
@@ -39,6 +40,7 @@ def open_postgres_backend(url: str) -> Backend:
         lifecycle=runs,
         logs=PgLogStore(connector),
         close=connector.close,
+        manual=PgManualRunStore(connector),
     )
 
 

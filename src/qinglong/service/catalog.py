@@ -14,8 +14,11 @@ from qinglong.service.views import View
 from qinglong.storage.ports import (
     DefinitionStore,
     ProjectCreateParams,
+    ProjectPauseParams,
     TaskPublishParams,
+    TriggerPauseParams,
     TriggerPublishParams,
+    TriggerResumeParams,
 )
 
 
@@ -142,6 +145,24 @@ class Catalog:
         now = self._clock.now_ms()
         return [views.trigger_view(v, now_ms=now, next_count=next_count)
                 for v in self._store.trigger_list(project_id, trigger_id, include_deleted)]
+
+    def trigger_pause(self, params: TriggerPauseParams) -> View:
+        return views.trigger_view(self._store.trigger_pause(params),
+                                  now_ms=self._clock.now_ms(), next_count=1)
+
+    def trigger_resume(self, params: TriggerResumeParams) -> View:
+        return views.trigger_view(self._store.trigger_resume(params),
+                                  now_ms=self._clock.now_ms(), next_count=1)
+
+    def project_pause(self, params: ProjectPauseParams) -> list[View]:
+        now = self._clock.now_ms()
+        return [views.trigger_view(v, now_ms=now, next_count=1)
+                for v in self._store.project_pause(params)]
+
+    def project_resume(self, params: ProjectPauseParams) -> list[View]:
+        now = self._clock.now_ms()
+        return [views.trigger_view(v, now_ms=now, next_count=1)
+                for v in self._store.project_resume(params)]
 
     def trigger_delete(self, project_id: str, trigger_id: str) -> View:
         return views.trigger_view(self._store.trigger_delete(project_id, trigger_id),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qinglong.domain.model import Attempt, Project, Run, RunDetail, RunEvent, TaskView, TriggerView
-from qinglong.domain.runs import EventType
+from qinglong.domain.runs import TRIGGER_TYPE_MANUAL, EventType, manual_request_id
 from qinglong.domain.task import ArgvCommand, CommandSpec, TaskRevision
 from qinglong.domain.trigger import TriggerRevision
 from qinglong.service.schedule import trigger_upcoming
@@ -133,7 +133,8 @@ def trigger_view(view: TriggerView, *, now_ms: int, next_count: int) -> View:
     schedule = view.schedule
     return {
         **trigger_revision_view(view.revision),
-        "state": view.state,
+        "state": view.state_at(now_ms),
+        "pause": pause_view(view, now_ms),
         "deleted_at": rfc3339(view.deleted_at_ms),
         "next_fire_at": [rfc3339(t) for t in upcoming],
         "next_fire_at_ms": upcoming,
@@ -143,8 +144,21 @@ def trigger_view(view: TriggerView, *, now_ms: int, next_count: int) -> View:
     }
 
 
+def pause_view(view: TriggerView, now_ms: int) -> View | None:
+    """The pause holding the trigger back at ``now_ms``, if one does."""
+    pause = view.schedule.pause if view.schedule else None
+    if pause is None or not pause.in_effect_at(now_ms):
+        return None
+    return {"since": rfc3339(pause.from_ms), "since_ms": pause.from_ms,
+            "until": rfc3339(pause.until_ms), "until_ms": pause.until_ms,
+            "reason": view.pause_reason}
+
+
 def run_view(item: Run) -> View:
-    lag = None if item.scheduled_for_ms is None else item.created_at_ms - item.scheduled_for_ms
+    manual = item.trigger_type == TRIGGER_TYPE_MANUAL
+    # a manual Run's occurrence is its admission: it has no lag to speak of
+    lag = (None if item.scheduled_for_ms is None or manual
+           else item.created_at_ms - item.scheduled_for_ms)
     return {
         "id": item.id,
         "project": item.project_id,
@@ -154,6 +168,10 @@ def run_view(item: Run) -> View:
         "trigger": item.trigger_id,
         "trigger_revision": item.trigger_revision,
         "trigger_type": item.trigger_type,
+        "origin": item.execution_origin,
+        "triggered_by": item.triggered_by,
+        "requested_by": item.triggered_by if manual else None,
+        "request_id": manual_request_id(item.idempotency_key) if manual else None,
         "scheduled_for": rfc3339(item.scheduled_for_ms),
         "scheduled_for_ms": item.scheduled_for_ms,
         "status": item.status,

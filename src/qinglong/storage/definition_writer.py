@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qinglong.domain.identifiers import display_name, entity_id, project_id
+from qinglong.domain.identifiers import actor_name, display_name, entity_id, project_id
 from qinglong.domain.model import Project, ProjectStatus, TaskView, TriggerView
 from qinglong.domain.publishing import next_task_revision, next_trigger_revision
 from qinglong.domain.task import (
@@ -26,11 +26,17 @@ from qinglong.storage import records
 from qinglong.storage.dbapi import Connection, Queries, Row
 from qinglong.storage.ports import (
     ProjectCreateParams,
+    ProjectPauseParams,
     TaskPublishParams,
     TaskPublishResult,
+    TriggerPauseParams,
     TriggerPublishParams,
     TriggerPublishResult,
+    TriggerResumeParams,
 )
+
+MAX_PAUSE_MS = 10 * 366 * 86_400_000
+MAX_PAUSE_REASON = 1024
 
 
 class DefinitionWriter:
@@ -311,6 +317,94 @@ class DefinitionWriter:
         self._conn.execute(self._q["task_head_delete"], {**key, "now_ms": self._now_ms})
         return DefinitionReader(self._conn, self._q).task_get(project, task, include_deleted=True)
 
+    def trigger_pause(self, params: TriggerPauseParams) -> TriggerView:
+        """Pause a trigger from now (until ``until_ms``, or until resumed). Pausing a paused
+        trigger again changes when its pause ends and why; the pause keeps its start."""
+        key = self._live_trigger(params.project_id, params.trigger_id)
+        until = params.until_ms
+        if until is not None and (not isinstance(until, int) or isinstance(until, bool)
+                                  or until <= self._now_ms):
+            raise InvalidInput("until", "must be later than now")
+        if until is not None and until - self._now_ms > MAX_PAUSE_MS:
+            raise InvalidInput("until", "must be within 10 years (leave it out to pause until "
+                                        "resumed)")
+        reason = params.reason
+        if reason is not None and (not reason.strip() or len(reason) > MAX_PAUSE_REASON):
+            raise InvalidInput("reason", f"must be 1 to {MAX_PAUSE_REASON} characters")
+        open_pause = self._one("trigger_pause_open", {**key, "now_ms": self._now_ms})
+        if open_pause is None:
+            began = self._now_ms
+            self._conn.execute(self._q["trigger_pause_insert"], {
+                **key, "now_ms": began, "until_ms": until, "reason": reason,
+                "actor": actor_name(params.actor)})
+        else:
+            began = int(open_pause["paused_at_ms"])
+            self._conn.execute(self._q["trigger_pause_amend"], {
+                **key, "paused_at_ms": began, "until_ms": until, "reason": reason})
+        self._conn.execute(self._q["schedule_pause_set"], {
+            **key, "paused_from_ms": began, "paused_until_ms": until, "now_ms": self._now_ms})
+        [view] = DefinitionReader(self._conn, self._q).trigger_list(key["project_id"],
+                                                                     key["trigger_id"])
+        return view
+
+    def trigger_resume(self, params: TriggerResumeParams) -> TriggerView:
+        """End the trigger's pause now; the occurrence in progress follows the misfire policy."""
+        key = self._live_trigger(params.project_id, params.trigger_id)
+        open_pause = self._one("trigger_pause_open", {**key, "now_ms": self._now_ms})
+        if open_pause is None:
+            raise Conflict(f"trigger {params.trigger_id!r} is not paused")
+        began = int(open_pause["paused_at_ms"])
+        self._conn.execute(self._q["trigger_pause_end"], {
+            **key, "paused_at_ms": began, "now_ms": self._now_ms,
+            "actor": actor_name(params.actor)})
+        self._conn.execute(self._q["schedule_pause_set"], {
+            **key, "paused_from_ms": began, "paused_until_ms": self._now_ms,
+            "now_ms": self._now_ms})
+        [view] = DefinitionReader(self._conn, self._q).trigger_list(key["project_id"],
+                                                                     key["trigger_id"])
+        return view
+
+    def project_pause(self, params: ProjectPauseParams) -> list[TriggerView]:
+        """Pause every trigger of the project (one pause each, in this transaction); a
+        trigger already paused gets the new end and reason."""
+        for trigger in self._project_triggers(params.project_id):
+            self.trigger_pause(TriggerPauseParams(
+                project_id=params.project_id, trigger_id=trigger, actor=params.actor,
+                until_ms=params.until_ms, reason=params.reason))
+        return DefinitionReader(self._conn, self._q).trigger_list(params.project_id, None)
+
+    def project_resume(self, params: ProjectPauseParams) -> list[TriggerView]:
+        """Resume every paused trigger of the project; refused when none is paused."""
+        resumed = 0
+        for trigger in self._project_triggers(params.project_id):
+            key = {"project_id": params.project_id, "trigger_id": trigger}
+            if self._one("trigger_pause_open", {**key, "now_ms": self._now_ms}) is not None:
+                self.trigger_resume(TriggerResumeParams(project_id=params.project_id,
+                                                        trigger_id=trigger, actor=params.actor))
+                resumed += 1
+        if not resumed:
+            raise Conflict(f"no trigger of project {params.project_id!r} is paused")
+        return DefinitionReader(self._conn, self._q).trigger_list(params.project_id, None)
+
+    def _project_triggers(self, project: str) -> list[str]:
+        project_id(project)
+        self.active_project(project)
+        triggers = [view.revision.trigger_id for view in
+                    DefinitionReader(self._conn, self._q).trigger_list(project, None)]
+        if not triggers:
+            raise Conflict(f"project {project!r} has no triggers")
+        return triggers
+
+    def _live_trigger(self, project: str, trigger: str) -> dict[str, str]:
+        project_id(project)
+        entity_id(trigger, "trigger")
+        self.active_project(project)
+        key = {"project_id": project, "trigger_id": trigger}
+        head = self._one("trigger_head_get", key)
+        if head is None or head["deleted_at_ms"] is not None:
+            raise NotFound("trigger", trigger)
+        return key
+
     def _append_trigger_revision(self, revision: TriggerRevision, previous: TriggerRevision | None) -> None:
         key = {"project_id": revision.project_id, "trigger_id": revision.trigger_id}
         now = revision.created_at_ms
@@ -412,6 +506,7 @@ class DefinitionReader:
                 task_pin_current=bool(row["task_pin_current"]),
                 project_active=bool(row["project_active"]),
                 deleted_at_ms=records.optional_int(row["h_deleted_at_ms"]),
+                pause_reason=row.get("pause_reason"),
             )
             for row in rows
         ]

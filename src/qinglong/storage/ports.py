@@ -14,6 +14,7 @@ from typing import Protocol
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.lifecycle import LeaseFence, Outcome
+from qinglong.domain.manual import ManualRequest
 from qinglong.domain.model import Project, Run, RunDetail, TaskView, TriggerView
 from qinglong.domain.runs import RunStatus
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
@@ -67,6 +68,32 @@ class TriggerPublishResult:
     restored: bool = False  # the trigger had been deleted
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerPauseParams:
+    project_id: str
+    trigger_id: str
+    actor: str  # who asked (kept with the pause)
+    until_ms: int | None = None  # None: until resumed; else an instant after now
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerResumeParams:
+    project_id: str
+    trigger_id: str
+    actor: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectPauseParams:
+    """Pause (or resume, ``until_ms`` and ``reason`` unused) every trigger of a project."""
+
+    project_id: str
+    actor: str
+    until_ms: int | None = None
+    reason: str | None = None
+
+
 class DefinitionStore(Protocol):
     """Projects, tasks and triggers. Publishing appends an immutable revision (a no-op when
     nothing changed); deleting hides a task or trigger head and stops it, keeping its
@@ -86,6 +113,10 @@ class DefinitionStore(Protocol):
     def trigger_list(self, project_id: str | None, trigger_id: str | None = None,
                      include_deleted: bool = False) -> list[TriggerView]: ...
     def trigger_delete(self, project_id: str, trigger_id: str) -> TriggerView: ...
+    def trigger_pause(self, params: TriggerPauseParams) -> TriggerView: ...
+    def trigger_resume(self, params: TriggerResumeParams) -> TriggerView: ...
+    def project_pause(self, params: ProjectPauseParams) -> list[TriggerView]: ...
+    def project_resume(self, params: ProjectPauseParams) -> list[TriggerView]: ...
     def global_limit_get(self) -> int | None: ...
     def global_limit_set(self, max_running: int | None) -> None: ...
 
@@ -108,6 +139,35 @@ class RunListParams:
 class RunReadStore(Protocol):
     def run_list(self, params: RunListParams) -> list[Run]: ...
     def run_get(self, run_id: str) -> RunDetail: ...
+
+
+# --- run now (manual Runs) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManualRunParams:
+    request: ManualRequest
+    ids: AdmissionIds | None = None  # None: fresh UUIDs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManualRunResult:
+    run_id: str
+    admitted: bool  # False: the request id had admitted this Run before; nothing was written
+    in_doubt: bool = False  # COMMIT's reply was lost; the Run was found by its key afterwards
+
+
+class ManualRunStore(Protocol):
+    """Run now: ``run_admit_manual`` admits one manual Run, in one transaction that re-reads
+    the project (active), the task (current revision, enabled) and, for a trigger, its
+    current revision (enabled, pinning the task's current revision), and writes the same rows
+    as a scheduled admission. The request's idempotency key decides retries: a Run already
+    admitted under it for the same target is returned (``admitted`` False), one admitted for
+    another target raises RequestIdConflict. Refusals (NotFound, NotRunnable, InvalidInput)
+    write nothing.
+    """
+
+    def run_admit_manual(self, params: ManualRunParams) -> ManualRunResult: ...
 
 
 # --- scheduling ----------------------------------------------------------------------

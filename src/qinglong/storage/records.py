@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from qinglong.domain.canonical import parse_json_object
+from qinglong.domain.decision import Pause
 from qinglong.domain.model import Attempt, Project, ProjectStatus, Run, RunEvent, ScheduleState
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import (
@@ -21,7 +22,7 @@ from qinglong.domain.task import (
     task_revision_from_row,
 )
 from qinglong.domain.trigger import TriggerRevision, trigger_revision_from_row
-from qinglong.errors import RecordCorrupt
+from qinglong.errors import InvalidInput, RecordCorrupt
 from qinglong.storage.ports import CorruptScheduleRow, Instance
 
 
@@ -90,7 +91,20 @@ def candidate_from_row(row: Mapping[str, Any]) -> ScheduleCandidate:
         spec=revision.spec,
         state_version=int(row["state_version"]),
         next_fire_at_ms=None if cursor is None else int(cursor),
+        pause=pause_from_row(row),
     )
+
+
+def pause_from_row(row: Mapping[str, Any], prefix: str = "") -> Pause | None:
+    """The schedule row's latest pause (``paused_from_ms``, ``paused_until_ms``), if any."""
+    begun = row.get(prefix + "paused_from_ms")
+    if begun is None:
+        return None
+    until = row.get(prefix + "paused_until_ms")
+    try:
+        return Pause(from_ms=int(begun), until_ms=None if until is None else int(until))
+    except InvalidInput as exc:
+        raise RecordCorrupt(f"schedule row pause: {exc.message}") from exc
 
 
 def candidate_or_corrupt(row: Mapping[str, Any]) -> ScheduleCandidate | CorruptScheduleRow:
@@ -122,6 +136,7 @@ def schedule_state(row: Mapping[str, Any], prefix: str = "") -> ScheduleState | 
         claim_owner=row.get(prefix + "claim_owner"),
         claim_version=int(row.get(prefix + "claim_version") or 0),
         claim_expires_at_ms=opt("claim_expires_at_ms"),
+        pause=pause_from_row(row, prefix),
     )
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.model import Run, RunDetail
@@ -15,6 +18,12 @@ from qinglong.storage.ports import RunListParams
 MAX_LIST_LIMIT = 10_000
 MIN_PREFIX = 8
 RUN_ID_CHARS = re.compile(r"[0-9a-f-]{1,36}")
+
+
+def run_from_row(row: Mapping[str, Any]) -> Run:
+    """``records.run_from_row`` plus where the Run came from and who (or what) asked."""
+    return replace(records.run_from_row(row), execution_origin=row["execution_origin"],
+                   triggered_by=row["triggered_by"])
 
 
 class RunReader:
@@ -66,7 +75,7 @@ class RunReader:
                 "oldest_first": params.oldest_first,
             },
         ).fetchall()
-        return [records.run_from_row(row) for row in rows]
+        return [run_from_row(row) for row in rows]
 
     def run_get(self, run_id: str) -> RunDetail:
         full_id = self.resolve_run_id(run_id)
@@ -74,7 +83,7 @@ class RunReader:
         attempts = self._conn.execute(self._q["attempt_list_for_run"], {"run_id": full_id}).fetchall()
         events = self._conn.execute(self._q["event_list_for_run"], {"run_id": full_id}).fetchall()
         return RunDetail(
-            run=records.run_from_row(run),
+            run=run_from_row(run),
             attempts=tuple(records.attempt_from_row(row) for row in attempts),
             events=tuple(records.event_from_row(row) for row in events),
         )

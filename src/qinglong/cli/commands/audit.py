@@ -28,10 +28,12 @@ def _trigger_json(t: TriggerReport) -> dict[str, object]:
     return {
         "project": t.project_id, "trigger": t.trigger_id, "expected": t.expected,
         "admitted": t.admitted, "duplicates": t.duplicates,
-        "gaps_explained": {"misfire": t.gaps_misfire, "superseded": t.gaps_superseded},
+        "gaps_explained": {"misfire": t.gaps_misfire, "superseded": t.gaps_superseded,
+                           "paused": t.gaps_paused},
         "gaps_unexplained": t.gaps_unexplained, "spurious": t.spurious,
         "fenced_out_runs": t.fenced_out, "bad_shape_runs": t.bad_shape,
         "cursor_regressions": t.cursor_regressions, "misfire_violations": t.misfire_violations,
+        "pause_violations": t.pause_violations,
         "lag_ms": {"p50": _percentile(t.lags_ms, 50), "p99": _percentile(t.lags_ms, 99),
                    "max": max(t.lags_ms, default=None)},
         "violations": t.violations,
@@ -47,13 +49,15 @@ def report_json(report: AuditReport) -> dict[str, object]:
         "expected": sum(t.expected for t in report.triggers),
         "admitted": sum(t.admitted for t in report.triggers),
         "duplicates": sum(t.duplicates for t in report.triggers),
-        "gaps_explained": sum(t.gaps_misfire + t.gaps_superseded for t in report.triggers),
+        "gaps_explained": sum(t.gaps_misfire + t.gaps_superseded + t.gaps_paused
+                              for t in report.triggers),
         "gaps_unexplained": sum(len(t.gaps_unexplained) for t in report.triggers),
         "spurious": sum(len(t.spurious) for t in report.triggers),
         "fenced_out_runs": sum(len(t.fenced_out) for t in report.triggers),
         "bad_shape_runs": sum(len(t.bad_shape) for t in report.triggers),
         "cursor_regressions": sum(t.cursor_regressions for t in report.triggers),
         "misfire_violations": sum(len(t.misfire_violations) for t in report.triggers),
+        "pause_violations": sum(len(t.pause_violations) for t in report.triggers),
         "lag_ms": {"p50": _percentile(lags, 50), "p99": _percentile(lags, 99), "max": max(lags, default=None)},
     }
     out: dict[str, object] = {
@@ -121,8 +125,9 @@ def audit(database_url: str, start: int | None, end: int | None, settle: int, gr
           worker_lease: int, project: str | None, trigger_id: str | None, ledger: Path | None, as_json: bool) -> None:
     """Recompute every nominal occurrence in a window (database time) and check the Runs.
 
-    Reports per trigger: expected, admitted, duplicates, gaps explained by a recorded misfire
-    or by a revision that stopped first, unexplained gaps, spurious Runs, Runs admitted by a
+    Reports per trigger: expected, admitted, duplicates, gaps explained by a recorded misfire,
+    by a revision that stopped first or by a pause (only the occurrence in progress when a
+    pause ended may have run), unexplained gaps, spurious Runs, Runs admitted by a
     fenced-out claim, Run shape (a first Attempt, 2 admission events), cursor regressions,
     and admission lag. Then how every Run in the window was carried out: exactly one
     terminal state per ended Run, Attempts numbered 1..n with at most one active, no two

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from qinglong.cli.context import catalog
+from qinglong.cli.context import CLOCK, catalog
 from qinglong.cli.output import emit_json, emit_table, say
-from qinglong.cli.params import database_url_option, json_option
+from qinglong.cli.params import Instant, actor_option, database_url_option, json_option
+from qinglong.storage.ports import ProjectPauseParams
 
 
 @click.group()
@@ -73,3 +74,43 @@ def unarchive(project_id: str, database_url: str, as_json: bool) -> None:
         emit_json(restored)
     else:
         say(f"unarchived project {restored['id']}")
+
+
+@project.command()
+@click.argument("project_id", metavar="PROJECT")
+@click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms), metavar="TIME",
+              help="Resume by itself at this time: RFC 3339, epoch milliseconds, or a duration "
+                   "from now (2h). Default: until resumed.")
+@click.option("--reason", metavar="TEXT", help="Why, kept with each trigger's pause.")
+@actor_option
+@database_url_option
+@json_option
+def pause(project_id: str, until_ms: int | None, reason: str | None, actor: str,
+          database_url: str, as_json: bool) -> None:
+    """Pause every trigger of PROJECT, as `ql trigger pause` does for one.
+
+    Each trigger gets its own pause (all in one transaction); one already paused gets the new
+    end and reason. Triggers published into the project later are not paused."""
+    with catalog(database_url) as cat:
+        views = cat.project_pause(ProjectPauseParams(project_id=project_id, actor=actor,
+                                                     until_ms=until_ms, reason=reason))
+    if as_json:
+        emit_json(views)
+    else:
+        until = "until resumed" if until_ms is None else f"until {views[0]['pause']['until']}"  # type: ignore[index]
+        say(f"paused {len(views)} trigger(s) of project {project_id} {until}")
+
+
+@project.command()
+@click.argument("project_id", metavar="PROJECT")
+@actor_option
+@database_url_option
+@json_option
+def resume(project_id: str, actor: str, database_url: str, as_json: bool) -> None:
+    """Resume every paused trigger of PROJECT (refused when none is paused)."""
+    with catalog(database_url) as cat:
+        views = cat.project_resume(ProjectPauseParams(project_id=project_id, actor=actor))
+    if as_json:
+        emit_json(views)
+    else:
+        say(f"resumed the paused triggers of project {project_id}")

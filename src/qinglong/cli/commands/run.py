@@ -30,6 +30,13 @@ def _duration_text(ms: object) -> str:
     return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
+def _origin_text(item: dict[str, object]) -> str:
+    """``cron`` for a scheduled Run, ``manual:WHO`` for one somebody asked for (run now)."""
+    if item["requested_by"] is not None:
+        return f"manual:{item['requested_by']}"
+    return str(item["trigger_type"])
+
+
 @run.command("list")
 @click.option("--project", metavar="PROJECT", help="Only this project.")
 @click.option("--task", "task_id", metavar="TASK", help="Only Runs of this task.")
@@ -67,11 +74,13 @@ def list_runs(
                 item["status"],
                 "-" if item["exit_code"] is None else item["exit_code"],
                 _duration_text(item["duration_ms"]),
-                item["admission_lag_ms"],
+                "-" if item["admission_lag_ms"] is None else item["admission_lag_ms"],
+                _origin_text(item),
             )
             for item in items
         ],
-        ["RUN", "TRIGGER", "TASK", "SCHEDULED FOR", "STATUS", "EXIT", "DURATION", "LAG MS"],
+        ["RUN", "TRIGGER", "TASK", "SCHEDULED FOR", "STATUS", "EXIT", "DURATION", "LAG MS",
+         "ORIGIN"],
     )
 
 
@@ -91,7 +100,15 @@ def show(run_id: str, tail_lines: int, database_url: str, as_json: bool) -> None
     item = view["run"]
     assert isinstance(item, dict)
     say(f"run        {item['id']}")
-    say(f"trigger    {item['project']}/{item['trigger']} (revision {item['trigger_revision']})")
+    if item["trigger"] is not None:
+        say(f"trigger    {item['project']}/{item['trigger']} (revision {item['trigger_revision']})")
+    else:
+        say(f"trigger    {item['project']}/- (run now of the task)")
+    if item["requested_by"] is not None:
+        say(f"origin     manual, requested by {item['requested_by']} "
+            f"(request id {item['request_id']})")
+    else:
+        say(f"origin     {item['trigger_type']} (scheduled)")
     say(f"task       {item['task']} ({item['task_name']}) {str(item['task_revision'])[:24]}")
     say(f"scheduled  {when(item['scheduled_for_ms'])}")
     error = f" ({item['error_code']}: {item['error_summary']})" if item["error_code"] else ""

@@ -87,7 +87,7 @@ class ConsoleObserver:
             {"event": "finished", "run_id": finished.run_id, "trigger": finished.trigger_id,
              "status": finished.status, "exit_code": finished.exit_code,
              "duration_ms": finished.duration_ms, "scheduled_for_ms": finished.scheduled_for_ms},
-            f"{finished.status:<10} run {finished.run_id} ({finished.trigger_id}) {detail} "
+            f"{finished.status:<10} run {finished.run_id} ({finished.trigger_id or '-'}) {detail} "
             f"in {finished.duration_ms} ms",
         )
 

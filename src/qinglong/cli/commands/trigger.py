@@ -9,7 +9,13 @@ import click
 
 from qinglong.cli.context import CLOCK, catalog
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
-from qinglong.cli.params import database_url_option, json_option, project_option
+from qinglong.cli.params import (
+    Instant,
+    actor_option,
+    database_url_option,
+    json_option,
+    project_option,
+)
 from qinglong.domain.cron import CronSchedule, DstNote, Occurrence, normalize_expression
 from qinglong.domain.timezones import canonical_timezone, zone_info
 from qinglong.domain.trigger import (
@@ -20,7 +26,7 @@ from qinglong.domain.trigger import (
     OverlapPolicy,
 )
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.storage.ports import TriggerPauseParams, TriggerPublishParams, TriggerResumeParams
 
 MAX_PREVIEW = 1000
 
@@ -156,6 +162,61 @@ def delete(project: str, trigger_id: str, database_url: str, as_json: bool) -> N
         say(f"deleted trigger {project}/{trigger_id}")
 
 
+@trigger.command()
+@project_option
+@trigger_option
+@click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms), metavar="TIME",
+              help="Resume by itself at this time: RFC 3339 (2026-12-24T08:00:00+08:00), epoch "
+                   "milliseconds, or a duration from now (2h, 1d). Default: until resumed.")
+@click.option("--reason", metavar="TEXT", help="Why, kept with the pause and shown in lists.")
+@actor_option
+@database_url_option
+@json_option
+def pause(project: str, trigger_id: str, until_ms: int | None, reason: str | None, actor: str,
+          database_url: str, as_json: bool) -> None:
+    """Pause a trigger from now, until resumed or until --until.
+
+    Occurrences that fall in the pause are not run; they are recorded with the fate `paused`
+    (the audit and the ledger show them). When the pause ends, the occurrence in progress
+    (the last one at or before the resume) is decided by the misfire policy as if there had
+    been no pause: run if still within the grace, else skipped or fired once. Pausing a paused
+    trigger again changes when the pause ends and why. A decision in flight is fenced out.
+    """
+    with catalog(database_url) as cat:
+        view = cat.trigger_pause(TriggerPauseParams(
+            project_id=project, trigger_id=trigger_id, until_ms=until_ms, reason=reason,
+            actor=actor))
+    if as_json:
+        emit_json(view)
+        return
+    held = view["pause"]
+    assert isinstance(held, dict)
+    until = f"until {held['until']}" if held["until"] else "until resumed"
+    say(f"paused trigger {project}/{trigger_id} since {held['since']} {until}")
+
+
+@trigger.command()
+@project_option
+@trigger_option
+@actor_option
+@database_url_option
+@json_option
+def resume(project: str, trigger_id: str, actor: str, database_url: str, as_json: bool) -> None:
+    """End a trigger's pause now.
+
+    The occurrence in progress (the last one at or before now) follows the misfire policy;
+    the ones before it stay `paused`. Refused when the trigger is not paused."""
+    with catalog(database_url) as cat:
+        view = cat.trigger_resume(TriggerResumeParams(project_id=project, trigger_id=trigger_id,
+                                                      actor=actor))
+    if as_json:
+        emit_json(view)
+        return
+    upcoming = view["next_fire_at"]
+    nxt = f"; next fire {upcoming[0]}" if isinstance(upcoming, list) and upcoming else ""
+    say(f"resumed trigger {project}/{trigger_id}{nxt}")
+
+
 @trigger.command("list")
 @click.option("--project", "project", metavar="PROJECT", help="Only this project (default: all).")
 @click.option("--next", "next_count", type=click.IntRange(0, 100), default=1, show_default=True,
@@ -167,9 +228,9 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
                   as_json: bool) -> None:
     """List triggers with their state and next fire times.
 
-    STATE is firing, disabled, stale-pin (the task moved on and this trigger was not
-    re-pinned), archived (the project is archived) or deleted. NEXT FIRE is in the
-    trigger's own time zone, with UTC after it.
+    STATE is firing, paused (with when it ends, and why), disabled, stale-pin (the task moved
+    on and this trigger was not re-pinned), archived (the project is archived) or deleted.
+    NEXT FIRE is in the trigger's own time zone, with UTC after it.
     """
     with catalog(database_url) as cat:
         views = cat.trigger_list(project, next_count=next_count, include_deleted=include_deleted)
@@ -185,7 +246,7 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
                 view["cron"],
                 view["timezone"],
                 view["misfire"],
-                view["state"],
+                _state_text(view),
                 ", ".join(_fire_text(local, utc) for local, utc in zip(
                     view["next_fire_local"], view["next_fire_at"], strict=True))  # type: ignore[call-overload]
                 or "-",
@@ -194,6 +255,14 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
         ],
         ["TRIGGER", "REV", "TASK", "CRON", "TIMEZONE", "MISFIRE", "STATE", "NEXT FIRE"],
     )
+
+
+def _state_text(view: dict[str, Any]) -> str:
+    held = view.get("pause")
+    if not held:
+        return str(view["state"])
+    text = f"paused until {held['until']}" if held["until"] else "paused"
+    return f"{text} ({held['reason']})" if held["reason"] else text
 
 
 def _fire_text(local: str, utc: str) -> str:

@@ -12,10 +12,13 @@ from qinglong.domain.task import ExecutorType, TaskRevision
 from qinglong.storage.definition_writer import DefinitionReader, DefinitionWriter
 from qinglong.storage.ports import (
     ProjectCreateParams,
+    ProjectPauseParams,
     TaskPublishParams,
     TaskPublishResult,
+    TriggerPauseParams,
     TriggerPublishParams,
     TriggerPublishResult,
+    TriggerResumeParams,
 )
 from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
 from qinglong.storage.postgres.errors import translate
@@ -90,3 +93,15 @@ class PgDefinitionStore:
 
     def trigger_delete(self, project: str, trigger: str) -> TriggerView:
         return self._publish("delete trigger", lambda w: w.trigger_delete(project, trigger))
+
+    def trigger_pause(self, params: TriggerPauseParams) -> TriggerView:
+        return self._publish("pause trigger", lambda w: w.trigger_pause(params))
+
+    def trigger_resume(self, params: TriggerResumeParams) -> TriggerView:
+        return self._publish("resume trigger", lambda w: w.trigger_resume(params))
+
+    def project_pause(self, params: ProjectPauseParams) -> list[TriggerView]:
+        return self._publish("pause project", lambda w: w.project_pause(params))
+
+    def project_resume(self, params: ProjectPauseParams) -> list[TriggerView]:
+        return self._publish("resume project", lambda w: w.project_resume(params))

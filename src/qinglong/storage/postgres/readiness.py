@@ -19,10 +19,10 @@ SUPPORTED_MAJORS = range(15, 19)
 CONTRACT_NAME = "qinglong-control"
 CAPABILITY = {
     "contract_name": CONTRACT_NAME,
-    "contract_version": 4,
-    "migration_id": "0004_workers",
+    "contract_version": 5,
+    "migration_id": "0005_pauses",
     "capabilities": ["definitions", "run_core", "cluster_scheduler_admission", "role_grants",
-                     "attempt_leases", "workers"],
+                     "attempt_leases", "workers", "pauses"],
 }
 _PRIVILEGE_COLUMNS = {
     "SELECT": "can_select", "INSERT": "can_insert", "UPDATE": "can_update", "DELETE": "can_delete",

@@ -42,6 +42,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "instances": frozenset({S}),
         "project_archivals": frozenset({S, I, U}),
         "concurrency_limits": frozenset({S, I, U, D}),
+        "trigger_pauses": frozenset({S, I, U}),
     },
     RUNTIME: {
         "schema_migrations": frozenset({S}),
@@ -62,6 +63,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "project_archivals": frozenset({S}),
         "run_log_chunks": frozenset({S, D}),
         "concurrency_limits": frozenset({S}),
+        "trigger_pauses": frozenset({S}),
     },
     WORKER_INGRESS: {
         "schema_migrations": frozenset({S}),

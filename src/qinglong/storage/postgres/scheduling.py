@@ -17,7 +17,7 @@ import psycopg
 
 from qinglong.clock import pause
 from qinglong.domain.admission import admission_rows
-from qinglong.domain.decision import Disposition
+from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.runs import cron_idempotency_key
 from qinglong.domain.schedule import ClaimFence, ScheduleClaim, check_budget, check_claim_lease
@@ -198,6 +198,18 @@ class PgScheduleStore:
                 ids=params.ids, committed_at_ms=now, actor_id=self._actor_id, fence=fence,
             ))
             run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
+        if decision.paused_from_ms is not None:  # what the pause held back, on record
+            conn.execute(QUERIES["schedule_misfire_insert"], {
+                **key,
+                "trigger_revision": candidate.trigger_revision,
+                "due_at_ms": decision.paused_from_ms,
+                "skipped_through_ms": decision.paused_through_ms,
+                "next_fire_at_ms": decision.due_at_ms,
+                "policy": PAUSED_FATE,
+                "run_id": None,
+                "claim_version": fence.version,
+                "decided_at_ms": decision.observed_at_ms,
+            })
         if decision.misfired:
             conn.execute(QUERIES["schedule_misfire_insert"], {
                 **key,

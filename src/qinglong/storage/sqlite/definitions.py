@@ -10,10 +10,13 @@ from qinglong.domain.task import ExecutorType, TaskRevision
 from qinglong.storage.definition_writer import DefinitionReader, DefinitionWriter
 from qinglong.storage.ports import (
     ProjectCreateParams,
+    ProjectPauseParams,
     TaskPublishParams,
     TaskPublishResult,
+    TriggerPauseParams,
     TriggerPublishParams,
     TriggerPublishResult,
+    TriggerResumeParams,
 )
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
 
@@ -89,3 +92,19 @@ class SqliteDefinitionStore:
     def trigger_delete(self, project: str, trigger: str) -> TriggerView:
         with self._db.write("delete trigger") as conn:
             return self._writer(conn).trigger_delete(project, trigger)
+
+    def trigger_pause(self, params: TriggerPauseParams) -> TriggerView:
+        with self._db.write("pause trigger") as conn:
+            return self._writer(conn).trigger_pause(params)
+
+    def trigger_resume(self, params: TriggerResumeParams) -> TriggerView:
+        with self._db.write("resume trigger") as conn:
+            return self._writer(conn).trigger_resume(params)
+
+    def project_pause(self, params: ProjectPauseParams) -> list[TriggerView]:
+        with self._db.write("pause project") as conn:
+            return self._writer(conn).project_pause(params)
+
+    def project_resume(self, params: ProjectPauseParams) -> list[TriggerView]:
+        with self._db.write("resume project") as conn:
+            return self._writer(conn).project_resume(params)

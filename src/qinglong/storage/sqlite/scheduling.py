@@ -6,7 +6,7 @@ import sqlite3
 
 from qinglong.clock import Clock
 from qinglong.domain.admission import admission_rows
-from qinglong.domain.decision import Disposition
+from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, ExecutorType, execution_task_revision
 from qinglong.errors import Conflict, RecordCorrupt, StorageError
@@ -93,6 +93,20 @@ class SqliteScheduleStore:
             )
             insert_admission(conn, QUERIES, rows)
             run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
+        if decision.paused_from_ms is not None:  # what the pause held back, on record
+            conn.execute(
+                QUERIES["schedule_misfire_insert"],
+                {
+                    **key,
+                    "trigger_revision": candidate.trigger_revision,
+                    "due_at_ms": decision.paused_from_ms,
+                    "skipped_through_ms": decision.paused_through_ms,
+                    "next_fire_at_ms": decision.due_at_ms,
+                    "policy": PAUSED_FATE,
+                    "run_id": None,
+                    "decided_at_ms": decision.observed_at_ms,
+                },
+            )
         if decision.misfired:
             conn.execute(
                 QUERIES["schedule_misfire_insert"],

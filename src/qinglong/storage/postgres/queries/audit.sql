@@ -83,3 +83,10 @@ WHERE a.started_at_ms IS NOT NULL
                    WHERE r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s)
   AND EXISTS (SELECT 1 FROM qinglong.run_attempts b WHERE b.run_id = a.run_id AND b.id <> a.id)
 ORDER BY a.run_id, a.attempt;
+
+-- name: audit_trigger_pauses
+-- Every pause of a trigger and when it ended (resumed by hand, or its until reached).
+SELECT project_id, trigger_id, paused_at_ms,
+       CASE WHEN resumed_at_ms IS NOT NULL AND (until_ms IS NULL OR resumed_at_ms < until_ms)
+            THEN resumed_at_ms ELSE until_ms END AS ended_at_ms
+FROM qinglong.trigger_pauses;

@@ -26,6 +26,7 @@ candidates AS (
       AND (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= o.now_ms)
       AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= o.now_ms)
       AND s.updated_at_ms <= o.now_ms
+      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= o.now_ms)
       AND s.state_version < 2147483647 AND s.claim_version < 2147483647
     ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
     LIMIT %(limit)s
@@ -55,6 +56,7 @@ SELECT c.row_ctid::text AS row_locator,
        c.project_id, c.trigger_id, c.trigger_revision, c.next_fire_at_ms, c.state_version,
        c.claim_owner, c.claim_token::text AS claim_token, c.claim_version,
        c.updated_at_ms AS claim_acquired_at_ms, c.claim_expires_at_ms,
+       c.paused_from_ms, c.paused_until_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
        tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
        tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
@@ -72,6 +74,7 @@ ORDER BY c.next_fire_at_ms NULLS FIRST, c.project_id, c.trigger_id;
 SELECT s.ctid::text AS row_locator, s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
        s.claim_owner, s.claim_token::text AS claim_token, s.claim_version,
        s.updated_at_ms AS claim_acquired_at_ms, s.claim_expires_at_ms,
+       s.paused_from_ms, s.paused_until_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
        tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
        tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
@@ -121,7 +124,7 @@ WHERE ctid = %(row_locator)s::tid
   AND claim_expires_at_ms > %(now_ms)s;
 
 -- name: schedule_misfire_insert
--- Record the stretch of occurrences a misfire decision dropped.
+-- Record the stretch of occurrences a misfire decision dropped (or a pause held back).
 INSERT INTO qinglong.trigger_schedule_misfires
     (project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms, next_fire_at_ms,
      policy, run_id, claim_version, decided_at_ms)

@@ -51,6 +51,10 @@ SELECT r.*,
        s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
        s.updated_at_ms AS s_updated_at_ms, s.claim_owner AS s_claim_owner,
        s.claim_version AS s_claim_version, s.claim_expires_at_ms AS s_claim_expires_at_ms,
+       s.paused_from_ms AS s_paused_from_ms, s.paused_until_ms AS s_paused_until_ms,
+       (SELECT z.reason FROM qinglong.trigger_pauses z
+         WHERE z.project_id = h.project_id AND z.trigger_id = h.trigger_id
+           AND z.paused_at_ms = s.paused_from_ms) AS pause_reason,
        (th.current_revision = r.task_revision) AS task_pin_current,
        (p.status = 'active') AS project_active,
        h.deleted_at_ms AS h_deleted_at_ms
@@ -86,4 +90,39 @@ WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;
 -- name: trigger_head_restore
 -- A publish brings a deleted trigger back.
 UPDATE qinglong.triggers SET deleted_at_ms = NULL
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;
+
+-- name: trigger_pause_open
+-- The trigger's pause in effect at %(now_ms)s (not resumed, its until not reached), if any.
+SELECT paused_at_ms, until_ms, reason, paused_by FROM qinglong.trigger_pauses
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s AND resumed_at_ms IS NULL
+  AND paused_at_ms <= %(now_ms)s AND (until_ms IS NULL OR until_ms > %(now_ms)s)
+ORDER BY paused_at_ms DESC LIMIT 1;
+
+-- name: trigger_pause_insert
+-- A new pause on record.
+INSERT INTO qinglong.trigger_pauses
+    (project_id, trigger_id, paused_at_ms, until_ms, resumed_at_ms, reason, paused_by, resumed_by)
+VALUES (%(project_id)s, %(trigger_id)s, %(now_ms)s, %(until_ms)s, NULL, %(reason)s, %(actor)s, NULL);
+
+-- name: trigger_pause_amend
+-- Pausing a paused trigger again changes when it ends and why.
+UPDATE qinglong.trigger_pauses SET until_ms = %(until_ms)s, reason = %(reason)s
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s
+  AND paused_at_ms = %(paused_at_ms)s AND resumed_at_ms IS NULL;
+
+-- name: trigger_pause_end
+-- A resume by hand: the pause ends now.
+UPDATE qinglong.trigger_pauses SET resumed_at_ms = %(now_ms)s, resumed_by = %(actor)s
+WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s
+  AND paused_at_ms = %(paused_at_ms)s AND resumed_at_ms IS NULL;
+
+-- name: schedule_pause_set
+-- The latest pause onto the schedule row; both versions bumped and any claim cleared, so a
+-- decision in flight is fenced out (as a new revision does), the cursor kept.
+UPDATE qinglong.trigger_schedules
+SET paused_from_ms = %(paused_from_ms)s, paused_until_ms = %(paused_until_ms)s,
+    state_version = state_version + 1, claim_owner = NULL, claim_token = NULL,
+    claim_version = claim_version + 1, claim_expires_at_ms = NULL,
+    updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
 WHERE project_id = %(project_id)s AND trigger_id = %(trigger_id)s;

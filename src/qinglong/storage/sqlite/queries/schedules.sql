@@ -1,6 +1,7 @@
 -- name: schedule_list_due
 -- Due or uninitialised schedule rows whose trigger can fire, oldest cursor first.
 SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
+       s.paused_from_ms, s.paused_until_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
        tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
        tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
@@ -20,6 +21,7 @@ JOIN task_definition_revisions kr
  AND kr.content_digest = tr.task_content_digest
 JOIN projects p ON p.id = s.project_id
 WHERE (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= :now_ms)
+  AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= :now_ms)
   AND p.status = 'active' AND tr.enabled = 1 AND kr.enabled = 1
 ORDER BY s.next_fire_at_ms, s.project_id, s.trigger_id
 LIMIT :limit;
@@ -27,6 +29,7 @@ LIMIT :limit;
 -- name: schedule_get_for_commit
 -- Re-read one schedule row with every fact its decision used (inside the admission tx).
 SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
+       s.paused_from_ms, s.paused_until_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
        tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
        tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
@@ -67,7 +70,7 @@ SELECT min(next_fire_at_ms) AS next_due_at_ms
 FROM trigger_schedules WHERE next_fire_at_ms > :after_ms;
 
 -- name: schedule_misfire_insert
--- Record the stretch of occurrences a misfire decision dropped.
+-- Record the stretch of occurrences a misfire decision dropped (or a pause held back).
 INSERT INTO trigger_schedule_misfires
     (project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms, next_fire_at_ms,
      policy, run_id, decided_at_ms)

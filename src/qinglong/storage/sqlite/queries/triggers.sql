@@ -48,6 +48,10 @@ SELECT r.*,
        s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
        s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
        s.updated_at_ms AS s_updated_at_ms,
+       s.paused_from_ms AS s_paused_from_ms, s.paused_until_ms AS s_paused_until_ms,
+       (SELECT z.reason FROM trigger_pauses z
+         WHERE z.project_id = h.project_id AND z.trigger_id = h.trigger_id
+           AND z.paused_at_ms = s.paused_from_ms) AS pause_reason,
        (th.current_revision = r.task_revision) AS task_pin_current,
        (p.status = 'active') AS project_active,
        h.deleted_at_ms AS h_deleted_at_ms
@@ -79,4 +83,36 @@ WHERE project_id = :project_id AND trigger_id = :trigger_id;
 -- name: trigger_head_restore
 -- A publish brings a deleted trigger back.
 UPDATE triggers SET deleted_at_ms = NULL
+WHERE project_id = :project_id AND trigger_id = :trigger_id;
+
+-- name: trigger_pause_open
+-- The trigger's pause in effect at :now_ms (not resumed, its until not reached), if any.
+SELECT paused_at_ms, until_ms, reason, paused_by FROM trigger_pauses
+WHERE project_id = :project_id AND trigger_id = :trigger_id AND resumed_at_ms IS NULL
+  AND paused_at_ms <= :now_ms AND (until_ms IS NULL OR until_ms > :now_ms)
+ORDER BY paused_at_ms DESC LIMIT 1;
+
+-- name: trigger_pause_insert
+-- A new pause on record.
+INSERT INTO trigger_pauses
+    (project_id, trigger_id, paused_at_ms, until_ms, resumed_at_ms, reason, paused_by, resumed_by)
+VALUES (:project_id, :trigger_id, :now_ms, :until_ms, NULL, :reason, :actor, NULL);
+
+-- name: trigger_pause_amend
+-- Pausing a paused trigger again changes when it ends and why.
+UPDATE trigger_pauses SET until_ms = :until_ms, reason = :reason
+WHERE project_id = :project_id AND trigger_id = :trigger_id
+  AND paused_at_ms = :paused_at_ms AND resumed_at_ms IS NULL;
+
+-- name: trigger_pause_end
+-- A resume by hand: the pause ends now.
+UPDATE trigger_pauses SET resumed_at_ms = :now_ms, resumed_by = :actor
+WHERE project_id = :project_id AND trigger_id = :trigger_id
+  AND paused_at_ms = :paused_at_ms AND resumed_at_ms IS NULL;
+
+-- name: schedule_pause_set
+-- The latest pause onto the schedule row; the version bump fences a decision in flight.
+UPDATE trigger_schedules
+SET paused_from_ms = :paused_from_ms, paused_until_ms = :paused_until_ms,
+    state_version = state_version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
 WHERE project_id = :project_id AND trigger_id = :trigger_id;

@@ -1,0 +1,222 @@
+"""Pausing and resuming a trigger, on SQLite and PostgreSQL: a paused trigger is not decided,
+a decision in flight when the pause lands is fenced out, what the pause held back is recorded,
+the occurrence in progress at the resume follows the misfire rules, and a timed pause ends by
+itself on the adapter's clock."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from qinglong.domain.admission import AdmissionIds
+from qinglong.domain.decision import PAUSED_FATE, Disposition
+from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.errors import Conflict, InvalidInput, NotFound
+from qinglong.storage.ports import (
+    ClaimCommitParams,
+    CommitOutcome,
+    CommitResult,
+    ProjectCreateParams,
+    ProjectPauseParams,
+    ScheduleClaimParams,
+    ScheduleCommitParams,
+    ScheduleListDueParams,
+    TaskPublishParams,
+    TriggerPauseParams,
+    TriggerPublishParams,
+    TriggerResumeParams,
+)
+from tests.contract.conftest import Backend
+
+SECOND = 1_000
+
+
+@pytest.fixture
+def paused_bed(backend: Backend) -> Backend:
+    d = backend.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
+                                     spec=CommandSpec(command=ShellCommand(command="true"))))
+    d.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="tick", task_id="hello",
+                                           expression="* * * * * *", timezone="UTC",
+                                           misfire_policy="skip"))
+    return backend
+
+
+def rows(backend: Backend, sql: str, *params: object) -> list[dict[str, Any]]:
+    if backend.dialect == "postgresql":
+        db = backend.db  # type: ignore[attr-defined]
+        return [dict(r) for r in db.execute(sql.replace("?", "%s"), list(params))]
+    connection = backend.stores.db.connection()  # type: ignore[attr-defined]
+    return [dict(r) for r in connection.execute(sql, params).fetchall()]
+
+
+def runs_of(backend: Backend) -> list[int]:
+    return [int(r["scheduled_for_ms"]) for r in rows(
+        backend, "SELECT scheduled_for_ms FROM runs WHERE trigger_id = 'tick' "
+                 "ORDER BY scheduled_for_ms")]
+
+
+def held_back(backend: Backend) -> list[tuple[int, int, int]]:
+    return [(int(r["due_at_ms"]), int(r["skipped_through_ms"]), int(r["next_fire_at_ms"]))
+            for r in rows(backend, "SELECT due_at_ms, skipped_through_ms, next_fire_at_ms "
+                                   "FROM trigger_schedule_misfires WHERE policy = ?", PAUSED_FATE)]
+
+
+def cycle(backend: Backend) -> list[CommitResult]:
+    results: list[CommitResult] = []
+    backend.run_cycle(lambda: str(uuid.uuid4()), lambda _i, _d, r: results.append(r))
+    return results
+
+
+def pause(backend: Backend, *, until_ms: int | None = None, reason: str | None = None) -> Any:
+    return backend.definitions.trigger_pause(TriggerPauseParams(
+        project_id="demo", trigger_id="tick", until_ms=until_ms, reason=reason, actor="tester"))
+
+
+def next_second(ms: int) -> int:
+    return (ms // SECOND + 1) * SECOND
+
+
+def test_a_paused_trigger_is_not_decided_and_a_resume_runs_the_occurrence_in_progress(
+        paused_bed: Backend) -> None:
+    b = paused_bed
+    view = pause(b, reason="maintenance")
+    assert view.paused_at(b.now_ms()) and view.pause_reason == "maintenance"
+    began = view.schedule.pause.from_ms
+    first = next_second(began)
+    b.set_cursor("demo", "tick", first)  # the first occurrence inside the pause
+    b.pass_time(2_500)
+    assert cycle(b) == [] and runs_of(b) == []  # held: not even claimed
+    resumed = b.definitions.trigger_resume(TriggerResumeParams(project_id="demo",
+                                                               trigger_id="tick", actor="tester"))
+    ended = resumed.schedule.pause.until_ms
+    assert not resumed.paused_at(b.now_ms())
+    results = cycle(b)
+    assert [r.outcome for r in results] == [CommitOutcome.ADMITTED]
+    in_progress = ended // SECOND * SECOND  # the last occurrence at or before the resume
+    assert runs_of(b) == [in_progress]
+    assert held_back(b) == [(first, in_progress - 1, in_progress)]
+    # the history keeps who and why
+    [history] = rows(b, "SELECT paused_by, resumed_by, reason, until_ms, resumed_at_ms "
+                        "FROM trigger_pauses WHERE trigger_id = 'tick'")
+    assert history == {"paused_by": "tester", "resumed_by": "tester", "reason": "maintenance",
+                       "until_ms": None, "resumed_at_ms": ended}
+
+
+def test_a_timed_pause_ends_by_itself_on_the_adapters_clock(paused_bed: Backend) -> None:
+    b = paused_bed
+    now = b.now_ms()
+    until = next_second(now) + 1_200
+    view = pause(b, until_ms=until)
+    began = view.schedule.pause.from_ms
+    first = next_second(began)
+    b.set_cursor("demo", "tick", first)
+    b.pass_time(until - b.now_ms() - 300)
+    assert cycle(b) == []  # still paused
+    b.pass_time(600)
+    assert [r.outcome for r in cycle(b)] == [CommitOutcome.ADMITTED]
+    in_progress = until // SECOND * SECOND
+    assert runs_of(b) == [in_progress]
+    if in_progress > first:
+        assert held_back(b) == [(first, in_progress - 1, in_progress)]
+    else:
+        assert held_back(b) == []
+
+
+def test_pausing_fences_a_decision_in_flight(paused_bed: Backend) -> None:
+    b = paused_bed
+    due_at = b.now_ms() // SECOND * SECOND
+    b.set_cursor("demo", "tick", due_at)
+    ids = AdmissionIds.new(lambda: str(uuid.uuid4()))
+    if b.dialect == "postgresql":
+        schedules = b.schedules  # type: ignore[attr-defined]
+        [claim] = schedules.schedule_claim(ScheduleClaimParams(owner="contract", lease_ms=10_000,
+                                                               limit=1))
+        decision = claim.decide(grace_ms=30_000)
+        assert decision.disposition is Disposition.ADMIT
+        pause(b)
+        result = schedules.schedule_commit(ClaimCommitParams(claim=claim, decision=decision,
+                                                             ids=ids))
+    else:
+        stores = b.stores  # type: ignore[attr-defined]
+        [candidate] = stores.schedules.schedule_list_due(
+            ScheduleListDueParams(now_ms=b.now_ms(), limit=1))
+        decision = candidate.decide(observed_at_ms=b.now_ms(), grace_ms=30_000)
+        pause(b)
+        result = stores.schedules.schedule_commit(ScheduleCommitParams(
+            candidate=candidate, decision=decision, ids=ids, committed_at_ms=b.now_ms()))
+    assert result.outcome is CommitOutcome.RACED
+    assert runs_of(b) == []
+
+
+def test_pausing_again_moves_the_end_and_keeps_the_start(paused_bed: Backend) -> None:
+    b = paused_bed
+    first = pause(b, until_ms=b.now_ms() + 60_000, reason="one")
+    b.let_time_pass()
+    again = pause(b, until_ms=b.now_ms() + 120_000, reason="two")
+    assert again.schedule.pause.from_ms == first.schedule.pause.from_ms
+    assert again.schedule.pause.until_ms > first.schedule.pause.until_ms
+    assert again.pause_reason == "two"
+    assert len(rows(b, "SELECT paused_at_ms FROM trigger_pauses")) == 1
+
+
+def test_bad_pauses_and_resumes_are_refused_and_write_nothing(paused_bed: Backend) -> None:
+    b = paused_bed
+    with pytest.raises(Conflict, match="not paused"):
+        b.definitions.trigger_resume(TriggerResumeParams(project_id="demo", trigger_id="tick",
+                                                         actor="tester"))
+    with pytest.raises(InvalidInput, match="until"):
+        pause(b, until_ms=b.now_ms() - 1)
+    with pytest.raises(InvalidInput, match="until"):
+        pause(b, until_ms=b.now_ms() + 11 * 366 * 86_400_000)
+    with pytest.raises(InvalidInput, match="reason"):
+        pause(b, reason=" ")
+    with pytest.raises(InvalidInput, match="actor"):
+        b.definitions.trigger_pause(TriggerPauseParams(project_id="demo", trigger_id="tick",
+                                                       actor=""))
+    with pytest.raises(NotFound):
+        b.definitions.trigger_pause(TriggerPauseParams(project_id="demo", trigger_id="nope",
+                                                       actor="tester"))
+    assert rows(b, "SELECT paused_at_ms FROM trigger_pauses") == []
+    [schedule] = rows(b, "SELECT paused_from_ms FROM trigger_schedules")
+    assert schedule["paused_from_ms"] is None
+
+
+def test_a_pause_survives_a_republish(paused_bed: Backend) -> None:
+    b = paused_bed
+    pause(b)
+    b.definitions.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="tick",
+                                                       expression="*/2 * * * * *"))
+    b.pass_time(2_500)
+    assert cycle(b) == [] and runs_of(b) == []
+    [view] = b.definitions.trigger_list("demo", "tick")
+    assert view.revision.revision == 2 and view.paused_at(b.now_ms())
+
+
+def test_pausing_a_project_pauses_each_of_its_triggers(paused_bed: Backend) -> None:
+    b = paused_bed
+    b.definitions.trigger_publish(TriggerPublishParams(
+        project_id="demo", trigger_id="tock", task_id="hello", expression="*/2 * * * * *",
+        timezone="UTC"))
+    pause(b, reason="first")  # one already paused gets the project's end and reason
+    until = b.now_ms() + 60_000
+    views = b.definitions.project_pause(ProjectPauseParams(project_id="demo", actor="ops",
+                                                           until_ms=until, reason="freeze"))
+    now = b.now_ms()
+    assert [(v.revision.trigger_id, v.paused_at(now), v.pause_reason) for v in views] == [
+        ("tick", True, "freeze"), ("tock", True, "freeze")]
+    assert {v.schedule.pause.until_ms for v in views} == {until}
+    b.pass_time(2_500)
+    assert cycle(b) == []
+    resumed = b.definitions.project_resume(ProjectPauseParams(project_id="demo", actor="ops"))
+    assert not any(v.paused_at(b.now_ms()) for v in resumed)
+    with pytest.raises(Conflict, match="no trigger"):
+        b.definitions.project_resume(ProjectPauseParams(project_id="demo", actor="ops"))
+    b.definitions.project_create(ProjectCreateParams(project_id="empty"))
+    with pytest.raises(Conflict, match="no triggers"):
+        b.definitions.project_pause(ProjectPauseParams(project_id="empty", actor="ops"))
+    with pytest.raises(NotFound):
+        b.definitions.project_pause(ProjectPauseParams(project_id="nope", actor="ops"))
