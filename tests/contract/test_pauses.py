@@ -220,3 +220,16 @@ def test_pausing_a_project_pauses_each_of_its_triggers(paused_bed: Backend) -> N
         b.definitions.project_pause(ProjectPauseParams(project_id="empty", actor="ops"))
     with pytest.raises(NotFound):
         b.definitions.project_pause(ProjectPauseParams(project_id="nope", actor="ops"))
+
+
+def test_the_wake_up_hint_includes_the_end_of_a_timed_pause(paused_bed: Backend) -> None:
+    b = paused_bed
+    now = b.now_ms()
+    b.set_cursor("demo", "tick", now + 3_600_000)  # nothing due for an hour
+    pause(b, until_ms=now + 50_000)
+    if b.dialect == "postgresql":
+        hint = b.schedules.schedule_next_due_in_ms()  # type: ignore[attr-defined]
+        assert hint is not None and 40_000 <= hint <= 50_000
+    else:
+        stores = b.stores  # type: ignore[attr-defined]
+        assert stores.schedules.schedule_next_due_at(b.now_ms()) == now + 50_000

@@ -260,7 +260,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         UPDATE schema_capabilities SET contract_version = 4, migration_id = '0004_workers',
             capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants", "attempt_leases", "workers"]';
         DELETE FROM schema_migrations WHERE migration_id = '0005_pauses';
-        DROP TABLE trigger_pauses;
+        DROP TABLE trigger_pauses; DROP INDEX trigger_schedules_pause_end_idx;
         ALTER TABLE trigger_schedules DROP CONSTRAINT trigger_schedules_pause_shape,
             DROP COLUMN paused_from_ms, DROP COLUMN paused_until_ms;
         ALTER TABLE trigger_schedule_misfires

@@ -8,6 +8,10 @@ ALTER TABLE qinglong.trigger_schedules
         (paused_from_ms IS NOT NULL OR paused_until_ms IS NULL)
         AND (paused_until_ms IS NULL OR paused_until_ms >= paused_from_ms));
 
+-- The wake-up hint looks for the next timed pause to end.
+CREATE INDEX trigger_schedules_pause_end_idx ON qinglong.trigger_schedules (paused_until_ms)
+    WHERE paused_until_ms IS NOT NULL;
+
 CREATE TABLE qinglong.trigger_pauses (
     project_id    varchar(128)  NOT NULL,
     trigger_id    varchar(128)  NOT NULL,

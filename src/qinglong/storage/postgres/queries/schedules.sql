@@ -148,10 +148,13 @@ LEFT JOIN qinglong.run_events e ON e.run_id = r.id AND e.sequence = 1
 WHERE r.project_id = %(project_id)s AND r.idempotency_key = %(key)s;
 
 -- name: schedule_next_due_in
--- Milliseconds from now (database clock) to the earliest future cursor: a wake-up hint.
+-- Milliseconds from now (database clock) to the earliest future cursor or end of a timed
+-- pause: a wake-up hint.
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
-SELECT (SELECT min(s.next_fire_at_ms) FROM qinglong.trigger_schedules s
-         WHERE s.next_fire_at_ms > o.now_ms) - o.now_ms AS due_in_ms
+SELECT least((SELECT min(s.next_fire_at_ms) FROM qinglong.trigger_schedules s
+               WHERE s.next_fire_at_ms > o.now_ms),
+             (SELECT min(s.paused_until_ms) FROM qinglong.trigger_schedules s
+               WHERE s.paused_until_ms > o.now_ms)) - o.now_ms AS due_in_ms
 FROM observed o;

@@ -7,6 +7,9 @@ ALTER TABLE trigger_schedules ADD COLUMN paused_until_ms INTEGER
     CHECK (paused_until_ms IS NULL OR (paused_from_ms IS NOT NULL
                                        AND paused_until_ms >= paused_from_ms));
 
+CREATE INDEX trigger_schedules_pause_end_idx ON trigger_schedules (paused_until_ms)
+    WHERE paused_until_ms IS NOT NULL;
+
 CREATE TABLE trigger_pauses (
     project_id    TEXT    NOT NULL,
     trigger_id    TEXT    NOT NULL,

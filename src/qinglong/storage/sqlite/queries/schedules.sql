@@ -65,9 +65,12 @@ WHERE project_id = :project_id AND trigger_id = :trigger_id
   AND next_fire_at_ms IS :cursor_ms;
 
 -- name: schedule_next_due_at
--- The earliest future cursor (a wake-up hint for the cadence).
-SELECT min(next_fire_at_ms) AS next_due_at_ms
-FROM trigger_schedules WHERE next_fire_at_ms > :after_ms;
+-- The earliest future cursor or end of a timed pause (a wake-up hint for the cadence).
+SELECT min(at_ms) AS next_due_at_ms FROM (
+    SELECT min(next_fire_at_ms) AS at_ms FROM trigger_schedules WHERE next_fire_at_ms > :after_ms
+    UNION ALL
+    SELECT min(paused_until_ms) FROM trigger_schedules WHERE paused_until_ms > :after_ms
+);
 
 -- name: schedule_misfire_insert
 -- Record the stretch of occurrences a misfire decision dropped (or a pause held back).
