@@ -599,8 +599,33 @@ SERVE_CASES = [
     bad("serve-unknown-profile", *serve("--profile", "cluster"), needles=["--profile"]),
 ]
 
+def worker(*extra: str) -> tuple[str, ...]:
+    # Settings are checked before any connection: nothing listens on port 1, so a bad value
+    # that slipped through would fail with exit 1 (connection refused), not 2.
+    return ("worker", "--database-url", "postgresql://ql_worker@127.0.0.1:1/ql", "--worker-id",
+            "w1", *extra)
+
+
+WORKER_CASES = [
+    bad("worker-slots-0", *worker("--slots", "0"), needles=["--slots"]),
+    bad("worker-slots-257", *worker("--slots", "257"), needles=["--slots"]),
+    bad("worker-lease-short", *worker("--lease-ms", "4999"), needles=["--lease-ms"]),
+    bad("worker-poll-fast", *worker("--poll-ms", "50"), needles=["--poll-ms"]),
+    bad("worker-pool-1", *worker("--pool-size", "1"), needles=["--pool-size"]),
+    bad("worker-id-bad", "worker", "--database-url", "postgresql://ql_worker@127.0.0.1:1/ql",
+        "--worker-id", "no spaces", needles=["--worker-id"]),
+    bad("worker-id-missing", "worker", "--database-url", "postgresql://ql_worker@127.0.0.1:1/ql",
+        needles=["--worker-id"]),
+    bad("worker-http-bad", *worker("--http", "nowhere"), needles=["--http"]),
+    bad("worker-drain-both", *worker("--drain-timeout", "5s", "--drain-timeout-ms", "100"),
+        needles=["--drain-timeout"]),
+    bad("worker-drain-no-unit", *worker("--drain-timeout", "5"), needles=["--drain-timeout"]),
+    bad("worker-sqlite-url", "worker", "--database-url", "sqlite:///x.db",
+        needles=["--database-url"]),
+]
+
 ALL_BAD = (USAGE_CASES + PROJECT_ID_CASES + RECORD_CASES + TASK_CASES + TRIGGER_CASES
-           + PREVIEW_CASES + RUN_CASES + URL_CASES + SERVE_CASES)
+           + PREVIEW_CASES + RUN_CASES + URL_CASES + SERVE_CASES + WORKER_CASES)
 
 
 @pytest.mark.parametrize("case", ALL_BAD)

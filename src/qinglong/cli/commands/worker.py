@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 import click
 
 from qinglong.cli.context import CLOCK
+from qinglong.cli.params import DURATION
 from qinglong.diagnostics import Diagnostic
+from qinglong.errors import InvalidInput
 from qinglong.execution.executor import RunFinished
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,6 +77,8 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--drain-timeout-ms", click.INT, "On SIGTERM, how long running commands may finish "
                                           "before they are stopped and queued again (default "
                                           "30000).")
+@click.option("--drain-timeout", "drain_timeout", type=DURATION, default=None, metavar="DURATION",
+              help="The same as --drain-timeout-ms, as a duration (30s, 2m).")
 @_option("--poll-ms", click.INT, "How often to look for work without a notification, 100-60000 "
                                  "(default 1000).")
 @_option("--log-max-bytes", click.INT, "Output kept per attempt, head and tail (default 16 MiB).")
@@ -100,6 +104,12 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     from qinglong.security import redact_url
 
     check_cli_url(flags.get("database_url"))
+    drain = flags.pop("drain_timeout", None)
+    if drain is not None:
+        if flags.get("drain_timeout_ms") is not None:
+            raise InvalidInput("drain-timeout", "give --drain-timeout or --drain-timeout-ms, "
+                                                "not both")
+        flags["drain_timeout_ms"] = drain
     settings = load_worker_settings(flags)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     console = WorkerConsole(worker=settings.worker_id, json_events=json_events, quiet=quiet)
