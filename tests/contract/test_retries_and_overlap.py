@@ -4,6 +4,7 @@ overlap policies enforced at dispatch, and concurrency limits -- on every dialec
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -316,3 +317,20 @@ def test_runs_that_must_wait_do_not_stall_the_runs_queued_behind_them(backend: B
     [other] = admit(backend, "t-other")
     taken = {lease.fence.run_id for lease in acquire(backend, limit=2)}
     assert taken == {limited[0], other}
+
+
+def test_cancel_previous_notifies_the_holder_at_once_on_postgres(pg_backend: Any) -> None:
+    """The worker running the previous Run hears the cancel by NOTIFY when the new Run's
+    acquisition commits, not only at its next renewal."""
+    import psycopg
+
+    backend = pg_backend
+    publish(backend, overlap=Overlap(policy=OverlapPolicy.CANCEL_PREVIOUS))
+    first, _second = admit(backend, count=2)
+    [lease] = acquire(backend, limit=1)
+    run_to_running(backend, lease.fence)
+    with psycopg.connect(backend.db.url("ql_worker"), autocommit=True) as listener:
+        listener.execute("LISTEN qinglong_cancel")
+        assert acquire(backend) == []  # the new Run waits; the previous one is asked to stop
+        heard = [note.payload for note in listener.notifies(timeout=5, stop_after=1)]
+    assert heard == [first]

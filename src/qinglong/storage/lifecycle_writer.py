@@ -296,6 +296,8 @@ class LifecycleWriter:
             self.apply(lifecycle.cancel_waiting(previous, attempt, ctx, reason="policy"))
         elif attempt.leased:
             self.apply(lifecycle.request_cancel(previous, attempt, ctx, reason="policy"))
+            if "notify_cancel" in self._q:  # PostgreSQL: the holder hears it at COMMIT
+                self._conn.execute(self._q["notify_cancel"], {"run_id": run_id})
 
     def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
         """Below the task's concurrency limit and the global one (counted from the Runs in
