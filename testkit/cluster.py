@@ -210,6 +210,7 @@ class Worker(_Process):
     drain_timeout_ms: int = 5_000
     poll_ms: int = 500
     extra: tuple[str, ...] = ()
+    prefix: tuple[str, ...] = ()  # e.g. ("nice", "-n", "10"): it execs, so the pid is the worker's
     env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[str] | None = None
@@ -220,7 +221,7 @@ class Worker(_Process):
         return self.worker_id
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "qinglong", "worker", "--database-url", self.url,
+        return [*self.prefix, sys.executable, "-m", "qinglong", "worker", "--database-url", self.url,
                 "--worker-id", self.worker_id, "--slots", str(self.slots),
                 "--lease-ms", str(self.lease_ms), "--drain-timeout-ms", str(self.drain_timeout_ms),
                 "--poll-ms", str(self.poll_ms), "--http", f"127.0.0.1:{self.port}",

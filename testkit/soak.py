@@ -51,6 +51,7 @@ from testkit.pgproxy import PgProxy, ProxyMode
 from testkit.postgres import EmbeddedPostgres
 
 DB = "ql"
+WORKER_NICENESS = 10
 ACTIONS = (
     ("kill", 40), ("stop", 15), ("terminate", 15), ("drop_commit", 10),
     ("partition", 10), ("blackhole", 5), ("republish", 5),
@@ -143,9 +144,13 @@ class _Soak:
         for n in range(1, self.config.replicas + 1):
             self.replicas.append(self._replica(n))
         for n in range(1, self.config.workers + 1):
+            # The workers (and the commands they start) run at a lower CPU priority: on one
+            # small machine they stand in for workers on hosts of their own, so the Runs they
+            # execute do not take the CPU the replicas need to admit on time (I7).
             self.workers.append(Worker(
                 f"w{n}", self.server.dsn("ql_worker", DB), self.work, slots=16,
-                lease_ms=self.config.worker_lease_ms, drain_timeout_ms=5_000))
+                lease_ms=self.config.worker_lease_ms, drain_timeout_ms=5_000,
+                prefix=("nice", "-n", str(WORKER_NICENESS))))
 
     def _url(self, n: int) -> str:
         runtime = self.server.dsn("ql_runtime", DB)
