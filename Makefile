@@ -44,7 +44,7 @@ test-unit: $(STAMP) ## Only the pure unit tests
 test-faults: $(STAMP) ## Only the fault tests and the one-minute soak (PostgreSQL, root)
 	$(BIN)/python -m pytest --durations=25 tests/faults $(PYTEST_ARGS)
 
-soak: $(STAMP) ## The long chaos soak: 4 replicas, 2 workers, 50 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
+soak: $(STAMP) ## The long chaos soak: 4 replicas, 2 workers, 25 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 bench-dispatch: $(STAMP) ## Worker dispatch benchmark: own PostgreSQL 18, 1 replica + 2 workers, 3 x 60 s, prints a table (~8 min); BENCH_ARGS="..."

@@ -514,7 +514,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=int(os.environ.get("QL_SOAK_REPLICAS", "4")))
     parser.add_argument("--workers", type=int, default=int(os.environ.get("QL_SOAK_WORKERS", "2")))
-    parser.add_argument("--triggers", type=int, default=int(os.environ.get("QL_SOAK_TRIGGERS", "50")))
+    parser.add_argument("--triggers", type=int, default=int(os.environ.get("QL_SOAK_TRIGGERS", "25")))
     parser.add_argument("--minutes", type=float, default=float(os.environ.get("QL_SOAK_MINUTES", "10")))
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--no-partitions", action="store_true", help="skip the namespace replica")
