@@ -57,7 +57,7 @@ ACTIONS = (
     ("partition", 10), ("blackhole", 5), ("republish", 5),
     ("kill_worker", 12), ("stop_worker", 6), ("terminate_worker", 6),
 )
-# The command every Run executes (bash builtins but one sleep, so 50 Runs a second stay light
+# The command every Run executes (bash builtins but one sleep, to keep tens of Runs a second light
 # on 2 cores): a line when it starts and one when it ends, ~0.3 s apart, into its ledger.
 BEAT = ('beat() { t=${EPOCHREALTIME/./}; '
         'echo "$QL_RUN_ID $QL_ATTEMPT_ID $QL_LEASE_GENERATION ${t:0:13}" >> "$SOAK_LEDGER"; }; '
@@ -427,7 +427,7 @@ def run_soak(config: SoakConfig) -> SoakResult:
         time.sleep(config.drain_s)
         end_ms = soak.db_now()
         codes = [replica.stop(timeout=30) for replica in soak.replicas]
-        execution = settle_runs(soak)
+        execution = settle_runs(soak) if soak.workers else None  # none: admission only
         codes += [worker.stop(timeout=30) for worker in soak.workers]
         watcher_stop.set()
         traces = [p.name for p in (*soak.replicas, *soak.workers)
@@ -444,7 +444,7 @@ def run_soak(config: SoakConfig) -> SoakResult:
 
 
 def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str],
-           execution: Execution) -> SoakResult:
+           execution: Execution | None) -> SoakResult:
     triggers = report.triggers
     lags = [lag for t in triggers for lag in t.lags_ms]
     bound_ms = soak.config.lease_ms + 10_000
@@ -461,16 +461,8 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
         "I8 hygiene (clean exits, no tracebacks, no long idle transactions)":
             codes == [0] * len(codes) and not traces and soak.idle_violations == 0,
         "ql audit clean (exit 0)": report.ok,
-        "W1 every Run ended, in exactly one terminal state": execution.unsettled == 0
-            and not execution.report.terminal_events,
-        "W2 never two processes of one Run at once (the commands' own ledger)":
-            not execution.overlapping_processes
-            and execution.runs_with_output >= execution.report.ended * 0.9,
-        "W3 a consistent chain of Attempts, none overlapping, none stuck": not (
-            execution.report.attempt_chain or execution.report.overlapping
-            or execution.report.stuck or execution.report.overspent),
     }
-    figures = {
+    figures: dict[str, object] = {
         "occurrences_expected": sum(t.expected for t in triggers),
         "runs_admitted": sum(t.admitted for t in triggers),
         "gaps_explained": sum(t.gaps_misfire + t.gaps_superseded for t in triggers),
@@ -480,16 +472,34 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
         "raced": sum(1 for r in soak.replicas for e in r.events() if e.get("event") == "raced"),
         "in_doubt_resolved": sum(1 for r in soak.replicas for e in r.events() if e.get("in_doubt")),
         "exit_codes": codes, "idle_in_transaction_violations": soak.idle_violations,
+    }
+    if execution is not None:
+        _judge_execution(soak, execution, invariants, figures)
+    return SoakResult(seed=soak.seed, faults=soak.faults, invariants=invariants, figures=figures,
+                      report=report, problems=traces + soak.problems)
+
+
+def _judge_execution(soak: _Soak, execution: Execution, invariants: dict[str, bool],
+                     figures: dict[str, object]) -> None:
+    invariants.update({
+        "W1 every Run ended, in exactly one terminal state": execution.unsettled == 0
+            and not execution.report.terminal_events,
+        "W2 never two processes of one Run at once (the commands' own ledger)":
+            not execution.overlapping_processes
+            and execution.runs_with_output >= execution.report.ended * 0.9,
+        "W3 a consistent chain of Attempts, none overlapping, none stuck": not (
+            execution.report.attempt_chain or execution.report.overlapping
+            or execution.report.stuck or execution.report.overspent),
+    })
+    figures.update({
         "runs_executed": execution.report.ended, "runs_with_command_output":
             execution.runs_with_output, "runs_retried": execution.report.retried,
         "attempts_lost_with_a_worker": execution.lost_attempts,
-    }
+    })
     for name, found in execution.report.findings().items():
         if found:
             soak.problems.append(f"{name}: {found[:5]}")
     soak.problems += execution.overlapping_processes[:5]
-    return SoakResult(seed=soak.seed, faults=soak.faults, invariants=invariants, figures=figures,
-                      report=report, problems=traces + soak.problems)
 
 
 def print_result(result: SoakResult) -> None:
