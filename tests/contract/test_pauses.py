@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from qinglong.audit.model import AuditParams
+from qinglong.clock import SystemClock
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import Conflict, InvalidInput, NotFound
+from qinglong.profiles.audit_backend import run_audit
 from qinglong.storage.ports import (
     ClaimCommitParams,
     CommitOutcome,
@@ -104,6 +107,17 @@ def test_a_paused_trigger_is_not_decided_and_a_resume_runs_the_occurrence_in_pro
                         "FROM trigger_pauses WHERE trigger_id = 'tick'")
     assert history == {"paused_by": "tester", "resumed_by": "tester", "reason": "maintenance",
                        "until_ms": None, "resumed_at_ms": ended}
+    # the audit explains the held-back stretch and accepts the Run of the occurrence in
+    # progress (on PostgreSQL its claim's cursor is the stretch's start, not that occurrence)
+    url = (str(b.db.url("ql_runtime")) if b.dialect == "postgresql"  # type: ignore[attr-defined]
+           else f"sqlite:///{b.stores.path}")  # type: ignore[attr-defined]
+    clock = SystemClock() if b.dialect == "postgresql" else b.clock  # type: ignore[attr-defined]
+    report = run_audit(url, clock, AuditParams(start_ms=first, end_ms=in_progress, settle_ms=0,
+                                               project_id="demo", trigger_id="tick"))
+    [tick] = report.triggers
+    assert report.ok, tick
+    assert (tick.admitted, tick.gaps_paused, tick.fenced_out) == (
+        1, (in_progress - first) // SECOND, [])
 
 
 def test_a_timed_pause_ends_by_itself_on_the_adapters_clock(paused_bed: Backend) -> None:

@@ -282,3 +282,60 @@ def test_a_record_of_held_back_occurrences_outside_any_pause_is_a_violation() ->
                    AuditParams(settle_ms=0))
     assert report.triggers[0].pause_violations == [f"paused-outside-a-pause@{T0 + 11_000}"]
     assert not report.ok
+
+
+# -- backfilled Runs ---------------------------------------------------------------------------
+
+
+def backfilled(scheduled_for_ms: int, created_at_ms: int = NOW - 1_000,
+               trigger_revision: int = 1) -> RunRecord:
+    """A Run `ql trigger backfill` admitted late for a past occurrence (no claim)."""
+    return dataclasses.replace(run(scheduled_for_ms, created_at_ms), trigger_type="backfill",
+                               trigger_revision=trigger_revision)
+
+
+def test_an_occurrence_a_backfill_admitted_later_is_explained() -> None:
+    # 11..19 were never decided (no misfire record, no pause), then backfilled
+    runs = (*runs_until(T0 + 10_000), *runs_until(T0 + 60_000, T0 + 20_000),
+            *(backfilled(at) for at in range(T0 + 11_000, T0 + 20_000, 1_000)))
+    before = audit(paused_input(runs[:-9], ()), AuditParams(settle_ms=0))
+    assert len(before.triggers[0].gaps_unexplained) == 9
+    report = audit(paused_input(runs, ()), AuditParams(settle_ms=0))
+    assert report.ok, report
+    [t1] = report.triggers
+    assert (t1.expected, t1.admitted, t1.gaps_backfilled) == (61, 52, 9)
+    assert max(t1.lags_ms) == 3  # a backfill is no admission lag
+
+
+def test_backfilling_what_a_pause_held_back_is_no_pause_violation() -> None:
+    runs = (*runs_until(T0 + 10_000), run(T0 + 20_000, T0 + 20_600),
+            *runs_until(T0 + 60_000, T0 + 21_000),
+            *(backfilled(at) for at in range(T0 + 11_000, T0 + 20_000, 1_000)))
+    report = audit(paused_input(runs, (pause_of(T0 + 10_500, T0 + 20_500),),
+                                (held(T0 + 11_000, T0 + 19_999),)), AuditParams(settle_ms=0))
+    assert report.ok, report
+    assert (report.triggers[0].gaps_backfilled, report.triggers[0].gaps_paused) == (9, 0)
+
+
+def test_a_backfilled_run_beside_a_scheduled_one_or_another_backfill_is_a_duplicate() -> None:
+    runs = (*runs_until(T0 + 10_000), backfilled(T0 + 5_000))
+    report = audit(paused_input(runs, ()), AuditParams(end_ms=T0 + 10_000, settle_ms=0))
+    assert report.triggers[0].duplicates == 1 and not report.ok
+    runs = (*runs_until(T0 + 4_000), backfilled(T0 + 5_000), backfilled(T0 + 5_000),
+            *runs_until(T0 + 10_000, T0 + 6_000))
+    report = audit(paused_input(runs, ()), AuditParams(end_ms=T0 + 10_000, settle_ms=0))
+    assert report.triggers[0].duplicates == 1 and report.triggers[0].gaps_backfilled == 1
+
+
+def test_a_backfilled_run_off_its_revisions_schedule_is_spurious() -> None:
+    runs = (*runs_until(T0 + 4_000), backfilled(T0 + 5_500), *runs_until(T0 + 10_000, T0 + 6_000))
+    report = audit(paused_input(runs, ()), AuditParams(end_ms=T0 + 10_000, settle_ms=0))
+    assert report.triggers[0].spurious == [T0 + 5_500]
+    assert report.triggers[0].gaps_unexplained == [T0 + 5_000]
+
+
+def test_a_backfill_after_the_scheduler_stopped_does_not_move_the_window_end() -> None:
+    stopped = NOW - 100_000
+    runs = (*runs_until(stopped - 1_000, T0 + 3_000), backfilled(T0 + 2_000, NOW - 1_000))
+    found = default_end(data(instances=(instance(stopped, stopped),), runs=runs))
+    assert (found.at_ms, found.source) == (stopped, "stop")

@@ -8,6 +8,12 @@ scheduler was due to admit it (within lease + grace). Beyond that, every Run mus
 revision's nominal occurrences, carry one Attempt and its two admission events, and (in the
 cluster) come from the latest claim on its row; cursors must never move back. Duplicates (a
 second Run for one occurrence) are counted over every Run read, also those after the window.
+
+A backfilled Run (`ql trigger backfill`) is no scheduling decision: it has no claim and is
+not judged as an admission, but an occurrence with no scheduled Run that a backfill admitted
+later is explained (``gaps_backfilled``); it must lie on its own revision's schedule and has
+the shape of every admission, and with a scheduled Run (or another backfilled one) for the
+same occurrence it is a duplicate.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from qinglong.audit.model import (
     TriggerRevisionRecord,
 )
 from qinglong.domain.decision import PAUSED_FATE
+from qinglong.domain.runs import TRIGGER_TYPE_BACKFILL
 from qinglong.loops import MAX_INTERVAL_S
 
 Key = tuple[str, str]
@@ -102,10 +109,12 @@ class _Trigger:
         misfires: list[MisfireRecord],
         quiet: list[Interval],
         pauses: list[Interval] | None = None,
+        backfilled: frozenset[int] = frozenset(),
     ) -> None:
         """``quiet``: intervals in which nothing may be required to fire (archived project);
         ``pauses``: the trigger's pauses (an occurrence in one is held back, except the one
-        in progress when it ended, which the misfire policy decides)."""
+        in progress when it ended, which the misfire policy decides); ``backfilled``: the
+        occurrences a backfill admitted a Run for (``runs`` are the scheduled ones)."""
         report = self.report
         pauses = pauses or []
         held = [m for m in misfires if m.policy == PAUSED_FATE]
@@ -129,6 +138,8 @@ class _Trigger:
             if n:
                 report.admitted += 1
                 report.lags_ms.append(created[occurrence] - occurrence)
+            elif occurrence in backfilled:
+                report.gaps_backfilled += 1
             elif _dropped_by_misfire(occurrence, misfires):
                 report.gaps_misfire += 1
             elif _inside(occurrence, pauses) or _dropped_by_misfire(occurrence, held):
@@ -194,7 +205,8 @@ class WindowEnd:
 def _last_decision_ms(data: AuditInput) -> int | None:
     """When a scheduler last decided something: the latest Run admission or misfire record
     (read alike from both databases)."""
-    return max(itertools.chain((run.created_at_ms for run in data.runs),
+    return max(itertools.chain((run.created_at_ms for run in data.runs
+                                if run.trigger_type != TRIGGER_TYPE_BACKFILL),
                                (misfire.decided_at_ms for misfire in data.misfires)), default=None)
 
 
@@ -258,7 +270,13 @@ def _dropped_by_misfire(occurrence: int, misfires: Iterable[MisfireRecord]) -> b
     return False
 
 
-def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[ClaimRecord]) -> None:
+def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[ClaimRecord],
+                  held: Iterable[MisfireRecord] = ()) -> None:
+    """``held``: records of occurrences a pause held back; the claim that decided one covered
+    its stretch (its cursor is the stretch's start) and may admit the occurrence in progress
+    right after it."""
+    after_pause = {(m.trigger_revision, m.due_at_ms): m.next_fire_at_ms for m in held
+                   if m.policy == PAUSED_FATE}
     by_version = {claim.version: claim for claim in claims}
     acquired = sorted((claim.version, claim.acquired_at_ms) for claim in claims)
     for run in runs:
@@ -266,7 +284,8 @@ def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[Cla
         if claim is None or claim.token != run.claim_token:
             report.fenced_out.append(run.id)  # no evidence of the claim that admitted it
             continue
-        if claim.cursor_ms not in (None, run.scheduled_for_ms):
+        resumed_at = after_pause.get((claim.trigger_revision, claim.cursor_ms or -1))
+        if claim.cursor_ms not in (None, run.scheduled_for_ms) and resumed_at != run.scheduled_for_ms:
             report.fenced_out.append(run.id)  # the claim covered another occurrence
             continue
         if not claim.acquired_at_ms <= run.created_at_ms < claim.expires_at_ms:
@@ -331,8 +350,11 @@ def audit(data: AuditInput, params: AuditParams,
         if start <= run.scheduled_for_ms <= end:
             runs[(run.project_id, run.trigger_id)].append(run)
     misfires: dict[tuple[str, str, int], list[MisfireRecord]] = defaultdict(list)
+    held: dict[Key, list[MisfireRecord]] = defaultdict(list)  # what pauses held back
     for misfire in data.misfires:
         misfires[(misfire.project_id, misfire.trigger_id, misfire.trigger_revision)].append(misfire)
+        if misfire.policy == PAUSED_FATE:
+            held[(misfire.project_id, misfire.trigger_id)].append(misfire)
     claims: dict[Key, list[ClaimRecord]] = defaultdict(list)
     for claim in data.claims or ():
         claims[(claim.project_id, claim.trigger_id)].append(claim)
@@ -344,25 +366,30 @@ def audit(data: AuditInput, params: AuditParams,
         checker = _Trigger(TriggerReport(project_id=key[0], trigger_id=key[1]), params,
                            start, end, required_until)
         mine = runs.get(key, [])
+        scheduled = [r for r in mine if r.trigger_type != TRIGGER_TYPE_BACKFILL]
+        backfilled = [r for r in mine if r.trigger_type == TRIGGER_TYPE_BACKFILL]
         known_revisions = {r.revision for r in chain}
         for run in mine:
             if run.trigger_revision not in known_revisions:
                 checker.report.spurious.append(run.scheduled_for_ms)
+        _check_backfilled(checker.report, chain, backfilled)
+        filled = frozenset(r.scheduled_for_ms for r in backfilled)
         for index, revision in enumerate(chain):
             following = chain[index + 1].published_at_ms if index + 1 < len(chain) else None
             stop = _stop_of(revision, following, task_revisions)
             can_fire = revision.enabled and _pinned_task_enabled(revision, task_revisions)
             checker.revision(
                 revision, stop, can_fire,
-                [r for r in mine if r.trigger_revision == revision.revision],
+                [r for r in scheduled if r.trigger_revision == revision.revision],
                 misfires.get((key[0], key[1], revision.revision), []),
                 quiet.get(revision.project_id, []),
                 paused.get(key, []),
+                filled,
             )
         report = checker.report
         report.bad_shape = [r.id for r in mine if r.attempts != 1 or r.admission_events != 2]
         if data.claims is not None:
-            _check_fences(report, mine, claims.get(key, []))
+            _check_fences(report, scheduled, claims.get(key, []), held.get(key, []))
             _check_cursors(report, claims.get(key, []))
         report.duplicates += _duplicates(every_run.get(key, []))
         duplicates_after += _duplicates([r for r in every_run.get(key, []) if r.scheduled_for_ms > end])
@@ -386,6 +413,23 @@ def audit(data: AuditInput, params: AuditParams,
                      and (params.trigger_id is None or line["trigger"] == params.trigger_id)]
         result.ledger = check_ledger(in_window, data.runs)
     return result
+
+
+def _check_backfilled(report: TriggerReport, chain: list[TriggerRevisionRecord],
+                      backfilled: list[RunRecord]) -> None:
+    """A backfilled Run lies on the schedule of the revision it was admitted under (its
+    occurrence may precede that revision's publish: a backfill judges the past against the
+    current schedule)."""
+    by_revision: dict[int, list[int]] = defaultdict(list)
+    for run in backfilled:
+        by_revision[run.trigger_revision].append(run.scheduled_for_ms)
+    for revision in chain:
+        instants = by_revision.get(revision.revision)
+        if not instants:
+            continue
+        on_spec = set(nominal_occurrences(revision.expression, revision.timezone,
+                                          min(instants), max(instants)))
+        report.spurious.extend(t for t in instants if t not in on_spec)
 
 
 def _duplicates(runs: Iterable[RunRecord]) -> int:

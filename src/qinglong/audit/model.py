@@ -59,6 +59,9 @@ class RunRecord:
     admission_events: int  # run.created at sequence 1 and run.queued at sequence 2
     claim_version: int | None
     claim_token: str | None
+    # "cron": admitted by a scheduler for its occurrence; "backfill": admitted later by
+    # `ql trigger backfill` for a past occurrence (no claim; it explains a gap)
+    trigger_type: str = "cron"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +151,7 @@ class TriggerReport:
     gaps_misfire: int = 0
     gaps_superseded: int = 0
     gaps_paused: int = 0
+    gaps_backfilled: int = 0  # no scheduled Run, but a backfill admitted one later
     gaps_unexplained: list[int] = field(default_factory=list)
     spurious: list[int] = field(default_factory=list)
     fenced_out: list[str] = field(default_factory=list)

@@ -101,7 +101,7 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             trigger_revision=int(r["trigger_revision"]), scheduled_for_ms=int(r["scheduled_for_ms"]),
             created_at_ms=int(r["created_at_ms"]), attempts=int(r["attempts"]),
             admission_events=int(r["admission_events"]), claim_version=_opt(r["claim_version"]),
-            claim_token=r["claim_token"],
+            claim_token=r["claim_token"], trigger_type=r["trigger_type"],
         ) for r in rows("audit_runs", window)),
         claims=claims,
         misfires=tuple(MisfireRecord(

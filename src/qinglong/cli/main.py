@@ -13,7 +13,10 @@ import sys
 import click
 
 from qinglong import __version__
+from qinglong.cli.commands import backfill as _backfill  # noqa: F401 - ql trigger backfill
+from qinglong.cli.commands import ledger as _ledger  # noqa: F401 - ql trigger ledger
 from qinglong.cli.commands import manual as _manual  # noqa: F401 - ql task run, ql trigger fire
+from qinglong.cli.commands.apply import apply, export, import_group
 from qinglong.cli.commands.audit import audit
 from qinglong.cli.commands.control import control
 from qinglong.cli.commands.db import db
@@ -66,6 +69,7 @@ FIELD_OPTIONS = {
     "limit": "--limit",
     "after": "--after",
     "from": "--from",
+    "to": "--to",
     "grace": "--grace",
     "budget": "--budget",
     "interval": "--interval",
@@ -114,6 +118,9 @@ cli.add_command(serve)
 cli.add_command(control)
 cli.add_command(audit)
 cli.add_command(worker)
+cli.add_command(apply)
+cli.add_command(export)
+cli.add_command(import_group)
 
 
 def _one_line(text: str) -> str:

@@ -29,6 +29,7 @@ Occurrences are whole seconds, returned as UTC epoch milliseconds.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -45,6 +46,7 @@ MAX_NUMBER_DIGITS = 2
 _MAX_CANDIDATES = 100_000
 _MAX_SEGMENTS = 1_000
 _PROBE_STEP_S = 7 * 86_400  # offsets never change twice within a week
+_ITER_STRETCH_S = 366 * 86_400  # iter_after looks for the next offset change this far ahead
 
 
 class DstNote(StrEnum):
@@ -253,7 +255,50 @@ class CronSchedule:
             cursor = occurrence.at_ms
         return result
 
+    def iter_after(self, after_ms: int) -> Iterator[int]:
+        """Every occurrence strictly after ``after_ms``, ascending, until there is none: the
+        same instants as chaining :meth:`next_after`, but an interval expression (and any
+        expression in UTC) keeps one field iterator per stretch of constant UTC offset
+        instead of building one per occurrence, so walking many thousands of occurrences
+        (``ql trigger ledger``) stays cheap. Wall-clock expressions chain ``next_after``."""
+        try:
+            if self.timezone == UTC_NAME:
+                start = datetime.fromtimestamp(after_ms // 1000, UTC).replace(tzinfo=None)
+                for wall in CronSim(self.expression, start):
+                    yield _naive_utc_ms(wall)
+            elif is_wall_clock(self.expression):
+                at_ms = after_ms
+                while True:
+                    try:
+                        at_ms = self.next_after(at_ms)
+                    except InvalidSchedule:
+                        return
+                    yield at_ms
+            else:
+                yield from self._iter_interval(after_ms)
+        except (CronSimError, OverflowError, ValueError):
+            return  # past what the field iterator can reach: no further occurrence
+
     # -- implementations -------------------------------------------------------------
+
+    def _iter_interval(self, after_ms: int) -> Iterator[int]:
+        """``_next_interval`` over and over: within a stretch of constant offset, walk one
+        field iterator; an instant past the stretch's end is found again from that end."""
+        tz = zone_info(self.timezone)
+        start = after_ms // 1000 + 1
+        while True:
+            offset = _offset_seconds(start, tz)
+            change = _next_offset_change(start, start + _ITER_STRETCH_S, tz)
+            end = change if change is not None else start + _ITER_STRETCH_S + 1
+            wall_start = datetime.fromtimestamp(start + offset, UTC).replace(tzinfo=None)
+            for wall in CronSim(self.expression, wall_start - timedelta(seconds=1)):
+                at_s = _naive_utc_ms(wall) // 1000 - offset
+                if at_s >= end:
+                    break
+                yield at_s * 1000
+            else:
+                return
+            start = end
 
     def _next_utc(self, after_ms: int) -> Occurrence:
         start = datetime.fromtimestamp(after_ms // 1000, UTC).replace(tzinfo=None)

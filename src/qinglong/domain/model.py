@@ -112,8 +112,8 @@ class Run:
     cancel_reason: str | None = None
     trigger_type: str = "cron"
     exit_code: int | None = None  # of its latest attempt (filled by listings)
-    execution_origin: str = "scheduled_system"  # or "manual_user" (run now)
-    triggered_by: str | None = None  # the trigger (scheduled) or who asked (manual)
+    execution_origin: str = "scheduled_system"  # or "manual_user" (run now), "backfill_user"
+    triggered_by: str | None = None  # the trigger (scheduled) or who asked (manual, backfill)
 
     @property
     def duration_ms(self) -> int | None:
@@ -161,3 +161,91 @@ class RunDetail:
     run: Run
     attempts: tuple[Attempt, ...] = ()
     events: tuple[RunEvent, ...] = field(default_factory=tuple)
+
+
+# --- the occurrence ledger of one trigger (`ql trigger ledger`) ----------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerRevision:
+    """One trigger revision: in force from its publish time until the next one's."""
+
+    revision: int
+    enabled: bool
+    published_at_ms: int
+    expression: str
+    timezone: str
+    misfire_policy: str
+    task_revision: int  # the task revision it pins
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerTaskRevision:
+    """A revision of the trigger's task: one after the pinned one makes the pin stale."""
+
+    revision: int
+    enabled: bool
+    published_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerRun:
+    """A Run standing for an occurrence (any trigger type but manual)."""
+
+    id: str
+    scheduled_for_ms: int
+    status: str
+    trigger_type: str
+    trigger_revision: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerMisfire:
+    """A recorded decision that dropped (skip, fire_once) or held back (paused) the
+    occurrences from ``due_at_ms`` through ``skipped_through_ms``."""
+
+    trigger_revision: int
+    due_at_ms: int
+    skipped_through_ms: int
+    policy: str  # skip | fire_once | paused
+    decided_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerSpan:
+    """A pause or an archival: from ``from_ms`` until ``until_ms`` (exclusive; None: still)."""
+
+    from_ms: int
+    until_ms: int | None
+
+    def covers(self, at_ms: int) -> bool:
+        return self.from_ms <= at_ms and (self.until_ms is None or at_ms < self.until_ms)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerCursor:
+    """The trigger's schedule row: the revision it serves and the next occurrence to decide
+    (None: that revision has decided nothing yet)."""
+
+    trigger_revision: int
+    next_fire_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerFacts:
+    """What the ledger of one trigger is computed from, read in one snapshot: every
+    revision, the task's revisions, the Runs, misfire records, pauses and archivals that
+    touch ``[from_ms, to_ms]``, the schedule row, and the store's clock."""
+
+    project_id: str
+    trigger_id: str
+    from_ms: int
+    to_ms: int
+    now_ms: int  # the store's clock (the database's on PostgreSQL)
+    revisions: tuple[LedgerRevision, ...]
+    task_revisions: tuple[LedgerTaskRevision, ...]
+    runs: tuple[LedgerRun, ...]
+    misfires: tuple[LedgerMisfire, ...]
+    pauses: tuple[LedgerSpan, ...]
+    archivals: tuple[LedgerSpan, ...]
+    cursor: LedgerCursor | None

@@ -123,6 +123,15 @@ def manual_idempotency_key(request_id: str) -> str:
     return MANUAL_KEY_PREFIX + request_id
 
 
+BACKFILL_KEY_PREFIX = "ql3:backfill:v1:"
+
+
+def backfill_idempotency_key(trigger_id: str, scheduled_for_ms: int) -> str:
+    """The unique key (within a project) of the Run a backfill admits for one occurrence of a
+    trigger, whatever its revision: a repeated or concurrent backfill finds it taken."""
+    return f"{BACKFILL_KEY_PREFIX}{trigger_id}:{scheduled_for_ms}"
+
+
 def manual_request_id(idempotency_key: str | None) -> str | None:
     """The client request id a manual Run was admitted for (None for any other Run)."""
     if idempotency_key is None or not idempotency_key.startswith(MANUAL_KEY_PREFIX):
@@ -207,4 +216,9 @@ TRIGGER_TYPE_CRON = "cron"
 TRIGGER_TYPE_MANUAL = "manual"  # run now: `ql task run`, `ql trigger fire`
 EXECUTION_ORIGIN_SCHEDULED = "scheduled_system"
 EXECUTION_ORIGIN_MANUAL = "manual_user"  # a person (or a script acting for one) asked
+TRIGGER_TYPE_BACKFILL = "backfill"  # `ql trigger backfill`: a past occurrence admitted late
+EXECUTION_ORIGIN_BACKFILL = "backfill_user"
+# The Runs that stand for an occurrence of their trigger (a manual Run does not): at most one
+# of them may exist per (project, trigger, scheduled_for_ms).
+OCCURRENCE_TRIGGER_TYPES = (TRIGGER_TYPE_CRON, TRIGGER_TYPE_BACKFILL)
 EXECUTION_OWNER_RUNTIME = "runtime"

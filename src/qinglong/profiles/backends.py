@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from qinglong.clock import Clock
 from qinglong.errors import InvalidInput
 from qinglong.storage.ports import (
+    BackfillStore,
     DefinitionStore,
     ManualRunStore,
     RunLifecycleStore,
@@ -27,6 +28,7 @@ class Backend:
     logs: RunLogStore | None  # output kept in the database (cluster); None: log files
     close: Callable[[], None]
     manual: ManualRunStore  # run now: `ql task run`, `ql trigger fire`
+    backfill: BackfillStore  # `ql trigger backfill`
 
 
 def url_kind(url: str) -> str:
@@ -42,6 +44,7 @@ def open_backend(url: str, clock: Clock) -> Backend:
     """Open a migrated database for definitions and run reads."""
     kind = url_kind(url)
     if kind == "sqlite":
+        from qinglong.storage.sqlite.backfill import SqliteBackfillStore
         from qinglong.storage.sqlite.connection import SqliteDatabase, sqlite_path_from_url
         from qinglong.storage.sqlite.definitions import SqliteDefinitionStore
         from qinglong.storage.sqlite.manual_runs import SqliteManualRunStore
@@ -63,6 +66,7 @@ def open_backend(url: str, clock: Clock) -> Backend:
             logs=None,
             close=db.close,
             manual=SqliteManualRunStore(db, clock),
+            backfill=SqliteBackfillStore(db, clock),
         )
     from qinglong.profiles.cluster_backend import open_postgres_backend
 

@@ -8,6 +8,7 @@ from psycopg import sql
 
 from qinglong.errors import NotReady
 from qinglong.profiles.backends import Backend
+from qinglong.storage.postgres.backfill import PgBackfillStore
 from qinglong.storage.postgres.connection import SingleConnector, connect, conninfo
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.logs import PgLogStore
@@ -41,6 +42,7 @@ def open_postgres_backend(url: str) -> Backend:
         logs=PgLogStore(connector),
         close=connector.close,
         manual=PgManualRunStore(connector),
+        backfill=PgBackfillStore(connector),
     )
 
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qinglong.domain.model import Attempt, Project, Run, RunDetail, RunEvent, TaskView, TriggerView
-from qinglong.domain.runs import TRIGGER_TYPE_MANUAL, EventType, manual_request_id
+from qinglong.domain.runs import (
+    TRIGGER_TYPE_BACKFILL,
+    TRIGGER_TYPE_MANUAL,
+    EventType,
+    manual_request_id,
+)
 from qinglong.domain.task import ArgvCommand, CommandSpec, TaskRevision
 from qinglong.domain.trigger import TriggerRevision
 from qinglong.service.schedule import trigger_upcoming
@@ -156,8 +161,10 @@ def pause_view(view: TriggerView, now_ms: int) -> View | None:
 
 def run_view(item: Run) -> View:
     manual = item.trigger_type == TRIGGER_TYPE_MANUAL
-    # a manual Run's occurrence is its admission: it has no lag to speak of
-    lag = (None if item.scheduled_for_ms is None or manual
+    requested = manual or item.trigger_type == TRIGGER_TYPE_BACKFILL  # somebody asked for it
+    # a manual Run's occurrence is its admission, a backfilled one was admitted when somebody
+    # asked: neither has a scheduler's lag to speak of
+    lag = (None if item.scheduled_for_ms is None or requested
            else item.created_at_ms - item.scheduled_for_ms)
     return {
         "id": item.id,
@@ -170,7 +177,7 @@ def run_view(item: Run) -> View:
         "trigger_type": item.trigger_type,
         "origin": item.execution_origin,
         "triggered_by": item.triggered_by,
-        "requested_by": item.triggered_by if manual else None,
+        "requested_by": item.triggered_by if requested else None,
         "request_id": manual_request_id(item.idempotency_key) if manual else None,
         "scheduled_for": rfc3339(item.scheduled_for_ms),
         "scheduled_for_ms": item.scheduled_for_ms,

@@ -12,10 +12,11 @@ from enum import StrEnum
 from typing import Protocol
 
 from qinglong.domain.admission import AdmissionIds
+from qinglong.domain.backfill import BackfillRequest, BackfillTarget
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.domain.manual import ManualRequest
-from qinglong.domain.model import Project, Run, RunDetail, TaskView, TriggerView
+from qinglong.domain.model import LedgerFacts, Project, Run, RunDetail, TaskView, TriggerView
 from qinglong.domain.runs import RunStatus
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.domain.task import CommandSpec, ExecutionRevision, TaskRevision
@@ -137,8 +138,13 @@ class RunListParams:
 
 
 class RunReadStore(Protocol):
+    """Run reads. ``trigger_ledger_facts`` reads, in one snapshot, what decides the fate of a
+    trigger's occurrences in ``[from_ms, to_ms]`` (LedgerFacts; `ql trigger ledger`)."""
+
     def run_list(self, params: RunListParams) -> list[Run]: ...
     def run_get(self, run_id: str) -> RunDetail: ...
+    def trigger_ledger_facts(self, project_id: str, trigger_id: str, from_ms: int,
+                             to_ms: int) -> LedgerFacts: ...
 
 
 # --- run now (manual Runs) -------------------------------------------------------------
@@ -168,6 +174,44 @@ class ManualRunStore(Protocol):
     """
 
     def run_admit_manual(self, params: ManualRunParams) -> ManualRunResult: ...
+
+
+# --- backfill ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackfillAdmitParams:
+    request: BackfillRequest
+    trigger_revision: int  # the revision the window was judged against: refuse if it moved on
+    occurrence_ms: int
+    ids: AdmissionIds | None = None  # None: fresh UUIDs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackfillAdmitResult:
+    run_id: str  # the Run admitted now, or the one that already stood for the occurrence
+    admitted: bool  # False: a Run already stood for the occurrence; nothing was written
+    in_doubt: bool = False  # COMMIT's reply was lost; the Run was found by its key afterwards
+
+
+class BackfillStore(Protocol):
+    """Backfill (`ql trigger backfill`): admit past occurrences of a trigger, one Run each.
+
+    ``backfill_target`` reads what a window is judged against (the trigger's current
+    revision, its first publish time and its schedule's cursor), refusing as an admission
+    would (NotFound, NotRunnable) so a refused backfill writes nothing. ``backfill_runs``
+    maps the occurrences in ``[from_ms, to_ms]`` that already have a Run standing for them
+    (a scheduled or backfilled Run; manual Runs do not stand for an occurrence) to that Run.
+    ``backfill_admit`` admits one occurrence in one transaction that re-reads every fact --
+    project active; trigger not deleted, enabled and still at ``trigger_revision``; its task's
+    current revision enabled and pinned; the occurrence before the schedule's cursor -- and
+    looks for a Run standing for the occurrence first (returned with ``admitted`` False).
+    """
+
+    def backfill_target(self, project_id: str, trigger_id: str) -> BackfillTarget: ...
+    def backfill_runs(self, project_id: str, trigger_id: str, from_ms: int,
+                      to_ms: int) -> dict[int, str]: ...
+    def backfill_admit(self, params: BackfillAdmitParams) -> BackfillAdmitResult: ...
 
 
 # --- scheduling ----------------------------------------------------------------------

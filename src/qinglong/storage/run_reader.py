@@ -8,14 +8,30 @@ from dataclasses import replace
 from typing import Any
 
 from qinglong.domain.identifiers import entity_id, project_id
-from qinglong.domain.model import Run, RunDetail
+from qinglong.domain.model import (
+    LedgerCursor,
+    LedgerFacts,
+    LedgerMisfire,
+    LedgerRevision,
+    LedgerRun,
+    LedgerSpan,
+    LedgerTaskRevision,
+    Run,
+    RunDetail,
+)
 from qinglong.domain.runs import RunStatus
+from qinglong.domain.trigger import TriggerRevision
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.storage import records
 from qinglong.storage.dbapi import Connection, Queries
 from qinglong.storage.ports import RunListParams
 
 MAX_LIST_LIMIT = 10_000
+# The ledger reads at most this many Runs (and misfire records) of one trigger: twice the
+# occurrences it computes at most (service.ledger.MAX_OCCURRENCES); a window holding more is
+# refused before anything is computed.
+MAX_LEDGER_ROWS = 200_000
+MAX_INSTANT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MIN_PREFIX = 8
 RUN_ID_CHARS = re.compile(r"[0-9a-f-]{1,36}")
 
@@ -87,3 +103,73 @@ class RunReader:
             attempts=tuple(records.attempt_from_row(row) for row in attempts),
             events=tuple(records.event_from_row(row) for row in events),
         )
+
+    def trigger_ledger_facts(self, project: str, trigger: str, from_ms: int, to_ms: int, *,
+                             now_ms: int) -> LedgerFacts:
+        """What decides the fate of a trigger's occurrences in ``[from_ms, to_ms]`` (see
+        LedgerFacts); run inside one read transaction. NotFound for an unknown project or
+        trigger (a deleted trigger is read like any other)."""
+        project_id(project)
+        entity_id(trigger, "trigger")
+        for name, value in (("from", from_ms), ("to", to_ms)):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_INSTANT_MS:
+                raise InvalidInput(name, "must be an instant between 1970 and 9999")
+        if from_ms > to_ms:
+            raise InvalidInput("from", "must not be after --to")
+        if self._conn.execute(self._q["project_get"], {"id": project}).fetchone() is None:
+            raise NotFound("project", project)
+        key = {"project_id": project, "trigger_id": trigger}
+        head = self._conn.execute(self._q["ledger_trigger_get"], key).fetchone()
+        if head is None:
+            raise NotFound("trigger", trigger)
+        window = {**key, "from_ms": from_ms, "to_ms": to_ms, "limit": MAX_LEDGER_ROWS + 1}
+        # the cursor first: whatever is decided while the rest is read lies behind it
+        schedule = self._conn.execute(self._q["ledger_schedule"], key).fetchone()
+        revisions = tuple(_ledger_revision(records.trigger_revision(row)) for row in
+                          self._conn.execute(self._q["ledger_trigger_revisions"], key).fetchall())
+        tasks = tuple(
+            LedgerTaskRevision(revision=int(row["revision"]), enabled=bool(row["enabled"]),
+                               published_at_ms=int(row["created_at_ms"]))
+            for row in self._conn.execute(self._q["ledger_task_revisions"],
+                                          {"project_id": project,
+                                           "task_id": head["task_id"]}).fetchall())
+        runs = self._conn.execute(self._q["ledger_runs"], window).fetchall()
+        misfires = self._conn.execute(self._q["ledger_misfires"], window).fetchall()
+        if len(runs) > MAX_LEDGER_ROWS or len(misfires) > MAX_LEDGER_ROWS:
+            raise InvalidInput("from", f"the window holds more than {MAX_LEDGER_ROWS:,} Runs or "
+                                       "misfire records of this trigger: choose a narrower "
+                                       "window (--from, --to)")
+        pauses = self._conn.execute(self._q["ledger_pauses"], key).fetchall()
+        archivals = self._conn.execute(self._q["ledger_archivals"], key).fetchall()
+        return LedgerFacts(
+            project_id=project, trigger_id=trigger, from_ms=from_ms, to_ms=to_ms, now_ms=now_ms,
+            revisions=revisions,
+            task_revisions=tasks,
+            runs=tuple(LedgerRun(id=str(row["id"]), scheduled_for_ms=int(row["scheduled_for_ms"]),
+                                 status=str(row["status"]), trigger_type=str(row["trigger_type"]),
+                                 trigger_revision=records.optional_int(row["trigger_revision"]))
+                       for row in runs),
+            misfires=tuple(LedgerMisfire(trigger_revision=int(row["trigger_revision"]),
+                                         due_at_ms=int(row["due_at_ms"]),
+                                         skipped_through_ms=int(row["skipped_through_ms"]),
+                                         policy=str(row["policy"]),
+                                         decided_at_ms=int(row["decided_at_ms"]))
+                           for row in misfires),
+            pauses=tuple(LedgerSpan(from_ms=int(row["paused_at_ms"]),
+                                    until_ms=records.optional_int(row["ended_at_ms"]))
+                         for row in pauses),
+            archivals=tuple(LedgerSpan(from_ms=int(row["archived_at_ms"]),
+                                       until_ms=records.optional_int(row["restored_at_ms"]))
+                            for row in archivals),
+            cursor=None if schedule is None else LedgerCursor(
+                trigger_revision=int(schedule["trigger_revision"]),
+                next_fire_at_ms=records.optional_int(schedule["next_fire_at_ms"])),
+        )
+
+
+def _ledger_revision(revision: TriggerRevision) -> LedgerRevision:
+    spec = revision.spec
+    return LedgerRevision(revision=revision.revision, enabled=revision.enabled,
+                          published_at_ms=revision.created_at_ms, expression=spec.expression,
+                          timezone=spec.timezone, misfire_policy=spec.misfire_policy.value,
+                          task_revision=revision.task_revision)

@@ -29,7 +29,7 @@ def _trigger_json(t: TriggerReport) -> dict[str, object]:
         "project": t.project_id, "trigger": t.trigger_id, "expected": t.expected,
         "admitted": t.admitted, "duplicates": t.duplicates,
         "gaps_explained": {"misfire": t.gaps_misfire, "superseded": t.gaps_superseded,
-                           "paused": t.gaps_paused},
+                           "paused": t.gaps_paused, "backfilled": t.gaps_backfilled},
         "gaps_unexplained": t.gaps_unexplained, "spurious": t.spurious,
         "fenced_out_runs": t.fenced_out, "bad_shape_runs": t.bad_shape,
         "cursor_regressions": t.cursor_regressions, "misfire_violations": t.misfire_violations,
@@ -50,7 +50,7 @@ def report_json(report: AuditReport) -> dict[str, object]:
         "admitted": sum(t.admitted for t in report.triggers),
         "duplicates": sum(t.duplicates for t in report.triggers),
         "gaps_explained": sum(t.gaps_misfire + t.gaps_superseded + t.gaps_paused
-                              for t in report.triggers),
+                              + t.gaps_backfilled for t in report.triggers),
         "gaps_unexplained": sum(len(t.gaps_unexplained) for t in report.triggers),
         "spurious": sum(len(t.spurious) for t in report.triggers),
         "fenced_out_runs": sum(len(t.fenced_out) for t in report.triggers),
@@ -126,8 +126,8 @@ def audit(database_url: str, start: int | None, end: int | None, settle: int, gr
     """Recompute every nominal occurrence in a window (database time) and check the Runs.
 
     Reports per trigger: expected, admitted, duplicates, gaps explained by a recorded misfire,
-    by a revision that stopped first or by a pause (only the occurrence in progress when a
-    pause ended may have run), unexplained gaps, spurious Runs, Runs admitted by a
+    by a revision that stopped first, by a pause (only the occurrence in progress when a
+    pause ended may have run) or by a backfill that admitted it later, unexplained gaps, spurious Runs, Runs admitted by a
     fenced-out claim, Run shape (a first Attempt, 2 admission events), cursor regressions,
     and admission lag. Then how every Run in the window was carried out: exactly one
     terminal state per ended Run, Attempts numbered 1..n with at most one active, no two

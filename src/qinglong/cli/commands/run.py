@@ -31,9 +31,10 @@ def _duration_text(ms: object) -> str:
 
 
 def _origin_text(item: dict[str, object]) -> str:
-    """``cron`` for a scheduled Run, ``manual:WHO`` for one somebody asked for (run now)."""
+    """``cron`` for a scheduled Run, ``manual:WHO`` for one somebody asked for (run now),
+    ``backfill:WHO`` for a past occurrence somebody backfilled."""
     if item["requested_by"] is not None:
-        return f"manual:{item['requested_by']}"
+        return f"{item['trigger_type']}:{item['requested_by']}"
     return str(item["trigger_type"])
 
 
@@ -104,7 +105,9 @@ def show(run_id: str, tail_lines: int, database_url: str, as_json: bool) -> None
         say(f"trigger    {item['project']}/{item['trigger']} (revision {item['trigger_revision']})")
     else:
         say(f"trigger    {item['project']}/- (run now of the task)")
-    if item["requested_by"] is not None:
+    if item["trigger_type"] == "backfill":
+        say(f"origin     backfill of a past occurrence, requested by {item['requested_by']}")
+    elif item["requested_by"] is not None:
         say(f"origin     manual, requested by {item['requested_by']} "
             f"(request id {item['request_id']})")
     else:

@@ -16,7 +16,7 @@ import psycopg
 
 from qinglong.domain import lifecycle
 from qinglong.domain.lifecycle import LeaseFence, check_attempt_lease
-from qinglong.domain.model import Run, RunDetail
+from qinglong.domain.model import LedgerFacts, Run, RunDetail
 from qinglong.domain.runs import Actor, RunStatus
 from qinglong.domain.schedule import check_budget
 from qinglong.ids import new_uuid
@@ -37,7 +37,12 @@ from qinglong.storage.ports import (
     RescuedAttempt,
     RunListParams,
 )
-from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
+from qinglong.storage.postgres.connection import (
+    QUERIES,
+    Connector,
+    PgConnection,
+    rollback_quietly,
+)
 from qinglong.storage.postgres.errors import translate
 from qinglong.storage.postgres.transactions import db_now_ms, serializable
 from qinglong.storage.run_reader import RunReader
@@ -70,6 +75,21 @@ class PgRunStore(FencedSteps):
 
     def run_get(self, run_id: str) -> RunDetail:
         return self._read("read run", lambda conn: RunReader(conn, QUERIES).run_get(run_id))
+
+    def trigger_ledger_facts(self, project_id: str, trigger_id: str, from_ms: int,
+                             to_ms: int) -> LedgerFacts:
+        def read(conn: PgConnection) -> LedgerFacts:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one snapshot
+            try:
+                facts = RunReader(conn, QUERIES).trigger_ledger_facts(
+                    project_id, trigger_id, from_ms, to_ms, now_ms=db_now_ms(conn))
+            except BaseException:
+                rollback_quietly(conn)
+                raise
+            conn.execute("COMMIT")
+            return facts
+
+        return self._read("read the trigger ledger", read)
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from qinglong.clock import Clock
 from qinglong.domain import lifecycle
 from qinglong.domain.lifecycle import LeaseFence, check_attempt_lease
-from qinglong.domain.model import Run, RunDetail
+from qinglong.domain.model import LedgerFacts, Run, RunDetail
 from qinglong.domain.runs import Actor, RunStatus
 from qinglong.domain.schedule import check_budget
 from qinglong.domain.task import ExecutorType
@@ -66,6 +66,12 @@ class SqliteRunStore(FencedSteps):
     def run_get(self, run_id: str) -> RunDetail:
         with self._db.read("read run") as conn:
             return RunReader(conn, QUERIES).run_get(run_id)
+
+    def trigger_ledger_facts(self, project_id: str, trigger_id: str, from_ms: int,
+                             to_ms: int) -> LedgerFacts:
+        with self._db.read("read the trigger ledger") as conn:
+            return RunReader(conn, QUERIES).trigger_ledger_facts(
+                project_id, trigger_id, from_ms, to_ms, now_ms=self._clock.now_ms())
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -24,8 +24,10 @@ SELECT project_id, archived_at_ms, restored_at_ms FROM qinglong.project_archival
 SELECT instance_id, role, seen_at_ms, stopped_at_ms FROM qinglong.instances;
 
 -- name: audit_runs
--- Cron Runs in the window with their shape and the claim that admitted them.
+-- The Runs standing for occurrences in the window (scheduled and backfilled; manual Runs
+-- stand for none) with their shape and the claim that admitted them (none: backfilled).
 SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms, r.created_at_ms,
+       r.trigger_type,
        (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id AND a.attempt = 1)
          AS attempts,
        (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id
@@ -36,7 +38,8 @@ SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms,
        (SELECT e.payload ->> 'claim_token' FROM qinglong.run_events e
          WHERE e.run_id = r.id AND e.sequence = 1) AS claim_token
 FROM qinglong.runs r
-WHERE r.trigger_type = 'cron' AND r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+WHERE r.trigger_type IN ('cron', 'backfill')
+  AND r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s;
 
 -- name: audit_claims
 -- Claims granted around the window (the evidence for fences and cursor history).

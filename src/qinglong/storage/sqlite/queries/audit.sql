@@ -20,8 +20,10 @@ SELECT project_id, archived_at_ms, restored_at_ms FROM project_archivals;
 SELECT instance_id, role, seen_at_ms, stopped_at_ms FROM instances;
 
 -- name: audit_runs
--- Cron Runs in the window with their shape.
+-- The Runs standing for occurrences in the window (scheduled and backfilled; manual Runs
+-- stand for none) with their shape.
 SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms, r.created_at_ms,
+       r.trigger_type,
        (SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id AND a.attempt = 1)
          AS attempts,
        (SELECT count(*) FROM run_events e WHERE e.run_id = r.id
@@ -29,7 +31,7 @@ SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms,
               OR (e.sequence = 2 AND e.type = 'run.queued'))) AS admission_events,
        NULL AS claim_version, NULL AS claim_token
 FROM runs r
-WHERE r.trigger_type = 'cron' AND r.scheduled_for_ms BETWEEN :from_ms AND :to_ms;
+WHERE r.trigger_type IN ('cron', 'backfill') AND r.scheduled_for_ms BETWEEN :from_ms AND :to_ms;
 
 -- name: audit_misfires
 -- Misfire decisions around the window.
