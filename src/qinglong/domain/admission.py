@@ -58,6 +58,104 @@ def overlap_columns(overlap: Overlap, trigger_id: str) -> dict[str, object]:
             "overlap_queue_limit": overlap.queue_limit}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Origin:
+    """Where an admission comes from: the Run's type and origin, who it names as the actor of
+    its two events, and the prefix of their dedupe keys."""
+
+    trigger_type: str
+    execution_origin: str
+    actor: Actor
+    actor_id: str
+    triggered_by: str | None
+    dedupe_prefix: str  # "schedule", "manual", "backfill"
+
+
+def queued_admission(
+    *,
+    origin: Origin,
+    ids: AdmissionIds,
+    project_id: str,
+    task_id: str,
+    task_name: str,
+    execution: ExecutionRevision,
+    trigger_id: str | None,
+    trigger_revision: int | None,
+    overlap: dict[str, object],
+    scheduled_for_ms: int,
+    idempotency_key: str,
+    committed_at_ms: int,
+    created_payload: dict[str, object],
+) -> AdmissionRows:
+    """The rows every admission writes, whatever asked for it: a queued Run, its claimed first
+    Attempt, run.created (``created_payload`` after the common fields) and run.queued."""
+    run = {
+        "id": ids.run_id,
+        "project_id": project_id,
+        "task_id": task_id,
+        "task_revision": execution.task_revision,
+        "task_name": task_name,
+        "task_snapshot_ref": execution.task_revision,
+        "trigger_id": trigger_id,
+        "trigger_revision": trigger_revision,
+        "trigger_type": origin.trigger_type,
+        "execution_origin": origin.execution_origin,
+        "execution_owner": EXECUTION_OWNER_RUNTIME,
+        "triggered_by": origin.triggered_by,
+        "scheduled_for_ms": scheduled_for_ms,
+        "status": RunStatus.QUEUED.value,
+        "version": 2,
+        "event_sequence": 2,
+        "priority": 0,
+        "idempotency_key": idempotency_key,
+        "created_at_ms": committed_at_ms,
+        "queued_at_ms": committed_at_ms,
+        **overlap,
+    }
+    attempt = {
+        "id": ids.attempt_id,
+        "run_id": ids.run_id,
+        "attempt": 1,
+        "status": AttemptStatus.CLAIMED.value,
+        "executor_type": execution.executor_type.value,
+        "callback_sequence": 0,
+        "created_at_ms": committed_at_ms,
+    }
+    payload: dict[str, object] = {
+        "status": RunStatus.CREATED.value,
+        "version": 1,
+        "execution_owner": EXECUTION_OWNER_RUNTIME,
+        "executor_type": execution.executor_type.value,
+        "execution_revision_digest": execution.content_digest,
+        **created_payload,
+    }
+    created = {
+        "id": ids.created_event_id,
+        "run_id": ids.run_id,
+        "sequence": 1,
+        "type": EventType.RUN_CREATED.value,
+        "dedupe_key": f"{origin.dedupe_prefix}-created:{idempotency_key}",
+        "actor_type": origin.actor.value,
+        "actor_id": origin.actor_id,
+        "attempt_id": None,
+        "payload": payload,
+        "created_at_ms": committed_at_ms,
+    }
+    queued = {
+        "id": ids.queued_event_id,
+        "run_id": ids.run_id,
+        "sequence": 2,
+        "type": EventType.RUN_QUEUED.value,
+        "dedupe_key": f"{origin.dedupe_prefix}-queued:{idempotency_key}",
+        "actor_type": origin.actor.value,
+        "actor_id": origin.actor_id,
+        "attempt_id": ids.attempt_id,
+        "payload": {"from_status": "created", "to_status": "queued", "version": 2},
+        "created_at_ms": committed_at_ms,
+    }
+    return AdmissionRows(run=run, attempt=attempt, events=(created, queued))
+
+
 def admission_rows(
     *,
     candidate: ScheduleCandidate,
@@ -71,45 +169,7 @@ def admission_rows(
 ) -> AdmissionRows:
     scheduled_for = decision.scheduled_for_ms
     assert scheduled_for is not None, "only an admit decision writes rows"
-    key = cron_idempotency_key(candidate.trigger_id, candidate.trigger_revision, scheduled_for)
-    run = {
-        "id": ids.run_id,
-        "project_id": candidate.project_id,
-        "task_id": candidate.task_id,
-        "task_revision": execution.task_revision,
-        "task_name": task_name,
-        "task_snapshot_ref": execution.task_revision,
-        "trigger_id": candidate.trigger_id,
-        "trigger_revision": candidate.trigger_revision,
-        "trigger_type": TRIGGER_TYPE_CRON,
-        "execution_origin": EXECUTION_ORIGIN_SCHEDULED,
-        "execution_owner": EXECUTION_OWNER_RUNTIME,
-        "triggered_by": candidate.trigger_id,
-        "scheduled_for_ms": scheduled_for,
-        "status": RunStatus.QUEUED.value,
-        "version": 2,
-        "event_sequence": 2,
-        "priority": 0,
-        "idempotency_key": key,
-        "created_at_ms": committed_at_ms,
-        "queued_at_ms": committed_at_ms,
-        **overlap_columns(candidate.spec.overlap, candidate.trigger_id),
-    }
-    attempt = {
-        "id": ids.attempt_id,
-        "run_id": ids.run_id,
-        "attempt": 1,
-        "status": AttemptStatus.CLAIMED.value,
-        "executor_type": execution.executor_type.value,
-        "callback_sequence": 0,
-        "created_at_ms": committed_at_ms,
-    }
-    created_payload: dict[str, object] = {
-        "status": RunStatus.CREATED.value,
-        "version": 1,
-        "execution_owner": EXECUTION_OWNER_RUNTIME,
-        "executor_type": execution.executor_type.value,
-        "execution_revision_digest": execution.content_digest,
+    payload: dict[str, object] = {
         "trigger_revision": candidate.trigger_revision,
         "trigger_content_digest": candidate.trigger_content_digest,
         "scheduled_for_ms": scheduled_for,
@@ -117,34 +177,22 @@ def admission_rows(
         "misfired": decision.misfired,
     }
     if fence is not None:
-        created_payload["claim_owner"] = fence.owner
-        created_payload["claim_token"] = fence.token
-        created_payload["claim_version"] = fence.version
-    created = {
-        "id": ids.created_event_id,
-        "run_id": ids.run_id,
-        "sequence": 1,
-        "type": EventType.RUN_CREATED.value,
-        "dedupe_key": "schedule-created:" + key,
-        "actor_type": Actor.SCHEDULER.value,
-        "actor_id": actor_id,
-        "attempt_id": None,
-        "payload": created_payload,
-        "created_at_ms": committed_at_ms,
-    }
-    queued = {
-        "id": ids.queued_event_id,
-        "run_id": ids.run_id,
-        "sequence": 2,
-        "type": EventType.RUN_QUEUED.value,
-        "dedupe_key": "schedule-queued:" + key,
-        "actor_type": Actor.SCHEDULER.value,
-        "actor_id": actor_id,
-        "attempt_id": ids.attempt_id,
-        "payload": {"from_status": "created", "to_status": "queued", "version": 2},
-        "created_at_ms": committed_at_ms,
-    }
-    return AdmissionRows(run=run, attempt=attempt, events=(created, queued))
+        payload["claim_owner"] = fence.owner
+        payload["claim_token"] = fence.token
+        payload["claim_version"] = fence.version
+    return queued_admission(
+        origin=Origin(trigger_type=TRIGGER_TYPE_CRON, execution_origin=EXECUTION_ORIGIN_SCHEDULED,
+                      actor=Actor.SCHEDULER, actor_id=actor_id,
+                      triggered_by=candidate.trigger_id, dedupe_prefix="schedule"),
+        ids=ids, project_id=candidate.project_id, task_id=candidate.task_id,
+        task_name=task_name, execution=execution, trigger_id=candidate.trigger_id,
+        trigger_revision=candidate.trigger_revision,
+        overlap=overlap_columns(candidate.spec.overlap, candidate.trigger_id),
+        scheduled_for_ms=scheduled_for,
+        idempotency_key=cron_idempotency_key(candidate.trigger_id, candidate.trigger_revision,
+                                             scheduled_for),
+        committed_at_ms=committed_at_ms, created_payload=payload,
+    )
 
 
 def manual_admission_rows(
@@ -163,47 +211,7 @@ def manual_admission_rows(
     through a trigger, it carries the trigger and its overlap policy, so the policy and the
     task's concurrency limit apply to it at dispatch like to any scheduled Run.
     """
-    key = request.idempotency_key
-    run = {
-        "id": ids.run_id,
-        "project_id": task.project_id,
-        "task_id": task.task_id,
-        "task_revision": execution.task_revision,
-        "task_name": task.name,
-        "task_snapshot_ref": execution.task_revision,
-        "trigger_id": trigger.trigger_id if trigger is not None else None,
-        "trigger_revision": trigger.revision if trigger is not None else None,
-        "trigger_type": TRIGGER_TYPE_MANUAL,
-        "execution_origin": EXECUTION_ORIGIN_MANUAL,
-        "execution_owner": EXECUTION_OWNER_RUNTIME,
-        "triggered_by": request.actor,
-        "scheduled_for_ms": committed_at_ms,
-        "status": RunStatus.QUEUED.value,
-        "version": 2,
-        "event_sequence": 2,
-        "priority": 0,
-        "idempotency_key": key,
-        "created_at_ms": committed_at_ms,
-        "queued_at_ms": committed_at_ms,
-        # a Run of no trigger has no overlap policy (the task's own limits still apply)
-        **(overlap_columns(trigger.spec.overlap, trigger.trigger_id) if trigger is not None
-           else {"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None}),
-    }
-    attempt = {
-        "id": ids.attempt_id,
-        "run_id": ids.run_id,
-        "attempt": 1,
-        "status": AttemptStatus.CLAIMED.value,
-        "executor_type": execution.executor_type.value,
-        "callback_sequence": 0,
-        "created_at_ms": committed_at_ms,
-    }
-    created_payload: dict[str, object] = {
-        "status": RunStatus.CREATED.value,
-        "version": 1,
-        "execution_owner": EXECUTION_OWNER_RUNTIME,
-        "executor_type": execution.executor_type.value,
-        "execution_revision_digest": execution.content_digest,
+    payload: dict[str, object] = {
         "origin": EXECUTION_ORIGIN_MANUAL,
         "request_id": request.request_id,
         "requested_by": request.actor,
@@ -212,30 +220,19 @@ def manual_admission_rows(
         "scheduled_for_ms": committed_at_ms,
     }
     if trigger is not None:
-        created_payload["trigger_revision"] = trigger.revision
-        created_payload["trigger_content_digest"] = trigger.content_digest
-    created = {
-        "id": ids.created_event_id,
-        "run_id": ids.run_id,
-        "sequence": 1,
-        "type": EventType.RUN_CREATED.value,
-        "dedupe_key": "manual-created:" + key,
-        "actor_type": Actor.USER.value,
-        "actor_id": request.actor,
-        "attempt_id": None,
-        "payload": created_payload,
-        "created_at_ms": committed_at_ms,
-    }
-    queued = {
-        "id": ids.queued_event_id,
-        "run_id": ids.run_id,
-        "sequence": 2,
-        "type": EventType.RUN_QUEUED.value,
-        "dedupe_key": "manual-queued:" + key,
-        "actor_type": Actor.USER.value,
-        "actor_id": request.actor,
-        "attempt_id": ids.attempt_id,
-        "payload": {"from_status": "created", "to_status": "queued", "version": 2},
-        "created_at_ms": committed_at_ms,
-    }
-    return AdmissionRows(run=run, attempt=attempt, events=(created, queued))
+        payload["trigger_revision"] = trigger.revision
+        payload["trigger_content_digest"] = trigger.content_digest
+    return queued_admission(
+        origin=Origin(trigger_type=TRIGGER_TYPE_MANUAL, execution_origin=EXECUTION_ORIGIN_MANUAL,
+                      actor=Actor.USER, actor_id=request.actor, triggered_by=request.actor,
+                      dedupe_prefix="manual"),
+        ids=ids, project_id=task.project_id, task_id=task.task_id, task_name=task.name,
+        execution=execution,
+        trigger_id=trigger.trigger_id if trigger is not None else None,
+        trigger_revision=trigger.revision if trigger is not None else None,
+        # a Run of no trigger has no overlap policy (the task's own limits still apply)
+        overlap=(overlap_columns(trigger.spec.overlap, trigger.trigger_id) if trigger is not None
+                 else {"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None}),
+        scheduled_for_ms=committed_at_ms, idempotency_key=request.idempotency_key,
+        committed_at_ms=committed_at_ms, created_payload=payload,
+    )

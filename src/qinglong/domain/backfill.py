@@ -23,17 +23,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from qinglong.domain.admission import AdmissionIds, AdmissionRows, overlap_columns
+from qinglong.domain.admission import (
+    AdmissionIds,
+    AdmissionRows,
+    Origin,
+    overlap_columns,
+    queued_admission,
+)
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.manual import actor_name
 from qinglong.domain.runs import (
     EXECUTION_ORIGIN_BACKFILL,
-    EXECUTION_OWNER_RUNTIME,
     TRIGGER_TYPE_BACKFILL,
     Actor,
-    AttemptStatus,
-    EventType,
-    RunStatus,
     backfill_idempotency_key,
 )
 from qinglong.domain.task import ExecutionRevision, TaskRevision
@@ -150,45 +152,7 @@ def backfill_admission_rows(
     admission (a queued Run, its claimed first Attempt, run.created and run.queued), for the
     occurrence's instant, carrying the trigger and its overlap policy like a scheduled Run,
     with who asked in ``triggered_by`` and as the actor (``user``) of both events."""
-    key = request.idempotency_key(occurrence_ms)
-    run = {
-        "id": ids.run_id,
-        "project_id": trigger.project_id,
-        "task_id": task.task_id,
-        "task_revision": execution.task_revision,
-        "task_name": task.name,
-        "task_snapshot_ref": execution.task_revision,
-        "trigger_id": trigger.trigger_id,
-        "trigger_revision": trigger.revision,
-        "trigger_type": TRIGGER_TYPE_BACKFILL,
-        "execution_origin": EXECUTION_ORIGIN_BACKFILL,
-        "execution_owner": EXECUTION_OWNER_RUNTIME,
-        "triggered_by": request.actor,
-        "scheduled_for_ms": occurrence_ms,
-        "status": RunStatus.QUEUED.value,
-        "version": 2,
-        "event_sequence": 2,
-        "priority": 0,
-        "idempotency_key": key,
-        "created_at_ms": committed_at_ms,
-        "queued_at_ms": committed_at_ms,
-        **overlap_columns(trigger.spec.overlap, trigger.trigger_id),
-    }
-    attempt = {
-        "id": ids.attempt_id,
-        "run_id": ids.run_id,
-        "attempt": 1,
-        "status": AttemptStatus.CLAIMED.value,
-        "executor_type": execution.executor_type.value,
-        "callback_sequence": 0,
-        "created_at_ms": committed_at_ms,
-    }
-    created_payload: dict[str, object] = {
-        "status": RunStatus.CREATED.value,
-        "version": 1,
-        "execution_owner": EXECUTION_OWNER_RUNTIME,
-        "executor_type": execution.executor_type.value,
-        "execution_revision_digest": execution.content_digest,
+    payload: dict[str, object] = {
         "origin": EXECUTION_ORIGIN_BACKFILL,
         "requested_by": request.actor,
         "trigger_revision": trigger.revision,
@@ -199,28 +163,14 @@ def backfill_admission_rows(
         "backfill_from_ms": request.from_ms,
         "backfill_to_ms": request.to_ms,
     }
-    created = {
-        "id": ids.created_event_id,
-        "run_id": ids.run_id,
-        "sequence": 1,
-        "type": EventType.RUN_CREATED.value,
-        "dedupe_key": "backfill-created:" + key,
-        "actor_type": Actor.USER.value,
-        "actor_id": request.actor,
-        "attempt_id": None,
-        "payload": created_payload,
-        "created_at_ms": committed_at_ms,
-    }
-    queued = {
-        "id": ids.queued_event_id,
-        "run_id": ids.run_id,
-        "sequence": 2,
-        "type": EventType.RUN_QUEUED.value,
-        "dedupe_key": "backfill-queued:" + key,
-        "actor_type": Actor.USER.value,
-        "actor_id": request.actor,
-        "attempt_id": ids.attempt_id,
-        "payload": {"from_status": "created", "to_status": "queued", "version": 2},
-        "created_at_ms": committed_at_ms,
-    }
-    return AdmissionRows(run=run, attempt=attempt, events=(created, queued))
+    return queued_admission(
+        origin=Origin(trigger_type=TRIGGER_TYPE_BACKFILL,
+                      execution_origin=EXECUTION_ORIGIN_BACKFILL, actor=Actor.USER,
+                      actor_id=request.actor, triggered_by=request.actor,
+                      dedupe_prefix="backfill"),
+        ids=ids, project_id=trigger.project_id, task_id=task.task_id, task_name=task.name,
+        execution=execution, trigger_id=trigger.trigger_id, trigger_revision=trigger.revision,
+        overlap=overlap_columns(trigger.spec.overlap, trigger.trigger_id),
+        scheduled_for_ms=occurrence_ms, idempotency_key=request.idempotency_key(occurrence_ms),
+        committed_at_ms=committed_at_ms, created_payload=payload,
+    )
