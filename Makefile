@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-fast test-unit test-faults soak lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-fast test-unit test-faults soak bench bench-dispatch lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
