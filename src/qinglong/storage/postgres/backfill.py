@@ -22,7 +22,7 @@ from qinglong.clock import pause
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.backfill import BackfillTarget, utc_text
 from qinglong.domain.task import ExecutorType
-from qinglong.errors import Conflict, OutcomeUnknown, QinglongError, TransientStorageError
+from qinglong.errors import OutcomeUnknown, QinglongError
 from qinglong.ids import new_uuid
 from qinglong.storage.backfill_writer import (
     admit_backfill,
@@ -33,13 +33,11 @@ from qinglong.storage.backfill_writer import (
 from qinglong.storage.ports import BackfillAdmitParams, BackfillAdmitResult
 from qinglong.storage.postgres.connection import (
     QUERIES,
-    CommitNotAcknowledged,
-    CommitRejected,
     Connector,
     PgConnection,
 )
 from qinglong.storage.postgres.errors import translate
-from qinglong.storage.postgres.transactions import db_now_ms, serializable, transact
+from qinglong.storage.postgres.transactions import admit_by_key, db_now_ms, serializable
 
 ACTION = "backfill"
 EXECUTOR = ExecutorType.REMOTE_WORKER.value
@@ -81,24 +79,13 @@ class PgBackfillStore:
             return admit_backfill(conn, QUERIES, params, ids=ids, now_ms=db_now_ms(conn),
                                   executor_type=EXECUTOR)
 
-        for round_ in range(1, ROUNDS + 1):
-            try:
-                result, _ = transact(self._connector, ACTION, work, attempts=ATTEMPTS,
-                                     commit_deadline_s=self._commit_deadline_s)
-            except Conflict as exc:
-                if type(exc) is Conflict and round_ < ROUNDS:
-                    continue  # a concurrent backfill committed the same key first: look again
-                raise
-            except CommitRejected as exc:
-                raise TransientStorageError(
-                    f"{ACTION}: COMMIT was rejected ({exc.sqlstate}); nothing was written; "
-                    + RETRY_HINT) from exc
-            except CommitNotAcknowledged:
-                return self._resolve_in_doubt(params, ids)
-            if result.admitted:
-                self._notify()
-            return result
-        raise AssertionError("unreachable: the last round returns or raises")
+        result = admit_by_key(self._connector, ACTION, work, attempts=ATTEMPTS,
+                              commit_deadline_s=self._commit_deadline_s, rounds=ROUNDS,
+                              retry_hint=RETRY_HINT,
+                              in_doubt=lambda: self._resolve_in_doubt(params, ids))
+        if result.admitted:
+            self._notify()
+        return result
 
     def _resolve_in_doubt(self, params: BackfillAdmitParams,
                           ids: AdmissionIds) -> BackfillAdmitResult:

@@ -19,19 +19,17 @@ from qinglong.clock import pause
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.manual import ManualRequest
 from qinglong.domain.task import ExecutorType
-from qinglong.errors import Conflict, OutcomeUnknown, QinglongError, TransientStorageError
+from qinglong.errors import Conflict, OutcomeUnknown, QinglongError
 from qinglong.ids import new_uuid
 from qinglong.storage.manual_writer import admit_manual, find_admitted
 from qinglong.storage.ports import ManualRunParams, ManualRunResult
 from qinglong.storage.postgres.connection import (
     QUERIES,
-    CommitNotAcknowledged,
-    CommitRejected,
     Connector,
     PgConnection,
 )
 from qinglong.storage.postgres.errors import translate
-from qinglong.storage.postgres.transactions import db_now_ms, transact
+from qinglong.storage.postgres.transactions import admit_by_key, db_now_ms
 
 ACTION = "run now"
 ATTEMPTS = 5  # conflicts retried before COMMIT, per round
@@ -62,24 +60,13 @@ class PgManualRunStore:
             return admit_manual(conn, QUERIES, request, ids=ids, now_ms=db_now_ms(conn),
                                 executor_type=ExecutorType.REMOTE_WORKER.value)
 
-        for round_ in range(1, ROUNDS + 1):
-            try:
-                result, _ = transact(self._connector, ACTION, work, attempts=ATTEMPTS,
-                                     commit_deadline_s=self._commit_deadline_s)
-            except Conflict as exc:
-                if type(exc) is Conflict and round_ < ROUNDS:
-                    continue  # a twin request committed the same key first: look again
-                raise
-            except CommitRejected as exc:
-                raise TransientStorageError(
-                    f"{ACTION}: COMMIT was rejected ({exc.sqlstate}); nothing was written; "
-                    + _retry_hint(request)) from exc
-            except CommitNotAcknowledged:
-                return self._resolve_in_doubt(request, ids)
-            if result.admitted:
-                self._notify()
-            return result
-        raise AssertionError("unreachable: the last round returns or raises")
+        result = admit_by_key(self._connector, ACTION, work, attempts=ATTEMPTS,
+                              commit_deadline_s=self._commit_deadline_s, rounds=ROUNDS,
+                              retry_hint=_retry_hint(request),
+                              in_doubt=lambda: self._resolve_in_doubt(request, ids))
+        if result.admitted:
+            self._notify()
+        return result
 
     def _resolve_in_doubt(self, request: ManualRequest, ids: AdmissionIds) -> ManualRunResult:
         """COMMIT was sent and its reply lost: the idempotency key says whether it landed."""

@@ -16,7 +16,7 @@ from typing import Literal, LiteralString, TypeVar
 import psycopg
 
 from qinglong.clock import pause
-from qinglong.errors import OutcomeUnknown, TransientStorageError
+from qinglong.errors import Conflict, OutcomeUnknown, TransientStorageError
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
@@ -121,3 +121,36 @@ def serializable(
         raise OutcomeUnknown(f"{action}: COMMIT was sent but its outcome is unknown") from exc
     return result
 
+
+
+def admit_by_key(
+    connector: Connector,
+    action: str,
+    work: Callable[[PgConnection], T],
+    *,
+    attempts: int,
+    commit_deadline_s: float,
+    retry_hint: str,
+    in_doubt: Callable[[], T],
+    rounds: int = 2,
+) -> T:
+    """Run an admission keyed by an idempotency key (run now, backfill): a plain Conflict
+    means a concurrent twin committed the same key first, so one more round looks again; a
+    rejected COMMIT wrote nothing; a lost COMMIT reply is settled by ``in_doubt`` (a lookup
+    of the key), never by a retry."""
+    for round_ in range(1, rounds + 1):
+        try:
+            result, _ = transact(connector, action, work, attempts=attempts,
+                                 commit_deadline_s=commit_deadline_s)
+        except Conflict as exc:
+            if type(exc) is Conflict and round_ < rounds:
+                continue
+            raise
+        except CommitRejected as exc:
+            raise TransientStorageError(
+                f"{action}: COMMIT was rejected ({exc.sqlstate}); nothing was written; "
+                + retry_hint) from exc
+        except CommitNotAcknowledged:
+            return in_doubt()
+        return result
+    raise AssertionError("unreachable: the last round returns or raises")
