@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qinglong.domain import lifecycle
@@ -279,9 +279,12 @@ def apply(run: RunState, attempt: AttemptState, change: Change) -> tuple[RunStat
     fields = change.attempt_fields
     digest = fields.get("lease_token_digest", attempt.lease_token_digest)
     spent = change.run_fields.get("attempts_spent", run.attempts_spent)
+    reason = change.run_fields.get("cancel_reason", run.cancel_reason)
     after = RunState(id=run.id, status=change.run_status, version=run.version + 1,
                      event_sequence=run.event_sequence + len(change.events),
-                     attempts_spent=spent)  # type: ignore[arg-type]
+                     attempts_spent=spent,  # type: ignore[arg-type]
+                     cancel_requested=run.cancel_requested or reason is not None,
+                     cancel_reason=reason)  # type: ignore[arg-type]
     if change.new_attempt is not None:  # a retry: the new Attempt is the one that moves on
         new = change.new_attempt
         return after, AttemptState(id=str(new["id"]), run_id=run.id, attempt=int(new["attempt"]),  # type: ignore[call-overload]
@@ -298,26 +301,114 @@ def apply(run: RunState, attempt: AttemptState, change: Change) -> tuple[RunStat
     )
 
 
-@given(st.lists(st.sampled_from(sorted(STEPS)), max_size=16))
-def test_random_step_sequences_only_move_along_the_tables(names: list[str]) -> None:
+# An independent model of the lifecycle, written from the documented table in
+# domain/lifecycle.py rather than from its code: for each step, the state
+# (Run status, Attempt status, leased, cancel requested) it leads to, or None where it must be
+# refused. In these sequences the fence is the one the last acquire handed out, so it holds
+# exactly while the Attempt is leased.
+_R, _A = RunStatus, AttemptStatus
+ModelState = tuple[RunStatus, AttemptStatus, bool, bool]
+
+
+def model_step(name: str, state: ModelState) -> ModelState | None:
+    run, attempt, leased, cancel = state
+    at = (run, attempt)
+    in_progress = at in ((_R.DISPATCHING, _A.STARTING), (_R.RUNNING, _A.RUNNING))
+    if name == "acquire" and at == (_R.QUEUED, _A.CLAIMED) and not leased:
+        return _R.DISPATCHING, _A.CLAIMED, True, cancel
+    if name == "start" and at == (_R.DISPATCHING, _A.CLAIMED) and leased:
+        return _R.DISPATCHING, _A.STARTING, True, cancel
+    if name == "running" and at == (_R.DISPATCHING, _A.STARTING) and leased:
+        return _R.RUNNING, _A.RUNNING, True, cancel
+    if name == "finish" and in_progress and leased:  # STEPS["finish"]: success only if it ran
+        ended = (_R.SUCCEEDED, _A.SUCCEEDED) if attempt is _A.RUNNING else (_R.FAILED, _A.FAILED)
+        return *ended, False, cancel
+    if name == "release" and at == (_R.DISPATCHING, _A.CLAIMED) and leased:
+        return _R.QUEUED, _A.CLAIMED, False, cancel
+    if name == "lose" and in_progress:  # the reconciler needs no fence
+        return _R.LOST, _A.LOST, False, cancel
+    if name == "cancel_queued" and at == (_R.QUEUED, _A.CLAIMED) and not leased:
+        return _R.CANCELLED, _A.CANCELLED, False, True
+    if name == "interrupt" and in_progress and leased:
+        return (_R.CANCELLED if cancel else _R.RETRY_WAIT), _A.CANCELLED, False, cancel
+    if name == "request_cancel" and leased and not cancel and (
+            in_progress or at == (_R.DISPATCHING, _A.CLAIMED)):
+        return run, attempt, True, True
+    if name == "cancel_waiting" and run is _R.RETRY_WAIT and attempt in TERMINAL_ATTEMPT:
+        return _R.CANCELLED, attempt, leased, True
+    if name == "promote" and run is _R.RETRY_WAIT and attempt in TERMINAL_ATTEMPT and not leased:
+        return _R.QUEUED, _A.CLAIMED, False, cancel  # a new Attempt, not yet leased
+    return None
+
+
+def test_the_model_refuses_every_step_from_an_ended_run() -> None:
+    for name, (run, attempt, leased) in itertools.product(STEPS, COMBINATIONS):
+        if run in TERMINAL_RUN:
+            assert model_step(name, (run, attempt, leased, False)) is None
+
+
+Walk = tuple[RunState, AttemptState, LeaseFence, ModelState]
+
+
+def first_state() -> Walk:
     run, attempt, _ = states(RunStatus.QUEUED, AttemptStatus.CLAIMED, False)
     fence = LeaseFence(run_id="r", attempt_id="a", generation=0, token="t2")
-    for name in names:
-        try:
-            if name == "acquire":
-                change = STEPS[name](run, attempt, fence)
-                fence = LeaseFence(run_id="r", attempt_id=attempt.id,
-                                   generation=change.generation, token="t2")
-            else:
-                change = STEPS[name](run, attempt, fence)
-        except (IllegalTransition, LeaseLost):
-            continue
-        # an ended Run takes no further step, whatever the step and the fence
-        assert run.status not in TERMINAL_RUN, f"{name} moved the ended Run {run.status}"
-        assert change.events, f"{name} changed the Run without an event"
-        assert change.new_attempt is not None or change.generation >= attempt.lease_generation
-        run, attempt = apply(run, attempt, change)
-        assert run.status not in TERMINAL_RUN or attempt.status in TERMINAL_ATTEMPT
-        # an Attempt is leased exactly while the Run is being dispatched or run
-        assert attempt.leased == (run.status in (RunStatus.DISPATCHING, RunStatus.RUNNING)), (
-            f"{name}: Run {run.status} with attempt leased={attempt.leased}")
+    return run, attempt, fence, (run.status, attempt.status, attempt.leased, False)
+
+
+def take(name: str, walk: Walk) -> Walk | None:
+    """Take step ``name`` and check it against the model: refused exactly where the model
+    refuses it, and otherwise leading where the model says. The state after it, if taken."""
+    run, attempt, fence, model = walk
+    expected = model_step(name, model)
+    try:
+        change = STEPS[name](run, attempt, fence)
+    except (IllegalTransition, LeaseLost) as exc:
+        assert expected is None, f"{name} refused from {model}, the model allows it: {exc}"
+        return None
+    assert expected is not None, f"{name} was taken from {model}, the model refuses it"
+    if name == "acquire":  # the new holder's fence
+        fence = LeaseFence(run_id="r", attempt_id=attempt.id, generation=change.generation,
+                           token="t2")
+    assert change.events, f"{name} changed the Run without an event"
+    assert change.new_attempt is not None or change.generation >= attempt.lease_generation
+    run, attempt = apply(run, attempt, change)
+    assert (run.status, attempt.status, attempt.leased, run.cancel_requested) == expected, (
+        f"{name} from {model} led to {run.status}/{attempt.status} (leased {attempt.leased}, "
+        f"cancel requested {run.cancel_requested}), the model expects {expected}")
+    assert run.status not in TERMINAL_RUN or attempt.status in TERMINAL_ATTEMPT
+    # an Attempt is leased exactly while the Run is being dispatched or run
+    assert attempt.leased == (run.status in (RunStatus.DISPATCHING, RunStatus.RUNNING)), (
+        f"{name}: Run {run.status} with attempt leased={attempt.leased}")
+    return run, attempt, fence, expected
+
+
+def test_every_step_from_every_reachable_state_agrees_with_the_model() -> None:
+    """Exhaustive: every state the steps can reach from a queued Run, every step from it."""
+    seen = {first_state()[3]}
+    frontier = [first_state()]
+    while frontier:
+        walk = frontier.pop()
+        for name in sorted(STEPS):
+            after = take(name, walk)
+            if after is not None and after[3] not in seen:
+                seen.add(after[3])
+                frontier.append(after)
+    # the walk got everywhere the lifecycle goes, including the cancel paths
+    assert {state[0] for state in seen} == {
+        _R.QUEUED, _R.DISPATCHING, _R.RUNNING, _R.RETRY_WAIT, _R.SUCCEEDED, _R.FAILED,
+        _R.CANCELLED, _R.LOST}
+    assert (_R.RUNNING, _A.RUNNING, True, True) in seen
+
+
+@settings(max_examples=200)
+@given(st.data())
+def test_random_step_sequences_only_move_along_the_tables(data: st.DataObject) -> None:
+    walk = first_state()
+    for _ in range(data.draw(st.integers(min_value=0, max_value=24), label="length")):
+        # half of the steps are ones the model allows, so sequences get deep into the
+        # lifecycle (uniformly drawn steps are mostly refused and rarely get past a start)
+        allowed = [name for name in sorted(STEPS) if model_step(name, walk[3]) is not None]
+        pool = allowed if allowed and data.draw(st.booleans(), label="allowed") else sorted(STEPS)
+        after = take(data.draw(st.sampled_from(pool), label="step"), walk)
+        walk = walk if after is None else after

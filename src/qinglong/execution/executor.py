@@ -70,7 +70,10 @@ class _Job:
     process: subprocess.Popen[bytes] | None = None
     started: bool = False
     stop_reason: str | None = None  # shutdown | lease_lost | cancel
-    exited: bool = False  # the command has exited and been reaped: nothing left to stop
+    # Nothing left to stop: the command has exited and been reaped, or the job is done with
+    # it (never started, or given back) and is recording how it ended -- a renewal that finds
+    # the lease gone then sees that ending, not a lost lease.
+    exited: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self, reason: str, sig: signal.Signals = signal.SIGTERM) -> None:
@@ -337,6 +340,8 @@ class Executor:
         outcome: Outcome | None = None
         try:
             outcome = self._execute(job)
+            with job.lock:
+                job.exited = True  # whatever it started has ended; only the record is left
             if outcome is not None and job.stop_reason == "shutdown" and self._requeue_on_drain:
                 self._persist(job, lambda: self._store.attempt_interrupt(lease.fence, "drain"))
                 outcome = dataclasses.replace(outcome, error_code="INTERRUPTED",
