@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help install demo demo-cluster demo-standalone test test-fast test-unit test-faults soak bench bench-dispatch lint typecheck clean
@@ -28,10 +29,10 @@ demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 21 triggers, 3 r
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_standalone.py
 
-test: $(STAMP) ## Run the whole test suite (lint and types included); prints the slowest tests
+test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=2 workers; prints the slowest tests
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## The inner loop (~1 min): domain, SQLite stores, scheduler, executor, CLI
 	$(BIN)/python -m pytest -m "not slow" tests/unit tests/scheduler tests/execution \

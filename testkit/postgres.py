@@ -75,11 +75,14 @@ def _ensure_server_user() -> pwd.struct_passwd | None:
     try:
         return pwd.getpwnam(SERVER_USER)
     except KeyError:
-        subprocess.run(
+        done = subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER],
-            check=True, capture_output=True,
+            check=False, capture_output=True, text=True,
         )
-        return pwd.getpwnam(SERVER_USER)
+        try:  # another process (a second test worker) may have created it at the same moment
+            return pwd.getpwnam(SERVER_USER)
+        except KeyError:
+            raise RuntimeError(f"useradd {SERVER_USER} failed: {done.stderr.strip()}") from None
 
 
 def _make_readable(path: Path) -> None:

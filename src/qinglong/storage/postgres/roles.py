@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from psycopg import errors as pg_errors
 from psycopg import sql
 
 from qinglong.errors import InvalidInput
@@ -120,10 +121,13 @@ def provision_roles(conn: PgConnection) -> list[str]:
         "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", [list(ROLES)])}
     for role in ROLES:
         if role not in existing:
-            conn.execute(sql.SQL(
-                "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
-            ).format(sql.Identifier(role)))
-            created.append(role)
+            try:
+                conn.execute(sql.SQL(
+                    "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+                    "NOBYPASSRLS").format(sql.Identifier(role)))
+                created.append(role)
+            except (pg_errors.DuplicateObject, pg_errors.UniqueViolation):
+                pass  # a concurrent provisioning (another migrate) created it a moment ago
         password = role_password(role)
         if password is not None:
             # Hashed here (SCRAM-SHA-256), so the plain text never reaches the server or its logs.
