@@ -21,6 +21,7 @@ from qinglong.cli.commands.audit import audit
 from qinglong.cli.commands.control import control
 from qinglong.cli.commands.db import db
 from qinglong.cli.commands.limits import limits
+from qinglong.cli.commands.notify import notify
 from qinglong.cli.commands.project import project
 from qinglong.cli.commands.run import run
 from qinglong.cli.commands.serve import serve
@@ -114,6 +115,7 @@ cli.add_command(task)
 cli.add_command(trigger)
 cli.add_command(run)
 cli.add_command(limits)
+cli.add_command(notify)
 cli.add_command(serve)
 cli.add_command(control)
 cli.add_command(audit)

@@ -29,6 +29,7 @@ from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import ConnectionLost, NotReady, QinglongError
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult
+from qinglong.notify.wiring import NotifyService, cluster_service
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
@@ -183,6 +184,7 @@ class _Activation:
     reconciling: PacedLoop[ReconcileReport]
     coordinator: ClusterCoordinator
     notifier: Notifier
+    notifying: NotifyService | None = None  # the notification dispatcher
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,6 +301,9 @@ class ClusterControl:
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 name="ql-reconciler",
             )
+            notifying = cluster_service(target, self._clock, owner=s.owner_id,
+                                        stop_timeout_s=s.stop_timeout_ms / 1000,
+                                        diagnostics=self._diagnostic)
             self._instances = PgInstanceStore(connector)
             self._instances.instance_start(s.owner_id, "control", socket.gethostname(),
                                            os.getpid())
@@ -307,7 +312,7 @@ class ClusterControl:
             raise
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
                                        reconciling=reconciling, coordinator=coordinator,
-                                       notifier=notifier)
+                                       notifier=notifier, notifying=notifying)
         self._activations += 1
         self._metrics.activations.inc()
         self._fence.activated()
@@ -315,6 +320,7 @@ class ClusterControl:
         notifier.start()
         lifecycle.start()
         reconciling.start()
+        notifying.start()
 
     def _cycle(self, coordinator: ClusterCoordinator, stop_requested: Callable[[], bool]) -> CycleReport:
         if not self._fence.ready:
@@ -350,6 +356,8 @@ class ClusterControl:
         result = activation.lifecycle.stop()
         activation.reconciling.stop()
         activation.notifier.stop()
+        if activation.notifying is not None:
+            activation.notifying.stop()
         instances, self._instances = self._instances, None
         if instances is not None and self._fence.state[0] is Availability.STOPPING:
             try:

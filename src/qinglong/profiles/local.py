@@ -27,6 +27,7 @@ from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, DEFAULT_LOG_RETENTION_DAYS, prune_log_dir
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
+from qinglong.notify.wiring import NotifyService, local_service
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
@@ -166,6 +167,7 @@ class LocalApp:
         self._executor: Executor | None = None
         self._reconciling: PacedLoop[ReconcileReport] | None = None
         self._instances: SqliteInstanceStore | None = None
+        self._notifying: NotifyService | None = None  # the notification dispatcher
         self._beat_at = 0.0
         self.failed = threading.Event()
         self.failure: Diagnostic | None = None
@@ -224,8 +226,12 @@ class LocalApp:
             self._executor = executor
             self._lifecycle = lifecycle
             self._reconciling = reconciling
+            self._notifying = local_service(db, self._clock, owner=INSTANCE_ID,
+                                            stop_timeout_s=config.stop_timeout_s,
+                                            diagnostics=self._diagnostic)
             executor.start()
             reconciling.start()
+            self._notifying.start()
             lifecycle.start()
         except BaseException:
             self.stop(clean=False)
@@ -259,6 +265,8 @@ class LocalApp:
             result = self._lifecycle.stop()
         if self._reconciling is not None:
             self._reconciling.stop()
+        if self._notifying is not None:
+            self._notifying.stop()
         if self._executor is not None:
             self._executor.stop(self._config.drain_timeout_s)
         if self._instances is not None and clean and not self.failed.is_set():

@@ -44,6 +44,8 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "project_archivals": frozenset({S, I, U}),
         "concurrency_limits": frozenset({S, I, U, D}),
         "trigger_pauses": frozenset({S, I, U}),
+        "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
+        "notify_rules": frozenset({S, I, D}),
     },
     RUNTIME: {
         "schema_migrations": frozenset({S}),
@@ -65,6 +67,13 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "run_log_chunks": frozenset({S, D}),
         "concurrency_limits": frozenset({S}),
         "trigger_pauses": frozenset({S}),
+        # the notification dispatcher of every replica: reads channels and rules, runs the
+        # outbox (purging what is past retention), its scan cursors and recovery watches
+        "notify_channels": frozenset({S}),
+        "notify_rules": frozenset({S}),
+        "notify_outbox": frozenset({S, I, U, D}),
+        "notify_cursors": frozenset({S, I, U}),
+        "notify_recoveries": frozenset({S, I, U, D}),
     },
     WORKER_INGRESS: {
         "schema_migrations": frozenset({S}),

@@ -1,0 +1,530 @@
+"""`ql notify`: notification channels, the rules that attach them to projects and tasks, a
+test send, and the outbox of deliveries (docs/controls/notifications.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from qinglong.cli.context import CLOCK
+from qinglong.cli.output import emit_json, emit_table, say, when
+from qinglong.cli.params import DURATION, database_url_option, json_option
+from qinglong.errors import InvalidInput, QinglongError
+from qinglong.ids import new_uuid
+from qinglong.notify import payload as documents
+from qinglong.notify.channels import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_BACKOFF_MS,
+    DEFAULT_MAX_BACKOFF_MS,
+    DEFAULT_TIMEOUT_MS,
+    MAX_ATTEMPTS,
+    PRESETS,
+    ChannelSpec,
+    EmailTarget,
+    HttpMethod,
+    RetryPolicy,
+    SmtpSecurity,
+    Target,
+    TemplateTarget,
+    WebhookTarget,
+    check_name,
+    check_secret,
+    parse_header,
+    preset_target,
+)
+from qinglong.notify.events import DEFAULT_EVENTS, known_events, parse_events
+from qinglong.notify.model import Channel, DeliveryStatus
+from qinglong.notify.templates import parse_body_template
+from qinglong.notify.views import channel_view, delivery_view, rule_view
+from qinglong.storage.notify_ports import (
+    ChannelPutParams,
+    DeliveryListParams,
+    NotifyStore,
+    RuleAddParams,
+    RuleRemoveParams,
+)
+
+
+class DeliveryFailed(QinglongError):
+    """A notification could not be delivered."""
+
+    code = "QL_NOTIFY_DELIVERY_FAILED"
+
+
+@contextlib.contextmanager
+def _store(database_url: str) -> Iterator[NotifyStore]:
+    from qinglong.notify.wiring import open_store  # the dispatcher's modules load on use
+
+    store, close = open_store(database_url, CLOCK)
+    try:
+        yield store
+    finally:
+        close()
+
+
+@contextlib.contextmanager
+def _naming(options: dict[str, str]) -> Iterator[None]:
+    """Errors about a field name the option that set it."""
+    try:
+        yield
+    except InvalidInput as exc:
+        option = options.get(exc.field)
+        if option is None:
+            raise
+        raise InvalidInput(option, exc.rule) from None
+
+
+_FIELDS = {"header": "--header", "smtp-host": "--smtp-host", "smtp-port": "--smtp-port",
+           "smtp-user": "--smtp-user", "from": "--from", "to": "--to", "param": "--param",
+           "body-template": "--body-template", "content-type": "--content-type",
+           "events": "--events", "max-attempts": "--max-attempts",
+           "retry-backoff": "--retry-backoff", "retry-max-backoff": "--retry-max-backoff",
+           "timeout": "--timeout", "channel": "CHANNEL", "preset": "--preset",
+           "secret": "--secret-env/--secret-file/--secret-stdin", "delivery": "DELIVERY"}
+
+
+@click.group()
+def notify() -> None:
+    """Notifications: tell a webhook, an email address, Telegram or Bark when a Run fails,
+    times out or is lost (or is cancelled), when a trigger misfires and when it fires on time
+    again. Channels say where; rules attach a channel to a project or a task and name the
+    events. `ql serve` (SQLite) and every `ql control` replica (PostgreSQL) deliver from a
+    durable outbox, retrying with backoff; a restart loses nothing. On PostgreSQL, channels
+    and rules are managed as ql_admin; the outbox is read as ql_runtime."""
+
+
+# --- channels ---------------------------------------------------------------------------
+
+
+@notify.group()
+def channel() -> None:
+    """Where notifications go. Secrets (an HMAC key, an SMTP password, a bot token) are
+    read from an environment variable, a file or stdin, stored, and never printed."""
+
+
+def _read_secret(env: str | None, file: Path | None, stdin: bool) -> str | None:
+    given = [flag for flag, value in (("--secret-env", env), ("--secret-file", file),
+                                      ("--secret-stdin", stdin)) if value]
+    if len(given) > 1:
+        raise click.UsageError(f"give at most one of {', '.join(given)}")
+    if env:
+        value = os.environ.get(env)
+        if value is None:
+            raise InvalidInput("--secret-env", f"the environment variable {env} is not set")
+        return check_secret(value.strip(), "--secret-env")
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+            raise InvalidInput("--secret-file", f"cannot read {str(file)!r} ({reason})") from None
+        return check_secret(text.strip(), "--secret-file")
+    if stdin:
+        return check_secret(sys.stdin.readline().strip(), "--secret-stdin")
+    return None
+
+
+def _pairs(values: tuple[str, ...], option: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for text in values:
+        name, found, value = text.partition("=")
+        if not found or not name.strip():
+            raise InvalidInput(option, f"{text!r} is not NAME=VALUE")
+        pairs.append((name.strip(), value))
+    return tuple(pairs)
+
+
+def _refuse(kind: str, **given: object) -> None:
+    extra = [name for name, value in given.items() if value not in (None, (), False)]
+    if extra:
+        options = ", ".join("--" + name.replace("_", "-") for name in extra)
+        verb = "does" if len(extra) == 1 else "do"
+        raise click.UsageError(f"{options} {verb} not apply to a {kind} channel")
+
+
+def _target(webhook: str | None, email: bool, template: str | None, preset: str | None,
+            headers: tuple[str, ...], method: str | None, body_template: str | None,
+            content_type: str | None, params: tuple[str, ...], smtp_host: str | None,
+            smtp_port: int | None, smtp_security: str | None, smtp_user: str | None,
+            sender: str | None, recipients: tuple[str, ...]) -> Target:
+    kinds = [flag for flag, value in (("--webhook", webhook), ("--email", email),
+                                      ("--template", template), ("--preset", preset)) if value]
+    if len(kinds) != 1:
+        raise click.UsageError("give exactly one of --webhook URL, --email, --template URL and "
+                               "--preset telegram|bark")
+    smtp = {"smtp_host": smtp_host, "smtp_port": smtp_port, "smtp_security": smtp_security,
+            "smtp_user": smtp_user, "from": sender, "to": recipients}
+    http = {"method": method, "body_template": body_template, "content_type": content_type}
+    if webhook is not None:
+        _refuse("webhook", param=params, **http, **smtp)
+        with _naming({**_FIELDS, "url": "--webhook"}):
+            return WebhookTarget(url=webhook, headers=tuple(parse_header(h) for h in headers))
+    if email:
+        _refuse("email", header=headers, param=params, **http)
+        if not smtp_host or not sender or not recipients:
+            raise click.UsageError("an email channel needs --smtp-host, --from and --to")
+        with _naming(_FIELDS):
+            return EmailTarget(host=smtp_host, port=smtp_port,
+                               security=SmtpSecurity(smtp_security or SmtpSecurity.STARTTLS),
+                               username=smtp_user, sender=sender, recipients=recipients)
+    if preset is not None:
+        _refuse("preset", header=headers, **http, **smtp)
+        with _naming(_FIELDS):
+            return preset_target(preset, dict(_pairs(params, "--param")))
+    assert template is not None
+    _refuse("template", **smtp)
+    with _naming({**_FIELDS, "url": "--template"}):
+        return TemplateTarget(
+            url=template, method=HttpMethod(method or HttpMethod.POST),
+            body=None if body_template is None else parse_body_template(body_template),
+            content_type=content_type or "application/json",
+            headers=tuple(parse_header(h) for h in headers),
+            params=_pairs(params, "--param"))
+
+
+def _needs_secret(target: Target) -> str | None:
+    """Why this target cannot work without a secret (None: it can)."""
+    if isinstance(target, TemplateTarget) and target.uses_secret:
+        if target.preset is None:
+            return "the template uses {secret}"
+        what = "the bot token" if target.preset == "telegram" else "the device key"
+        return f"the {target.preset} preset needs the secret ({what})"
+    if isinstance(target, EmailTarget) and target.username is not None:
+        return "--smtp-user needs the password as the secret"
+    return None
+
+
+def _say_channel(verb: str, item: Channel) -> None:
+    signed = ""
+    if isinstance(item.spec.target, WebhookTarget):
+        signed = ", signed" if item.secret_set else ", unsigned (no secret)"
+    secret = "set" if item.secret_set else "not set"
+    say(f"{verb} channel {item.name} ({item.spec.kind.value} {item.spec.target.shown}{signed}; "
+        f"secret {secret})")
+
+
+@channel.command("add")
+@click.argument("name")
+@click.option("--webhook", metavar="URL",
+              help="A webhook: POST the JSON document, signed with the secret (HMAC-SHA256).")
+@click.option("--email", is_flag=True, help="Email over SMTP (needs --smtp-host, --from, --to).")
+@click.option("--template", metavar="URL",
+              help="Any HTTP endpoint: a URL template with {placeholders} (see "
+                   "--body-template).")
+@click.option("--preset", type=click.Choice(PRESETS),
+              help="A template for a service: telegram (secret: the bot token; --param "
+                   "chat_id=ID) or bark (secret: the device key).")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
+              help="An extra HTTP header (repeatable; template values may use placeholders).")
+@click.option("--method", type=click.Choice([m.value for m in HttpMethod]),
+              help="Template: the HTTP method (default POST).")
+@click.option("--body-template", metavar="JSON",
+              help='Template: the JSON body, placeholders inside strings, e.g. '
+                   '\'{"text": "{title}: {summary}"}\'.')
+@click.option("--content-type", metavar="TYPE", help="Template: the body's media type.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="Template or preset: a value for {NAME} (repeatable).")
+@click.option("--smtp-host", metavar="HOST", help="Email: the SMTP server.")
+@click.option("--smtp-port", type=click.IntRange(1, 65535), metavar="PORT",
+              help="Email: its port (default 587, 465 with --smtp-security tls, 25 with none).")
+@click.option("--smtp-security", type=click.Choice([s.value for s in SmtpSecurity]),
+              help="Email: starttls (default), tls, or none.")
+@click.option("--smtp-user", metavar="USER", help="Email: log in as USER (password: the secret).")
+@click.option("--from", "sender", metavar="ADDRESS", help="Email: the sender.")
+@click.option("--to", "recipients", multiple=True, metavar="ADDRESS",
+              help="Email: a recipient (repeatable).")
+@click.option("--secret-env", metavar="VAR", help="Read the secret from environment variable VAR.")
+@click.option("--secret-file", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
+              help="Read the secret from a file (one line).")
+@click.option("--secret-stdin", is_flag=True, help="Read the secret from the first line of stdin.")
+@click.option("--no-secret", is_flag=True, help="With --replace: drop the stored secret.")
+@click.option("--timeout", type=DURATION, metavar="DURATION",
+              help="Per network operation of a send, 1s-60s "
+                   f"(default {DEFAULT_TIMEOUT_MS // 1000}s).")
+@click.option("--max-attempts", type=int, metavar="N",
+              help=f"Attempts in all before a delivery is dead, 1-{MAX_ATTEMPTS} "
+                   f"(default {DEFAULT_ATTEMPTS}).")
+@click.option("--retry-backoff", type=DURATION, metavar="DURATION",
+              help=f"First wait after a failure, doubled each time "
+                   f"(default {DEFAULT_BACKOFF_MS // 1000}s).")
+@click.option("--retry-max-backoff", type=DURATION, metavar="DURATION",
+              help=f"Cap on the wait (default {DEFAULT_MAX_BACKOFF_MS // 60_000}m).")
+@click.option("--replace", is_flag=True,
+              help="Change an existing channel (its secret stays unless a new one is given).")
+@database_url_option
+@json_option
+def channel_add(name: str, webhook: str | None, email: bool, template: str | None,
+                preset: str | None, headers: tuple[str, ...], method: str | None,
+                body_template: str | None, content_type: str | None, params: tuple[str, ...],
+                smtp_host: str | None, smtp_port: int | None, smtp_security: str | None,
+                smtp_user: str | None, sender: str | None, recipients: tuple[str, ...],
+                secret_env: str | None, secret_file: Path | None, secret_stdin: bool,
+                no_secret: bool, timeout: int | None, max_attempts: int | None,
+                retry_backoff: int | None, retry_max_backoff: int | None, replace: bool,
+                database_url: str, as_json: bool) -> None:
+    """Add channel NAME: --webhook URL, --email, --template URL or --preset telegram|bark.
+
+    \b
+    ql notify channel add ops --webhook https://hooks.example.com/ql --secret-env OPS_KEY
+    ql notify channel add oncall --email --smtp-host smtp.example.com --smtp-user ql \\
+        --from ql@example.com --to oncall@example.com --secret-file ~/.ql-smtp
+    ql notify channel add tg --preset telegram --param chat_id=-100123 --secret-env TG_TOKEN
+    ql notify channel add phone --preset bark --secret-env BARK_KEY
+    ql notify channel add chat --template 'https://chat.example.com/hooks/{project}' \\
+        --body-template '{"text": "{title}: {summary}"}'
+    """
+    with _naming(_FIELDS):
+        check_name(name)
+        target = _target(webhook, email, template, preset, headers, method, body_template,
+                         content_type, params, smtp_host, smtp_port, smtp_security, smtp_user,
+                         sender, recipients)
+        retry = RetryPolicy(
+            max_attempts=DEFAULT_ATTEMPTS if max_attempts is None else max_attempts,
+            backoff_ms=DEFAULT_BACKOFF_MS if retry_backoff is None else retry_backoff,
+            max_backoff_ms=(max(DEFAULT_MAX_BACKOFF_MS, retry_backoff or 0)
+                            if retry_max_backoff is None else retry_max_backoff))
+        spec = ChannelSpec(name=name, target=target, retry=retry,
+                           timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout)
+    secret = _read_secret(secret_env, secret_file, secret_stdin)
+    if no_secret and (secret is not None or not replace):
+        raise click.UsageError("--no-secret goes with --replace, without a new secret")
+    missing = _needs_secret(target)
+    with _store(database_url) as store:
+        if missing and secret is None:
+            kept = False
+            if replace and not no_secret:
+                with contextlib.suppress(QinglongError):
+                    kept = store.channel_get(name).secret_set
+            if not kept:
+                raise InvalidInput(_FIELDS["secret"], missing)
+        existed = False
+        if replace:
+            with contextlib.suppress(QinglongError):
+                existed = bool(store.channel_get(name))
+        item = store.channel_put(ChannelPutParams(spec=spec, secret=secret,
+                                                  keep_secret=not no_secret, replace=replace))
+    if as_json:
+        emit_json(channel_view(item))
+        return
+    _say_channel("replaced" if existed else "added", item)
+
+
+@channel.command("list")
+@database_url_option
+@json_option
+def channel_list(database_url: str, as_json: bool) -> None:
+    """List the channels (secrets show as set or not set, never their value)."""
+    with _store(database_url) as store:
+        items = store.channel_list()
+        rules = store.rule_list()
+    if as_json:
+        emit_json([channel_view(item, [r for r in rules if r.channel == item.name])
+                   for item in items])
+        return
+    emit_table([(item.name, item.spec.kind.value + (f":{t.preset}" if isinstance(
+        t := item.spec.target, TemplateTarget) and t.preset else ""), item.spec.target.shown,
+        "set" if item.secret_set else "-", sum(r.channel == item.name for r in rules))
+        for item in items], ["NAME", "KIND", "TARGET", "SECRET", "RULES"])
+
+
+@channel.command("show")
+@click.argument("name")
+@database_url_option
+@json_option
+def channel_show(name: str, database_url: str, as_json: bool) -> None:
+    """Show channel NAME and its rules (its secret shows as set or not set)."""
+    with _store(database_url) as store:
+        item = store.channel_get(name)
+        rules = store.rule_list(channel=name)
+    view = channel_view(item, rules)
+    if as_json:
+        emit_json(view)
+        return
+    say(f"channel   {item.name} ({item.spec.kind.value})")
+    for key, value in dict(view[item.spec.kind.value]).items():  # type: ignore[call-overload]
+        if value not in (None, [], {}):
+            shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) \
+                else value
+            say(f"  {key:<13} {shown}")
+    say(f"secret    {view['secret']}")
+    retry = item.spec.retry
+    say(f"retries   {retry.max_attempts} attempts, backoff {retry.backoff_ms} ms doubling to "
+        f"{retry.max_backoff_ms} ms; timeout {item.spec.timeout_ms} ms")
+    say("rules" if rules else "rules     (none: nothing is sent until `ql notify rule add`)")
+    for rule in rules:
+        say(f"  {rule.project_id}/{rule.task_id or '*'}: {', '.join(e.value for e in rule.events)}")
+
+
+@channel.command("remove")
+@click.argument("name")
+@database_url_option
+@json_option
+def channel_remove(name: str, database_url: str, as_json: bool) -> None:
+    """Remove channel NAME and its rules; its secret is erased. Deliveries still waiting for
+    it are not sent (they end dead); the delivered ones stay listed."""
+    with _store(database_url) as store:
+        item = store.channel_remove(name)
+    if as_json:
+        emit_json({**channel_view(item), "removed": True})
+        return
+    say(f"removed channel {name} and its rules; deliveries still waiting for it will not be sent")
+
+
+# --- rules ------------------------------------------------------------------------------
+
+
+@notify.group()
+def rule() -> None:
+    """Which events of a project (or of one of its tasks) a channel is told about."""
+
+
+_events_help = (f"Comma-separated: {known_events()}, or all (default "
+                f"{','.join(e.value for e in DEFAULT_EVENTS)}).")
+
+
+@rule.command("add")
+@click.option("--channel", "channel_name", required=True, metavar="CHANNEL")
+@click.option("--project", required=True, metavar="PROJECT")
+@click.option("--task", "task_id", metavar="TASK", help="Only this task (default: every task).")
+@click.option("--events", multiple=True, metavar="LIST", help=_events_help)
+@database_url_option
+@json_option
+def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
+             database_url: str, as_json: bool) -> None:
+    """Tell CHANNEL about events of PROJECT (or one TASK). Runs are notified when they end:
+    a failure the task retries is notified once, after its last attempt. misfired and
+    recovered concern the triggers of the project (or of the task). A rule covers what
+    happens after it was added."""
+    with _naming(_FIELDS):
+        wanted = parse_events(events) if events else DEFAULT_EVENTS
+    with _store(database_url) as store:
+        rules = store.rule_add(RuleAddParams(channel=channel_name, project_id=project,
+                                             task_id=task_id, events=wanted))
+    if as_json:
+        emit_json([rule_view(r) for r in rules])
+        return
+    for item in rules:
+        say(f"{item.channel} is told about {', '.join(e.value for e in item.events)} of "
+            f"{item.project_id}/{item.task_id or '*'}")
+
+
+@rule.command("list")
+@click.option("--channel", "channel_name", metavar="CHANNEL", help="Only this channel.")
+@click.option("--project", metavar="PROJECT", help="Only this project.")
+@database_url_option
+@json_option
+def rule_list(channel_name: str | None, project: str | None, database_url: str,
+              as_json: bool) -> None:
+    """List the rules."""
+    with _store(database_url) as store:
+        rules = store.rule_list(channel=channel_name, project_id=project)
+    if as_json:
+        emit_json([rule_view(r) for r in rules])
+        return
+    emit_table([(r.channel, r.project_id, r.task_id or "*", ",".join(e.value for e in r.events),
+                 when(r.created_at_ms)) for r in rules],
+               ["CHANNEL", "PROJECT", "TASK", "EVENTS", "SINCE"])
+
+
+@rule.command("remove")
+@click.option("--channel", "channel_name", required=True, metavar="CHANNEL")
+@click.option("--project", required=True, metavar="PROJECT")
+@click.option("--task", "task_id", metavar="TASK", help="The rule of this task (default: the "
+                                                        "project-wide rule).")
+@click.option("--events", multiple=True, metavar="LIST",
+              help="Only these events (default: the whole rule).")
+@database_url_option
+@json_option
+def rule_remove(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
+                database_url: str, as_json: bool) -> None:
+    """Stop telling CHANNEL about PROJECT (or TASK): the whole rule, or some --events."""
+    with _naming(_FIELDS):
+        wanted = parse_events(events) if events else None
+    with _store(database_url) as store:
+        removed = store.rule_remove(RuleRemoveParams(channel=channel_name, project_id=project,
+                                                     task_id=task_id, events=wanted))
+    if as_json:
+        emit_json({"removed": removed})
+        return
+    say(f"removed {removed} event(s) from the rule {channel_name} -> {project}/{task_id or '*'}")
+
+
+# --- test, deliveries, retry --------------------------------------------------------------
+
+
+@notify.command("test")
+@click.argument("channel_name", metavar="CHANNEL")
+@database_url_option
+@json_option
+def notify_test(channel_name: str, database_url: str, as_json: bool) -> None:
+    """Send a test notification to CHANNEL now (event notify.test, not through the outbox)
+    and print what the receiver answered. Exit 1 when it was not delivered."""
+    with _store(database_url) as store:
+        spec, secret = store.channel_for_send(channel_name)
+    document = documents.build(documents.probe_event(CLOCK.now_ms()), delivery_id=new_uuid(),
+                               channel=channel_name)
+    from qinglong.notify.senders import Sender  # smtplib, ssl and http.client load on use
+
+    result = Sender(CLOCK).send(spec, secret, document)
+    if as_json:
+        emit_json({"channel": channel_name, "id": document["id"], "event": document["event"],
+                   "delivered": result.ok, "status": result.status, "detail": result.detail,
+                   "elapsed_ms": result.elapsed_ms})
+        if not result.ok:
+            raise click.exceptions.Exit(1)
+        return
+    if not result.ok:
+        raise DeliveryFailed(f"test notification to {channel_name} failed: {result.detail} "
+                             f"({result.elapsed_ms} ms)")
+    say(f"delivered to {channel_name}: {result.detail} ({result.elapsed_ms} ms; delivery id "
+        f"{document['id']})")
+
+
+@notify.command("deliveries")
+@click.option("--status", type=click.Choice([s.value for s in DeliveryStatus]),
+              help="Only this status.")
+@click.option("--channel", "channel_name", metavar="CHANNEL", help="Only this channel.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@database_url_option
+@json_option
+def deliveries(status: str | None, channel_name: str | None, limit: int, database_url: str,
+               as_json: bool) -> None:
+    """The outbox, newest first: each notification for each channel, with its status
+    (pending, sending, delivered, dead), attempts and last error."""
+    with _store(database_url) as store:
+        items = store.delivery_list(DeliveryListParams(
+            status=None if status is None else DeliveryStatus(status), channel=channel_name,
+            limit=limit))
+    if as_json:
+        emit_json([delivery_view(item) for item in items])
+        return
+    rows = []
+    for item in items:
+        subject = f"{item.project_id}/{item.trigger_id or item.task_id or '-'}"
+        moment = (item.finished_at_ms if item.next_attempt_at_ms is None
+                  else item.next_attempt_at_ms)
+        rows.append((item.id[:13], item.status.value, item.channel, item.event, subject,
+                     f"{item.attempts}/{item.max_attempts}", when(moment),
+                     item.last_error or ("-" if item.last_status is None else item.last_status)))
+    emit_table(rows, ["ID", "STATUS", "CHANNEL", "EVENT", "SUBJECT", "ATTEMPTS",
+                      "NEXT/ENDED", "LAST"])
+
+
+@notify.command("retry")
+@click.argument("delivery_id", metavar="DELIVERY")
+@database_url_option
+@json_option
+def retry(delivery_id: str, database_url: str, as_json: bool) -> None:
+    """Send a dead DELIVERY again (its id, or the start of it), from its first attempt."""
+    with _naming(_FIELDS), _store(database_url) as store:
+        item = store.delivery_retry(delivery_id)
+    if as_json:
+        emit_json(delivery_view(item))
+        return
+    say(f"delivery {item.id} to {item.channel} is pending again ({item.max_attempts} attempts)")

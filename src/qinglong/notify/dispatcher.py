@@ -1,0 +1,197 @@
+"""The dispatcher: one paced loop per `ql serve` and per `ql control` replica.
+
+A cycle, each step bounded and each failure reported and left for the next cycle:
+
+1. tidy (every 30 s): deliveries of removed channels, and last attempts whose sender vanished,
+   end ``dead``; delivered and dead rows past the retention are deleted (hourly);
+2. enqueue: Run outcomes and misfires that rules want become outbox rows (a page per source);
+3. recoveries: triggers that misfired and have since fired on time are notified;
+4. deliver: up to 16 deliveries, one leased row at a time (bounded by a time budget too).
+   A failed delivery waits out its channel's backoff before its next attempt, and the channel
+   cools down for as long: its other deliveries wait too, so a receiver that is down gets one
+   attempt per backoff from this dispatcher, not one per waiting notification.
+
+It runs on its own thread with its own connection, so a slow receiver or a slow scan never
+holds up the scheduler.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from qinglong.clock import Clock
+from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
+from qinglong.errors import PermissionDenied, StorageError
+from qinglong.notify.channels import JITTER
+from qinglong.notify.model import ClaimedDelivery, DeliveryStatus
+from qinglong.notify.senders import Sender, SendResult
+from qinglong.storage.notify_ports import (
+    NotifyStore,
+    OutboxClaimParams,
+    OutboxEnqueueParams,
+    OutboxMaintainParams,
+    OutboxRecordParams,
+)
+
+SOURCE = "notify"
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotifySettings:
+    interval_s: float = 1.0
+    settle_ms: int = 300_000  # a source row is looked at again once it is this old
+    scan_limit: int = 200  # source rows per page
+    recovery_limit: int = 32  # waiting triggers looked at per cycle
+    deliveries_per_cycle: int = 16
+    send_budget_s: float = 20.0  # no new attempt starts after this long in one cycle
+    tidy_every_s: float = 30.0
+    purge_every_s: float = 3600.0
+    retention_ms: int = 30 * DAY_MS  # delivered and dead rows are kept this long
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotifyReport:
+    enqueued: int = 0
+    recovered: int = 0
+    delivered: int = 0
+    failed: int = 0
+    dead: int = 0
+    saturated: bool = False
+    next_due_in_ms: int | None = None
+
+
+def _jitter() -> float:
+    return random.uniform(*JITTER)  # noqa: S311 - spreads retries, not security
+
+
+class Dispatcher:
+    def __init__(self, store: NotifyStore, sender: Sender, clock: Clock, *, owner: str,
+                 settings: NotifySettings | None = None,
+                 diagnostics: DiagnosticSink | None = None,
+                 jitter: Callable[[], float] = _jitter) -> None:
+        self._store = store
+        self._sender = sender
+        self._clock = clock
+        self._owner = owner
+        self._settings = settings or NotifySettings()
+        self._diagnostics = diagnostics
+        self._jitter = jitter
+        self._tidied_at: float | None = None
+        self._purged_at: float | None = None
+        self._cooling: dict[str, float] = {}  # channel -> monotonic time it may be tried again
+
+    def _report(self, code: str, message: str) -> None:
+        emit(self._diagnostics, Diagnostic(source=SOURCE, code=code, message=message))
+
+    def run_cycle(self, stop_requested: Callable[[], bool] = lambda: False) -> NotifyReport:
+        """One bounded cycle. A step that fails is reported and the next one still runs; a
+        database that fails (or refuses a privilege) ends the cycle: the rest would fail the
+        same way, and the next cycle tries again."""
+        s = self._settings
+        tally = {"enqueued": 0, "recovered": 0, "delivered": 0, "failed": 0, "dead": 0,
+                 "saturated": 0}
+
+        def enqueue() -> None:
+            report = self._store.outbox_enqueue(OutboxEnqueueParams(settle_ms=s.settle_ms,
+                                                                    limit=s.scan_limit))
+            tally["enqueued"] = report.enqueued
+            tally["saturated"] |= report.saturated
+
+        def recoveries() -> None:
+            tally["recovered"] = self._store.outbox_recoveries(s.recovery_limit)
+
+        next_due = None
+        try:
+            for step in (self._tidy, enqueue, recoveries,
+                         lambda: self._deliver(stop_requested, tally)):
+                try:
+                    step()
+                except (StorageError, PermissionDenied):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one step never blocks the others
+                    emit(self._diagnostics, diagnostic_from(SOURCE, exc))
+            next_due = self._next_due()
+        except (StorageError, PermissionDenied) as exc:
+            emit(self._diagnostics, diagnostic_from(SOURCE, exc))
+        return NotifyReport(enqueued=tally["enqueued"], recovered=tally["recovered"],
+                            delivered=tally["delivered"], failed=tally["failed"],
+                            dead=tally["dead"], saturated=bool(tally["saturated"]),
+                            next_due_in_ms=next_due)
+
+    def _cooling_channels(self) -> dict[str, float]:
+        now = self._clock.monotonic()
+        self._cooling = {name: until for name, until in self._cooling.items() if until > now}
+        return {name: until - now for name, until in self._cooling.items()}
+
+    def _next_due(self) -> int | None:
+        cooling = self._cooling_channels()
+        due = self._store.outbox_next_due_in_ms(tuple(sorted(cooling)))
+        if cooling:
+            ends = int(min(cooling.values()) * 1000)
+            due = ends if due is None else min(due, ends)
+        return due
+
+    def _tidy(self) -> None:
+        s, now = self._settings, self._clock.monotonic()
+        if self._tidied_at is not None and now - self._tidied_at < s.tidy_every_s:
+            return
+        self._tidied_at = now
+        purge = self._purged_at is None or now - self._purged_at >= s.purge_every_s
+        if purge:
+            self._purged_at = now
+        report = self._store.outbox_maintain(OutboxMaintainParams(
+            retention_ms=s.retention_ms if purge else None))
+        if report.exhausted:
+            self._report("QL_NOTIFY_DEAD", f"{report.exhausted} notification(s) ended dead: "
+                                           "the sender of their last attempt stopped")
+
+    def _deliver(self, stop_requested: Callable[[], bool], tally: dict[str, int]) -> None:
+        s = self._settings
+        started = self._clock.monotonic()
+        for _ in range(s.deliveries_per_cycle):
+            if stop_requested() or self._clock.monotonic() - started > s.send_budget_s:
+                tally["saturated"] = 1
+                return
+            claimed = self._store.outbox_claim(OutboxClaimParams(
+                owner=self._owner, skip_channels=tuple(sorted(self._cooling_channels()))))
+            if claimed is None:
+                return
+            self._attempt(claimed, tally)
+        tally["saturated"] = 1  # it used its whole budget: more may be due
+
+    def _attempt(self, claimed: ClaimedDelivery, tally: dict[str, int]) -> bool:
+        delivery = claimed.delivery
+        try:
+            result = self._sender.send(claimed.spec, claimed.secret, claimed.payload)
+        except Exception as exc:  # noqa: BLE001 - a template that cannot be filled, a bug
+            result = SendResult(ok=False, status=None, elapsed_ms=0,
+                                detail=diagnostic_from(SOURCE, exc).message)
+        retry_in = 0 if result.ok else claimed.spec.retry.delay_ms(delivery.attempts,
+                                                                   self._jitter())
+        recorded = self._store.outbox_record(OutboxRecordParams(
+            delivery_id=delivery.id, token=claimed.token, ok=result.ok,
+            status_code=result.status, detail=result.detail, retry_in_ms=retry_in))
+        what = f"notification {delivery.id} ({delivery.event}) to {delivery.channel}"
+        if recorded is None:
+            self._report("QL_NOTIFY_LEASE_LOST", f"{what}: its lease ran out while it was being "
+                                                 "sent; it will be sent again")
+        if result.ok:
+            tally["delivered"] += 1
+            self._cooling.pop(delivery.channel, None)
+            return True
+        tally["failed"] += 1
+        self._cooling[delivery.channel] = self._clock.monotonic() + retry_in / 1000
+        if recorded is not None and recorded.status is DeliveryStatus.DEAD:
+            tally["dead"] += 1
+            self._report("QL_NOTIFY_DEAD", f"{what} failed its last attempt "
+                                           f"({recorded.attempts} of {recorded.max_attempts}): "
+                                           f"{result.detail}; it is dead "
+                                           "(`ql notify retry` sends it again)")
+        else:
+            self._report("QL_NOTIFY_RETRY", f"{what} failed (attempt {delivery.attempts} of "
+                                            f"{delivery.max_attempts}): {result.detail}; next "
+                                            f"attempt in {retry_in / 1000:.1f} s")
+        return False

@@ -1,0 +1,117 @@
+"""Notification channels, rules and the outbox on SQLite (node clock; one dispatcher: the
+`ql serve` that holds the file's lock)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+from qinglong.clock import Clock
+from qinglong.ids import new_uuid
+from qinglong.notify.channels import ChannelSpec
+from qinglong.notify.model import Channel, ClaimedDelivery, Delivery, Rule
+from qinglong.storage.notify_ports import (
+    ChannelPutParams,
+    DeliveryListParams,
+    EnqueueReport,
+    MaintainReport,
+    OutboxClaimParams,
+    OutboxEnqueueParams,
+    OutboxMaintainParams,
+    OutboxRecordParams,
+    RuleAddParams,
+    RuleRemoveParams,
+)
+from qinglong.storage.notify_writer import SOURCES, NotifyWriter
+from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
+
+T = TypeVar("T")
+
+
+class SqliteNotifyStore:
+    """The NotifyStore port on SQLite."""
+
+    def __init__(self, db: SqliteDatabase, clock: Clock, *,
+                 new_id: Callable[[], str] = new_uuid) -> None:
+        self._db = db
+        self._clock = clock
+        self._new_id = new_id
+
+    def _writer(self, conn: sqlite3.Connection) -> NotifyWriter:
+        return NotifyWriter(conn, QUERIES, now_ms=self._clock.now_ms(), new_id=self._new_id)
+
+    def _write(self, action: str, work: Callable[[NotifyWriter], T]) -> T:
+        with self._db.write(action) as conn:
+            return work(self._writer(conn))
+
+    def _read(self, action: str, work: Callable[[NotifyWriter], T]) -> T:
+        with self._db.read(action) as conn:
+            return work(self._writer(conn))
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
+    def channel_put(self, params: ChannelPutParams) -> Channel:
+        return self._write("save a notification channel", lambda w: w.channel_put(params))
+
+    def channel_get(self, name: str) -> Channel:
+        return self._read("read a notification channel", lambda w: w.channel_get(name))
+
+    def channel_list(self) -> list[Channel]:
+        return self._read("list notification channels", lambda w: w.channel_list())
+
+    def channel_for_send(self, name: str) -> tuple[ChannelSpec, str | None]:
+        return self._read("read a notification channel", lambda w: w.channel_for_send(name))
+
+    def channel_remove(self, name: str) -> Channel:
+        return self._write("remove a notification channel", lambda w: w.channel_remove(name))
+
+    def rule_add(self, params: RuleAddParams) -> list[Rule]:
+        return self._write("add a notification rule", lambda w: w.rule_add(params))
+
+    def rule_list(self, channel: str | None = None, project_id: str | None = None) -> list[Rule]:
+        return self._read("list notification rules", lambda w: w.rule_list(channel, project_id))
+
+    def rule_remove(self, params: RuleRemoveParams) -> int:
+        return self._write("remove a notification rule", lambda w: w.rule_remove(params))
+
+    def outbox_enqueue(self, params: OutboxEnqueueParams) -> EnqueueReport:
+        reports = [self._write("enqueue notifications", _enqueue(params, source))
+                   for source in SOURCES]
+        return EnqueueReport(examined=sum(r.examined for r in reports),
+                             enqueued=sum(r.enqueued for r in reports),
+                             saturated=any(r.saturated for r in reports))
+
+    def outbox_recoveries(self, limit: int) -> int:
+        return self._write("look for recovered triggers", lambda w: w.recoveries(limit))
+
+    def outbox_claim(self, params: OutboxClaimParams) -> ClaimedDelivery | None:
+        return self._write("lease a notification", lambda w: w.claim(params))
+
+    def outbox_record(self, params: OutboxRecordParams) -> Delivery | None:
+        return self._write("record a notification attempt", lambda w: w.record(params))
+
+    def outbox_maintain(self, params: OutboxMaintainParams) -> MaintainReport:
+        return self._write("tidy the notification outbox", lambda w: w.maintain(params))
+
+    def outbox_next_due_in_ms(self, skip_channels: tuple[str, ...] = ()) -> int | None:
+        return self._read("read the next notification due",
+                          lambda w: w.next_due_in_ms(skip_channels))
+
+    def outbox_release(self) -> int:
+        """At `ql serve` start: every attempt still marked in flight belonged to a previous
+        server (the file lock proves it is gone), so it is due again now."""
+        with self._db.write("release notification leases") as conn:
+            return conn.execute(QUERIES["notify_outbox_release"],
+                                {"now_ms": self._clock.now_ms()}).rowcount
+
+    def delivery_list(self, params: DeliveryListParams) -> list[Delivery]:
+        return self._read("list notification deliveries", lambda w: w.delivery_list(params))
+
+    def delivery_retry(self, delivery_id: str) -> Delivery:
+        return self._write("retry a notification", lambda w: w.delivery_retry(delivery_id))
+
+
+def _enqueue(params: OutboxEnqueueParams, source: str) -> Callable[[NotifyWriter], EnqueueReport]:
+    return lambda writer: writer.enqueue(params, source)
