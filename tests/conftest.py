@@ -26,9 +26,9 @@ settings.load_profile("qinglong")
 # `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). The tests
 # that judge real time (fault injection, the soak, whole clusters and servers timed end to
 # end) form one work unit: the scheduler below gives it to one worker, which runs them one
-# after another, never two at once, as a plain `pytest` would. The other worker takes the rest,
-# and (as root, who may raise a process's priority back) at a lower CPU priority while a timed
-# test runs beside it, so the timed tests see the machine as they would alone. (xdist's own
+# after another, never two at once, as a plain `pytest` would, at full CPU priority. Every other
+# test runs (as root, who may raise a process's priority back) at a lower priority, so the timed
+# tests see the machine much as they would alone. (xdist's own
 # `xdist_group` marks did not group anything here with pytest 9.2 and xdist 3.8, so the group
 # is read from the test's path instead.) Without xdist nothing changes.
 TIMED_GROUP = "timed"
