@@ -1,4 +1,10 @@
-"""Nominal cron occurrences for ``ql audit``, computed independently of ``qinglong.domain.cron``.
+"""Nominal occurrences for ``ql audit``, computed independently of the scheduler's schedules.
+
+Interval and one-shot schedules (``every 1m30s from 2026-12-01T00:00:00Z``, ``at
+2026-12-24T10:00:00Z``; see ``docs/controls/triggers.md``) are expanded at the end of this
+module by plain arithmetic on their stored text: ``anchor + k * every`` for k >= 0, or the one
+instant; neither reads a time zone. The rest of this module expands cron expressions,
+independently of ``qinglong.domain.cron``.
 
 The audit recomputes, for a window, every occurrence a trigger should have fired and compares
 it with the Runs in the database. So that it cannot share the scheduler's bugs, this module
@@ -17,10 +23,12 @@ implements the documented rules (``docs/reference/cron.md``) with different code
   to UTC and an instant is kept only if converting it back yields the same wall time, so a
   wall time in a spring-forward gap has no instant and one in a fall-back overlap has two.
   A *wall-clock* expression (second [6 fields only], minute and hour fields none starting
-  with ``*``) fires at the earliest instant of each matching wall time; a gap time fires at
-  the instant of the first wall time that exists after the gap, found by scanning forward
-  a minute, then a second, at a time. Every other expression is an *interval* expression and
-  fires at every instant of each matching wall time.
+  with ``*``) fires by the trigger's DST policy: at the earliest instant of each matching
+  wall time (overlap ``first``, the default), the latest (``second``) or every one
+  (``both``); a gap time fires at the instant of the first wall time that exists after the
+  gap (gap ``shift``, the default), found by scanning forward a minute, then a second, at a
+  time, or not at all (``skip``). Every other expression is an *interval* expression and
+  fires at every instant of each matching wall time, whatever the policy.
 
 Zone *data* is shared with the scheduler on purpose: :func:`qinglong.domain.timezones.zone_info`.
 
@@ -142,9 +150,15 @@ def is_wall_clock(expression: str) -> bool:
     return all(field[:1] != "*" for field in fields.clock)
 
 
-def nominal_occurrences(expression: str, timezone: str, start_ms: int, end_ms: int) -> list[int]:
+def nominal_occurrences(expression: str, timezone: str, start_ms: int, end_ms: int, *,
+                        dst_gap: str = "shift", dst_overlap: str = "first") -> list[int]:
     """Every occurrence of ``expression`` in ``timezone`` at or after ``start_ms`` and at or
     before ``end_ms``, as sorted, unique UTC epoch milliseconds (whole seconds).
+
+    ``dst_gap`` (``shift``, ``skip``) and ``dst_overlap`` (``first``, ``second``, ``both``)
+    are the trigger's DST policy; they change what a wall-clock expression does with a wall
+    time that does not exist (the end of the gap, or nothing) or exists twice (the earlier
+    instant, the later one, or both). Interval expressions ignore them.
 
     Raises ValueError for an expression or zone this module cannot expand and for a window
     that would need more than ``MAX_NAIVE_ITERATIONS`` naive wall times, TypeError for
@@ -152,6 +166,10 @@ def nominal_occurrences(expression: str, timezone: str, start_ms: int, end_ms: i
     for bound in (start_ms, end_ms):
         if not isinstance(bound, int) or isinstance(bound, bool):
             raise TypeError("start_ms and end_ms must be integers (UTC epoch milliseconds)")
+    if isinstance(expression, str) and expression.startswith(("every ", "at ")):
+        return _arithmetic_occurrences(expression, start_ms, end_ms)
+    if dst_gap not in ("shift", "skip") or dst_overlap not in ("first", "second", "both"):
+        raise ValueError(f"unknown DST policy: gap {dst_gap!r}, overlap {dst_overlap!r}")
     fields = _split(expression)
     tz = _zone(timezone)
     first_s = -(-start_ms // 1000)
@@ -174,10 +192,14 @@ def nominal_occurrences(expression: str, timezone: str, start_ms: int, end_ms: i
     found: set[int] = set()
     for wall in _matching_walls(fields, sources, first_wall, last_wall):
         instants = _instants_of(wall, tz)
-        if wall_clock:
-            fired = instants[:1] if instants else (_first_instant_after_gap(wall, tz),)
-        else:
+        if not wall_clock:
             fired = instants
+        elif not instants:  # in a spring-forward gap
+            fired = () if dst_gap == "skip" else (_first_instant_after_gap(wall, tz),)
+        elif len(instants) == 1:
+            fired = instants
+        else:  # repeated by a fall-back overlap
+            fired = {"first": instants[:1], "second": instants[1:], "both": instants}[dst_overlap]
         found.update(at for at in fired if first_s <= at <= last_s)
     return [at * 1000 for at in sorted(found)]
 
@@ -438,3 +460,41 @@ def _check_budget(
             f"window too large for {expression!r}: expanding it could take up to {bound:,} "
             f"naive wall times (limit {MAX_NAIVE_ITERATIONS:,}); audit a shorter window"
         )
+
+
+# -- interval and one-shot schedules -----------------------------------------------------------
+
+_EVERY_TEXT = re.compile(r"every ((?:[0-9]+[dhms])+) from ([0-9]{4}-[0-9]{2}-[0-9]{2}T"
+                         r"[0-9]{2}:[0-9]{2}:[0-9]{2}Z)")
+_AT_TEXT = re.compile(r"at ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)")
+_UNIT_S = {"d": _DAY_S, "h": 3_600, "m": 60, "s": 1}
+
+
+def _utc_seconds(text: str) -> int:
+    return _epoch_of(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC))
+
+
+def _arithmetic_occurrences(expression: str, start_ms: int, end_ms: int) -> list[int]:
+    """The occurrences of an interval or one-shot schedule in ``[start_ms, end_ms]``."""
+    first_s = -(-start_ms // 1000)
+    last_s = end_ms // 1000
+    once = _AT_TEXT.fullmatch(expression)
+    if once is not None:
+        at_s = _utc_seconds(once.group(1))
+        return [at_s * 1000] if first_s <= at_s <= last_s else []
+    every = _EVERY_TEXT.fullmatch(expression)
+    if every is None:
+        raise ValueError(f"schedule {expression!r} is neither 'every D from T' nor 'at T'")
+    step_s = sum(int(part[:-1]) * _UNIT_S[part[-1]]
+                 for part in re.findall(r"[0-9]+[dhms]", every.group(1)))
+    if step_s <= 0:
+        raise ValueError(f"schedule {expression!r} has no interval")
+    anchor_s = _utc_seconds(every.group(2))
+    if first_s > last_s:
+        return []
+    k = max(0, -(-(first_s - anchor_s) // step_s))  # the first k with anchor + k*step >= first
+    count = (last_s - anchor_s) // step_s - k + 1
+    if count > MAX_NAIVE_ITERATIONS:
+        raise ValueError(f"window too large for {expression!r}: {count:,} occurrences (limit "
+                         f"{MAX_NAIVE_ITERATIONS:,}); audit a shorter window")
+    return [(anchor_s + (k + i) * step_s) * 1000 for i in range(max(0, count))]

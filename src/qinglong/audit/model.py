@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qinglong.audit.execution import ExecutionReport
@@ -19,6 +20,8 @@ class TriggerRevisionRecord:
     misfire_policy: str
     enabled: bool
     published_at_ms: int
+    # the spec's whole config (the cron DST policy, ...): what else the schedule depends on
+    config: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

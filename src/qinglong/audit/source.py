@@ -8,6 +8,7 @@ a role that may not SELECT a table is QL_PERMISSION_DENIED naming the table).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,13 @@ RUNS_UNTIL_MS = 2**62
 
 def _opt(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _config(value: Any) -> dict[str, object]:
+    """A spec config as read: a dict from PostgreSQL's jsonb, JSON text from SQLite."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def _translate(exc: Exception, dialect: str, query: str, conn: Connection) -> QinglongError | None:
@@ -83,6 +91,7 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             task_id=r["task_id"], task_revision=int(r["task_revision"]),
             expression=r["expression"], timezone=r["timezone"], misfire_policy=r["misfire_policy"],
             enabled=bool(r["enabled"]), published_at_ms=int(r["created_at_ms"]),
+            config=_config(r["config"]),
         ) for r in rows("audit_trigger_revisions")),
         task_revisions=tuple(TaskRevisionRecord(
             project_id=r["project_id"], task_id=r["task_id"], revision=int(r["revision"]),

@@ -155,6 +155,54 @@ class Instant(click.ParamType[int]):
         return int(parsed.timestamp() * 1000)
 
 
+class WholeSecond(click.ParamType[int]):
+    """An instant as a whole second: RFC 3339 with an offset (``2026-12-24T18:00:00+08:00``),
+    epoch milliseconds (a multiple of 1000), or a duration from now (``10m``, rounded up to
+    the next whole second), in epoch milliseconds."""
+
+    name = "time"
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self._now_ms = now_ms
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from qinglong.domain.occurrences import check_instant, parse_instant
+
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        try:
+            span = parse_duration_ms(text)
+        except ValueError:
+            pass
+        else:
+            try:
+                return check_instant(-(-(self._now_ms() + span) // 1000) * 1000, "time")
+            except InvalidInput as exc:
+                self.fail(f"{text!r}: {exc.rule}", param, ctx)
+        try:
+            return parse_instant(text, "time")
+        except InvalidInput as exc:
+            self.fail(exc.rule if text in exc.rule else f"{text!r}: {exc.rule}", param, ctx)
+
+
+class WholeSeconds(click.ParamType[int]):
+    """A duration of whole seconds (``90s``, ``1h30m``, ``1d``), in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            span = parse_duration_ms(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if span % 1000:
+            self.fail(f"{value!r} is not a whole number of seconds", param, ctx)
+        return span // 1000
+
+
 def default_actor() -> str:
     """Who is asking: $QL_ACTOR, else the operating-system user."""
     import getpass

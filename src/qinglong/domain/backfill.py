@@ -2,7 +2,7 @@
 
 A backfill names a trigger, a window ``[from, to]`` (both ends included) and who asks. The
 window is judged against the trigger's **current** revision: its occurrences are those of
-that revision's cron schedule, computed by the same `CronSchedule` the scheduler uses. The
+that revision's schedule (cron, interval or one-shot), computed by the same code the scheduler uses. The
 window must lie in the trigger's past as far as its schedule is concerned:
 
 * it must not start before the trigger was first published;
@@ -32,6 +32,7 @@ from qinglong.domain.admission import (
 )
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.manual import actor_name
+from qinglong.domain.occurrences import is_done_cursor
 from qinglong.domain.runs import (
     EXECUTION_ORIGIN_BACKFILL,
     TRIGGER_TYPE_BACKFILL,
@@ -100,10 +101,18 @@ class BackfillTarget:
 
     @property
     def horizon_ms(self) -> int:
-        """Occurrences at or after this instant are the live scheduler's to decide."""
+        """Occurrences at or after this instant are the live scheduler's to decide (a finished
+        schedule has decided all of them: DONE_CURSOR_MS, after every occurrence)."""
         return self.cursor_ms if self.cursor_ms is not None else self.trigger.created_at_ms
 
+    @property
+    def finished(self) -> bool:
+        """The scheduler has decided every occurrence of the current revision."""
+        return is_done_cursor(self.cursor_ms)
+
     def horizon_text(self) -> str:
+        if self.finished:
+            return "the end of the trigger's schedule"
         if self.cursor_ms is not None:
             return (f"{utc_text(self.cursor_ms)}, the trigger's cursor (the first occurrence its "
                     "scheduler has not decided yet)")
@@ -124,7 +133,7 @@ def window_occurrences(request: BackfillRequest, target: BackfillTarget) -> tupl
     found: list[int] = []
     try:
         at = schedule.first_at_or_after(request.from_ms)
-        while at <= request.to_ms:
+        while at is not None and at <= request.to_ms:
             if len(found) == MAX_OCCURRENCES:
                 raise InvalidInput("to", f"the window holds more than {MAX_OCCURRENCES} "
                                          f"occurrences of {schedule.expression!r}; backfill "

@@ -16,12 +16,16 @@ for time zones and daylight saving time, which are documented in
   number the fields can hold needs more than 2 digits, so longer digit strings
   (``007``, ``0000000000000000000001``) are refused rather than read as their value.
 * A *wall-clock* expression (its second, minute and hour fields all name fixed
-  values, i.e. none starts with ``*``) fires at local wall-clock times: a time that
-  falls in a spring-forward gap fires at the first instant after the gap, and a
-  time repeated by a fall-back overlap fires once, at its first (earlier) instant.
+  values, i.e. none starts with ``*``) fires at local wall-clock times, by the trigger's
+  DST policy (:class:`DstPolicy`): a time that falls in a spring-forward gap fires at the
+  first instant after the gap (``gap=shift``, the default) or not at all (``gap=skip``); a
+  time repeated by a fall-back overlap fires once at its first (earlier) instant
+  (``overlap=first``, the default), once at its second (``overlap=second``), or at both
+  (``overlap=both``).
 * Every other expression is an *interval* expression: it fires at each real
   instant whose local time matches, so wall times inside a gap never occur and
-  wall times repeated by an overlap occur twice.
+  wall times repeated by an overlap occur twice. A DST policy does not apply to it
+  (``CronSchedule.parse`` refuses one that is not the default).
 
 Occurrences are whole seconds, returned as UTC epoch milliseconds.
 """
@@ -63,6 +67,70 @@ class Occurrence:
     at_ms: int
     wall: datetime  # the naive local wall time the expression matched
     note: DstNote
+    # wall times before this one that a spring-forward gap swallowed (DST policy gap=skip)
+    skipped: tuple[datetime, ...] = ()
+
+
+class DstGap(StrEnum):
+    """A wall-clock time that a spring-forward gap makes not exist."""
+
+    SHIFT = "shift"  # fire at the first instant after the gap
+    SKIP = "skip"  # do not fire that day
+
+
+class DstOverlap(StrEnum):
+    """A wall-clock time that a fall-back overlap makes happen twice."""
+
+    FIRST = "first"  # fire once, at the first (earlier) instant
+    SECOND = "second"  # fire once, at the second (later) instant
+    BOTH = "both"  # fire at both instants
+
+
+@dataclass(frozen=True, slots=True)
+class DstPolicy:
+    """What a wall-clock cron expression does at DST transitions (``docs/reference/cron.md``).
+
+    Stored in a cron spec's config as ``dst`` only when it is not the default, so revisions
+    published before policies existed keep their exact envelope and digest."""
+
+    gap: DstGap = DstGap.SHIFT
+    overlap: DstOverlap = DstOverlap.FIRST
+
+    @classmethod
+    def parse(cls, gap: str | None = None, overlap: str | None = None,
+              base: DstPolicy | None = None) -> DstPolicy:
+        """Named parts replace those of ``base`` (default: the default policy)."""
+        base = base or cls()
+        try:
+            return cls(gap=DstGap(gap) if gap is not None else base.gap,
+                       overlap=DstOverlap(overlap) if overlap is not None else base.overlap)
+        except ValueError:
+            if gap is not None and gap not in {g.value for g in DstGap}:
+                raise InvalidSchedule("dst-gap", "must be shift or skip") from None
+            raise InvalidSchedule("dst-overlap", "must be first, second or both") from None
+
+    @property
+    def default(self) -> bool:
+        return self == DstPolicy()
+
+    def to_json(self) -> dict[str, object]:
+        return {"gap": self.gap.value, "overlap": self.overlap.value}
+
+    @classmethod
+    def from_json(cls, value: object) -> DstPolicy:
+        """The ``dst`` of a stored config: exactly ``gap`` and ``overlap``, not the default."""
+        if not isinstance(value, dict) or set(value) != {"gap", "overlap"}:
+            raise InvalidSchedule("dst", "must have exactly gap and overlap")
+        gap, overlap = value["gap"], value["overlap"]
+        if not isinstance(gap, str) or not isinstance(overlap, str):
+            raise InvalidSchedule("dst", "gap and overlap must be strings")
+        policy = cls.parse(gap, overlap)
+        if policy.default:
+            raise InvalidSchedule("dst", "is not in canonical form (the default is left out)")
+        return policy
+
+    def describe(self) -> str:
+        return f"gap {self.gap.value}, overlap {self.overlap.value}"
 
 
 def normalize_expression(expression: str) -> str:
@@ -202,19 +270,33 @@ def is_wall_clock(expression: str) -> bool:
     return not any(field.startswith("*") for field in time_fields)
 
 
+def check_dst_applies(expression: str, dst: DstPolicy) -> None:
+    """A DST policy other than the default needs a wall-clock expression."""
+    if dst.default or is_wall_clock(expression):
+        return
+    field = "dst-gap" if dst.gap is not DstGap.SHIFT else "dst-overlap"
+    raise InvalidSchedule(field, f"applies only to wall-clock expressions (fixed second, minute "
+                                 f"and hour fields); {expression!r} follows real elapsed time "
+                                 "across DST changes (use --dst-gap shift --dst-overlap first)")
+
+
 @dataclass(frozen=True, slots=True)
 class CronSchedule:
-    """A validated cron expression in a canonical IANA time zone."""
+    """A validated cron expression in a canonical IANA time zone, with its DST policy."""
 
     expression: str
     timezone: str
+    dst: DstPolicy = DstPolicy()
 
     @classmethod
-    def parse(cls, expression: str, timezone: str) -> CronSchedule:
-        return cls(normalize_expression(expression), canonical_timezone(timezone))
+    def parse(cls, expression: str, timezone: str, dst: DstPolicy | None = None) -> CronSchedule:
+        normalized = normalize_expression(expression)
+        policy = dst or DstPolicy()
+        check_dst_applies(normalized, policy)
+        return cls(normalized, canonical_timezone(timezone), policy)
 
     @classmethod
-    def stored(cls, expression: str, timezone: str) -> CronSchedule:
+    def stored(cls, expression: str, timezone: str, dst: DstPolicy | None = None) -> CronSchedule:
         """A schedule read back from a revision whose digest was verified: accepted as it was
         published, even if today's stricter input rules would refuse it, as long as it can
         still be computed (an older release may have accepted a zone or a step we now refuse
@@ -227,7 +309,7 @@ class CronSchedule:
         except (CronSimError, ValueError, IndexError, LookupError, OSError) as exc:
             raise InvalidSchedule("cron", f"stored schedule {expression!r} in {timezone!r} "
                                           "cannot be computed") from exc
-        return cls(expression, timezone)
+        return cls(expression, timezone, dst or DstPolicy())
 
     def next_after(self, after_ms: int) -> int:
         """The first occurrence strictly after ``after_ms``."""
@@ -328,16 +410,56 @@ class CronSchedule:
         raise InvalidSchedule("cron", "has no further occurrence")
 
     def _next_wall_clock(self, after_ms: int) -> Occurrence:
+        """The first instant after ``after_ms`` of a matching wall time, by the DST policy.
+
+        With one instant per wall time, wall order is instant order, and the first instant
+        after ``after_ms`` is the answer; but with ``overlap=second`` or ``both`` a wall time
+        before the wall time of ``after_ms`` can still fire after it (the second 01:30 comes
+        after the first 01:45), so the walk starts that much earlier (``_lookback_s``). With
+        ``both`` a wall time fires twice and wall order is not instant order inside an
+        overlap, so the walk stops only at a wall time that cannot map to an instant before
+        the best one found: an instant is its wall time minus the UTC offset, so a wall time
+        later than ``best + the largest offset in between`` cannot."""
         tz = zone_info(self.timezone)
         after_s = after_ms // 1000
         start = datetime.fromtimestamp(after_s, UTC).astimezone(tz).replace(tzinfo=None)
-        iterator = CronSim(self.expression, start)
+        back = self._lookback_s(after_s, tz)
+        iterator = CronSim(self.expression, start - timedelta(seconds=back + 1) if back else start)
+        best: tuple[int, datetime, DstNote] | None = None
+        ceiling: int | None = None
+        gaps: list[tuple[datetime, int]] = []  # skipped wall times and where their gap ends
         for _ in range(_MAX_CANDIDATES):
             wall = next(iterator)
-            at_s, note = _resolve_wall_time(wall, tz)
-            if at_s > after_s:
-                return Occurrence(at_s * 1000, wall, note)
-        raise InvalidSchedule("cron", "has no further occurrence")
+            if ceiling is not None and _naive_utc_ms(wall) // 1000 > ceiling:
+                break
+            instants = _resolve_wall_time(wall, tz, self.dst)
+            if not instants:
+                gaps.append((wall, _gap_end(wall, tz)))
+            for at_s, note in instants:
+                if at_s > after_s and (best is None or at_s < best[0]):
+                    best = (at_s, wall, note)
+                    if self.dst.overlap is DstOverlap.BOTH:
+                        ceiling = at_s + _max_offset_seconds(after_s, at_s, tz)
+            if best is not None and self.dst.overlap is not DstOverlap.BOTH:
+                break  # one instant per wall time: wall order is instant order
+        if best is None:
+            raise InvalidSchedule("cron", "has no further occurrence")
+        skipped = tuple(wall for wall, end in gaps if after_s < end <= best[0])
+        return Occurrence(best[0] * 1000, best[1], best[2], skipped)
+
+    def _lookback_s(self, after_s: int, tz: object) -> int:
+        """How far before the wall time of ``after_s`` a wall time can lie whose chosen instant
+        is still after it: only the second instants of a fall-back overlap that begins within
+        the next day can, by as much as the offset drops."""
+        if self.dst.overlap is DstOverlap.FIRST:
+            return 0
+        offset = _offset_seconds(after_s, tz)
+        lowest = offset
+        at = after_s
+        while (change := _next_offset_change(at, after_s + 86_400, tz)) is not None:
+            lowest = min(lowest, _offset_seconds(change, tz))
+            at = change
+        return max(0, offset - lowest)
 
 
 def _naive_utc_ms(wall: datetime) -> int:
@@ -355,24 +477,46 @@ def _is_imaginary(wall: datetime, tz: object) -> bool:
     return aware.astimezone(UTC).astimezone(tz).replace(tzinfo=None) != wall  # type: ignore[arg-type]
 
 
-def _resolve_wall_time(wall: datetime, tz: object) -> tuple[int, DstNote]:
-    """Map a local wall time to the epoch second it fires at under the wall-clock rule."""
+def _gap_end(wall: datetime, tz: object) -> int:
+    """For a wall time in a spring-forward gap: the first instant after the gap. fold=1 applies
+    the later offset (an earlier instant), fold=0 the earlier offset (a later instant); the
+    gap ends where the offset changes in between."""
+    low = int(wall.replace(tzinfo=tz, fold=1).timestamp())  # type: ignore[arg-type]
+    high = int(wall.replace(tzinfo=tz, fold=0).timestamp())  # type: ignore[arg-type]
+    before = _offset_at(low, tz)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _offset_at(middle, tz) == before:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def _resolve_wall_time(wall: datetime, tz: object, dst: DstPolicy) -> list[tuple[int, DstNote]]:
+    """The epoch seconds a local wall time fires at under the wall-clock rule and ``dst``:
+    none (a gap skipped), one, or two (both instants of an overlap), ascending."""
     if _is_imaginary(wall, tz):
-        # In a gap: fold=1 applies the later offset (an earlier instant), fold=0 the
-        # earlier offset (a later instant). The gap ends where the offset changes.
-        low = int(wall.replace(tzinfo=tz, fold=1).timestamp())  # type: ignore[arg-type]
-        high = int(wall.replace(tzinfo=tz, fold=0).timestamp())  # type: ignore[arg-type]
-        before = _offset_at(low, tz)
-        while high - low > 1:
-            middle = (low + high) // 2
-            if _offset_at(middle, tz) == before:
-                low = middle
-            else:
-                high = middle
-        return high, DstNote.GAP_SHIFTED
-    first = wall.replace(tzinfo=tz, fold=0)  # type: ignore[arg-type]
-    note = DstNote.OVERLAP_FIRST if _is_ambiguous(wall, tz) else DstNote.NONE
-    return int(first.timestamp()), note
+        return [] if dst.gap is DstGap.SKIP else [(_gap_end(wall, tz), DstNote.GAP_SHIFTED)]
+    first = int(wall.replace(tzinfo=tz, fold=0).timestamp())  # type: ignore[arg-type]
+    if not _is_ambiguous(wall, tz):
+        return [(first, DstNote.NONE)]
+    second = int(wall.replace(tzinfo=tz, fold=1).timestamp())  # type: ignore[arg-type]
+    if dst.overlap is DstOverlap.FIRST:
+        return [(first, DstNote.OVERLAP_FIRST)]
+    if dst.overlap is DstOverlap.SECOND:
+        return [(second, DstNote.OVERLAP_SECOND)]
+    return [(first, DstNote.OVERLAP_FIRST), (second, DstNote.OVERLAP_SECOND)]
+
+
+def _max_offset_seconds(start_s: int, end_s: int, tz: object) -> int:
+    """The largest UTC offset (seconds) in effect at any instant in [start_s, end_s]."""
+    highest = _offset_seconds(start_s, tz)
+    at = start_s
+    while (change := _next_offset_change(at, end_s, tz)) is not None:
+        highest = max(highest, _offset_seconds(change, tz))
+        at = change
+    return highest
 
 
 def _offset_at(epoch_s: int, tz: object) -> timedelta | None:

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from qinglong.domain.decision import Pause
 from qinglong.domain.task import TaskRevision
-from qinglong.domain.trigger import TriggerRevision
+from qinglong.domain.trigger import TriggerRevision, TriggerSpec
 
 
 class ProjectStatus(StrEnum):
@@ -177,6 +177,7 @@ class LedgerRevision:
     timezone: str
     misfire_policy: str
     task_revision: int  # the task revision it pins
+    spec: TriggerSpec | None = None  # the verified spec (the DST policy is only there)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from qinglong.domain.cron import CronSchedule, DstPolicy, check_dst_applies
+from qinglong.domain.interval import IntervalSchedule
+from qinglong.domain.jitter import Jitter
+from qinglong.domain.occurrences import instant_text
+from qinglong.domain.once import OnceSchedule
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
@@ -21,14 +26,19 @@ from qinglong.domain.task import (
     TaskRevision,
     new_task_revision,
 )
+from qinglong.domain.timezones import UTC_NAME
 from qinglong.domain.trigger import (
-    CronTriggerSpec,
     MisfirePolicy,
     Overlap,
+    ScheduleKind,
     TriggerRevision,
+    TriggerSpec,
     new_trigger_revision,
+    parse_schedule,
+    schedule_kind,
+    text_kind,
 )
-from qinglong.errors import Conflict, InvalidInput
+from qinglong.errors import Conflict, InvalidInput, InvalidSchedule
 
 
 def next_task_revision(
@@ -69,12 +79,22 @@ def next_trigger_revision(
     timezone: str | None = None,
     misfire_policy: str | None = None,
     overlap: Overlap | None = None,
+    dst_gap: str | None = None,
+    dst_overlap: str | None = None,
+    jitter_s: int | None = None,
+    jitter_random_s: int | None = None,
 ) -> TriggerRevision | None:
     """The trigger revision to append (pinned to ``task``), or None when unchanged.
 
-    For an existing trigger, spec parts left as None keep their current values.
+    For an existing trigger, spec parts left as None keep their current values. An interval
+    schedule given without an anchor keeps the current one (when the trigger already is an
+    interval trigger) or is anchored at the publish time. A one-shot instant given anew must
+    not lie before the publish time (unless the revision is published disabled).
     """
-    spec = merged_spec(current, expression, timezone, misfire_policy, overlap)
+    created_at_ms = now_ms if current is None else max(now_ms, current.created_at_ms)
+    spec = merged_spec(current, expression, timezone, misfire_policy, overlap,
+                       published_at_ms=created_at_ms, dst_gap=dst_gap, dst_overlap=dst_overlap,
+                       jitter_s=jitter_s, jitter_random_s=jitter_random_s)
     if current is not None and task_id is not None and task_id != current.task_id:
         raise Conflict(
             f"trigger {trigger_id!r} is bound to task {current.task_id!r}; "
@@ -84,6 +104,12 @@ def next_trigger_revision(
         raise Conflict(
             f"task {task.task_id!r} is disabled; an enabled trigger must pin an enabled task"
         )
+    schedule = spec.schedule
+    if (enabled and isinstance(schedule, OnceSchedule) and schedule.at_ms < created_at_ms
+            and (current is None or current.spec.schedule != schedule)):
+        raise InvalidInput("at", f"{instant_text(schedule.at_ms)} is in the past (it is now "
+                                 f"{instant_text(created_at_ms)}); a one-shot trigger fires only "
+                                 "at an instant after it is published")
     candidate = new_trigger_revision(
         project=project_id,
         trigger=trigger_id,
@@ -93,7 +119,7 @@ def next_trigger_revision(
         task_content_digest=task.content_digest,
         spec=spec,
         enabled=enabled,
-        created_at_ms=now_ms if current is None else max(now_ms, current.created_at_ms),
+        created_at_ms=created_at_ms,
     )
     if current is not None and current.same_definition(candidate):
         return None
@@ -106,33 +132,90 @@ def merged_spec(
     timezone: str | None,
     misfire_policy: str | None,
     overlap: Overlap | None = None,
-) -> CronTriggerSpec:
-    """The spec a publish asks for: given parts replace the current ones."""
+    *,
+    published_at_ms: int = 0,
+    dst_gap: str | None = None,
+    dst_overlap: str | None = None,
+    jitter_s: int | None = None,
+    jitter_random_s: int | None = None,
+) -> TriggerSpec:
+    """The spec a publish asks for: given parts replace the current ones.
+
+    ``expression`` states the schedule: a cron expression, ``every DURATION [from TIME]`` or
+    ``at TIME``. A new cron trigger needs a time zone; interval and one-shot triggers show
+    their times in UTC unless one is given. ``dst_gap`` and ``dst_overlap`` change a cron
+    trigger's DST policy (parts left out keep the current policy of a cron trigger);
+    ``jitter_s`` and ``jitter_random_s`` its jitter (``jitter_s=0``: none)."""
+    dst_given = dst_gap is not None or dst_overlap is not None
+    jitter = merged_jitter(current.spec.jitter if current is not None else None, jitter_s,
+                           jitter_random_s)
     if current is None:
         if expression is None:
-            raise InvalidInput("cron", "is required for a new trigger (e.g. --cron '0 * * * *')")
+            raise InvalidInput("cron", "a new trigger needs a schedule: --cron '0 * * * *', "
+                                       "--every 90s or --at TIME")
         if timezone is None:
-            raise InvalidInput("timezone", "is required (an IANA name such as UTC or Europe/Berlin)")
-        return CronTriggerSpec.parse(
+            if text_kind(expression) == "cron":
+                raise InvalidInput("timezone",
+                                   "is required (an IANA name such as UTC or Europe/Berlin)")
+            timezone = UTC_NAME
+        return TriggerSpec.parse(
             expression=expression, timezone=timezone, misfire=misfire_policy or "skip",
-            overlap=overlap,
+            overlap=overlap, default_anchor_ms=published_at_ms,
+            dst=DstPolicy.parse(dst_gap, dst_overlap) if dst_given else None, jitter=jitter,
         )
-    if expression is None and timezone is None and misfire_policy is None and overlap is None:
-        return current.spec
-    if expression is None and timezone is None:
+    misfire = (MisfirePolicy.parse(misfire_policy) if misfire_policy is not None
+               else current.spec.misfire_policy)
+    kept_overlap = overlap if overlap is not None else current.spec.overlap
+    now = current.spec.schedule
+    if expression is None and timezone is None and not dst_given:
         # the schedule is kept as stored (it may predate today's stricter input rules)
-        return CronTriggerSpec(
-            schedule=current.spec.schedule,
-            misfire_policy=MisfirePolicy.parse(misfire_policy) if misfire_policy is not None
-            else current.spec.misfire_policy,
-            overlap=overlap if overlap is not None else current.spec.overlap,
-        )
-    return CronTriggerSpec.parse(
-        expression=expression if expression is not None else current.spec.expression,
-        timezone=timezone if timezone is not None else current.spec.timezone,
-        misfire=misfire_policy if misfire_policy is not None else current.spec.misfire_policy.value,
-        overlap=overlap if overlap is not None else current.spec.overlap,
-    )
+        if misfire_policy is None and overlap is None and jitter == current.spec.jitter:
+            return current.spec
+        return TriggerSpec(schedule=now, misfire_policy=misfire, overlap=kept_overlap,
+                           jitter=jitter)
+    dst = DstPolicy.parse(dst_gap, dst_overlap, base=current.spec.dst)
+    if expression is None and timezone is None:  # only the DST policy changes
+        if not isinstance(now, CronSchedule):
+            raise InvalidSchedule("dst-gap" if dst_gap is not None else "dst-overlap",
+                                  "a DST policy applies only to cron triggers (this one is "
+                                  f"{schedule_kind(now)!r}: it follows real elapsed time)")
+        check_dst_applies(now.expression, dst)
+        schedule: ScheduleKind = replace(now, dst=dst)
+    elif expression is None:
+        assert timezone is not None
+        schedule = rezoned(now, timezone, dst)
+    else:
+        zone = timezone if timezone is not None else now.timezone
+        anchor = now.anchor_ms if isinstance(now, IntervalSchedule) else published_at_ms
+        kept = dst if dst_given or text_kind(expression) == "cron" else None
+        schedule = parse_schedule(expression, zone, default_anchor_ms=anchor, dst=kept)
+    return TriggerSpec(schedule=schedule, misfire_policy=misfire, overlap=kept_overlap,
+                       jitter=jitter)
+
+
+def merged_jitter(current: Jitter | None, jitter_s: int | None,
+                  jitter_random_s: int | None) -> Jitter | None:
+    """The jitter a publish asks for: a part left out keeps its current value; a bound of 0
+    removes the jitter (and its random part with it)."""
+    if jitter_s is None and jitter_random_s is None:
+        return current
+    if jitter_s == 0:
+        if jitter_random_s:
+            raise InvalidInput("jitter-random", "needs a jitter (--jitter) to be a part of")
+        return None
+    bound = jitter_s if jitter_s is not None else (current.max_s if current else 0)
+    random = (jitter_random_s if jitter_random_s is not None
+              else (current.random_s if current else 0))
+    return Jitter.of(bound, random)
+
+
+def rezoned(schedule: ScheduleKind, timezone: str, dst: DstPolicy | None = None) -> ScheduleKind:
+    """The same schedule shown (cron: evaluated, with ``dst``) in another zone."""
+    if isinstance(schedule, IntervalSchedule):
+        return IntervalSchedule.parse(schedule.every_s, schedule.anchor_ms, timezone)
+    if isinstance(schedule, OnceSchedule):
+        return OnceSchedule.parse(schedule.at_ms, timezone)
+    return CronSchedule.parse(schedule.expression, timezone, dst)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qinglong.domain.decision import Decision, Pause, decide
-from qinglong.domain.trigger import CronTriggerSpec
+from qinglong.domain.trigger import TriggerSpec
 from qinglong.errors import InvalidConfig
 
 # Bounds of a scheduler cycle and of a cluster claim, declared once for every surface.
@@ -53,7 +53,7 @@ class ScheduleCandidate:
     task_id: str
     task_revision: int
     task_content_digest: str
-    spec: CronTriggerSpec
+    spec: TriggerSpec
     state_version: int
     next_fire_at_ms: int | None
     pause: Pause | None = None  # the trigger's latest pause (in effect, or ended)
@@ -67,6 +67,7 @@ class ScheduleCandidate:
             policy=self.spec.misfire_policy,
             occurrences=self.spec.schedule,
             pause=self.pause,
+            delay=self.spec.delay(self.project_id, self.trigger_id),
         )
 
 

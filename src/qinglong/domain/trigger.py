@@ -1,4 +1,5 @@
-"""Triggers: the `qinglong/cron@v1` spec and immutable trigger revisions.
+"""Triggers: the `qinglong/cron@v1`, `qinglong/interval@v1` and `qinglong/once@v1` specs and
+immutable trigger revisions.
 
 Every trigger revision pins one task revision by number and content digest; the
 runtime never resolves "the current task".
@@ -11,12 +12,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
-from qinglong.domain.cron import CronSchedule
+from qinglong.domain.cron import CronSchedule, DstPolicy
 from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.domain.interval import IntervalSchedule
+from qinglong.domain.jitter import Delay, Jitter
+from qinglong.domain.once import OnceSchedule
 from qinglong.domain.task import check_revision
-from qinglong.errors import InvalidInput, RecordCorrupt
+from qinglong.errors import InvalidInput, InvalidSchedule, RecordCorrupt
 
 TRIGGER_SPEC_SCHEMA = "qinglong/cron@v1"
+INTERVAL_SPEC_SCHEMA = "qinglong/interval@v1"
+ONCE_SPEC_SCHEMA = "qinglong/once@v1"
 TRIGGER_DIGEST_PREFIX = "qinglong.trigger-definition.v1"
 
 
@@ -83,30 +89,113 @@ class Overlap:
         return overlap
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CronTriggerSpec:
-    """The `qinglong/cron@v1` trigger spec."""
+ScheduleKind = CronSchedule | IntervalSchedule | OnceSchedule
 
-    schedule: CronSchedule
+# The spec schema of each kind of schedule (the envelope's "schema").
+SCHEMAS: dict[str, str] = {
+    "cron": TRIGGER_SPEC_SCHEMA,
+    "interval": INTERVAL_SPEC_SCHEMA,
+    "once": ONCE_SPEC_SCHEMA,
+}
+_KINDS = {schema: kind for kind, schema in SCHEMAS.items()}
+
+
+def schedule_kind(schedule: ScheduleKind) -> str:
+    if isinstance(schedule, IntervalSchedule):
+        return "interval"
+    if isinstance(schedule, OnceSchedule):
+        return "once"
+    return "cron"
+
+
+def text_kind(expression: str) -> str:
+    """Which kind of schedule a text states: ``every ...``, ``at ...``, or a cron expression."""
+    words = expression.split(None, 1) if isinstance(expression, str) else []
+    first = words[0] if words else ""
+    return {"every": "interval", "at": "once"}.get(first, "cron")
+
+
+def parse_schedule(expression: str, timezone: str, *, default_anchor_ms: int | None = None,
+                   dst: DstPolicy | None = None) -> ScheduleKind:
+    """A schedule as a publish gives it: a cron expression (with its DST policy),
+    ``every DURATION [from TIME]`` (without ``from``, anchored at ``default_anchor_ms``) or
+    ``at TIME``."""
+    kind = text_kind(expression)
+    if kind != "cron" and dst is not None and not dst.default:
+        raise InvalidSchedule("dst-gap" if dst.gap.value != "shift" else "dst-overlap",
+                              "a DST policy applies only to cron triggers (an interval or "
+                              "one-shot trigger follows real elapsed time)")
+    if kind == "interval":
+        return IntervalSchedule.from_text(expression, timezone,
+                                          default_anchor_ms=default_anchor_ms)
+    if kind == "once":
+        return OnceSchedule.from_text(expression, timezone)
+    return CronSchedule.parse(expression, timezone, dst)
+
+
+def stored_schedule(expression: str, timezone: str, kind: str | None = None,
+                    dst: DstPolicy | None = None) -> ScheduleKind:
+    """A schedule read back from a digest-verified revision (its canonical text), of ``kind``
+    (default: the kind the text states)."""
+    kind = kind or text_kind(expression)
+    if kind == "interval":
+        return IntervalSchedule.stored(expression, timezone)
+    if kind == "once":
+        return OnceSchedule.stored(expression, timezone)
+    return CronSchedule.stored(expression, timezone, dst)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerSpec:
+    """A trigger spec: when it fires (a cron, interval or one-shot schedule), what a late
+    scheduler does (misfire) and what a Run that comes while another is active does (overlap).
+
+    The envelope is ``{"schema": "qinglong/<kind>@v1", "config": {...}}`` with the schedule's
+    canonical text as ``expression``; a cron spec keeps exactly the form (and so the digest)
+    it always had."""
+
+    schedule: ScheduleKind
     misfire_policy: MisfirePolicy
     overlap: Overlap = Overlap()
+    jitter: Jitter | None = None  # none: every occurrence is due at its nominal instant
 
     @classmethod
     def parse(cls, *, expression: str, timezone: str, misfire: str,
-              overlap: Overlap | None = None) -> CronTriggerSpec:
+              overlap: Overlap | None = None, default_anchor_ms: int | None = None,
+              dst: DstPolicy | None = None, jitter: Jitter | None = None) -> TriggerSpec:
         return cls(
-            schedule=CronSchedule.parse(expression, timezone),
+            schedule=parse_schedule(expression, timezone, default_anchor_ms=default_anchor_ms,
+                                    dst=dst),
             misfire_policy=MisfirePolicy.parse(misfire),
             overlap=overlap or Overlap(),
+            jitter=jitter,
         )
 
     @property
+    def kind(self) -> str:
+        return schedule_kind(self.schedule)
+
+    @property
+    def schema(self) -> str:
+        return SCHEMAS[self.kind]
+
+    @property
     def expression(self) -> str:
+        """The schedule as text: the cron expression, ``every ... from ...`` or ``at ...``."""
         return self.schedule.expression
+
+    @property
+    def cron_expression(self) -> str | None:
+        return self.schedule.expression if isinstance(self.schedule, CronSchedule) else None
 
     @property
     def timezone(self) -> str:
         return self.schedule.timezone
+
+    @property
+    def dst(self) -> DstPolicy | None:
+        """The DST policy of a cron trigger (None for the other kinds)."""
+        return self.schedule.dst if isinstance(self.schedule, CronSchedule) else None
 
     def envelope(self) -> dict[str, object]:
         config: dict[str, object] = {
@@ -116,38 +205,67 @@ class CronTriggerSpec:
         }
         if self.overlap.exclusive:  # left out when allowed, so older revisions keep their form
             config["overlap"] = self.overlap.to_json()
-        return {"schema": TRIGGER_SPEC_SCHEMA, "config": config}
+        if self.dst is not None and not self.dst.default:  # likewise
+            config["dst"] = self.dst.to_json()
+        if self.jitter is not None:  # likewise
+            config["jitter"] = self.jitter.to_json()
+        return {"schema": self.schema, "config": config}
+
+    def delay(self, project_id: str, trigger_id: str) -> Delay | None:
+        """When the occurrences of this spec become due for one trigger (None: at once)."""
+        if self.jitter is None:
+            return None
+        return self.jitter.delay(self.schedule, project_id, trigger_id)
 
     def json_text(self) -> str:
         return canonical_json(self.envelope())
 
 
-def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> CronTriggerSpec:
+CronTriggerSpec = TriggerSpec  # the name from when every trigger was a cron trigger
+
+
+def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> TriggerSpec:
     """A spec from its JSON envelope; ``stored`` for one read back from a digest-verified
     revision (see CronSchedule.stored)."""
     if not isinstance(envelope, Mapping) or set(envelope) != {"schema", "config"}:
         raise InvalidInput("spec", "must be an object with exactly 'schema' and 'config'")
-    if envelope["schema"] != TRIGGER_SPEC_SCHEMA:
-        raise InvalidInput("spec.schema", f"only {TRIGGER_SPEC_SCHEMA} is supported")
+    kind = _KINDS.get(envelope["schema"]) if isinstance(envelope["schema"], str) else None
+    if kind is None:
+        raise InvalidInput("spec.schema", "must be one of " + ", ".join(SCHEMAS.values()))
     config = envelope["config"]
     required = {"expression", "timezone", "misfirePolicy"}
-    if not isinstance(config, Mapping) or not required <= set(config) <= required | {"overlap"}:
-        raise InvalidInput("spec.config",
-                           "must have exactly expression, timezone, misfirePolicy (and overlap)")
+    optional = {"overlap", "dst", "jitter"} if kind == "cron" else {"overlap", "jitter"}
+    if not isinstance(config, Mapping) or not required <= set(config) <= required | optional:
+        raise InvalidInput("spec.config", "must have exactly expression, timezone, "
+                                          "misfirePolicy (and " + ", ".join(sorted(optional)) + ")")
     overlap = Overlap.parse(config["overlap"]) if "overlap" in config else Overlap()
+    dst = None
+    if "dst" in config:
+        if not isinstance(config["dst"], Mapping):
+            raise InvalidInput("spec.config", "dst must be an object")
+        dst = DstPolicy.from_json(dict(config["dst"]))
+    jitter = Jitter.from_json(config["jitter"]) if "jitter" in config else None
+    expression, timezone = config["expression"], config["timezone"]
+    if not isinstance(expression, str) or not isinstance(timezone, str):
+        raise InvalidInput("spec.config", "expression and timezone must be strings")
+    if text_kind(expression) != kind:
+        raise InvalidInput("spec.config", f"the expression is not of kind {kind!r}")
     if stored:
-        return CronTriggerSpec(
-            schedule=CronSchedule.stored(config["expression"], config["timezone"]),
+        return TriggerSpec(
+            schedule=stored_schedule(expression, timezone, kind, dst),
             misfire_policy=MisfirePolicy.parse(config["misfirePolicy"]),
             overlap=overlap,
+            jitter=jitter,
         )
-    spec = CronTriggerSpec.parse(
-        expression=config["expression"],
-        timezone=config["timezone"],
+    spec = TriggerSpec.parse(
+        expression=expression,
+        timezone=timezone,
         misfire=config["misfirePolicy"],
         overlap=overlap,
+        dst=dst,
+        jitter=jitter,
     )
-    if spec.expression != config["expression"] or spec.timezone != config["timezone"]:
+    if spec.expression != expression or spec.timezone != timezone:
         raise InvalidInput("spec.config", "is not in canonical form")
     return spec
 
@@ -162,7 +280,7 @@ class TriggerRevision:
     task_id: str
     task_revision: int
     task_content_digest: str
-    spec: CronTriggerSpec
+    spec: TriggerSpec
     enabled: bool
     content_digest: str
     created_at_ms: int
@@ -191,7 +309,7 @@ def trigger_content(
     task_id: str,
     task_revision: int,
     task_content_digest: str,
-    spec: CronTriggerSpec,
+    spec: TriggerSpec,
     enabled: bool,
 ) -> dict[str, object]:
     return {
@@ -214,7 +332,7 @@ def new_trigger_revision(
     task: str,
     task_revision: int,
     task_content_digest: str,
-    spec: CronTriggerSpec,
+    spec: TriggerSpec,
     enabled: bool,
     created_at_ms: int,
 ) -> TriggerRevision:

@@ -27,7 +27,7 @@ from qinglong.domain.cron import CronSchedule, normalize_expression
 from qinglong.domain.identifiers import project_id
 from qinglong.domain.task import EnvEntry, ShellCommand
 from qinglong.domain.timezones import canonical_timezone
-from qinglong.domain.trigger import CronTriggerSpec, MisfirePolicy, Overlap
+from qinglong.domain.trigger import MisfirePolicy, Overlap, TriggerSpec
 from qinglong.errors import InvalidInput
 from qinglong.service.declarative import (
     Definitions,
@@ -169,7 +169,7 @@ def crontab_definitions(text: str, source: str, project: str, timezone: str,
             env=tuple(env.values()), where=where, lines=lines)
         desired.triggers[ident] = DesiredTrigger(
             project_id=project, trigger_id=ident, task_id=ident,
-            spec=CronTriggerSpec(schedule=CronSchedule(expression, zone),
+            spec=TriggerSpec(schedule=CronSchedule(expression, zone),
                                  misfire_policy=MisfirePolicy.SKIP, overlap=Overlap()),
             where=where, lines=lines)
     if not desired.tasks and not issues.items:

@@ -28,7 +28,11 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from qinglong.domain.cron import DstGap, DstOverlap
+from qinglong.domain.interval import IntervalSchedule, format_every
 from qinglong.domain.model import ProjectStatus, TaskView, TriggerView
+from qinglong.domain.occurrences import instant_text
+from qinglong.domain.once import OnceSchedule
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
@@ -38,11 +42,12 @@ from qinglong.domain.task import (
     ShellCommand,
 )
 from qinglong.domain.trigger import (
-    CronTriggerSpec,
     MisfirePolicy,
     OverlapPolicy,
+    TriggerSpec,
 )
 from qinglong.errors import InvalidInput, NotFound, QinglongError
+from qinglong.storage.definition_writer import TriggerSpecPublishParams
 from qinglong.storage.ports import (
     DefinitionStore,
     ProjectCreateParams,
@@ -158,8 +163,12 @@ class DesiredTrigger:
     project_id: str
     trigger_id: str
     task_id: str
-    spec: CronTriggerSpec
+    spec: TriggerSpec
     enabled: bool = True
+    # An interval trigger whose file gives no anchor: ``spec`` holds a placeholder anchor; the
+    # stored anchor is kept when the trigger already is an interval trigger, else the publish
+    # time anchors it (as for `ql trigger publish --every` without --anchor).
+    keep_anchor: bool = False
     where: Where | None = None
     path: str = ""
     lines: Mapping[str, Where] = field(default_factory=dict)
@@ -289,11 +298,32 @@ def task_fields(name: str, spec: CommandSpec, enabled: bool) -> dict[str, object
     return fields
 
 
-def trigger_fields(task_id: str, spec: CronTriggerSpec, enabled: bool) -> dict[str, object]:
+PUBLISH_TIME = "(the publish time)"  # an anchor a file leaves to the publish
+
+
+def schedule_fields(spec: TriggerSpec, *, keep_anchor: bool = False) -> dict[str, object]:
+    """The schedule as the file's keys: ``cron`` (with ``dst_gap``, ``dst_overlap``),
+    ``every`` and ``anchor``, or ``at``."""
+    schedule = spec.schedule
+    if isinstance(schedule, IntervalSchedule):
+        return {"every": format_every(schedule.every_s),
+                "anchor": PUBLISH_TIME if keep_anchor else instant_text(schedule.anchor_ms)}
+    if isinstance(schedule, OnceSchedule):
+        return {"at": instant_text(schedule.at_ms)}
+    return {"cron": schedule.expression, "dst_gap": schedule.dst.gap.value,
+            "dst_overlap": schedule.dst.overlap.value}
+
+
+def trigger_fields(task_id: str, spec: TriggerSpec, enabled: bool, *,
+                   keep_anchor: bool = False) -> dict[str, object]:
+    jitter = spec.jitter
     return {
         "task": task_id,
-        "cron": spec.expression,
+        **schedule_fields(spec, keep_anchor=keep_anchor),
         "timezone": spec.timezone,
+        "jitter": format_duration(jitter.max_s * 1000) if jitter else None,
+        "jitter_random": (format_duration(jitter.random_s * 1000)
+                          if jitter and jitter.random_s else None),
         "misfire": spec.misfire_policy.value,
         "overlap": spec.overlap.policy.value,
         "overlap_queue_limit": (spec.overlap.queue_limit
@@ -303,8 +333,18 @@ def trigger_fields(task_id: str, spec: CronTriggerSpec, enabled: bool) -> dict[s
 
 
 _TRIGGER_DEFAULTS: dict[str, object] = {
+    "jitter": None, "jitter_random": None,
+    "dst_gap": DstGap.SHIFT.value, "dst_overlap": DstOverlap.FIRST.value,
     "misfire": MisfirePolicy.SKIP.value, "overlap": OverlapPolicy.ALLOW.value,
     "overlap_queue_limit": None, "enabled": True}
+
+
+def _default_policy_noise(change: FieldChange) -> bool:
+    """A cron trigger's default DST policy appearing or going with a change of kind (a cron
+    trigger always states its policy, other kinds have none): not a change worth showing."""
+    default = _TRIGGER_DEFAULTS.get(change.field)
+    return (change.field in ("dst_gap", "dst_overlap")
+            and {change.before, change.after} == {default, None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,15 +476,18 @@ class Declarative:
 
     def __init__(self, definitions: DefinitionStore) -> None:
         self._store = definitions
+        self._now_ms: int | None = None
 
     # -- plan ---------------------------------------------------------------------------
 
     def plan(self, wanted: Definitions, *, prune: bool = False,
              environ: Mapping[str, str] | None = None,
-             cwd_must_exist: bool = False) -> Plan:
+             cwd_must_exist: bool = False, now_ms: int | None = None) -> Plan:
         """What applying ``wanted`` would write, field by field; DefinitionErrors (with
-        every problem found) when any write would be refused. Writes nothing."""
+        every problem found) when any write would be refused. Writes nothing. ``now_ms``
+        (the caller's clock) lets the plan refuse a one-shot instant that has passed."""
         issues = Issues()
+        self._now_ms = now_ms
         changes: list[Change] = []
         for project_id in sorted(wanted.projects):
             changes.extend(self._plan_project(wanted.projects[project_id], prune,
@@ -575,9 +618,16 @@ class Declarative:
     def _plan_trigger(self, trigger: DesiredTrigger, view: TriggerView | None,
                       task: DesiredTask, task_change: Change | None,
                       issues: Issues) -> Change | None:
-        wanted = trigger_fields(trigger.task_id, trigger.spec, trigger.enabled)
+        spec, keep_anchor = trigger.spec, trigger.keep_anchor
+        stored = view.revision.spec.schedule if view is not None else None
+        if keep_anchor and isinstance(stored, IntervalSchedule):
+            assert isinstance(spec.schedule, IntervalSchedule)
+            spec = replace(spec, schedule=replace(spec.schedule, anchor_ms=stored.anchor_ms))
+            keep_anchor = False
+        wanted = trigger_fields(trigger.task_id, spec, trigger.enabled, keep_anchor=keep_anchor)
         if view is None:
-            fields = _created_fields(wanted, _TRIGGER_DEFAULTS, ("task", "cron", "timezone"))
+            fields = _created_fields(wanted, _TRIGGER_DEFAULTS,
+                                     ("task", "cron", "every", "anchor", "at", "timezone"))
             action = Action.CREATE
         else:
             current = view.revision
@@ -587,7 +637,9 @@ class Declarative:
                            f"{current.task_id!r} for life; give the trigger a new id to run "
                            f"{trigger.task_id!r}")
                 return None
-            fields = _diff(trigger_fields(current.task_id, current.spec, current.enabled), wanted)
+            fields = [change for change in _diff(trigger_fields(current.task_id, current.spec,
+                                                                current.enabled), wanted)
+                      if not _default_policy_noise(change)]
             # A stale pin (the task moved on without it) is re-pinned when the trigger should
             # fire and no new enabled task revision re-pins it anyway.
             task_repins = (task_change is not None and task_change.params is not None
@@ -606,14 +658,29 @@ class Declarative:
                        "cannot be published enabled: set enabled: false here too, or enable "
                        "the task")
             return None
+        once = spec.schedule
+        if (writes and trigger.enabled and isinstance(once, OnceSchedule)
+                and self._now_ms is not None and once.at_ms < self._now_ms
+                and (stored is None or stored != once)):
+            issues.add(trigger.at("at"), trigger.field_name("at"),
+                       f"{instant_text(once.at_ms)} is in the past: a one-shot trigger fires "
+                       "only at an instant after it is published (set enabled: false to keep "
+                       "it as a record)")
+            return None
         stops = (writes and not trigger.enabled and view is not None
                  and view.deleted_at_ms is None)
-        spec = trigger.spec
-        params = TriggerPublishParams(
+        expression = spec.expression
+        if keep_anchor:  # anchored by the publish
+            expression = expression.split(" from ", 1)[0]
+        dst, jitter = spec.dst, spec.jitter
+        params = TriggerSpecPublishParams(
             project_id=trigger.project_id, trigger_id=trigger.trigger_id,
-            task_id=trigger.task_id, expression=spec.expression, timezone=spec.timezone,
+            task_id=trigger.task_id, expression=expression, timezone=spec.timezone,
             misfire_policy=spec.misfire_policy.value, overlap=spec.overlap,
-            enabled=trigger.enabled) if writes else None
+            enabled=trigger.enabled, dst_gap=dst.gap.value if dst else None,
+            dst_overlap=dst.overlap.value if dst else None,
+            jitter_s=jitter.max_s if jitter else 0,
+            jitter_random_s=jitter.random_s if jitter else 0) if writes else None
         return Change(kind="trigger", project_id=trigger.project_id, item_id=trigger.trigger_id,
                       action=action, fields=tuple(fields), where=trigger.where,
                       phase=PHASE_STOP_TRIGGERS if stops else PHASE_TRIGGERS, params=params,

@@ -14,6 +14,9 @@ Each YAML document states one project::
         task: backup
         cron: "0 3 * * *"
         timezone: Asia/Shanghai
+      heartbeat:
+        task: backup
+        every: 90s                 # or at: 2026-12-24T18:00:00+08:00 (once)
 
 Files are read with PyYAML's safe loader; every mapping keeps the line of each key, so a
 problem is reported as ``jobs.yaml:12: triggers.nightly.cron: ...``. Every problem of every
@@ -25,13 +28,25 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
-from qinglong.domain.cron import CronSchedule, normalize_expression
+from qinglong.domain.cron import (
+    CronSchedule,
+    DstGap,
+    DstOverlap,
+    DstPolicy,
+    check_dst_applies,
+    normalize_expression,
+)
 from qinglong.domain.identifiers import display_name, entity_id, project_id
+from qinglong.domain.interval import IntervalSchedule, check_every, format_every
+from qinglong.domain.jitter import Jitter
+from qinglong.domain.occurrences import instant_text, parse_instant
+from qinglong.domain.once import OnceSchedule
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
@@ -41,13 +56,14 @@ from qinglong.domain.task import (
     EnvEntry,
     ShellCommand,
 )
-from qinglong.domain.timezones import canonical_timezone
+from qinglong.domain.timezones import UTC_NAME, canonical_timezone
 from qinglong.domain.trigger import (
     DEFAULT_QUEUE_LIMIT,
-    CronTriggerSpec,
     MisfirePolicy,
     Overlap,
     OverlapPolicy,
+    ScheduleKind,
+    TriggerSpec,
 )
 from qinglong.errors import InvalidInput
 from qinglong.service.declarative import (
@@ -72,7 +88,8 @@ DOCUMENT_KEYS = ("apiVersion", "project", "name", "tasks", "triggers")
 TASK_KEYS = ("name", "shell", "bash", "argv", "env", "cwd", "timeout", "retry", "idempotent",
              "concurrency", "enabled")
 RETRY_KEYS = ("max_attempts", "backoff", "max_backoff", "on_exit", "on_timeout")
-TRIGGER_KEYS = ("task", "cron", "timezone", "misfire", "overlap", "overlap_queue_limit",
+TRIGGER_KEYS = ("task", "cron", "every", "anchor", "at", "timezone", "dst_gap", "dst_overlap",
+                "jitter", "jitter_random", "misfire", "overlap", "overlap_queue_limit",
                 "enabled")
 _RETRY_FIELDS = {"max-attempts": "max_attempts", "retry-backoff": "backoff",
                  "retry-max-backoff": "max_backoff", "retry-on-exit": "on_exit",
@@ -111,9 +128,9 @@ class YList(list[Any]):
 
 
 def _as_written(node: Any, value: object) -> str | None:
-    """The text of a plain scalar that YAML resolved to a bool or a number."""
+    """The text of a plain scalar that YAML resolved to a bool, a number or a timestamp."""
     if (isinstance(node, yaml.ScalarNode) and node.style is None
-            and isinstance(value, bool | int | float)):
+            and isinstance(value, bool | int | float | date)):
         return str(node.value)
     return None
 
@@ -496,17 +513,93 @@ def _task(project: str, task_id: str, mapping: YMap, file: str, issues: Issues,
     return task
 
 
+def _schedule(fields: _Fields, zone: str | None) -> tuple[ScheduleKind | None, bool]:
+    """The trigger's schedule (exactly one of cron, every with anchor, at) and whether an
+    interval's anchor is left to the publish (see DesiredTrigger.keep_anchor)."""
+    given = [key for key in ("cron", "every", "at") if key in fields.map]
+    if len(given) != 1:
+        message = ("needs a schedule: cron, every or at" if not given
+                   else f"give one schedule, not {' and '.join(given)}")
+        fields.fail(given[-1] if given else "cron", message,
+                    where=fields.where(given[-1]) if given else fields.where())
+        return None, False
+    if "anchor" in fields.map and given != ["every"]:
+        fields.fail("anchor", "applies only to every")
+        return None, False
+    for key in ("dst_gap", "dst_overlap"):
+        if key in fields.map and given != ["cron"]:
+            fields.fail(key, "applies only to cron (every and at follow real elapsed time)")
+            return None, False
+    if given == ["cron"]:
+        cron = fields.text("cron", required=True)
+        expression = None if cron is None else fields.attempt(
+            "cron", lambda: normalize_expression(cron))
+        try:
+            dst = DstPolicy.parse(fields.text("dst_gap"), fields.text("dst_overlap"))
+        except InvalidInput as exc:
+            fields.fail(exc.field.replace("-", "_"), exc.rule)
+            return None, False
+        if expression is None or zone is None:
+            return None, False
+        try:
+            check_dst_applies(expression, dst)
+        except InvalidInput as exc:
+            fields.fail("dst_gap" if dst.gap is not DstGap.SHIFT else "dst_overlap",
+                        exc.rule.replace("--dst-gap shift --dst-overlap first",
+                                         "dst_gap: shift and dst_overlap: first"))
+            return None, False
+        return CronSchedule(expression, zone, dst), False
+    zone = zone or UTC_NAME
+    if given == ["at"]:
+        text = fields.text("at", required=True)
+        at_ms = None if text is None else fields.attempt("at", lambda: parse_instant(text, "at"))
+        return (None if at_ms is None else OnceSchedule(at_ms, zone)), False
+    every_ms = fields.duration("every")
+    if every_ms is None:
+        return None, False
+    if every_ms % 1000:
+        fields.fail("every", "must be whole seconds")
+        return None, False
+    every_s = fields.attempt("every", lambda: check_every(every_ms // 1000))
+    anchor_text = fields.text("anchor")
+    anchor_ms = 0 if anchor_text is None else fields.attempt(
+        "anchor", lambda: parse_instant(anchor_text, "anchor"))
+    if every_s is None or anchor_ms is None:
+        return None, False
+    return IntervalSchedule(every_s, anchor_ms, zone), anchor_text is None
+
+
+def _jitter(fields: _Fields) -> Jitter | None:
+    """``jitter`` (the bound) and ``jitter_random`` (its per-occurrence part), whole seconds."""
+    seconds = []
+    for key in ("jitter", "jitter_random"):
+        value = fields.duration(key)
+        if value is not None and value % 1000:
+            fields.fail(key, "must be whole seconds")
+            value = None
+        seconds.append(None if value is None else value // 1000)
+    bound, random = seconds
+    if bound is None:
+        if random is not None:
+            fields.fail("jitter_random", "is a part of jitter: give jitter too")
+        return None
+    try:
+        return Jitter.of(bound, random or 0)
+    except InvalidInput as exc:
+        fields.fail(exc.field.replace("-", "_"), exc.rule.replace("--jitter", "jitter"))
+        return None
+
+
 def _trigger(project: str, trigger_id: str, mapping: YMap, file: str, issues: Issues,
              where: Where | None) -> DesiredTrigger | None:
     fields = _Fields(mapping, file, f"triggers.{trigger_id}", issues, TRIGGER_KEYS)
     task_id = fields.text("task", required=True)
     if task_id is not None:
         fields.attempt("task", lambda: entity_id(task_id, "task"))
-    cron = fields.text("cron", required=True)
-    expression = None if cron is None else fields.attempt("cron", lambda: normalize_expression(cron))
-    zone_text = fields.text("timezone", required=True)
+    zone_text = fields.text("timezone", required="cron" in mapping)
     zone = None if zone_text is None else fields.attempt(
         "timezone", lambda: canonical_timezone(zone_text))
+    schedule, keep_anchor = _schedule(fields, zone)
     misfire_text = fields.text("misfire")
     misfire = fields.attempt("misfire", lambda: MisfirePolicy.parse(misfire_text or "skip"))
     overlap_text = fields.text("overlap")
@@ -521,14 +614,14 @@ def _trigger(project: str, trigger_id: str, mapping: YMap, file: str, issues: Is
             fields.fail("overlap_queue_limit", exc.rule.replace("--overlap queue",
                                                                 "overlap: queue"))
     enabled = fields.flag("enabled", True)
-    if (not fields.ok or task_id is None or expression is None or zone is None
-            or misfire is None or overlap is None):
+    jitter = _jitter(fields)
+    if (not fields.ok or task_id is None or schedule is None or misfire is None
+            or overlap is None):
         return None
-    spec = CronTriggerSpec(schedule=CronSchedule(expression, zone), misfire_policy=misfire,
-                           overlap=overlap)
+    spec = TriggerSpec(schedule=schedule, misfire_policy=misfire, overlap=overlap, jitter=jitter)
     return DesiredTrigger(
         project_id=project, trigger_id=trigger_id, task_id=task_id, spec=spec, enabled=enabled,
-        where=where, path=f"triggers.{trigger_id}",
+        keep_anchor=keep_anchor, where=where, path=f"triggers.{trigger_id}",
         lines={key: Where(file, line) for key, line in mapping.key_lines.items()})
 
 
@@ -665,8 +758,25 @@ def task_document(task: DesiredTask) -> dict[str, Any]:
 
 def trigger_document(trigger: DesiredTrigger) -> dict[str, Any]:
     spec = trigger.spec
-    doc: dict[str, Any] = {"task": trigger.task_id, "cron": spec.expression,
-                           "timezone": spec.timezone}
+    schedule = spec.schedule
+    doc: dict[str, Any] = {"task": trigger.task_id}
+    if isinstance(schedule, IntervalSchedule):
+        doc["every"] = format_every(schedule.every_s)
+        doc["anchor"] = instant_text(schedule.anchor_ms)
+    elif isinstance(schedule, OnceSchedule):
+        doc["at"] = instant_text(schedule.at_ms)
+    else:
+        doc["cron"] = schedule.expression
+    if isinstance(schedule, CronSchedule) or spec.timezone != UTC_NAME:
+        doc["timezone"] = spec.timezone
+    if isinstance(schedule, CronSchedule) and schedule.dst.gap is not DstGap.SHIFT:
+        doc["dst_gap"] = schedule.dst.gap.value
+    if isinstance(schedule, CronSchedule) and schedule.dst.overlap is not DstOverlap.FIRST:
+        doc["dst_overlap"] = schedule.dst.overlap.value
+    if spec.jitter is not None:
+        doc["jitter"] = format_duration(spec.jitter.max_s * 1000)
+        if spec.jitter.random_s:
+            doc["jitter_random"] = format_duration(spec.jitter.random_s * 1000)
     if spec.misfire_policy is not MisfirePolicy.SKIP:
         doc["misfire"] = spec.misfire_policy.value
     if spec.overlap.policy is not OverlapPolicy.ALLOW:

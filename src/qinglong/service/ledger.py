@@ -1,6 +1,7 @@
 """The occurrence ledger of a trigger: every nominal time in a window and its fate.
 
-The nominal occurrences are computed with the scheduler's own cron (``CronSchedule``), each
+The nominal occurrences are computed with the scheduler's own schedules (cron, interval or
+one-shot, ``domain.trigger.stored_schedule``), each
 under the revision in force at that instant: revision ``r`` is in force from its publish
 time until the next revision's, and it can fire only while it is enabled and the task
 revision it pins is enabled and still the task's latest (a later task revision makes the pin
@@ -36,11 +37,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qinglong.domain.cron import CronSchedule
 from qinglong.domain.decision import PAUSED_FATE
+from qinglong.domain.jitter import Delay
 from qinglong.domain.model import LedgerFacts, LedgerRevision, LedgerRun
+from qinglong.domain.occurrences import Schedule
 from qinglong.domain.runs import TRIGGER_TYPE_MANUAL
-from qinglong.domain.trigger import MisfirePolicy
+from qinglong.domain.trigger import MisfirePolicy, TriggerSpec, stored_schedule
 from qinglong.errors import InvalidInput
 from qinglong.service.times import in_zone, rfc3339
 from qinglong.service.views import View
@@ -80,12 +82,14 @@ class FiringSpan:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One nominal occurrence, the revision in force at it, and its fate."""
+    """One nominal occurrence, the revision in force at it, and its fate; ``due_ms`` is when
+    it became due (its jittered instant; ``at_ms`` for a trigger without jitter)."""
 
     at_ms: int
     revision: LedgerRevision
     fate: Fate
     runs: tuple[LedgerRun, ...]
+    due_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,26 @@ def firing_spans(facts: LedgerFacts) -> list[FiringSpan]:
     return spans
 
 
+def revision_schedule(revision: LedgerRevision) -> Schedule:
+    """The revision's schedule: from its verified spec when the facts carry it (the DST policy
+    of a cron trigger is in the spec only), else from its stored text and zone."""
+    spec = _spec(revision)
+    if spec is not None:
+        return spec.schedule
+    return stored_schedule(revision.expression, revision.timezone)
+
+
+def _spec(revision: LedgerRevision) -> TriggerSpec | None:
+    spec = getattr(revision, "spec", None)  # LedgerRevision.spec, where the store provides it
+    return spec if isinstance(spec, TriggerSpec) else None
+
+
+def revision_delay(facts: LedgerFacts, revision: LedgerRevision) -> Delay | None:
+    """When the revision's occurrences become due (its jitter), if it has one."""
+    spec = _spec(revision)
+    return None if spec is None else spec.delay(facts.project_id, facts.trigger_id)
+
+
 def _too_many(count: int) -> InvalidInput:
     return InvalidInput("from", f"the window holds more than {count:,} occurrences of this "
                                 "trigger: choose a narrower window (--from, --to)")
@@ -133,7 +157,7 @@ def nominal(facts: LedgerFacts, from_ms: int, to_ms: int,
         high = to_ms if span.until_ms is None else min(to_ms, span.until_ms - 1)
         if low > high:
             continue
-        schedule = CronSchedule.stored(span.revision.expression, span.revision.timezone)
+        schedule = revision_schedule(span.revision)
         for at_ms in schedule.iter_after(low - 1):
             if at_ms > high:
                 break
@@ -142,7 +166,7 @@ def nominal(facts: LedgerFacts, from_ms: int, to_ms: int,
                 raise _too_many(MAX_OCCURRENCES)
     if upcoming > 0 and spans and spans[-1].until_ms is None:
         last = spans[-1]
-        schedule = CronSchedule.stored(last.revision.expression, last.revision.timezone)
+        schedule = revision_schedule(last.revision)
         after = max(to_ms, last.from_ms - 1)
         found.extend((at_ms, last) for at_ms in itertools.islice(schedule.iter_after(after),
                                                                   upcoming))
@@ -165,7 +189,12 @@ class _Cover:
 
 
 def decide(facts: LedgerFacts, occurrences: Sequence[tuple[int, FiringSpan]]) -> list[Entry]:
-    """The fate of each occurrence (the first that applies, see the module docs)."""
+    """The fate of each occurrence (the first that applies, see the module docs). A jittered
+    occurrence is judged at its jittered instant (when it became due: the pauses, archivals
+    and revision ends around it, due or pending) and keeps its nominal instant as its identity
+    (its Runs, the misfire and held-back records)."""
+    delays = {span.revision.revision: revision_delay(facts, span.revision)
+              for _, span in occurrences}
     runs_at: dict[int, list[LedgerRun]] = defaultdict(list)
     for run in facts.runs:
         if run.trigger_type != TRIGGER_TYPE_MANUAL:  # an operator's request, no occurrence
@@ -173,15 +202,18 @@ def decide(facts: LedgerFacts, occurrences: Sequence[tuple[int, FiringSpan]]) ->
     # fire_once runs the first occurrence it covers: without its Run, that one is no skip
     dropped = _Cover((m.due_at_ms + (1 if m.policy == FIRE_ONCE else 0), m.skipped_through_ms)
                      for m in facts.misfires if m.policy != PAUSED_FATE)
-    held = _Cover(itertools.chain(
-        ((m.due_at_ms, m.skipped_through_ms) for m in facts.misfires if m.policy == PAUSED_FATE),
-        ((p.from_ms, None if p.until_ms is None else p.until_ms - 1) for p in facts.pauses)))
+    held = _Cover((m.due_at_ms, m.skipped_through_ms) for m in facts.misfires
+                  if m.policy == PAUSED_FATE)
+    paused = _Cover((p.from_ms, None if p.until_ms is None else p.until_ms - 1)
+                    for p in facts.pauses)
     archived = _Cover((a.from_ms, None if a.until_ms is None else a.until_ms - 1)
                       for a in facts.archivals)
     archived_from = sorted(a.from_ms for a in facts.archivals)
     cursor = facts.cursor
     entries = []
     for at_ms, span in occurrences:
+        delay = delays[span.revision.revision]
+        due_ms = at_ms if delay is None else delay.due(at_ms)
         runs = tuple(sorted(runs_at.get(at_ms, ()), key=lambda run: run.id))
         if len(runs) == 1:
             fate = Fate.RAN
@@ -189,18 +221,19 @@ def decide(facts: LedgerFacts, occurrences: Sequence[tuple[int, FiringSpan]]) ->
             fate = Fate.DUPLICATE
         elif at_ms in dropped:
             fate = Fate.SKIPPED
-        elif at_ms in held:
+        elif at_ms in held or due_ms in paused:
             fate = Fate.PAUSED
-        elif at_ms in archived:
+        elif due_ms in archived:
             fate = Fate.ARCHIVED
         elif (cursor is not None and cursor.trigger_revision == span.revision.revision
               and (cursor.next_fire_at_ms is None or at_ms >= cursor.next_fire_at_ms)):
-            fate = Fate.DUE if at_ms <= facts.now_ms else Fate.PENDING
-        elif _stopped_soon_after(at_ms, span, archived_from):
+            fate = Fate.DUE if due_ms <= facts.now_ms else Fate.PENDING
+        elif _stopped_soon_after(due_ms, span, archived_from):
             fate = Fate.SUPERSEDED
         else:
             fate = Fate.MISSING
-        entries.append(Entry(at_ms, span.revision, fate, runs))
+        entries.append(Entry(at_ms, span.revision, fate, runs,
+                             None if delay is None else due_ms))
     return entries
 
 
@@ -227,7 +260,7 @@ def check_limit(limit: int) -> int:
 
 
 def entry_view(entry: Entry) -> View:
-    return {
+    view: View = {
         "at": rfc3339(entry.at_ms),
         "at_ms": entry.at_ms,
         "local": in_zone(entry.at_ms, entry.revision.timezone),
@@ -236,6 +269,9 @@ def entry_view(entry: Entry) -> View:
         "runs": [{"id": run.id, "status": run.status, "type": run.trigger_type}
                  for run in entry.runs],
     }
+    if entry.due_ms is not None:  # a trigger with jitter: when it became due
+        view.update(due_at=rfc3339(entry.due_ms), due_at_ms=entry.due_ms)
+    return view
 
 
 def ledger_view(ledger: Ledger, limit: int = DEFAULT_LIMIT) -> View:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from qinglong.domain.interval import IntervalSchedule
 from qinglong.domain.model import Attempt, Project, Run, RunDetail, RunEvent, TaskView, TriggerView
+from qinglong.domain.occurrences import is_done_cursor
+from qinglong.domain.once import OnceSchedule
 from qinglong.domain.runs import (
     TRIGGER_TYPE_BACKFILL,
     TRIGGER_TYPE_MANUAL,
@@ -18,8 +21,8 @@ from qinglong.domain.runs import (
     manual_request_id,
 )
 from qinglong.domain.task import ArgvCommand, CommandSpec, TaskRevision
-from qinglong.domain.trigger import TriggerRevision
-from qinglong.service.schedule import trigger_upcoming
+from qinglong.domain.trigger import TriggerRevision, TriggerSpec
+from qinglong.service.schedule import jittered, trigger_done, trigger_upcoming
 from qinglong.service.times import in_zone, rfc3339
 
 View = dict[str, object]
@@ -113,6 +116,32 @@ def task_diff(old: TaskRevision, new: TaskRevision) -> list[View]:
     return changes
 
 
+def schedule_view(spec: TriggerSpec) -> View:
+    """What kind of schedule a spec has and its parts: ``schedule`` is its canonical text
+    (the cron expression, ``every 1m30s from ...``, ``at ...``); ``cron`` and ``dst`` (the
+    DST policy: ``gap``, ``overlap``) only for cron."""
+    schedule = spec.schedule
+    view: View = {"kind": spec.kind, "schedule": spec.expression, "cron": spec.cron_expression}
+    if spec.dst is not None:  # the DST policy of a cron trigger (docs/reference/cron.md)
+        view["dst"] = spec.dst.to_json()
+    if isinstance(schedule, IntervalSchedule):
+        view.update(every_s=schedule.every_s, anchor=rfc3339(schedule.anchor_ms),
+                    anchor_ms=schedule.anchor_ms)
+    elif isinstance(schedule, OnceSchedule):
+        view.update(at=rfc3339(schedule.at_ms), at_ms=schedule.at_ms)
+    return view
+
+
+def jitter_view(revision: TriggerRevision) -> View | None:
+    """The trigger's jitter: its bound, the part drawn per occurrence, and the stable offset
+    (a hash of the trigger's identity) every occurrence gets."""
+    jitter = revision.spec.jitter
+    if jitter is None:
+        return None
+    return {"max_s": jitter.max_s, "random_s": jitter.random_s,
+            "stable_s": jitter.stable_s(revision.project_id, revision.trigger_id)}
+
+
 def trigger_revision_view(revision: TriggerRevision) -> View:
     return {
         "project": revision.project_id,
@@ -121,11 +150,12 @@ def trigger_revision_view(revision: TriggerRevision) -> View:
         "task": revision.task_id,
         "task_revision": revision.task_revision,
         "task_content_digest": revision.task_content_digest,
-        "cron": revision.spec.expression,
+        **schedule_view(revision.spec),
         "timezone": revision.spec.timezone,
         "misfire": revision.spec.misfire_policy.value,
         "overlap": revision.spec.overlap.policy.value,
         "overlap_queue_limit": revision.spec.overlap.queue_limit,
+        "jitter": jitter_view(revision),
         "enabled": revision.enabled,
         "content_digest": revision.content_digest,
         "published_at": rfc3339(revision.created_at_ms),
@@ -135,16 +165,24 @@ def trigger_revision_view(revision: TriggerRevision) -> View:
 
 def trigger_view(view: TriggerView, *, now_ms: int, next_count: int) -> View:
     upcoming = trigger_upcoming(view, now_ms=now_ms, count=next_count)
+    due = jittered(view.revision, upcoming)
     schedule = view.schedule
+    done = trigger_done(view)
     return {
         **trigger_revision_view(view.revision),
-        "state": view.state_at(now_ms),
+        "state": "done" if done else view.state_at(now_ms),
+        "done": done,
         "pause": pause_view(view, now_ms),
         "deleted_at": rfc3339(view.deleted_at_ms),
         "next_fire_at": [rfc3339(t) for t in upcoming],
         "next_fire_at_ms": upcoming,
         "next_fire_local": [in_zone(t, view.revision.spec.timezone) for t in upcoming],
-        "cursor_ms": schedule.next_fire_at_ms if schedule else None,
+        # when each becomes due: its jittered instant (the same as next_fire_at without jitter)
+        "next_due_at": [rfc3339(t) for t in due],
+        "next_due_at_ms": due,
+        # the first occurrence not decided yet (None: none decided yet, or none is left)
+        "cursor_ms": (None if schedule is None or is_done_cursor(schedule.next_fire_at_ms)
+                      else schedule.next_fire_at_ms),
         "last_scheduled_at": rfc3339(schedule.last_scheduled_at_ms) if schedule else None,
     }
 

@@ -8,6 +8,8 @@ adapter's clock (the node on SQLite, the database on PostgreSQL).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from qinglong.domain.identifiers import actor_name, display_name, entity_id, project_id
 from qinglong.domain.model import Project, ProjectStatus, TaskView, TriggerView
@@ -37,6 +39,24 @@ from qinglong.storage.ports import (
 
 MAX_PAUSE_MS = 10 * 366 * 86_400_000
 MAX_PAUSE_REASON = 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerSpecPublishParams(TriggerPublishParams):
+    """A trigger publish with the parts of a spec that ``TriggerPublishParams`` does not name
+    (yet): a cron trigger's DST policy and a trigger's jitter. Each None keeps the current
+    value. The writer reads them by name, so they can move into TriggerPublishParams itself
+    unchanged."""
+
+    dst_gap: str | None = None  # shift | skip
+    dst_overlap: str | None = None  # first | second | both
+    jitter_s: int | None = None  # 0: no jitter
+    jitter_random_s: int | None = None
+
+
+def _spec_extras(params: TriggerPublishParams) -> dict[str, Any]:
+    return {name: getattr(params, name, None)
+            for name in ("dst_gap", "dst_overlap", "jitter_s", "jitter_random_s")}
 
 
 class DefinitionWriter:
@@ -232,9 +252,11 @@ class DefinitionWriter:
         head = self._one("trigger_head_get", key)
         deleted = head is not None and head["deleted_at_ms"] is not None
         current = self.current_trigger(params.project_id, params.trigger_id)
+        extras = _spec_extras(params)
         switch_only = (params.task_id is None and params.expression is None
                        and params.timezone is None and params.misfire_policy is None
-                       and params.overlap is None)
+                       and params.overlap is None
+                       and all(value is None for value in extras.values()))
         if current is None or (deleted and switch_only):
             if switch_only:
                 raise NotFound("trigger", params.trigger_id)  # enable/disable of no trigger
@@ -260,6 +282,7 @@ class DefinitionWriter:
             timezone=params.timezone,
             misfire_policy=params.misfire_policy,
             overlap=params.overlap,
+            **extras,
         )
         if revision is None:
             assert current is not None

@@ -172,4 +172,4 @@ def _ledger_revision(revision: TriggerRevision) -> LedgerRevision:
     return LedgerRevision(revision=revision.revision, enabled=revision.enabled,
                           published_at_ms=revision.created_at_ms, expression=spec.expression,
                           timezone=spec.timezone, misfire_policy=spec.misfire_policy.value,
-                          task_revision=revision.task_revision)
+                          task_revision=revision.task_revision, spec=spec)

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import click
 
-from qinglong.cli.context import backend
+from qinglong.cli.context import CLOCK, backend
 from qinglong.cli.output import emit_json, say, warn
 from qinglong.cli.params import database_url_option, json_option
 from qinglong.errors import InvalidInput
@@ -124,7 +124,7 @@ def _apply(definitions: Definitions, *, database_url: str, dry_run: bool, prune:
         service = Declarative(opened.definitions)
         try:
             plan = service.plan(definitions, prune=prune, environ=os.environ,
-                                cwd_must_exist=opened.kind == "sqlite")
+                                cwd_must_exist=opened.kind == "sqlite", now_ms=CLOCK.now_ms())
         except DefinitionErrors as exc:
             _fail_issues(exc, as_json)
         if not dry_run:

@@ -55,7 +55,8 @@ def ledger(project: str, trigger_id: str, from_ms: int | None, to_ms: int | None
                 within 60 s after it, before the scheduler reached it
     missing     none of these: a gap `ql audit` reports
 
-    Times are in the trigger's time zone, with UTC in brackets. Manual Runs (`ql trigger
+    Times are in the trigger's time zone, with UTC in brackets; a jittered occurrence shows
+    how long after it it was due (+83s jitter). Manual Runs (`ql trigger
     fire`) are not occurrences and are not shown. A window holding more than
     100,000 occurrences is refused (exit 2): choose a narrower one.
     """
@@ -74,8 +75,9 @@ def ledger(project: str, trigger_id: str, from_ms: int | None, to_ms: int | None
     rows = []
     for item in occurrences:
         runs = item["runs"]
+        late = (item.get("due_at_ms", item["at_ms"]) - item["at_ms"]) // 1000
         rows.append((
-            _time_text(item["local"], item["at"]),
+            _time_text(item["local"], item["at"]) + (f" +{late}s jitter" if late else ""),
             item["fate"],
             ", ".join(_short(run["id"]) for run in runs) or "-",
             ", ".join(run["status"] if run["type"] == "cron" else f"{run['status']} ({run['type']})"

@@ -1,4 +1,5 @@
-"""`ql trigger`: publish, disable, enable, list and preview cron triggers (when to run)."""
+"""`ql trigger`: publish, disable, enable, list and preview triggers (when to run): cron
+expressions, fixed intervals (``--every``) and one-shot instants (``--at``)."""
 
 from __future__ import annotations
 
@@ -11,21 +12,38 @@ from qinglong.cli.context import CLOCK, catalog
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import (
     Instant,
+    WholeSecond,
+    WholeSeconds,
     actor_option,
     database_url_option,
     json_option,
     project_option,
 )
-from qinglong.domain.cron import CronSchedule, DstNote, Occurrence, normalize_expression
-from qinglong.domain.timezones import canonical_timezone, zone_info
+from qinglong.domain.cron import (
+    CronSchedule,
+    DstGap,
+    DstNote,
+    DstOverlap,
+    DstPolicy,
+    Occurrence,
+    check_dst_applies,
+    normalize_expression,
+)
+from qinglong.domain.interval import MAX_EVERY_S, check_every, format_every
+from qinglong.domain.jitter import Jitter
+from qinglong.domain.occurrences import instant_text
+from qinglong.domain.timezones import UTC_NAME, canonical_timezone, zone_info
 from qinglong.domain.trigger import (
     DEFAULT_QUEUE_LIMIT,
     MAX_QUEUE_LIMIT,
     MisfirePolicy,
     Overlap,
     OverlapPolicy,
+    parse_schedule,
+    text_kind,
 )
 from qinglong.errors import InvalidInput
+from qinglong.storage.definition_writer import TriggerSpecPublishParams
 from qinglong.storage.ports import TriggerPauseParams, TriggerPublishParams, TriggerResumeParams
 
 MAX_PREVIEW = 1000
@@ -33,7 +51,8 @@ MAX_PREVIEW = 1000
 
 @click.group()
 def trigger() -> None:
-    """Triggers say when a task runs: a cron expression, an IANA time zone, a misfire policy."""
+    """Triggers say when a task runs: a cron expression in an IANA time zone, every N seconds
+    (--every), or once (--at); with a misfire and an overlap policy."""
 
 
 def trigger_option(func: Any) -> Any:
@@ -41,10 +60,22 @@ def trigger_option(func: Any) -> Any:
                         help="Trigger id.")(func)
 
 
+# Spec fields whose errors name the option that sets them (cli/main.py maps the older ones).
+_OPTION_FIELDS = {"every": "--every", "anchor": "--anchor", "at": "--at", "dst": "--dst-gap",
+                  "dst-gap": "--dst-gap", "dst-overlap": "--dst-overlap", "jitter": "--jitter",
+                  "jitter-random": "--jitter-random"}
+
+
 def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> None:
     project, trigger_id = params.project_id, params.trigger_id
-    with catalog(database_url) as cat:
-        result = cat.trigger_publish(params)
+    try:
+        with catalog(database_url) as cat:
+            result = cat.trigger_publish(params)
+    except InvalidInput as exc:
+        option = _OPTION_FIELDS.get(exc.field)
+        if option is None or type(exc).__init__ is not InvalidInput.__init__:
+            raise
+        raise type(exc)(option, exc.rule) from exc
     if as_json:
         emit_json(result)
         return
@@ -52,11 +83,55 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
     if result["created"]:
         state = "enabled" if result["enabled"] else "disabled"
         say(f"published trigger {project}/{trigger_id} revision {result['revision']} ({state}; "
-            f"{result['cron']} in {result['timezone']}, misfire {result['misfire']}){restored}")
+            f"{_schedule_text(result)} in {result['timezone']}, misfire {result['misfire']})"
+            f"{restored}")
     elif result["restored"]:
         say(f"restored trigger {project}/{trigger_id} at revision {result['revision']}")
     else:
         say(f"trigger {project}/{trigger_id} unchanged at revision {result['revision']}")
+
+
+_EVERY_HELP = (f"Run every DURATION (whole seconds, 1s to {format_every(MAX_EVERY_S)}): 90s, "
+               "5m, 1h30m, 1d. Counted on real time from --anchor: daylight saving time never "
+               "moves, skips or doubles a run.")
+_ANCHOR_HELP = ("With --every: the instant the intervals count from (RFC 3339, epoch ms, or a "
+                "duration from now such as 10m). Default: the publish time for a new interval "
+                "trigger (it runs at once); an interval trigger keeps its anchor.")
+_AT_HELP = ("Run once, at TIME: RFC 3339 with an offset (2026-12-24T18:00:00+08:00), epoch ms, "
+            "or a duration from now (2h). After it the trigger is done.")
+_JITTER_HELP = ("Run each occurrence up to DURATION after its nominal time (0s to 1h; 0s: no "
+                "jitter), by a stable offset per trigger (a hash of its id) plus --jitter-random.")
+_JITTER_RANDOM_HELP = ("The part of --jitter drawn anew for each occurrence (a hash of the "
+                       "trigger and the occurrence, the same on every replica); default 0s.")
+_DST_GAP_HELP = ("With a wall-clock --cron (fixed second, minute and hour): a time that a "
+                 "spring-forward gap skips runs at the end of the gap (shift, the default) or "
+                 "not at all (skip).")
+_DST_OVERLAP_HELP = ("With a wall-clock --cron: a time that a fall-back overlap repeats runs "
+                     "once at its first instant (first, the default), once at its second "
+                     "(second), or at both (both).")
+
+
+def schedule_text(cron: str | None, every_s: int | None, anchor_ms: int | None,
+                  at_ms: int | None) -> str | None:
+    """The schedule a command line asks for, as the text a publish takes (None: keep)."""
+    given = [name for name, value in (("--cron", cron), ("--every", every_s), ("--at", at_ms))
+             if value is not None]
+    if len(given) > 1:
+        raise click.UsageError(f"{' and '.join(given)} exclude each other: give one schedule")
+    if anchor_ms is not None and every_s is None:
+        raise click.UsageError("--anchor applies to --every (give both)")
+    if cron is not None:
+        return normalize_expression(cron)  # fail fast, before the database is opened
+    if every_s is not None:
+        try:
+            check_every(every_s)
+        except InvalidInput as exc:
+            raise click.BadParameter(exc.rule, param_hint="'--every'") from None
+        anchor = "" if anchor_ms is None else f" from {instant_text(anchor_ms)}"
+        return f"every {format_every(every_s)}{anchor}"
+    if at_ms is not None:
+        return f"at {instant_text(at_ms)}"
+    return None
 
 
 @trigger.command()
@@ -64,7 +139,19 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
 @trigger_option
 @click.option("--task", "task_id", metavar="TASK", help="Task to run (required for a new trigger).")
 @click.option("--cron", metavar="EXPR", help="5 fields, or 6 with seconds first: '*/5 * * * *'.")
-@click.option("--timezone", metavar="ZONE", help="IANA time zone, e.g. UTC, Asia/Shanghai.")
+@click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=_EVERY_HELP)
+@click.option("--anchor", "anchor_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME",
+              help=_ANCHOR_HELP)
+@click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=_AT_HELP)
+@click.option("--timezone", metavar="ZONE",
+              help="IANA time zone, e.g. UTC, Asia/Shanghai: required with --cron; for --every "
+                   "and --at only how times are shown (default UTC).")
+@click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]), help=_DST_GAP_HELP)
+@click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
+              help=_DST_OVERLAP_HELP)
+@click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION", help=_JITTER_HELP)
+@click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(), metavar="DURATION",
+              help=_JITTER_RANDOM_HELP)
 @click.option(
     "--misfire", type=click.Choice([p.value for p in MisfirePolicy]),
     help="What a late scheduler does with a missed occurrence (default for new triggers: skip).",
@@ -84,29 +171,83 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
 @database_url_option
 @json_option
 def publish(
-    project: str, trigger_id: str, task_id: str | None, cron: str | None, timezone: str | None,
+    project: str, trigger_id: str, task_id: str | None, cron: str | None, every_s: int | None,
+    anchor_ms: int | None, at_ms: int | None, timezone: str | None, dst_gap: str | None,
+    dst_overlap: str | None, jitter_s: int | None, jitter_random_s: int | None,
     misfire: str | None, overlap: str | None, overlap_queue_limit: int | None, disabled: bool,
     database_url: str, as_json: bool,
 ) -> None:
     """Publish a trigger revision; its schedule restarts from the publish time.
 
-    For an existing trigger, options you leave out keep their current values (and it stays
-    enabled or disabled as it was). Publishing identical content is a no-op and keeps the
-    schedule as it is. Publishing a deleted trigger restores it, enabled unless --disabled
-    is given.
+    The schedule is one of --cron (with --timezone, and a DST policy: --dst-gap,
+    --dst-overlap), --every (with --anchor) or --at. For an existing trigger, options you
+    leave out keep their current values (and it stays enabled or disabled as it was).
+    Publishing identical content is a no-op and keeps the schedule as it is. Publishing a
+    deleted trigger restores it, enabled unless --disabled is given.
     """
-    if cron is not None:
-        normalize_expression(cron)  # fail fast, before the database is opened
+    expression = schedule_text(cron, every_s, anchor_ms, at_ms)
+    if at_ms is not None and not disabled and at_ms < (now_ms := CLOCK.now_ms()):
+        raise click.BadParameter(
+            f"{instant_text(at_ms)} is in the past (it is now {instant_text(now_ms)}): a one-shot "
+            "trigger fires only at an instant after it is published", param_hint="'--at'")
     if timezone is not None:
         canonical_timezone(timezone)
+    _check_dst(expression, dst_gap, dst_overlap)
+    _check_jitter(jitter_s, jitter_random_s)
     _publish(
-        TriggerPublishParams(
-            project_id=project, trigger_id=trigger_id, task_id=task_id, expression=cron,
+        TriggerSpecPublishParams(
+            project_id=project, trigger_id=trigger_id, task_id=task_id, expression=expression,
             timezone=timezone, misfire_policy=misfire, enabled=False if disabled else None,
-            overlap=_overlap(overlap, overlap_queue_limit),
+            overlap=_overlap(overlap, overlap_queue_limit), dst_gap=dst_gap,
+            dst_overlap=dst_overlap, jitter_s=jitter_s, jitter_random_s=jitter_random_s,
         ),
         database_url, as_json,
     )
+
+
+def _check_dst(expression: str | None, gap: str | None, overlap: str | None) -> None:
+    """Fail fast, naming the option, when a DST policy is given for a schedule it cannot
+    apply to (an interval or one-shot schedule, or a cron interval expression)."""
+    if (gap is None and overlap is None) or expression is None:
+        return
+    option = "'--dst-gap'" if gap not in (None, "shift") else "'--dst-overlap'"
+    if text_kind(expression) != "cron":
+        raise click.BadParameter("applies to --cron triggers (--every and --at follow real "
+                                 "elapsed time)", param_hint=option)
+    try:
+        check_dst_applies(expression, DstPolicy.parse(gap, overlap))
+    except InvalidInput as exc:
+        raise click.BadParameter(exc.rule, param_hint=option) from None
+
+
+def _check_jitter(jitter_s: int | None, random_s: int | None) -> Jitter | None:
+    """The jitter the options state (None: none, or not given), checked before the database
+    is opened. A --jitter-random without --jitter is checked by the publish (it may add to
+    the trigger's current jitter)."""
+    if jitter_s is None:
+        return None
+    try:
+        return Jitter.of(jitter_s, random_s or 0)
+    except InvalidInput as exc:
+        raise click.BadParameter(exc.rule, param_hint=f"'--{exc.field}'") from None
+
+
+def _schedule_text(view: dict[str, Any]) -> str:
+    """The schedule as lists show it: its text, and a cron trigger's DST policy when it is not
+    the default (``30 2 * * * (DST gap skip, overlap both)``)."""
+    dst = view.get("dst")
+    text = str(view["schedule"])
+    if isinstance(dst, dict) and (dst["gap"], dst["overlap"]) != ("shift", "first"):
+        text += f" (DST gap {dst['gap']}, overlap {dst['overlap']})"
+    jitter = view.get("jitter")
+    if isinstance(jitter, dict):
+        random = f", {_seconds(jitter['random_s'])} random" if jitter["random_s"] else ""
+        text += f" (jitter {_seconds(jitter['max_s'])}{random})"
+    return text
+
+
+def _seconds(value: int) -> str:
+    return format_every(value) if value else "0s"
 
 
 def _overlap(policy: str | None, queue_limit: int | None) -> Overlap | None:
@@ -228,9 +369,11 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
                   as_json: bool) -> None:
     """List triggers with their state and next fire times.
 
-    STATE is firing, paused (with when it ends, and why), disabled, stale-pin (the task moved
-    on and this trigger was not re-pinned), archived (the project is archived) or deleted.
-    NEXT FIRE is in the trigger's own time zone, with UTC after it.
+    STATE is firing, paused (with when it ends, and why), done (a one-shot trigger after its
+    instant: nothing is left to fire), disabled, stale-pin (the task moved on and this
+    trigger was not re-pinned), archived (the project is archived) or deleted.
+    NEXT FIRE is in the trigger's own time zone, with UTC after it, and for a trigger with
+    jitter how long after it the occurrence runs (+4m12s).
     """
     with catalog(database_url) as cat:
         views = cat.trigger_list(project, next_count=next_count, include_deleted=include_deleted)
@@ -243,17 +386,15 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
                 f"{view['project']}/{view['trigger']}",
                 view["revision"],
                 view["task"],
-                view["cron"],
+                _schedule_text(view),
                 view["timezone"],
                 view["misfire"],
                 _state_text(view),
-                ", ".join(_fire_text(local, utc) for local, utc in zip(
-                    view["next_fire_local"], view["next_fire_at"], strict=True))  # type: ignore[call-overload]
-                or "-",
+                _next_fires(view) or "-",
             )
             for view in views
         ],
-        ["TRIGGER", "REV", "TASK", "CRON", "TIMEZONE", "MISFIRE", "STATE", "NEXT FIRE"],
+        ["TRIGGER", "REV", "TASK", "SCHEDULE", "TIMEZONE", "MISFIRE", "STATE", "NEXT FIRE"],
     )
 
 
@@ -263,6 +404,18 @@ def _state_text(view: dict[str, Any]) -> str:
         return str(view["state"])
     text = f"paused until {held['until']}" if held["until"] else "paused"
     return f"{text} ({held['reason']})" if held["reason"] else text
+
+
+def _next_fires(view: dict[str, Any]) -> str:
+    fires = zip(view["next_fire_local"], view["next_fire_at"], view["next_fire_at_ms"],
+                view["next_due_at_ms"], strict=True)
+    return ", ".join(_fire_text(local, utc) + _jitter_text(nominal, due)
+                     for local, utc, nominal, due in fires)
+
+
+def _jitter_text(nominal_ms: int, due_ms: int) -> str:
+    """`` +4m12s``: how long after its nominal time a jittered occurrence runs."""
+    return f" +{_seconds((due_ms - nominal_ms) // 1000)}" if due_ms != nominal_ms else ""
 
 
 def _fire_text(local: str, utc: str) -> str:
@@ -280,21 +433,50 @@ def _note(occurrence: Occurrence, offset_changed: bool) -> str:
         DstNote.OVERLAP_SECOND: "DST overlap: second of two identical wall times",
     }
     text = notes.get(occurrence.note, "")
+    if occurrence.skipped:
+        gone = ", ".join(f"{wall:%Y-%m-%d %H:%M:%S}" for wall in occurrence.skipped)
+        skipped = f"DST gap: {gone} does not exist, skipped (gap skip)"
+        text = f"{skipped}; {text}" if text else skipped
     if offset_changed and not text:
         text = "UTC offset changed since the previous occurrence"
     return text
 
 
 @trigger.command()
-@click.option("--cron", required=True, metavar="EXPR", help="Cron expression to preview.")
-@click.option("--timezone", required=True, metavar="ZONE", help="IANA time zone.")
+@click.option("--cron", metavar="EXPR", help="Cron expression to preview.")
+@click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=_EVERY_HELP)
+@click.option("--anchor", "anchor_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME",
+              help="With --every: the instant the intervals count from (default: --after, "
+                   "rounded up to a whole second, as a publish at that time would).")
+@click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=_AT_HELP)
+@click.option("--timezone", metavar="ZONE",
+              help="IANA time zone (required with --cron; default UTC for --every and --at).")
+@click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]), help=_DST_GAP_HELP)
+@click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
+              help=_DST_OVERLAP_HELP)
+@click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION", help=_JITTER_HELP)
+@click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(), metavar="DURATION",
+              help=_JITTER_RANDOM_HELP)
+@click.option("--project", "project", metavar="PROJECT",
+              help="With --jitter: the project of the trigger (its offset is a hash of both).")
+@click.option("--trigger", "trigger_id", metavar="TRIGGER",
+              help="With --jitter: the trigger's id.")
 @click.option("--count", type=click.IntRange(1, MAX_PREVIEW), default=10, show_default=True)
 @click.option("--after", metavar="TIME",
               help="Start after this RFC 3339 time, e.g. 2026-03-08T00:00:00Z (default: now).")
 @json_option
-def preview(cron: str, timezone: str, count: int, after: str | None, as_json: bool) -> None:
-    """Show the next occurrences of an expression in a zone, marking DST transitions."""
-    schedule = CronSchedule.parse(cron, timezone)
+def preview(cron: str | None, every_s: int | None, anchor_ms: int | None, at_ms: int | None,
+            timezone: str | None, dst_gap: str | None, dst_overlap: str | None,
+            jitter_s: int | None, jitter_random_s: int | None, project: str | None,
+            trigger_id: str | None, count: int, after: str | None, as_json: bool) -> None:
+    """Show the next occurrences of a schedule (--cron, --every or --at), marking DST
+    transitions, what the DST policy (--dst-gap, --dst-overlap) does at them, and changes of
+    the UTC offset."""
+    text = schedule_text(cron, every_s, anchor_ms, at_ms)
+    if text is None:
+        raise click.UsageError("give a schedule: --cron EXPR, --every DURATION or --at TIME")
+    if timezone is None and cron is not None:
+        raise click.UsageError("--cron needs --timezone (an IANA name such as UTC)")
     if after is None:
         after_ms = CLOCK.now_ms()
     else:
@@ -305,9 +487,21 @@ def preview(cron: str, timezone: str, count: int, after: str | None, as_json: bo
         if parsed.tzinfo is None:
             raise InvalidInput("after", "needs a UTC offset or Z")
         after_ms = int(parsed.timestamp() * 1000)
+    _check_dst(text, dst_gap, dst_overlap)
+    if jitter_random_s is not None and jitter_s is None:
+        raise click.UsageError("--jitter-random is a part of --jitter (give both)")
+    jitter = _check_jitter(jitter_s, jitter_random_s)
+    if jitter is not None and (project is None or trigger_id is None):
+        raise click.UsageError("--jitter needs --project and --trigger: a trigger's offset is a "
+                               "hash of its project and id")
+    dst = DstPolicy.parse(dst_gap, dst_overlap) if dst_gap or dst_overlap else None
+    schedule = parse_schedule(text, timezone or UTC_NAME, default_anchor_ms=after_ms, dst=dst)
     zone = zone_info(schedule.timezone)
     rows = []
     previous_offset = None
+    due_of = (jitter.delay(schedule, project, trigger_id).due
+              if jitter is not None and project is not None and trigger_id is not None
+              else None)
     for index, occurrence in enumerate(schedule.occurrences(after_ms, count), start=1):
         local = datetime.fromtimestamp(occurrence.at_ms / 1000, UTC).astimezone(zone)
         offset = local.utcoffset()
@@ -319,11 +513,36 @@ def preview(cron: str, timezone: str, count: int, after: str | None, as_json: bo
             "utc": rfc3339(occurrence.at_ms),
             "at_ms": occurrence.at_ms,
             "dst": occurrence.note.value or None,
+            "skipped": [wall.isoformat() for wall in occurrence.skipped],
             "note": _note(occurrence, changed),
         })
+        if due_of is not None:
+            due = due_of(occurrence.at_ms)
+            rows[-1].update(jittered_utc=rfc3339(due), jittered_at_ms=due,
+                            jitter_s=(due - occurrence.at_ms) // 1000)
+    kind = "interval" if every_s is not None else "once" if at_ms is not None else "cron"
+    policy = schedule.dst if isinstance(schedule, CronSchedule) else None
     if as_json:
-        emit_json({"cron": schedule.expression, "timezone": schedule.timezone, "occurrences": rows})
+        emit_json({"kind": kind, "schedule": schedule.expression,
+                   "cron": schedule.expression if kind == "cron" else None,
+                   "dst": policy.to_json() if policy is not None else None,
+                   "jitter": None if jitter is None or project is None or trigger_id is None
+                   else {**jitter.to_json(), "stableSeconds": jitter.stable_s(project,
+                                                                               trigger_id)},
+                   "timezone": schedule.timezone, "occurrences": rows})
         return
-    say(f"{schedule.expression} in {schedule.timezone}")
+    shown = f" (DST {policy.describe()})" if policy is not None and not policy.default else ""
+    if jitter is not None and project is not None and trigger_id is not None:
+        shown += (f" ({jitter.describe()}; {project}/{trigger_id}'s stable offset "
+                  f"{jitter.stable_s(project, trigger_id)}s)")
+    say(f"{schedule.expression} in {schedule.timezone}{shown}")
+    if not rows:
+        say(f"no occurrence after {rfc3339(after_ms)}")
+        return
+    if due_of is not None:
+        emit_table([(r["n"], r["local"], r["utc"], f"{r['jittered_utc']} (+{r['jitter_s']}s)",
+                     r["note"]) for r in rows],
+                   ["#", "LOCAL TIME", "UTC", "RUNS AT (JITTERED, UTC)", "NOTE"])
+        return
     emit_table([(r["n"], r["local"], r["utc"], r["note"]) for r in rows],
                ["#", "LOCAL TIME", "UTC", "NOTE"])

@@ -17,8 +17,10 @@ import psycopg
 
 from qinglong.clock import pause
 from qinglong.domain.admission import admission_rows
+from qinglong.domain.admission_jitter import with_jittered_instant
 from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.identifiers import owner_id
+from qinglong.domain.occurrences import DONE_CURSOR_MS, cursor_for_storage
 from qinglong.domain.runs import cron_idempotency_key
 from qinglong.domain.schedule import ClaimFence, ScheduleClaim, check_budget, check_claim_lease
 from qinglong.domain.task import ExecutionRevision, ExecutorType
@@ -118,7 +120,8 @@ class PgScheduleStore:
     def schedule_next_due_in_ms(self) -> int | None:
         with self._connector.connection() as conn:
             try:
-                row = conn.execute(QUERIES["schedule_next_due_in"]).fetchone()
+                row = conn.execute(QUERIES["schedule_next_due_in"],
+                                   {"done_cursor_ms": DONE_CURSOR_MS}).fetchone()
             except psycopg.Error as exc:
                 raise translate(exc, "read the next due time", conn) from exc
         if row is None or row["due_in_ms"] is None:
@@ -158,7 +161,8 @@ class PgScheduleStore:
         decision, fence = params.decision, params.claim.fence
         if decision.observed_at_ms != fence.acquired_at_ms:
             raise InvalidInput("decision", "must be observed at the claim's acquisition time")
-        if decision.next_fire_at_ms <= decision.due_at_ms and decision.disposition is not Disposition.INITIALIZE:
+        moved_to = cursor_for_storage(decision.next_fire_at_ms)
+        if moved_to <= decision.due_at_ms and decision.disposition is not Disposition.INITIALIZE:
             raise InvalidInput("decision", "must move the cursor forward")
         if decision.disposition is Disposition.INITIALIZE and params.claim.candidate.next_fire_at_ms is not None:
             raise InvalidInput("decision", "initialize is only for a NULL cursor")
@@ -193,10 +197,10 @@ class PgScheduleStore:
             assert params.ids is not None
             execution = self._execution_revision(conn, candidate.project_id, candidate.task_id,
                                                  task.revision, candidate.task_content_digest)
-            insert_admission(conn, QUERIES, admission_rows(
+            insert_admission(conn, QUERIES, with_jittered_instant(admission_rows(
                 candidate=candidate, decision=decision, execution=execution, task_name=task.name,
                 ids=params.ids, committed_at_ms=now, actor_id=self._actor_id, fence=fence,
-            ))
+            ), decision.jittered_for_ms))
             run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
         if decision.paused_from_ms is not None:  # what the pause held back, on record
             conn.execute(QUERIES["schedule_misfire_insert"], {
@@ -216,7 +220,7 @@ class PgScheduleStore:
                 "trigger_revision": candidate.trigger_revision,
                 "due_at_ms": decision.due_at_ms,
                 "skipped_through_ms": decision.skipped_through_ms,
-                "next_fire_at_ms": decision.next_fire_at_ms,
+                "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
                 "policy": candidate.spec.misfire_policy.value,
                 "run_id": run_id,
                 "claim_version": fence.version,
@@ -232,7 +236,8 @@ class PgScheduleStore:
             "claim_token": fence.token,
             "claim_version": fence.version,
             "claim_expires_at_ms": fence.expires_at_ms,
-            "next_fire_at_ms": decision.next_fire_at_ms,
+            "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
+            "next_due_at_ms": decision.next_due_at_ms,
             "scheduled_for_ms": decision.scheduled_for_ms,
             "now_ms": now,
         })
@@ -287,7 +292,8 @@ class PgScheduleStore:
                     if (state is not None and state["claim_token"] is None
                             and state["trigger_revision"] == candidate.trigger_revision
                             and state["state_version"] == candidate.state_version + 1
-                            and state["next_fire_at_ms"] == decision.next_fire_at_ms):
+                            and state["next_fire_at_ms"]
+                            == cursor_for_storage(decision.next_fire_at_ms)):
                         return CommitResult(outcome=CommitOutcome.ADVANCED,
                                             disposition=decision.disposition, in_doubt=True)
         except (psycopg.Error, QinglongError) as exc:

@@ -6,7 +6,9 @@ import sqlite3
 
 from qinglong.clock import Clock
 from qinglong.domain.admission import admission_rows
+from qinglong.domain.admission_jitter import with_jittered_instant
 from qinglong.domain.decision import PAUSED_FATE, Disposition
+from qinglong.domain.occurrences import DONE_CURSOR_MS, cursor_for_storage
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, ExecutorType, execution_task_revision
 from qinglong.errors import Conflict, RecordCorrupt, StorageError
@@ -49,7 +51,8 @@ class SqliteScheduleStore:
 
     def schedule_next_due_at(self, after_ms: int) -> int | None:
         with self._db.read("read next due time") as conn:
-            row = conn.execute(QUERIES["schedule_next_due_at"], {"after_ms": after_ms}).fetchone()
+            row = conn.execute(QUERIES["schedule_next_due_at"],
+                               {"after_ms": after_ms, "done_cursor_ms": DONE_CURSOR_MS}).fetchone()
         value = row["next_due_at_ms"]
         return None if value is None else int(value)
 
@@ -82,7 +85,7 @@ class SqliteScheduleStore:
         if decision.disposition is Disposition.ADMIT:
             assert params.ids is not None, "an admission needs its ids"
             execution = self._execution_revision(conn, candidate, task.revision)
-            rows = admission_rows(
+            rows = with_jittered_instant(admission_rows(
                 candidate=candidate,
                 decision=decision,
                 execution=execution,
@@ -90,7 +93,7 @@ class SqliteScheduleStore:
                 ids=params.ids,
                 committed_at_ms=committed_at,
                 actor_id=self._actor_id,
-            )
+            ), decision.jittered_for_ms)
             insert_admission(conn, QUERIES, rows)
             run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
         if decision.paused_from_ms is not None:  # what the pause held back, on record
@@ -115,7 +118,7 @@ class SqliteScheduleStore:
                     "trigger_revision": candidate.trigger_revision,
                     "due_at_ms": decision.due_at_ms,
                     "skipped_through_ms": decision.skipped_through_ms,
-                    "next_fire_at_ms": decision.next_fire_at_ms,
+                    "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
                     "policy": candidate.spec.misfire_policy.value,
                     "run_id": run_id,
                     "decided_at_ms": decision.observed_at_ms,
@@ -128,7 +131,8 @@ class SqliteScheduleStore:
                 "trigger_revision": candidate.trigger_revision,
                 "state_version": candidate.state_version,
                 "cursor_ms": candidate.next_fire_at_ms,
-                "next_fire_at_ms": decision.next_fire_at_ms,
+                "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
+                "next_due_at_ms": decision.next_due_at_ms,
                 "scheduled_for_ms": decision.scheduled_for_ms,
                 "now_ms": committed_at,
             },

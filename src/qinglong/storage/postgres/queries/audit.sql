@@ -7,7 +7,8 @@ SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms;
 SELECT project_id, trigger_id, revision, task_id, task_revision, enabled, created_at_ms,
        spec_json -> 'config' ->> 'expression' AS expression,
        spec_json -> 'config' ->> 'timezone' AS timezone,
-       spec_json -> 'config' ->> 'misfirePolicy' AS misfire_policy
+       spec_json -> 'config' ->> 'misfirePolicy' AS misfire_policy,
+       spec_json -> 'config' AS config
 FROM qinglong.trigger_revisions ORDER BY project_id, trigger_id, revision;
 
 -- name: audit_task_revisions

@@ -1,6 +1,7 @@
 -- name: schedule_claim
 -- Claim up to %(limit)s due rows in one auto-committed statement with one database-clock
--- reading: eligible rows only, oldest cursor first, SKIP LOCKED, each with its own fence.
+-- reading: eligible rows only (due: the cursor has come, and with jitter its jittered instant
+-- too), oldest cursor first, SKIP LOCKED, each with its own fence.
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 ),
@@ -22,8 +23,9 @@ candidates AS (
      AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
     JOIN qinglong.projects p ON p.id = s.project_id
     WHERE p.status = 'active' AND tr.enabled AND kr.enabled
-      AND tr.spec_json ->> 'schema' = 'qinglong/cron@v1'
+      AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1')
       AND (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= o.now_ms)
+      AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= o.now_ms)
       AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= o.now_ms)
       AND s.updated_at_ms <= o.now_ms
       AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= o.now_ms)
@@ -98,7 +100,7 @@ JOIN qinglong.projects p ON p.id = s.project_id
 WHERE s.ctid = %(row_locator)s::tid
   AND s.project_id = %(project_id)s AND s.trigger_id = %(trigger_id)s
   AND p.status = 'active' AND tr.enabled AND kr.enabled
-  AND tr.spec_json ->> 'schema' = 'qinglong/cron@v1'
+  AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1')
 FOR UPDATE OF s;
 
 -- name: execution_revision_for_commit
@@ -111,6 +113,7 @@ WHERE project_id = %(project_id)s AND task_id = %(task_id)s
 -- Advance the cursor and clear the claim under the full fence.
 UPDATE qinglong.trigger_schedules
 SET next_fire_at_ms = %(next_fire_at_ms)s,
+    next_due_at_ms = %(next_due_at_ms)s,
     last_scheduled_at_ms = coalesce(%(scheduled_for_ms)s, last_scheduled_at_ms),
     state_version = state_version + 1,
     claim_owner = NULL, claim_token = NULL, claim_expires_at_ms = NULL,
@@ -148,13 +151,17 @@ LEFT JOIN qinglong.run_events e ON e.run_id = r.id AND e.sequence = 1
 WHERE r.project_id = %(project_id)s AND r.idempotency_key = %(key)s;
 
 -- name: schedule_next_due_in
--- Milliseconds from now (database clock) to the earliest future cursor or end of a timed
--- pause: a wake-up hint.
+-- Milliseconds from now (database clock) to the earliest future cursor, jittered instant or
+-- end of a timed pause: a wake-up hint. A finished schedule's cursor (%(done_cursor_ms)s, see
+-- domain/occurrences.py) is no due time.
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
 SELECT least((SELECT min(s.next_fire_at_ms) FROM qinglong.trigger_schedules s
-               WHERE s.next_fire_at_ms > o.now_ms),
+               WHERE s.next_fire_at_ms > o.now_ms
+                 AND s.next_fire_at_ms < %(done_cursor_ms)s::bigint),
+             (SELECT min(s.next_due_at_ms) FROM qinglong.trigger_schedules s
+               WHERE s.next_due_at_ms > o.now_ms),
              (SELECT min(s.paused_until_ms) FROM qinglong.trigger_schedules s
                WHERE s.paused_until_ms > o.now_ms)) - o.now_ms AS due_in_ms
 FROM observed o;

@@ -81,7 +81,8 @@ VALUES (%(project_id)s, %(trigger_id)s, %(trigger_revision)s, NULL, NULL, 0, NUL
 -- name: schedule_reset
 -- A new revision: NULL cursor, claim cleared, both versions bumped (fences any claim in flight).
 UPDATE qinglong.trigger_schedules
-SET trigger_revision = %(trigger_revision)s, next_fire_at_ms = NULL, last_scheduled_at_ms = NULL,
+SET trigger_revision = %(trigger_revision)s, next_fire_at_ms = NULL, next_due_at_ms = NULL,
+    last_scheduled_at_ms = NULL,
     state_version = state_version + 1, claim_owner = NULL, claim_token = NULL,
     claim_version = claim_version + 1, claim_expires_at_ms = NULL,
     updated_at_ms = greatest(updated_at_ms, %(now_ms)s)

@@ -3,7 +3,8 @@
 SELECT project_id, trigger_id, revision, task_id, task_revision, enabled, created_at_ms,
        json_extract(spec_json, '$.config.expression') AS expression,
        json_extract(spec_json, '$.config.timezone') AS timezone,
-       json_extract(spec_json, '$.config.misfirePolicy') AS misfire_policy
+       json_extract(spec_json, '$.config.misfirePolicy') AS misfire_policy,
+       json_extract(spec_json, '$.config') AS config
 FROM trigger_revisions ORDER BY project_id, trigger_id, revision;
 
 -- name: audit_task_revisions

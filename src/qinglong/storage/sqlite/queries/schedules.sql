@@ -1,5 +1,6 @@
 -- name: schedule_list_due
--- Due or uninitialised schedule rows whose trigger can fire, oldest cursor first.
+-- Due or uninitialised schedule rows whose trigger can fire, oldest cursor first (due: the
+-- cursor has come, and with jitter its jittered instant too).
 SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
        s.paused_from_ms, s.paused_until_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
@@ -21,6 +22,7 @@ JOIN task_definition_revisions kr
  AND kr.content_digest = tr.task_content_digest
 JOIN projects p ON p.id = s.project_id
 WHERE (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= :now_ms)
+  AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= :now_ms)
   AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= :now_ms)
   AND p.status = 'active' AND tr.enabled = 1 AND kr.enabled = 1
 ORDER BY s.next_fire_at_ms, s.project_id, s.trigger_id
@@ -57,6 +59,7 @@ WHERE s.project_id = :project_id AND s.trigger_id = :trigger_id
 -- Move the cursor by compare-and-set on revision, state version and the cursor itself.
 UPDATE trigger_schedules
 SET next_fire_at_ms = :next_fire_at_ms,
+    next_due_at_ms = :next_due_at_ms,
     last_scheduled_at_ms = coalesce(:scheduled_for_ms, last_scheduled_at_ms),
     state_version = state_version + 1,
     updated_at_ms = max(updated_at_ms, :now_ms)
@@ -65,9 +68,14 @@ WHERE project_id = :project_id AND trigger_id = :trigger_id
   AND next_fire_at_ms IS :cursor_ms;
 
 -- name: schedule_next_due_at
--- The earliest future cursor or end of a timed pause (a wake-up hint for the cadence).
+-- The earliest future cursor, jittered instant or end of a timed pause (a wake-up hint for the
+-- cadence); a
+-- finished schedule's cursor (:done_cursor_ms, see domain/occurrences.py) is no due time.
 SELECT min(at_ms) AS next_due_at_ms FROM (
-    SELECT min(next_fire_at_ms) AS at_ms FROM trigger_schedules WHERE next_fire_at_ms > :after_ms
+    SELECT min(next_fire_at_ms) AS at_ms FROM trigger_schedules
+    WHERE next_fire_at_ms > :after_ms AND next_fire_at_ms < :done_cursor_ms
+    UNION ALL
+    SELECT min(next_due_at_ms) FROM trigger_schedules WHERE next_due_at_ms > :after_ms
     UNION ALL
     SELECT min(paused_until_ms) FROM trigger_schedules WHERE paused_until_ms > :after_ms
 );

@@ -76,8 +76,9 @@ VALUES (:project_id, :trigger_id, :trigger_revision, NULL, NULL, 0, :now_ms);
 -- name: schedule_reset
 -- A new revision resets the cursor; the version bump fences any decision in flight.
 UPDATE trigger_schedules
-SET trigger_revision = :trigger_revision, next_fire_at_ms = NULL, last_scheduled_at_ms = NULL,
-    state_version = state_version + 1, updated_at_ms = max(updated_at_ms, :now_ms)
+SET trigger_revision = :trigger_revision, next_fire_at_ms = NULL, next_due_at_ms = NULL,
+    last_scheduled_at_ms = NULL, state_version = state_version + 1,
+    updated_at_ms = max(updated_at_ms, :now_ms)
 WHERE project_id = :project_id AND trigger_id = :trigger_id;
 
 -- name: trigger_head_restore

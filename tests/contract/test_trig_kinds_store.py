@@ -1,0 +1,286 @@
+"""Interval and one-shot triggers through each dialect's own scheduler, on SQLite and on every
+PostgreSQL server: a one-shot trigger is admitted once (or dropped by its misfire policy) and is
+then done -- its row keeps the finished cursor, is never listed, claimed or hinted again, and
+lists show it as done -- an interval trigger walks its grid, both are judged by `ql audit`, and
+publishing keeps (or refuses) what it should on the adapter's own clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from qinglong.audit.model import AuditParams
+from qinglong.clock import SystemClock
+from qinglong.domain.decision import Decision, Disposition
+from qinglong.domain.interval import ceil_second
+from qinglong.domain.occurrences import DONE_CURSOR_MS, instant_text
+from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.errors import InvalidInput
+from qinglong.profiles.audit_backend import run_audit
+from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.scheduler.local import LocalCoordinator
+from qinglong.service.views import trigger_view
+from qinglong.storage.ports import (
+    CommitOutcome,
+    CommitResult,
+    ProjectCreateParams,
+    ScheduleListDueParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from tests.contract.conftest import SCHEDULER_OWNER, Backend
+
+SECOND = 1_000
+
+
+@pytest.fixture
+def bed(backend: Backend) -> Backend:
+    d = backend.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
+                                     spec=CommandSpec(command=ShellCommand(command="true"))))
+    return backend
+
+
+def publish(b: Backend, trigger: str, expression: str | None = None, **extra: Any) -> Any:
+    return b.definitions.trigger_publish(TriggerPublishParams(
+        project_id="demo", trigger_id=trigger, task_id="hello", expression=expression, **extra))
+
+
+def rows(b: Backend, sql: str, *params: object) -> list[dict[str, Any]]:
+    if b.dialect == "postgresql":
+        return [dict(r) for r in b.db.execute(sql.replace("?", "%s"), list(params))]  # type: ignore[attr-defined]
+    return [dict(r) for r in b.stores.db.connection().execute(sql, params).fetchall()]  # type: ignore[attr-defined]
+
+
+def cursor(b: Backend, trigger: str) -> int | None:
+    [row] = rows(b, "SELECT next_fire_at_ms FROM trigger_schedules WHERE trigger_id = ?", trigger)
+    value = row["next_fire_at_ms"]
+    return None if value is None else int(value)
+
+
+def runs_of(b: Backend, trigger: str) -> list[int]:
+    return [int(r["scheduled_for_ms"]) for r in rows(
+        b, "SELECT scheduled_for_ms FROM runs WHERE trigger_id = ? ORDER BY scheduled_for_ms",
+        trigger)]
+
+
+def cycle(b: Backend, grace_ms: int = 30_000) -> list[tuple[Decision, CommitResult]]:
+    """One cycle of the dialect's own coordinator; every decision it committed."""
+    seen: list[tuple[Decision, CommitResult]] = []
+
+    def hook(_item: object, decision: Decision, result: CommitResult) -> None:
+        seen.append((decision, result))
+
+    if b.dialect == "postgresql":
+        ClusterCoordinator(b.schedules, owner=SCHEDULER_OWNER, grace_ms=grace_ms,  # type: ignore[attr-defined]
+                           new_id=lambda: str(uuid.uuid4()), on_committed=hook,
+                           wake_hint=False).run_cycle()
+    else:
+        LocalCoordinator(b.stores.schedules, b.clock, grace_ms=grace_ms,  # type: ignore[attr-defined]
+                         new_id=lambda: str(uuid.uuid4()), on_committed=hook).run_cycle()
+    return seen
+
+
+def view(b: Backend, trigger: str) -> dict[str, Any]:
+    [found] = b.definitions.trigger_list("demo", trigger)
+    return trigger_view(found, now_ms=b.now_ms(), next_count=3)
+
+
+def next_due_hint(b: Backend) -> int | None:
+    if b.dialect == "postgresql":
+        return b.schedules.schedule_next_due_in_ms()  # type: ignore[attr-defined, no-any-return]
+    return b.stores.schedules.schedule_next_due_at(b.now_ms())  # type: ignore[attr-defined, no-any-return]
+
+
+def listed_due(b: Backend) -> int:
+    """Rows the dialect would hand the scheduler now (SQLite lists, PostgreSQL would claim)."""
+    if b.dialect == "postgresql":
+        [row] = rows(b, "SELECT count(*) AS n FROM trigger_schedules "
+                        "WHERE next_fire_at_ms IS NULL OR next_fire_at_ms <= ?", b.now_ms())
+        return int(row["n"])
+    return len(b.stores.schedules.schedule_list_due(  # type: ignore[attr-defined]
+        ScheduleListDueParams(now_ms=b.now_ms(), limit=10)))
+
+
+def audit(b: Backend, start_ms: int, end_ms: int, trigger: str, grace_ms: int = 30_000) -> Any:
+    url = (str(b.db.url("ql_runtime")) if b.dialect == "postgresql"  # type: ignore[attr-defined]
+           else f"sqlite:///{b.stores.path}")  # type: ignore[attr-defined]
+    clock = SystemClock() if b.dialect == "postgresql" else b.clock  # type: ignore[attr-defined]
+    report = run_audit(url, clock, AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=0,
+                                               grace_ms=grace_ms, project_id="demo",
+                                               trigger_id=trigger))
+    [found] = report.triggers
+    assert report.ok, found
+    return found
+
+
+def wait_until(b: Backend, at_ms: int) -> None:
+    b.pass_time(max(0, at_ms - b.now_ms()) + 20)
+
+
+def test_a_one_shot_trigger_runs_once_and_is_then_done(bed: Backend) -> None:
+    b = bed
+    at = ceil_second(b.now_ms()) + SECOND
+    published = publish(b, "launch", f"at {instant_text(at)}").revision
+    assert published.spec.kind == "once" and published.spec.timezone == "UTC"
+    [(first, _)] = cycle(b)
+    assert first.disposition is Disposition.INITIALIZE and cursor(b, "launch") == at
+    assert view(b, "launch")["next_fire_at_ms"] == [at]
+    wait_until(b, at)
+    [(decision, result)] = cycle(b)
+    assert result.outcome is CommitOutcome.ADMITTED and decision.next_fire_at_ms is None
+    assert runs_of(b, "launch") == [at]
+    # done: the finished cursor, never listed or claimed again, no wake-up hint
+    assert cursor(b, "launch") == DONE_CURSOR_MS
+    assert cycle(b) == [] and listed_due(b) == 0
+    assert next_due_hint(b) is None
+    shown = view(b, "launch")
+    assert (shown["state"], shown["done"], shown["next_fire_at"], shown["cursor_ms"]) == (
+        "done", True, [], None)
+    found = audit(b, at - 5 * SECOND, b.now_ms(), "launch")
+    assert (found.expected, found.admitted) == (1, 1)
+    # a new instant is a new revision: it fires again
+    again = ceil_second(b.now_ms()) + SECOND
+    publish(b, "launch", f"at {instant_text(again)}")
+    assert view(b, "launch")["state"] == "firing"
+    cycle(b)
+    wait_until(b, again)
+    [(_, result)] = cycle(b)
+    assert result.outcome is CommitOutcome.ADMITTED
+    assert runs_of(b, "launch") == [at, again] and cursor(b, "launch") == DONE_CURSOR_MS
+
+
+@pytest.mark.parametrize("policy", ["skip", "fire_once"])
+def test_a_late_one_shot_follows_its_misfire_policy_and_is_done(bed: Backend,
+                                                                policy: str) -> None:
+    b = bed
+    at = ceil_second(b.now_ms()) + SECOND
+    publish(b, "launch", f"at {instant_text(at)}", misfire_policy=policy)
+    cycle(b, grace_ms=0)
+    wait_until(b, at)
+    b.let_time_pass()  # strictly later than the instant: misfired with no grace
+    [(decision, _)] = cycle(b, grace_ms=0)
+    assert decision.misfired and decision.next_fire_at_ms is None
+    assert runs_of(b, "launch") == ([at] if policy == "fire_once" else [])
+    [record] = rows(b, "SELECT due_at_ms, skipped_through_ms, next_fire_at_ms, policy "
+                       "FROM trigger_schedule_misfires WHERE trigger_id = 'launch'")
+    assert (record["due_at_ms"], record["next_fire_at_ms"], record["policy"]) == (
+        at, DONE_CURSOR_MS, policy)
+    assert cursor(b, "launch") == DONE_CURSOR_MS and cycle(b) == []
+    assert view(b, "launch")["state"] == "done"
+
+
+def test_a_past_instant_is_refused_by_the_adapters_clock_unless_published_disabled(
+        bed: Backend) -> None:
+    b = bed
+    past = ceil_second(b.now_ms()) - 10 * SECOND
+    with pytest.raises(InvalidInput) as caught:
+        publish(b, "late", f"at {instant_text(past)}")
+    assert caught.value.field == "at"
+    kept = publish(b, "late", f"at {instant_text(past)}", enabled=False)
+    assert not kept.revision.enabled
+    enabled = publish(b, "late", enabled=True)  # enabling it later: done at once
+    assert enabled.created and enabled.revision.enabled
+    [(decision, _)] = cycle(b)
+    assert decision.disposition is Disposition.INITIALIZE and decision.next_fire_at_ms is None
+    assert cursor(b, "late") == DONE_CURSOR_MS and runs_of(b, "late") == []
+    assert view(b, "late")["state"] == "done"
+
+
+def test_an_interval_trigger_walks_its_grid_and_passes_the_audit(bed: Backend) -> None:
+    b = bed
+    created = publish(b, "beat", "every 1s").revision
+    anchor = created.spec.schedule.anchor_ms
+    assert anchor == ceil_second(created.created_at_ms)
+    assert publish(b, "beat", "every 1s").created is False  # keeps its anchor: unchanged
+    admitted: list[int] = []
+    deadline = anchor + 3 * SECOND
+    while b.now_ms() < deadline:
+        for decision, result in cycle(b):
+            if result.outcome is CommitOutcome.ADMITTED:
+                assert decision.scheduled_for_ms is not None
+                admitted.append(decision.scheduled_for_ms)
+        b.pass_time(250)
+    for decision, result in cycle(b):
+        if result.outcome is CommitOutcome.ADMITTED:
+            admitted.append(decision.scheduled_for_ms)  # type: ignore[arg-type]
+    assert admitted[:4] == [anchor + k * SECOND for k in range(4)]
+    assert runs_of(b, "beat") == admitted
+    found = audit(b, anchor, admitted[-1], "beat")
+    assert found.expected == found.admitted == len(admitted)
+    shown = view(b, "beat")
+    assert shown["kind"] == "interval" and shown["every_s"] == 1 and shown["anchor_ms"] == anchor
+    assert shown["next_fire_at_ms"][:2] == [admitted[-1] + SECOND, admitted[-1] + 2 * SECOND]
+
+
+def test_kinds_are_stored_with_their_schema(bed: Backend) -> None:
+    b = bed
+    publish(b, "beat", "every 90s from 2026-12-01T00:00:00Z", timezone="Asia/Shanghai")
+    publish(b, "launch", f"at {instant_text(ceil_second(b.now_ms()) + 3_600_000)}")
+    publish(b, "nightly", "0 3 * * *", timezone="Europe/Berlin")
+    specs = {r["trigger_id"]: r["spec_json"] for r in rows(
+        b, "SELECT trigger_id, spec_json FROM trigger_revisions")}
+    decoded: Callable[[Any], Any] = (lambda v: v) if b.dialect == "postgresql" else __import__(
+        "json").loads
+    schemas = {t: decoded(v)["schema"] for t, v in specs.items()}
+    assert schemas == {"beat": "qinglong/interval@v1", "launch": "qinglong/once@v1",
+                       "nightly": "qinglong/cron@v1"}
+    assert decoded(specs["beat"])["config"] == {
+        "expression": "every 1m30s from 2026-12-01T00:00:00Z", "timezone": "Asia/Shanghai",
+        "misfirePolicy": "skip"}
+
+
+def test_backfill_of_what_a_misfire_dropped_from_interval_and_one_shot_triggers(
+        bed: Backend) -> None:
+    from qinglong.domain.backfill import BackfillRequest
+    from qinglong.service.backfill import Backfills, plan_view
+    from tests.contract.test_backfill import backfill_store
+
+    b = bed
+    beat = publish(b, "beat", "every 1s").revision
+    anchor = beat.spec.schedule.anchor_ms
+    at = ceil_second(b.now_ms()) + SECOND
+    launch = publish(b, "launch", f"at {instant_text(at)}").revision
+    cycle(b, grace_ms=0)
+    wait_until(b, max(at, anchor + 3 * SECOND))
+    b.let_time_pass()
+    decided = cycle(b, grace_ms=0)  # both late with no grace: skipped
+    assert all(d.misfired and d.scheduled_for_ms is None for d, _ in decided) and len(decided) == 2
+    assert cursor(b, "launch") == DONE_CURSOR_MS
+    store, connectors = backfill_store(b)
+    try:
+        clock = SystemClock() if b.dialect == "postgresql" else b.clock  # type: ignore[attr-defined]
+        service = Backfills(store, clock, wait=lambda _s, stop: stop.is_set())
+        for trigger, published in (("launch", launch), ("beat", beat)):
+            stop_at = cursor(b, trigger)
+            assert stop_at is not None
+            to_ms = min(stop_at - 1, b.now_ms())
+            request = BackfillRequest(project_id="demo", trigger_id=trigger,
+                                      from_ms=published.created_at_ms, to_ms=to_ms, actor="alice")
+            plan = service.plan(request)
+            view_ = plan_view(plan)
+            if trigger == "launch":
+                assert plan.to_admit == (at,) and view_["horizon"] is None
+                assert view_["kind"] == "once" and view_["cron"] is None
+            else:  # every second of the grid in the window that has no Run yet
+                grid = range(anchor, to_ms + 1, SECOND)
+                assert plan.to_admit == tuple(t for t in grid if t not in runs_of(b, "beat"))
+                assert len(plan.to_admit) >= 3
+            import threading
+
+            done = service.run(plan, rate=1000.0, stop=threading.Event())
+            assert done.state == "done" and done.admitted == len(plan.to_admit)
+            assert service.run(service.plan(request), rate=1000.0,
+                               stop=threading.Event()).admitted == 0  # nothing twice
+    finally:
+        for connector in connectors:
+            connector.close()
+    assert runs_of(b, "launch") == [at]
+    found = audit(b, at - SECOND, at, "launch", grace_ms=0)
+    assert (found.expected, found.gaps_backfilled, found.admitted) == (1, 1, 0)
+    beats = audit(b, anchor, b.now_ms() - 2 * SECOND, "beat", grace_ms=0)
+    assert beats.expected == beats.admitted + beats.gaps_backfilled
