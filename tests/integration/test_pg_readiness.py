@@ -36,6 +36,7 @@ from qinglong.storage.postgres.roles import (
     PRIVILEGES,
     ROLES,
     RUNTIME,
+    WEB,
     WORKER_INGRESS,
     provision_roles,
 )
@@ -45,7 +46,7 @@ from tests.support.pg import PgServer, PgTestDatabase, drop_database
 APPLICATION = "ql-readiness-test"
 SUPERUSER = "postgres"
 EVERYONE = (*ROLES, SUPERUSER)
-TABLES = frozenset(PRIVILEGES[RUNTIME])
+TABLES = frozenset().union(*PRIVILEGES.values())  # every table some role may use
 LOCK_KEY = (20812, 768)
 SAFE_ATTRIBUTES = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
 
@@ -252,31 +253,27 @@ def test_drift_is_refused_and_never_repaired(pg_db: PgTestDatabase, tamper: str,
 
 
 def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: PgTestDatabase) -> None:
-    # As a database migrated by an older qinglong looks: the newest migration (and the
-    # capability row it writes) not there yet.
-    # Undo 0005_pauses by hand (its DDL and grants included), so the migration really runs
-    # again.
+    # As a database migrated by an older qinglong looks: the newest migration (and what it
+    # adds to the capability row) not there yet. Undo 0008_accounts by hand (its tables, its
+    # ledger row, its capability), so the migration really runs again.
     pg_db.execute("""
-        UPDATE schema_capabilities SET contract_version = 4, migration_id = '0004_workers',
-            capabilities = '["definitions", "run_core", "cluster_scheduler_admission", "role_grants", "attempt_leases", "workers"]';
-        DELETE FROM schema_migrations WHERE migration_id = '0005_pauses';
-        DROP TABLE trigger_pauses; DROP INDEX trigger_schedules_pause_end_idx;
-        ALTER TABLE trigger_schedules DROP CONSTRAINT trigger_schedules_pause_shape,
-            DROP COLUMN paused_from_ms, DROP COLUMN paused_until_ms;
-        ALTER TABLE trigger_schedule_misfires
-            DROP CONSTRAINT trigger_schedule_misfires_policy_check,
-            ADD CONSTRAINT trigger_schedule_misfires_policy_check
-                CHECK (policy IN ('skip', 'fire_once'));
+        DELETE FROM schema_migrations WHERE migration_id = '0008_accounts';
+        UPDATE schema_capabilities SET contract_version = contract_version - 1,
+            capabilities = capabilities - 'accounts',
+            migration_id = (SELECT max(migration_id) FROM schema_migrations);
+        DROP TABLE audit_log, login_failures, api_tokens, user_sessions, users;
     """)
     audits = audit_everyone(pg_db)
-    # every role is told it is not ready; the roles with privileges on the table the
-    # migration adds are also told that the table is missing
-    with_table = {"ql_admin", "ql_runtime", "postgres"}  # postgres: the superuser sees all
-    assert audits == {role: ["missing-migration:0005_pauses"]
-                      + (["missing-table:trigger_pauses"] if role in with_table else [])
+    # every role is told it is not ready; the roles with privileges on the tables the
+    # migration adds are also told that they are missing
+    with_tables = {"ql_web", "postgres"}  # postgres: the superuser sees all
+    missing = [f"missing-table:{t}" for t in
+               ("api_tokens", "audit_log", "login_failures", "user_sessions", "users")]
+    assert audits == {role: ["missing-migration:0008_accounts"]
+                      + (missing if role in with_tables else [])
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
-        assert migrate(conn).applied == ("0005_pauses",)  # pending is applied, not drift
+        assert migrate(conn).applied == ("0008_accounts",)  # pending is applied, not drift
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
@@ -333,6 +330,10 @@ PRIVILEGE_DRIFT = [
                  ("missing-privilege:ql_runtime:schema_migrations:SELECT",), id="runtime-no-ledger-select"),
     pytest.param(('GRANT TEMPORARY ON DATABASE "{db}" TO ql_admin',), ADMIN,
                  ("extra-privilege:ql_admin:database:TEMPORARY",), id="admin-temporary-on-database"),
+    pytest.param(("GRANT DELETE ON runs TO ql_web",), WEB,
+                 ("extra-privilege:ql_web:runs:DELETE",), id="web-delete-runs"),
+    pytest.param(("REVOKE INSERT ON audit_log FROM ql_web",), WEB,
+                 ("missing-privilege:ql_web:audit_log:INSERT",), id="web-no-insert-audit"),
 ]
 
 

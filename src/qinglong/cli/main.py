@@ -26,7 +26,10 @@ from qinglong.cli.commands.project import project
 from qinglong.cli.commands.run import run
 from qinglong.cli.commands.serve import serve
 from qinglong.cli.commands.task import task
+from qinglong.cli.commands.token import token
 from qinglong.cli.commands.trigger import trigger
+from qinglong.cli.commands.user import user
+from qinglong.cli.commands.web import web
 from qinglong.cli.commands.worker import worker
 from qinglong.errors import InvalidInput, QinglongError
 from qinglong.service.errors import (
@@ -123,6 +126,9 @@ cli.add_command(worker)
 cli.add_command(apply)
 cli.add_command(export)
 cli.add_command(import_group)
+cli.add_command(web)
+cli.add_command(user)
+cli.add_command(token)
 
 
 def _one_line(text: str) -> str:

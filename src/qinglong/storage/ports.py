@@ -471,3 +471,189 @@ class RunLogStore(Protocol):
                    keep_tail_from: int) -> bool: ...
     def log_read(self, attempt_id: str, after_seq: int = -1) -> list[LogChunk]: ...
     def log_prune(self, retention_ms: int, limit: int) -> int: ...
+
+
+# --- pages of Runs and per-day counts (the HTTP API) -----------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPageParams:
+    """One page of Runs in the order of ``RunReadStore.run_list`` (by occurrence, or creation
+    for a Run of no occurrence, then id), starting after the Run at ``after`` (its time and
+    id) when given: a cursor that stays exact while new Runs arrive."""
+
+    filters: RunListParams
+    after: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunBucketParams:
+    """Counts of the Runs of a project (one task, or all) whose time lies in
+    ``[from_ms, to_ms)``, grouped by task and by ``bucket_ms`` slices of epoch time."""
+
+    project_id: str
+    task_id: str | None
+    from_ms: int
+    to_ms: int
+    bucket_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunBucket:
+    task_id: str
+    bucket_start_ms: int
+    runs: int
+    succeeded: int
+    failed: int  # failed or timed out
+    cancelled: int
+    total_duration_ms: int  # of the Runs that started and finished
+    max_duration_ms: int | None
+
+
+class RunPageStore(Protocol):
+    """Reads the HTTP API adds to RunReadStore: ``run_page`` (cursor pagination; the same
+    refusals as ``run_list``) and ``run_buckets`` (NotFound for an unknown project)."""
+
+    def run_page(self, params: RunPageParams) -> list[Run]: ...
+    def run_buckets(self, params: RunBucketParams) -> list[RunBucket]: ...
+
+
+# --- accounts: users, sessions, API tokens, failed logins, the audit log ---------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class User:
+    username: str
+    role: str  # viewer | operator | admin
+    password_hash: str  # argon2 (encoded, with its parameters and salt)
+    created_at_ms: int
+    updated_at_ms: int
+    disabled_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserCreateParams:
+    username: str
+    role: str
+    password_hash: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserUpdateParams:
+    """Change what is given (None keeps it); ``disabled`` True also ends the user's sessions."""
+
+    username: str
+    role: str | None = None
+    password_hash: str | None = None
+    disabled: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    """A browser session, found by the SHA-256 digest of its cookie's secret."""
+
+    id_digest: str
+    username: str
+    role: str  # the user's role now
+    created_at_ms: int
+    expires_at_ms: int
+    idle_expires_at_ms: int
+    seen_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionCreateParams:
+    id_digest: str
+    username: str
+    lifetime_ms: int  # absolute, from creation
+    idle_ms: int  # ends this long after it was last seen
+    client: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiToken:
+    id: str  # the public part of the token
+    username: str
+    role: str  # its user's role now
+    user_disabled: bool
+    name: str
+    scope: str  # read | operate | admin
+    secret_digest: str
+    created_at_ms: int
+    expires_at_ms: int | None
+    last_used_at_ms: int | None
+    revoked_at_ms: int | None
+    revoked_by: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenCreateParams:
+    id: str
+    username: str
+    name: str
+    scope: str
+    secret_digest: str
+    lifetime_ms: int | None  # None: until revoked
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    id: int
+    at_ms: int
+    actor: str
+    via: str  # session | token | cli
+    token_id: str | None
+    action: str  # e.g. task.publish, trigger.pause, run.cancel, run.now
+    project_id: str | None
+    target: str | None
+    detail: Mapping[str, object]
+    client: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditWriteParams:
+    actor: str
+    via: str
+    action: str
+    token_id: str | None = None
+    project_id: str | None = None
+    target: str | None = None
+    detail: Mapping[str, object] = field(default_factory=dict)
+    client: str | None = None
+
+
+class AccountStore(Protocol):
+    """Users, sessions, API tokens, failed logins and the audit log, on the store's clock
+    (the database's on PostgreSQL).
+
+    - ``session_get`` returns a session only while it holds (not ended, neither expiry
+      passed, its user enabled), and moves its idle expiry to ``idle_ms`` from now when it was
+      last seen ``touch_after_ms`` ago or more (a busy session does not write on every request).
+    - ``token_get`` returns a token whatever its state (the caller judges it); ``token_used``
+      records its use at most once per ``touch_after_ms``.
+    - ``login_failures`` counts, per subject, the failures of the last ``window_ms`` and the
+      time of the oldest of them; ``login_failure_record`` records one failure per subject and
+      deletes failures older than ``keep_ms``.
+    - ``audit_list`` pages newest first, before the entry ``before_id`` when given.
+    """
+
+    def now_ms(self) -> int: ...
+    def user_create(self, params: UserCreateParams) -> User: ...
+    def user_get(self, username: str) -> User | None: ...
+    def user_list(self) -> list[User]: ...
+    def user_update(self, params: UserUpdateParams) -> User: ...
+    def session_create(self, params: SessionCreateParams) -> Session: ...
+    def session_get(self, id_digest: str, touch_after_ms: int,
+                    idle_ms: int) -> Session | None: ...
+    def session_end(self, id_digest: str) -> None: ...
+    def token_create(self, params: TokenCreateParams) -> ApiToken: ...
+    def token_get(self, token_id: str) -> ApiToken | None: ...
+    def token_used(self, token_id: str, touch_after_ms: int) -> None: ...
+    def token_list(self, username: str | None) -> list[ApiToken]: ...
+    def token_revoke(self, token_id: str, by: str) -> ApiToken: ...
+    def login_failures(self, subjects: tuple[str, ...],
+                       window_ms: int) -> dict[str, tuple[int, int]]: ...
+    def login_failure_record(self, subjects: tuple[str, ...], keep_ms: int) -> None: ...
+    def login_failures_clear(self, subject: str) -> None: ...
+    def audit_write(self, params: AuditWriteParams) -> AuditEntry: ...
+    def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]: ...

@@ -8,6 +8,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +28,9 @@ from qinglong.execution.logs import (
 from qinglong.profiles.backends import url_kind
 from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+
+if TYPE_CHECKING:
+    from qinglong.web.server import RunningApi
 
 
 def _stamp() -> str:
@@ -68,16 +72,21 @@ class ConsoleObserver:
             self._emit({**base, "event": "raced", "reason": result.reason},
                        f"raced      {name} ({result.reason})")
         elif decision.disposition is Disposition.SKIP:
+            upcoming = (f"next {rfc3339(decision.next_fire_at_ms)}"
+                        if decision.next_fire_at_ms is not None else "nothing after it: done")
             self._emit(
                 {**base, "event": "skipped", "due_at_ms": decision.due_at_ms,
                  "next_fire_at_ms": decision.next_fire_at_ms},
                 f"skipped    {name} occurrences from {rfc3339(decision.due_at_ms)} "
-                f"(misfire policy skip); next {rfc3339(decision.next_fire_at_ms)}",
+                f"(misfire policy skip); {upcoming}",
             )
         else:
+            first = (f"first at {rfc3339(decision.next_fire_at_ms)}"
+                     if decision.next_fire_at_ms is not None
+                     else "done: no occurrence from its publish time on")
             self._emit(
                 {**base, "event": "initialized", "next_fire_at_ms": decision.next_fire_at_ms},
-                f"scheduled  {name} first at {rfc3339(decision.next_fire_at_ms)}",
+                f"scheduled  {name} {first}",
             )
 
     def finished(self, finished: RunFinished) -> None:
@@ -138,11 +147,17 @@ class ConsoleObserver:
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@click.option("--http", "listen", metavar="HOST:PORT",
+              help="Also serve the HTTP API (/api/v1) here, e.g. 127.0.0.1:8080 (loopback "
+                   "only, unless --allow-remote).")
+@click.option("--allow-remote", is_flag=True,
+              help="Let --http bind an address that is not loopback (then put TLS in front).")
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
     drain_timeout: int,
-    duration: int | None, quiet: bool, json_events: bool,
+    duration: int | None, quiet: bool, json_events: bool, listen: str | None,
+    allow_remote: bool,
 ) -> None:
     """Run the scheduler and the executor until SIGINT or SIGTERM (SQLite profiles).
 
@@ -166,6 +181,12 @@ def serve(
         log_retention_days=log_retention_days,
         drain_timeout_s=drain_timeout / 1000,
     ).validated()
+    if listen is not None:
+        from qinglong.web.server import check_bind
+
+        check_bind(listen, allow_remote)
+    elif allow_remote:
+        raise InvalidInput("--allow-remote", "goes with --http")
     observer = ConsoleObserver(quiet=quiet, json_events=json_events)
     stop = threading.Event()
     signals_seen: list[int] = []
@@ -181,11 +202,16 @@ def serve(
     app = LocalApp(config, CLOCK, observer)
     try:
         app.start()  # on failure it has already stopped what it started
-        if not quiet and not json_events:
-            click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
+        api = None
         try:
+            if listen is not None:
+                api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events)
+            if not quiet and not json_events:
+                click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
             _wait_for_stop(stop, app.failed, None if duration is None else duration / 1000)
         finally:
+            if api is not None:
+                api.stop()  # no new requests while the scheduler and the commands drain
             if not quiet and not json_events:
                 click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
             app.stop()
@@ -196,6 +222,21 @@ def serve(
         raise StorageError(f"stopped: {app.failure.message}")
     if not quiet and not json_events:
         click.echo(f"{_stamp()} stopped")
+
+
+def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool) -> RunningApi:
+    """The HTTP API over the same SQLite file, on its own connections (a Run admitted through
+    it is picked up at the executor's next poll)."""
+    from qinglong.web.server import open_and_serve
+
+    api = open_and_serve(database_url, CLOCK, listen)
+    host = listen.rpartition(":")[0]
+    if json_events:
+        click.echo(json.dumps({"at_ms": CLOCK.now_ms(), "event": "http", "host": host,
+                               "port": api.port}, sort_keys=True))
+    elif not quiet:
+        click.echo(f"{_stamp()} serving the API on http://{host}:{api.port}/api/v1")
+    return api
 
 
 def _wait_for_stop(stop: threading.Event, failed: threading.Event, limit_s: float | None) -> None:

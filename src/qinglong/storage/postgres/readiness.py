@@ -19,10 +19,11 @@ SUPPORTED_MAJORS = range(15, 19)
 CONTRACT_NAME = "qinglong-control"
 CAPABILITY = {
     "contract_name": CONTRACT_NAME,
-    "contract_version": 5,
-    "migration_id": "0005_pauses",
+    # 0006_notifications and 0007_jitter leave the row as it is; 0008_accounts adds one
+    "contract_version": 6,
+    "migration_id": "0008_accounts",
     "capabilities": ["definitions", "run_core", "cluster_scheduler_admission", "role_grants",
-                     "attempt_leases", "workers", "pauses"],
+                     "attempt_leases", "workers", "pauses", "accounts"],
 }
 _PRIVILEGE_COLUMNS = {
     "SELECT": "can_select", "INSERT": "can_insert", "UPDATE": "can_update", "DELETE": "can_delete",

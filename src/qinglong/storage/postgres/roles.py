@@ -21,8 +21,9 @@ ADMIN = "ql_admin"
 RUNTIME = "ql_runtime"
 WORKER_INGRESS = "ql_worker_ingress"
 WORKER = "ql_worker"
-ROLES = (MIGRATION, ADMIN, RUNTIME, WORKER_INGRESS, WORKER)
-APP_ROLES = (ADMIN, RUNTIME, WORKER_INGRESS, WORKER)
+WEB = "ql_web"
+ROLES = (MIGRATION, ADMIN, RUNTIME, WORKER_INGRESS, WORKER, WEB)
+APP_ROLES = (ADMIN, RUNTIME, WORKER_INGRESS, WORKER, WEB)
 
 S, I, U, D = "SELECT", "INSERT", "UPDATE", "DELETE"
 
@@ -93,6 +94,32 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "run_log_chunks": frozenset({S, I, D}),
         "instances": frozenset({S, I, U}),
     },
+    # ql_web serves the HTTP API (`ql web`): it publishes as ql_admin does, admits run-now
+    # Runs and cancels as ql_runtime does, reads Runs, logs and the ledger, keeps the accounts.
+    WEB: {
+        "schema_migrations": frozenset({S}),
+        "schema_capabilities": frozenset({S}),
+        "projects": frozenset({S, I, U}),
+        "task_definitions": frozenset({S, I, U}),
+        "triggers": frozenset({S, I, U}),
+        "trigger_schedules": frozenset({S, I, U}),
+        "project_archivals": frozenset({S, I, U}),
+        "trigger_pauses": frozenset({S, I, U}),
+        "task_definition_revisions": frozenset({S, I}),
+        "task_execution_revisions": frozenset({S, I}),
+        "trigger_revisions": frozenset({S, I}),
+        "runs": frozenset({S, I, U}),
+        "run_attempts": frozenset({S, I, U}),
+        "run_events": frozenset({S, I}),
+        "run_log_chunks": frozenset({S}),
+        "trigger_schedule_misfires": frozenset({S}),
+        "instances": frozenset({S, I, U}),
+        "users": frozenset({S, I, U}),
+        "user_sessions": frozenset({S, I, U}),
+        "api_tokens": frozenset({S, I, U}),
+        "login_failures": frozenset({S, I, D}),
+        "audit_log": frozenset({S, I}),
+    },
 }
 
 # Role defaults installed by provisioning; `ql control` also sets its own session values
@@ -102,6 +129,7 @@ ROLE_SETTINGS: dict[str, dict[str, str]] = {
     ADMIN: {"idle_in_transaction_session_timeout": "30s", "statement_timeout": "30s"},
     WORKER_INGRESS: {"idle_in_transaction_session_timeout": "10s"},
     WORKER: {"idle_in_transaction_session_timeout": "10s", "statement_timeout": "15s"},
+    WEB: {"idle_in_transaction_session_timeout": "10s", "statement_timeout": "15s"},
 }
 ROLE_SETTINGS_PG17: dict[str, dict[str, str]] = {RUNTIME: {"transaction_timeout": "20s"}}
 

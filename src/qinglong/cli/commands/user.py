@@ -1,0 +1,143 @@
+"""`ql user`: the accounts of the HTTP API and the panel (the first admin is made here)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from qinglong.cli.context import CLOCK
+from qinglong.cli.output import emit_json, emit_table, say
+from qinglong.cli.params import database_url_option, default_actor, json_option
+from qinglong.errors import InvalidInput
+
+if TYPE_CHECKING:  # argon2 loads only when an account command runs
+    from qinglong.service.accounts import Accounts, Principal
+
+PASSWORD_ENV = "QL_USER_PASSWORD"  # noqa: S105 - the variable's name, not a password
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def accounts(database_url: str) -> Iterator[Accounts]:
+    from qinglong.web.backend import open_accounts
+
+    opened, close = open_accounts(database_url, CLOCK)
+    try:
+        yield opened
+    finally:
+        close()
+
+
+def cli_principal() -> Principal:
+    """Who runs the command, as the audit log records it."""
+    from qinglong.service.accounts import Principal
+
+    return Principal(username=default_actor()[:64], role="admin", via="cli")
+
+
+def read_password(password_file: Path | None, *, prompt: bool = True) -> str:
+    """From --password-file (its first line), else $QL_USER_PASSWORD, else a prompt (twice)
+    when a terminal is attached; never from the command line itself."""
+    from qinglong.service.accounts import check_password
+
+    if password_file is not None:
+        try:
+            text = password_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput("password-file", f"cannot read it ({exc.strerror})") from None
+        return check_password(text.splitlines()[0] if text else "", "--password-file")
+    from_env = os.environ.get(PASSWORD_ENV)
+    if from_env is not None:
+        return check_password(from_env, f"${PASSWORD_ENV}")
+    if not prompt or not sys.stdin.isatty():
+        raise InvalidInput("password-file", f"give the password in a file (--password-file) or "
+                                            f"in ${PASSWORD_ENV}, or run in a terminal to be "
+                                            "asked for it")
+    value: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    return check_password(value, "password")
+
+
+def password_file_option(func: F) -> F:
+    return click.option(
+        "--password-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+        help=f"Read the password from FILE's first line (else ${PASSWORD_ENV}, else a prompt)."
+    )(func)
+
+
+@click.group()
+def user() -> None:
+    """Users of the HTTP API and the panel: viewer (reads), operator (also runs, cancels,
+    pauses, enables and disables), admin (also publishes, deletes, manages users and tokens).
+    On PostgreSQL, connect as ql_web."""
+
+
+@user.command()
+@click.option("--username", required=True, metavar="NAME",
+              help="Lowercase letters, digits, '.', '_', '@' and '-'.")
+@click.option("--role", required=True, type=click.Choice(["admin", "operator", "viewer"]))
+@password_file_option
+@database_url_option
+@json_option
+def create(username: str, role: str, password_file: Path | None, database_url: str,
+           as_json: bool) -> None:
+    """Create a user (the first admin bootstraps the API). The password (10+ characters) is
+    hashed with argon2; it never appears on the command line."""
+    password = read_password(password_file)
+    with accounts(database_url) as opened:
+        view = opened.user_create(username, role, password)
+        opened.audit(cli_principal(), "user.create", target=f"user {username}",
+                     detail={"role": role})
+    if as_json:
+        emit_json(view)
+    else:
+        say(f"created {role} {username}")
+
+
+@user.command("list")
+@database_url_option
+@json_option
+def list_users(database_url: str, as_json: bool) -> None:
+    """List users (never their password hashes)."""
+    with accounts(database_url) as opened:
+        views = opened.user_list()
+    if as_json:
+        emit_json(views)
+        return
+    emit_table([(v["username"], v["role"], "disabled" if v["disabled"] else "enabled",
+                 v["created_at"]) for v in views], ["USER", "ROLE", "STATE", "CREATED"])
+
+
+@user.command()
+@click.option("--username", required=True, metavar="NAME")
+@click.option("--role", type=click.Choice(["admin", "operator", "viewer"]), help="A new role.")
+@click.option("--new-password", is_flag=True,
+              help="Set a new password (from --password-file, $QL_USER_PASSWORD or a prompt); "
+                   "ends the user's sessions.")
+@password_file_option
+@click.option("--disable/--enable", "disabled", default=None,
+              help="Disable (ends sessions, tokens stop working) or enable the user again.")
+@database_url_option
+@json_option
+def update(username: str, role: str | None, new_password: bool, password_file: Path | None,
+           disabled: bool | None, database_url: str, as_json: bool) -> None:
+    """Change a user's role, password or state."""
+    if role is None and not new_password and disabled is None:
+        raise click.UsageError("give --role, --new-password, --disable or --enable")
+    if password_file is not None and not new_password:
+        raise click.UsageError("--password-file goes with --new-password")
+    password = read_password(password_file) if new_password else None
+    with accounts(database_url) as opened:
+        view = opened.user_update(username, role=role, password=password, disabled=disabled)
+        opened.audit(cli_principal(), "user.update", target=f"user {username}",
+                     detail={"role": role, "password_changed": password is not None,
+                             "disabled": disabled})
+    if as_json:
+        emit_json(view)
+    else:
+        say(f"updated {username}: {view['role']}, {'disabled' if view['disabled'] else 'enabled'}")

@@ -1,0 +1,101 @@
+"""`ql web`: the HTTP API on its own, stateless (any number behind a load balancer)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from datetime import UTC, datetime
+from types import FrameType
+
+import click
+
+from qinglong.cli.context import CLOCK
+from qinglong.cli.params import DURATION, check_cli_url
+from qinglong.diagnostics import Diagnostic
+from qinglong.profiles.backends import DEFAULT_DATABASE_URL
+from qinglong.security import redact_url
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def _stamp() -> str:
+    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _diagnostic(diagnostic: Diagnostic) -> None:
+    click.echo(f"{_stamp()} error {diagnostic.source} {diagnostic.code}: {diagnostic.message}",
+               err=True)
+
+
+@click.command()
+@click.option("--database-url", envvar="QL_DATABASE_URL", default=DEFAULT_DATABASE_URL,
+              show_default=True, metavar="URL",
+              help="postgresql:// URL of the ql_web role (env QL_DATABASE_URL), or a sqlite:/// "
+                   "file. No passwords here: use PGPASSWORD, ~/.pgpass or "
+                   "QL_DATABASE_PASSWORD_FILE.")
+@click.option("--http", "listen", envvar="QL_WEB_HTTP", default=DEFAULT_LISTEN,
+              show_default=True, metavar="HOST:PORT", help="Where the API listens.")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow a HOST that is not loopback (then put TLS in front: the session "
+                   "cookie is Secure).")
+@click.option("--name", metavar="NAME",
+              help="This server's name among the processes of the database (default: "
+                   "web:HOST:PID).")
+@click.option("--pool-size", type=click.IntRange(1, 64), default=8, show_default=True,
+              help="Database connections (PostgreSQL).")
+@click.option("--session-lifetime", type=DURATION, default="12h", show_default=True,
+              help="A login lasts at most this long.")
+@click.option("--session-idle", type=DURATION, default="1h", show_default=True,
+              help="A login ends after this long without a request.")
+def web(database_url: str, listen: str, allow_remote: bool, name: str | None, pool_size: int,
+        session_lifetime: int, session_idle: int) -> None:
+    """Serve the HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json) until SIGINT or SIGTERM.
+
+    Stateless: sessions, tokens, login limits and the audit log live in the database, so any
+    number can serve one database. On PostgreSQL connect as ql_web (its readiness is checked
+    first); `ql serve --http` serves the same API inside the SQLite server. Create the first
+    admin with `ql user create --role admin`.
+    """
+    from qinglong.domain.identifiers import owner_id
+    from qinglong.errors import InvalidConfig
+    from qinglong.service.accounts import SessionPolicy
+    from qinglong.web.server import check_bind, instance_name, open_and_serve
+
+    check_cli_url(database_url)
+    check_bind(listen, allow_remote)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
+                                                      "%(message)s")
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    if session_idle < 60_000 or session_lifetime < session_idle:
+        raise InvalidConfig("--session-idle", "must be at least 1m and at most --session-lifetime")
+    instance = owner_id(instance_name(name), "--name")
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        del frame
+        seen.append(signum)
+        if len(seen) > 1:
+            raise SystemExit(130)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        running = open_and_serve(
+            database_url, CLOCK, listen, pool_size=pool_size, instance_id=instance,
+            session_policy=SessionPolicy(lifetime_ms=session_lifetime, idle_ms=session_idle),
+            diagnostics=_diagnostic)
+        host = listen.rpartition(":")[0]
+        click.echo(f"{_stamp()} serving the API on http://{host}:{running.port}/api/v1 "
+                   f"as {instance} (database {redact_url(database_url)}); Ctrl-C to stop",
+                   err=False)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            running.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo(f"{_stamp()} stopped")

@@ -1,0 +1,384 @@
+"""Accounts as the surfaces ask for them: `ql user`, `ql token` and the HTTP API.
+
+Users have a role (viewer, operator, admin) and an argon2 password hash. A browser logs in
+for a session: a random secret in an HttpOnly cookie, stored as its SHA-256 digest, with an
+absolute and an idle expiry; its CSRF token is derived from the secret. An API token
+(``qlt_<id>_<secret>``) is shown once and stored as its SHA-256 digest; its scope (read,
+operate, admin) can only narrow its user's role. Failed logins are counted per user name and
+per client address in the store, so every `ql web` behind a load balancer sees the same
+limit. Password hashes and secrets never leave this module: views carry none of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from enum import IntEnum
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from qinglong.errors import InvalidInput, NotFound, QinglongError
+from qinglong.service.times import rfc3339
+from qinglong.service.views import View
+from qinglong.storage.ports import (
+    AccountStore,
+    ApiToken,
+    AuditEntry,
+    AuditWriteParams,
+    SessionCreateParams,
+    TokenCreateParams,
+    User,
+    UserCreateParams,
+    UserUpdateParams,
+)
+
+USERNAME = re.compile(r"^[a-z0-9][a-z0-9._@-]{0,63}$")
+USERNAME_RULE = ("must be 1-64 characters of lowercase letters, digits, '.', '_', '@' and '-', "
+                 "starting with a letter or digit")
+MIN_PASSWORD = 10
+MAX_PASSWORD = 1024
+TOKEN_NAME_MAX = 128
+TOKEN_PREFIX = "qlt_"  # noqa: S105 - the prefix of every token, not a secret
+TOKEN_SHAPE = re.compile(r"^qlt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+SESSION_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+MAX_TOKEN_LIFETIME_MS = 3650 * 86_400_000
+MAX_AUDIT_PAGE = 10_000
+TOUCH_AFTER_MS = 60_000  # sessions and tokens record being seen at most once a minute
+
+# Failed logins: per user name, and per client address (many names from one place).
+FAILURE_WINDOW_MS = 15 * 60_000
+USER_FAILURE_LIMIT = 5
+ADDRESS_FAILURE_LIMIT = 30
+
+
+class Level(IntEnum):
+    READ = 1
+    OPERATE = 2
+    ADMIN = 3
+
+
+ROLE_LEVEL = {"viewer": Level.READ, "operator": Level.OPERATE, "admin": Level.ADMIN}
+SCOPE_LEVEL = {"read": Level.READ, "operate": Level.OPERATE, "admin": Level.ADMIN}
+LEVEL_SCOPE = {level: scope for scope, level in SCOPE_LEVEL.items()}
+
+
+class Unauthenticated(QinglongError):
+    """Authentication is required: log in, or send an API token."""
+
+    code = "QL_UNAUTHENTICATED"
+
+
+class Forbidden(QinglongError):
+    """Your role or token scope does not allow this."""
+
+    code = "QL_FORBIDDEN"
+
+
+class RateLimited(QinglongError):
+    """Too many failed logins; wait before trying again."""
+
+    code = "QL_RATE_LIMITED"
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPolicy:
+    lifetime_ms: int = 12 * 3_600_000  # absolute
+    idle_ms: int = 3_600_000  # ends an hour after the last request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    """Who is asking, and how they proved it."""
+
+    username: str
+    role: str
+    via: str  # session | token | cli
+    token_id: str | None = None
+    scope: str | None = None  # the token's scope
+    session_digest: str | None = None
+    expires_at_ms: int | None = None
+
+    @property
+    def level(self) -> Level:
+        level = ROLE_LEVEL[self.role]
+        if self.scope is not None:
+            level = min(level, SCOPE_LEVEL[self.scope])
+        return Level(level)
+
+    @property
+    def effective_scope(self) -> str:
+        return LEVEL_SCOPE[self.level]
+
+    def require(self, level: Level) -> None:
+        if self.level < level:
+            what = f"token scope {self.scope}" if self.scope is not None else "role"
+            raise Forbidden(f"this needs the {LEVEL_SCOPE[level]} scope; {self.username} "
+                            f"({self.role}, {what}) has {self.effective_scope}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoginResult:
+    secret: str  # the cookie value: shown to the browser, never stored
+    csrf_token: str
+    view: View
+
+
+def check_username(value: object, field: str = "username") -> str:
+    if not isinstance(value, str) or not USERNAME.fullmatch(value):
+        raise InvalidInput(field, USERNAME_RULE)
+    return value
+
+
+def check_role(value: object, field: str = "role") -> str:
+    if value not in ROLE_LEVEL:
+        raise InvalidInput(field, "must be one of viewer, operator, admin")
+    return str(value)
+
+
+def check_scope(value: object, field: str = "scope") -> str:
+    if value not in SCOPE_LEVEL:
+        raise InvalidInput(field, "must be one of read, operate, admin")
+    return str(value)
+
+
+def check_password(value: object, field: str = "password") -> str:
+    if not isinstance(value, str) or not MIN_PASSWORD <= len(value) <= MAX_PASSWORD:
+        raise InvalidInput(field, f"must be {MIN_PASSWORD}-{MAX_PASSWORD} characters")
+    if any(not ch.isprintable() for ch in value):
+        raise InvalidInput(field, "must not contain control characters")
+    return value
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def csrf_token_for(secret: str) -> str:
+    """The CSRF token of a session: derived from its secret, so nothing more is stored."""
+    return hashlib.sha256(b"qinglong-csrf:" + secret.encode()).hexdigest()
+
+
+def csrf_matches(secret: str, token: str) -> bool:
+    return hmac.compare_digest(csrf_token_for(secret), token)
+
+
+# --- views --------------------------------------------------------------------------------
+
+
+def user_view(user: User) -> View:
+    return {"username": user.username, "role": user.role,
+            "disabled": user.disabled_at_ms is not None,
+            "created_at": rfc3339(user.created_at_ms), "updated_at": rfc3339(user.updated_at_ms),
+            "disabled_at": rfc3339(user.disabled_at_ms)}
+
+
+def token_state(token: ApiToken, now_ms: int) -> str:
+    if token.revoked_at_ms is not None:
+        return "revoked"
+    if token.expires_at_ms is not None and token.expires_at_ms <= now_ms:
+        return "expired"
+    return "active"
+
+
+def token_view(token: ApiToken, now_ms: int) -> View:
+    return {"id": token.id, "name": token.name, "username": token.username,
+            "scope": token.scope, "state": token_state(token, now_ms),
+            "created_at": rfc3339(token.created_at_ms),
+            "expires_at": rfc3339(token.expires_at_ms),
+            "last_used_at": rfc3339(token.last_used_at_ms),
+            "revoked_at": rfc3339(token.revoked_at_ms), "revoked_by": token.revoked_by}
+
+
+def principal_view(principal: Principal) -> View:
+    return {"username": principal.username, "role": principal.role, "via": principal.via,
+            "token_id": principal.token_id, "scope": principal.effective_scope,
+            "expires_at": rfc3339(principal.expires_at_ms)}
+
+
+def audit_view(entry: AuditEntry) -> View:
+    return {"id": entry.id, "at": rfc3339(entry.at_ms), "at_ms": entry.at_ms,
+            "actor": entry.actor, "via": entry.via, "token_id": entry.token_id,
+            "action": entry.action, "project": entry.project_id, "target": entry.target,
+            "detail": dict(entry.detail), "client": entry.client}
+
+
+# --- the service --------------------------------------------------------------------------
+
+
+class Accounts:
+    def __init__(self, store: AccountStore, *, policy: SessionPolicy | None = None,
+                 hasher: PasswordHasher | None = None) -> None:
+        self._store = store
+        self._policy = policy or SessionPolicy()
+        self._hasher = hasher or PasswordHasher()
+        self._dummy_hash: str | None = None
+
+    @property
+    def policy(self) -> SessionPolicy:
+        return self._policy
+
+    # -- users ---------------------------------------------------------------------------
+
+    def user_create(self, username: str, role: str, password: str) -> View:
+        user = self._store.user_create(UserCreateParams(
+            username=check_username(username), role=check_role(role),
+            password_hash=self._hasher.hash(check_password(password))))
+        return user_view(user)
+
+    def user_list(self) -> list[View]:
+        return [user_view(user) for user in self._store.user_list()]
+
+    def user_update(self, username: str, *, role: str | None = None,
+                    password: str | None = None, disabled: bool | None = None) -> View:
+        """Change a user; a new password or disabling ends the user's sessions."""
+        user = self._store.user_update(UserUpdateParams(
+            username=check_username(username),
+            role=None if role is None else check_role(role),
+            password_hash=None if password is None else self._hasher.hash(check_password(password)),
+            disabled=disabled))
+        return user_view(user)
+
+    # -- logging in ----------------------------------------------------------------------
+
+    def login(self, username: object, password: object, *, client: str | None) -> LoginResult:
+        """A new session for the right password, unless too many logins failed lately.
+        A wrong password and an unknown (or disabled) user are told apart by nobody: both
+        cost one argon2 verification and answer the same."""
+        name = username if isinstance(username, str) else ""
+        subjects = (f"user:{name[:64]}",) + ((f"addr:{client[:255]}",) if client else ())
+        self._check_rate(subjects)
+        user = self._store.user_get(name) if USERNAME.fullmatch(name) else None
+        if not self._verify(user, password if isinstance(password, str) else ""):
+            self._store.login_failure_record(subjects, FAILURE_WINDOW_MS)
+            raise Unauthenticated("wrong user name or password")
+        assert user is not None
+        self._store.login_failures_clear(subjects[0])
+        if self._hasher.check_needs_rehash(user.password_hash):
+            self._store.user_update(UserUpdateParams(username=user.username,
+                                                     password_hash=self._hasher.hash(str(password))))
+        secret = secrets.token_urlsafe(32)
+        session = self._store.session_create(SessionCreateParams(
+            id_digest=digest(secret), username=user.username,
+            lifetime_ms=self._policy.lifetime_ms, idle_ms=self._policy.idle_ms, client=client))
+        principal = Principal(username=session.username, role=session.role, via="session",
+                              session_digest=session.id_digest,
+                              expires_at_ms=session.expires_at_ms)
+        csrf = csrf_token_for(secret)
+        return LoginResult(secret=secret, csrf_token=csrf,
+                           view={**principal_view(principal), "csrf_token": csrf})
+
+    def _check_rate(self, subjects: tuple[str, ...]) -> None:
+        counts = self._store.login_failures(subjects, FAILURE_WINDOW_MS)
+        now_ms = None
+        for subject, (count, oldest_ms) in counts.items():
+            limit = USER_FAILURE_LIMIT if subject.startswith("user:") else ADDRESS_FAILURE_LIMIT
+            if count >= limit:
+                now_ms = self._store.now_ms() if now_ms is None else now_ms
+                wait_s = max(1, -(-(oldest_ms + FAILURE_WINDOW_MS - now_ms) // 1000))
+                raise RateLimited(f"too many failed logins; try again in {wait_s} s", wait_s)
+
+    def _verify(self, user: User | None, password: str) -> bool:
+        if user is None or user.disabled_at_ms is not None:
+            if self._dummy_hash is None:
+                self._dummy_hash = self._hasher.hash(secrets.token_urlsafe(16))
+            target, real = self._dummy_hash, False
+        else:
+            target, real = user.password_hash, True
+        try:
+            self._hasher.verify(target, password)
+        except (VerificationError, InvalidHashError):
+            return False
+        return real
+
+    def logout(self, principal: Principal) -> None:
+        if principal.session_digest is not None:
+            self._store.session_end(principal.session_digest)
+
+    def session_principal(self, secret: str) -> Principal | None:
+        if not SESSION_SHAPE.fullmatch(secret):
+            return None
+        session = self._store.session_get(digest(secret), TOUCH_AFTER_MS, self._policy.idle_ms)
+        if session is None:
+            return None
+        return Principal(username=session.username, role=session.role, via="session",
+                         session_digest=session.id_digest, expires_at_ms=session.expires_at_ms)
+
+    def token_principal(self, token: str) -> Principal | None:
+        shape = TOKEN_SHAPE.fullmatch(token)
+        if shape is None:
+            return None
+        found = self._store.token_get(shape.group(1))
+        if (found is None or not hmac.compare_digest(found.secret_digest, digest(token))
+                or found.revoked_at_ms is not None or found.user_disabled):
+            return None
+        now_ms = self._store.now_ms()
+        if found.expires_at_ms is not None and found.expires_at_ms <= now_ms:
+            return None
+        if found.last_used_at_ms is None or now_ms - found.last_used_at_ms >= TOUCH_AFTER_MS:
+            self._store.token_used(found.id, TOUCH_AFTER_MS)
+        return Principal(username=found.username, role=found.role, via="token",
+                         token_id=found.id, scope=found.scope,
+                         expires_at_ms=found.expires_at_ms)
+
+    # -- tokens --------------------------------------------------------------------------
+
+    def token_create(self, username: str, *, name: str, scope: str,
+                     lifetime_ms: int | None) -> View:
+        """A new token of ``username``, its secret in the view (shown this once)."""
+        check_username(username)
+        if not isinstance(name, str) or not 1 <= len(name) <= TOKEN_NAME_MAX \
+                or any(not ch.isprintable() for ch in name):
+            raise InvalidInput("name", f"must be 1-{TOKEN_NAME_MAX} printable characters")
+        check_scope(scope)
+        if lifetime_ms is not None and (isinstance(lifetime_ms, bool)
+                                        or not 60_000 <= lifetime_ms <= MAX_TOKEN_LIFETIME_MS):
+            raise InvalidInput("expires_in", "must be between 1 minute and 3650 days")
+        user = self._store.user_get(username)
+        if user is None:
+            raise NotFound("user", username)
+        if SCOPE_LEVEL[scope] > ROLE_LEVEL[user.role]:
+            raise InvalidInput("scope", f"{username} is {user.role}: a token can have at most "
+                                        f"the {LEVEL_SCOPE[ROLE_LEVEL[user.role]]} scope")
+        token_id = secrets.token_hex(8)
+        token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
+        created = self._store.token_create(TokenCreateParams(
+            id=token_id, username=username, name=name, scope=scope,
+            secret_digest=digest(token), lifetime_ms=lifetime_ms))
+        return {**token_view(created, created.created_at_ms), "token": token}
+
+    def token_list(self, username: str | None) -> list[View]:
+        now_ms = self._store.now_ms()
+        return [token_view(t, now_ms) for t in self._store.token_list(username)]
+
+    def token_get(self, token_id: str) -> ApiToken:
+        found = self._store.token_get(token_id) if isinstance(token_id, str) else None
+        if found is None:
+            raise NotFound("token", str(token_id))
+        return found
+
+    def token_revoke(self, token_id: str, by: str) -> View:
+        revoked = self._store.token_revoke(self.token_get(token_id).id, by)
+        return token_view(revoked, self._store.now_ms())
+
+    # -- the audit log -------------------------------------------------------------------
+
+    def audit(self, principal: Principal, action: str, *, project: str | None = None,
+              target: str | None = None, detail: dict[str, object] | None = None,
+              client: str | None = None) -> None:
+        self._store.audit_write(AuditWriteParams(
+            actor=principal.username, via=principal.via, token_id=principal.token_id,
+            action=action, project_id=project, target=target, detail=detail or {},
+            client=client))
+
+    def audit_list(self, before_id: int | None, limit: int) -> list[View]:
+        if not 1 <= limit <= MAX_AUDIT_PAGE:
+            raise InvalidInput("limit", f"must be between 1 and {MAX_AUDIT_PAGE}")
+        return [audit_view(entry) for entry in self._store.audit_list(before_id, limit)]

@@ -1,0 +1,112 @@
+"""Accounts on PostgreSQL (database clock): users, sessions, API tokens, failed logins and
+the audit log, as ql_web. Each operation is one READ COMMITTED transaction that reads the
+database clock once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+from qinglong.ids import new_uuid
+from qinglong.storage.accounts import AccountRows
+from qinglong.storage.ports import (
+    ApiToken,
+    AuditEntry,
+    AuditWriteParams,
+    Session,
+    SessionCreateParams,
+    TokenCreateParams,
+    User,
+    UserCreateParams,
+    UserUpdateParams,
+)
+from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
+from qinglong.storage.postgres.errors import translate
+from qinglong.storage.postgres.transactions import db_now_ms, serializable
+
+T = TypeVar("T")
+
+
+class PgAccountStore:
+    """The AccountStore port on PostgreSQL."""
+
+    def __init__(self, connector: Connector, *, new_id: Callable[[], str] = new_uuid) -> None:
+        self._connector = connector
+        self._new_id = new_id
+
+    def _write(self, action: str, work: Callable[[AccountRows], T]) -> T:
+        def run(conn: PgConnection) -> T:
+            return work(AccountRows(conn, QUERIES, db_now_ms(conn), new_id=self._new_id))
+
+        return serializable(self._connector, action, run, isolation="read committed")
+
+    def _read(self, action: str, work: Callable[[AccountRows], T]) -> T:
+        with self._connector.connection() as conn:
+            try:
+                return work(AccountRows(conn, QUERIES, db_now_ms(conn), new_id=self._new_id))
+            except psycopg.Error as exc:
+                raise translate(exc, action, conn) from exc
+
+    def now_ms(self) -> int:
+        return self._read("read the database clock", lambda rows: rows.now_ms)
+
+    def user_create(self, params: UserCreateParams) -> User:
+        return self._write("create user", lambda rows: rows.user_create(params))
+
+    def user_get(self, username: str) -> User | None:
+        return self._read("read user", lambda rows: rows.user_get(username))
+
+    def user_list(self) -> list[User]:
+        return self._read("list users", lambda rows: rows.user_list())
+
+    def user_update(self, params: UserUpdateParams) -> User:
+        return self._write("update user", lambda rows: rows.user_update(params))
+
+    def session_create(self, params: SessionCreateParams) -> Session:
+        return self._write("create session", lambda rows: rows.session_create(params))
+
+    def session_get(self, id_digest: str, touch_after_ms: int, idle_ms: int) -> Session | None:
+        session, now = self._read("read session", lambda rows: (
+            rows.session_get(id_digest, touch_after_ms=2**62, idle_ms=idle_ms), rows.now_ms))
+        if session is None or now - session.seen_at_ms < touch_after_ms:
+            return session
+        return self._write("touch session",
+                           lambda rows: rows.session_get(id_digest, touch_after_ms, idle_ms))
+
+    def session_end(self, id_digest: str) -> None:
+        self._write("end session", lambda rows: rows.session_end(id_digest))
+
+    def token_create(self, params: TokenCreateParams) -> ApiToken:
+        return self._write("create token", lambda rows: rows.token_create(params))
+
+    def token_get(self, token_id: str) -> ApiToken | None:
+        return self._read("read token", lambda rows: rows.token_get(token_id))
+
+    def token_used(self, token_id: str, touch_after_ms: int) -> None:
+        self._write("record token use", lambda rows: rows.token_used(token_id, touch_after_ms))
+
+    def token_list(self, username: str | None) -> list[ApiToken]:
+        return self._read("list tokens", lambda rows: rows.token_list(username))
+
+    def token_revoke(self, token_id: str, by: str) -> ApiToken:
+        return self._write("revoke token", lambda rows: rows.token_revoke(token_id, by))
+
+    def login_failures(self, subjects: tuple[str, ...],
+                       window_ms: int) -> dict[str, tuple[int, int]]:
+        return self._read("count failed logins",
+                          lambda rows: rows.login_failures(subjects, window_ms))
+
+    def login_failure_record(self, subjects: tuple[str, ...], keep_ms: int) -> None:
+        self._write("record failed login",
+                    lambda rows: rows.login_failure_record(subjects, keep_ms))
+
+    def login_failures_clear(self, subject: str) -> None:
+        self._write("clear failed logins", lambda rows: rows.login_failures_clear(subject))
+
+    def audit_write(self, params: AuditWriteParams) -> AuditEntry:
+        return self._write("write audit entry", lambda rows: rows.audit_write(params))
+
+    def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]:
+        return self._read("list audit entries", lambda rows: rows.audit_list(before_id, limit))

@@ -1,0 +1,120 @@
+-- name: account_user_insert
+-- A new user.
+INSERT INTO qinglong.users (username, role, password_hash, created_at_ms, updated_at_ms,
+                            disabled_at_ms)
+VALUES (%(username)s, %(role)s, %(password_hash)s, %(now_ms)s, %(now_ms)s, NULL);
+
+-- name: account_user_get
+-- One user by name.
+SELECT * FROM qinglong.users WHERE username = %(username)s;
+
+-- name: account_user_list
+-- Every user, by name.
+SELECT * FROM qinglong.users ORDER BY username;
+
+-- name: account_user_update
+-- Change a user's role, password or disabled state (NULL keeps each).
+UPDATE qinglong.users
+   SET role = coalesce(%(role)s::varchar, role),
+       password_hash = coalesce(%(password_hash)s::varchar, password_hash),
+       disabled_at_ms = CASE WHEN %(disabled)s::boolean IS NULL THEN disabled_at_ms
+                             WHEN %(disabled)s::boolean THEN coalesce(disabled_at_ms, %(now_ms)s)
+                             ELSE NULL END,
+       updated_at_ms = greatest(updated_at_ms, %(now_ms)s)
+ WHERE username = %(username)s;
+
+-- name: account_sessions_end_for_user
+-- End every open session of a user (disabled, or a new password).
+UPDATE qinglong.user_sessions SET ended_at_ms = %(now_ms)s
+ WHERE username = %(username)s AND ended_at_ms IS NULL;
+
+-- name: account_session_insert
+-- A new browser session.
+INSERT INTO qinglong.user_sessions (id_digest, username, created_at_ms, expires_at_ms,
+                                    idle_expires_at_ms, seen_at_ms, ended_at_ms, client)
+VALUES (%(id_digest)s, %(username)s, %(now_ms)s, %(now_ms)s + %(lifetime_ms)s,
+        least(%(now_ms)s + %(idle_ms)s, %(now_ms)s + %(lifetime_ms)s), %(now_ms)s, NULL,
+        %(client)s::varchar);
+
+-- name: account_session_get
+-- A session that still holds (not ended, not expired, its user enabled), with the user's role.
+SELECT s.id_digest, s.username, u.role, s.created_at_ms, s.expires_at_ms,
+       s.idle_expires_at_ms, s.seen_at_ms
+  FROM qinglong.user_sessions s JOIN qinglong.users u ON u.username = s.username
+ WHERE s.id_digest = %(id_digest)s AND s.ended_at_ms IS NULL AND u.disabled_at_ms IS NULL
+   AND s.expires_at_ms > %(now_ms)s AND s.idle_expires_at_ms > %(now_ms)s;
+
+-- name: account_session_touch
+-- Seen now: the idle expiry moves on (never past the absolute one).
+UPDATE qinglong.user_sessions
+   SET seen_at_ms = greatest(seen_at_ms, %(now_ms)s),
+       idle_expires_at_ms = greatest(idle_expires_at_ms,
+                                     least(%(now_ms)s + %(idle_ms)s, expires_at_ms))
+ WHERE id_digest = %(id_digest)s AND ended_at_ms IS NULL;
+
+-- name: account_session_end
+-- Log out.
+UPDATE qinglong.user_sessions SET ended_at_ms = %(now_ms)s
+ WHERE id_digest = %(id_digest)s AND ended_at_ms IS NULL;
+
+-- name: account_token_insert
+-- A new API token (its secret's digest only).
+INSERT INTO qinglong.api_tokens (id, username, name, scope, secret_digest, created_at_ms,
+                                 expires_at_ms, last_used_at_ms, revoked_at_ms, revoked_by)
+VALUES (%(id)s, %(username)s, %(name)s, %(scope)s, %(secret_digest)s, %(now_ms)s,
+        %(now_ms)s + %(lifetime_ms)s::bigint, NULL, NULL, NULL);
+
+-- name: account_token_get
+-- One token by its public id, with its user's role and state.
+SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+  FROM qinglong.api_tokens t JOIN qinglong.users u ON u.username = t.username
+ WHERE t.id = %(id)s;
+
+-- name: account_token_list
+-- Tokens of one user (or of all when username is NULL), newest first.
+SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+  FROM qinglong.api_tokens t JOIN qinglong.users u ON u.username = t.username
+ WHERE %(username)s::varchar IS NULL OR t.username = %(username)s::varchar
+ ORDER BY t.created_at_ms DESC, t.id;
+
+-- name: account_token_used
+-- Record a use (at most once per touch interval).
+UPDATE qinglong.api_tokens SET last_used_at_ms = %(now_ms)s
+ WHERE id = %(id)s
+   AND (last_used_at_ms IS NULL OR last_used_at_ms <= %(now_ms)s - %(touch_after_ms)s);
+
+-- name: account_token_revoke
+-- Revoke a token (a revoked one keeps its first revocation).
+UPDATE qinglong.api_tokens SET revoked_at_ms = %(now_ms)s, revoked_by = %(by)s
+ WHERE id = %(id)s AND revoked_at_ms IS NULL;
+
+-- name: account_login_failure_count
+-- Failed logins of one subject since a time, and the oldest of them.
+SELECT count(*) AS n, min(at_ms) AS oldest_ms FROM qinglong.login_failures
+ WHERE subject = %(subject)s AND at_ms > %(since_ms)s;
+
+-- name: account_login_failure_insert
+-- One failed login.
+INSERT INTO qinglong.login_failures (id, subject, at_ms)
+VALUES (%(id)s, %(subject)s, %(now_ms)s);
+
+-- name: account_login_failures_prune
+-- Forget failures older than the longest window.
+DELETE FROM qinglong.login_failures WHERE at_ms < %(before_ms)s;
+
+-- name: account_login_failures_clear
+-- A successful login clears the user's failures.
+DELETE FROM qinglong.login_failures WHERE subject = %(subject)s;
+
+-- name: account_audit_insert
+-- One audit entry; its id.
+INSERT INTO qinglong.audit_log (at_ms, actor, via, token_id, action, project_id, target, detail,
+                                client)
+VALUES (%(now_ms)s, %(actor)s, %(via)s, %(token_id)s::varchar, %(action)s,
+        %(project_id)s::varchar, %(target)s::varchar, %(detail)s::jsonb, %(client)s::varchar)
+RETURNING id;
+
+-- name: account_audit_list
+-- Audit entries, newest first, before an id when given.
+SELECT * FROM qinglong.audit_log WHERE %(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint
+ ORDER BY id DESC LIMIT %(limit)s;

@@ -1,0 +1,113 @@
+-- name: account_user_insert
+-- A new user.
+INSERT INTO users (username, role, password_hash, created_at_ms, updated_at_ms, disabled_at_ms)
+VALUES (:username, :role, :password_hash, :now_ms, :now_ms, NULL);
+
+-- name: account_user_get
+-- One user by name.
+SELECT * FROM users WHERE username = :username;
+
+-- name: account_user_list
+-- Every user, by name.
+SELECT * FROM users ORDER BY username;
+
+-- name: account_user_update
+-- Change a user's role, password or disabled state (NULL keeps each).
+UPDATE users
+   SET role = coalesce(:role, role),
+       password_hash = coalesce(:password_hash, password_hash),
+       disabled_at_ms = CASE WHEN :disabled IS NULL THEN disabled_at_ms
+                             WHEN :disabled THEN coalesce(disabled_at_ms, :now_ms)
+                             ELSE NULL END,
+       updated_at_ms = max(updated_at_ms, :now_ms)
+ WHERE username = :username;
+
+-- name: account_sessions_end_for_user
+-- End every open session of a user (disabled, or a new password).
+UPDATE user_sessions SET ended_at_ms = :now_ms
+ WHERE username = :username AND ended_at_ms IS NULL;
+
+-- name: account_session_insert
+-- A new browser session.
+INSERT INTO user_sessions (id_digest, username, created_at_ms, expires_at_ms, idle_expires_at_ms,
+                           seen_at_ms, ended_at_ms, client)
+VALUES (:id_digest, :username, :now_ms, :now_ms + :lifetime_ms,
+        min(:now_ms + :idle_ms, :now_ms + :lifetime_ms), :now_ms, NULL, :client);
+
+-- name: account_session_get
+-- A session that still holds (not ended, not expired, its user enabled), with the user's role.
+SELECT s.id_digest, s.username, u.role, s.created_at_ms, s.expires_at_ms,
+       s.idle_expires_at_ms, s.seen_at_ms
+  FROM user_sessions s JOIN users u ON u.username = s.username
+ WHERE s.id_digest = :id_digest AND s.ended_at_ms IS NULL AND u.disabled_at_ms IS NULL
+   AND s.expires_at_ms > :now_ms AND s.idle_expires_at_ms > :now_ms;
+
+-- name: account_session_touch
+-- Seen now: the idle expiry moves on (never past the absolute one).
+UPDATE user_sessions
+   SET seen_at_ms = :now_ms,
+       idle_expires_at_ms = max(idle_expires_at_ms, min(:now_ms + :idle_ms, expires_at_ms))
+ WHERE id_digest = :id_digest AND ended_at_ms IS NULL;
+
+-- name: account_session_end
+-- Log out.
+UPDATE user_sessions SET ended_at_ms = :now_ms WHERE id_digest = :id_digest AND ended_at_ms IS NULL;
+
+-- name: account_token_insert
+-- A new API token (its secret's digest only).
+INSERT INTO api_tokens (id, username, name, scope, secret_digest, created_at_ms, expires_at_ms,
+                        last_used_at_ms, revoked_at_ms, revoked_by)
+VALUES (:id, :username, :name, :scope, :secret_digest, :now_ms,
+        CASE WHEN :lifetime_ms IS NULL THEN NULL ELSE :now_ms + :lifetime_ms END,
+        NULL, NULL, NULL);
+
+-- name: account_token_get
+-- One token by its public id, with its user's role and state.
+SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+  FROM api_tokens t JOIN users u ON u.username = t.username
+ WHERE t.id = :id;
+
+-- name: account_token_list
+-- Tokens of one user (or of all when username is NULL), newest first.
+SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+  FROM api_tokens t JOIN users u ON u.username = t.username
+ WHERE :username IS NULL OR t.username = :username
+ ORDER BY t.created_at_ms DESC, t.id;
+
+-- name: account_token_used
+-- Record a use (at most once per touch interval).
+UPDATE api_tokens SET last_used_at_ms = :now_ms
+ WHERE id = :id AND (last_used_at_ms IS NULL OR last_used_at_ms <= :now_ms - :touch_after_ms);
+
+-- name: account_token_revoke
+-- Revoke a token (a revoked one keeps its first revocation).
+UPDATE api_tokens SET revoked_at_ms = :now_ms, revoked_by = :by
+ WHERE id = :id AND revoked_at_ms IS NULL;
+
+-- name: account_login_failure_count
+-- Failed logins of one subject since a time, and the oldest of them.
+SELECT count(*) AS n, min(at_ms) AS oldest_ms FROM login_failures
+ WHERE subject = :subject AND at_ms > :since_ms;
+
+-- name: account_login_failure_insert
+-- One failed login.
+INSERT INTO login_failures (id, subject, at_ms) VALUES (:id, :subject, :now_ms);
+
+-- name: account_login_failures_prune
+-- Forget failures older than the longest window.
+DELETE FROM login_failures WHERE at_ms < :before_ms;
+
+-- name: account_login_failures_clear
+-- A successful login clears the user's failures.
+DELETE FROM login_failures WHERE subject = :subject;
+
+-- name: account_audit_insert
+-- One audit entry; its id.
+INSERT INTO audit_log (at_ms, actor, via, token_id, action, project_id, target, detail, client)
+VALUES (:now_ms, :actor, :via, :token_id, :action, :project_id, :target, :detail, :client)
+RETURNING id;
+
+-- name: account_audit_list
+-- Audit entries, newest first, before an id when given.
+SELECT * FROM audit_log WHERE :before_id IS NULL OR id < :before_id
+ ORDER BY id DESC LIMIT :limit;

@@ -1,0 +1,70 @@
+"""The HTTP API's reads on SQLite: pages of Runs after a cursor, per-task counts by bucket."""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+from qinglong.domain.model import Run
+from qinglong.storage.ports import RunBucket, RunBucketParams, RunPageParams
+from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
+from qinglong.storage.web_reads import WebReader
+
+_FILTERS: LiteralString = """
+WHERE (:project_id IS NULL OR r.project_id = :project_id)
+  AND (:task_id IS NULL OR r.task_id = :task_id)
+  AND (:trigger_id IS NULL OR r.trigger_id = :trigger_id)
+  AND (:status IS NULL OR r.status = :status)
+  AND (:since_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= :since_ms)
+  AND (:until_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) < :until_ms)
+"""
+_SELECT: LiteralString = """
+SELECT r.*,
+       (SELECT a.exit_code FROM run_attempts a WHERE a.run_id = r.id
+         ORDER BY a.attempt DESC LIMIT 1) AS exit_code
+FROM runs r
+"""
+
+WEB_QUERIES: dict[str, LiteralString] = {
+    # A page of Runs newest first, after the Run (after_ms, after_id) when given.
+    "run_page_newest_first": _SELECT + _FILTERS + """
+  AND (:after_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) < :after_ms
+       OR (coalesce(r.scheduled_for_ms, r.created_at_ms) = :after_ms AND r.id < :after_id))
+ORDER BY coalesce(r.scheduled_for_ms, r.created_at_ms) DESC, r.id DESC
+LIMIT :limit""",
+    # The same, oldest first.
+    "run_page_oldest_first": _SELECT + _FILTERS + """
+  AND (:after_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) > :after_ms
+       OR (coalesce(r.scheduled_for_ms, r.created_at_ms) = :after_ms AND r.id > :after_id))
+ORDER BY coalesce(r.scheduled_for_ms, r.created_at_ms) ASC, r.id ASC
+LIMIT :limit""",
+    # Per task and bucket of admission time: counts by outcome and durations.
+    "run_buckets": """
+SELECT task_id, (created_at_ms / :bucket_ms) * :bucket_ms AS bucket_start_ms,
+       count(*) AS runs,
+       sum(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS succeeded,
+       sum(CASE WHEN status IN ('failed', 'timed_out') THEN 1 ELSE 0 END) AS failed,
+       sum(CASE WHEN status = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+       coalesce(sum(finished_at_ms - started_at_ms), 0) AS total_duration_ms,
+       max(finished_at_ms - started_at_ms) AS max_duration_ms
+FROM runs
+WHERE project_id = :project_id AND (:task_id IS NULL OR task_id = :task_id)
+  AND created_at_ms >= :from_ms AND created_at_ms < :to_ms
+GROUP BY task_id, bucket_start_ms
+ORDER BY task_id, bucket_start_ms
+LIMIT :limit""",
+}
+
+
+class SqliteWebReadStore:
+    """The RunPageStore port on SQLite."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+
+    def run_page(self, params: RunPageParams) -> list[Run]:
+        with self._db.read("list runs") as conn:
+            return WebReader(conn, WEB_QUERIES, QUERIES).run_page(params)
+
+    def run_buckets(self, params: RunBucketParams) -> list[RunBucket]:
+        with self._db.read("count runs") as conn:
+            return WebReader(conn, WEB_QUERIES, QUERIES).run_buckets(params)

@@ -1,0 +1,147 @@
+"""Routes for accounts: logging in and out (session cookie), API tokens, users, the audit log."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse, Response
+
+from qinglong.errors import InvalidInput
+from qinglong.service.accounts import (
+    Forbidden,
+    Level,
+    check_username,
+    principal_view,
+)
+from qinglong.web import schemas as s
+from qinglong.web.auth import clear_session_cookie, set_session_cookie
+from qinglong.web.routing import Call, Endpoint, Query, Reply
+
+TOKENS = "/api/v1/tokens"
+USERS = "/api/v1/users"
+
+
+def login(call: Call) -> Response:
+    body: s.LoginRequest = call.body
+    accounts = call.backend.accounts
+    result = accounts.login(body.username, body.password, client=call.client)
+    response = JSONResponse(result.view, headers={"Cache-Control": "no-store"})
+    set_session_cookie(response, result.secret, accounts.policy.lifetime_ms // 1000)
+    return response
+
+
+def whoami(call: Call) -> Reply:
+    return Reply(principal_view(call.who))
+
+
+def logout(call: Call) -> Response:
+    call.backend.accounts.logout(call.who)
+    response = Response(status_code=204, headers={"Cache-Control": "no-store"})
+    clear_session_cookie(response)
+    return response
+
+
+def list_tokens(call: Call) -> Reply:
+    if call.query["all"]:
+        call.who.require(Level.ADMIN)
+        return Reply(call.backend.accounts.token_list(None))
+    return Reply(call.backend.accounts.token_list(call.who.username))
+
+
+def create_token(call: Call) -> Reply:
+    body: s.TokenCreateRequest = call.body
+    who = call.who
+    if who.via == "token" and who.level < Level.ADMIN:
+        raise Forbidden("a token can create tokens only with the admin scope: log in, or use "
+                        "`ql token create`")
+    owner = who.username if body.username is None else check_username(body.username)
+    if owner != who.username:
+        who.require(Level.ADMIN)
+    view = call.backend.accounts.token_create(owner, name=body.name, scope=body.scope,
+                                              lifetime_ms=body.expires_in_ms)
+    call.audit("token.create", target=f"token {view['id']}",
+               detail={"username": owner, "name": body.name, "scope": body.scope})
+    return Reply(view, 201)
+
+
+def revoke_token(call: Call) -> Reply:
+    accounts = call.backend.accounts
+    token_id = call.path["token"]
+    if len(token_id) > 32:
+        raise InvalidInput("token", "is not a token id (the 16 characters after qlt_)")
+    found = accounts.token_get(token_id)
+    if found.username != call.who.username:
+        call.who.require(Level.ADMIN)
+    view = accounts.token_revoke(found.id, call.who.username)
+    call.audit("token.revoke", target=f"token {found.id}", detail={"username": found.username})
+    return Reply(view)
+
+
+def list_users(call: Call) -> Reply:
+    return Reply(call.backend.accounts.user_list())
+
+
+def create_user(call: Call) -> Reply:
+    body: s.UserCreateRequest = call.body
+    view = call.backend.accounts.user_create(body.username, body.role, body.password)
+    call.audit("user.create", target=f"user {body.username}", detail={"role": body.role})
+    return Reply(view, 201)
+
+
+def update_user(call: Call) -> Reply:
+    body: s.UserUpdateRequest = call.body
+    username = check_username(call.path["username"])
+    if username == call.who.username and (body.disabled or body.role not in (None, "admin")):
+        raise InvalidInput("username", "an admin cannot disable or demote themselves "
+                                       "(another admin can)")
+    view = call.backend.accounts.user_update(username, role=body.role, password=body.password,
+                                             disabled=body.disabled)
+    call.audit("user.update", target=f"user {username}",
+               detail={"role": body.role, "password_changed": body.password is not None,
+                       "disabled": body.disabled})
+    return Reply(view)
+
+
+def audit_log(call: Call) -> Reply:
+    cursor = call.query["cursor"]
+    if cursor is not None and not cursor.isdigit():
+        raise InvalidInput("cursor", "is not a cursor this API gave out")
+    limit = call.query["limit"]
+    entries = call.backend.accounts.audit_list(None if cursor is None else int(cursor),
+                                               limit + 1)
+    shown = entries[:limit]
+    more = len(entries) > limit
+    return Reply({"items": shown, "next_cursor": str(shown[-1]["id"]) if more else None})
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/api/v1/session", login, "Log in: a session cookie (HttpOnly, Secure, "
+             "SameSite=Strict) and its CSRF token", "accounts", None, body=s.LoginRequest,
+             response=s.SessionView,
+             description="Failed logins are limited per user name (5 in 15 minutes) and per "
+                         "client address (30): beyond that, 429 with Retry-After."),
+    Endpoint("GET", "/api/v1/session", whoami, "Who you are, and how you proved it",
+             "accounts", Level.READ, response=s.PrincipalView),
+    Endpoint("DELETE", "/api/v1/session", logout, "Log out (ends the session)", "accounts",
+             Level.READ, status=204),
+    Endpoint("GET", TOKENS, list_tokens, "List your API tokens (all=true: everyone's, admins "
+             "only)", "accounts", Level.READ, response=s.TokenView, many=True,
+             query=(Query("all", "bool", "Every user's tokens (admins)", default=False),)),
+    Endpoint("POST", TOKENS, create_token, "Create an API token: the token is in this answer "
+             "only", "accounts", Level.READ, body=s.TokenCreateRequest,
+             response=s.TokenCreatedView, status=201,
+             description="With a session; with a token only if its scope is admin. The scope "
+                         "can be at most your role's. Another user's token: admins only."),
+    Endpoint("DELETE", TOKENS + "/{token}", revoke_token, "Revoke an API token (yours; anyone's "
+             "for admins)", "accounts", Level.READ, response=s.TokenView),
+    Endpoint("GET", USERS, list_users, "List users", "accounts", Level.ADMIN,
+             response=s.UserView, many=True),
+    Endpoint("POST", USERS, create_user, "Create a user", "accounts", Level.ADMIN,
+             body=s.UserCreateRequest, response=s.UserView, status=201),
+    Endpoint("PATCH", USERS + "/{username}", update_user, "Change a user's role, password or "
+             "disabled state (a new password or disabling ends their sessions)", "accounts",
+             Level.ADMIN, body=s.UserUpdateRequest, response=s.UserView),
+    Endpoint("GET", "/api/v1/audit", audit_log, "The audit log: who published, paused, "
+             "cancelled or ran what, newest first", "accounts", Level.ADMIN,
+             response=s.AuditPageView,
+             query=(Query("limit", "int", "Entries per page", 1, 1000, default=100),
+                    Query("cursor", "str", "next_cursor of the previous page"))),
+)

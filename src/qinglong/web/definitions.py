@@ -1,0 +1,384 @@
+"""Routes for projects, tasks and triggers: the service layer's catalog, as the CLI uses it,
+with the same JSON shapes as ``--json``."""
+
+from __future__ import annotations
+
+from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.domain.publishing import TaskPatch
+from qinglong.domain.task import ArgvCommand, EnvEntry, ShellCommand
+from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
+from qinglong.errors import InvalidInput, NotFound
+from qinglong.service.accounts import Level
+from qinglong.service.catalog import TaskPublishRequest as PublishTask
+from qinglong.service.preview import MAX_PREVIEW, schedule_preview
+from qinglong.service.views import View
+from qinglong.storage.ports import (
+    ProjectPauseParams,
+    TriggerPauseParams,
+    TriggerPublishParams,
+    TriggerResumeParams,
+)
+from qinglong.web import schemas as s
+from qinglong.web.routing import Call, Endpoint, Query, Reply, read_instant
+
+P = "/api/v1/projects/{project}"
+T = P + "/tasks/{task}"
+G = P + "/triggers/{trigger}"
+NEXT = Query("next", "int", "How many upcoming fire times to show", 0, 100, default=1)
+ALL = Query("include_deleted", "bool", "Include deleted ones", default=False)
+
+
+def _project(call: Call) -> str:
+    return project_id(call.path["project"])
+
+
+def _task(call: Call) -> tuple[str, str]:
+    return _project(call), entity_id(call.path["task"], "task")
+
+
+def _trigger(call: Call) -> tuple[str, str]:
+    return _project(call), entity_id(call.path["trigger"], "trigger")
+
+
+def _published(view: View) -> Reply:
+    return Reply(view, 201 if view["created"] else 200)
+
+
+# --- projects ---------------------------------------------------------------------------------
+
+
+def list_projects(call: Call) -> Reply:
+    return Reply(call.backend.catalog.project_list())
+
+
+def create_project(call: Call) -> Reply:
+    body: s.ProjectCreateRequest = call.body
+    view = call.backend.catalog.project_create(body.id, body.name)
+    call.audit("project.create", project=body.id, target=f"project {body.id}")
+    return Reply(view, 201)
+
+
+def show_project(call: Call) -> Reply:
+    wanted = _project(call)
+    for view in call.backend.catalog.project_list():
+        if view["id"] == wanted:
+            return Reply(view)
+    raise NotFound("project", wanted)
+
+
+def _project_change(action: str) -> Endpoint:
+    def handler(call: Call) -> Reply:
+        project = _project(call)
+        catalog = call.backend.catalog
+        view = (catalog.project_archive(project) if action == "archive"
+                else catalog.project_unarchive(project))
+        call.audit(f"project.{action}", project=project, target=f"project {project}")
+        return Reply(view)
+
+    text = ("Archive a project: none of its triggers fire until it is unarchived"
+            if action == "archive" else "Unarchive a project: its triggers fire again")
+    return Endpoint("POST", f"{P}/{action}", handler, text, "projects", Level.ADMIN,
+                    body=s.Empty, response=s.ProjectView)
+
+
+def _until(value: str | int | None) -> int | None:
+    return None if value is None else read_instant(value, "until")
+
+
+def pause_project(call: Call) -> Reply:
+    body: s.PauseRequest = call.body
+    project = _project(call)
+    views = call.backend.catalog.project_pause(ProjectPauseParams(
+        project_id=project, actor=call.who.username, until_ms=_until(body.until),
+        reason=body.reason))
+    call.audit("project.pause", project=project, target=f"project {project}",
+               detail={"until": body.until, "reason": body.reason, "triggers": len(views)})
+    return Reply(views)
+
+
+def resume_project(call: Call) -> Reply:
+    project = _project(call)
+    views = call.backend.catalog.project_resume(ProjectPauseParams(project_id=project,
+                                                                   actor=call.who.username))
+    call.audit("project.resume", project=project, target=f"project {project}")
+    return Reply(views)
+
+
+# --- tasks ------------------------------------------------------------------------------------
+
+
+def list_tasks(call: Call) -> Reply:
+    return Reply(call.backend.catalog.task_list(_project(call), call.query["include_deleted"]))
+
+
+def show_task(call: Call) -> Reply:
+    return Reply(call.backend.catalog.task_show(*_task(call)))
+
+
+def task_diff(call: Call) -> Reply:
+    project, task = _task(call)
+    return Reply(call.backend.catalog.task_diff(project, task, call.query["from"],
+                                                call.query["to"]))
+
+
+def _command(body: s.TaskPublishRequest) -> ArgvCommand | ShellCommand | None:
+    given = body.command
+    if isinstance(given, s.ShellCommandRequest):
+        return ShellCommand(command=given.command, shell=given.shell or "/bin/sh")
+    if isinstance(given, s.ArgvCommandRequest):
+        return ArgvCommand(file=given.argv[0], args=tuple(given.argv[1:]))
+    return None
+
+
+def _retry(body: s.TaskPublishRequest) -> dict[str, object]:
+    if body.retry is None:
+        return {}
+    given = {name: getattr(body.retry, name) for name in body.retry.model_fields_set}
+    codes = given.get("on_exit_codes")
+    if codes is not None:
+        given["on_exit_codes"] = () if codes == "any" else tuple(codes)
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def task_patch(body: s.TaskPublishRequest) -> TaskPatch:
+    given = body.model_fields_set
+    return TaskPatch(
+        command=_command(body),
+        env_set=tuple(EnvEntry(name=name, value=value)
+                      for name, value in (body.environment or {}).items()),
+        env_unset=tuple(body.unset_environment),
+        env_clear=body.clear_environment,
+        working_directory=body.working_directory,
+        clear_working_directory="working_directory" in given and body.working_directory is None,
+        timeout_ms=body.timeout_ms,
+        retry=_retry(body),
+        idempotent=body.idempotent,
+        concurrency=body.concurrency,
+        clear_concurrency="concurrency" in given and body.concurrency is None,
+    )
+
+
+def publish_task(call: Call) -> Reply:
+    body: s.TaskPublishRequest = call.body
+    project, task = _task(call)
+    keep_shell = isinstance(body.command, s.ShellCommandRequest) and body.command.shell is None
+    view = call.backend.catalog.task_publish(PublishTask(
+        project_id=project, task_id=task, patch=task_patch(body), name=body.name,
+        enabled=body.enabled, repin_triggers=body.repin_triggers, keep_shell=keep_shell))
+    call.audit("task.publish", project=project, target=f"task {task}",
+               detail={"revision": view["revision"], "created": view["created"],
+                       "restored": view["restored"],
+                       "environment_set": sorted((body.environment or {}).keys())})
+    return _published(view)
+
+
+def _task_switch(enabled: bool) -> Endpoint:
+    word = "enable" if enabled else "disable"
+
+    def handler(call: Call) -> Reply:
+        project, task = _task(call)
+        view = call.backend.catalog.task_set_enabled(project, task, enabled)
+        call.audit(f"task.{word}", project=project, target=f"task {task}",
+                   detail={"revision": view["revision"], "created": view["created"]})
+        return Reply(view)
+
+    text = ("Enable a task (its triggers are re-pinned)" if enabled
+            else "Disable a task: publishes a disabled revision; its triggers stop")
+    return Endpoint("POST", f"{T}/{word}", handler, text, "tasks", Level.OPERATE, body=s.Empty,
+                    response=s.TaskPublishView)
+
+
+def delete_task(call: Call) -> Reply:
+    project, task = _task(call)
+    view = call.backend.catalog.task_delete(project, task)
+    call.audit("task.delete", project=project, target=f"task {task}")
+    return Reply(view)
+
+
+# --- triggers ---------------------------------------------------------------------------------
+
+
+def list_all_triggers(call: Call) -> Reply:
+    project = call.query["project"]
+    return Reply(call.backend.catalog.trigger_list(
+        None if project is None else project_id(project), next_count=call.query["next"],
+        include_deleted=call.query["include_deleted"]))
+
+
+def list_triggers(call: Call) -> Reply:
+    return Reply(call.backend.catalog.trigger_list(
+        _project(call), next_count=call.query["next"],
+        include_deleted=call.query["include_deleted"]))
+
+
+def show_trigger(call: Call) -> Reply:
+    project, trigger = _trigger(call)
+    found = call.backend.catalog.trigger_list(project, next_count=call.query["next"],
+                                              include_deleted=True, trigger_id=trigger)
+    if not found:
+        raise NotFound("trigger", trigger)
+    return Reply(found[0])
+
+
+def _overlap(body: s.TriggerPublishRequest) -> Overlap | None:
+    if body.overlap is None:
+        if body.overlap_queue_limit is not None:
+            raise InvalidInput("overlap_queue_limit", "give it with overlap queue")
+        return None
+    return Overlap(policy=OverlapPolicy(body.overlap),
+                   queue_limit=DEFAULT_QUEUE_LIMIT if body.overlap_queue_limit is None
+                   else body.overlap_queue_limit)
+
+
+def _publish_trigger(call: Call, params: TriggerPublishParams, action: str) -> View:
+    view = call.backend.catalog.trigger_publish(params)
+    call.audit(action, project=params.project_id, target=f"trigger {params.trigger_id}",
+               detail={"revision": view["revision"], "created": view["created"],
+                       "restored": view["restored"]})
+    return view
+
+
+def publish_trigger(call: Call) -> Reply:
+    body: s.TriggerPublishRequest = call.body
+    project, trigger = _trigger(call)
+    if body.task is not None:
+        entity_id(body.task, "task")
+    return _published(_publish_trigger(call, TriggerPublishParams(
+        project_id=project, trigger_id=trigger, task_id=body.task,
+        expression=_schedule_text(body.cron, body.schedule),
+        timezone=body.timezone, misfire_policy=body.misfire, enabled=body.enabled,
+        overlap=_overlap(body)), "trigger.publish"))
+
+
+def _trigger_switch(enabled: bool) -> Endpoint:
+    word = "enable" if enabled else "disable"
+
+    def handler(call: Call) -> Reply:
+        project, trigger = _trigger(call)
+        return Reply(_publish_trigger(call, TriggerPublishParams(
+            project_id=project, trigger_id=trigger, enabled=enabled), f"trigger.{word}"))
+
+    text = ("Start a disabled trigger again, pinned to its task's current revision" if enabled
+            else "Stop a trigger: publishes a disabled revision")
+    return Endpoint("POST", f"{G}/{word}", handler, text, "triggers", Level.OPERATE,
+                    body=s.Empty, response=s.TriggerPublishView)
+
+
+def pause_trigger(call: Call) -> Reply:
+    body: s.PauseRequest = call.body
+    project, trigger = _trigger(call)
+    view = call.backend.catalog.trigger_pause(TriggerPauseParams(
+        project_id=project, trigger_id=trigger, actor=call.who.username,
+        until_ms=_until(body.until), reason=body.reason))
+    call.audit("trigger.pause", project=project, target=f"trigger {trigger}",
+               detail={"until": body.until, "reason": body.reason})
+    return Reply(view)
+
+
+def resume_trigger(call: Call) -> Reply:
+    project, trigger = _trigger(call)
+    view = call.backend.catalog.trigger_resume(TriggerResumeParams(
+        project_id=project, trigger_id=trigger, actor=call.who.username))
+    call.audit("trigger.resume", project=project, target=f"trigger {trigger}")
+    return Reply(view)
+
+
+def delete_trigger(call: Call) -> Reply:
+    project, trigger = _trigger(call)
+    view = call.backend.catalog.trigger_delete(project, trigger)
+    call.audit("trigger.delete", project=project, target=f"trigger {trigger}")
+    return Reply(view)
+
+
+def trigger_ledger(call: Call) -> Reply:
+    project, trigger = _trigger(call)
+    return Reply(call.backend.ledger.ledger(
+        project, trigger, now_ms=call.clock.now_ms(), from_ms=call.query["from"],
+        to_ms=call.query["to"], limit=call.query["limit"]))
+
+
+def _schedule_text(cron: str | None, schedule: str | None) -> str | None:
+    if cron is not None and schedule is not None:
+        raise InvalidInput("schedule", "give cron or schedule, not both")
+    return cron if cron is not None else schedule
+
+
+def preview(call: Call) -> Reply:
+    after = call.query["after"]
+    text = _schedule_text(call.query["cron"], call.query["schedule"])
+    if text is None:
+        raise InvalidInput("cron", "is required (or schedule: every DURATION, at TIME)")
+    return Reply(schedule_preview(text, call.query["timezone"], count=call.query["count"],
+                                  after_ms=call.clock.now_ms() if after is None else after))
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/api/v1/projects", list_projects, "List projects", "projects", Level.READ,
+             response=s.ProjectView, many=True),
+    Endpoint("POST", "/api/v1/projects", create_project, "Create a project", "projects",
+             Level.ADMIN, body=s.ProjectCreateRequest, response=s.ProjectView, status=201),
+    Endpoint("GET", P, show_project, "Show a project", "projects", Level.READ,
+             response=s.ProjectView),
+    _project_change("archive"),
+    _project_change("unarchive"),
+    Endpoint("POST", f"{P}/pause", pause_project, "Pause every trigger of a project",
+             "projects", Level.OPERATE, body=s.PauseRequest, response=s.TriggerView, many=True),
+    Endpoint("POST", f"{P}/resume", resume_project, "Resume the paused triggers of a project",
+             "projects", Level.OPERATE, body=s.Empty, response=s.TriggerView, many=True),
+    Endpoint("GET", f"{P}/tasks", list_tasks, "List the tasks of a project (current revisions; "
+             "environment names only)", "tasks", Level.READ, response=s.TaskView, many=True,
+             query=(ALL,)),
+    Endpoint("GET", T, show_task, "Show a task with every revision and what each changed",
+             "tasks", Level.READ, response=s.TaskShowView),
+    Endpoint("POST", f"{T}/revisions", publish_task,
+             "Publish a task revision (what is left out keeps its value; a no-op when nothing "
+             "changes: 200, else 201)", "tasks", Level.ADMIN, body=s.TaskPublishRequest,
+             response=s.TaskPublishView, also=(201,)),
+    Endpoint("GET", f"{T}/diff", task_diff, "What changed between two revisions of a task",
+             "tasks", Level.READ, response=s.TaskDiffView,
+             query=(Query("from", "int", "Older revision (default: the one before to)", 1),
+                    Query("to", "int", "Newer revision (default: the latest)", 1))),
+    _task_switch(True),
+    _task_switch(False),
+    Endpoint("DELETE", T, delete_task, "Delete a task (refused while triggers use it)", "tasks",
+             Level.ADMIN, response=s.TaskView),
+    Endpoint("GET", "/api/v1/triggers", list_all_triggers,
+             "List triggers with their state and next fire times", "triggers", Level.READ,
+             response=s.TriggerView, many=True,
+             query=(Query("project", "str", "Only this project"), NEXT, ALL)),
+    Endpoint("GET", f"{P}/triggers", list_triggers, "List the triggers of a project",
+             "triggers", Level.READ, response=s.TriggerView, many=True, query=(NEXT, ALL)),
+    Endpoint("GET", G, show_trigger, "Show a trigger: its state and next fire times",
+             "triggers", Level.READ, response=s.TriggerView, query=(NEXT,)),
+    Endpoint("POST", f"{G}/revisions", publish_trigger,
+             "Publish a trigger revision (its schedule restarts from now; a no-op when nothing "
+             "changes: 200, else 201)", "triggers", Level.ADMIN, body=s.TriggerPublishRequest,
+             response=s.TriggerPublishView, also=(201,)),
+    _trigger_switch(True),
+    _trigger_switch(False),
+    Endpoint("POST", f"{G}/pause", pause_trigger, "Pause a trigger from now, until resumed or "
+             "until a time", "triggers", Level.OPERATE, body=s.PauseRequest,
+             response=s.TriggerView),
+    Endpoint("POST", f"{G}/resume", resume_trigger, "End a trigger's pause now", "triggers",
+             Level.OPERATE, body=s.Empty, response=s.TriggerView),
+    Endpoint("DELETE", G, delete_trigger, "Delete a trigger", "triggers", Level.ADMIN,
+             response=s.TriggerView),
+    Endpoint("GET", f"{G}/ledger", trigger_ledger,
+             "The occurrence ledger: every nominal time in a window and its fate", "triggers",
+             Level.READ, response=s.LedgerView,
+             query=(Query("from", "instant", "Start of the window (default: an hour before its "
+                                             "end)"),
+                    Query("to", "instant", "End of the window (default: now, then the next 3 "
+                                           "occurrences)"),
+                    Query("limit", "int", "The most recent N occurrences", 1, 10_000,
+                          default=50))),
+    Endpoint("GET", "/api/v1/cron/preview", preview,
+             "The next occurrences of a schedule in a zone, with DST marks", "triggers",
+             Level.READ, response=s.PreviewView,
+             query=(Query("cron", "str", "A cron expression, e.g. 30 2 * * *"),
+                    Query("schedule", "str", "Or any schedule: a cron expression, every "
+                                             "DURATION [from TIME], at TIME"),
+                    Query("timezone", "str", "IANA zone, e.g. Europe/Berlin", default="UTC"),
+                    Query("count", "int", "How many", 1, MAX_PREVIEW, default=10),
+                    Query("after", "instant", "Start after this time (default: now)"))),
+)

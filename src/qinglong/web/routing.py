@@ -1,0 +1,225 @@
+"""The route table's parts: what an endpoint is (method, path, who may call it, its query,
+body and response), what a handler gets (``Call``) and gives back (``Reply``), and the strict
+readers of query strings and JSON bodies. The app, the OpenAPI document and the tests all
+read the same table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import Headers
+from starlette.responses import Response
+
+from qinglong.clock import Clock
+from qinglong.errors import InvalidInput
+from qinglong.service.accounts import Level, Principal
+from qinglong.web.backend import WebBackend
+from qinglong.web.problems import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from qinglong.web.schemas import Request
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_INSTANT_MS = 253_402_300_799_999
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One query parameter: ``int``, ``str``, ``bool``, ``instant`` (RFC 3339 or epoch
+    milliseconds, read as epoch milliseconds), ``date`` (YYYY-MM-DD) or ``choice``."""
+
+    name: str
+    kind: str
+    description: str
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    default: object = None
+    required: bool = False
+
+    def schema(self) -> dict[str, object]:
+        if self.kind == "int":
+            schema: dict[str, object] = {"type": "integer"}
+            if self.minimum is not None:
+                schema["minimum"] = self.minimum
+            if self.maximum is not None:
+                schema["maximum"] = self.maximum
+        elif self.kind == "bool":
+            schema = {"type": "boolean"}
+        elif self.kind == "choice":
+            schema = {"type": "string", "enum": list(self.choices)}
+        elif self.kind == "instant":
+            schema = {"oneOf": [{"type": "string", "format": "date-time"},
+                                {"type": "integer", "minimum": 0}]}
+        elif self.kind == "date":
+            schema = {"type": "string", "format": "date"}
+        else:
+            schema = {"type": "string"}
+        if self.default is not None:
+            schema["default"] = self.default
+        return schema
+
+    def read(self, text: str) -> object:
+        if self.kind == "int":
+            if not text.lstrip("-").isdigit():
+                raise InvalidInput(self.name, "must be a whole number")
+            value = int(text)
+            if (self.minimum is not None and value < self.minimum) or (
+                    self.maximum is not None and value > self.maximum):
+                raise InvalidInput(self.name, f"must be between {self.minimum} and {self.maximum}")
+            return value
+        if self.kind == "bool":
+            if text not in ("true", "false", "1", "0"):
+                raise InvalidInput(self.name, "must be true or false")
+            return text in ("true", "1")
+        if self.kind == "choice":
+            if text not in self.choices:
+                raise InvalidInput(self.name, "must be one of " + ", ".join(self.choices))
+            return text
+        if self.kind == "instant":
+            return read_instant(text, self.name)
+        if len(text) > 1024:
+            raise InvalidInput(self.name, "is too long")
+        return text
+
+
+def read_instant(value: object, name: str) -> int:
+    """RFC 3339 with an offset (or Z), or epoch milliseconds, as epoch milliseconds."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        millis = value
+    elif isinstance(value, str) and value.isdigit():
+        millis = int(value)
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput(name, "must be an RFC 3339 time (e.g. 2026-12-01T08:00:00Z) or "
+                                     "epoch milliseconds") from None
+        if parsed.tzinfo is None:
+            raise InvalidInput(name, "needs a UTC offset or Z")
+        millis = int(parsed.timestamp() * 1000)
+    else:
+        raise InvalidInput(name, "must be an RFC 3339 time or epoch milliseconds")
+    if not 0 <= millis <= MAX_INSTANT_MS:
+        raise InvalidInput(name, "must lie between 1970 and 9999")
+    return millis
+
+
+@dataclass(slots=True)
+class Reply:
+    body: object
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Call:
+    """What a handler gets: the backend, who asks, and the request's validated parts."""
+
+    backend: WebBackend
+    clock: Clock
+    principal: Principal | None
+    path: dict[str, str]
+    query: dict[str, Any]
+    body: Any  # the endpoint's request model (or None)
+    headers: Headers
+    client: str | None
+    session_secret: str | None = None
+
+    @property
+    def who(self) -> Principal:
+        assert self.principal is not None
+        return self.principal
+
+    def audit(self, action: str, *, project: str | None = None, target: str | None = None,
+              detail: dict[str, object] | None = None) -> None:
+        """Record what this call did, and who asked (after it succeeded)."""
+        self.backend.accounts.audit(self.who, action, project=project, target=target,
+                                    detail=detail, client=self.client)
+
+
+Handler = Callable[[Call], "Reply | Response"]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    method: str
+    path: str  # /api/v1/projects/{project}
+    handler: Handler
+    summary: str
+    tag: str
+    level: Level | None  # None: no authentication (only /livez, /readyz and the login)
+    body: type[Request] | None = None
+    response: type[BaseModel] | None = None
+    many: bool = False  # a JSON array of ``response``
+    status: int = 200
+    also: tuple[int, ...] = ()  # other success statuses (201 Created, 204 No Content)
+    query: tuple[Query, ...] = ()
+    media: str = "application/json"  # or text/plain, text/event-stream (one of ``medias``)
+    medias: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def writes(self) -> bool:
+        return self.method not in ("GET", "HEAD", "OPTIONS")
+
+
+def read_query(endpoint: Endpoint, params: Mapping[str, str], names: list[str]) -> dict[str, Any]:
+    known = {q.name: q for q in endpoint.query}
+    for name in names:
+        if name not in known:
+            hint = f" (known: {', '.join(sorted(known))})" if known else ""
+            raise InvalidInput(name, "is not a query parameter of this route" + hint)
+        if names.count(name) > 1:
+            raise InvalidInput(name, "is given more than once")
+    for q in endpoint.query:
+        if q.required and q.name not in params:
+            raise InvalidInput(q.name, "is required")
+    return {q.name: q.read(params[q.name]) if q.name in params else q.default
+            for q in endpoint.query}
+
+
+def read_body(model: type[Request], content_type: str | None, raw: bytes) -> Request:
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    if not raw.strip():
+        data: object = {}
+    else:
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            raise UnsupportedMediaType(
+                f"send the body as JSON with Content-Type: application/json (not {media or 'none'})")
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"the body is not valid JSON ({_json_reason(exc)})") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def _json_reason(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    return "not UTF-8"
+
+
+def validation_error(exc: ValidationError) -> InvalidInput:
+    """The first problem pydantic found, named by its field path (``retry.max_attempts``)."""
+    first = exc.errors()[0]
+    loc = list(first["loc"])
+    if len(loc) > 1 and loc[0] == "command" and loc[1] in ("shell", "argv"):
+        del loc[1]  # the tag of the discriminated union, not a field
+    location = ".".join(str(part) for part in loc) or "body"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return InvalidInput(location, "is not a field of this request")
+    if kind == "missing":
+        return InvalidInput(location, "is required")
+    return InvalidInput(location, first["msg"].removeprefix("Value error, "))

@@ -1,0 +1,180 @@
+"""Routes for Runs: pages with filters and a cursor, one Run with its attempts and events,
+its log (whole, a tail, or followed live over server-sent events), cancelling, run now (a
+task run or a trigger fire, idempotent per client request id), and per-day stats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+
+from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.domain.runs import RunStatus
+from qinglong.errors import InvalidInput
+from qinglong.service.accounts import Level
+from qinglong.service.runs import LogPiece
+from qinglong.service.views import View
+from qinglong.storage.ports import RunListParams
+from qinglong.web import schemas as s
+from qinglong.web.routing import Call, Endpoint, Query, Reply
+from qinglong.web.sse import log_events
+
+R = "/api/v1/runs/{run}"
+EVENT_STREAM = "text/event-stream"
+
+
+def _run_id(call: Call) -> str:
+    return call.path["run"]
+
+
+def list_runs(call: Call) -> Reply:
+    q = call.query
+    filters = RunListParams(
+        project_id=None if q["project"] is None else project_id(q["project"]),
+        task_id=None if q["task"] is None else entity_id(q["task"], "task"),
+        trigger_id=None if q["trigger"] is None else entity_id(q["trigger"], "trigger"),
+        status=q["status"], since_ms=q["since"], until_ms=q["until"], limit=q["limit"],
+        oldest_first=q["order"] == "oldest")
+    return Reply(call.backend.pages.page(filters, q["cursor"]))
+
+
+def show_run(call: Call) -> Reply:
+    return Reply(call.backend.runs.run_show(_run_id(call), call.query["tail"]))
+
+
+def cancel_run(call: Call) -> Reply:
+    view = call.backend.runs_for(call.who.username).run_cancel(_run_id(call), "user")
+    call.audit("run.cancel", project=str(view["project"]), target=f"run {view['id']}",
+               detail={"cancel": view["cancel"], "status": view["status"]})
+    return Reply(view)
+
+
+def _request_id(call: Call) -> str | None:
+    body: s.RunNowRequest = call.body
+    header = call.headers.get("idempotency-key")
+    if header is not None and body.request_id is not None and header != body.request_id:
+        raise InvalidInput("request_id", "differs from the Idempotency-Key header: send one")
+    return body.request_id if body.request_id is not None else header
+
+
+def _admitted(call: Call, view: View, target: str) -> Reply:
+    if view["admitted"]:
+        for poke in call.backend.on_admitted:
+            poke()
+    call.audit("run.now", project=str(view["project"]), target=target,
+               detail={"run": view["id"], "request_id": view["request_id"],
+                       "admitted": view["admitted"]})
+    return Reply(view, 201 if view["admitted"] else 200)
+
+
+def run_task(call: Call) -> Reply:
+    project = project_id(call.path["project"])
+    task = entity_id(call.path["task"], "task")
+    view = call.backend.manual.task_run(project, task, actor=call.who.username,
+                                        request_id=_request_id(call))
+    return _admitted(call, view, f"task {task}")
+
+
+def fire_trigger(call: Call) -> Reply:
+    project = project_id(call.path["project"])
+    trigger = entity_id(call.path["trigger"], "trigger")
+    view = call.backend.manual.trigger_fire(project, trigger, actor=call.who.username,
+                                            request_id=_request_id(call))
+    return _admitted(call, view, f"trigger {trigger}")
+
+
+def run_logs(call: Call) -> Response:
+    run_id = _run_id(call)
+    runs = call.backend.runs
+    detail = runs.run_show(run_id, 0)  # NotFound before anything is streamed
+    run = detail["run"]
+    assert isinstance(run, dict)
+    full_id = str(run["id"])
+    attempts = detail["attempts"]
+    assert isinstance(attempts, list)
+    attempt = call.query["attempt"]
+    if not attempts:
+        raise InvalidInput("attempt", "the Run has no attempt")
+    if attempt is not None and not 1 <= attempt <= len(attempts):
+        raise InvalidInput("attempt", f"the Run has attempts 1 to {len(attempts)}")
+    follow = call.query["follow"] or EVENT_STREAM in call.headers.get("accept", "")
+    if not follow:
+        text = "".join(piece.text for piece in
+                       runs.log_stream(full_id, attempt=attempt, follow=False))
+        tail = call.query["tail"]
+        if tail:
+            lines = text.splitlines(keepends=True)[-tail:]
+            text = "".join(lines)
+        return PlainTextResponse(text, media_type="text/plain; charset=utf-8",
+                                 headers={"Cache-Control": "no-store"})
+
+    def stream(wait: Callable[[float], None]) -> Iterator[LogPiece]:
+        return runs.log_stream(full_id, attempt=attempt, follow=True, wait=wait)
+
+    def status() -> str:
+        shown = runs.run_show(full_id, 0)["run"]
+        assert isinstance(shown, dict)
+        return str(shown["status"])
+
+    return StreamingResponse(log_events(stream, status, closing=call.backend.closing),
+                             media_type=EVENT_STREAM,
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def task_stats(call: Call) -> Reply:
+    q = call.query
+    task = None if q["task"] is None else entity_id(q["task"], "task")
+    return Reply(call.backend.stats.per_day(
+        project_id(call.path["project"]), now_ms=call.clock.now_ms(), task_id=task,
+        from_day=q["from"], to_day=q["to"], timezone=q["timezone"]))
+
+
+RUN_NOW = ("Client request id: the body's request_id or the Idempotency-Key header (the same "
+           "id sent again returns the Run it admitted: 200; a new Run: 201)")
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/api/v1/runs", list_runs, "List Runs, newest occurrence first, a page at "
+             "a time", "runs", Level.READ, response=s.RunPageView,
+             query=(Query("project", "str", "Only this project"),
+                    Query("task", "str", "Only Runs of this task"),
+                    Query("trigger", "str", "Only Runs of this trigger"),
+                    Query("status", "choice", "Only this status",
+                          choices=tuple(status.value for status in RunStatus)),
+                    Query("since", "instant", "Only Runs for occurrences at or after"),
+                    Query("until", "instant", "Only Runs for occurrences before"),
+                    Query("limit", "int", "Runs per page", 1, 1000, default=50),
+                    Query("order", "choice", "newest or oldest first",
+                          choices=("newest", "oldest"), default="newest"),
+                    Query("cursor", "str", "next_cursor of the previous page"))),
+    Endpoint("GET", R, show_run, "Show a Run (a full id or a unique prefix of 8+ characters) "
+             "with its attempts, events and log tail", "runs", Level.READ,
+             response=s.RunDetailView,
+             query=(Query("tail", "int", "Lines of the last attempt's log", 0, 10_000,
+                          default=20),)),
+    Endpoint("POST", f"{R}/cancel", cancel_run, "Cancel a Run (one nobody runs ends at once; a "
+             "running one is asked to stop)", "runs", Level.OPERATE, body=s.Empty,
+             response=s.RunCancelView),
+    Endpoint("GET", f"{R}/logs", run_logs, "An attempt's output: whole or its tail as text, or "
+             "followed live as server-sent events (follow=true or Accept: text/event-stream: "
+             "events log {text}, then end {status}; comments keep the stream alive)", "runs",
+             Level.READ, media="text/plain", medias=("text/plain", EVENT_STREAM),
+             query=(Query("attempt", "int", "Attempt N (default: the latest; followed, it moves "
+                                            "on to a retry)", 1, 1000),
+                    Query("tail", "int", "Only the last N lines (0: all)", 0, 100_000,
+                          default=0),
+                    Query("follow", "bool", "Stream until the Run ends", default=False))),
+    Endpoint("POST", "/api/v1/projects/{project}/tasks/{task}/run", run_task,
+             "Run a task now: one manual Run of its current revision", "runs", Level.OPERATE,
+             body=s.RunNowRequest, response=s.RunNowView, also=(201,), description=RUN_NOW),
+    Endpoint("POST", "/api/v1/projects/{project}/triggers/{trigger}/fire", fire_trigger,
+             "Fire a trigger now, outside its schedule", "runs", Level.OPERATE,
+             body=s.RunNowRequest, response=s.RunNowView, also=(201,), description=RUN_NOW),
+    Endpoint("GET", "/api/v1/projects/{project}/stats", task_stats,
+             "Per task and day: Runs, successes, failures, cancellations, total and longest "
+             "duration (a Run counts on the day it was admitted)", "stats", Level.READ,
+             response=s.StatsView,
+             query=(Query("task", "str", "Only this task"),
+                    Query("from", "date", "First day (default: 6 days before to)"),
+                    Query("to", "date", "Last day, included (default: today)"),
+                    Query("timezone", "str", "Whose days: an IANA zone", default="UTC"))),
+)

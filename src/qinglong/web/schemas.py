@@ -1,0 +1,526 @@
+"""The HTTP API's bodies as pydantic models: what requests may send (strict: unknown fields
+and wrong types are refused) and what responses carry (the views of ``service.views`` and the
+other service modules; the OpenAPI document is generated from these models, and the tests
+check every response against it).
+
+Response models allow extra fields: a view that grows a field stays valid for old clients.
+Task environment values are write-only: requests may set them, no response carries them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Instant = Annotated[str, Field(description="RFC 3339 in UTC, e.g. 2026-12-01T08:00:00.000Z")]
+OptionalInstant = Annotated[str | None, Field(description="RFC 3339 in UTC, or null")]
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# --- requests -----------------------------------------------------------------------------
+
+
+class Empty(Request):
+    """No fields (an empty object, or no body at all)."""
+
+
+class LoginRequest(Request):
+    username: str
+    password: str
+
+
+class ProjectCreateRequest(Request):
+    id: str = Field(description="lowercase letters, digits and '-'")
+    name: str | None = None
+
+
+class PauseRequest(Request):
+    until: str | int | None = Field(
+        default=None, description="When the pause ends by itself: RFC 3339 with an offset, or "
+                                  "epoch milliseconds; null or left out: until resumed")
+    reason: str | None = Field(default=None, description="Why, kept with the pause")
+
+
+class ShellCommandRequest(Request):
+    kind: Literal["shell"]
+    command: str
+    shell: Literal["/bin/sh", "/bin/bash"] | None = Field(
+        default=None, description="Left out: /bin/sh, or the current interpreter of a shell task")
+
+
+class ArgvCommandRequest(Request):
+    kind: Literal["argv"]
+    argv: list[str] = Field(min_length=1, description="An absolute program path, then its "
+                                                      "arguments")
+
+
+class RetryRequest(Request):
+    max_attempts: int | None = None
+    backoff_ms: int | None = None
+    max_backoff_ms: int | None = None
+    on_exit_codes: list[int] | Literal["any"] | None = None
+    on_timeout: bool | None = None
+
+
+class TaskPublishRequest(Request):
+    """What to change; what is left out keeps its current value (a new task needs a
+    command). ``working_directory`` and ``concurrency`` set to null clear them."""
+
+    command: Annotated[ShellCommandRequest | ArgvCommandRequest,
+                       Field(discriminator="kind")] | None = None
+    name: str | None = None
+    environment: dict[str, str] | None = Field(
+        default=None, description="Entries to set or replace (write-only: never shown back)")
+    unset_environment: list[str] = Field(default_factory=list)
+    clear_environment: bool = Field(default=False, description="Start from no entries")
+    working_directory: str | None = None
+    timeout_ms: int | None = None
+    retry: RetryRequest | None = None
+    idempotent: bool | None = None
+    concurrency: int | None = None
+    enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
+                                                           "task is enabled)")
+    repin_triggers: bool = Field(default=True, description="Re-pin the task's triggers to the "
+                                                           "new revision")
+
+
+class TriggerPublishRequest(Request):
+    """What to change; what is left out keeps its current value (a new trigger needs task,
+    cron and timezone)."""
+
+    task: str | None = None
+    cron: str | None = Field(default=None, description="A cron expression")
+    schedule: str | None = Field(default=None, description="Or any schedule: a cron expression, "
+                                                           "every DURATION [from TIME], at TIME")
+    timezone: str | None = None
+    misfire: Literal["skip", "fire_once"] | None = None
+    overlap: Literal["allow", "skip", "queue", "cancel_previous"] | None = None
+    overlap_queue_limit: int | None = None
+    enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
+                                                           "trigger is enabled)")
+
+
+class RunNowRequest(Request):
+    request_id: str | None = Field(
+        default=None, description="Client request id (or the Idempotency-Key header): the same "
+                                  "id sent again returns the Run it admitted")
+
+
+class TokenCreateRequest(Request):
+    name: str
+    scope: Literal["read", "operate", "admin"]
+    expires_in_ms: int | None = Field(default=None, description="Lifetime; null: until revoked")
+    username: str | None = Field(default=None, description="Whose token (admins only; default: "
+                                                           "yours)")
+
+
+class UserCreateRequest(Request):
+    username: str
+    role: Literal["viewer", "operator", "admin"]
+    password: str
+
+
+class UserUpdateRequest(Request):
+    role: Literal["viewer", "operator", "admin"] | None = None
+    password: str | None = None
+    disabled: bool | None = None
+
+
+# --- responses: definitions ------------------------------------------------------------------
+
+
+class Problem(Response):
+    """RFC 9457 problem details, with our stable error code."""
+
+    type: str
+    title: str
+    status: int
+    code: str
+    detail: str
+    field: str | None = None
+    findings: list[str] | None = None
+
+
+class ProjectView(Response):
+    id: str
+    name: str
+    status: Literal["active", "archived"]
+    version: int
+    created_at: Instant
+    updated_at: Instant
+
+
+class CommandView(Response):
+    kind: Literal["argv", "shell"]
+    argv: list[str] | None = None
+    shell: str | None = None
+    command: str | None = None
+
+
+class RetryView(Response):
+    max_attempts: int
+    backoff_ms: int
+    max_backoff_ms: int
+    on_exit_codes: list[int] | Literal["any"]
+    on_timeout: bool
+
+
+class TaskRevisionView(Response):
+    project: str
+    task: str
+    revision: int
+    name: str
+    enabled: bool
+    command: CommandView
+    environment: list[str] = Field(description="Names only: values are write-only")
+    working_directory: str | None
+    timeout_ms: int
+    retry: RetryView
+    idempotent: bool
+    concurrency: int | None
+    content_digest: str
+    published_at: Instant
+    published_at_ms: int
+
+
+class TaskView(TaskRevisionView):
+    deleted: bool
+    deleted_at: OptionalInstant
+
+
+class Change(Response):
+    field: str
+    from_: Any = Field(alias="from")
+    to: Any
+
+
+class TaskHistoryEntry(TaskRevisionView):
+    changes: list[Change]
+
+
+class TaskShowView(TaskView):
+    history: list[TaskHistoryEntry]
+
+
+class TaskPublishView(TaskRevisionView):
+    created: bool
+    restored: bool
+    repinned_triggers: list[str]
+
+
+class TaskDiffView(Response):
+    project: str
+    task: str
+    from_: int = Field(alias="from")
+    to: int
+    changes: list[Change]
+
+
+class TriggerRevisionView(Response):
+    project: str
+    trigger: str
+    revision: int
+    task: str
+    task_revision: int
+    task_content_digest: str
+    kind: Literal["cron", "interval", "once"] | None = None
+    schedule: str | None = Field(default=None, description="The schedule's canonical text")
+    cron: str | None = Field(description="The cron expression (null for other kinds)")
+    timezone: str
+    misfire: str
+    overlap: str
+    overlap_queue_limit: int
+    enabled: bool
+    content_digest: str
+    published_at: Instant
+    published_at_ms: int
+
+
+class TriggerPublishView(TriggerRevisionView):
+    created: bool
+    restored: bool
+
+
+class PauseView(Response):
+    since: Instant
+    since_ms: int
+    until: OptionalInstant
+    until_ms: int | None
+    reason: str | None
+
+
+class TriggerView(TriggerRevisionView):
+    state: str = Field(description="firing, paused, disabled, stale-pin, archived, deleted or "
+                                   "done")
+    pause: PauseView | None
+    deleted_at: OptionalInstant
+    next_fire_at: list[str]
+    next_fire_at_ms: list[int]
+    next_fire_local: list[str] = Field(description="The same instants in the trigger's zone")
+    cursor_ms: int | None
+    last_scheduled_at: OptionalInstant
+
+
+class PreviewOccurrence(Response):
+    n: int
+    local: str
+    utc: Instant
+    at_ms: int
+    dst: Literal["gap-shifted", "overlap-first", "overlap-second"] | None
+    note: str
+
+
+class PreviewView(Response):
+    kind: Literal["cron", "interval", "once"]
+    schedule: str
+    cron: str | None
+    timezone: str
+    occurrences: list[PreviewOccurrence]
+
+
+class LedgerRun(Response):
+    id: str
+    status: str
+    type: str
+
+
+class LedgerOccurrence(Response):
+    at: Instant
+    at_ms: int
+    local: str
+    revision: int
+    fate: Literal["ran", "duplicate", "skipped", "paused", "archived", "due", "pending",
+                  "superseded", "missing"]
+    runs: list[LedgerRun]
+
+
+class LedgerView(Response):
+    project: str
+    trigger: str
+    from_: Instant = Field(alias="from")
+    from_ms: int
+    to: Instant
+    to_ms: int
+    occurrences: list[LedgerOccurrence]
+    not_shown: int
+    counts: dict[str, int]
+
+
+# --- responses: Runs ------------------------------------------------------------------------
+
+
+class RunView(Response):
+    id: str
+    project: str
+    task: str
+    task_name: str | None
+    task_revision: str
+    trigger: str | None
+    trigger_revision: int | None
+    trigger_type: str
+    origin: str
+    triggered_by: str | None
+    requested_by: str | None
+    request_id: str | None
+    scheduled_for: OptionalInstant
+    scheduled_for_ms: int | None
+    status: str
+    version: int
+    idempotency_key: str | None
+    created_at: Instant
+    created_at_ms: int
+    admission_lag_ms: int | None
+    started_at: OptionalInstant
+    finished_at: OptionalInstant
+    duration_ms: int | None
+    exit_code: int | None
+    error_code: str | None
+    error_summary: str | None
+    cancel_reason: str | None
+
+
+class RunPageView(Response):
+    items: list[RunView]
+    next_cursor: str | None = Field(description="Send it as ?cursor= with the same filters for "
+                                                "the next page; null: no more")
+
+
+class AttemptView(Response):
+    id: str
+    attempt: int
+    status: str
+    executor_type: str
+    worker: str | None
+    lease_generation: int
+    lease_expires_at: OptionalInstant
+    pid: int | None
+    exit_code: int | None
+    started_at: OptionalInstant
+    finished_at: OptionalInstant
+    log_path: str | None
+    error_code: str | None
+    error_summary: str | None
+
+
+class EventView(Response):
+    sequence: int
+    type: str
+    summary: str
+    actor: str
+    attempt_id: str | None
+    payload: dict[str, Any]
+    at: Instant
+    at_ms: int
+
+
+class LogLocation(Response):
+    path: str | None
+    readable: bool
+    stored: Literal["file", "database"] | None
+    note: str | None
+
+
+class RunDetailView(Response):
+    run: RunView
+    attempts: list[AttemptView]
+    events: list[EventView]
+    log: LogLocation
+    log_tail: list[str]
+
+
+class RunCancelView(RunView):
+    cancel: Literal["done", "requested"]
+
+
+class RunNowView(RunView):
+    admitted: bool = Field(description="False: the request id had admitted this Run before")
+    in_doubt: bool
+
+
+# --- responses: stats and health -------------------------------------------------------------
+
+
+class DayCounts(Response):
+    task: str
+    runs: int
+    successes: int
+    failures: int = Field(description="failed or timed out")
+    cancelled: int
+    total_duration_ms: int
+    max_duration_ms: int | None
+
+
+class DayRow(DayCounts):
+    date: str
+
+
+class StatsView(Response):
+    project: str
+    task: str | None
+    timezone: str
+    from_: str = Field(alias="from")
+    to: str
+    days: list[DayRow]
+    totals: list[DayCounts]
+
+
+class InstanceView(Response):
+    id: str
+    role: str
+    host: str
+    pid: int
+    started_at: Instant
+    seen_at: Instant
+    stopped_at: OptionalInstant
+    alive: bool
+
+
+class HealthView(Response):
+    status: Literal["ok"]
+    profile: Literal["sqlite", "postgresql"]
+    version: str
+    time: Instant
+    instances: list[InstanceView]
+
+
+class Liveness(Response):
+    status: str
+    reason: str | None = None
+
+
+# --- responses: accounts ----------------------------------------------------------------------
+
+
+class PrincipalView(Response):
+    username: str
+    role: Literal["viewer", "operator", "admin"]
+    via: Literal["session", "token", "cli"]
+    token_id: str | None
+    scope: Literal["read", "operate", "admin"]
+    expires_at: OptionalInstant
+
+
+class SessionView(PrincipalView):
+    csrf_token: str = Field(description="Send it as X-CSRF-Token with every write of this "
+                                        "session")
+
+
+class UserView(Response):
+    username: str
+    role: Literal["viewer", "operator", "admin"]
+    disabled: bool
+    created_at: Instant
+    updated_at: Instant
+    disabled_at: OptionalInstant
+
+
+class TokenView(Response):
+    id: str
+    name: str
+    username: str
+    scope: Literal["read", "operate", "admin"]
+    state: Literal["active", "expired", "revoked"]
+    created_at: Instant
+    expires_at: OptionalInstant
+    last_used_at: OptionalInstant
+    revoked_at: OptionalInstant
+    revoked_by: str | None
+
+
+class TokenCreatedView(TokenView):
+    token: str = Field(description="The token itself: shown this once, stored only as a digest")
+
+
+class AuditEntryView(Response):
+    id: int
+    at: Instant
+    at_ms: int
+    actor: str
+    via: Literal["session", "token", "cli"]
+    token_id: str | None
+    action: str
+    project: str | None
+    target: str | None
+    detail: dict[str, Any]
+    client: str | None
+
+
+class AuditPageView(Response):
+    items: list[AuditEntryView]
+    next_cursor: str | None
+
+
+RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
+    Problem, ProjectView, TaskView, TaskShowView, TaskPublishView, TaskDiffView, TriggerView,
+    TriggerPublishView, PreviewView, LedgerView, RunPageView, RunDetailView, RunCancelView,
+    RunNowView, StatsView, HealthView, Liveness, PrincipalView, SessionView, UserView,
+    TokenView, TokenCreatedView, AuditPageView,
+)

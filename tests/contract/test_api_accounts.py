@@ -1,0 +1,177 @@
+"""The AccountStore contract (the HTTP API's users, sessions, tokens, failed logins and audit
+log), on SQLite and on every PostgreSQL server (as ql_web), on each adapter's own clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import cast
+
+import pytest
+
+from qinglong.errors import Conflict, NotFound
+from qinglong.storage.ports import (
+    AccountStore,
+    AuditWriteParams,
+    SessionCreateParams,
+    TokenCreateParams,
+    UserCreateParams,
+    UserUpdateParams,
+)
+from qinglong.storage.postgres.accounts import PgAccountStore
+from qinglong.storage.sqlite.accounts import SqliteAccountStore
+from tests.contract.conftest import Backend, PgBackend, SqliteBackend
+
+D1, D2, D3 = "a" * 64, "b" * 64, "c" * 64
+HOUR = 3_600_000
+
+
+@pytest.fixture
+def accounts(backend: Backend) -> Iterator[AccountStore]:
+    # (by dialect: pytest loads the conftest under another module name than an import would)
+    if backend.dialect == "sqlite":
+        sqlite = cast(SqliteBackend, backend)
+        yield SqliteAccountStore(sqlite.stores.db, sqlite.clock)
+        return
+    pg = cast(PgBackend, backend)
+    yield PgAccountStore(pg._connector("ql_web", "contract-web"))
+
+
+def _user(accounts: AccountStore, name: str = "ann", role: str = "operator") -> None:
+    accounts.user_create(UserCreateParams(username=name, role=role, password_hash="$argon2id$x"))
+
+
+def test_users_are_created_once_listed_and_updated(accounts: AccountStore) -> None:
+    _user(accounts, "ann")
+    _user(accounts, "bob", "viewer")
+    with pytest.raises(Conflict):
+        _user(accounts, "ann", "admin")
+    assert [(u.username, u.role) for u in accounts.user_list()] == [
+        ("ann", "operator"), ("bob", "viewer")]
+    promoted = accounts.user_update(UserUpdateParams(username="bob", role="admin"))
+    assert (promoted.role, promoted.disabled_at_ms, promoted.password_hash) == (
+        "admin", None, "$argon2id$x")
+    assert accounts.user_get("nobody") is None
+    with pytest.raises(NotFound):
+        accounts.user_update(UserUpdateParams(username="nobody", role="viewer"))
+
+
+def test_a_session_holds_until_idle_or_ended_and_disabling_ends_it(
+        accounts: AccountStore, backend: Backend) -> None:
+    _user(accounts)
+    created = accounts.session_create(SessionCreateParams(
+        id_digest=D1, username="ann", lifetime_ms=HOUR, idle_ms=600, client="10.0.0.1"))
+    assert (created.username, created.role) == ("ann", "operator")
+    assert created.idle_expires_at_ms == created.created_at_ms + 600
+    assert created.expires_at_ms == created.created_at_ms + HOUR
+    backend.pass_time(400)
+    seen = accounts.session_get(D1, touch_after_ms=0, idle_ms=600)
+    assert seen is not None  # seen again: its idle expiry moved on
+    backend.pass_time(400)  # 800 ms after creation, 400 after it was last seen
+    assert accounts.session_get(D1, touch_after_ms=0, idle_ms=600) is not None
+    backend.pass_time(700)
+    assert accounts.session_get(D1, touch_after_ms=0, idle_ms=600) is None  # idle too long
+    accounts.session_create(SessionCreateParams(id_digest=D2, username="ann", lifetime_ms=HOUR,
+                                                idle_ms=HOUR))
+    accounts.session_create(SessionCreateParams(id_digest=D3, username="ann", lifetime_ms=HOUR,
+                                                idle_ms=HOUR))
+    accounts.session_end(D2)
+    assert accounts.session_get(D2, touch_after_ms=0, idle_ms=HOUR) is None
+    assert accounts.session_get(D3, touch_after_ms=0, idle_ms=HOUR) is not None
+    accounts.user_update(UserUpdateParams(username="ann", disabled=True))
+    assert accounts.session_get(D3, touch_after_ms=0, idle_ms=HOUR) is None
+    accounts.user_update(UserUpdateParams(username="ann", disabled=False))
+    assert accounts.session_get(D3, touch_after_ms=0, idle_ms=HOUR) is None  # ended for good
+    assert accounts.session_get("f" * 64, touch_after_ms=0, idle_ms=HOUR) is None
+
+
+def test_a_session_never_outlives_its_lifetime_and_a_new_password_ends_it(
+        accounts: AccountStore, backend: Backend) -> None:
+    _user(accounts)
+    accounts.session_create(SessionCreateParams(id_digest=D1, username="ann", lifetime_ms=500,
+                                                idle_ms=HOUR))
+    backend.pass_time(600)
+    assert accounts.session_get(D1, touch_after_ms=0, idle_ms=HOUR) is None
+    accounts.session_create(SessionCreateParams(id_digest=D2, username="ann", lifetime_ms=HOUR,
+                                                idle_ms=HOUR))
+    accounts.user_update(UserUpdateParams(username="ann", password_hash="$argon2id$y"))
+    assert accounts.session_get(D2, touch_after_ms=0, idle_ms=HOUR) is None
+    with pytest.raises(NotFound):
+        accounts.session_create(SessionCreateParams(id_digest=D3, username="nobody",
+                                                    lifetime_ms=HOUR, idle_ms=HOUR))
+
+
+def test_tokens_are_kept_as_digests_and_revoked_once(accounts: AccountStore,
+                                                    backend: Backend) -> None:
+    _user(accounts, "ann")
+    _user(accounts, "bob", "viewer")
+    made = accounts.token_create(TokenCreateParams(id="0123456789abcdef", username="ann",
+                                                   name="ci", scope="read", secret_digest=D1,
+                                                   lifetime_ms=HOUR))
+    assert (made.username, made.role, made.scope, made.secret_digest) == (
+        "ann", "operator", "read", D1)
+    assert made.expires_at_ms == made.created_at_ms + HOUR and made.last_used_at_ms is None
+    accounts.token_create(TokenCreateParams(id="fedcba9876543210", username="bob", name="b",
+                                            scope="read", secret_digest=D2, lifetime_ms=None))
+    with pytest.raises(Conflict):
+        accounts.token_create(TokenCreateParams(id="0123456789abcdef", username="bob",
+                                                name="again", scope="read", secret_digest=D3,
+                                                lifetime_ms=None))
+    with pytest.raises(NotFound):
+        accounts.token_create(TokenCreateParams(id="1111111111111111", username="nobody",
+                                                name="x", scope="read", secret_digest=D3,
+                                                lifetime_ms=None))
+    assert [t.id for t in accounts.token_list("ann")] == ["0123456789abcdef"]
+    assert {t.id for t in accounts.token_list(None)} == {"0123456789abcdef", "fedcba9876543210"}
+    accounts.token_used("0123456789abcdef", 60_000)
+    first = accounts.token_get("0123456789abcdef")
+    assert first is not None and first.last_used_at_ms is not None
+    backend.pass_time(20)
+    accounts.token_used("0123456789abcdef", 60_000)  # within a minute: not written again
+    assert accounts.token_get("0123456789abcdef").last_used_at_ms == first.last_used_at_ms  # type: ignore[union-attr]
+    accounts.token_used("0123456789abcdef", 0)
+    assert accounts.token_get("0123456789abcdef").last_used_at_ms > first.last_used_at_ms  # type: ignore[union-attr, operator]
+    revoked = accounts.token_revoke("0123456789abcdef", "bob")
+    assert revoked.revoked_at_ms is not None and revoked.revoked_by == "bob"
+    backend.pass_time(20)
+    again = accounts.token_revoke("0123456789abcdef", "ann")
+    assert (again.revoked_at_ms, again.revoked_by) == (revoked.revoked_at_ms, "bob")
+    with pytest.raises(NotFound):
+        accounts.token_revoke("2222222222222222", "ann")
+    accounts.user_update(UserUpdateParams(username="bob", disabled=True))
+    assert accounts.token_get("fedcba9876543210").user_disabled  # type: ignore[union-attr]
+
+
+def test_failed_logins_are_counted_in_a_window_pruned_and_cleared(
+        accounts: AccountStore, backend: Backend) -> None:
+    subjects = ("user:ann", "addr:10.0.0.1")
+    for _ in range(3):
+        accounts.login_failure_record(subjects, keep_ms=HOUR)
+        backend.pass_time(5)
+    accounts.login_failure_record(("user:bob",), keep_ms=HOUR)
+    counts = accounts.login_failures((*subjects, "user:carol"), window_ms=HOUR)
+    assert {k: n for k, (n, _) in counts.items()} == {"user:ann": 3, "addr:10.0.0.1": 3}
+    oldest = counts["user:ann"][1]
+    assert oldest <= counts["addr:10.0.0.1"][1]
+    backend.pass_time(300)
+    assert accounts.login_failures(subjects, window_ms=200) == {}  # all older than the window
+    accounts.login_failure_record(("user:ann",), keep_ms=200)  # prunes what is older
+    assert {k: n for k, (n, _) in accounts.login_failures(
+        ("user:ann", "user:bob"), window_ms=HOUR).items()} == {"user:ann": 1}
+    accounts.login_failures_clear("user:ann")
+    assert accounts.login_failures(("user:ann",), window_ms=HOUR) == {}
+
+
+def test_the_audit_log_pages_newest_first(accounts: AccountStore) -> None:
+    written = [accounts.audit_write(AuditWriteParams(
+        actor="ann", via="token", token_id="0123456789abcdef", action=f"task.publish.{i}",
+        project_id="demo", target=f"task t{i}", detail={"revision": i, "nested": {"a": [1]}},
+        client="127.0.0.1")) for i in range(5)]
+    assert [w.id for w in written] == sorted(w.id for w in written)
+    page = accounts.audit_list(None, 3)
+    assert [e.action for e in page] == ["task.publish.4", "task.publish.3", "task.publish.2"]
+    assert page[0].detail == {"revision": 4, "nested": {"a": [1]}}
+    assert (page[0].actor, page[0].via, page[0].token_id, page[0].client) == (
+        "ann", "token", "0123456789abcdef", "127.0.0.1")
+    rest = accounts.audit_list(page[-1].id, 3)
+    assert [e.action for e in rest] == ["task.publish.1", "task.publish.0"]
+    assert accounts.audit_list(rest[-1].id, 3) == []

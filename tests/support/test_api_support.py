@@ -1,0 +1,818 @@
+"""What the HTTP API tests share (no tests here): a small HTTP client with a server-sent-events
+reader, `ql web` (or `ql serve --http`) started on a free loopback port, accounts made in the
+database, the world the tests act on, a snapshot of what writes would change, and the
+checks run against both profiles (SQLite and PostgreSQL): the authorization matrix, bad input
+on every write route, Run pages, the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from qinglong.clock import SystemClock
+from qinglong.service.accounts import Level
+from qinglong.web.app import api_endpoints
+from qinglong.web.backend import open_accounts
+from qinglong.web.routing import Endpoint
+
+PASSWORD = "correct horse battery staple"
+ROLES = ("viewer", "operator", "admin")
+ROLE_LEVEL = {"viewer": Level.READ, "operator": Level.OPERATE, "admin": Level.ADMIN}
+SCOPE_LEVEL = {"read": Level.READ, "operate": Level.OPERATE, "admin": Level.ADMIN}
+ROLE_SCOPE = {"viewer": "read", "operator": "operate", "admin": "admin"}
+GHOST_RUN = "00000000-0000-4000-8000-000000000000"
+SERVING = re.compile(r"serving the API on http://[^ ]+?:(\d+)/api/v1")
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Auth:
+    """How a request proves who it is: a token, a session cookie (with its CSRF token), or a
+    raw Authorization header."""
+
+    token: str | None = None
+    cookie: str | None = None
+    csrf: str | None = None
+    header: str | None = None
+    label: str = "anonymous"
+
+    def headers(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        if self.header is not None:
+            found["Authorization"] = self.header
+        elif self.token is not None:
+            found["Authorization"] = f"Bearer {self.token}"
+        if self.cookie is not None:
+            found["Cookie"] = f"ql_session={self.cookie}"
+            if self.csrf is not None:
+                found["X-CSRF-Token"] = self.csrf
+        return found
+
+
+NOBODY = Auth()
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    raw: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.raw)
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode()
+
+    def problem(self, status: int, code: str | None = None) -> dict[str, Any]:
+        """The answer is a problem object with ``status`` (and ``code``)."""
+        assert self.status == status, (self.status, self.raw[:500])
+        assert self.headers.get("content-type", "").startswith("application/problem+json"), \
+            self.headers
+        body = self.json
+        assert {"type", "title", "status", "detail", "code"} <= set(body), body
+        assert body["status"] == status and body["type"] == f"urn:qinglong:error:{body['code']}"
+        if code is not None:
+            assert body["code"] == code, body
+        return body
+
+
+class Http:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def call(self, method: str, path: str, *, auth: Auth = NOBODY, body: object = None,
+             raw: bytes | None = None, content_type: str | None = "application/json",
+             headers: dict[str, str] | None = None, timeout: float = 30) -> Answer:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        sent = {**auth.headers(), **(headers or {})}
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        if data is not None and content_type is not None:
+            sent["Content-Type"] = content_type
+        try:
+            conn.request(method, path, body=data, headers=sent)
+            response = conn.getresponse()
+            payload = response.read()
+            return Answer(response.status, {k.lower(): v for k, v in response.getheaders()},
+                          payload)
+        finally:
+            conn.close()
+
+    def ok(self, method: str, path: str, auth: Auth, body: object = None,
+           status: int | tuple[int, ...] = 200) -> Any:
+        answer = self.call(method, path, auth=auth, body=body)
+        wanted = (status,) if isinstance(status, int) else status
+        assert answer.status in wanted, (method, path, answer.status, answer.raw[:800])
+        return answer.json if answer.raw else None
+
+    def events(self, path: str, auth: Auth, *, timeout: float = 30,
+               on_event: Callable[[str, Any], None] | None = None) -> list[tuple[str, Any, float]]:
+        """Read server-sent events until ``end`` or ``error``: (kind, data, wall time)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("GET", path, headers={**auth.headers(), "Accept": "text/event-stream"})
+            response = conn.getresponse()
+            assert response.status == 200, (response.status, response.read()[:500])
+            assert response.getheader("content-type", "").startswith("text/event-stream")
+            found: list[tuple[str, Any, float]] = []
+            kind, data = None, []
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                line = response.fp.readline().decode()
+                if not line:
+                    break
+                line = line.rstrip("\n")
+                if line.startswith(":"):
+                    continue
+                if line.startswith("event: "):
+                    kind = line[len("event: "):]
+                elif line.startswith("data: "):
+                    data.append(line[len("data: "):])
+                elif line == "" and kind is not None:
+                    payload = json.loads("\n".join(data))
+                    found.append((kind, payload, time.time()))
+                    if on_event is not None:
+                        on_event(kind, payload)
+                    if kind in ("end", "error"):
+                        return found
+                    kind, data = None, []
+            raise AssertionError(f"the event stream did not end: {found}")
+        finally:
+            conn.close()
+
+
+# --- servers -----------------------------------------------------------------------------------
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QL_", "PG"))}
+    return {**env, **(extra or {})}
+
+
+@dataclass
+class Server:
+    """A `ql web` or `ql serve --http` process and a client for it."""
+
+    process: subprocess.Popen[str]
+    port: int
+    log: Path
+
+    @property
+    def http(self) -> Http:
+        return Http(self.port)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            raise AssertionError(f"the server did not stop: {self.log.read_text()}") from None
+
+
+def start_server(args: list[str], log: Path, *, timeout: float = 30,
+                 env: dict[str, str] | None = None) -> Server:
+    """Start ``python -m qinglong ARGS`` (listening on 127.0.0.1:0) and wait for its port."""
+    with log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "qinglong", *args], stdout=out,
+                                   stderr=subprocess.STDOUT, text=True, env=child_env(env),
+                                   start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = SERVING.search(log.read_text())
+        if found:
+            server = Server(process, int(found.group(1)), log)
+            if server.http.call("GET", "/livez").status == 200:
+                return server
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited {process.returncode}: {log.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"the server did not start: {log.read_text()}")
+
+
+def start_web(database_url: str, tmp_path: Path, *extra: str, name: str = "web") -> Server:
+    return start_server(["web", "--database-url", database_url, "--http", "127.0.0.1:0", *extra],
+                        tmp_path / f"{name}.log")
+
+
+# --- accounts and the world ------------------------------------------------------------------
+
+
+@dataclass
+class People:
+    """Users of every role with a token of their role's scope, and a few more tokens."""
+
+    tokens: dict[str, Auth] = field(default_factory=dict)  # by role, and "admin-read", ...
+    token_ids: dict[str, str] = field(default_factory=dict)
+
+
+def make_people(accounts_url: str) -> People:
+    accounts, close = open_accounts(accounts_url, SystemClock())
+    people = People()
+    try:
+        for role in ROLES:
+            accounts.user_create(role, role, PASSWORD)
+            made = accounts.token_create(role, name=f"{role} token", scope=ROLE_SCOPE[role],
+                                         lifetime_ms=None)
+            people.tokens[role] = Auth(token=str(made["token"]), label=f"{role} token")
+            people.token_ids[role] = str(made["id"])
+        for scope in ("read", "operate"):
+            made = accounts.token_create("admin", name=f"admin {scope}", scope=scope,
+                                         lifetime_ms=None)
+            people.tokens[f"admin-{scope}"] = Auth(token=str(made["token"]),
+                                                   label=f"admin's {scope} token")
+    finally:
+        close()
+    return people
+
+
+def login(http: Http, username: str, password: str = PASSWORD) -> Auth:
+    answer = http.call("POST", "/api/v1/session", body={"username": username,
+                                                        "password": password})
+    assert answer.status == 200, answer.raw
+    cookie = answer.headers["set-cookie"]
+    for part in ("HttpOnly", "Secure", "SameSite=strict", "Path=/"):
+        assert part.lower() in cookie.lower(), cookie
+    secret = cookie.split(";", 1)[0].split("=", 1)[1]
+    return Auth(cookie=secret, csrf=answer.json["csrf_token"], label=f"{username} session")
+
+
+@dataclass
+class World:
+    run_id: str
+
+
+def seed(http: Http, admin: Auth) -> World:
+    """Project demo, task hello (two revisions), trigger yearly (1 January), one queued Run."""
+    http.ok("POST", "/api/v1/projects", admin, {"id": "demo", "name": "Demo"}, 201)
+    base = "/api/v1/projects/demo"
+    http.ok("POST", f"{base}/tasks/hello/revisions", admin,
+            {"command": {"kind": "shell", "command": "echo hello"}}, 201)
+    http.ok("POST", f"{base}/tasks/hello/revisions", admin, {"timeout_ms": 60_000}, 201)
+    http.ok("POST", f"{base}/triggers/yearly/revisions", admin,
+            {"task": "hello", "cron": "0 0 1 1 *", "timezone": "UTC"}, 201)
+    run = http.ok("POST", f"{base}/tasks/hello/run", admin, {"request_id": "seed-1"}, 201)
+    return World(run_id=str(run["id"]))
+
+
+# --- what a write would change ---------------------------------------------------------------
+
+SNAPSHOT_TABLES = ("projects", "task_definitions", "task_definition_revisions", "triggers",
+                   "trigger_revisions", "trigger_schedules", "trigger_pauses",
+                   "project_archivals", "runs", "run_attempts", "run_events", "users",
+                   "audit_log")
+
+
+def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
+    """Every row of the tables a write of the API could change (tokens: who, scope, revoked)."""
+    found = {table: sorted(json.dumps(row, sort_keys=True, default=str)
+                           for row in query(f"SELECT * FROM {table}"))
+             for table in SNAPSHOT_TABLES}
+    found["api_tokens"] = sorted(json.dumps(row, sort_keys=True, default=str) for row in query(
+        "SELECT id, username, scope, revoked_at_ms FROM api_tokens"))
+    return found
+
+
+# --- the route table --------------------------------------------------------------------------
+
+ENDPOINTS: tuple[Endpoint, ...] = api_endpoints()
+PUBLIC = {("GET", "/livez"), ("GET", "/readyz"), ("POST", "/api/v1/session")}
+
+
+def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
+    """A path of ``path``: existing records for reads, missing ones for writes (so an
+    authorized write answers 404 or 422 and changes nothing)."""
+    values = {"project": "ghost" if write else "demo", "task": "hello", "trigger": "yearly",
+              "run": GHOST_RUN if write else world.run_id,
+              "token": "ffffffffffffffff" if write else token_id,
+              "username": "nobody"}
+    return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
+
+
+READ_QUERIES = {"/api/v1/cron/preview": "?cron=0+0+1+1+*"}
+
+
+def response_schemas(document: dict[str, Any]) -> Callable[[Endpoint, int, Any], None]:
+    """A checker of a JSON answer against the document's schema for its route and status."""
+
+    def check(endpoint: Endpoint, status: int, body: Any) -> None:
+        operation = document["paths"][endpoint.path][endpoint.method.lower()]
+        answer = operation["responses"][str(status)]
+        schema = answer["content"]["application/json"]["schema"]
+        jsonschema.Draft202012Validator({**schema, "components": document["components"]}
+                                        ).validate(body)
+
+    return check
+
+
+def authorization_matrix(http: Http, people: People, sessions: dict[str, Auth], world: World,
+                         strangers: list[Auth], document: dict[str, Any]) -> int:
+    """Every route x every role (tokens and sessions) x every kind of stranger. Returns the
+    number of requests made."""
+    check = response_schemas(document)
+    principals: list[tuple[Auth, Level]] = [
+        *((people.tokens[role], ROLE_LEVEL[role]) for role in ROLES),
+        *((sessions[role], ROLE_LEVEL[role]) for role in ROLES),
+        (people.tokens["admin-read"], Level.READ),
+        (people.tokens["admin-operate"], Level.OPERATE),
+    ]
+    made = 0
+    for endpoint in ENDPOINTS:
+        key = (endpoint.method, endpoint.path)
+        if endpoint.level is None:
+            assert key in PUBLIC, key
+            continue
+        if key == ("DELETE", "/api/v1/session"):
+            continue  # logs out: tried on its own below
+        path = fill(endpoint.path, world=world, write=endpoint.writes,
+                    token_id=people.token_ids["viewer"])
+        path += READ_QUERIES.get(endpoint.path, "")
+        body = {} if endpoint.writes else None
+        for stranger in strangers:
+            answer = http.call(endpoint.method, path, auth=stranger, body=body)
+            answer.problem(401, "QL_UNAUTHENTICATED")
+            assert answer.headers.get("www-authenticate") == 'Bearer realm="qinglong"'
+            made += 1
+        for auth, level in principals:
+            answer = http.call(endpoint.method, path, auth=auth, body=body)
+            made += 1
+            where = (endpoint.method, path, auth.label)
+            if level < endpoint.level:
+                assert answer.problem(403, "QL_FORBIDDEN"), where
+                continue
+            assert answer.status not in (401, 403), (where, answer.raw[:300])
+            if endpoint.writes:
+                # a missing target or an empty body: authorized, nothing written
+                assert answer.status in (404, 422), (where, answer.status, answer.raw[:300])
+                answer.problem(answer.status)
+            else:
+                assert answer.status in (200, 404), (where, answer.status, answer.raw[:300])
+                if answer.status == 200 and endpoint.response is not None:
+                    check(endpoint, 200, answer.json)
+    return made
+
+
+def expected_level(method: str, path: str) -> Level | None:
+    for endpoint in ENDPOINTS:
+        if (endpoint.method, endpoint.path) == (method, path):
+            return endpoint.level
+    raise KeyError((method, path))
+
+
+def write_endpoints() -> Iterator[Endpoint]:
+    yield from (e for e in ENDPOINTS if e.writes and e.path.startswith("/api/v1/")
+                and e.path != "/api/v1/session")
+
+
+# Per write route: bodies that break a rule of that route (each must be refused with 422).
+BAD_BODIES: dict[tuple[str, str], list[object]] = {
+    ("POST", "/api/v1/projects"): [{"id": "Not_Valid"}, {"id": "ok", "name": ""},
+                                   {"id": 7}],
+    ("POST", "/api/v1/projects/{project}/pause"): [{"until": "tomorrow"},
+                                                   {"until": "2026-12-01T08:00:00"},
+                                                   {"reason": ["x"]}],
+    ("POST", "/api/v1/projects/{project}/tasks/{task}/revisions"): [
+        {"command": {"kind": "shell", "command": "   "}},
+        {"command": {"kind": "argv", "argv": ["relative/path"]}},
+        {"command": {"kind": "python", "code": "1"}},
+        {"timeout_ms": 0}, {"timeout_ms": "5s"},
+        {"environment": {"QL_RESERVED": "x"}}, {"environment": {"bad name": "x"}},
+        {"retry": {"max_attempts": 0}}, {"retry": {"on_exit_codes": [0]}},
+        {"concurrency": 0}, {"working_directory": "relative"},
+        {"unset_environment": ["NOT_SET"]}, {"name": "x" * 300}],
+    ("POST", "/api/v1/projects/{project}/triggers/{trigger}/revisions"): [
+        {"cron": "61 * * * *"}, {"timezone": "Mars/Olympus"}, {"misfire": "sometimes"},
+        {"overlap": "queue", "overlap_queue_limit": -1}, {"overlap_queue_limit": 3},
+        {"enabled": "yes"}, {"task": "Bad Task"}],
+    ("POST", "/api/v1/projects/{project}/triggers/{trigger}/pause"): [{"until": "soon"}],
+    ("POST", "/api/v1/projects/{project}/tasks/{task}/run"): [{"request_id": "has space"},
+                                                             {"request_id": 5}],
+    ("POST", "/api/v1/projects/{project}/triggers/{trigger}/fire"): [{"request_id": ""}],
+    ("POST", "/api/v1/tokens"): [{"name": "x", "scope": "root"}, {"name": "", "scope": "read"},
+                                 {"name": "x", "scope": "read", "expires_in_ms": 1},
+                                 {"name": "x", "scope": "read", "username": "Not Valid"}],
+    ("POST", "/api/v1/users"): [{"username": "Bad Name", "role": "viewer", "password": PASSWORD},
+                                {"username": "newbie", "role": "god", "password": PASSWORD},
+                                {"username": "newbie", "role": "viewer", "password": "short"},
+                                {"username": "admin", "role": "viewer", "password": PASSWORD}],
+    ("PATCH", "/api/v1/users/{username}"): [{"role": "god"}, {"password": "short"},
+                                            {"disabled": "true"}],
+}
+# These answer 409 (the stored state refuses), never 422.
+CONFLICTS = {("POST", "/api/v1/users"): [{"username": "admin", "role": "viewer",
+                                          "password": PASSWORD}]}
+
+
+def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
+    """Every write route with an unreadable body, a wrong content type, an unknown field,
+    wrong types and broken rules, on existing targets: a problem each time. Returns the
+    number of requests."""
+    made = 0
+
+    def target(endpoint: Endpoint) -> str:
+        values = {"project": "demo", "task": "hello", "trigger": "yearly",
+                  "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer"}
+        return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], endpoint.path)
+
+    for endpoint in write_endpoints():
+        path = target(endpoint)
+        key = (endpoint.method, endpoint.path)
+        if endpoint.body is None:
+            answer = http.call(endpoint.method, path, auth=admin, body={"surprise": 1})
+            body = answer.problem(422, "QL_INVALID_INPUT")
+            assert body["field"] == "body", body
+            made += 1
+            continue
+        cases: list[tuple[bytes, str | None, int, str | None]] = [
+            (b'{"unterminated": ', "application/json", 400, "QL_BAD_REQUEST"),
+            (b"\xff\xfe not utf-8", "application/json", 400, "QL_BAD_REQUEST"),
+            (b'{"a": 1}', "text/plain", 415, "QL_UNSUPPORTED_MEDIA_TYPE"),
+            (b'{"a": 1}', None, 415, "QL_UNSUPPORTED_MEDIA_TYPE"),
+            (b"[1, 2]", "application/json", 422, "QL_INVALID_INPUT"),
+            (b'{"surprise": true}', "application/json", 422, "QL_INVALID_INPUT"),
+            (b"{" + b'"x": "' + b"y" * (1024 * 1024) + b'"}', "application/json", 413,
+             "QL_PAYLOAD_TOO_LARGE"),
+        ]
+        for raw, media, status, code in cases:
+            answer = http.call(endpoint.method, path, auth=admin, raw=raw, content_type=media)
+            answer.problem(status, code)
+            made += 1
+        for bad in BAD_BODIES.get(key, []):
+            answer = http.call(endpoint.method, path, auth=admin, body=bad)
+            conflict = bad in CONFLICTS.get(key, [])
+            body = answer.problem(409 if conflict else 422)
+            if not conflict:
+                assert body.get("field"), (key, bad, body)
+            made += 1
+    return made
+
+
+# --- the flows both profiles run ------------------------------------------------------------
+
+
+@dataclass
+class Database:
+    """Reads and writes past the API (as a superuser on PostgreSQL), for set-up and checks."""
+
+    query: Callable[[str], list[dict[str, Any]]]
+    execute: Callable[[str, tuple[object, ...]], None]
+    placeholder: str  # "?" (SQLite) or "%s" (PostgreSQL)
+
+    def run(self, statement: str, *params: object) -> None:
+        self.execute(statement.replace("?", self.placeholder), params)
+
+
+def session_digest(auth: Auth) -> str:
+    import hashlib
+
+    assert auth.cookie is not None
+    return hashlib.sha256(auth.cookie.encode()).hexdigest()
+
+
+def strangers(http: Http, admin: Auth, db: Database, accounts_url: str) -> list[Auth]:
+    """Every way of not being authenticated: nothing, unknown, malformed, expired, idle,
+    logged out, revoked, a disabled user's token."""
+    found = [
+        NOBODY,
+        Auth(token="qlt_" + "0" * 16 + "_" + "A" * 43, label="unknown token"),
+        Auth(token="not-a-token", label="garbage token"),
+        Auth(header="Basic YWRtaW46eA==", label="basic auth"),
+        Auth(header="Bearer", label="empty bearer"),
+        Auth(cookie="garbage", csrf="x", label="garbage cookie"),
+    ]
+    expired = login(http, "admin")
+    db.run("UPDATE user_sessions SET expires_at_ms = created_at_ms + 1 WHERE id_digest = ?",
+           session_digest(expired))
+    idle = login(http, "admin")
+    db.run("UPDATE user_sessions SET idle_expires_at_ms = created_at_ms + 1 "
+           "WHERE id_digest = ?", session_digest(idle))
+    gone = login(http, "operator")
+    assert http.call("DELETE", "/api/v1/session", auth=gone).status == 204
+    made = http.ok("POST", "/api/v1/tokens", admin,
+                   {"name": "revoked", "scope": "read", "username": "operator"}, 201)
+    http.ok("DELETE", f"/api/v1/tokens/{made['id']}", admin)
+    old = http.ok("POST", "/api/v1/tokens", admin,
+                  {"name": "old", "scope": "read", "expires_in_ms": 60_000}, 201)
+    db.run("UPDATE api_tokens SET expires_at_ms = created_at_ms + 1 WHERE id = ?", old["id"])
+    accounts, close = open_accounts(accounts_url, SystemClock())
+    try:
+        accounts.user_create("leaver", "operator", PASSWORD)
+        leaver = accounts.token_create("leaver", name="t", scope="operate", lifetime_ms=None)
+    finally:
+        close()
+    http.ok("PATCH", "/api/v1/users/leaver", admin, {"disabled": True})
+    found += [
+        Auth(cookie=expired.cookie, csrf=expired.csrf, label="expired session"),
+        Auth(cookie=idle.cookie, csrf=idle.csrf, label="idle session"),
+        Auth(cookie=gone.cookie, csrf=gone.csrf, label="logged-out session"),
+        Auth(token=str(made["token"]), label="revoked token"),
+        Auth(token=str(old["token"]), label="expired token"),
+        Auth(token=str(leaver["token"]), label="disabled user's token"),
+    ]
+    return found
+
+
+def flow_authorization(http: Http, people: People, db: Database, accounts_url: str) -> None:
+    admin = people.tokens["admin"]
+    world = seed(http, admin)
+    document = http.ok("GET", "/api/v1/openapi.json", admin)
+    outsiders = strangers(http, admin, db, accounts_url)
+    sessions = {role: login(http, role) for role in ROLES}
+    made = authorization_matrix(http, people, sessions, world, outsiders, document)
+    assert made > 40 * (len(outsiders) + 8), made
+    # routes that do not exist answer strangers 401, everyone else 404 or 405
+    for auth, status in ((NOBODY, 401), (people.tokens["viewer"], 404)):
+        http.call("GET", "/api/v1/nothing-here", auth=auth).problem(status)
+        http.call("GET", "/", auth=auth).problem(status)
+    http.call("PUT", "/api/v1/projects", auth=NOBODY).problem(401)
+    answer = http.call("PUT", "/api/v1/projects", auth=people.tokens["viewer"])
+    answer.problem(405, "QL_METHOD_NOT_ALLOWED")
+    assert answer.headers["allow"] == "GET, POST"
+    # only /livez, /readyz and the login answer strangers
+    assert http.call("GET", "/livez").json == {"status": "alive"}
+    assert http.call("GET", "/readyz").json == {"status": "ready"}
+    http.call("POST", "/api/v1/session", body={}).problem(422)
+    # logging out: the session's own CSRF token is needed, then the cookie is dead
+    viewer = sessions["viewer"]
+    http.call("DELETE", "/api/v1/session",
+              auth=Auth(cookie=viewer.cookie, label="no csrf")).problem(403, "QL_FORBIDDEN")
+    assert http.call("DELETE", "/api/v1/session", auth=viewer).status == 204
+    http.call("GET", "/api/v1/session", auth=viewer).problem(401)
+    # a token-authenticated logout ends nothing
+    assert http.call("DELETE", "/api/v1/session", auth=people.tokens["viewer"]).status == 204
+    assert http.ok("GET", "/api/v1/session", people.tokens["viewer"])["via"] == "token"
+
+
+def flow_bad_input(http: Http, people: People, db: Database) -> None:
+    admin = people.tokens["admin"]
+    world = seed(http, admin)
+    http.ok("GET", "/api/v1/session", admin)  # its first use is recorded now, not below
+    before = snapshot(db.query)
+    made = bad_input_everywhere(http, admin, world)
+    assert made > 150, made
+    for raw, media, status in ((b"{", "application/json", 400),
+                               (b'{"username": 5, "password": "x"}', "application/json", 422),
+                               (b'{"username": "admin"}', "application/json", 422),
+                               (b"username=admin", "application/x-www-form-urlencoded", 415)):
+        http.call("POST", "/api/v1/session", raw=raw, content_type=media).problem(status)
+    # query strings are read as strictly
+    for path, field_name in (("/api/v1/runs?limit=0", "limit"), ("/api/v1/runs?limit=x", "limit"),
+                             ("/api/v1/runs?status=done", "status"),
+                             ("/api/v1/runs?since=yesterday", "since"),
+                             ("/api/v1/runs?colour=red", "colour"),
+                             ("/api/v1/runs?limit=1&limit=2", "limit"),
+                             ("/api/v1/projects/demo/tasks?include_deleted=maybe",
+                              "include_deleted"),
+                             ("/api/v1/projects/Demo/tasks", "project"),
+                             ("/api/v1/cron/preview", "cron"),
+                             ("/api/v1/cron/preview?cron=*+*&timezone=UTC", "cron"),
+                             ("/api/v1/projects/demo/stats?from=2026-13-01", "from"),
+                             ("/api/v1/projects/demo/stats?timezone=Nowhere/Land", "timezone"),
+                             (("/api/v1/projects/demo/triggers/yearly/ledger"
+                               "?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z"), "from")):
+        body = http.call("GET", path, auth=admin).problem(422)
+        assert body["field"] == field_name, (path, body)
+    assert snapshot(db.query) == before
+
+
+def flow_pages(http: Http, people: People) -> None:
+    admin = people.tokens["admin"]
+    seed(http, admin)
+    base = "/api/v1/projects/demo"
+    for index in range(22):
+        http.ok("POST", f"{base}/tasks/hello/run", admin, {"request_id": f"page-{index:02d}"},
+                201)
+    http.ok("POST", f"{base}/triggers/yearly/fire", admin, {}, 201)
+    whole = http.ok("GET", "/api/v1/runs?limit=1000", admin)
+    assert whole["next_cursor"] is None
+    runs = whole["items"]
+    assert len(runs) == 24
+    keys = [(r["scheduled_for_ms"], r["id"]) for r in runs]
+    assert keys == sorted(keys, reverse=True)
+
+    def walk(query: str, size: int, between: Callable[[], None] | None = None) -> list[str]:
+        seen: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            path = f"/api/v1/runs?{query}&limit={size}" + (f"&cursor={cursor}" if cursor else "")
+            page = http.ok("GET", path, admin)
+            assert len(page["items"]) <= size
+            seen += [r["id"] for r in page["items"]]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return seen
+            assert len(page["items"]) == size
+            if between is not None and pages == 1:
+                between()
+
+    ids = [r["id"] for r in runs]
+    assert walk("order=newest", 7) == ids
+    assert walk("order=oldest", 5) == ids[::-1]
+    assert walk("order=newest", 24) == ids  # an exact last page: no empty page after it
+    manual_by_task = [r["id"] for r in runs if r["trigger"] is None]
+    assert walk("task=hello&trigger=yearly", 3) == [r["id"] for r in runs if r["trigger"]]
+    assert walk("status=queued&task=hello&order=newest", 4) == ids
+    assert len(manual_by_task) == 23
+
+    def more() -> None:  # Runs admitted while a client pages do not shift its pages
+        for index in range(3):
+            http.ok("POST", f"{base}/tasks/hello/run", admin, {"request_id": f"late-{index}"},
+                    201)
+
+    assert walk("order=newest", 6, more) == ids
+    later = http.ok("GET", "/api/v1/runs?limit=3", admin)["items"]
+    assert {r["request_id"] for r in later} == {"late-0", "late-1", "late-2"}
+    first = http.ok("GET", "/api/v1/runs?limit=2", admin)
+    for cursor, problem_field in ((first["next_cursor"] + "x", "cursor"), ("%%%", "cursor"),
+                                  ("bm90IGpzb24", "cursor")):
+        body = http.call("GET", f"/api/v1/runs?cursor={cursor}", auth=admin).problem(422)
+        assert body["field"] == problem_field
+    body = http.call("GET", f"/api/v1/runs?order=oldest&cursor={first['next_cursor']}",
+                     auth=admin).problem(422)
+    assert "order" in body["detail"]
+
+
+def flow_openapi(http: Http, people: People) -> None:
+    from openapi_spec_validator import validate
+
+    admin = people.tokens["viewer"]
+    http.call("GET", "/api/v1/openapi.json").problem(401)
+    document = http.ok("GET", "/api/v1/openapi.json", admin)
+    validate(document)
+    assert document["openapi"].startswith("3.1")
+    listed = {(method.upper(), path) for path, ops in document["paths"].items() for method in ops}
+    assert listed == {(e.method, e.path) for e in ENDPOINTS}
+    for path, ops in document["paths"].items():
+        for method, op in ops.items():
+            responses = op["responses"]
+            assert any(code.startswith("2") for code in responses), (method, path)
+            if path.startswith("/api/"):
+                assert {"404", "422"} <= set(responses), (method, path)
+                assert responses["422"]["content"]["application/problem+json"]["schema"] == {
+                    "$ref": "#/components/schemas/Problem"}
+            if (method.upper(), path) not in PUBLIC:
+                assert "401" in responses and "403" in responses, (method, path)
+    page = http.call("GET", "/api/v1/docs", auth=admin)
+    assert page.status == 200 and page.headers["content-type"].startswith("text/html")
+    for path in document["paths"]:
+        assert f"{path}</code>" in page.text, path
+    assert "<script" not in page.text
+
+
+def wait_for_status(http: Http, auth: Auth, run_id: str, wanted: set[str],
+                    timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = http.ok("GET", f"/api/v1/runs/{run_id}?tail=0", auth)["run"]
+        if run["status"] in wanted:
+            return dict(run)
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not reach {wanted}")
+
+
+def flow_log_follow_and_cancel(http: Http, people: People) -> None:
+    """A Run's output followed live (server-sent events), then a running Run cancelled."""
+    operator, admin = people.tokens["operator"], people.tokens["admin"]
+    seed(http, admin)
+    base = "/api/v1/projects/demo/tasks"
+    http.ok("POST", f"{base}/lines/revisions", admin, {"command": {
+        "kind": "shell", "command": "for i in $(seq 8); do echo line $i; sleep 0.5; done"}}, 201)
+    run = http.ok("POST", f"{base}/lines/run", operator, {}, 201)
+    events = http.events(f"/api/v1/runs/{run['id']}/logs?follow=true", people.tokens["viewer"])
+    kinds = [kind for kind, _, _ in events]
+    assert kinds[-1] == "end" and set(kinds[:-1]) == {"log"}, events
+    assert "".join(data["text"] for kind, data, _ in events if kind == "log") == "".join(
+        f"line {i}\n" for i in range(1, 9))
+    assert len(kinds) >= 3  # the output came in pieces, as it was written
+    assert events[-1][1] == {"status": "succeeded"}
+    finished = http.ok("GET", f"/api/v1/runs/{run['id']}", admin)["run"]
+    # the first lines came while the command still ran (workers ship output every second)
+    first_seen_ms = events[0][2] * 1000
+    assert first_seen_ms < _ms(finished["finished_at"]) - 1500, (events, finished)
+    # the whole log, and its tail, as text
+    assert http.call("GET", f"/api/v1/runs/{run['id']}/logs", auth=admin).text == "".join(
+        f"line {i}\n" for i in range(1, 9))
+    assert http.call("GET", f"/api/v1/runs/{run['id']}/logs?tail=2",
+                     auth=admin).text == "line 7\nline 8\n"
+    # a long Run, cancelled while it runs; its follower sees it end cancelled
+    http.ok("POST", f"{base}/long/revisions", admin, {"command": {
+        "kind": "shell", "command": "echo started; exec sleep 60"}}, 201)
+    long_run = http.ok("POST", f"{base}/long/run", operator, {"request_id": "long-1"}, 201)
+    wait_for_status(http, admin, long_run["id"], {"running"})
+    cancelled: dict[str, Any] = {}
+
+    def on_event(kind: str, payload: Any) -> None:
+        if kind == "log" and not cancelled:
+            cancelled.update(http.ok("POST", f"/api/v1/runs/{long_run['id']}/cancel",
+                                     operator, {}))
+
+    streamed = http.events(f"/api/v1/runs/{long_run['id']}/logs", people.tokens["viewer"],
+                           on_event=on_event)
+    assert cancelled["cancel"] == "requested" and cancelled["id"] == long_run["id"]
+    assert streamed[0][1] == {"text": "started\n"}
+    assert streamed[-1][:2] == ("end", {"status": "cancelled"})
+    shown = http.ok("GET", f"/api/v1/runs/{long_run['id']}", admin)
+    assert shown["run"]["cancel_reason"] == "user"
+    assert any(e["actor"] == "user:operator" for e in shown["events"]), shown["events"]
+    http.call("POST", f"/api/v1/runs/{long_run['id']}/cancel", auth=operator,
+              body={}).problem(409)
+    audit = http.ok("GET", "/api/v1/audit?limit=100", admin)["items"]
+    done = [(e["actor"], e["action"], e["target"]) for e in audit]
+    assert ("operator", "run.cancel", f"run {long_run['id']}") in done
+    assert ("operator", "run.now", "task long") in done
+
+
+def _ms(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def flow_security(http: Http, people: People, db: Database) -> None:
+    admin = people.tokens["admin"]
+    seed(http, admin)
+    # login rate limit: 5 failures per user name, then 429 even for the right password
+    for _ in range(5):
+        http.call("POST", "/api/v1/session",
+                  body={"username": "viewer", "password": "wrong password!"}).problem(401)
+    limited = http.call("POST", "/api/v1/session",
+                        body={"username": "viewer", "password": PASSWORD})
+    limited.problem(429, "QL_RATE_LIMITED")
+    assert 1 <= int(limited.headers["retry-after"]) <= 900
+    assert "set-cookie" not in limited.headers
+    http.call("POST", "/api/v1/session",
+              body={"username": "nobody-at-all", "password": PASSWORD}).problem(401)
+    login(http, "operator")  # another user is not held back
+    db.run("DELETE FROM login_failures WHERE subject = ?", "user:viewer")
+    login(http, "viewer")
+    # CSRF: a session write needs its own token
+    session = login(http, "admin")
+    path = "/api/v1/projects/demo/triggers/yearly/pause"
+    for auth in (Auth(cookie=session.cookie), Auth(cookie=session.cookie, csrf="0" * 64)):
+        http.call("POST", path, auth=auth, body={}).problem(403, "QL_FORBIDDEN")
+    paused = http.ok("POST", path, session, {"reason": "maintenance"})
+    assert paused["state"] == "paused" and paused["pause"]["reason"] == "maintenance"
+    # environment values are write-only, everywhere
+    secret = "s3cr3t-value-xyz"
+    published = http.ok("POST", "/api/v1/projects/demo/tasks/hello/revisions", admin,
+                        {"environment": {"API_SECRET": secret}}, 201)
+    assert published["environment"] == ["API_SECRET"]
+    run = http.ok("POST", "/api/v1/projects/demo/tasks/hello/run", admin, {}, 201)
+    for path in ("/api/v1/projects/demo/tasks", "/api/v1/projects/demo/tasks/hello",
+                 "/api/v1/projects/demo/tasks/hello/diff", "/api/v1/audit?limit=1000",
+                 f"/api/v1/runs/{run['id']}", "/api/v1/runs?limit=100",
+                 "/api/v1/projects/demo/triggers"):
+        answer = http.call("GET", path, auth=admin)
+        assert answer.status == 200 and secret.encode() not in answer.raw, path
+    diff = http.ok("GET", "/api/v1/projects/demo/tasks/hello/diff", admin)
+    assert {"field": "environment.API_SECRET", "from": None, "to": "(set)"} in diff["changes"]
+    # tokens are shown once: never listed again, and stored as digests only
+    made = http.ok("POST", "/api/v1/tokens", session, {"name": "ci", "scope": "operate"}, 201)
+    assert made["token"].startswith(f"qlt_{made['id']}_")
+    listed = http.ok("GET", "/api/v1/tokens", admin)
+    assert all("token" not in t for t in listed) and made["id"] in {t["id"] for t in listed}
+    stored = db.query("SELECT * FROM api_tokens")
+    assert made["token"] not in json.dumps(stored, default=str)
+    hashes = db.query("SELECT password_hash FROM users")
+    assert all(str(h["password_hash"]).startswith("$argon2id$") for h in hashes)
+    # a token narrower than admin cannot mint tokens; an operator cannot mint an admin token
+    http.call("POST", "/api/v1/tokens", auth=people.tokens["admin-operate"],
+              body={"name": "x", "scope": "read"}).problem(403)
+    operator = login(http, "operator")
+    body = http.call("POST", "/api/v1/tokens", auth=operator,
+                     body={"name": "x", "scope": "admin"}).problem(422)
+    assert body["field"] == "scope"
+    http.call("POST", "/api/v1/tokens", auth=operator,
+              body={"name": "x", "scope": "read", "username": "viewer"}).problem(403)
+    # the audit log says who did what
+    audit = http.ok("GET", "/api/v1/audit?limit=1000", admin)["items"]
+    assert [(e["actor"], e["via"]) for e in audit if e["action"] == "trigger.pause"] == [
+        ("admin", "session")]
+    publish = [e for e in audit if e["action"] == "task.publish"]
+    assert publish[0]["detail"]["environment_set"] == ["API_SECRET"]
+    assert all(e["via"] == "token" for e in publish)
+    page = http.ok("GET", "/api/v1/audit?limit=2", admin)
+    rest = http.ok("GET", f"/api/v1/audit?limit=1000&cursor={page['next_cursor']}", admin)
+    assert [e["id"] for e in page["items"] + rest["items"]] == [e["id"] for e in audit]
