@@ -143,3 +143,71 @@ class RequestIdConflict(Conflict):
     """The request id already admitted a Run for another task or trigger."""
 
     code = "QL_REQUEST_ID_CONFLICT"
+
+
+# -- what only the HTTP API raises (authentication, routes, request bodies) ---------------
+
+
+class Unauthenticated(QinglongError):
+    """Authentication is required: log in, or send an API token."""
+
+    code = "QL_UNAUTHENTICATED"
+
+
+class Forbidden(QinglongError):
+    """Your role or token scope does not allow this."""
+
+    code = "QL_FORBIDDEN"
+
+
+class RateLimited(QinglongError):
+    """Too many failed logins; wait before trying again."""
+
+    code = "QL_RATE_LIMITED"
+
+    def __init__(self, message: str = "too many failed logins", retry_after_s: int = 60) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class BadRequest(QinglongError):
+    """The request cannot be read (its JSON, its content type or its form)."""
+
+    code = "QL_BAD_REQUEST"
+
+
+class MethodNotAllowed(QinglongError):
+    """This route does not answer this method."""
+
+    code = "QL_METHOD_NOT_ALLOWED"
+
+    def __init__(self, method: str = "", allowed: tuple[str, ...] = ()) -> None:
+        self.allowed = allowed
+        super().__init__(f"{method} is not allowed here; allowed: {', '.join(allowed)}")
+
+
+class PayloadTooLarge(QinglongError):
+    """The request body is too large."""
+
+    code = "QL_PAYLOAD_TOO_LARGE"
+
+
+class UnsupportedMediaType(QinglongError):
+    """The request body must be JSON (Content-Type: application/json)."""
+
+    code = "QL_UNSUPPORTED_MEDIA_TYPE"
+
+
+class InternalError(QinglongError):
+    """Something went wrong inside the server; it was logged."""
+
+    code = "QL_INTERNAL"
+
+
+# -- notifications -----------------------------------------------------------------------
+
+
+class DeliveryFailed(QinglongError):
+    """A notification could not be delivered."""
+
+    code = "QL_NOTIFY_DELIVERY_FAILED"

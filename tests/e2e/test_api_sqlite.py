@@ -28,14 +28,17 @@ from tests.support.test_api_support import (
     Server,
     child_env,
     flow_authorization,
+    flow_backfill,
     flow_bad_input,
     flow_log_follow_and_cancel,
+    flow_notify,
     flow_openapi,
     flow_pages,
     flow_security,
     login,
     make_people,
     seed,
+    seed_notify,
     start_server,
     start_web,
 )
@@ -114,6 +117,14 @@ def test_bad_input_on_every_write_route_writes_nothing(still_site: Site) -> None
     flow_bad_input(still_site.server.http, still_site.people, still_site.db)
 
 
+
+def test_backfill_admits_the_missing_occurrences_once(still_site: Site) -> None:
+    flow_backfill(still_site.server.http, still_site.people, still_site.db)
+
+
+def test_notification_channels_rules_test_and_retry_keep_secrets(still_site: Site) -> None:
+    flow_notify(still_site.server.http, still_site.people, still_site.db)
+
 def test_run_pages_follow_a_cursor(still_site: Site) -> None:
     flow_pages(still_site.server.http, still_site.people)
 
@@ -153,8 +164,13 @@ def test_the_api_answers_what_the_cli_prints_with_json(still_site: Site) -> None
     site = still_site
     http, admin = site.server.http, site.people.tokens["admin"]
     world = seed(http, admin)
+    seed_notify(http, admin)
     window = ("--from", "2027-01-01T00:00:00Z", "--to", "2027-03-01T00:00:00Z")
     pairs = [
+        ("/api/v1/notify/channels", ("notify", "channel", "list")),
+        ("/api/v1/notify/channels/ops", ("notify", "channel", "show", "ops")),
+        ("/api/v1/notify/rules", ("notify", "rule", "list")),
+        ("/api/v1/notify/deliveries", ("notify", "deliveries")),
         ("/api/v1/projects", ("project", "list")),
         ("/api/v1/projects/demo/tasks", ("task", "list", "--project", "demo")),
         ("/api/v1/projects/demo/tasks/hello", ("task", "show", "--project", "demo", "--task",

@@ -25,14 +25,17 @@ from tests.support.test_api_support import (
     Server,
     child_env,
     flow_authorization,
+    flow_backfill,
     flow_bad_input,
     flow_log_follow_and_cancel,
+    flow_notify,
     flow_openapi,
     flow_pages,
     flow_security,
     login,
     make_people,
     seed,
+    seed_notify,
     start_web,
 )
 
@@ -78,6 +81,14 @@ def test_bad_input_on_every_write_route_writes_nothing(site: Site) -> None:
     flow_bad_input(site.server.http, site.people, site.db)
 
 
+
+def test_backfill_admits_the_missing_occurrences_once(site: Site) -> None:
+    flow_backfill(site.server.http, site.people, site.db)
+
+
+def test_notification_channels_rules_test_and_retry_keep_secrets(site: Site) -> None:
+    flow_notify(site.server.http, site.people, site.db)
+
 def test_run_pages_follow_a_cursor(site: Site) -> None:
     flow_pages(site.server.http, site.people)
 
@@ -103,7 +114,12 @@ def test_a_log_followed_live_and_a_run_cancelled(site: Site, tmp_path: Path) -> 
 def test_the_api_answers_what_the_cli_prints_with_json(site: Site) -> None:
     http, admin = site.server.http, site.people.tokens["admin"]
     world = seed(http, admin)
+    seed_notify(http, admin)  # and `ql notify` as ql_web reads what the API wrote
     pairs = [
+        ("/api/v1/notify/channels", ("notify", "channel", "list")),
+        ("/api/v1/notify/channels/ops", ("notify", "channel", "show", "ops")),
+        ("/api/v1/notify/rules", ("notify", "rule", "list")),
+        ("/api/v1/notify/deliveries", ("notify", "deliveries")),
         ("/api/v1/projects", ("project", "list")),
         ("/api/v1/projects/demo/tasks/hello", ("task", "show", "--project", "demo", "--task",
                                                "hello")),
@@ -171,6 +187,9 @@ def test_ql_web_keeps_the_audit_log_append_only_and_never_claims(site: Site) -> 
                           "UPDATE qinglong.audit_log SET actor = 'someone else'",
                           "DELETE FROM qinglong.runs",
                           "SELECT * FROM qinglong.trigger_schedule_claims",
-                          "SELECT * FROM qinglong.concurrency_limits"):
+                          "SELECT * FROM qinglong.concurrency_limits",
+                          "DELETE FROM qinglong.notify_outbox",
+                          "SELECT * FROM qinglong.notify_cursors",
+                          "SELECT * FROM qinglong.notify_recoveries"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)  # type: ignore[call-overload]

@@ -255,9 +255,11 @@ def test_drift_is_refused_and_never_repaired(pg_db: PgTestDatabase, tamper: str,
 def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: PgTestDatabase) -> None:
     # As a database migrated by an older qinglong looks: the newest migration (and what it
     # adds to the capability row) not there yet. Undo 0008_accounts by hand (its tables, its
-    # ledger row, its capability), so the migration really runs again.
+    # ledger row, its capability), so the migration really runs again; 0009_web_controls (only
+    # grants, which stay) comes after it, so its ledger row goes too.
     pg_db.execute("""
-        DELETE FROM schema_migrations WHERE migration_id = '0008_accounts';
+        DELETE FROM schema_migrations
+         WHERE migration_id IN ('0008_accounts', '0009_web_controls');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -269,11 +271,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     with_tables = {"ql_web", "postgres"}  # postgres: the superuser sees all
     missing = [f"missing-table:{t}" for t in
                ("api_tokens", "audit_log", "login_failures", "user_sessions", "users")]
-    assert audits == {role: ["missing-migration:0008_accounts"]
+    assert audits == {role: ["missing-migration:0008_accounts",
+                             "missing-migration:0009_web_controls"]
                       + (missing if role in with_tables else [])
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
-        assert migrate(conn).applied == ("0008_accounts",)  # pending is applied, not drift
+        # pending is applied, not drift
+        assert migrate(conn).applied == ("0008_accounts", "0009_web_controls")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

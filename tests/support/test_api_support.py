@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -262,6 +263,18 @@ class World:
     run_id: str
 
 
+HOOK_SECRET = "hmac-key-never-shown-Zq7"
+
+
+def seed_notify(http: Http, admin: Auth) -> None:
+    """Channel ops (a signed webhook nobody listens to) told about failures of project demo."""
+    http.ok("POST", "/api/v1/notify/channels", admin,
+            {"name": "ops", "kind": "webhook", "url": "http://127.0.0.1:9/hook",
+             "secret": HOOK_SECRET}, 201)
+    http.ok("POST", "/api/v1/notify/rules", admin,
+            {"channel": "ops", "project": "demo", "events": ["failed"]}, 201)
+
+
 def seed(http: Http, admin: Auth) -> World:
     """Project demo, task hello (two revisions), trigger yearly (1 January), one queued Run."""
     http.ok("POST", "/api/v1/projects", admin, {"id": "demo", "name": "Demo"}, 201)
@@ -280,7 +293,7 @@ def seed(http: Http, admin: Auth) -> World:
 SNAPSHOT_TABLES = ("projects", "task_definitions", "task_definition_revisions", "triggers",
                    "trigger_revisions", "trigger_schedules", "trigger_pauses",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
-                   "audit_log")
+                   "audit_log", "notify_channels", "notify_rules", "notify_outbox")
 
 
 def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
@@ -305,7 +318,8 @@ def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
     values = {"project": "ghost" if write else "demo", "task": "hello", "trigger": "yearly",
               "run": GHOST_RUN if write else world.run_id,
               "token": "ffffffffffffffff" if write else token_id,
-              "username": "nobody"}
+              "username": "nobody", "channel": "ghost" if write else "ops",
+              "delivery": GHOST_RUN}
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 
@@ -417,10 +431,53 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
                                 {"username": "admin", "role": "viewer", "password": PASSWORD}],
     ("PATCH", "/api/v1/users/{username}"): [{"role": "god"}, {"password": "short"},
                                             {"disabled": "true"}],
+    ("POST", "/api/v1/projects/{project}/triggers/{trigger}/backfill"): [
+        {"from": "yesterday", "to": "2026-01-01T00:00:00Z"},
+        {"from": "2026-01-01T00:00:00", "to": "2026-01-02T00:00:00Z"},
+        {"from": 5, "to": 1}, {"from": True, "to": 1}, {"to": 1},
+        {"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"},
+        {"from": "2098-01-01T00:00:00Z", "to": "2099-01-01T00:00:00Z"},
+        {"from": 1, "to": 2, "dry_run": "yes"}],
+    ("POST", "/api/v1/notify/channels"): [
+        {"name": "Bad Name", "kind": "webhook", "url": "https://hooks.example.com/h"},
+        {"name": "a", "kind": "sms"}, {"name": "a", "kind": "webhook"},
+        {"name": "a", "kind": "webhook", "url": "ftp://hooks.example.com/h"},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "smtp_host": "mail.example.com"},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "headers": ["Host: elsewhere"]},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "max_attempts": 0},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "secret": "two\nlines"},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "drop_secret": True},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "timeout_ms": 5},
+        {"name": "a", "kind": "email", "smtp_host": "mail.example.com", "from": "nobody",
+         "to": ["ops@example.com"]},
+        {"name": "a", "kind": "email", "smtp_host": "mail.example.com",
+         "from": "ql@example.com", "to": []},
+        {"name": "a", "kind": "template", "preset": "telegram"},
+        {"name": "a", "kind": "template", "preset": "bark"},
+        {"name": "a", "kind": "template", "url": "https://chat.example.com/{nope}"},
+        {"name": "a", "kind": "template", "url": "https://chat.example.com/h",
+         "body_template": "not json"},
+        {"name": "ops", "kind": "webhook", "url": "https://hooks.example.com/h"}],
+    ("POST", "/api/v1/notify/rules"): [
+        {"channel": "ops", "project": "demo", "events": ["sometimes"]},
+        {"channel": "ops", "project": "demo", "events": []},
+        {"channel": "Bad Name", "project": "demo"}, {"channel": "ops", "project": "Demo"},
+        {"channel": "ops"}, {"channel": "ops", "project": "demo", "task": "Bad Task"}],
+    ("POST", "/api/v1/notify/rules/remove"): [
+        {"channel": "ops", "project": "demo", "events": ["nope"]},
+        {"channel": "ops", "project": "demo", "events": []}, {"channel": "ops"}],
 }
 # These answer 409 (the stored state refuses), never 422.
 CONFLICTS = {("POST", "/api/v1/users"): [{"username": "admin", "role": "viewer",
-                                          "password": PASSWORD}]}
+                                          "password": PASSWORD}],
+             ("POST", "/api/v1/notify/channels"): [
+                 {"name": "ops", "kind": "webhook", "url": "https://hooks.example.com/h"}]}
 
 
 def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
@@ -431,7 +488,8 @@ def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
 
     def target(endpoint: Endpoint) -> str:
         values = {"project": "demo", "task": "hello", "trigger": "yearly",
-                  "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer"}
+                  "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer",
+                  "channel": "ops", "delivery": GHOST_RUN}
         return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], endpoint.path)
 
     for endpoint in write_endpoints():
@@ -535,6 +593,7 @@ def strangers(http: Http, admin: Auth, db: Database, accounts_url: str) -> list[
 def flow_authorization(http: Http, people: People, db: Database, accounts_url: str) -> None:
     admin = people.tokens["admin"]
     world = seed(http, admin)
+    seed_notify(http, admin)
     document = http.ok("GET", "/api/v1/openapi.json", admin)
     outsiders = strangers(http, admin, db, accounts_url)
     sessions = {role: login(http, role) for role in ROLES}
@@ -566,10 +625,16 @@ def flow_authorization(http: Http, people: People, db: Database, accounts_url: s
 def flow_bad_input(http: Http, people: People, db: Database) -> None:
     admin = people.tokens["admin"]
     world = seed(http, admin)
+    seed_notify(http, admin)
     http.ok("GET", "/api/v1/session", admin)  # its first use is recorded now, not below
     before = snapshot(db.query)
     made = bad_input_everywhere(http, admin, world)
     assert made > 150, made
+    for path, field_name in (("/api/v1/notify/deliveries?status=lost", "status"),
+                             ("/api/v1/notify/deliveries?limit=0", "limit"),
+                             ("/api/v1/notify/channels/Bad%20Name", "channel")):
+        body = http.call("GET", path, auth=admin).problem(422)
+        assert body["field"] == field_name, (path, body)
     for raw, media, status in ((b"{", "application/json", 400),
                                (b'{"username": 5, "password": "x"}', "application/json", 422),
                                (b'{"username": "admin"}', "application/json", 422),
@@ -816,3 +881,235 @@ def flow_security(http: Http, people: People, db: Database) -> None:
     page = http.ok("GET", "/api/v1/audit?limit=2", admin)
     rest = http.ok("GET", f"/api/v1/audit?limit=1000&cursor={page['next_cursor']}", admin)
     assert [e["id"] for e in page["items"] + rest["items"]] == [e["id"] for e in audit]
+
+
+def endpoint_for(method: str, path: str) -> Endpoint:
+    for endpoint in ENDPOINTS:
+        if (endpoint.method, endpoint.path) == (method, path):
+            return endpoint
+    raise KeyError((method, path))
+
+
+BACKFILL = "/api/v1/projects/{project}/triggers/{trigger}/backfill"
+
+
+def flow_backfill(http: Http, people: People, db: Database) -> None:
+    """Backfill over HTTP, with no scheduler running (so the trigger's horizon is its current
+    revision's publish time): a dry run writes nothing, a backfill admits every occurrence
+    without a Run, a repeat admits nothing, and refusals write nothing."""
+    admin, operator, viewer = (people.tokens[r] for r in ("admin", "operator", "viewer"))
+    seed(http, admin)
+    check = response_schemas(http.ok("GET", "/api/v1/openapi.json", viewer))
+    endpoint = endpoint_for("POST", BACKFILL)
+    base = "/api/v1/projects/demo/triggers/bf"
+    first = http.ok("POST", f"{base}/revisions", admin,
+                    {"task": "hello", "schedule": "every 1s", "timezone": "UTC"}, 201)
+    time.sleep(2.5)
+    second = http.ok("POST", f"{base}/revisions", admin, {"misfire": "fire_once"}, 201)
+    assert second["revision"] == 2
+    window = {"from": first["published_at"], "to": second["published_at_ms"] - 1}
+    before = snapshot(db.query)
+    dry = http.ok("POST", f"{base}/backfill", operator, {**window, "dry_run": True})
+    check(endpoint, 200, dry)
+    assert dry["dry_run"] is True and dry["trigger_revision"] == 2
+    assert dry["occurrences"] == dry["to_admit"] == len(dry["to_admit_ms"]) >= 2, dry
+    assert dry["already_had_run"] == 0 and dry["actor"] == "operator"
+    assert snapshot(db.query) == before  # a dry run writes nothing
+    http.call("POST", f"{base}/backfill", auth=viewer, body=window).problem(403, "QL_FORBIDDEN")
+    done = http.ok("POST", f"{base}/backfill", operator, window, 201)
+    check(endpoint, 201, done)
+    assert done["dry_run"] is False and done["state"] == "done" and done["rate"] == 200
+    assert done["admitted"] == dry["to_admit"] and done["skipped"] == 0, done
+    assert done["already_had_run"] == 0 and done["next_ms"] is None
+    assert [r["scheduled_for_ms"] for r in done["runs"]] == dry["to_admit_ms"]
+    for admitted in done["runs"]:
+        run = http.ok("GET", f"/api/v1/runs/{admitted['run_id']}?tail=0", viewer)["run"]
+        assert (run["trigger_type"], run["origin"], run["trigger"]) == (
+            "backfill", "backfill_user", "bf"), run
+        assert run["scheduled_for_ms"] == admitted["scheduled_for_ms"]
+        assert run["status"] == "queued" and run["requested_by"] == "operator", run
+    # the same request again admits nothing: every occurrence already has its Run
+    after = snapshot(db.query)
+    again = http.ok("POST", f"{base}/backfill", admin, window, 200)
+    check(endpoint, 200, again)
+    assert (again["admitted"], again["already_had_run"], again["runs"]) == (
+        0, done["admitted"], []), again
+    assert {k: v for k, v in snapshot(db.query).items() if k != "audit_log"} == {
+        k: v for k, v in after.items() if k != "audit_log"}
+    listed = http.ok("GET", "/api/v1/runs?trigger=bf&limit=100", viewer)["items"]
+    assert sorted(r["id"] for r in listed) == sorted(r["run_id"] for r in done["runs"])
+    # refusals write nothing: past the horizon, before the first publish, a disabled trigger
+    after = snapshot(db.query)
+    body = http.call("POST", f"{base}/backfill", auth=operator,
+                     body={"from": window["from"],
+                           "to": second["published_at_ms"] + 60_000}).problem(422)
+    assert body["field"] == "to" and "scheduler" in body["detail"], body
+    body = http.call("POST", f"{base}/backfill", auth=operator,
+                     body={"from": first["published_at_ms"] - 1, "to": window["to"]}
+                     ).problem(422)
+    assert body["field"] == "from", body
+    http.call("POST", "/api/v1/projects/demo/triggers/ghost/backfill", auth=operator,
+              body=window).problem(404, "QL_NOT_FOUND")
+    assert snapshot(db.query) == after
+    http.ok("POST", f"{base}/disable", operator, {})
+    after = snapshot(db.query)
+    http.call("POST", f"{base}/backfill", auth=operator, body=window).problem(409)
+    assert snapshot(db.query) == after
+    audit = http.ok("GET", "/api/v1/audit?limit=100", admin)["items"]
+    backfills = [e for e in audit if e["action"] == "trigger.backfill"]
+    assert [(e["actor"], e["detail"]["admitted"]) for e in backfills] == [
+        ("admin", 0), ("operator", done["admitted"])], backfills
+    assert backfills[0]["target"] == "trigger bf" and backfills[0]["project"] == "demo"
+
+
+class Receiver:
+    """A webhook receiver on a free loopback port: what it was sent, and what it answers."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        received: list[tuple[dict[str, str], bytes]] = []
+        self.received = received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                received.append(({k.lower(): v for k, v in self.headers.items()},
+                                 self.rfile.read(length)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                del args
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def dead_delivery(db: Database, channel: str) -> str:
+    """A delivery that ran out of attempts, as the dispatcher leaves one (no dispatcher runs
+    beside `ql web` in these tests)."""
+    delivery_id = "0123abcd-0000-4000-8000-000000000001"
+    payload = "%s::jsonb" if db.placeholder == "%s" else "?"
+    db.execute(
+        "INSERT INTO notify_outbox (id, channel, source_key, event, project_id, task_id, "
+        "trigger_id, run_id, payload, occurred_at_ms, status, attempts, max_attempts, "
+        "next_attempt_at_ms, last_status, last_error, created_at_ms, updated_at_ms, "
+        f"finished_at_ms) VALUES ({', '.join([db.placeholder] * 8)}, {payload}, "
+        f"{', '.join([db.placeholder] * 10)})",
+        (delivery_id, channel, "run.failed:r1", "run.failed", "demo", "hello", None, None,
+         json.dumps({"event": "run.failed"}), 1_000, "dead", 3, 3, 2_000, 500,
+         "the receiver answered 500", 1_000, 3_000, 3_000))
+    return delivery_id
+
+
+def flow_notify(http: Http, people: People, db: Database) -> None:
+    """Channels, rules, a test send, the outbox and a retry over HTTP; secrets never shown."""
+    admin, operator, viewer = (people.tokens[r] for r in ("admin", "operator", "viewer"))
+    seed(http, admin)
+    check = response_schemas(http.ok("GET", "/api/v1/openapi.json", viewer))
+    answers: list[bytes] = []
+
+    def ok(method: str, path: str, auth: Auth, body: object = None, status: int = 200) -> Any:
+        answer = http.call(method, path, auth=auth, body=body)
+        assert answer.status == status, (method, path, answer.status, answer.raw[:500])
+        answers.append(answer.raw)
+        endpoint = next(e for e in ENDPOINTS if e.method == method and re.fullmatch(
+            re.sub(r"\{[a-z_]+\}", "[^/]+", e.path), path.split("?", 1)[0]))
+        check(endpoint, status, answer.json)
+        return answer.json
+
+    receiver = Receiver()
+    try:
+        channels = "/api/v1/notify/channels"
+        made = {"name": "ops", "kind": "webhook", "url": receiver.url,
+                "headers": ["X-Team: core"], "secret": HOOK_SECRET, "max_attempts": 3}
+        for auth in (viewer, operator):
+            http.call("POST", channels, auth=auth, body=made).problem(403, "QL_FORBIDDEN")
+        added = ok("POST", channels, admin, made, 201)
+        assert (added["name"], added["kind"], added["secret"]) == ("ops", "webhook", "set")
+        assert added["webhook"]["signed"] is True and added["retry"]["max_attempts"] == 3
+        assert added["rules"] == []
+        http.call("POST", channels, auth=admin, body=made).problem(409, "QL_CONFLICT")
+        # replaced without a secret: the stored one stays
+        replaced = ok("POST", channels, admin,
+                      {"name": "ops", "kind": "webhook", "url": receiver.url, "replace": True})
+        assert replaced["secret"] == "set" and replaced["webhook"]["headers"] == []
+        ok("POST", channels, admin, {"name": "mail", "kind": "email",
+                                     "smtp_host": "mail.example.com", "from": "ql@example.com",
+                                     "to": ["ops@example.com"], "smtp_user": "ql",
+                                     "secret": HOOK_SECRET}, 201)
+        # rules
+        rules = "/api/v1/notify/rules"
+        http.call("POST", rules, auth=operator,
+                  body={"channel": "ops", "project": "demo"}).problem(403)
+        added_rules = ok("POST", rules, admin, {"channel": "ops", "project": "demo",
+                                                "events": ["failed", "lost"]}, 201)
+        assert [(r["channel"], r["project"], r["task"], r["events"]) for r in added_rules] == [
+            ("ops", "demo", None, ["failed", "lost"])]
+        ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello"}, 201)
+        http.call("POST", rules, auth=admin,
+                  body={"channel": "ops", "project": "ghost"}).problem(404)
+        http.call("POST", rules, auth=admin,
+                  body={"channel": "ghost", "project": "demo"}).problem(404)
+        assert len(ok("GET", rules, viewer)) == 2
+        assert [r["channel"] for r in ok("GET", f"{rules}?channel=ops", viewer)] == ["ops"]
+        listed = ok("GET", channels, viewer)
+        assert [c["name"] for c in listed] == ["mail", "ops"]
+        assert all(c["secret"] == "set" for c in listed)
+        shown = ok("GET", f"{channels}/ops", viewer)
+        assert [r["events"] for r in shown["rules"]] == [["failed", "lost"]]
+        # a test send reaches the receiver, signed with the secret it never shows
+        http.call("POST", f"{channels}/ops/test", auth=viewer, body={}).problem(403)
+        tested = ok("POST", f"{channels}/ops/test", operator, {})
+        assert tested["delivered"] is True and tested["status"] == 204, tested
+        assert tested["event"] == "notify.test" and tested["channel"] == "ops"
+        assert len(receiver.received) == 1
+        headers, sent = receiver.received[0]
+        assert headers["x-qinglong-event"] == "notify.test" and "x-qinglong-signature" in headers
+        assert json.loads(sent)["id"] == tested["id"] and HOOK_SECRET.encode() not in sent
+        http.call("POST", f"{channels}/ghost/test", auth=operator, body={}).problem(404)
+        # the outbox, and a dead delivery sent again
+        delivery = dead_delivery(db, "ops")
+        found = ok("GET", "/api/v1/notify/deliveries?status=dead&channel=ops", viewer)
+        assert [(d["id"], d["status"], d["attempts"]) for d in found] == [(delivery, "dead", 3)]
+        assert ok("GET", "/api/v1/notify/deliveries?status=pending", viewer) == []
+        retry = f"/api/v1/notify/deliveries/{delivery[:8]}/retry"
+        http.call("POST", retry, auth=viewer, body={}).problem(403)
+        again = ok("POST", retry, operator, {})
+        assert (again["id"], again["status"], again["attempts"]) == (delivery, "pending", 0)
+        http.call("POST", retry, auth=operator, body={}).problem(409)
+        # rules and channels removed
+        removed = ok("POST", f"{rules}/remove", admin,
+                     {"channel": "ops", "project": "demo", "events": ["lost"]})
+        assert removed == {"removed": 1}
+        assert ok("POST", f"{rules}/remove", admin, {"channel": "ops", "project": "demo"}) == {
+            "removed": 1}
+        http.call("POST", f"{rules}/remove", auth=admin,
+                  body={"channel": "ops", "project": "demo"}).problem(404)
+        http.call("DELETE", f"{channels}/mail", auth=operator).problem(403)
+        gone = ok("DELETE", f"{channels}/mail", admin)
+        assert gone["removed"] is True and gone["name"] == "mail"
+        http.call("GET", f"{channels}/mail", auth=viewer).problem(404)
+        assert ok("GET", f"{rules}?channel=mail", viewer) == []
+        stored = db.query("SELECT name, secret FROM notify_channels ORDER BY name")
+        assert [(r["name"], r["secret"] is None) for r in stored] == [
+            ("mail", True), ("ops", False)]  # a removed channel's secret is erased
+    finally:
+        receiver.close()
+    audit = http.call("GET", "/api/v1/audit?limit=1000", auth=admin)
+    answers.append(audit.raw)
+    actions = [(e["actor"], e["action"]) for e in audit.json["items"]
+               if e["action"].startswith("notify.")]
+    assert actions == [("admin", "notify.channel.remove"), ("admin", "notify.rule.remove"),
+                       ("admin", "notify.rule.remove"), ("operator", "notify.retry"),
+                       ("operator", "notify.test"), ("admin", "notify.rule.add"),
+                       ("admin", "notify.rule.add"), ("admin", "notify.channel.put"),
+                       ("admin", "notify.channel.put"), ("admin", "notify.channel.put")], actions
+    assert all(HOOK_SECRET.encode() not in raw for raw in answers)

@@ -3,16 +3,22 @@ reading, problems and their statuses, scopes and roles, the bind rule, the OpenA
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from openapi_spec_validator import validate
 
-from qinglong.errors import InvalidInput, NotFound
-from qinglong.service.accounts import (
+from qinglong.errors import (
+    BadRequest,
     Forbidden,
-    Level,
-    Principal,
+    InvalidInput,
+    NotFound,
     RateLimited,
     Unauthenticated,
+)
+from qinglong.service.accounts import (
+    Level,
+    Principal,
     check_password,
     check_username,
     csrf_matches,
@@ -24,9 +30,9 @@ from qinglong.service.stats import TaskStats
 from qinglong.storage.ports import RunBucket, RunBucketParams, RunPageParams
 from qinglong.web.app import api_endpoints
 from qinglong.web.openapi import build_openapi, operation_id
-from qinglong.web.problems import BadRequest, problem_body, status_for
+from qinglong.web.problems import problem_body, status_for
 from qinglong.web.routing import Query, read_body, read_instant, read_query
-from qinglong.web.schemas import TaskPublishRequest
+from qinglong.web.schemas import BackfillRequest, ChannelRequest, TaskPublishRequest
 from qinglong.web.server import check_bind, is_loopback
 
 # --- cursors -----------------------------------------------------------------------------------
@@ -228,3 +234,52 @@ def test_docs_api_lists_every_route_with_its_scope() -> None:
         scope = "-" if endpoint.level is None else endpoint.level.name.lower()
         row = f"| `{endpoint.method} {endpoint.path}` | {scope} |"
         assert row in text, row
+
+
+def test_instants_are_read_to_the_exact_millisecond() -> None:
+    # integer arithmetic: a backfill window sent as RFC 3339 starts exactly where it says
+    for millis in (1_796_111_111_123, 1_764_576_000_001, 253_402_300_799_999, 0):
+        at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)  # no float
+        text = at.isoformat(timespec="milliseconds")
+        assert read_instant(text.replace("+00:00", "Z"), "from") == millis
+    assert read_instant("2026-12-01T08:00:00.123+08:00", "to") == 1_796_083_200_123
+
+
+def test_backfill_and_notification_routes_have_their_scopes() -> None:
+    scopes = {(e.method, e.path): e.level for e in api_endpoints()}
+    n = "/api/v1/notify"
+    assert {key: scopes[key] for key in (
+        ("POST", "/api/v1/projects/{project}/triggers/{trigger}/backfill"),
+        ("GET", f"{n}/channels"), ("POST", f"{n}/channels"), ("GET", f"{n}/channels/{{channel}}"),
+        ("DELETE", f"{n}/channels/{{channel}}"), ("POST", f"{n}/channels/{{channel}}/test"),
+        ("GET", f"{n}/rules"), ("POST", f"{n}/rules"), ("POST", f"{n}/rules/remove"),
+        ("GET", f"{n}/deliveries"), ("POST", f"{n}/deliveries/{{delivery}}/retry"))} == {
+        ("POST", "/api/v1/projects/{project}/triggers/{trigger}/backfill"): Level.OPERATE,
+        ("GET", f"{n}/channels"): Level.READ, ("POST", f"{n}/channels"): Level.ADMIN,
+        ("GET", f"{n}/channels/{{channel}}"): Level.READ,
+        ("DELETE", f"{n}/channels/{{channel}}"): Level.ADMIN,
+        ("POST", f"{n}/channels/{{channel}}/test"): Level.OPERATE,
+        ("GET", f"{n}/rules"): Level.READ, ("POST", f"{n}/rules"): Level.ADMIN,
+        ("POST", f"{n}/rules/remove"): Level.ADMIN, ("GET", f"{n}/deliveries"): Level.READ,
+        ("POST", f"{n}/deliveries/{{delivery}}/retry"): Level.OPERATE}
+
+
+def test_channel_and_backfill_bodies_are_strict_and_secrets_are_write_only() -> None:
+    body = read_body(ChannelRequest, "application/json",
+                     b'{"name": "ops", "kind": "webhook", "url": "https://h.example/x", '
+                     b'"secret": "k", "from": "ql@example.com"}')
+    assert isinstance(body, ChannelRequest) and body.from_ == "ql@example.com"
+    for raw, field in ((b'{"name": "ops", "kind": "webhook", "password": "x"}', "password"),
+                       (b'{"name": "ops", "kind": "webhook", "max_attempts": "3"}',
+                        "max_attempts")):
+        with pytest.raises(InvalidInput) as caught:
+            read_body(ChannelRequest, "application/json", raw)
+        assert caught.value.field == field
+    with pytest.raises(InvalidInput) as caught:
+        read_body(BackfillRequest, "application/json", b'{"to": 1}')
+    assert caught.value.field == "from"
+    document = build_openapi(api_endpoints())
+    schemas = document["components"]["schemas"]  # type: ignore[index]
+    for view in ("ChannelView", "RuleView", "DeliveryView", "NotifyTestView"):
+        assert "secret" not in schemas[view]["properties"] or \
+            schemas[view]["properties"]["secret"].get("enum") == ["set", "not set"], view

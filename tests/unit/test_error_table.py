@@ -26,6 +26,15 @@ EXPECTED = {
     errors.ConnectionLost: (1, 503),
     errors.StorageError: (1, 503),
     errors.RecordCorrupt: (1, 500),
+    errors.Unauthenticated: (2, 401),
+    errors.Forbidden: (2, 403),
+    errors.RateLimited: (1, 429),
+    errors.BadRequest: (2, 400),
+    errors.MethodNotAllowed: (2, 405),
+    errors.PayloadTooLarge: (2, 413),
+    errors.UnsupportedMediaType: (2, 415),
+    errors.InternalError: (1, 500),
+    errors.DeliveryFailed: (1, 502),
     errors.QinglongError: (1, 500),
 }
 

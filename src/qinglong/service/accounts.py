@@ -21,7 +21,7 @@ from enum import IntEnum
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from qinglong.errors import InvalidInput, NotFound, QinglongError
+from qinglong.errors import Forbidden, InvalidInput, NotFound, RateLimited, Unauthenticated
 from qinglong.service.times import rfc3339
 from qinglong.service.views import View
 from qinglong.storage.ports import (
@@ -64,28 +64,6 @@ class Level(IntEnum):
 ROLE_LEVEL = {"viewer": Level.READ, "operator": Level.OPERATE, "admin": Level.ADMIN}
 SCOPE_LEVEL = {"read": Level.READ, "operate": Level.OPERATE, "admin": Level.ADMIN}
 LEVEL_SCOPE = {level: scope for scope, level in SCOPE_LEVEL.items()}
-
-
-class Unauthenticated(QinglongError):
-    """Authentication is required: log in, or send an API token."""
-
-    code = "QL_UNAUTHENTICATED"
-
-
-class Forbidden(QinglongError):
-    """Your role or token scope does not allow this."""
-
-    code = "QL_FORBIDDEN"
-
-
-class RateLimited(QinglongError):
-    """Too many failed logins; wait before trying again."""
-
-    code = "QL_RATE_LIMITED"
-
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse, Response
 
-from qinglong.errors import InvalidInput
+from qinglong.errors import Forbidden, InvalidInput
 from qinglong.service.accounts import (
-    Forbidden,
     Level,
     check_username,
     principal_view,

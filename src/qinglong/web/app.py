@@ -23,16 +23,26 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from qinglong.clock import Clock
-from qinglong.errors import InvalidInput, QinglongError
-from qinglong.service.accounts import Unauthenticated
-from qinglong.web import account_routes, definitions, runs, system
+from qinglong.errors import (
+    BadRequest,
+    InvalidInput,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    QinglongError,
+    Unauthenticated,
+)
+from qinglong.web import (
+    account_routes,
+    backfill_routes,
+    definitions,
+    notify_routes,
+    runs,
+    system,
+)
 from qinglong.web.auth import authenticate, check_csrf, credentials
 from qinglong.web.backend import WebBackend
 from qinglong.web.openapi import build_openapi
 from qinglong.web.problems import (
-    BadRequest,
-    MethodNotAllowed,
-    PayloadTooLarge,
     internal_problem,
     problem_response,
     route_not_found,
@@ -47,7 +57,7 @@ SECURITY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosn
 def api_endpoints() -> tuple[Endpoint, ...]:
     """Every route of the API, the OpenAPI document and docs page included."""
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
-            *runs.ENDPOINTS)
+            *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

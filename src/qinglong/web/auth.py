@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from qinglong.service.accounts import Accounts, Principal, Unauthenticated, csrf_matches
-from qinglong.service.accounts import Forbidden as ForbiddenError
+from qinglong.errors import Forbidden as ForbiddenError
+from qinglong.errors import Unauthenticated
+from qinglong.service.accounts import Accounts, Principal, csrf_matches
 
 SESSION_COOKIE = "ql_session"
 CSRF_HEADER = "x-csrf-token"

@@ -20,7 +20,8 @@ from qinglong.service.manual import ManualRuns
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
-from qinglong.storage.ports import InstanceStore, RunLifecycleStore
+from qinglong.storage.notify_ports import NotifyStore
+from qinglong.storage.ports import BackfillStore, InstanceStore, RunLifecycleStore
 
 WEB_POOL_SIZE = 8
 
@@ -36,6 +37,8 @@ class WebBackend:
     stats: TaskStats
     accounts: Accounts
     instances: InstanceStore
+    backfill: BackfillStore  # backfills admitted over the API
+    notify: NotifyStore  # notification channels, rules and the outbox
     lifecycle_for: Callable[[str], RunLifecycleStore]  # cancels recorded as this user
     runs_for: Callable[[str], RunViews]
     ping: Callable[[], None]  # one round trip to the database (readiness)
@@ -54,11 +57,13 @@ def open_web_backend(url: str, clock: Clock, *, pool_size: int = WEB_POOL_SIZE,
 
 def _sqlite(url: str, clock: Clock, policy: SessionPolicy | None) -> WebBackend:
     from qinglong.storage.sqlite.accounts import SqliteAccountStore
+    from qinglong.storage.sqlite.backfill import SqliteBackfillStore
     from qinglong.storage.sqlite.connection import SqliteDatabase, sqlite_path_from_url
     from qinglong.storage.sqlite.definitions import SqliteDefinitionStore
     from qinglong.storage.sqlite.instances import SqliteInstanceStore
     from qinglong.storage.sqlite.manual_runs import SqliteManualRunStore
     from qinglong.storage.sqlite.migrate import check_schema
+    from qinglong.storage.sqlite.notify import SqliteNotifyStore
     from qinglong.storage.sqlite.runs import SqliteRunStore
     from qinglong.storage.sqlite.web_reads import SqliteWebReadStore
 
@@ -90,6 +95,8 @@ def _sqlite(url: str, clock: Clock, policy: SessionPolicy | None) -> WebBackend:
         stats=TaskStats(SqliteWebReadStore(db)),
         accounts=Accounts(SqliteAccountStore(db, clock), policy=policy),
         instances=SqliteInstanceStore(db, clock),
+        backfill=SqliteBackfillStore(db, clock),
+        notify=SqliteNotifyStore(db, clock),
         lifecycle_for=lifecycle_for,
         runs_for=runs_for,
         ping=ping,
@@ -101,10 +108,12 @@ def _postgres(url: str, clock: Clock, pool_size: int, policy: SessionPolicy | No
               application_name: str) -> WebBackend:
     from qinglong.errors import NotReady
     from qinglong.storage.postgres.accounts import PgAccountStore
+    from qinglong.storage.postgres.backfill import PgBackfillStore
     from qinglong.storage.postgres.definitions import PgDefinitionStore
     from qinglong.storage.postgres.instances import PgInstanceStore
     from qinglong.storage.postgres.logs import PgLogStore
     from qinglong.storage.postgres.manual_runs import PgManualRunStore
+    from qinglong.storage.postgres.notify import PgNotifyStore
     from qinglong.storage.postgres.readiness import audit
     from qinglong.storage.postgres.roles import WEB
     from qinglong.storage.postgres.runs import PgRunStore
@@ -151,6 +160,8 @@ def _postgres(url: str, clock: Clock, pool_size: int, policy: SessionPolicy | No
         stats=TaskStats(PgWebReadStore(connector)),
         accounts=Accounts(PgAccountStore(connector), policy=policy),
         instances=PgInstanceStore(connector),
+        backfill=PgBackfillStore(connector),
+        notify=PgNotifyStore(connector),
         lifecycle_for=lifecycle_for,
         runs_for=runs_for,
         ping=ping,

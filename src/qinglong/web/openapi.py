@@ -123,12 +123,14 @@ def build_openapi(endpoints: tuple[Endpoint, ...]) -> dict[str, object]:
                 "`ql ... --json`. Authenticate with an API token (Authorization: Bearer "
                 "qlt_...) or a session cookie from POST /api/v1/session (writes then need its "
                 "X-CSRF-Token). Every error is a problem object (application/problem+json) "
-                "with a stable code. Task environment values are write-only."),
+                "with a stable code. Task environment values and notification channel "
+                "secrets are write-only."),
         },
         "servers": [{"url": "/"}],
         "security": [{"token": []}, {"session": []}],
         "tags": [{"name": name} for name in
-                 ("projects", "tasks", "triggers", "runs", "stats", "accounts", "system")],
+                 ("projects", "tasks", "triggers", "runs", "stats", "notify", "accounts",
+                  "system")],
         "paths": paths,
         "components": {
             "schemas": top.get("$defs", {}),

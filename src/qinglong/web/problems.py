@@ -9,57 +9,20 @@ import logging
 
 from starlette.responses import JSONResponse
 
-from qinglong.errors import InvalidInput, NotFound, QinglongError
-from qinglong.service.accounts import Forbidden, RateLimited, Unauthenticated
+from qinglong.errors import (
+    InternalError,
+    InvalidInput,
+    MethodNotAllowed,
+    NotFound,
+    QinglongError,
+    RateLimited,
+    Unauthenticated,
+)
 from qinglong.service.errors import http_status_for, problem
 
 PROBLEM_MEDIA = "application/problem+json"
 log = logging.getLogger(__name__)
 
-
-class BadRequest(QinglongError):
-    """The request cannot be read (its JSON, its content type or its form)."""
-
-    code = "QL_BAD_REQUEST"
-
-
-class MethodNotAllowed(QinglongError):
-    """This route does not answer this method."""
-
-    code = "QL_METHOD_NOT_ALLOWED"
-
-    def __init__(self, method: str, allowed: tuple[str, ...]) -> None:
-        self.allowed = allowed
-        super().__init__(f"{method} is not allowed here; allowed: {', '.join(allowed)}")
-
-
-class PayloadTooLarge(QinglongError):
-    """The request body is too large."""
-
-    code = "QL_PAYLOAD_TOO_LARGE"
-
-
-class UnsupportedMediaType(QinglongError):
-    """The request body must be JSON (Content-Type: application/json)."""
-
-    code = "QL_UNSUPPORTED_MEDIA_TYPE"
-
-
-class InternalError(QinglongError):
-    """Something went wrong inside the server; it was logged."""
-
-    code = "QL_INTERNAL"
-
-
-WEB_STATUS: tuple[tuple[type[QinglongError], int], ...] = (
-    (Unauthenticated, 401),
-    (Forbidden, 403),
-    (RateLimited, 429),
-    (BadRequest, 400),
-    (MethodNotAllowed, 405),
-    (PayloadTooLarge, 413),
-    (UnsupportedMediaType, 415),
-)
 
 # Domain field names as the API's body and query fields name them.
 FIELD_NAMES = {
@@ -85,9 +48,6 @@ def field_name(field: str) -> str:
 
 
 def status_for(exc: QinglongError) -> int:
-    for kind, status in WEB_STATUS:
-        if isinstance(exc, kind):
-            return status
     return http_status_for(exc)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -16,14 +16,14 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from qinglong.clock import Clock
-from qinglong.errors import InvalidInput
+from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
 from qinglong.service.accounts import Level, Principal
 from qinglong.web.backend import WebBackend
-from qinglong.web.problems import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from qinglong.web.schemas import Request
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_INSTANT_MS = 253_402_300_799_999
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def read_instant(value: object, name: str) -> int:
                                      "epoch milliseconds") from None
         if parsed.tzinfo is None:
             raise InvalidInput(name, "needs a UTC offset or Z")
-        millis = int(parsed.timestamp() * 1000)
+        millis = (parsed - EPOCH) // timedelta(milliseconds=1)  # integer arithmetic
     else:
         raise InvalidInput(name, "must be an RFC 3339 time or epoch milliseconds")
     if not 0 <= millis <= MAX_INSTANT_MS:

@@ -114,6 +114,65 @@ class RunNowRequest(Request):
                                   "id sent again returns the Run it admitted")
 
 
+class BackfillRequest(Request):
+    from_: str | int = Field(alias="from", description="First instant of the window (included): "
+                                                       "RFC 3339 with an offset, or epoch "
+                                                       "milliseconds")
+    to: str | int = Field(description="Last instant of the window (included), before the "
+                                      "trigger's cursor")
+    dry_run: bool = Field(default=False, description="Say what would be admitted; write nothing")
+
+
+class ChannelRequest(Request):
+    """A notification channel. ``kind`` webhook needs ``url``; email needs ``smtp_host``,
+    ``from`` and ``to``; template needs ``url`` or a ``preset`` (telegram, bark). A field
+    that does not apply to the kind is refused. ``secret`` is write-only."""
+
+    name: str = Field(description="1-64 lowercase letters, digits, '-' or '_'")
+    kind: Literal["webhook", "email", "template"]
+    url: str | None = Field(default=None, description="webhook: where to POST; template: a URL "
+                                                      "template with {placeholders}")
+    preset: Literal["telegram", "bark"] | None = Field(
+        default=None, description="template: a preset for a service instead of url")
+    headers: list[str] = Field(default_factory=list, description="'Name: value' (webhook, "
+                                                                 "template)")
+    method: Literal["POST", "PUT", "GET"] | None = Field(default=None,
+                                                         description="template (default POST)")
+    body_template: dict[str, Any] | list[Any] | None = Field(
+        default=None, description="template: the JSON body, placeholders inside strings")
+    content_type: str | None = Field(default=None, description="template: the body's media type")
+    params: dict[str, str] = Field(default_factory=dict,
+                                   description="template or preset: values for {NAME}")
+    smtp_host: str | None = None
+    smtp_port: int | None = None
+    smtp_security: Literal["starttls", "tls", "none"] | None = None
+    smtp_user: str | None = Field(default=None, description="email: log in (password: secret)")
+    from_: str | None = Field(default=None, alias="from", description="email: the sender")
+    to: list[str] = Field(default_factory=list, description="email: the recipients")
+    secret: str | None = Field(default=None, description="The HMAC key, SMTP password, bot token "
+                                                         "or device key (write-only: never shown "
+                                                         "back)")
+    drop_secret: bool = Field(default=False, description="With replace: erase the stored secret")
+    timeout_ms: int | None = Field(default=None, description="Per network operation, "
+                                                             "1000-60000")
+    max_attempts: int | None = Field(default=None, description="Attempts before a delivery is "
+                                                               "dead, 1-100")
+    retry_backoff_ms: int | None = None
+    retry_max_backoff_ms: int | None = None
+    replace: bool = Field(default=False, description="Change an existing channel (its secret "
+                                                     "stays unless a new one is given)")
+
+
+class RuleRequest(Request):
+    channel: str
+    project: str
+    task: str | None = Field(default=None, description="Only this task (default: every task)")
+    events: list[str] | None = Field(default=None, description="failed, timed_out, lost, "
+                                                               "cancelled, misfired, recovered "
+                                                               "or all (default: all but "
+                                                               "cancelled)")
+
+
 class TokenCreateRequest(Request):
     name: str
     scope: Literal["read", "operate", "admin"]
@@ -518,9 +577,122 @@ class AuditPageView(Response):
     next_cursor: str | None
 
 
+# --- responses: backfill and notifications ---------------------------------------------------
+
+
+class BackfilledRun(Response):
+    scheduled_for: Instant
+    scheduled_for_ms: int
+    run_id: str
+
+
+class BackfillView(Response):
+    project: str
+    trigger: str
+    trigger_revision: int
+    kind: str
+    schedule: str
+    cron: str | None
+    timezone: str
+    from_: Instant = Field(alias="from")
+    from_ms: int
+    to: Instant
+    to_ms: int
+    horizon: OptionalInstant
+    horizon_ms: int | None
+    actor: str
+    occurrences: int
+    already_had_run: int
+    dry_run: bool
+    to_admit: int | None = Field(default=None, description="Dry run: how many would be admitted")
+    to_admit_ms: list[int] | None = Field(default=None, description="Dry run: their instants")
+    state: Literal["done", "interrupted", "failed"] | None = Field(
+        default=None, description="interrupted: the server stopped; failed: see error")
+    rate: float | None = Field(default=None, description="Admissions per second at most")
+    admitted: int | None = None
+    skipped: int | None = Field(default=None, description="Not reached: the backfill stopped "
+                                                          "first (send it again to carry on)")
+    in_doubt: int | None = None
+    next: OptionalInstant = None
+    next_ms: int | None = None
+    elapsed_ms: int | None = None
+    runs: list[BackfilledRun] | None = None
+    error: Problem | None = Field(default=None, description="Why a backfill that had admitted "
+                                                            "Runs stopped")
+
+
+class RuleView(Response):
+    channel: str
+    project: str
+    task: str | None
+    events: list[str]
+    created_at: Instant
+    created_at_ms: int
+
+
+class ChannelRetryView(Response):
+    max_attempts: int
+    backoff_ms: int
+    max_backoff_ms: int
+
+
+class ChannelView(Response):
+    name: str
+    kind: Literal["webhook", "email", "template"]
+    target: str
+    secret: Literal["set", "not set"] = Field(description="Whether a secret is stored (never "
+                                                          "its value)")
+    timeout_ms: int
+    retry: ChannelRetryView
+    version: int
+    created_at: Instant
+    updated_at: Instant
+    rules: list[RuleView] | None = None
+    removed: bool | None = None
+
+
+class RuleRemovedView(Response):
+    removed: int = Field(description="How many (channel, project, task, event) rows")
+
+
+class NotifyTestView(Response):
+    channel: str
+    id: str
+    event: str
+    delivered: bool
+    status: int | None
+    detail: str
+    elapsed_ms: int
+
+
+class DeliveryView(Response):
+    id: str
+    channel: str
+    event: str
+    status: Literal["pending", "sending", "delivered", "dead"]
+    attempts: int
+    max_attempts: int
+    next_attempt_at: OptionalInstant
+    next_attempt_at_ms: int | None
+    last_status: int | None
+    last_error: str | None
+    project: str
+    task: str | None
+    trigger: str | None
+    run: str | None
+    source: str
+    occurred_at: Instant
+    occurred_at_ms: int
+    created_at: Instant
+    created_at_ms: int
+    finished_at: OptionalInstant
+    finished_at_ms: int | None
+
+
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Problem, ProjectView, TaskView, TaskShowView, TaskPublishView, TaskDiffView, TriggerView,
     TriggerPublishView, PreviewView, LedgerView, RunPageView, RunDetailView, RunCancelView,
     RunNowView, StatsView, HealthView, Liveness, PrincipalView, SessionView, UserView,
-    TokenView, TokenCreatedView, AuditPageView,
+    TokenView, TokenCreatedView, AuditPageView, BackfillView, ChannelView, RuleView,
+    RuleRemovedView, NotifyTestView, DeliveryView,
 )

@@ -18,9 +18,9 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
-from qinglong.errors import QinglongError
+from qinglong.errors import InternalError, QinglongError
 from qinglong.service.runs import LogPiece
-from qinglong.web.problems import InternalError, problem_body
+from qinglong.web.problems import problem_body
 
 HEARTBEAT_S = 15.0
 CLOSING_POLL_S = 0.25  # how soon a stopping server ends its streams

@@ -15,7 +15,7 @@ import click
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import DURATION, database_url_option, json_option
-from qinglong.errors import InvalidInput, QinglongError
+from qinglong.errors import DeliveryFailed, InvalidInput, QinglongError
 from qinglong.ids import new_uuid
 from qinglong.notify import payload as documents
 from qinglong.notify.channels import (
@@ -49,12 +49,6 @@ from qinglong.storage.notify_ports import (
     RuleAddParams,
     RuleRemoveParams,
 )
-
-
-class DeliveryFailed(QinglongError):
-    """A notification could not be delivered."""
-
-    code = "QL_NOTIFY_DELIVERY_FAILED"
 
 
 @contextlib.contextmanager

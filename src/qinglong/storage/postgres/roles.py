@@ -95,7 +95,9 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "instances": frozenset({S, I, U}),
     },
     # ql_web serves the HTTP API (`ql web`): it publishes as ql_admin does, admits run-now
-    # Runs and cancels as ql_runtime does, reads Runs, logs and the ledger, keeps the accounts.
+    # and backfilled Runs and cancels as ql_runtime does, reads Runs, logs and the ledger,
+    # keeps the accounts, manages notification channels and rules as ql_admin does, lists the
+    # outbox and retries a dead delivery (0009_web_controls).
     WEB: {
         "schema_migrations": frozenset({S}),
         "schema_capabilities": frozenset({S}),
@@ -119,6 +121,9 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "api_tokens": frozenset({S, I, U}),
         "login_failures": frozenset({S, I, D}),
         "audit_log": frozenset({S, I}),
+        "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
+        "notify_rules": frozenset({S, I, D}),
+        "notify_outbox": frozenset({S, U}),  # listed; a dead delivery made pending again
     },
 }
 

@@ -1,0 +1,322 @@
+"""Routes for notifications (`ql notify` over HTTP): channels, the rules that attach them to
+projects and tasks, a test send, the outbox of deliveries and retrying a dead one. The same
+store and the same JSON shapes as ``ql notify ... --json``; a channel's secret is written,
+used to send, and never shown back (``"secret": "set"`` or ``"not set"``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.errors import InvalidInput, NotFound
+from qinglong.ids import new_uuid
+from qinglong.notify import payload as documents
+from qinglong.notify.channels import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_BACKOFF_MS,
+    DEFAULT_MAX_BACKOFF_MS,
+    DEFAULT_TIMEOUT_MS,
+    ChannelSpec,
+    EmailTarget,
+    HttpMethod,
+    RetryPolicy,
+    SmtpSecurity,
+    Target,
+    TemplateTarget,
+    WebhookTarget,
+    check_name,
+    check_secret,
+    parse_header,
+    preset_target,
+)
+from qinglong.notify.events import DEFAULT_EVENTS, parse_events
+from qinglong.notify.model import DeliveryStatus
+from qinglong.notify.templates import parse_body_template
+from qinglong.notify.views import channel_view, delivery_view, rule_view
+from qinglong.service.accounts import Level
+from qinglong.storage.notify_ports import (
+    MAX_LIST,
+    ChannelPutParams,
+    DeliveryListParams,
+    RuleAddParams,
+    RuleRemoveParams,
+)
+from qinglong.web import schemas as s
+from qinglong.web.routing import Call, Endpoint, Query, Reply
+
+N = "/api/v1/notify"
+C = N + "/channels/{channel}"
+
+# The notify domain's field names as the request's fields name them.
+_FIELDS = {"header": "headers", "smtp-host": "smtp_host", "smtp-port": "smtp_port",
+           "smtp-user": "smtp_user", "param": "params", "body-template": "body_template",
+           "content-type": "content_type", "max-attempts": "max_attempts",
+           "retry-backoff": "retry_backoff_ms", "retry-max-backoff": "retry_max_backoff_ms",
+           "timeout": "timeout_ms", "channel": "name", "delivery": "delivery"}
+
+
+@contextlib.contextmanager
+def _naming(fields: dict[str, str]) -> Iterator[None]:
+    """Errors about a domain field name the request field that set it."""
+    try:
+        yield
+    except InvalidInput as exc:
+        name = fields.get(exc.field)
+        if name is None or name == exc.field:
+            raise
+        raise InvalidInput(name, exc.rule) from None
+
+
+def _refuse(kind: str, body: s.ChannelRequest, *names: str) -> None:
+    given = body.model_fields_set
+    for name in names:
+        if name in given and getattr(body, name) not in (None, [], {}, False):
+            shown = "from" if name == "from_" else name
+            raise InvalidInput(shown, f"does not apply to a {kind} channel")
+
+
+_SMTP = ("smtp_host", "smtp_port", "smtp_security", "smtp_user", "from_", "to")
+_TEMPLATE = ("method", "body_template", "content_type")
+
+
+def _target(body: s.ChannelRequest) -> Target:
+    headers = tuple(parse_header(text, "headers") for text in body.headers)
+    params = tuple(body.params.items())
+    if body.kind == "webhook":
+        _refuse("webhook", body, "preset", "params", *_TEMPLATE, *_SMTP)
+        if body.url is None:
+            raise InvalidInput("url", "a webhook channel needs its url")
+        return WebhookTarget(url=body.url, headers=headers)
+    if body.kind == "email":
+        _refuse("email", body, "url", "preset", "headers", "params", *_TEMPLATE)
+        if body.smtp_host is None:
+            raise InvalidInput("smtp_host", "an email channel needs smtp_host, from and to")
+        if body.from_ is None:
+            raise InvalidInput("from", "an email channel needs smtp_host, from and to")
+        return EmailTarget(host=body.smtp_host, port=body.smtp_port,
+                           security=SmtpSecurity(body.smtp_security or SmtpSecurity.STARTTLS),
+                           username=body.smtp_user, sender=body.from_,
+                           recipients=tuple(body.to))
+    _refuse("template", body, *_SMTP)
+    if body.preset is not None:
+        _refuse("preset", body, "url", "headers", *_TEMPLATE)
+        return preset_target(body.preset, dict(params))
+    if body.url is None:
+        raise InvalidInput("url", "a template channel needs its url (or a preset)")
+    template = None
+    if body.body_template is not None:
+        template = parse_body_template(json.dumps(body.body_template), "body_template")
+    return TemplateTarget(url=body.url, method=HttpMethod(body.method or HttpMethod.POST),
+                          body=template, content_type=body.content_type or "application/json",
+                          headers=headers, params=params)
+
+
+def _needs_secret(target: Target) -> str | None:
+    """Why this target cannot work without a secret (None: it can)."""
+    if isinstance(target, TemplateTarget) and target.uses_secret:
+        if target.preset is None:
+            return "the template uses {secret}"
+        what = "the bot token" if target.preset == "telegram" else "the device key"
+        return f"the {target.preset} preset needs the secret ({what})"
+    if isinstance(target, EmailTarget) and target.username is not None:
+        return "smtp_user needs the password as the secret"
+    return None
+
+
+def _spec(body: s.ChannelRequest) -> ChannelSpec:
+    with _naming(_FIELDS):
+        check_name(body.name)
+        target = _target(body)
+        backoff = body.retry_backoff_ms
+        retry = RetryPolicy(
+            max_attempts=DEFAULT_ATTEMPTS if body.max_attempts is None else body.max_attempts,
+            backoff_ms=DEFAULT_BACKOFF_MS if backoff is None else backoff,
+            max_backoff_ms=(max(DEFAULT_MAX_BACKOFF_MS, backoff or 0)
+                            if body.retry_max_backoff_ms is None
+                            else body.retry_max_backoff_ms))
+        return ChannelSpec(name=body.name, target=target, retry=retry,
+                           timeout_ms=DEFAULT_TIMEOUT_MS if body.timeout_ms is None
+                           else body.timeout_ms)
+
+
+def _channel(call: Call) -> str:
+    with _naming({"channel": "channel"}):
+        return check_name(call.path["channel"])
+
+
+# --- channels ---------------------------------------------------------------------------
+
+
+def list_channels(call: Call) -> Reply:
+    store = call.backend.notify
+    rules = store.rule_list()
+    return Reply([channel_view(item, [r for r in rules if r.channel == item.name])
+                  for item in store.channel_list()])
+
+
+def show_channel(call: Call) -> Reply:
+    name = _channel(call)
+    store = call.backend.notify
+    item = store.channel_get(name)
+    return Reply(channel_view(item, store.rule_list(channel=name)))
+
+
+def put_channel(call: Call) -> Reply:
+    body: s.ChannelRequest = call.body
+    spec = _spec(body)
+    secret = check_secret(body.secret)
+    if body.drop_secret and (secret is not None or not body.replace):
+        raise InvalidInput("drop_secret", "goes with replace, without a new secret")
+    store = call.backend.notify
+    existed = kept = False
+    if body.replace:
+        try:
+            current = store.channel_get(spec.name)
+        except NotFound:
+            pass
+        else:
+            existed, kept = True, current.secret_set
+    missing = _needs_secret(spec.target)
+    if missing and secret is None and not (kept and not body.drop_secret):
+        raise InvalidInput("secret", missing)
+    item = store.channel_put(ChannelPutParams(spec=spec, secret=secret,
+                                              keep_secret=not body.drop_secret,
+                                              replace=body.replace))
+    call.audit("notify.channel.put", target=f"channel {spec.name}",
+               detail={"kind": spec.kind.value, "replaced": existed,
+                       "secret": "set" if secret is not None else "erased" if body.drop_secret
+                       else "kept" if kept else "none"})
+    return Reply(channel_view(item, store.rule_list(channel=spec.name)),
+                 200 if existed else 201)
+
+
+def remove_channel(call: Call) -> Reply:
+    name = _channel(call)
+    item = call.backend.notify.channel_remove(name)
+    call.audit("notify.channel.remove", target=f"channel {name}")
+    return Reply({**channel_view(item), "removed": True})
+
+
+def send_test(call: Call) -> Reply:
+    name = _channel(call)
+    spec, secret = call.backend.notify.channel_for_send(name)
+    document = documents.build(documents.probe_event(call.clock.now_ms()),
+                               delivery_id=new_uuid(), channel=name)
+    from qinglong.notify.senders import Sender  # smtplib, ssl and http.client load on use
+
+    result = Sender(call.clock).send(spec, secret, document)
+    view = {"channel": name, "id": document["id"], "event": document["event"],
+            "delivered": result.ok, "status": result.status, "detail": result.detail,
+            "elapsed_ms": result.elapsed_ms}
+    call.audit("notify.test", target=f"channel {name}",
+               detail={"delivered": result.ok, "status": result.status})
+    return Reply(view)
+
+
+# --- rules ------------------------------------------------------------------------------
+
+
+def list_rules(call: Call) -> Reply:
+    q = call.query
+    return Reply([rule_view(r) for r in call.backend.notify.rule_list(
+        channel=q["channel"], project_id=q["project"])])
+
+
+def _rule_target(body: s.RuleRequest) -> None:
+    with _naming({"channel": "channel"}):
+        check_name(body.channel)
+    project_id(body.project)
+    if body.task is not None:
+        entity_id(body.task, "task")
+    if body.events is not None and not body.events:
+        raise InvalidInput("events", "name at least one event (or leave events out)")
+
+
+def add_rule(call: Call) -> Reply:
+    body: s.RuleRequest = call.body
+    _rule_target(body)
+    events = parse_events(body.events, "events") if body.events else DEFAULT_EVENTS
+    rules = call.backend.notify.rule_add(RuleAddParams(
+        channel=body.channel, project_id=body.project, task_id=body.task, events=events))
+    call.audit("notify.rule.add", project=body.project, target=f"channel {body.channel}",
+               detail={"task": body.task, "events": [e.value for e in events]})
+    return Reply([rule_view(r) for r in rules], 201)
+
+
+def remove_rule(call: Call) -> Reply:
+    body: s.RuleRequest = call.body
+    _rule_target(body)
+    events = parse_events(body.events, "events") if body.events else None
+    removed = call.backend.notify.rule_remove(RuleRemoveParams(
+        channel=body.channel, project_id=body.project, task_id=body.task, events=events))
+    call.audit("notify.rule.remove", project=body.project, target=f"channel {body.channel}",
+               detail={"task": body.task, "events": None if events is None
+                       else [e.value for e in events], "removed": removed})
+    return Reply({"removed": removed})
+
+
+# --- deliveries -------------------------------------------------------------------------
+
+
+def list_deliveries(call: Call) -> Reply:
+    q = call.query
+    status = q["status"]
+    return Reply([delivery_view(item) for item in call.backend.notify.delivery_list(
+        DeliveryListParams(status=None if status is None else DeliveryStatus(status),
+                           channel=q["channel"], limit=q["limit"]))])
+
+
+def retry_delivery(call: Call) -> Reply:
+    given = call.path["delivery"]
+    if len(given) > 36:
+        raise InvalidInput("delivery", "is not a delivery id (or the start of one)")
+    with _naming(_FIELDS):
+        item = call.backend.notify.delivery_retry(given)
+    call.audit("notify.retry", target=f"delivery {item.id}", detail={"channel": item.channel})
+    return Reply(delivery_view(item))
+
+
+SECRETS = ("The secret (an HMAC key, an SMTP password, a bot token, a device key) is "
+           "write-only: no answer carries it, only whether one is set.")
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", N + "/channels", list_channels, "List notification channels with their "
+             "rules (secrets show as set or not set)", "notify", Level.READ,
+             response=s.ChannelView, many=True),
+    Endpoint("POST", N + "/channels", put_channel, "Add a notification channel (replace: "
+             "change an existing one; 201 when added, 200 when replaced)", "notify",
+             Level.ADMIN, body=s.ChannelRequest, response=s.ChannelView, status=201,
+             also=(200,), description=SECRETS),
+    Endpoint("GET", C, show_channel, "Show a notification channel and its rules", "notify",
+             Level.READ, response=s.ChannelView),
+    Endpoint("DELETE", C, remove_channel, "Remove a channel and its rules; its secret is "
+             "erased and deliveries still waiting for it are not sent", "notify", Level.ADMIN,
+             response=s.ChannelView),
+    Endpoint("POST", C + "/test", send_test, "Send a test notification now (event "
+             "notify.test, not through the outbox) and say what the receiver answered",
+             "notify", Level.OPERATE, body=s.Empty, response=s.NotifyTestView,
+             description="200 either way: delivered says whether the receiver accepted it "
+                         "(the send is bounded by the channel's timeout)."),
+    Endpoint("GET", N + "/rules", list_rules, "List notification rules", "notify", Level.READ,
+             response=s.RuleView, many=True,
+             query=(Query("channel", "str", "Only this channel"),
+                    Query("project", "str", "Only this project"))),
+    Endpoint("POST", N + "/rules", add_rule, "Tell a channel about events of a project (or of "
+             "one task); a rule covers what happens after it was added", "notify",
+             Level.ADMIN, body=s.RuleRequest, response=s.RuleView, many=True, status=201),
+    Endpoint("POST", N + "/rules/remove", remove_rule, "Stop telling a channel about a "
+             "project (or task): the whole rule, or some events", "notify", Level.ADMIN,
+             body=s.RuleRequest, response=s.RuleRemovedView),
+    Endpoint("GET", N + "/deliveries", list_deliveries, "The outbox, newest first: each "
+             "notification for each channel with its status, attempts and last error",
+             "notify", Level.READ, response=s.DeliveryView, many=True,
+             query=(Query("status", "choice", "Only this status",
+                          choices=tuple(status.value for status in DeliveryStatus)),
+                    Query("channel", "str", "Only this channel"),
+                    Query("limit", "int", "How many", 1, MAX_LIST, default=50))),
+    Endpoint("POST", N + "/deliveries/{delivery}/retry", retry_delivery, "Send a dead "
+             "delivery again from its first attempt (its id, or the start of it)", "notify",
+             Level.OPERATE, body=s.Empty, response=s.DeliveryView),
+)
