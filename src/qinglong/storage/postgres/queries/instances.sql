@@ -15,11 +15,13 @@ SET seen_at_ms = greatest(seen_at_ms, (floor(extract(epoch FROM clock_timestamp(
 WHERE instance_id = %(instance_id)s;
 
 -- name: instance_stop
--- A clean stop, at database time.
-UPDATE qinglong.instances
-SET stopped_at_ms = (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint,
-    seen_at_ms = greatest(seen_at_ms, (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint)
-WHERE instance_id = %(instance_id)s;
+-- A clean stop, at database time (read once: two reads of the clock could differ by a
+-- millisecond and leave the stop after the last sighting).
+UPDATE qinglong.instances AS i
+SET stopped_at_ms = n.now_ms,
+    seen_at_ms = greatest(i.seen_at_ms, n.now_ms)
+FROM (SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms) AS n
+WHERE i.instance_id = %(instance_id)s;
 
 -- name: instance_list
 -- Every process that ever served the database, most recently seen first.
