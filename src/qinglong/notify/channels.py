@@ -371,3 +371,16 @@ def preset_target(preset: str, params: Mapping[str, str]) -> TemplateTarget:
                   "group": "{group}"},
             params=tuple(sorted(rest.items())), preset=preset)
     raise InvalidInput("preset", f"unknown preset {preset!r}; use {', '.join(PRESETS)}")
+
+
+def missing_secret(target: Target, smtp_user_field: str) -> str | None:
+    """Why ``target`` cannot work without a secret (None: it can); ``smtp_user_field`` is how
+    the caller's surface names the SMTP user (``--smtp-user``, ``smtp_user``)."""
+    if isinstance(target, TemplateTarget) and target.uses_secret:
+        if target.preset is None:
+            return "the template uses {secret}"
+        what = "the bot token" if target.preset == "telegram" else "the device key"
+        return f"the {target.preset} preset needs the secret ({what})"
+    if isinstance(target, EmailTarget) and target.username is not None:
+        return f"{smtp_user_field} needs the password as the secret"
+    return None

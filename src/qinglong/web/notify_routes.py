@@ -28,6 +28,7 @@ from qinglong.notify.channels import (
     WebhookTarget,
     check_name,
     check_secret,
+    missing_secret,
     parse_header,
     preset_target,
 )
@@ -113,18 +114,6 @@ def _target(body: s.ChannelRequest) -> Target:
                           headers=headers, params=params)
 
 
-def _needs_secret(target: Target) -> str | None:
-    """Why this target cannot work without a secret (None: it can)."""
-    if isinstance(target, TemplateTarget) and target.uses_secret:
-        if target.preset is None:
-            return "the template uses {secret}"
-        what = "the bot token" if target.preset == "telegram" else "the device key"
-        return f"the {target.preset} preset needs the secret ({what})"
-    if isinstance(target, EmailTarget) and target.username is not None:
-        return "smtp_user needs the password as the secret"
-    return None
-
-
 def _spec(body: s.ChannelRequest) -> ChannelSpec:
     with _naming(_FIELDS):
         check_name(body.name)
@@ -178,7 +167,7 @@ def put_channel(call: Call) -> Reply:
             pass
         else:
             existed, kept = True, current.secret_set
-    missing = _needs_secret(spec.target)
+    missing = missing_secret(spec.target, "smtp_user")
     if missing and secret is None and not (kept and not body.drop_secret):
         raise InvalidInput("secret", missing)
     item = store.channel_put(ChannelPutParams(spec=spec, secret=secret,

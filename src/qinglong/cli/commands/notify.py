@@ -35,6 +35,7 @@ from qinglong.notify.channels import (
     WebhookTarget,
     check_name,
     check_secret,
+    missing_secret,
     parse_header,
     preset_target,
 )
@@ -182,18 +183,6 @@ def _target(webhook: str | None, email: bool, template: str | None, preset: str 
             params=_pairs(params, "--param"))
 
 
-def _needs_secret(target: Target) -> str | None:
-    """Why this target cannot work without a secret (None: it can)."""
-    if isinstance(target, TemplateTarget) and target.uses_secret:
-        if target.preset is None:
-            return "the template uses {secret}"
-        what = "the bot token" if target.preset == "telegram" else "the device key"
-        return f"the {target.preset} preset needs the secret ({what})"
-    if isinstance(target, EmailTarget) and target.username is not None:
-        return "--smtp-user needs the password as the secret"
-    return None
-
-
 def _say_channel(verb: str, item: Channel) -> None:
     signed = ""
     if isinstance(item.spec.target, WebhookTarget):
@@ -288,7 +277,7 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
     secret = _read_secret(secret_env, secret_file, secret_stdin)
     if no_secret and (secret is not None or not replace):
         raise click.UsageError("--no-secret goes with --replace, without a new secret")
-    missing = _needs_secret(target)
+    missing = missing_secret(target, "--smtp-user")
     with _store(database_url) as store:
         if missing and secret is None:
             kept = False
