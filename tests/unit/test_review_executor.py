@@ -230,7 +230,10 @@ def test_serve_settles_a_self_fenced_attempt_without_a_restart(
             time.sleep(0.05)
         assert (detail.run.status, detail.attempts[0].status) == ("lost", "lost")
         assert [a.run_id for a in observer.rescued] == [run_id]
-        assert not pid_alive(pid)
+        deadline = time.monotonic() + 2.0  # the rescue commits, then fences the command
+        while pid_alive(pid):
+            assert time.monotonic() < deadline, "the lost attempt's command still runs"
+            time.sleep(0.02)
     finally:
         app.stop()
 

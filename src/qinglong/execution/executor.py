@@ -206,6 +206,17 @@ class Executor:
         job.stop("cancel")
         return True
 
+    def fence(self, attempt_id: str) -> bool:
+        """The reconciler declared this attempt lost: kill its command now if it runs here
+        (a single-server profile, where the reconciler and this executor share a process)."""
+        with self._jobs_lock:
+            job = next((j for j in self._jobs.values()
+                        if j.lease.fence.attempt_id == attempt_id), None)
+        if job is None:
+            return False
+        job.stop("lease_lost", signal.SIGKILL)
+        return True
+
     def kill_all(self) -> int:
         """A hard stop: kill every command now, record nothing (the reconciler settles them)."""
         with self._jobs_lock:

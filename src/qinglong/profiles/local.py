@@ -215,7 +215,8 @@ class LocalApp:
             )
             log_dir = config.effective_log_dir
             retention_ms = config.log_retention_days * 86_400_000
-            reconciler = Reconciler(run_store, on_rescued=self._observer.reconciled,
+            reconciler = Reconciler(run_store, on_rescued=lambda attempt: self._rescued(
+                                        executor, attempt),
                                     on_promoted=lambda _runs: executor.poke(),
                                     prune=lambda: prune_log_dir(
                                         log_dir, self._clock.now_ms() - retention_ms))
@@ -237,6 +238,10 @@ class LocalApp:
             self.stop(clean=False)
             raise
         return reconciled
+
+    def _rescued(self, executor: Executor, attempt: RescuedAttempt) -> None:
+        executor.fence(attempt.attempt_id)  # its command may still run in this process
+        self._observer.reconciled(attempt)
 
     def _diagnostic(self, diagnostic: Diagnostic) -> None:
         self._observer.diagnostic(diagnostic)
