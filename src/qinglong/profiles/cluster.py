@@ -304,7 +304,8 @@ class ClusterControl:
             notifying = cluster_service(target, self._clock, owner=s.owner_id,
                                         stop_timeout_s=s.stop_timeout_ms / 1000,
                                         diagnostics=self._diagnostic)
-            self._instances = PgInstanceStore(connector)
+            self._instances = PgInstanceStore(connector,
+                                              commit_deadline_s=s.commit_deadline_ms / 1000)
             self._instances.instance_start(s.owner_id, "control", socket.gethostname(),
                                            os.getpid())
         except BaseException:
