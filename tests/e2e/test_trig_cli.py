@@ -176,7 +176,7 @@ def test_serve_runs_an_interval_on_its_grid_and_a_one_shot_once(tmp_path: Path) 
     try:
         wait_for(lambda: runs(q, "launch") and len(runs(q, "beat")) >= 5, 30,
                  "the one-shot run and five beats")
-        time.sleep(1.5)  # the one-shot trigger stays done
+        time.sleep(2.5)  # the one-shot trigger stays done, and its run is older than the settle
     finally:
         assert stop(server) == 0
     judge(q, at_ms, anchor_ms)
@@ -197,7 +197,7 @@ def test_a_control_replica_runs_them_the_same_way(pg_db: PgTestDatabase,
         replica.wait_ready()
         wait_for(lambda: runs(reader, "launch") and len(runs(reader, "beat")) >= 5, 30,
                  "the one-shot run and five beats")
-        time.sleep(1.5)
+        time.sleep(2.5)  # the one-shot run is older than the audit settle
     finally:
         assert replica.stop() == 0
     reader_list = reader.json("trigger", "list", "--project", "demo")

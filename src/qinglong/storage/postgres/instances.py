@@ -9,18 +9,23 @@ import psycopg
 from qinglong.storage import records
 from qinglong.storage.dbapi import fetch_all
 from qinglong.storage.ports import Instance
-from qinglong.storage.postgres.connection import QUERIES, Connector
+from qinglong.storage.postgres.connection import QUERIES, Connector, deadline
 from qinglong.storage.postgres.errors import translate
 
 
 class PgInstanceStore:
-    def __init__(self, connector: Connector) -> None:
+    def __init__(self, connector: Connector, *, commit_deadline_s: float = 5.0) -> None:
+        """``commit_deadline_s`` bounds each write: with synchronous replication a commit
+        waits for the standby, and a heartbeat written by the scheduler thread must not hang
+        it when the standby is gone."""
         self._connector = connector
+        self._commit_deadline_s = commit_deadline_s
 
     def _write(self, action: str, query: LiteralString, params: dict[str, object]) -> None:
         with self._connector.connection() as conn:
             try:
-                conn.execute(query, params)
+                with deadline(conn, self._commit_deadline_s):
+                    conn.execute(query, params)
             except psycopg.Error as exc:
                 raise translate(exc, action, conn) from exc
 
