@@ -29,6 +29,7 @@ from tests.support.test_api_support import (
     child_env,
     flow_authorization,
     flow_backfill,
+    flow_trigger_specs,
     flow_bad_input,
     flow_log_follow_and_cancel,
     flow_notify,
@@ -256,3 +257,7 @@ def test_the_api_binds_to_loopback_unless_told(tmp_path: Path) -> None:
         assert server.http.call("GET", "/readyz").json == {"status": "ready"}
     finally:
         assert server.stop() == 0
+
+
+def test_trigger_specs_interval_once_dst_and_jitter_over_http(still_site: Site) -> None:
+    flow_trigger_specs(still_site.server.http, still_site.people, still_site.db)

@@ -26,6 +26,7 @@ from tests.support.test_api_support import (
     child_env,
     flow_authorization,
     flow_backfill,
+    flow_trigger_specs,
     flow_bad_input,
     flow_log_follow_and_cancel,
     flow_notify,
@@ -193,3 +194,7 @@ def test_ql_web_keeps_the_audit_log_append_only_and_never_claims(site: Site) -> 
                           "SELECT * FROM qinglong.notify_recoveries"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)  # type: ignore[call-overload]
+
+
+def test_trigger_specs_interval_once_dst_and_jitter_over_http(site: Site) -> None:
+    flow_trigger_specs(site.server.http, site.people, site.db)

@@ -962,6 +962,56 @@ def flow_backfill(http: Http, people: People, db: Database) -> None:
     assert backfills[0]["target"] == "trigger bf" and backfills[0]["project"] == "demo"
 
 
+def flow_trigger_specs(http: Http, people: People, db: Database) -> None:
+    """Every schedule kind and spec option the CLI publishes, over HTTP: interval and one-shot
+    schedules, a cron trigger's DST policy and a bounded jitter, shown back by the trigger
+    views; options a schedule cannot take are refused with nothing written."""
+    admin, viewer = people.tokens["admin"], people.tokens["viewer"]
+    seed(http, admin)
+    base = "/api/v1/projects/demo/triggers"
+    check = response_schemas(http.ok("GET", "/api/v1/openapi.json", viewer))
+    endpoint = endpoint_for("POST", "/api/v1/projects/{project}/triggers/{trigger}/revisions")
+    nightly = http.ok("POST", f"{base}/nightly/revisions", admin,
+                      {"task": "hello", "cron": "30 2 * * *", "timezone": "Europe/Berlin",
+                       "dst_gap": "skip", "dst_overlap": "both", "jitter_s": 600,
+                       "jitter_random_s": 60}, 201)
+    check(endpoint, 201, nightly)
+    shown = http.ok("GET", f"{base}/nightly", viewer)
+    assert shown["dst"] == {"gap": "skip", "overlap": "both"}, shown
+    assert (shown["jitter"]["max_s"], shown["jitter"]["random_s"]) == (600, 60), shown
+    assert 0 <= shown["jitter"]["stable_s"] <= 540, shown
+    # a partial publish keeps the DST policy and the jitter; jitter_s 0 removes the jitter
+    http.ok("POST", f"{base}/nightly/revisions", admin, {"misfire": "fire_once"}, 201)
+    kept = http.ok("GET", f"{base}/nightly", viewer)
+    assert kept["dst"] == shown["dst"] and kept["jitter"] == shown["jitter"], kept
+    http.ok("POST", f"{base}/nightly/revisions", admin, {"jitter_s": 0}, 201)
+    assert http.ok("GET", f"{base}/nightly", viewer)["jitter"] is None
+    every = http.ok("POST", f"{base}/tick/revisions", admin,
+                    {"task": "hello", "schedule": "every 90s", "timezone": "UTC"}, 201)
+    check(endpoint, 201, every)
+    assert http.ok("GET", f"{base}/tick", viewer)["kind"] == "interval"
+    future = "2099-01-01T00:00:00Z"
+    http.ok("POST", f"{base}/once/revisions", admin,
+            {"task": "hello", "schedule": f"at {future}", "timezone": "UTC"}, 201)
+    assert http.ok("GET", f"{base}/once", viewer)["kind"] == "once"
+    # refusals: DST policy on an interval, jitter beyond the bound, random without jitter
+    before = snapshot(db.query)
+    for name, body, field in (
+            ("tick", {"dst_gap": "skip"}, "dst-gap"),
+            ("nightly", {"jitter_s": 3_601}, "jitter"),
+            ("fresh", {"task": "hello", "cron": "0 * * * *", "timezone": "UTC",
+                       "jitter_random_s": 5}, "jitter-random"),
+            ("fresh", {"task": "hello", "cron": "*/5 * * * *", "timezone": "Europe/Berlin",
+                       "dst_overlap": "both"}, "dst-overlap")):
+        problem = http.call("POST", f"{base}/{name}/revisions", auth=admin,
+                            body=body).problem(422)
+        assert problem["field"] == field, (name, body, problem)
+    http.call("POST", f"{base}/tick/revisions", auth=admin,
+              body={"dst_gap": "sideways"}).problem(422)
+    assert {k: v for k, v in snapshot(db.query).items() if k != "audit_log"} == {
+        k: v for k, v in before.items() if k != "audit_log"}
+
+
 class Receiver:
     """A webhook receiver on a free loopback port: what it was sent, and what it answers."""
 

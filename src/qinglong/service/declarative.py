@@ -47,7 +47,6 @@ from qinglong.domain.trigger import (
     TriggerSpec,
 )
 from qinglong.errors import InvalidInput, NotFound, QinglongError
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
 from qinglong.storage.ports import (
     DefinitionStore,
     ProjectCreateParams,
@@ -673,7 +672,7 @@ class Declarative:
         if keep_anchor:  # anchored by the publish
             expression = expression.split(" from ", 1)[0]
         dst, jitter = spec.dst, spec.jitter
-        params = TriggerSpecPublishParams(
+        params = TriggerPublishParams(
             project_id=trigger.project_id, trigger_id=trigger.trigger_id,
             task_id=trigger.task_id, expression=expression, timezone=spec.timezone,
             misfire_policy=spec.misfire_policy.value, overlap=spec.overlap,

@@ -8,7 +8,6 @@ adapter's clock (the node on SQLite, the database on PostgreSQL).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from qinglong.domain.identifiers import actor_name, display_name, entity_id, project_id
@@ -41,21 +40,8 @@ MAX_PAUSE_MS = 10 * 366 * 86_400_000
 MAX_PAUSE_REASON = 1024
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TriggerSpecPublishParams(TriggerPublishParams):
-    """A trigger publish with the parts of a spec that ``TriggerPublishParams`` does not name
-    (yet): a cron trigger's DST policy and a trigger's jitter. Each None keeps the current
-    value. The writer reads them by name, so they can move into TriggerPublishParams itself
-    unchanged."""
-
-    dst_gap: str | None = None  # shift | skip
-    dst_overlap: str | None = None  # first | second | both
-    jitter_s: int | None = None  # 0: no jitter
-    jitter_random_s: int | None = None
-
-
 def _spec_extras(params: TriggerPublishParams) -> dict[str, Any]:
-    return {name: getattr(params, name, None)
+    return {name: getattr(params, name)
             for name in ("dst_gap", "dst_overlap", "jitter_s", "jitter_random_s")}
 
 

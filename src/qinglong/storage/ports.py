@@ -60,6 +60,10 @@ class TriggerPublishParams:
     misfire_policy: str | None = None
     overlap: Overlap | None = None
     enabled: bool | None = True  # None: keep (a new or deleted trigger is enabled)
+    dst_gap: str | None = None  # shift | skip (a wall-clock cron trigger's DST policy)
+    dst_overlap: str | None = None  # first | second | both
+    jitter_s: int | None = None  # the jitter's bound; 0: no jitter
+    jitter_random_s: int | None = None  # the part of it drawn per occurrence
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -247,7 +247,8 @@ def publish_trigger(call: Call) -> Reply:
         project_id=project, trigger_id=trigger, task_id=body.task,
         expression=_schedule_text(body.cron, body.schedule),
         timezone=body.timezone, misfire_policy=body.misfire, enabled=body.enabled,
-        overlap=_overlap(body)), "trigger.publish"))
+        overlap=_overlap(body), dst_gap=body.dst_gap, dst_overlap=body.dst_overlap,
+        jitter_s=body.jitter_s, jitter_random_s=body.jitter_random_s), "trigger.publish"))
 
 
 def _trigger_switch(enabled: bool) -> Endpoint:

@@ -104,6 +104,17 @@ class TriggerPublishRequest(Request):
     misfire: Literal["skip", "fire_once"] | None = None
     overlap: Literal["allow", "skip", "queue", "cancel_previous"] | None = None
     overlap_queue_limit: int | None = None
+    dst_gap: Literal["shift", "skip"] | None = Field(
+        default=None, description="A wall-clock cron trigger's spring-forward rule: shift the "
+                                  "missing local time to after the gap, or skip it")
+    dst_overlap: Literal["first", "second", "both"] | None = Field(
+        default=None, description="A wall-clock cron trigger's fall-back rule: fire at the first, "
+                                  "the second or both of a repeated local time")
+    jitter_s: int | None = Field(
+        default=None, description="Delay each occurrence by up to this many seconds (0-3600; 0: "
+                                  "no jitter): a stable offset per trigger plus jitter_random_s")
+    jitter_random_s: int | None = Field(
+        default=None, description="The part of jitter_s drawn anew for each occurrence")
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "trigger is enabled)")
 

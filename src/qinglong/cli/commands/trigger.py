@@ -43,7 +43,6 @@ from qinglong.domain.trigger import (
     text_kind,
 )
 from qinglong.errors import InvalidInput
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
 from qinglong.storage.ports import TriggerPauseParams, TriggerPublishParams, TriggerResumeParams
 
 MAX_PREVIEW = 1000
@@ -195,7 +194,7 @@ def publish(
     _check_dst(expression, dst_gap, dst_overlap)
     _check_jitter(jitter_s, jitter_random_s)
     _publish(
-        TriggerSpecPublishParams(
+        TriggerPublishParams(
             project_id=project, trigger_id=trigger_id, task_id=task_id, expression=expression,
             timezone=timezone, misfire_policy=misfire, enabled=False if disabled else None,
             overlap=_overlap(overlap, overlap_queue_limit), dst_gap=dst_gap,
