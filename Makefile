@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-fast test-unit test-faults soak bench bench-dispatch lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-long test-fast test-unit test-faults soak bench bench-dispatch lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -32,7 +32,10 @@ demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 
 test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=2 workers; prints the slowest tests
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 -m "not long" $(PYTEST_ARGS)
+
+test-long: $(STAMP) ## The real-scale runs make test leaves out (marked long): e.g. a webhook receiver down for a full minute
+	$(BIN)/python -m pytest --durations=10 -m long $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## The inner loop (~1 min): domain, SQLite stores, scheduler, executor, CLI
 	$(BIN)/python -m pytest -m "not slow" tests/unit tests/scheduler tests/execution \

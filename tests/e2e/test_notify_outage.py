@@ -1,5 +1,6 @@
-"""A webhook receiver down for a while (time compressed: about 15 s, with the channel's
-backoff at 250 ms doubling to 2 s), on both profiles, with real processes:
+"""A webhook receiver down for a while (time compressed in `make test`: about 15 s, with the
+channel's backoff at 250 ms doubling to 2 s; `make test-long` keeps it down for a full minute
+with a 1 s to 15 s backoff), on both profiles, with real processes:
 
 the receiver first answers 503, then refuses connections; meanwhile the control process is
 killed (SIGKILL) and started again -- long enough to misfire its every-2-seconds trigger --
@@ -65,18 +66,21 @@ def settled(profile: Profile) -> bool:
     return bad <= notified and all(d["status"] == "delivered" for d in items)
 
 
-def outage(profile: Profile, receiver: WebhookReceiver) -> dict[str, int]:
+def outage(profile: Profile, receiver: WebhookReceiver, *, down_s: float = 0.0,
+           backoff: tuple[str, str] = ("250ms", "2s")) -> dict[str, int]:
+    """``down_s``: the receiver stays unreachable (503, then refused) at least this long."""
     admin = profile.admin
     admin.run("project", "create", "demo")
     admin.run("task", "publish", "--project", "demo", "--task", "fail", "--shell", "exit 3")
     admin.run("trigger", "publish", "--project", "demo", "--trigger", "every2", "--task", "fail",
               "--cron", "*/2 * * * * *", "--timezone", "UTC")
     admin.run("notify", "channel", "add", "ops", "--webhook", receiver.url, "--secret-env",
-              "HOOK_KEY", "--retry-backoff", "250ms", "--retry-max-backoff", "2s",
+              "HOOK_KEY", "--retry-backoff", backoff[0], "--retry-max-backoff", backoff[1],
               "--max-attempts", "100", "--timeout", "2s")
     admin.run("notify", "rule", "add", "--channel", "ops", "--project", "demo", "--events",
               "failed,lost,misfired,recovered")
     receiver.mode = "error"
+    down_since = time.monotonic()
     profile.start()
     wait_for(lambda: len([d for d in deliveries(profile.reader) if d["attempts"] >= 2]) >= 2,
              60, "deliveries failing and backing off", interval=0.5)
@@ -88,7 +92,9 @@ def outage(profile: Profile, receiver: WebhookReceiver) -> dict[str, int]:
     wait_for(lambda: any(d["event"] == "trigger.misfired" for d in deliveries(profile.reader)),
              30, "the misfire to be enqueued", interval=0.5)
     time.sleep(3.0)  # the restarted process backs off against a receiver still down
+    time.sleep(max(0.0, down_since + down_s - time.monotonic()))
     waiting = [d for d in deliveries(profile.reader) if d["status"] != "delivered"]
+    down_for = time.monotonic() - down_since
     receiver.mode = "ok"
     receiver.start()
     wait_for(lambda: any(d["event"] == "trigger.recovered" for d in deliveries(profile.reader)),
@@ -123,10 +129,23 @@ def outage(profile: Profile, receiver: WebhookReceiver) -> dict[str, int]:
     return {"notifications": len(final), "requests": len(got),
             "accepted": sum(accepted.values()),
             "duplicates_after_200": sum(n - 1 for n in accepted.values()),
-            "max_attempts": max(d["attempts"] for d in final)}
+            "max_attempts": max(d["attempts"] for d in final), "down_s": round(down_for)}
 
 
 def test_sqlite_a_receiver_down_across_a_serve_restart_misses_nothing(tmp_path: Path) -> None:
+    sqlite_outage(tmp_path)
+
+
+@pytest.mark.long
+def test_sqlite_a_receiver_down_for_a_full_minute_misses_nothing(tmp_path: Path) -> None:
+    """The same at real scale (`make test-long`): the receiver is unreachable for 60 s and
+    the channel backs off from 1 s to 15 s, as a production channel would."""
+    stats = sqlite_outage(tmp_path, down_s=60.0, backoff=("1s", "15s"))
+    assert stats["down_s"] >= 60
+
+
+def sqlite_outage(tmp_path: Path, *, down_s: float = 0.0,
+                  backoff: tuple[str, str] = ("250ms", "2s")) -> dict[str, int]:
     ql = Ql(f"sqlite:///{tmp_path / 'ql.db'}", cwd=tmp_path, env=ENV)
     ql.run("db", "migrate")
     servers: list[subprocess.Popen[str]] = []
@@ -145,7 +164,8 @@ def test_sqlite_a_receiver_down_across_a_serve_restart_misses_nothing(tmp_path: 
 
     receiver = WebhookReceiver(HOOK_SECRET).start()
     try:
-        stats = outage(Profile(admin=ql, reader=ql, start=start, kill=kill, stop=stop), receiver)
+        stats = outage(Profile(admin=ql, reader=ql, start=start, kill=kill, stop=stop), receiver,
+                       down_s=down_s, backoff=backoff)
     finally:
         receiver.stop()
         for server in servers:
@@ -155,6 +175,7 @@ def test_sqlite_a_receiver_down_across_a_serve_restart_misses_nothing(tmp_path: 
     print("sqlite outage:", stats)
     log = "".join(p.read_text() for p in sorted(tmp_path.glob("serve.*.log")))
     assert "QL_NOTIFY_RETRY" in log and HOOK_SECRET not in log
+    return stats
 
 
 def test_postgres_a_receiver_down_across_replica_restarts_misses_nothing(
