@@ -996,7 +996,7 @@ def flow_trigger_specs(http: Http, people: People, db: Database) -> None:
     assert http.ok("GET", f"{base}/once", viewer)["kind"] == "once"
     # refusals: DST policy on an interval, jitter beyond the bound, random without jitter
     before = snapshot(db.query)
-    for name, body, field in (
+    for name, body, wanted in (
             ("tick", {"dst_gap": "skip"}, "dst-gap"),
             ("nightly", {"jitter_s": 3_601}, "jitter"),
             ("fresh", {"task": "hello", "cron": "0 * * * *", "timezone": "UTC",
@@ -1005,7 +1005,7 @@ def flow_trigger_specs(http: Http, people: People, db: Database) -> None:
                        "dst_overlap": "both"}, "dst-overlap")):
         problem = http.call("POST", f"{base}/{name}/revisions", auth=admin,
                             body=body).problem(422)
-        assert problem["field"] == field, (name, body, problem)
+        assert problem["field"] == wanted, (name, body, problem)
     http.call("POST", f"{base}/tick/revisions", auth=admin,
               body={"dst_gap": "sideways"}).problem(422)
     assert {k: v for k, v in snapshot(db.query).items() if k != "audit_log"} == {

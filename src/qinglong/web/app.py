@@ -42,6 +42,7 @@ from qinglong.web import (
 from qinglong.web.auth import authenticate, check_csrf, credentials
 from qinglong.web.backend import WebBackend
 from qinglong.web.openapi import build_openapi
+from qinglong.web.panel import panel_routes
 from qinglong.web.problems import (
     internal_problem,
     problem_response,
@@ -176,7 +177,8 @@ def create_web_app(backend: WebBackend, clock: Clock, *,
 
     handlers: dict[int | type[Exception], Callable[..., object]] = {
         HTTPException: unrouted, Exception: crashed}
-    app = Starlette(routes=[*routes_for(backend, clock, chosen), *extra_routes],
+    app = Starlette(routes=[*routes_for(backend, clock, chosen), *panel_routes(backend),
+                            *extra_routes],
                     exception_handlers=handlers)  # type: ignore[arg-type]
     app.router.redirect_slashes = False
     app.state.endpoints = chosen

@@ -1,0 +1,1202 @@
+/* qinglong panel: fills the server-rendered pages from the HTTP API under /api/v1.
+ *
+ * Hand-written, no framework, no build step, nothing fetched from elsewhere. Every value from
+ * the API reaches the page as text (textContent, text nodes, attributes set one by one), never
+ * as markup. Reads send the session cookie; writes also send the session's CSRF token, which
+ * the server put in <meta name="ql-csrf">.
+ */
+(function () {
+  "use strict";
+
+  var body = document.body;
+  var page = body.getAttribute("data-page") || "";
+  var csrfMeta = document.querySelector('meta[name="ql-csrf"]');
+  var csrf = csrfMeta ? csrfMeta.getAttribute("content") : "";
+  var LEVELS = { viewer: 1, operator: 2, admin: 3 };
+  var NEEDS = { read: 1, operate: 2, admin: 3 };
+  var ENDED = { succeeded: 1, failed: 1, cancelled: 1, timed_out: 1, lost: 1 };
+  var viewerZone = "UTC";
+  try {
+    viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  } catch (e) { /* an old browser: UTC */ }
+
+  // --- DOM --------------------------------------------------------------------------------
+
+  function $(id) { return document.getElementById(id); }
+
+  /* el("a", {href: "/runs", class: "x"}, "text", otherNode): children are text or nodes. */
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    var key;
+    attrs = attrs || {};
+    for (key in attrs) {
+      if (!Object.prototype.hasOwnProperty.call(attrs, key)) continue;
+      var value = attrs[key];
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = String(value);
+      else if (key.slice(0, 2) === "on") node.addEventListener(key.slice(2), value);
+      else if (key === "href" && !safeHref(value)) continue;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+    return node;
+  }
+
+  function append(node, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) { child.forEach(function (c) { append(node, c); }); return; }
+    node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+
+  function safeHref(value) {
+    var text = String(value);
+    return text.charAt(0) === "/" && text.charAt(1) !== "/" && text.charAt(1) !== "\\";
+  }
+
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+  function svg(tag, attrs) {
+    var node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (var key in attrs) {
+      if (Object.prototype.hasOwnProperty.call(attrs, key)) node.setAttribute(key, String(attrs[key]));
+    }
+    for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+    return node;
+  }
+
+  function row(cells, attrs) {
+    return el("tr", attrs || {}, cells.map(function (cell) {
+      if (cell instanceof Node && cell.nodeName === "TD") return cell;
+      return el("td", {}, cell);
+    }));
+  }
+
+  function emptyRow(tbody, columns, text) {
+    tbody.appendChild(el("tr", {}, el("td", { class: "empty", colspan: columns, text: text })));
+  }
+
+  function badge(status) {
+    var word = String(status === null || status === undefined ? "unknown" : status);
+    return el("span", { class: "status status-" + word.replace(/[^a-z_]/g, ""), text: word });
+  }
+
+  function showProblem(target, error) {
+    var node = typeof target === "string" ? $(target) : target;
+    if (!node) return;
+    if (!error) { node.hidden = true; node.textContent = ""; return; }
+    node.textContent = describe(error);
+    node.hidden = false;
+  }
+
+  function describe(error) {
+    if (error && error.problem) {
+      var p = error.problem;
+      var text = (p.title ? p.title + ": " : "") + (p.detail || "");
+      if (p.field) text += " (field " + p.field + ")";
+      return text || ("HTTP " + error.status);
+    }
+    return String(error && error.message ? error.message : error);
+  }
+
+  function allowed(need) {
+    return (LEVELS[body.getAttribute("data-role")] || 0) >= (NEEDS[need] || 99);
+  }
+
+  /* Hide what the viewer's role may not do (the API refuses it anyway). */
+  function applyRoles(root) {
+    var nodes = (root || document).querySelectorAll("[data-needs]");
+    for (var i = 0; i < nodes.length; i++) {
+      if (!allowed(nodes[i].getAttribute("data-needs"))) nodes[i].hidden = true;
+    }
+  }
+
+  // --- the API ----------------------------------------------------------------------------
+
+  function ApiError(status, problem) {
+    this.status = status;
+    this.problem = problem;
+    this.message = problem && problem.detail ? problem.detail : "HTTP " + status;
+  }
+  ApiError.prototype = Object.create(Error.prototype);
+
+  function toLogin() {
+    location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
+  }
+
+  function api(method, path, data, headers) {
+    var sent = { Accept: "application/json" };
+    var options = { method: method, headers: sent, credentials: "same-origin", cache: "no-store" };
+    if (method !== "GET") sent["X-CSRF-Token"] = csrf;
+    if (data !== undefined) {
+      sent["Content-Type"] = "application/json";
+      options.body = JSON.stringify(data);
+    }
+    for (var name in headers || {}) sent[name] = headers[name];
+    return fetch("/api/v1" + path, options).then(function (response) {
+      if (response.status === 401 && page !== "login") {
+        toLogin();
+        throw new ApiError(401, { title: "Unauthenticated", detail: "log in again" });
+      }
+      if (response.status === 204) return null;
+      return response.text().then(function (text) {
+        var parsed = null;
+        try { parsed = text ? JSON.parse(text) : null; } catch (e) { parsed = null; }
+        if (!response.ok) {
+          throw new ApiError(response.status, parsed || { detail: text || response.statusText });
+        }
+        return parsed;
+      });
+    });
+  }
+
+  function query(params) {
+    var parts = [];
+    for (var key in params) {
+      var value = params[key];
+      if (value === null || value === undefined || value === "") continue;
+      parts.push(encodeURIComponent(key) + "=" + encodeURIComponent(String(value)));
+    }
+    return parts.length ? "?" + parts.join("&") : "";
+  }
+
+  function seg(value) { return encodeURIComponent(String(value)); }
+
+  function requestId() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) {
+      return (b + 256).toString(16).slice(1);
+    }).join("");
+  }
+
+  // --- times ------------------------------------------------------------------------------
+
+  var localFormat = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+    second: "2-digit", hour12: false, timeZoneName: "short"
+  });
+
+  function toMs(value) {
+    if (value === null || value === undefined || value === "") return null;
+    if (typeof value === "number") return value;
+    var parsed = Date.parse(value);
+    return isNaN(parsed) ? null : parsed;
+  }
+
+  function local(value) {
+    var ms = toMs(value);
+    return ms === null ? "—" : localFormat.format(new Date(ms));
+  }
+
+  function utc(value) {
+    var ms = toMs(value);
+    if (ms === null) return "—";
+    return new Date(ms).toISOString().replace("T", " ").replace(/\.000Z$|Z$/, "") + " UTC";
+  }
+
+  function relative(value) {
+    var ms = toMs(value);
+    if (ms === null) return "";
+    var delta = Math.round((ms - Date.now()) / 1000);
+    var size = Math.abs(delta);
+    if (size < 1) return "now";
+    var text = size < 60 ? size + " s" : size < 3600 ? Math.round(size / 60) + " min"
+      : size < 172800 ? Math.round(size / 3600) + " h" : Math.round(size / 86400) + " d";
+    return delta >= 0 ? "in " + text : text + " ago";
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined) return "—";
+    if (ms < 1000) return ms + " ms";
+    var s = ms / 1000;
+    if (s < 60) return s.toFixed(s < 10 ? 2 : 1) + " s";
+    var m = Math.floor(s / 60);
+    if (m < 60) return m + " min " + Math.round(s - m * 60) + " s";
+    return Math.floor(m / 60) + " h " + (m % 60) + " min";
+  }
+
+  function when(value) {
+    return el("span", { title: utc(value) }, local(value));
+  }
+
+  function shortId(id) { return String(id).slice(0, 8); }
+
+  function runLink(id) { return el("a", { href: "/runs/" + seg(id), class: "mono" }, shortId(id)); }
+
+  function triggerLink(project, trigger) {
+    return el("a", { href: "/triggers/" + seg(project) + "/" + seg(trigger) },
+      project + "/" + trigger);
+  }
+
+  // --- repeating work -----------------------------------------------------------------------
+
+  /* Run ``work`` now and every ``ms`` while the tab is visible, never two at once. */
+  function every(ms, work) {
+    var busy = false;
+    function tick() {
+      if (busy || document.hidden) return;
+      busy = true;
+      Promise.resolve().then(work).catch(function () { /* shown by work */ })
+        .then(function () { busy = false; });
+    }
+    tick();
+    var timer = setInterval(tick, ms);
+    return function () { clearInterval(timer); };
+  }
+
+  /* Call ``fn`` on each item with at most ``limit`` calls in flight. */
+  function pool(items, limit, fn) {
+    var results = new Array(items.length);
+    var next = 0;
+    function worker() {
+      if (next >= items.length) return Promise.resolve();
+      var index = next++;
+      return Promise.resolve(fn(items[index])).then(function (value) {
+        results[index] = value;
+      }, function (error) { results[index] = { error: error }; }).then(worker);
+    }
+    var workers = [];
+    for (var i = 0; i < Math.min(limit, items.length); i++) workers.push(worker());
+    return Promise.all(workers).then(function () { return results; });
+  }
+
+  function debounce(ms, fn) {
+    var timer = null;
+    return function () {
+      if (timer !== null) clearTimeout(timer);
+      timer = setTimeout(function () { timer = null; fn(); }, ms);
+    };
+  }
+
+  function percentile(values, p) {
+    if (!values.length) return null;
+    var sorted = values.slice().sort(function (a, b) { return a - b; });
+    var index = Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1);
+    return sorted[Math.max(0, index)];
+  }
+
+  function projectsInto(datalist) {
+    return api("GET", "/projects").then(function (projects) {
+      if (datalist) {
+        clear(datalist);
+        projects.forEach(function (p) { datalist.appendChild(el("option", { value: p.id })); });
+      }
+      return projects;
+    });
+  }
+
+  // --- the common header ----------------------------------------------------------------------
+
+  function setupHeader() {
+    var logout = $("logout");
+    if (logout) {
+      logout.addEventListener("click", function () {
+        logout.disabled = true;
+        api("DELETE", "/session").catch(function () { return null; }).then(function () {
+          location.assign("/login");
+        });
+      });
+    }
+    applyRoles(document);
+  }
+
+  // --- login ---------------------------------------------------------------------------------
+
+  function loginPage() {
+    var form = $("login-form");
+    var error = $("login-error");
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var button = $("login-submit");
+      button.disabled = true;
+      showProblem(error, null);
+      api("POST", "/session", {
+        username: $("login-username").value.trim(),
+        password: $("login-password").value
+      }).then(function () {
+        var next = body.getAttribute("data-next") || "/";
+        location.assign(safeHref(next) ? next : "/");
+      }).catch(function (e) {
+        $("login-password").value = "";
+        showProblem(error, e);
+        button.disabled = false;
+      });
+    });
+  }
+
+  // --- dashboard -----------------------------------------------------------------------------
+
+  function triggerSummary(trigger) {
+    return api("GET", "/runs" + query({ project: trigger.project, trigger: trigger.trigger,
+      limit: 50 })).then(function (pageOfRuns) {
+      var runs = pageOfRuns.items;
+      var ended = runs.filter(function (r) { return ENDED[r.status]; });
+      var good = ended.filter(function (r) { return r.status === "succeeded"; }).length;
+      var lags = runs.map(function (r) { return r.admission_lag_ms; })
+        .filter(function (v) { return typeof v === "number"; });
+      var last = runs.length ? runs.slice().sort(function (a, b) {
+        return (b.created_at_ms || 0) - (a.created_at_ms || 0);
+      })[0] : null;
+      return { last: last, ended: ended.length, good: good, lagP99: percentile(lags, 0.99) };
+    });
+  }
+
+  function dashboardPage() {
+    $("viewer-zone").textContent = viewerZone;
+    every(5000, function () {
+      return Promise.all([
+        api("GET", "/triggers?next=1"),
+        api("GET", "/runs?limit=10"),
+        api("GET", "/health")
+      ]).then(function (got) {
+        var triggers = got[0];
+        return pool(triggers, 4, triggerSummary).then(function (summaries) {
+          showProblem("problem", null);
+          drawTriggers(triggers, summaries);
+          drawRecent(got[1].items);
+          drawProcesses(got[2]);
+          $("updated").textContent = local(Date.now());
+        });
+      }).catch(function (e) { showProblem("problem", e); });
+    });
+  }
+
+  function drawTriggers(triggers, summaries) {
+    var tbody = clear($("triggers").tBodies[0]);
+    if (!triggers.length) {
+      tbody.appendChild(el("tr", {}, el("td", { class: "empty", colspan: 9 },
+        "No triggers yet. ", el("a", { href: "/triggers/edit" }, "Publish one"), ".")));
+      return;
+    }
+    triggers.forEach(function (t, i) {
+      var s = summaries[i] || {};
+      var next = t.next_fire_at_ms && t.next_fire_at_ms.length ? t.next_fire_at_ms[0] : null;
+      var last = s.last ? [runLink(s.last.id), " ", badge(s.last.status), " ",
+        el("span", { class: "muted" }, relative(s.last.created_at_ms))] : "—";
+      if (s.error) last = el("span", { class: "problem" }, describe(s.error));
+      var rate = s.ended ? Math.round((100 * s.good) / s.ended) + "% of " + s.ended : "—";
+      tbody.appendChild(row([
+        triggerLink(t.project, t.trigger),
+        t.task,
+        el("span", {}, el("code", {}, t.schedule || t.cron || ""), " ", el("span",
+          { class: "muted" }, t.timezone)),
+        badge(t.state),
+        next === null ? "—" : [local(next), " ", el("span", { class: "muted" }, relative(next))],
+        next === null ? "—" : utc(next),
+        last,
+        el("td", { class: "num" }, rate),
+        el("td", { class: "num" }, s.lagP99 === null || s.lagP99 === undefined ? "—"
+          : duration(s.lagP99))
+      ], { "data-trigger": t.project + "/" + t.trigger }));
+    });
+  }
+
+  function runRows(tbody, runs, columns) {
+    clear(tbody);
+    if (!runs.length) { emptyRow(tbody, columns, "No Runs."); return; }
+    runs.forEach(function (r) {
+      tbody.appendChild(row([
+        runLink(r.id),
+        r.project + " / " + r.task,
+        r.trigger ? triggerLink(r.project, r.trigger) : "—",
+        when(r.scheduled_for || r.created_at),
+        badge(r.status),
+        el("td", { class: "num" }, duration(r.duration_ms))
+      ], { "data-run": r.id }));
+    });
+  }
+
+  function drawRecent(runs) { runRows($("recent").tBodies[0], runs, 6); }
+
+  function drawProcesses(health) {
+    var tbody = clear($("processes").tBodies[0]);
+    var counts = {};
+    health.instances.forEach(function (p) {
+      if (p.alive) counts[p.role] = (counts[p.role] || 0) + 1;
+    });
+    var words = Object.keys(counts).sort().map(function (role) {
+      return counts[role] + " " + role + (counts[role] === 1 ? "" : "s");
+    });
+    $("process-summary").textContent = "Profile " + health.profile + ", version " +
+      health.version + ". Alive: " + (words.length ? words.join(", ") : "none registered") + ".";
+    if (!health.instances.length) {
+      emptyRow(tbody, 7, "No registered processes (a standalone `ql serve` registers none).");
+      return;
+    }
+    health.instances.forEach(function (p) {
+      tbody.appendChild(row([p.role, el("span", { class: "mono" }, p.id), p.host,
+        el("td", { class: "num" }, p.pid), when(p.started_at),
+        [local(p.seen_at), " ", el("span", { class: "muted" }, relative(p.seen_at))],
+        badge(p.alive ? "alive" : (p.stopped_at ? "stopped" : "dead"))]));
+    });
+  }
+
+  // --- tasks -----------------------------------------------------------------------------------
+
+  function commandText(command) {
+    if (!command) return "";
+    if (command.kind === "shell") return command.shell + " -c " + command.command;
+    return (command.argv || []).join(" ");
+  }
+
+  function tasksPage() {
+    projectsInto(null).then(function (projects) {
+      return pool(projects, 4, function (p) {
+        return api("GET", "/projects/" + seg(p.id) + "/tasks");
+      }).then(function (lists) {
+        var tbody = clear($("tasks").tBodies[0]);
+        var count = 0;
+        lists.forEach(function (tasks, i) {
+          if (!Array.isArray(tasks)) return;
+          tasks.forEach(function (t) {
+            count++;
+            var actions = el("td", {});
+            if (allowed("operate")) {
+              actions.appendChild(el("button", { type: "button", class: "run-now",
+                "data-task": t.project + "/" + t.task, onclick: function (event) {
+                  runNow(t.project, t.task, event.currentTarget);
+                } }, "Run now"));
+              actions.appendChild(document.createTextNode(" "));
+            }
+            if (allowed("admin")) {
+              actions.appendChild(el("a", { href: "/tasks/edit" + query({ project: t.project,
+                task: t.task }) }, "Edit"));
+              actions.appendChild(document.createTextNode(" "));
+            }
+            actions.appendChild(el("a", { href: "/runs" + query({ project: t.project,
+              task: t.task }) }, "Runs"));
+            tbody.appendChild(row([
+              projects[i].id,
+              [el("strong", {}, t.task), t.name && t.name !== t.task ? [" ", el("span",
+                { class: "muted" }, t.name)] : null],
+              el("code", {}, commandText(t.command)),
+              el("td", { class: "num" }, t.revision),
+              t.enabled ? "yes" : "no",
+              t.environment.length ? t.environment.join(", ") : "—",
+              duration(t.timeout_ms),
+              actions
+            ], { "data-task": t.project + "/" + t.task }));
+          });
+        });
+        if (!count) emptyRow(tbody, 8, "No tasks yet.");
+      });
+    }).catch(function (e) { showProblem("problem", e); });
+  }
+
+  function runNow(project, task, button) {
+    button.disabled = true;
+    api("POST", "/projects/" + seg(project) + "/tasks/" + seg(task) + "/run",
+      { request_id: requestId() }).then(function (run) {
+      location.assign("/runs/" + seg(run.id));
+    }).catch(function (e) {
+      button.disabled = false;
+      showProblem("problem", e);
+    });
+  }
+
+  // --- task editor --------------------------------------------------------------------------
+
+  function taskEditorPage() {
+    var params = new URLSearchParams(location.search);
+    var loaded = null;
+    projectsInto($("project-list")).catch(function () { return []; });
+    $("env-add").addEventListener("click", function () { addEnvRow("", ""); });
+    if (params.get("project")) $("task-project").value = params.get("project");
+    if (params.get("task")) {
+      $("task-id").value = params.get("task");
+      api("GET", "/projects/" + seg(params.get("project") || "") + "/tasks/" +
+        seg(params.get("task"))).then(function (t) {
+        loaded = t;
+        $("task-name").value = t.name || "";
+        if (t.command.kind === "shell") {
+          $("task-command").value = t.command.command;
+          $("task-shell").value = t.command.shell;
+        } else {
+          $("task-result").textContent = "This task runs a program (argv); publishing here " +
+            "replaces it with a shell command.";
+        }
+        $("task-wd").value = t.working_directory || "";
+        $("task-timeout").value = t.timeout_ms ? Math.round(t.timeout_ms / 1000) : "";
+        drawExistingEnv(t.environment);
+      }).catch(function (e) { showResult("task-result", e); });
+    }
+    $("task-form").addEventListener("submit", function (event) {
+      event.preventDefault();
+      publishTask(loaded).then(function (t) { if (t) loaded = t; });
+    });
+  }
+
+  function drawExistingEnv(names) {
+    var list = clear($("env-existing"));
+    names.forEach(function (name) {
+      list.appendChild(el("li", {}, el("code", {}, name), " ",
+        el("span", { class: "muted" }, "(value set, not shown) "),
+        el("label", {}, el("input", { type: "checkbox", class: "env-unset", value: name }),
+          " remove")));
+    });
+  }
+
+  function addEnvRow() {
+    var holder = $("env-new");
+    var line = el("div", { class: "env-row" },
+      el("input", { class: "env-name", placeholder: "NAME", spellcheck: "false" }),
+      el("input", { class: "env-value", type: "password", placeholder: "value (write-only)",
+        autocomplete: "new-password" }),
+      el("button", { type: "button", onclick: function () { holder.removeChild(line); } },
+        "Remove"));
+    holder.appendChild(line);
+  }
+
+  function showResult(id, error, text) {
+    var node = clear($(id));
+    if (error) node.appendChild(el("span", { class: "problem" }, describe(error)));
+    else node.appendChild(el("span", { class: "ok-note" }, text));
+    return node;
+  }
+
+  function ensureProject(project) {
+    return api("GET", "/projects/" + seg(project)).catch(function (e) {
+      if (e.status !== 404) throw e;
+      return api("POST", "/projects", { id: project }).catch(function (again) {
+        if (again.status !== 409) throw again;
+        return null;
+      });
+    });
+  }
+
+  function publishTask(loaded) {
+    var project = $("task-project").value.trim();
+    var task = $("task-id").value.trim();
+    var payload = {
+      command: { kind: "shell", command: $("task-command").value,
+        shell: $("task-shell").value }
+    };
+    var name = $("task-name").value.trim();
+    if (name) payload.name = name;
+    var wd = $("task-wd").value.trim();
+    if (wd) payload.working_directory = wd;
+    else if (loaded && loaded.working_directory) payload.working_directory = null;
+    var timeout = $("task-timeout").value.trim();
+    if (timeout) payload.timeout_ms = Math.round(Number(timeout) * 1000);
+    var environment = {};
+    var any = false;
+    var names = document.querySelectorAll("#env-new .env-row");
+    for (var i = 0; i < names.length; i++) {
+      var key = names[i].querySelector(".env-name").value.trim();
+      if (!key) continue;
+      environment[key] = names[i].querySelector(".env-value").value;
+      any = true;
+    }
+    if (any) payload.environment = environment;
+    var unset = Array.prototype.map.call(
+      document.querySelectorAll("#env-existing .env-unset:checked"),
+      function (box) { return box.value; });
+    if (unset.length) payload.unset_environment = unset;
+    var button = $("task-publish");
+    button.disabled = true;
+    return ensureProject(project).then(function () {
+      return api("POST", "/projects/" + seg(project) + "/tasks/" + seg(task) + "/revisions",
+        payload);
+    }).then(function (view) {
+      var node = showResult("task-result", null, (view.created ? "Published revision " :
+        "Nothing changed: still revision ") + view.revision + " of " + project + "/" + task + ". ");
+      node.appendChild(el("a", { href: "/triggers/edit" + query({ project: project,
+        task: task }) }, "Add a trigger"));
+      node.appendChild(document.createTextNode(" · "));
+      node.appendChild(el("a", { href: "/tasks" }, "Tasks"));
+      clear($("env-new"));
+      drawExistingEnv(view.environment);
+      history.replaceState(null, "", "/tasks/edit" + query({ project: project, task: task }));
+      return view;
+    }).catch(function (e) {
+      showResult("task-result", e);
+      return null;
+    }).then(function (view) {
+      button.disabled = false;
+      return view;
+    });
+  }
+
+  // --- trigger editor ------------------------------------------------------------------------
+
+  function triggerEditorPage() {
+    var params = new URLSearchParams(location.search);
+    var zones = $("zone-list");
+    try {
+      if (Intl.supportedValuesOf) {
+        Intl.supportedValuesOf("timeZone").forEach(function (zone) {
+          zones.appendChild(el("option", { value: zone }));
+        });
+      }
+    } catch (e) { /* no list: the field is free text */ }
+    $("trigger-timezone").value = viewerZone;
+    projectsInto($("project-list")).catch(function () { return []; });
+    var wantedTask = params.get("task");
+    var loadTasks = function () {
+      var project = $("trigger-project").value.trim();
+      var select = $("trigger-task");
+      if (!project) return Promise.resolve();
+      return api("GET", "/projects/" + seg(project) + "/tasks").then(function (tasks) {
+        var keep = select.value || wantedTask;
+        clear(select);
+        tasks.forEach(function (t) {
+          select.appendChild(el("option", { value: t.task }, t.task));
+        });
+        if (keep) select.value = keep;
+      }).catch(function () { clear(select); });
+    };
+    var preview = previewer();
+    $("trigger-project").addEventListener("change", loadTasks);
+    $("trigger-project").addEventListener("input", debounce(400, loadTasks));
+    $("trigger-cron").addEventListener("input", preview);
+    $("trigger-timezone").addEventListener("input", preview);
+    if (params.get("project")) $("trigger-project").value = params.get("project");
+    var ready = loadTasks();
+    if (params.get("trigger")) {
+      $("trigger-id").value = params.get("trigger");
+      api("GET", "/projects/" + seg(params.get("project") || "") + "/triggers/" +
+        seg(params.get("trigger"))).then(function (t) {
+        wantedTask = t.task;
+        $("trigger-cron").value = t.cron || t.schedule || "";
+        $("trigger-timezone").value = t.timezone;
+        return ready.then(function () {
+          $("trigger-task").value = t.task;
+          preview();
+        });
+      }).catch(function (e) { showResult("trigger-result", e); });
+    }
+    $("trigger-form").addEventListener("submit", function (event) {
+      event.preventDefault();
+      publishTrigger();
+    });
+  }
+
+  /* The live preview: asks the API 300 ms after the last keystroke; late answers to older
+     questions are dropped. */
+  function previewer() {
+    var asked = 0;
+    return debounce(300, function () {
+      var cron = $("trigger-cron").value.trim();
+      var zone = $("trigger-timezone").value.trim() || "UTC";
+      var state = $("preview-state");
+      var tbody = $("preview").tBodies[0];
+      var mine = ++asked;
+      if (!cron) {
+        clear(tbody);
+        state.textContent = "Type a cron expression.";
+        return;
+      }
+      state.textContent = "Checking…";
+      api("GET", "/cron/preview" + query({ cron: cron, timezone: zone, count: 8 }))
+        .then(function (view) {
+          if (mine !== asked) return;
+          state.className = "muted";
+          state.textContent = "Next " + view.occurrences.length + " fires of " + view.schedule +
+            " in " + view.timezone + ":";
+          clear(tbody);
+          view.occurrences.forEach(function (o) {
+            tbody.appendChild(row([el("td", { class: "num" }, o.n), o.local, local(o.at_ms),
+              utc(o.at_ms), o.dst ? o.dst + (o.note ? ": " + o.note : "") : ""]));
+          });
+        }).catch(function (e) {
+          if (mine !== asked) return;
+          clear(tbody);
+          state.className = "problem";
+          state.textContent = describe(e);
+        });
+    });
+  }
+
+  function publishTrigger() {
+    var project = $("trigger-project").value.trim();
+    var trigger = $("trigger-id").value.trim();
+    var payload = {
+      task: $("trigger-task").value,
+      cron: $("trigger-cron").value.trim(),
+      timezone: $("trigger-timezone").value.trim()
+    };
+    if ($("trigger-misfire").value) payload.misfire = $("trigger-misfire").value;
+    if ($("trigger-overlap").value) payload.overlap = $("trigger-overlap").value;
+    var button = $("trigger-publish");
+    button.disabled = true;
+    api("POST", "/projects/" + seg(project) + "/triggers/" + seg(trigger) + "/revisions",
+      payload).then(function (view) {
+      var node = showResult("trigger-result", null, (view.created ? "Published revision " :
+        "Nothing changed: still revision ") + view.revision + " of " + project + "/" +
+        trigger + ". ");
+      node.appendChild(el("a", { href: "/triggers/" + seg(project) + "/" + seg(trigger) },
+        "Open the trigger"));
+    }).catch(function (e) {
+      showResult("trigger-result", e);
+    }).then(function () { button.disabled = false; });
+  }
+
+  // --- one trigger and its ledger ------------------------------------------------------------
+
+  function triggerPage() {
+    var project = body.getAttribute("data-project");
+    var trigger = body.getAttribute("data-trigger");
+    var base = "/projects/" + seg(project) + "/triggers/" + seg(trigger);
+    $("trigger-title").textContent = project + "/" + trigger;
+    $("trigger-edit").setAttribute("href", "/triggers/edit" + query({ project: project,
+      trigger: trigger }));
+    $("trigger-runs").setAttribute("href", "/runs" + query({ project: project,
+      trigger: trigger }));
+    $("trigger-fire").addEventListener("click", function (event) {
+      var button = event.currentTarget;
+      button.disabled = true;
+      api("POST", base + "/fire", { request_id: requestId() }).then(function (run) {
+        location.assign("/runs/" + seg(run.id));
+      }).catch(function (e) {
+        button.disabled = false;
+        showResult("trigger-action-result", e);
+      });
+    });
+    var loadLedger = function () {
+      var windowMs = Number($("ledger-window").value);
+      var now = Date.now();
+      return api("GET", base + "/ledger" + query({ from: new Date(now - windowMs).toISOString(),
+        limit: $("ledger-limit").value })).then(drawLedger)
+        .catch(function (e) { showProblem("problem", e); });
+    };
+    $("ledger-window").addEventListener("change", loadLedger);
+    $("ledger-limit").addEventListener("change", loadLedger);
+    every(10000, function () {
+      return Promise.all([
+        api("GET", base + "?next=5").then(drawTrigger),
+        loadLedger()
+      ]).catch(function (e) { showProblem("problem", e); });
+    });
+  }
+
+  function details(dl, pairs) {
+    clear(dl);
+    pairs.forEach(function (pair) {
+      if (pair[1] === null || pair[1] === undefined || pair[1] === "") return;
+      dl.appendChild(el("dt", {}, pair[0]));
+      dl.appendChild(el("dd", {}, pair[1]));
+    });
+  }
+
+  function drawTrigger(t) {
+    showProblem("problem", null);
+    details($("trigger-details"), [
+      ["State", badge(t.state)],
+      ["Task", [t.task, el("span", { class: "muted" }, " (revision " + t.task_revision + ")")]],
+      ["Schedule", el("code", {}, t.schedule || t.cron || "")],
+      ["Time zone", t.timezone],
+      ["Misfire", t.misfire],
+      ["Overlap", t.overlap],
+      ["Revision", String(t.revision)],
+      ["Published", when(t.published_at)],
+      ["Paused", t.pause ? "since " + local(t.pause.since) + (t.pause.until ? " until " +
+        local(t.pause.until) : "") + (t.pause.reason ? " (" + t.pause.reason + ")" : "") : null],
+      ["Last scheduled", t.last_scheduled_at ? when(t.last_scheduled_at) : null]
+    ]);
+    var tbody = clear($("next-fires").tBodies[0]);
+    if (!t.next_fire_at_ms.length) { emptyRow(tbody, 3, "No upcoming fire."); return; }
+    t.next_fire_at_ms.forEach(function (ms, i) {
+      tbody.appendChild(row([t.next_fire_local[i] || "", local(ms), utc(ms)]));
+    });
+  }
+
+  function drawLedger(view) {
+    var counts = Object.keys(view.counts).sort().map(function (fate) {
+      return view.counts[fate] + " " + fate;
+    });
+    $("ledger-counts").textContent = "From " + local(view.from) + " to " + local(view.to) + ": " +
+      (counts.length ? counts.join(", ") : "no occurrences") +
+      (view.not_shown ? " (" + view.not_shown + " older not shown)" : "") + ".";
+    var tbody = clear($("ledger").tBodies[0]);
+    if (!view.occurrences.length) { emptyRow(tbody, 6, "No occurrences in this window."); return; }
+    view.occurrences.forEach(function (o) {
+      var runs = o.runs.length ? o.runs.map(function (r) {
+        return el("span", { class: "ledger-run" }, runLink(r.id), " ", badge(r.status), " ");
+      }) : "—";
+      tbody.appendChild(row([o.local, local(o.at_ms), utc(o.at_ms),
+        el("td", { class: "num" }, o.revision), badge(o.fate), runs]));
+    });
+  }
+
+  // --- Runs ---------------------------------------------------------------------------------
+
+  function runsPage() {
+    var params = new URLSearchParams(location.search);
+    var fields = ["status", "project", "task", "trigger"];
+    fields.forEach(function (name) {
+      if (params.get(name)) $("filter-" + name).value = params.get(name);
+    });
+    var cursors = [null];  // the cursor of each page shown so far
+    var index = 0;
+    var nextCursor = null;
+    var filters = function () {
+      var found = {};
+      fields.forEach(function (name) { found[name] = $("filter-" + name).value.trim(); });
+      return found;
+    };
+    var load = function () {
+      var wanted = filters();
+      wanted.limit = 25;
+      wanted.cursor = cursors[index];
+      return api("GET", "/runs" + query(wanted)).then(function (answer) {
+        showProblem("problem", null);
+        nextCursor = answer.next_cursor;
+        var tbody = clear($("runs").tBodies[0]);
+        if (!answer.items.length) emptyRow(tbody, 9, "No Runs match.");
+        answer.items.forEach(function (r) {
+          tbody.appendChild(row([
+            runLink(r.id), r.project + " / " + r.task,
+            r.trigger ? triggerLink(r.project, r.trigger) : "—",
+            r.trigger_type,
+            r.scheduled_for ? when(r.scheduled_for) : "—",
+            when(r.created_at),
+            badge(r.status),
+            el("td", { class: "num" }, duration(r.duration_ms)),
+            el("td", { class: "num" }, r.exit_code === null ? "" : r.exit_code)
+          ], { "data-run": r.id, "data-status": r.status }));
+        });
+        $("page-label").textContent = "Page " + (index + 1);
+        $("page-prev").disabled = index === 0;
+        $("page-next").disabled = !nextCursor;
+      }).catch(function (e) { showProblem("problem", e); });
+    };
+    $("run-filter").addEventListener("submit", function (event) {
+      event.preventDefault();
+      cursors = [null];
+      index = 0;
+      history.replaceState(null, "", "/runs" + query(filters()));
+      load();
+    });
+    $("page-next").addEventListener("click", function () {
+      if (!nextCursor) return;
+      cursors = cursors.slice(0, index + 1);
+      cursors.push(nextCursor);
+      index++;
+      load();
+    });
+    $("page-prev").addEventListener("click", function () {
+      if (index === 0) return;
+      index--;
+      load();
+    });
+    // the first page follows new Runs; later pages stay put (their cursor fixes them)
+    var first = true;
+    every(3000, function () {
+      if (index !== 0 && !first) return null;
+      first = false;
+      return load();
+    });
+  }
+
+  // --- one Run ------------------------------------------------------------------------------
+
+  function runPage() {
+    var runId = body.getAttribute("data-run");
+    var path = "/runs/" + seg(runId);
+    var following = null;
+    var ended = false;
+    var stop = null;
+    $("run-title").textContent = shortId(runId);
+    $("run-cancel").addEventListener("click", function (event) {
+      var button = event.currentTarget;
+      button.disabled = true;
+      api("POST", path + "/cancel", {}).then(function (view) {
+        showResult("cancel-result", null, view.cancel === "done" ? "Cancelled."
+          : "Cancel requested: the executor is stopping it.");
+        refresh();
+      }).catch(function (e) {
+        button.disabled = false;
+        showResult("cancel-result", e);
+      });
+    });
+
+    function refresh() {
+      return api("GET", path + "?tail=0").then(function (detail) {
+        showProblem("problem", null);
+        drawRun(detail);
+        var status = detail.run.status;
+        if (ENDED[status]) {
+          ended = true;
+          if (stop) { stop(); stop = null; }
+        }
+        if (!following && detail.attempts.length) following = follow(detail.run.id);
+        if (ended && !detail.attempts.length) {
+          $("log-state").textContent = "the Run ended (" + status + ") before any attempt: no log";
+        }
+        return detail;
+      }).catch(function (e) { showProblem("problem", e); });
+    }
+    stop = every(1500, refresh);
+  }
+
+  function drawRun(detail) {
+    var r = detail.run;
+    document.title = "Run " + shortId(r.id) + " · qinglong";
+    $("run-title").textContent = shortId(r.id);
+    clear($("run-status")).appendChild(badge(r.status));
+    var cancel = $("run-cancel");
+    cancel.hidden = !!ENDED[r.status] || !allowed("operate");
+    details($("run-details"), [
+      ["Id", el("span", { class: "mono" }, r.id)],
+      ["Status", badge(r.status)],
+      ["Project / task", [r.project + " / ", el("a", { href: "/runs" + query({ project: r.project,
+        task: r.task }) }, r.task), el("span", { class: "muted" }, " (revision " +
+        r.task_revision + ")")]],
+      ["Trigger", r.trigger ? triggerLink(r.project, r.trigger) : null],
+      ["Type", r.trigger_type + " (" + r.origin + ")"],
+      ["Requested by", r.requested_by || r.triggered_by],
+      ["Scheduled for", r.scheduled_for ? [local(r.scheduled_for), " · ", utc(r.scheduled_for)]
+        : null],
+      ["Admitted", [local(r.created_at), " · ", utc(r.created_at)]],
+      ["Admission lag", r.admission_lag_ms === null ? null : duration(r.admission_lag_ms)],
+      ["Started", r.started_at ? when(r.started_at) : null],
+      ["Finished", r.finished_at ? when(r.finished_at) : null],
+      ["Duration", r.duration_ms === null ? null : duration(r.duration_ms)],
+      ["Exit code", r.exit_code === null ? null : String(r.exit_code)],
+      ["Error", r.error_code ? r.error_code + (r.error_summary ? ": " + r.error_summary : "")
+        : null],
+      ["Cancel reason", r.cancel_reason]
+    ]);
+    var tbody = clear($("attempts").tBodies[0]);
+    if (!detail.attempts.length) emptyRow(tbody, 8, "No attempt yet.");
+    detail.attempts.forEach(function (a) {
+      tbody.appendChild(row([el("td", { class: "num" }, a.attempt), badge(a.status),
+        a.executor_type + (a.worker ? " (" + a.worker + ")" : ""),
+        el("td", { class: "num" }, a.pid === null ? "" : a.pid),
+        a.started_at ? when(a.started_at) : "—", a.finished_at ? when(a.finished_at) : "—",
+        el("td", { class: "num" }, a.exit_code === null ? "" : a.exit_code),
+        a.error_code ? a.error_code + (a.error_summary ? ": " + a.error_summary : "") : ""]));
+    });
+    var list = clear($("timeline"));
+    detail.events.forEach(function (e) {
+      list.appendChild(el("li", { "data-event": e.type },
+        el("span", { class: "when", title: utc(e.at_ms) }, local(e.at_ms)),
+        el("span", { class: "type" }, e.type),
+        e.summary,
+        el("span", { class: "actor" }, e.actor)));
+    });
+  }
+
+  var LOG_LIMIT = 2 * 1024 * 1024;  // characters kept on the page
+
+  /* Follow the latest attempt's log over server-sent events until the Run ends. */
+  function follow(runId) {
+    var pre = $("log");
+    var state = $("log-state");
+    var opened = false;
+    var done = false;
+    var source = new EventSource("/api/v1/runs/" + seg(runId) + "/logs?follow=true");
+    state.textContent = "connecting…";
+    source.addEventListener("open", function () {
+      if (opened) pre.textContent = "";  // a reconnect sends the log again from its start
+      opened = true;
+      state.textContent = "following live…";
+    });
+    source.addEventListener("log", function (event) {
+      var data = JSON.parse(event.data);
+      var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.appendChild(document.createTextNode(data.text));
+      if (pre.textContent.length > LOG_LIMIT) {
+        pre.textContent = "[earlier output dropped]\n" + pre.textContent.slice(-LOG_LIMIT / 2);
+      }
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    });
+    source.addEventListener("end", function (event) {
+      done = true;
+      source.close();
+      var data = JSON.parse(event.data);
+      state.textContent = "the Run ended: " + data.status;
+      state.setAttribute("data-ended", data.status);
+    });
+    source.addEventListener("error", function (event) {
+      if (done) return;
+      if (event.data) {  // an error event the server sent: a problem object
+        done = true;
+        source.close();
+        var problem = {};
+        try { problem = JSON.parse(event.data); } catch (e) { problem = {}; }
+        state.textContent = describe(new ApiError(problem.status || 500, problem));
+        return;
+      }
+      state.textContent = source.readyState === EventSource.CLOSED
+        ? "the log stream closed" : "reconnecting…";
+    });
+    return source;
+  }
+
+  // --- stats --------------------------------------------------------------------------------
+
+  function statsPage() {
+    var params = new URLSearchParams(location.search);
+    var zone = viewerZone;
+    if (params.get("days")) $("stats-days").value = params.get("days");
+    var load = function () {
+      var project = $("stats-project").value;
+      if (!project) return Promise.resolve();
+      var days = Number($("stats-days").value) || 7;
+      var to = dayIn(Date.now(), zone);
+      var from = addDays(to, -(days - 1));
+      history.replaceState(null, "", "/stats" + query({ project: project,
+        task: $("stats-task").value, days: days }));
+      return api("GET", "/projects/" + seg(project) + "/stats" + query({
+        task: $("stats-task").value, from: from, to: to, timezone: zone
+      })).then(function (view) {
+        showProblem("problem", null);
+        $("stats-zone").textContent = "Days of " + view.timezone + ", " + view.from + " to " +
+          view.to + ".";
+        drawChart(view);
+        drawStatsTables(view);
+      }).catch(function (e) {
+        if (e.problem && e.problem.field === "timezone" && zone !== "UTC") {
+          zone = "UTC";  // the server does not know the browser's zone
+          return load();
+        }
+        showProblem("problem", e);
+        return null;
+      });
+    };
+    var loadTasks = function () {
+      var project = $("stats-project").value;
+      var select = $("stats-task");
+      return api("GET", "/projects/" + seg(project) + "/tasks").then(function (tasks) {
+        var keep = select.value || params.get("task") || "";
+        clear(select).appendChild(el("option", { value: "" }, "(every task)"));
+        tasks.forEach(function (t) { select.appendChild(el("option", { value: t.task }, t.task)); });
+        select.value = keep;
+        if (select.value !== keep) select.value = "";
+      }).catch(function () { return null; });
+    };
+    projectsInto(null).then(function (projects) {
+      var select = $("stats-project");
+      projects.forEach(function (p) { select.appendChild(el("option", { value: p.id }, p.id)); });
+      if (params.get("project")) select.value = params.get("project");
+      if (!projects.length) { showProblem("problem", "No projects yet."); return null; }
+      return loadTasks().then(load);
+    }).catch(function (e) { showProblem("problem", e); });
+    $("stats-project").addEventListener("change", function () {
+      $("stats-task").value = "";
+      loadTasks().then(load);
+    });
+    $("stats-task").addEventListener("change", load);
+    $("stats-days").addEventListener("change", load);
+  }
+
+  function dayIn(ms, zone) {
+    try {
+      var parts = new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric",
+        month: "2-digit", day: "2-digit" }).formatToParts(new Date(ms));
+      var got = {};
+      parts.forEach(function (p) { got[p.type] = p.value; });
+      return got.year + "-" + got.month + "-" + got.day;
+    } catch (e) {
+      return new Date(ms).toISOString().slice(0, 10);
+    }
+  }
+
+  function addDays(day, n) {
+    var d = new Date(day + "T00:00:00Z");
+    d.setUTCDate(d.getUTCDate() + n);
+    return d.toISOString().slice(0, 10);
+  }
+
+  var SERIES = [["successes", "#2da44e"], ["failures", "#cf222e"], ["cancelled", "#8c959f"],
+    ["other", "#54aeff"]];
+
+  function drawChart(view) {
+    var byDay = {};
+    view.days.forEach(function (d) {
+      var sum = byDay[d.date] || { runs: 0, successes: 0, failures: 0, cancelled: 0 };
+      sum.runs += d.runs; sum.successes += d.successes; sum.failures += d.failures;
+      sum.cancelled += d.cancelled;
+      byDay[d.date] = sum;
+    });
+    var days = [];
+    for (var day = view.from; day <= view.to; day = addDays(day, 1)) days.push(day);
+    var max = 1;
+    days.forEach(function (d) { if (byDay[d] && byDay[d].runs > max) max = byDay[d].runs; });
+    var width = 760, height = 260, left = 44, right = 10, top = 14, bottom = 44;
+    var plotW = width - left - right, plotH = height - top - bottom;
+    var slot = plotW / Math.max(1, days.length);
+    var barW = Math.max(2, Math.min(48, slot * 0.7));
+    var chart = svg("svg", { viewBox: "0 0 " + width + " " + height, width: width,
+      height: height, role: "img", "aria-label": "Runs per day", id: "stats-svg" });
+    [0, 0.5, 1].forEach(function (f) {
+      var y = top + plotH - f * plotH;
+      chart.appendChild(svg("line", { x1: left, x2: width - right, y1: y, y2: y,
+        stroke: "#d9dee4", "stroke-width": 1 }));
+      chart.appendChild(svg("text", { x: left - 6, y: y + 4, "text-anchor": "end",
+        "font-size": 11, fill: "#5d6875" }, String(Math.round(f * max))));
+    });
+    var labelEvery = Math.ceil(days.length / 12);
+    days.forEach(function (d, i) {
+      var x = left + i * slot + (slot - barW) / 2;
+      var sum = byDay[d] || { runs: 0, successes: 0, failures: 0, cancelled: 0 };
+      var parts = { successes: sum.successes, failures: sum.failures, cancelled: sum.cancelled,
+        other: Math.max(0, sum.runs - sum.successes - sum.failures - sum.cancelled) };
+      var y = top + plotH;
+      var group = svg("g", { class: "bar", "data-day": d, "data-runs": sum.runs },
+        svg("title", {}, d + ": " + sum.runs + " Runs, " + sum.successes + " succeeded, " +
+          sum.failures + " failed, " + sum.cancelled + " cancelled"));
+      SERIES.forEach(function (s) {
+        var h = (parts[s[0]] / max) * plotH;
+        if (h <= 0) return;
+        y -= h;
+        group.appendChild(svg("rect", { x: x.toFixed(1), y: y.toFixed(1), width: barW.toFixed(1),
+          height: h.toFixed(1), fill: s[1], "data-series": s[0] }));
+      });
+      chart.appendChild(group);
+      if (i % labelEvery === 0) {
+        chart.appendChild(svg("text", { x: (x + barW / 2).toFixed(1), y: height - bottom + 16,
+          "text-anchor": "middle", "font-size": 11, fill: "#5d6875" }, d.slice(5)));
+      }
+    });
+    clear($("stats-chart")).appendChild(chart);
+    var legend = clear($("stats-legend"));
+    SERIES.forEach(function (s) {
+      legend.appendChild(el("span", {}, el("span", { class: "swatch swatch-" + s[0] }), s[0]));
+    });
+  }
+
+  function drawStatsTables(view) {
+    var totals = clear($("stats-totals").tBodies[0]);
+    if (!view.totals.length) emptyRow(totals, 8, "No Runs in this window.");
+    view.totals.forEach(function (t) {
+      var ended = t.successes + t.failures + t.cancelled;
+      totals.appendChild(row([t.task, el("td", { class: "num" }, t.runs),
+        el("td", { class: "num" }, t.successes), el("td", { class: "num" }, t.failures),
+        el("td", { class: "num" }, t.cancelled),
+        el("td", { class: "num" }, ended ? Math.round((100 * t.successes) / ended) + "%" : "—"),
+        el("td", { class: "num" }, ended ? duration(Math.round(t.total_duration_ms / ended)) : "—"),
+        el("td", { class: "num" }, duration(t.max_duration_ms))]));
+    });
+    var rows = clear($("stats-days-table").tBodies[0]);
+    if (!view.days.length) emptyRow(rows, 8, "No Runs in this window.");
+    view.days.slice().reverse().forEach(function (d) {
+      rows.appendChild(row([d.date, d.task, el("td", { class: "num" }, d.runs),
+        el("td", { class: "num" }, d.successes), el("td", { class: "num" }, d.failures),
+        el("td", { class: "num" }, d.cancelled),
+        el("td", { class: "num" }, duration(d.total_duration_ms)),
+        el("td", { class: "num" }, duration(d.max_duration_ms))]));
+    });
+  }
+
+  // --- start ----------------------------------------------------------------------------------
+
+  var PAGES = {
+    login: loginPage,
+    dashboard: dashboardPage,
+    tasks: tasksPage,
+    "task-editor": taskEditorPage,
+    "trigger-editor": triggerEditorPage,
+    trigger: triggerPage,
+    runs: runsPage,
+    run: runPage,
+    stats: statsPage
+  };
+
+  setupHeader();
+  if (PAGES[page]) PAGES[page]();
+  body.setAttribute("data-ready", "true");
+})();
