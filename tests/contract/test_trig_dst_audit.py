@@ -12,8 +12,7 @@ from qinglong.audit.source import read_input
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams
+from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.contract.conftest import Backend
@@ -36,10 +35,10 @@ def test_revision_records_carry_the_config_on_every_dialect(backend: Backend) ->
     d.project_create(ProjectCreateParams(project_id="demo"))
     d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
                                      spec=CommandSpec(command=ShellCommand(command="true"))))
-    d.trigger_publish(TriggerSpecPublishParams(
+    d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="nightly", task_id="hello", expression="30 2 * * *",
         timezone=NY, dst_gap="skip", dst_overlap="both"))
-    d.trigger_publish(TriggerSpecPublishParams(
+    d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="plain", task_id="hello", expression="30 2 * * *",
         timezone=NY))
     if backend.dialect == "postgresql":

@@ -19,8 +19,7 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams
+from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 
@@ -34,7 +33,7 @@ def ran(sqlite_stores: SqliteStores, clock: FakeClock) -> tuple[SqliteStores, in
     d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
                                      spec=CommandSpec(command=ShellCommand(command="true"))))
     anchor = ceil_second(clock.now_ms()) + MINUTE
-    d.trigger_publish(TriggerSpecPublishParams(
+    d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="spread", task_id="hello",
         expression=f"every 10m from {instant_text(anchor)}", jitter_s=300, jitter_random_s=60))
     coordinator = LocalCoordinator(sqlite_stores.schedules, clock, new_id=lambda: str(uuid.uuid4()))

@@ -19,12 +19,12 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
 from qinglong.storage.ports import (
     CommitOutcome,
     CommitResult,
     ProjectCreateParams,
     TaskPublishParams,
+    TriggerPublishParams,
 )
 from tests.contract.conftest import SCHEDULER_OWNER, Backend
 
@@ -83,7 +83,7 @@ def test_a_jittered_occurrence_is_due_at_its_jittered_instant(bed: Backend) -> N
     trigger = trigger_with_offset(2, 3)
     offset = Jitter(BOUND_S).stable_s("demo", trigger) * SECOND
     nominal = ceil_second(b.now_ms()) + SECOND
-    published = b.definitions.trigger_publish(TriggerSpecPublishParams(
+    published = b.definitions.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id=trigger, task_id="hello",
         expression=f"every 1h from {instant_text(nominal)}", jitter_s=BOUND_S)).revision
     assert published.spec.jitter == Jitter(BOUND_S)
@@ -115,7 +115,7 @@ def test_a_jittered_occurrence_is_due_at_its_jittered_instant(bed: Backend) -> N
     assert schedule_row(b, trigger) == {"next_fire_at_ms": nominal + 3_600_000,
                                         "next_due_at_ms": nominal + 3_600_000 + offset}
     # a revision without jitter: the row's jittered instant is cleared with the cursor
-    b.definitions.trigger_publish(TriggerSpecPublishParams(
+    b.definitions.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id=trigger, jitter_s=0))
     assert schedule_row(b, trigger) == {"next_fire_at_ms": None, "next_due_at_ms": None}
     [(again, _)] = cycle(b)
@@ -127,7 +127,7 @@ def test_a_jittered_occurrence_is_due_at_its_jittered_instant(bed: Backend) -> N
 def test_without_jitter_nothing_changes(bed: Backend) -> None:
     b = bed
     nominal = ceil_second(b.now_ms()) + SECOND
-    b.definitions.trigger_publish(TriggerSpecPublishParams(
+    b.definitions.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="plain", task_id="hello",
         expression=f"every 1h from {instant_text(nominal)}"))
     cycle(b)

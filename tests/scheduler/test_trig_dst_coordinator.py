@@ -15,12 +15,12 @@ from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
 from qinglong.storage.ports import (
     ProjectCreateParams,
     RunListParams,
     TaskPublishParams,
     TriggerPauseParams,
+    TriggerPublishParams,
     TriggerResumeParams,
 )
 from qinglong.testing import FakeClock
@@ -55,7 +55,7 @@ def stores(sqlite_stores: SqliteStores, clock: FakeClock) -> SqliteStores:
         ("both", "30 1 * * *", {"dst_overlap": "both"}),
         ("half-hourly", "*/30 * * * *", {}),
     ):
-        d.trigger_publish(TriggerSpecPublishParams(
+        d.trigger_publish(TriggerPublishParams(
             project_id="demo", trigger_id=trigger, task_id="hello", expression=cron,
             timezone=NY, **extra))  # type: ignore[arg-type]
     return sqlite_stores

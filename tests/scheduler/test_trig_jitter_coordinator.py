@@ -14,8 +14,12 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.local import LocalCoordinator
-from qinglong.storage.definition_writer import TriggerSpecPublishParams
-from qinglong.storage.ports import ProjectCreateParams, RunListParams, TaskPublishParams
+from qinglong.storage.ports import (
+    ProjectCreateParams,
+    RunListParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 
@@ -47,7 +51,7 @@ def test_jitter_near_the_grace(stores: SqliteStores, clock: FakeClock, late_ms: 
     offset = offset_of(trigger)
     assert offset > GRACE  # so nominal + grace is well before the jittered instant
     nominal = ceil_second(clock.now_ms()) + HOUR
-    stores.definitions.trigger_publish(TriggerSpecPublishParams(
+    stores.definitions.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id=trigger, task_id="hello", misfire_policy=misfire,
         expression=f"every 1d from {instant_text(nominal)}", jitter_s=3600))
     coordinator = LocalCoordinator(stores.schedules, clock, grace_ms=GRACE,
