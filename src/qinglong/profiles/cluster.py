@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 import psycopg
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, ProcessCollector
 
 from qinglong.api.health import HttpServer, create_app
 from qinglong.clock import Clock, SystemClock
@@ -29,6 +29,16 @@ from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import ConnectionLost, NotReady, QinglongError
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult
+from qinglong.metrics import (
+    QUEUE_COUNT_CAP,
+    Caps,
+    QueueMetrics,
+    QueueSample,
+    RescueMetrics,
+    SchedulerMetrics,
+    new_registry,
+    queue_sample,
+)
 from qinglong.notify.wiring import NotifyService, cluster_service
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.scheduler.cluster import ClusterCoordinator
@@ -116,27 +126,37 @@ class AvailabilityFence:
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.admitted = Counter("ql_admitted_total", "Runs admitted", registry=self.registry)
-        self.advanced = Counter("ql_advanced_total", "Cursor moves without a Run", ["disposition"],
-                                registry=self.registry)
-        self.raced = Counter("ql_raced_total", "Commits that lost a race", ["reason"],
-                             registry=self.registry)
-        self.cycles = Counter("ql_cycles_total", "Scheduler cycles", registry=self.registry)
+    """The replica's registry: the scheduler families shared with `ql serve`
+    (qinglong.metrics), lease takeovers, queue depth, and the replica's own."""
+
+    def __init__(self, clock: Clock | None = None, label_limit: int | None = None) -> None:
+        self.registry = new_registry()
+        ProcessCollector(registry=self.registry)
+        self.caps = Caps(self.registry, label_limit)
+        self.scheduler = SchedulerMetrics(self.registry, self.caps.triggers)
+        self.admitted = self.scheduler.admitted
+        self.advanced = self.scheduler.advanced
+        self.raced = self.scheduler.raced
+        self.cycles = self.scheduler.cycles
+        self.errors = self.scheduler.errors
+        self.lag = self.scheduler.lag
         self.retries = Counter("ql_admission_retries_total",
                                "Admission attempts retried before COMMIT (serialization, deadlock, lock timeout)",
                                ["sqlstate"], registry=self.registry)
-        self.errors = Counter("ql_errors_total", "Scheduler errors", ["code"], registry=self.registry)
         self.activations = Counter("ql_activations_total", "Successful activations",
                                    registry=self.registry)
         self.ready = Gauge("ql_ready", "1 while this replica admits", registry=self.registry)
-        self.rescued = Counter("ql_attempts_rescued_total",
-                               "Attempts whose lease expired, by what the reconciler did",
-                               ["outcome"], registry=self.registry)
-        self.lag = Histogram("ql_admission_lag_seconds", "Claim time minus scheduled time",
-                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-                             registry=self.registry)
+        self.rescue = RescueMetrics(self.registry)
+        self.rescued = self.rescue.rescued
+        self.queue = QueueMetrics(self.registry, (clock or SystemClock()).monotonic)
+
+
+def read_queue(connector: PoolConnector) -> QueueSample:
+    """Queue depth by the database clock (one statement along runs_status_idx)."""
+    with connector.connection() as conn:
+        row = conn.execute(QUERIES["metrics_queue"], {"cap": QUEUE_COUNT_CAP}).fetchone()
+    now = row.get("now_ms") if row is not None else None
+    return queue_sample(row, int(now) if isinstance(now, int) else 0)
 
 
 class Notifier:
@@ -208,7 +228,7 @@ class ClusterControl:
         self._clock = clock or SystemClock()
         self._observer = observer
         self._fence = AvailabilityFence(observer)
-        self._metrics = Metrics()
+        self._metrics = Metrics(self._clock)
         self._seams = seams or ControlSeams()
         self._activation: _Activation | None = None
         self._last_report: CycleReport | None = None
@@ -331,7 +351,14 @@ class ClusterControl:
     def _reconcile(self, reconciler: Reconciler) -> ReconcileReport:
         if not self._fence.ready:
             return ReconcileReport(rescued=0, promoted=0, saturated=False)
-        return self._guarded(reconciler.run_cycle)
+        report = self._guarded(reconciler.run_cycle)
+        activation = self._activation
+        if activation is not None:
+            # the queue gauge is a hint: a failed reading keeps the last one (the reconciler's
+            # own statements report a lost database)
+            with contextlib.suppress(QinglongError, psycopg.Error):
+                self._metrics.queue.refresh(lambda: read_queue(activation.connector))
+        return report
 
     def _guarded(self, cycle: Callable[[], R]) -> R:
         try:
@@ -341,7 +368,7 @@ class ClusterControl:
             raise
 
     def _rescued(self, attempt: RescuedAttempt) -> None:
-        self._metrics.rescued.labels(attempt.outcome).inc()
+        self._metrics.rescue.observe(attempt)
         if attempt.outcome == "requeued" and self._activation is not None:
             self._activation.notifier.poke()
         self._observer.rescued(attempt)
@@ -405,17 +432,11 @@ class ClusterControl:
     # -- observation ------------------------------------------------------------------
 
     def _committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
-        m = self._metrics
-        if result.outcome is CommitOutcome.ADMITTED:
-            m.admitted.inc()
-            if self._activation is not None:
-                self._activation.notifier.poke()
-            if decision.scheduled_for_ms is not None:
-                m.lag.observe(max(0, claim.fence.acquired_at_ms - decision.scheduled_for_ms) / 1000)
-        elif result.outcome is CommitOutcome.RACED:
-            m.raced.labels(result.reason or "unknown").inc()
-        else:
-            m.advanced.labels(decision.disposition.value).inc()
+        # decision.observed_at_ms is the claim's database time (fence.acquired_at_ms)
+        self._metrics.scheduler.committed(claim.candidate.project_id, claim.candidate.trigger_id,
+                                          decision, result)
+        if result.outcome is CommitOutcome.ADMITTED and self._activation is not None:
+            self._activation.notifier.poke()
         if self._seams.on_committed is not None:
             self._seams.on_committed(claim, decision, result)
         self._observer.committed(claim, decision, result)

@@ -10,6 +10,7 @@ and `failure` says why, so `ql serve` exits non-zero instead of logging the same
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -27,11 +28,31 @@ from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, DEFAULT_LOG_RETENTION_DAYS, prune_log_dir
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
+from qinglong.metrics import (
+    QUEUE_COUNT_CAP,
+    Caps,
+    ExecutionMetrics,
+    LeaseTargets,
+    QueueMetrics,
+    QueueSample,
+    RescueMetrics,
+    SchedulerMetrics,
+    new_registry,
+    publish,
+    queue_sample,
+    withdraw,
+)
 from qinglong.notify.wiring import NotifyService, local_service
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
-from qinglong.storage.sqlite.connection import SqliteDatabase, check_single_name
+from qinglong.storage.ports import (
+    AttemptLease,
+    CommitOutcome,
+    CommitResult,
+    LeaseAcquireParams,
+    RescuedAttempt,
+)
+from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase, check_single_name
 from qinglong.storage.sqlite.instances import SqliteInstanceStore
 from qinglong.storage.sqlite.migrate import check_schema
 from qinglong.storage.sqlite.runs import SqliteRunStore
@@ -70,6 +91,7 @@ class LocalServeConfig:
     log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS
     drain_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
+    metrics_trigger_labels: int | None = None  # None: QL_METRICS_TRIGGER_LABELS or 100
 
     def validated(self) -> LocalServeConfig:
         check_grace(self.grace_ms)
@@ -156,11 +178,49 @@ class ServeLock:
             self._fd = None
 
 
+class LocalMetrics:
+    """`ql serve`'s registry: the scheduler families of `ql control`, the execution families
+    of `ql worker`, lease takeovers and queue depth (qinglong.metrics), shown by the /metrics
+    of its HTTP API (``--http``)."""
+
+    def __init__(self, clock: Clock, label_limit: int | None = None) -> None:
+        self.registry = new_registry()
+        self.caps = Caps(self.registry, label_limit)
+        self.scheduler = SchedulerMetrics(self.registry, self.caps.triggers)
+        self.execution = ExecutionMetrics(self.registry, self.caps.runs)
+        self.rescue = RescueMetrics(self.registry)
+        self.queue = QueueMetrics(self.registry, clock.monotonic)
+
+
+class LeaseRecordingSqliteRunStore(SqliteRunStore):
+    """SqliteRunStore that remembers what each leased Run runs (project, task, trigger), so a
+    finished Run is counted under its task and trigger."""
+
+    def __init__(self, db: SqliteDatabase, clock: Clock, *, actor_id: str,
+                 targets: LeaseTargets) -> None:
+        super().__init__(db, clock, actor_id=actor_id)
+        self._targets = targets
+
+    def lease_acquire(self, params: LeaseAcquireParams) -> list[AttemptLease]:
+        leases = super().lease_acquire(params)
+        self._targets.remember(leases)
+        return leases
+
+
+def read_queue(db: SqliteDatabase, clock: Clock) -> QueueSample:
+    """Queue depth (one statement along runs_queued_idx), aged by the node clock."""
+    with db.read("read the queue depth") as conn:
+        row = conn.execute(QUERIES["metrics_queue"], {"cap": QUEUE_COUNT_CAP}).fetchone()
+    return queue_sample(row, clock.now_ms())
+
+
 class LocalApp:
     def __init__(self, config: LocalServeConfig, clock: Clock, observer: LocalObserver) -> None:
         self._config = config.validated()
         self._clock = clock
         self._observer = observer
+        self.metrics = LocalMetrics(clock, self._config.metrics_trigger_labels)
+        self.metrics.execution.capacity.set(self._config.concurrency)
         self._db: SqliteDatabase | None = None
         self._lock = ServeLock(config.database_path)
         self._lifecycle: PacedLoop[CycleReport] | None = None
@@ -182,7 +242,9 @@ class LocalApp:
             check_log_dir(config.effective_log_dir)
             self._instances = SqliteInstanceStore(db, self._clock)
             self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(), os.getpid())
-            run_store = SqliteRunStore(db, self._clock, actor_id=config.profile.name)
+            run_store = LeaseRecordingSqliteRunStore(
+                db, self._clock, actor_id=config.profile.name,
+                targets=self.metrics.execution.targets)
             executor = Executor(
                 run_store,
                 self._clock,
@@ -192,9 +254,10 @@ class LocalApp:
                 concurrency=config.concurrency,
                 log_max_bytes=config.log_max_bytes,
                 diagnostics=self._diagnostic,
-                on_finished=self._observer.finished,
+                on_finished=self._finished,
                 renew_every_s=LOCAL_RENEW_EVERY_S,
             )
+            self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()
             for attempt in reconciled:
                 self._observer.reconciled(attempt)
@@ -221,7 +284,7 @@ class LocalApp:
                                     prune=lambda: prune_log_dir(
                                         log_dir, self._clock.now_ms() - retention_ms))
             reconciling: PacedLoop[ReconcileReport] = PacedLoop(
-                reconciler.run_cycle, interval_s=RECONCILE_INTERVAL_S,
+                lambda: self._reconcile(reconciler, db), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=config.stop_timeout_s, diagnostics=self._diagnostic,
                 name="ql-reconciler")
             self._executor = executor
@@ -234,6 +297,7 @@ class LocalApp:
             reconciling.start()
             self._notifying.start()
             lifecycle.start()
+            publish(self.metrics.registry)  # on the /metrics of `ql serve --http`
         except BaseException:
             self.stop(clean=False)
             raise
@@ -241,9 +305,23 @@ class LocalApp:
 
     def _rescued(self, executor: Executor, attempt: RescuedAttempt) -> None:
         executor.fence(attempt.attempt_id)  # its command may still run in this process
+        self.metrics.rescue.observe(attempt)
         self._observer.reconciled(attempt)
 
+    def _reconcile(self, reconciler: Reconciler, db: SqliteDatabase) -> ReconcileReport:
+        report = reconciler.run_cycle()
+        # the queue gauge is a hint: a failed reading keeps the last one
+        with contextlib.suppress(QinglongError):
+            self.metrics.queue.refresh(lambda: read_queue(db, self._clock))
+        return report
+
+    def _finished(self, finished: RunFinished) -> None:
+        self.metrics.execution.observe(finished.run_id, finished.trigger_id, finished.status,
+                                       finished.duration_ms)
+        self._observer.finished(finished)
+
     def _diagnostic(self, diagnostic: Diagnostic) -> None:
+        self.metrics.scheduler.errors.labels(diagnostic.code).inc()
         self._observer.diagnostic(diagnostic)
         if diagnostic.code in FATAL_CODES and not self.failed.is_set():
             self.failure = diagnostic
@@ -251,6 +329,7 @@ class LocalApp:
 
     def _report(self, report: CycleReport) -> None:
         del report
+        self.metrics.scheduler.cycles.inc()
         now = self._clock.monotonic()
         if self._instances is not None and now - self._beat_at >= HEARTBEAT_INTERVAL_S:
             self._beat_at = now
@@ -260,11 +339,14 @@ class LocalApp:
                 self._diagnostic(Diagnostic(source="serve", code=exc.code, message=exc.message))
 
     def _committed(self, candidate: ScheduleCandidate, decision: Decision, result: CommitResult) -> None:
+        self.metrics.scheduler.committed(candidate.project_id, candidate.trigger_id, decision,
+                                         result)
         if result.outcome is CommitOutcome.ADMITTED and self._executor is not None:
             self._executor.poke()
         self._observer.admitted(candidate, decision, result)
 
     def stop(self, *, clean: bool = True) -> StopResult:
+        withdraw(self.metrics.registry)
         result = StopResult.STOPPED
         if self._lifecycle is not None:
             result = self._lifecycle.stop()

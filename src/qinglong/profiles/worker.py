@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import psycopg
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import Counter, Gauge, ProcessCollector
 
 from qinglong.api.health import HttpServer, create_app
 from qinglong.clock import Clock, SystemClock
@@ -30,7 +30,9 @@ from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.errors import NotReady, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.ids import new_uuid
+from qinglong.metrics import Caps, ExecutionMetrics, LeaseTargets, new_registry
 from qinglong.profiles.worker_config import WorkerSettings
+from qinglong.storage.ports import AttemptLease, LeaseAcquireParams
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, conninfo
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
@@ -48,20 +50,39 @@ class WorkerObserver(Protocol):
 
 
 class WorkerMetrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+    """The worker's registry: the execution families shared with `ql serve`
+    (qinglong.metrics: Runs by outcome per task and trigger, durations, slots) and the
+    worker's own, whose names predate them."""
+
+    def __init__(self, label_limit: int | None = None) -> None:
+        self.registry = new_registry()
+        ProcessCollector(registry=self.registry)
+        self.caps = Caps(self.registry, label_limit)
+        self.execution = ExecutionMetrics(self.registry, self.caps.runs)
+        self.slots = self.execution.slots
+        self.capacity = self.execution.capacity
         self.runs = Counter("ql_worker_runs_total", "Runs this worker finished, by outcome",
                             ["status"], registry=self.registry)
-        self.slots = Gauge("ql_worker_slots_in_use", "Commands running now",
-                           registry=self.registry)
-        self.capacity = Gauge("ql_worker_slots", "Commands this worker may run at once",
-                              registry=self.registry)
         self.ready = Gauge("ql_worker_ready", "1 while this worker takes work",
                            registry=self.registry)
         self.errors = Counter("ql_worker_errors_total", "Errors, by code", ["code"],
                               registry=self.registry)
         self.duration = Counter("ql_worker_run_seconds_total", "Time spent running commands",
                                 registry=self.registry)
+
+
+class LeaseRecordingRunStore(PgRunStore):
+    """PgRunStore that remembers what each leased Run runs (project, task, trigger), so a
+    finished Run is counted under its task and trigger."""
+
+    def __init__(self, connector: PoolConnector, *, actor_id: str, targets: LeaseTargets) -> None:
+        super().__init__(connector, actor_id=actor_id)
+        self._targets = targets
+
+    def lease_acquire(self, params: LeaseAcquireParams) -> list[AttemptLease]:
+        leases = super().lease_acquire(params)
+        self._targets.remember(leases)
+        return leases
 
 
 class Listener:
@@ -191,13 +212,16 @@ class WorkerApp:
             self._spool = tempfile.TemporaryDirectory(prefix="ql-worker-")
         spool = Path(s.log_dir or (self._spool.name if self._spool else "."))
         executor = Executor(
-            PgRunStore(connector, actor_id=self.session), self._clock, owner=self.session,
+            LeaseRecordingRunStore(connector, actor_id=self.session,
+                                   targets=self.metrics.execution.targets),
+            self._clock, owner=self.session,
             log_dir=spool, concurrency=s.slots, lease_ms=s.lease_ms,
             log_max_bytes=s.log_max_bytes, poll_interval_s=s.poll_ms / 1000,
             diagnostics=self._diagnostic, on_finished=self._finished, requeue_on_drain=True,
             log_store=PgLogStore(connector),
         )
         self._executor = executor
+        self.metrics.execution.watch_slots(executor.active)
         self._listener = Listener(target, f"{name}:listen"[:63], executor)
         executor.start()
         self._listener.start()
@@ -207,9 +231,6 @@ class WorkerApp:
 
     def _heartbeat(self, stop: threading.Event) -> None:
         while not stop.wait(HEARTBEAT_INTERVAL_S):
-            executor = self._executor
-            if executor is not None:
-                self.metrics.slots.set(executor.active())
             instances = self._instances
             if instances is None:
                 return
@@ -250,6 +271,8 @@ class WorkerApp:
     def _finished(self, finished: RunFinished) -> None:
         self.metrics.runs.labels(finished.status).inc()
         self.metrics.duration.inc(finished.duration_ms / 1000)
+        self.metrics.execution.observe(finished.run_id, finished.trigger_id, finished.status,
+                                       finished.duration_ms)
         self._observer.finished(finished)
 
     def _diagnostic(self, diagnostic: Diagnostic) -> None:

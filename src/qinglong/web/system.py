@@ -1,14 +1,18 @@
 """Routes about the server itself: /livez and /readyz (the only ones without authentication),
-health with the processes serving the database, the OpenAPI document and its docs page."""
+health with the processes serving the database, Prometheus /metrics (read scope), the OpenAPI
+document and its docs page."""
 
 from __future__ import annotations
 
 import html
+import threading
 from collections.abc import Callable
 
+from prometheus_client import CollectorRegistry, Gauge, ProcessCollector
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from qinglong import __version__
+from qinglong import metrics as ql_metrics
 from qinglong.errors import QinglongError, StorageError
 from qinglong.service.accounts import Level
 from qinglong.service.times import rfc3339
@@ -49,6 +53,48 @@ def health(call: Call) -> Reply:
     return Reply({"status": "ok", "profile": call.backend.kind, "version": __version__,
                   "time": rfc3339(now_ms),
                   "instances": [instance_view(i, now_ms) for i in call.backend.instances.instance_list()]})
+
+
+INSTANCE_ROLES = ("control", "worker", "web", "serve")
+_process_registry: CollectorRegistry | None = None
+_process_lock = threading.Lock()
+
+
+def process_registry() -> CollectorRegistry:
+    """This process's own families, made once: its CPU, memory and descriptors, and the
+    version."""
+    global _process_registry
+    with _process_lock:
+        if _process_registry is None:
+            registry = ql_metrics.new_registry()
+            ProcessCollector(registry=registry)
+            Gauge("ql_build_info", "Always 1: the qinglong version serving", ["version"],
+                  registry=registry).labels(__version__).set(1)
+            _process_registry = registry
+        return _process_registry
+
+
+def instances_registry(call: Call) -> CollectorRegistry:
+    """The processes serving the database, alive now, by role (read at the scrape: one read
+    of the small instances table)."""
+    registry = CollectorRegistry(auto_describe=True)
+    alive = Gauge("ql_instances_alive", "Processes serving this database seen alive within "
+                  f"{ALIVE_WITHIN_MS // 1000} s, by role", ["role"], registry=registry)
+    for role in INSTANCE_ROLES:
+        alive.labels(role).set(0)
+    now_ms = call.clock.now_ms()
+    for item in call.backend.instances.instance_list():
+        if item.stopped_at_ms is None and now_ms - item.seen_at_ms <= ALIVE_WITHIN_MS:
+            alive.labels(item.role).inc()
+    return registry
+
+
+def metrics(call: Call) -> Response:
+    """Prometheus text: this process (and, inside `ql serve --http`, its scheduler and
+    executor), and the processes serving the database."""
+    body = ql_metrics.render([*ql_metrics.published(), process_registry(),
+                              instances_registry(call)])
+    return Response(body, media_type=ql_metrics.CONTENT_TYPE)
 
 
 def openapi_document(document: Callable[[], dict[str, object]]) -> Endpoint:
@@ -151,4 +197,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/health", health, "Health: the database, and the processes "
              "serving it (replicas, workers, web servers)", "system", Level.READ,
              response=s.HealthView),
+    Endpoint("GET", "/metrics", metrics, "Prometheus metrics of this process (text exposition "
+             "format; docs/metrics.md)", "system", Level.READ, media="text/plain",
+             medias=("text/plain",)),
 )
