@@ -9,6 +9,13 @@ revision's nominal occurrences, carry one Attempt and its two admission events, 
 cluster) come from the latest claim on its row; cursors must never move back. Duplicates (a
 second Run for one occurrence) are counted over every Run read, also those after the window.
 
+Retention (docs/retention.md) prunes claim records and the events of Runs that ended, and
+records how far in ``retention_marks`` in the same transaction: a Run that ended for good
+before the events mark with no event left, or admitted before the claims mark whose claim is
+gone, is judged by what remains (its occurrence, duplicates, its first Attempt) and listed in
+``evidence_pruned``, not as a violation; anything later, or with no mark (nothing was ever
+pruned), is judged in full: missing evidence is a violation.
+
 A backfilled Run (`ql trigger backfill`) is no scheduling decision: it has no claim and is
 not judged as an admission, but an occurrence with no scheduled Run that a backfill admitted
 later is explained (``gaps_backfilled``); it must lie on its own revision's schedule and has
@@ -39,7 +46,7 @@ from qinglong.audit.model import (
     TriggerRevisionRecord,
 )
 from qinglong.domain.decision import PAUSED_FATE
-from qinglong.domain.runs import TRIGGER_TYPE_BACKFILL
+from qinglong.domain.runs import TERMINAL_RUN, TRIGGER_TYPE_BACKFILL
 from qinglong.loops import MAX_INTERVAL_S
 
 Key = tuple[str, str]
@@ -332,17 +339,34 @@ def _dropped_by_misfire(occurrence: int, misfires: Iterable[MisfireRecord]) -> b
     return False
 
 
+def events_pruned(run: RunRecord, pruned_before_ms: int | None) -> bool:
+    """Whether retention deleted this Run's events: it ended for good (a status no transition
+    leaves) before the events mark and has no event left. Retention deletes all events of a
+    Run in one statement, so a Run with some of them is judged in full."""
+    return (pruned_before_ms is not None and run.events == 0 and run.status in TERMINAL_RUN
+            and run.finished_at_ms is not None and run.finished_at_ms < pruned_before_ms)
+
+
 def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[ClaimRecord],
-                  held: Iterable[MisfireRecord] = ()) -> None:
+                  held: Iterable[MisfireRecord] = (), events_before_ms: int | None = None,
+                  claims_before_ms: int | None = None) -> None:
     """``held``: records of occurrences a pause held back; the claim that decided one covered
     its stretch (its cursor is the stretch's start) and may admit the occurrence in progress
-    right after it."""
+    right after it. ``events_before_ms`` and ``claims_before_ms``: retention's marks; a Run
+    whose events (with the claim they name) or whose claim retention pruned is not fenced
+    out."""
     after_pause = {(m.trigger_revision, m.due_at_ms): m.next_fire_at_ms for m in held
                    if m.policy == PAUSED_FATE}
     by_version = {claim.version: claim for claim in claims}
     acquired = sorted((claim.version, claim.acquired_at_ms) for claim in claims)
     for run in runs:
+        if events_pruned(run, events_before_ms):
+            continue  # the claim it named went with its events (listed as evidence_pruned)
         claim = by_version.get(run.claim_version) if run.claim_version is not None else None
+        if (claim is None and run.claim_version is not None and claims_before_ms is not None
+                and run.created_at_ms < claims_before_ms):
+            report.evidence_pruned.append(run.id)  # its claim is past retention
+            continue
         if claim is None or claim.token != run.claim_token:
             report.fenced_out.append(run.id)  # no evidence of the claim that admitted it
             continue
@@ -391,6 +415,9 @@ def audit(data: AuditInput, params: AuditParams,
         found = default_end(data)
         end, end_source, end_note = max(found.at_ms, start), found.source, found.note
     required_until = end - params.settle_ms
+    events_before, claims_before = data.events_pruned_before_ms, data.claims_pruned_before_ms
+    marks = [m for m in (events_before, claims_before) if m is not None]
+    horizon = max(marks) if marks else None
     task_revisions: dict[Key, list[tuple[int, int, bool]]] = defaultdict(list)
     for task in data.task_revisions:
         task_revisions[(task.project_id, task.task_id)].append((task.revision, task.published_at_ms, task.enabled))
@@ -449,9 +476,13 @@ def audit(data: AuditInput, params: AuditParams,
                 filled,
             )
         report = checker.report
-        report.bad_shape = [r.id for r in mine if r.attempts != 1 or r.admission_events != 2]
+        pruned = {r.id for r in mine if events_pruned(r, events_before)}
+        report.evidence_pruned = sorted(pruned)
+        report.bad_shape = [r.id for r in mine if r.attempts != 1
+                            or (r.admission_events != 2 and r.id not in pruned)]
         if data.claims is not None:
-            _check_fences(report, scheduled, claims.get(key, []), held.get(key, []))
+            _check_fences(report, scheduled, claims.get(key, []), held.get(key, []),
+                          events_before, claims_before)
             _check_cursors(report, claims.get(key, []))
         report.duplicates += _duplicates(every_run.get(key, []))
         duplicates_after += _duplicates([r for r in every_run.get(key, []) if r.scheduled_for_ms > end])
@@ -459,8 +490,14 @@ def audit(data: AuditInput, params: AuditParams,
     result = AuditReport(
         dialect=data.dialect, start_ms=start, end_ms=end, required_until_ms=required_until,
         settle_ms=params.settle_ms, grace_ms=params.grace_ms, lease_ms=params.lease_ms,
-        triggers=reports, end_source=end_source,
+        triggers=reports, end_source=end_source, evidence_horizon_ms=horizon,
     )
+    pruned_runs = sum(len(t.evidence_pruned) for t in reports)
+    if pruned_runs and horizon is not None:
+        result.notes.append(
+            f"{pruned_runs} Run(s) are judged without the events or claim records retention "
+            f"pruned (up to {_ago(data, horizon)}; docs/retention.md); later evidence was "
+            "never pruned")
     if end_note is not None:
         result.notes.append(end_note)
     if duplicates_after:

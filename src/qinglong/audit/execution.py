@@ -9,6 +9,9 @@ database alone (the admission audit in ``checker.py`` judges whether it should e
   not overdue by more than that either;
 - E5 no Run spent more attempts than its policy's maximum (checked by the caller that knows
   the policies; here: attempts spent never exceed the Attempts that exist).
+
+A Run that ended for good before retention's events mark with no event left had its events
+pruned (docs/retention.md): E1 is not judged for it (``pruned``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from qinglong.domain.runs import ENDED_RUN, RunStatus
+from qinglong.domain.runs import ENDED_RUN, TERMINAL_RUN, RunStatus
 from qinglong.storage.dbapi import Connection, Queries
 
 
@@ -32,6 +35,7 @@ class ExecutionReport:
     overlapping: list[str] = field(default_factory=list)  # E3
     stuck: list[str] = field(default_factory=list)  # E4
     overspent: list[str] = field(default_factory=list)  # E5
+    pruned: int = 0  # ended before the evidence horizon, events pruned: E1 not judged
 
     @property
     def violations(self) -> int:
@@ -55,8 +59,10 @@ def check_execution(conn: Connection, queries: Queries, *, now_ms: int, from_ms:
     retry overdue by more than ``stale_ms`` is stuck."""
     window: Mapping[str, object] = {"from_ms": from_ms, "to_ms": to_ms}
     report = ExecutionReport()
+    marks = {r["subject"]: int(r["pruned_before_ms"])
+             for r in conn.execute(queries["audit_retention_marks"]).fetchall()}
     for row in conn.execute(queries["audit_run_execution"], window).fetchall():
-        _judge_run(report, row, now_ms, stale_ms)
+        _judge_run(report, row, now_ms, stale_ms, marks.get("run_events"))
     spans: dict[str, list[tuple[int, int, int]]] = {}
     for row in conn.execute(queries["audit_attempt_spans"], window).fetchall():
         finished = _int(row["finished_at_ms"])
@@ -76,14 +82,22 @@ def check_execution(conn: Connection, queries: Queries, *, now_ms: int, from_ms:
     return report
 
 
-def _judge_run(report: ExecutionReport, row: Any, now_ms: int, stale_ms: int) -> None:
+def _judge_run(report: ExecutionReport, row: Any, now_ms: int, stale_ms: int,
+               events_pruned_before_ms: int | None) -> None:
     run_id, status = str(row["id"]), RunStatus(row["status"])
     attempts, last = int(row["attempts"]), _int(row["last_attempt"])
     active, terminal = int(row["active_attempts"]), int(row["terminal_events"])
     report.runs += 1
     if attempts > 1:
         report.retried += 1
-    if status in ENDED_RUN:
+    finished = _int(row["finished_at_ms"])
+    if (status in TERMINAL_RUN and int(row["events"]) == 0 and finished is not None
+            and events_pruned_before_ms is not None and finished < events_pruned_before_ms):
+        report.ended += 1
+        report.pruned += 1
+        if active:
+            report.terminal_events.append(f"{run_id}: {status.value} with {active} active attempts")
+    elif status in ENDED_RUN:
         report.ended += 1
         if terminal != 1 or active:
             report.terminal_events.append(

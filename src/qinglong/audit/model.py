@@ -65,6 +65,11 @@ class RunRecord:
     # "cron": admitted by a scheduler for its occurrence; "backfill": admitted later by
     # `ql trigger backfill` for a past occurrence (no claim; it explains a gap)
     trigger_type: str = "cron"
+    # what retention may have pruned (docs/retention.md): how the Run ended and how many
+    # events it still has (None: not read, judged as before retention existed)
+    status: str | None = None
+    finished_at_ms: int | None = None
+    events: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +133,9 @@ class AuditInput:
     misfires: tuple[MisfireRecord, ...]
     schedules: tuple[ScheduleRecord, ...]
     pauses: tuple[PauseRecord, ...] = ()
+    # how far retention pruned claim records and Run events (retention_marks; None: never)
+    claims_pruned_before_ms: int | None = None
+    events_pruned_before_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +171,9 @@ class TriggerReport:
     misfire_violations: list[str] = field(default_factory=list)
     pause_violations: list[str] = field(default_factory=list)
     lags_ms: list[int] = field(default_factory=list)
+    # Runs judged without the events or the claim retention pruned (before its marks; not
+    # violations: docs/retention.md)
+    evidence_pruned: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> int:
@@ -196,6 +207,9 @@ class AuditReport:
     ledger: LedgerReport | None = None
     execution: ExecutionReport | None = None
     notes: list[str] = field(default_factory=list)
+    # before this instant retention pruned claims or Run events (the later of its marks;
+    # None: nothing was ever pruned; docs/retention.md)
+    evidence_horizon_ms: int | None = None
 
     @property
     def violations(self) -> int:

@@ -83,9 +83,14 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             owner=r["claim_owner"], token=r["claim_token"], cursor_ms=_opt(r["cursor_ms"]),
             acquired_at_ms=int(r["acquired_at_ms"]), expires_at_ms=int(r["expires_at_ms"]),
         ) for r in rows("audit_claims", evidence))
+    marks: dict[str, int] = {}
+    if "audit_retention_marks" in queries:
+        marks = {r["subject"]: int(r["pruned_before_ms"]) for r in rows("audit_retention_marks")}
     return AuditInput(
         dialect=dialect,
         now_ms=now_ms,
+        claims_pruned_before_ms=marks.get("claims"),
+        events_pruned_before_ms=marks.get("run_events"),
         revisions=tuple(TriggerRevisionRecord(
             project_id=r["project_id"], trigger_id=r["trigger_id"], revision=int(r["revision"]),
             task_id=r["task_id"], task_revision=int(r["task_revision"]),
@@ -110,7 +115,8 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             trigger_revision=int(r["trigger_revision"]), scheduled_for_ms=int(r["scheduled_for_ms"]),
             created_at_ms=int(r["created_at_ms"]), attempts=int(r["attempts"]),
             admission_events=int(r["admission_events"]), claim_version=_opt(r["claim_version"]),
-            claim_token=r["claim_token"], trigger_type=r["trigger_type"],
+            claim_token=r["claim_token"], trigger_type=r["trigger_type"], status=r["status"],
+            finished_at_ms=_opt(r["finished_at_ms"]), events=int(r["events"]),
         ) for r in rows("audit_runs", window)),
         claims=claims,
         misfires=tuple(MisfireRecord(

@@ -49,6 +49,7 @@ from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
 from qinglong.storage.postgres.readiness import audit, session_findings
+from qinglong.storage.postgres.retention import PgRetention
 from qinglong.storage.postgres.runs import PgRunStore, corrupt_runs
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.storage.postgres.topology import choose_primary
@@ -313,9 +314,13 @@ class ClusterControl:
             notifier = Notifier(connector)
             logs = PgLogStore(connector)
             retention_ms = s.log_retention_days * 86_400_000
+            history = PgRetention(connector, days=s.retention_days)
+
+            def prune() -> int:
+                return logs.log_prune(retention_ms, PRUNE_BATCH) + history()
+
             reconciler = Reconciler(runs, on_rescued=self._rescued,
-                                    on_promoted=lambda _runs: notifier.poke(),
-                                    prune=lambda: logs.log_prune(retention_ms, PRUNE_BATCH))
+                                    on_promoted=lambda _runs: notifier.poke(), prune=prune)
             reconciling = PacedLoop(
                 lambda: self._reconcile(reconciler), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,

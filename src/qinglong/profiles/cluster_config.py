@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from qinglong.domain.decision import MAX_GRACE_MS, MIN_GRACE_MS
+from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
 from qinglong.domain.schedule import MAX_BUDGET, MAX_CLAIM_LEASE_MS, MIN_BUDGET, MIN_CLAIM_LEASE_MS
 from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
 
@@ -34,6 +35,9 @@ class ControlSettings(BaseSettings):
     http: str = "127.0.0.1:8081"
     reactivate_ms: int = Field(default=1_000, ge=100, le=60_000)
     log_retention_days: int = Field(default=14, ge=1, le=3650)
+    # claim records and the events of ended Runs (docs/retention.md); 0 keeps them for ever
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=KEEP_FOREVER,
+                                le=MAX_RETENTION_DAYS)
 
     _name = field_validator("owner_id")(process_name)
     _url = field_validator("database_url")(postgres_url("ql control", ""))

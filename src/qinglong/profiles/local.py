@@ -22,6 +22,7 @@ from typing import Protocol
 from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, check_grace
+from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_days
 from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
@@ -55,6 +56,7 @@ from qinglong.storage.ports import (
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase, check_single_name
 from qinglong.storage.sqlite.instances import SqliteInstanceStore
 from qinglong.storage.sqlite.migrate import check_schema
+from qinglong.storage.sqlite.retention import SqliteRetention
 from qinglong.storage.sqlite.runs import SqliteRunStore
 from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
 
@@ -89,6 +91,7 @@ class LocalServeConfig:
     log_dir: Path | None = None
     log_max_bytes: int = DEFAULT_LOG_BYTES
     log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS
+    retention_days: int = DEFAULT_RETENTION_DAYS  # Run events (docs/retention.md); 0: for ever
     drain_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
     metrics_trigger_labels: int | None = None  # None: QL_METRICS_TRIGGER_LABELS or 100
@@ -97,6 +100,7 @@ class LocalServeConfig:
         check_grace(self.grace_ms)
         check_budget(self.effective_budget)
         check_interval(self.effective_interval_s)
+        check_retention_days(self.retention_days)
         if not 0 <= self.drain_timeout_s <= 3600:
             raise InvalidConfig("drain-timeout", "must be between 0 s and 1 h")
         return self
@@ -278,11 +282,14 @@ class LocalApp:
             )
             log_dir = config.effective_log_dir
             retention_ms = config.log_retention_days * 86_400_000
+            history = SqliteRetention(db, self._clock, days=config.retention_days)
+
+            def prune() -> int:
+                return prune_log_dir(log_dir, self._clock.now_ms() - retention_ms) + history()
+
             reconciler = Reconciler(run_store, on_rescued=lambda attempt: self._rescued(
                                         executor, attempt),
-                                    on_promoted=lambda _runs: executor.poke(),
-                                    prune=lambda: prune_log_dir(
-                                        log_dir, self._clock.now_ms() - retention_ms))
+                                    on_promoted=lambda _runs: executor.poke(), prune=prune)
             reconciling: PacedLoop[ReconcileReport] = PacedLoop(
                 lambda: self._reconcile(reconciler, db), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=config.stop_timeout_s, diagnostics=self._diagnostic,

@@ -33,7 +33,7 @@ def _trigger_json(t: TriggerReport) -> dict[str, object]:
         "gaps_unexplained": t.gaps_unexplained, "spurious": t.spurious,
         "fenced_out_runs": t.fenced_out, "bad_shape_runs": t.bad_shape,
         "cursor_regressions": t.cursor_regressions, "misfire_violations": t.misfire_violations,
-        "pause_violations": t.pause_violations,
+        "pause_violations": t.pause_violations, "evidence_pruned_runs": t.evidence_pruned,
         "lag_ms": {"p50": _percentile(t.lags_ms, 50), "p99": _percentile(t.lags_ms, 99),
                    "max": max(t.lags_ms, default=None)},
         "violations": t.violations,
@@ -69,10 +69,16 @@ def report_json(report: AuditReport) -> dict[str, object]:
         "settle_ms": report.settle_ms, "grace_ms": report.grace_ms, "lease_ms": report.lease_ms,
         "totals": totals, "triggers": [_trigger_json(t) for t in report.triggers], "notes": report.notes,
     }
+    if report.evidence_horizon_ms is not None:
+        out["retention"] = {
+            "evidence_horizon": rfc3339(report.evidence_horizon_ms),
+            "evidence_horizon_ms": report.evidence_horizon_ms,
+            "evidence_pruned_runs": sum(len(t.evidence_pruned) for t in report.triggers)}
     if report.execution is not None:
         e = report.execution
         out["execution"] = {"runs": e.runs, "ended": e.ended, "in_progress": e.in_progress,
-                            "retried": e.retried, "violations": e.violations,
+                            "retried": e.retried, "events_pruned": e.pruned,
+                            "violations": e.violations,
                             "findings": e.findings()}
     if report.ledger is not None:
         out["ledger"] = {"acknowledged": report.ledger.acknowledged,
@@ -129,7 +135,10 @@ def audit(database_url: str, start: int | None, end: int | None, settle: int, gr
     by a revision that stopped first, by a pause (only the occurrence in progress when a
     pause ended may have run) or by a backfill that admitted it later, unexplained gaps, spurious Runs, Runs admitted by a
     fenced-out claim, Run shape (a first Attempt, 2 admission events), cursor regressions,
-    and admission lag. Then how every Run in the window was carried out: exactly one
+    and admission lag. Retention records in the database how far it pruned claims and Run
+    events: Runs whose evidence it removed (before that mark) are judged by what remains and
+    counted, not reported as violations; evidence missing after the mark, or with no mark, is
+    a violation (docs/retention.md). Then how every Run in the window was carried out: exactly one
     terminal state per ended Run, Attempts numbered 1..n with at most one active, no two
     Attempts of a Run running at once, nothing stuck executing past its lease, and no more
     attempts spent than made. Exits 5 when anything is violated.
@@ -177,6 +186,10 @@ def _print(report: AuditReport, data: dict[str, Any]) -> None:
         for name, found in execution.findings().items():
             for finding in found[:20]:
                 say(f"  {name}: {finding}")
+    if "retention" in data:
+        say(f"retention: claims and events were pruned up to "
+            f"{data['retention']['evidence_horizon']}; {data['retention']['evidence_pruned_runs']} Run(s) judged "
+            "without them (docs/retention.md)")
     for note in report.notes:
         say(f"note: {note}")
     say("OK: every occurrence exactly once, every Run carried out consistently" if report.ok

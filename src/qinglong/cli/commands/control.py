@@ -106,6 +106,10 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--log-retention-days", click.INT,
          "Keep the output workers stored for Attempts that ended this many days ago, 1-3650 "
          "(default 14); older output is deleted once a minute.")
+@_option("--retention-days", click.INT,
+         "Keep claim records and the events of Runs that ended this many days ago, 0 (for "
+         "ever) or 1-3650 (default 30); older ones are deleted in small batches once a minute. "
+         "Runs themselves are kept (docs/retention.md).")
 @_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
 @click.option("--log-admissions", is_flag=True, help="Print a line per admission.")

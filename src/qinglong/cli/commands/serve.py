@@ -17,6 +17,7 @@ from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, sqlite_url_option
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, Disposition
+from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidInput, StorageError
 from qinglong.execution.executor import RunFinished
@@ -142,6 +143,11 @@ class ConsoleObserver:
 @click.option("--log-retention-days", type=click.IntRange(1, MAX_LOG_RETENTION_DAYS),
               default=DEFAULT_LOG_RETENTION_DAYS, show_default=True,
               help="Delete attempt logs last written this many days ago (checked every minute).")
+@click.option("--retention-days", type=click.IntRange(KEEP_FOREVER, MAX_RETENTION_DAYS),
+              default=DEFAULT_RETENTION_DAYS, show_default=True,
+              help="Keep the events of Runs that ended this many days ago; older ones are "
+                   "deleted in small batches every minute (0: keep them for ever). Runs "
+                   "themselves are kept (docs/retention.md).")
 @click.option("--drain-timeout", type=DURATION, default="10s", show_default=True,
               help="On stop, how long running commands may finish before they are cancelled.")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
@@ -155,7 +161,7 @@ class ConsoleObserver:
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
-    drain_timeout: int,
+    retention_days: int, drain_timeout: int,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
     allow_remote: bool,
 ) -> None:
@@ -179,6 +185,7 @@ def serve(
         log_dir=log_dir,
         log_max_bytes=log_max_bytes,
         log_retention_days=log_retention_days,
+        retention_days=retention_days,
         drain_timeout_s=drain_timeout / 1000,
     ).validated()
     if listen is not None:

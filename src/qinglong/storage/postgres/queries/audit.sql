@@ -26,9 +26,12 @@ SELECT instance_id, role, seen_at_ms, stopped_at_ms FROM qinglong.instances;
 
 -- name: audit_runs
 -- The Runs standing for occurrences in the window (scheduled and backfilled; manual Runs
--- stand for none) with their shape and the claim that admitted them (none: backfilled).
+-- stand for none) with their shape and the claim that admitted them (none: backfilled);
+-- events: all of them (none left means retention pruned them, if the Run ended before the
+-- evidence horizon: docs/retention.md).
 SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms, r.created_at_ms,
-       r.trigger_type,
+       r.trigger_type, r.status, r.finished_at_ms,
+       (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id) AS events,
        (SELECT count(*) FROM qinglong.run_attempts a WHERE a.run_id = r.id AND a.attempt = 1)
          AS attempts,
        (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id
@@ -65,7 +68,8 @@ FROM qinglong.trigger_schedules;
 -- How each Run in the window was executed: its state, how many terminal events it has, its
 -- Attempts (count, highest number, how many still active, and when the newest lease ends),
 -- and when a retry is due.
-SELECT r.id, r.status, r.scheduled_for_ms, r.retry_at_ms, r.attempts_spent,
+SELECT r.id, r.status, r.scheduled_for_ms, r.retry_at_ms, r.attempts_spent, r.finished_at_ms,
+       (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id) AS events,
        (SELECT count(*) FROM qinglong.run_events e WHERE e.run_id = r.id
          AND e.type IN ('run.succeeded', 'run.failed', 'run.cancelled', 'run.timed_out',
                         'run.lost')) AS terminal_events,
@@ -94,3 +98,8 @@ SELECT project_id, trigger_id, paused_at_ms,
        CASE WHEN resumed_at_ms IS NOT NULL AND (until_ms IS NULL OR resumed_at_ms < until_ms)
             THEN resumed_at_ms ELSE until_ms END AS ended_at_ms
 FROM qinglong.trigger_pauses;
+
+-- name: audit_retention_marks
+-- How far retention pruned each table (docs/retention.md): evidence before a mark may be
+-- gone; after it, missing evidence is a violation. No row: nothing was pruned.
+SELECT subject, pruned_before_ms FROM qinglong.retention_marks;

@@ -1,0 +1,123 @@
+"""Retention on PostgreSQL: claim records and the events of ended Runs past the horizon
+(docs/retention.md).
+
+Each statement is its own short READ COMMITTED transaction deleting at most a batch, under a
+transaction-level advisory lock taken without waiting: when another replica is deleting, the
+statement deletes nothing and the pass ends, so any number of replicas may prune at once
+without waiting for, deadlocking with or repeating each other. The horizon is read from the
+database clock in every statement and recorded in ``retention_marks`` by the same transaction
+(what `ql audit` reads to tell pruned evidence from missing evidence). The events sweep keeps a cursor over (end time, id) of the Runs it has looked
+at: a Run ends at the database's now, after any horizon already passed, so nothing behind
+the cursor becomes prunable later; a restart starts the sweep again from the oldest Run.
+"""
+
+from __future__ import annotations
+
+from qinglong.domain.retention import PRUNE_BATCH, PRUNE_STATEMENTS, PruneReport, retention_ms
+from qinglong.errors import PermissionDenied
+from qinglong.storage.dbapi import fetch_one
+from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
+from qinglong.storage.postgres.transactions import serializable
+
+_START = (-1, "")
+
+
+class PgRetention:
+    """Prunes claim records and Run events past ``days`` of retention (0: never)."""
+
+    def __init__(self, connector: Connector, *, days: int, batch: int = PRUNE_BATCH,
+                 statements: int = PRUNE_STATEMENTS) -> None:
+        self._connector = connector
+        self._retention_ms = retention_ms(days)
+        self._batch = batch
+        self._statements = statements
+        self._after: tuple[int, str] = _START
+        self._allowed: bool | None = None
+
+    def prune(self) -> PruneReport:
+        """One pass: claims, then events, at most ``statements`` statements each, stopping
+        early once a statement finds less than a batch."""
+        if self._retention_ms is None or not self._check_allowed():
+            return PruneReport()
+        claims = events = statements = 0
+        for _ in range(self._statements):
+            statements += 1
+            deleted = self._prune_claims(self._retention_ms)
+            claims += deleted
+            if deleted < self._batch:
+                break
+        for _ in range(self._statements):
+            statements += 1
+            deleted, scanned, last = self._prune_events(self._retention_ms)
+            events += deleted
+            if last is not None:
+                self._after = last
+            if scanned < self._batch:
+                break
+        return PruneReport(claims=claims, events=events, statements=statements)
+
+    def __call__(self) -> int:
+        return self.prune().deleted
+
+    def _check_allowed(self) -> bool:
+        """Once: may this role delete? If not, say so once (a diagnostic) and prune nothing."""
+        if self._allowed is None:
+            with self._connector.connection() as conn:
+                row = fetch_one(conn, QUERIES["retention_allowed"])
+            self._allowed = bool(row and row["allowed"])
+            if not self._allowed:
+                raise PermissionDenied(
+                    "retention: this role may not DELETE from trigger_schedule_claims and "
+                    "run_events or record retention_marks; apply the retention migration (`ql db migrate` as a "
+                    "superuser) or run with --retention-days 0; nothing is pruned until the "
+                    "replica restarts")
+        return self._allowed
+
+    def _prune_claims(self, retention: int) -> int:
+        def work(conn: PgConnection) -> int:
+            if not _gate(conn):
+                return 0
+            horizon = _mark(conn, "claims", retention)
+            return conn.execute(QUERIES["retention_prune_claims"],
+                                {"horizon_ms": horizon, "limit": self._batch}).rowcount
+
+        return serializable(self._connector, "prune claim records past retention", work,
+                            isolation="read committed")
+
+    def _prune_events(self, retention: int) -> tuple[int, int, tuple[int, str] | None]:
+        after_ms, after_id = self._after
+
+        def work(conn: PgConnection) -> tuple[int, int, tuple[int, str] | None]:
+            if not _gate(conn):
+                return 0, 0, None  # another replica is pruning: end this pass
+            horizon = _mark(conn, "run_events", retention)
+            row = fetch_one(conn, QUERIES["retention_prune_events"], {
+                "horizon_ms": horizon, "limit": self._batch,
+                "after_ms": after_ms, "after_id": after_id})
+            assert row is not None
+            last = (None if row["last_ms"] is None
+                    else (int(str(row["last_ms"])), str(row["last_id"])))
+            return int(str(row["deleted"])), int(str(row["scanned"])), last
+
+        return serializable(self._connector, "prune run events past retention", work,
+                            isolation="read committed")
+
+
+def _mark(conn: PgConnection, subject: str, retention: int) -> int:
+    """This statement's horizon, recorded in retention_marks in the same transaction."""
+    row = fetch_one(conn, QUERIES["retention_mark"],
+                    {"subject": subject, "retention_ms": retention})
+    assert row is not None
+    return int(str(row["horizon_ms"]))
+
+
+def _gate(conn: PgConnection) -> bool:
+    row = fetch_one(conn, QUERIES["retention_gate"])
+    return bool(row and row["held"])
+
+
+def table_sizes(connector: Connector) -> dict[str, int]:
+    with connector.connection() as conn:
+        row = fetch_one(conn, QUERIES["retention_sizes"])
+    assert row is not None
+    return {"claims": int(str(row["claims"])), "run_events": int(str(row["run_events"]))}

@@ -1,0 +1,58 @@
+"""Retention on SQLite: the events of Runs that ended before the horizon (docs/retention.md).
+
+SQLite keeps no claim log, so only ``run_events`` is pruned. One `ql serve` serves a file,
+so a pass sweeps the runs table in rowid order, a slice per statement (each its own short
+``BEGIN IMMEDIATE`` transaction), wrapping round at the end; the horizon is read from the
+injected clock and recorded in ``retention_marks`` by the transaction that deletes.
+"""
+
+from __future__ import annotations
+
+from qinglong.clock import Clock
+from qinglong.domain.retention import PRUNE_BATCH, PRUNE_STATEMENTS, PruneReport, retention_ms
+from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
+
+
+class SqliteRetention:
+    """Prunes ``run_events`` past ``days`` of retention (0: never)."""
+
+    def __init__(self, db: SqliteDatabase, clock: Clock, *, days: int,
+                 batch: int = PRUNE_BATCH, statements: int = PRUNE_STATEMENTS) -> None:
+        self._db = db
+        self._clock = clock
+        self._retention_ms = retention_ms(days)
+        self._batch = batch
+        self._statements = statements
+        self._after = 0  # the sweep's position (a runs rowid)
+
+    def prune(self) -> PruneReport:
+        """One pass: at most ``statements`` slices of ``batch`` Runs; stops at the end of the
+        table (the next pass starts the sweep again)."""
+        if self._retention_ms is None:
+            return PruneReport()
+        horizon = self._clock.now_ms() - self._retention_ms
+        events = statements = 0
+        while statements < self._statements:
+            statements += 1
+            with self._db.write("prune run events past retention") as conn:
+                row = conn.execute(QUERIES["retention_events_slice"],
+                                   {"after": self._after, "scan": self._batch}).fetchone()
+                scanned, upto = int(row["scanned"]), row["upto"]
+                if upto is not None:
+                    conn.execute(QUERIES["retention_mark"], {"horizon_ms": horizon})
+                    events += conn.execute(QUERIES["retention_prune_events"], {
+                        "after": self._after, "upto": int(upto), "horizon_ms": horizon}).rowcount
+            if scanned < self._batch:
+                self._after = 0
+                break
+            self._after = int(upto)
+        return PruneReport(events=events, statements=statements)
+
+    def __call__(self) -> int:
+        return self.prune().deleted
+
+
+def table_sizes(db: SqliteDatabase) -> dict[str, int]:
+    with db.read("count retained rows") as conn:
+        row = conn.execute(QUERIES["retention_sizes"]).fetchone()
+    return {"claims": int(row["claims"]), "run_events": int(row["run_events"])}
