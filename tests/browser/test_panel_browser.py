@@ -383,6 +383,53 @@ def test_publish_a_task_and_a_trigger_then_watch_its_runs(panel: Panel, site: Si
     site.http.ok("POST", "/api/v1/projects/web/triggers/every3s/disable", site.admin, {})
 
 
+def test_an_interval_trigger_with_jitter_paused_and_resumed_from_its_page(
+        panel: Panel, site: Site) -> None:
+    publish_shell_task(site, "ctl", "beat", "true")
+    panel.login("admin")
+    panel.open("/triggers/edit?project=ctl&task=beat", "trigger-editor")
+    panel.fill("trigger-id", "beat")
+    panel.until(lambda d: Select(panel.by_id("trigger-task")).first_selected_option.text ==
+                "beat", "the task chosen")
+    panel.fill("trigger-timezone", "UTC")
+    # a DST policy on an expression that follows elapsed time is refused, naming the field
+    panel.fill("trigger-cron", "*/5 * * * *")
+    Select(panel.by_id("trigger-dst-overlap")).select_by_value("both")
+    panel.by_id("trigger-publish").click()
+    panel.until(lambda d: "dst-overlap" in panel.text("trigger-result"), "the refusal")
+    assert site.http.call("GET", "/api/v1/projects/ctl/triggers/beat",
+                          auth=site.admin).status == 404  # nothing was written
+    Select(panel.by_id("trigger-dst-overlap")).select_by_value("")
+    # an interval schedule with a bounded jitter; the preview follows the schedule text
+    panel.fill("trigger-cron", "every 5s")
+    panel.until(lambda d: len(panel.rows("preview")) == 8, "the interval's preview")
+    panel.fill("trigger-jitter", "2")
+    panel.fill("trigger-jitter-random", "1")
+    panel.by_id("trigger-publish").click()
+    panel.until(lambda d: "Published revision 1 of ctl/beat" in panel.text("trigger-result"),
+                "the trigger published")
+    shown = site.http.ok("GET", "/api/v1/projects/ctl/triggers/beat", site.admin)
+    assert shown["kind"] == "interval" and shown["jitter"]["max_s"] == 2, shown
+    assert shown["jitter"]["random_s"] == 1, shown
+    # its page shows the schedule and the jitter; pause with a reason, then resume
+    panel.open("/triggers/ctl/beat", "trigger")
+    panel.until(lambda d: "every 5s" in panel.text("trigger-details"), "the details")
+    assert "up to 2 s" in panel.text("trigger-details")
+    panel.fill("pause-reason", "maintenance window")
+    panel.by_id("trigger-pause").click()
+    panel.until(lambda d: "maintenance window" in panel.text("trigger-details"), "paused")
+    paused = site.http.ok("GET", "/api/v1/projects/ctl/triggers/beat", site.admin)
+    assert paused["state"] == "paused" and paused["pause"]["reason"] == "maintenance window"
+    panel.shot("paused")
+    panel.by_id("trigger-resume").click()
+    panel.until(lambda d: "maintenance window" not in panel.text("trigger-details"), "resumed")
+    assert site.http.ok("GET", "/api/v1/projects/ctl/triggers/beat",
+                        site.admin)["state"] == "firing"
+    audit = site.http.ok("GET", "/api/v1/audit?limit=100", site.admin)["items"]
+    assert {"trigger.pause", "trigger.resume"} <= {e["action"] for e in audit}
+    site.http.ok("POST", "/api/v1/projects/ctl/triggers/beat/disable", site.admin, {})
+
+
 def test_follow_a_log_live_and_cancel_a_running_run(panel: Panel, site: Site) -> None:
     publish_shell_task(site, "live", "lines",
                        "for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done")
@@ -445,6 +492,11 @@ def test_a_viewer_reads_but_gets_no_write_buttons_and_logs_out(panel: Panel, sit
     assert not panel.by_id("run-cancel").is_displayed()
     panel.open("/tasks/edit", "task-editor")
     assert not panel.by_id("task-publish").is_displayed()
+    site.http.ok("POST", "/api/v1/projects/peek/triggers/daily/revisions", site.admin,
+                 {"task": "quiet", "cron": "0 3 * * *", "timezone": "UTC"}, 201)
+    panel.open("/triggers/peek/daily", "trigger")
+    assert not panel.by_id("pause-form").is_displayed()
+    assert not panel.by_id("trigger-fire").is_displayed()
     panel.by_id("logout").click()
     panel.ready("login")
     panel.d.get(site.base + "/stats")

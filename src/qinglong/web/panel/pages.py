@@ -144,15 +144,17 @@ are write-only: they are sent once and never shown again.</p>
 
 TRIGGER_EDITOR = """
 <h1>Trigger editor</h1>
-<p class="muted">Publishes a cron trigger (5 fields, or 6 with seconds first) bound to a
-task. The preview below follows what you type.</p>
+<p class="muted">Publishes a trigger bound to a task: a cron expression (5 fields, or 6 with
+seconds first), <code>every 90s</code> (optionally <code>from</code> an instant) or
+<code>at</code> an instant. The preview below follows what you type. Fields left empty keep
+a trigger's current value.</p>
 <form id="trigger-form" autocomplete="off">
 <label>Project <input name="project" id="trigger-project" list="project-list" required
   placeholder="demo"></label>
 <label>Trigger id <input name="trigger" id="trigger-id" required placeholder="nightly"></label>
 <label>Task <select name="task" id="trigger-task" required></select></label>
-<label>Cron <input name="cron" id="trigger-cron" required spellcheck="false"
-  placeholder="30 2 * * *"></label>
+<label>Schedule <input name="schedule" id="trigger-cron" required spellcheck="false"
+  placeholder="30 2 * * *, every 90s, at 2027-01-01T09:00:00Z"></label>
 <label>Time zone <input name="timezone" id="trigger-timezone" list="zone-list" required
   spellcheck="false"></label>
 <label>Misfire <select name="misfire" id="trigger-misfire"><option value="">(keep / default)
@@ -162,10 +164,20 @@ task. The preview below follows what you type.</p>
   </option><option value="allow">allow</option><option value="skip">skip</option>
   <option value="queue">queue</option><option value="cancel_previous">cancel_previous</option>
   </select></label>
+<label>DST gap (cron) <select name="dst_gap" id="trigger-dst-gap"><option value="">(keep /
+  default: shift)</option><option value="shift">shift</option><option value="skip">skip
+  </option></select></label>
+<label>DST overlap (cron) <select name="dst_overlap" id="trigger-dst-overlap"><option value="">
+  (keep / default: first)</option><option value="first">first</option><option value="second">
+  second</option><option value="both">both</option></select></label>
+<label>Jitter, seconds <input name="jitter_s" id="trigger-jitter" type="number" min="0"
+  max="3600" step="1" placeholder="(keep / none)"></label>
+<label>Random part, seconds <input name="jitter_random_s" id="trigger-jitter-random"
+  type="number" min="0" max="3600" step="1" placeholder="(keep / 0)"></label>
 <p class="wide"><button type="submit" id="trigger-publish" data-needs="admin">Publish</button>
   <span id="trigger-result" role="status"></span></p>
 </form>
-<section><h2>Preview</h2><p id="preview-state" class="muted">Type a cron expression.</p>
+<section><h2>Preview</h2><p id="preview-state" class="muted">Type a schedule.</p>
 <table id="preview" class="grid"><thead><tr><th>#</th><th>In the trigger's zone</th>
 <th>Your zone</th><th>UTC</th><th>DST</th></tr></thead><tbody></tbody></table></section>
 <datalist id="project-list"></datalist><datalist id="zone-list"></datalist>
@@ -177,6 +189,12 @@ TRIGGER = """
 <p class="actions"><button type="button" id="trigger-fire" data-needs="operate">Fire now</button>
 <a id="trigger-edit" data-needs="admin">Edit</a> <a id="trigger-runs">Runs</a>
 <span id="trigger-action-result" role="status"></span></p>
+<form id="pause-form" class="inline" data-needs="operate" autocomplete="off">
+<label>Pause until <input id="pause-until" spellcheck="false"
+  placeholder="(until resumed) or 2027-01-01T09:00:00Z"></label>
+<label>Reason <input id="pause-reason" maxlength="500" placeholder="(optional)"></label>
+<button type="submit" id="trigger-pause">Pause</button>
+<button type="button" id="trigger-resume">Resume</button></form>
 <dl id="trigger-details" class="details"></dl>
 <section><h2>Next fires</h2>
 <table id="next-fires" class="grid"><thead><tr><th>In the trigger's zone</th><th>Your zone</th>

@@ -661,6 +661,14 @@
         wantedTask = t.task;
         $("trigger-cron").value = t.cron || t.schedule || "";
         $("trigger-timezone").value = t.timezone;
+        if (t.dst) {
+          $("trigger-dst-gap").value = t.dst.gap;
+          $("trigger-dst-overlap").value = t.dst.overlap;
+        }
+        if (t.jitter) {
+          $("trigger-jitter").value = String(t.jitter.max_s);
+          $("trigger-jitter-random").value = String(t.jitter.random_s);
+        }
         return ready.then(function () {
           $("trigger-task").value = t.task;
           preview();
@@ -678,18 +686,18 @@
   function previewer() {
     var asked = 0;
     return debounce(300, function () {
-      var cron = $("trigger-cron").value.trim();
+      var text = $("trigger-cron").value.trim();
       var zone = $("trigger-timezone").value.trim() || "UTC";
       var state = $("preview-state");
       var tbody = $("preview").tBodies[0];
       var mine = ++asked;
-      if (!cron) {
+      if (!text) {
         clear(tbody);
-        state.textContent = "Type a cron expression.";
+        state.textContent = "Type a schedule.";
         return;
       }
       state.textContent = "Checking…";
-      api("GET", "/cron/preview" + query({ cron: cron, timezone: zone, count: 8 }))
+      api("GET", "/cron/preview" + query({ schedule: text, timezone: zone, count: 8 }))
         .then(function (view) {
           if (mine !== asked) return;
           state.className = "muted";
@@ -714,11 +722,17 @@
     var trigger = $("trigger-id").value.trim();
     var payload = {
       task: $("trigger-task").value,
-      cron: $("trigger-cron").value.trim(),
+      schedule: $("trigger-cron").value.trim(),
       timezone: $("trigger-timezone").value.trim()
     };
     if ($("trigger-misfire").value) payload.misfire = $("trigger-misfire").value;
     if ($("trigger-overlap").value) payload.overlap = $("trigger-overlap").value;
+    if ($("trigger-dst-gap").value) payload.dst_gap = $("trigger-dst-gap").value;
+    if ($("trigger-dst-overlap").value) payload.dst_overlap = $("trigger-dst-overlap").value;
+    var jitter = $("trigger-jitter").value.trim();
+    var jitterRandom = $("trigger-jitter-random").value.trim();
+    if (jitter !== "") payload.jitter_s = Number(jitter);
+    if (jitterRandom !== "") payload.jitter_random_s = Number(jitterRandom);
     var button = $("trigger-publish");
     button.disabled = true;
     api("POST", "/projects/" + seg(project) + "/triggers/" + seg(trigger) + "/revisions",
@@ -754,6 +768,28 @@
         showResult("trigger-action-result", e);
       });
     });
+    var refresh = function () {
+      return api("GET", base + "?next=5").then(drawTrigger)
+        .catch(function (e) { showProblem("problem", e); });
+    };
+    $("pause-form").addEventListener("submit", function (event) {
+      event.preventDefault();
+      var until = $("pause-until").value.trim();
+      var reason = $("pause-reason").value.trim();
+      var data = {};
+      if (until) data.until = /^[0-9]+$/.test(until) ? Number(until) : until;
+      if (reason) data.reason = reason;
+      api("POST", base + "/pause", data).then(function () {
+        showResult("trigger-action-result", null, "Paused. ");
+        return refresh();
+      }).catch(function (e) { showResult("trigger-action-result", e); });
+    });
+    $("trigger-resume").addEventListener("click", function () {
+      api("POST", base + "/resume", {}).then(function () {
+        showResult("trigger-action-result", null, "Resumed. ");
+        return refresh();
+      }).catch(function (e) { showResult("trigger-action-result", e); });
+    });
     var loadLedger = function () {
       var windowMs = Number($("ledger-window").value);
       var now = Date.now();
@@ -786,6 +822,9 @@
       ["State", badge(t.state)],
       ["Task", [t.task, el("span", { class: "muted" }, " (revision " + t.task_revision + ")")]],
       ["Schedule", el("code", {}, t.schedule || t.cron || "")],
+      ["DST", t.dst ? "gap " + t.dst.gap + ", overlap " + t.dst.overlap : null],
+      ["Jitter", t.jitter ? "up to " + t.jitter.max_s + " s (" + t.jitter.random_s +
+        " s drawn per occurrence, stable offset " + t.jitter.stable_s + " s)" : null],
       ["Time zone", t.timezone],
       ["Misfire", t.misfire],
       ["Overlap", t.overlap],
