@@ -18,12 +18,14 @@ import pytest
 from qinglong.audit.checker import audit as audit_admissions
 from qinglong.audit.model import AuditParams
 from qinglong.audit.source import read_input
-from qinglong.domain.retention import DAY_MS
+from qinglong.domain.retention import CLOCK_JUMP_PATIENCE, DAY_MS, PruneReport
 from qinglong.errors import PermissionDenied
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.retention import PgRetention
 from qinglong.storage.postgres.retention import table_sizes as pg_sizes
 from qinglong.storage.sqlite.retention import SqliteRetention
+from qinglong.testing import FakeClock
+from tests.conftest import SqliteStores
 from tests.contract.conftest import Backend, PgBackend, SqliteBackend
 from tests.contract.test_execution_audit import _connection
 from tests.contract.test_execution_audit import audit as audit_execution
@@ -181,6 +183,62 @@ def test_old_events_missing_with_no_retention_mark_are_violations(backend: Backe
     assert by_trigger["t1"].bad_shape == [old[0]] and by_trigger["t1"].evidence_pruned == []
 
 
+def test_a_mark_from_a_clock_that_ran_ahead_excuses_nothing_recent(backend: Backend) -> None:
+    """A retention mark later than a day ago came from a clock that ran ahead: the audit
+    believes it only up to a day ago, so events missing from a recent Run are a violation."""
+    publish(backend, triggers=("t1",))
+    [recent, _] = _carry_out(backend, "t1", 2)
+    ahead = backend.now_ms() + 300 * DAY_MS
+    _sql(backend, "INSERT INTO retention_marks (subject, pruned_before_ms) "
+                  "VALUES ('run_events', ?), ('claims', ?)", (ahead, ahead))
+    _sql(backend, "DELETE FROM run_events WHERE run_id = ?", (recent,))
+    execution = audit_execution(backend)
+    assert execution.pruned == 0
+    assert [f.split(":")[0] for f in execution.terminal_events] == [recent]
+    report = _admission_audit(backend)
+    [t1] = report.triggers
+    assert t1.bad_shape == [recent] and t1.evidence_pruned == []
+    assert any("ran ahead" in note for note in report.notes), report.notes
+
+
+def test_sqlite_skips_a_pass_after_the_wall_clock_jumped_ahead(
+        sqlite_stores: SqliteStores, clock: FakeClock) -> None:
+    """`ql serve` reads the horizon from its own clock: after the wall clock jumped a year
+    ahead (the monotonic clock did not move with it), passes delete nothing and leave no
+    mark, until the new clock has held for CLOCK_JUMP_PATIENCE passes."""
+    backend = SqliteBackend(stores=sqlite_stores, clock=clock)
+    publish(backend, triggers=("t1",))
+    runs = _carry_out(backend, "t1", 2)
+    clock = _JumpyClock(backend.clock)
+    pruner = SqliteRetention(backend.stores.db, clock, days=RETENTION_DAYS)
+    assert pruner.prune().events == 0  # a first pass: the baseline
+    marked = _sql(backend, "SELECT * FROM retention_marks")
+    clock.jump(365 * DAY_MS)
+    for _ in range(CLOCK_JUMP_PATIENCE):
+        assert pruner.prune() == PruneReport()
+    assert all(_events(backend, run_id) > 0 for run_id in runs)
+    assert _sql(backend, "SELECT * FROM retention_marks") == marked  # the mark stayed
+    assert pruner.prune().events > 0  # the new clock held: it is believed
+    assert all(_events(backend, run_id) == 0 for run_id in runs)
+
+
+class _JumpyClock:
+    """The backend's clock, with a wall clock that can jump while the monotonic one stays."""
+
+    def __init__(self, inner: FakeClock) -> None:
+        self._inner = inner
+        self._offset = 0
+
+    def jump(self, ms: int) -> None:
+        self._offset += ms
+
+    def now_ms(self) -> int:
+        return self._inner.now_ms() + self._offset
+
+    def monotonic(self) -> float:
+        return self._inner.monotonic()
+
+
 def _admission_audit(backend: Backend):  # type: ignore[no-untyped-def]
     with _connection(backend) as (conn, queries):
         data = read_input(conn, queries, dialect=backend.dialect,  # type: ignore[arg-type]
@@ -197,8 +255,11 @@ def _claims(backend: PgBackend, trigger: str) -> list[int]:
     return [int(str(r["claim_version"])) for r in rows]
 
 
-def test_old_claims_go_but_never_the_latest_nor_one_an_unfinished_run_may_need(
+def test_old_claims_go_but_never_the_latest_claim_of_a_schedule_row(
         pg_backend: PgBackend) -> None:
+    """Old claims go whatever became of their Runs (queued ones included: the audit knows the
+    claims mark), except each schedule row's latest claim, the fence the next claim compares
+    with."""
     backend = pg_backend
     publish(backend, triggers=("t1", "t2", "t3"))
     old = _carry_out(backend, "t1", 3)
@@ -223,11 +284,48 @@ def test_old_claims_go_but_never_the_latest_nor_one_an_unfinished_run_may_need(
         report = made.prune()
     finally:
         made.close()
-    assert report.claims == 2
+    assert report.claims == 2 + len(t3) - 1
     assert _claims(backend, "t1") == [v for v in t1 if v not in aged[:-1]]  # the latest stays
     assert _claims(backend, "t2") == t2  # recent
-    assert _claims(backend, "t3") == t3  # its trigger has unfinished Runs from before
+    assert _claims(backend, "t3") == t3[-1:]  # queued Runs pin nothing; the latest stays
     assert recent  # (carried out: their claims are simply young)
+
+
+def test_the_claims_sweep_wraps_round_to_a_latest_claim_superseded_behind_it(
+        pg_backend: PgBackend) -> None:
+    """A small sweep passes a row's latest claim (kept), reaches the end and starts over; once
+    a newer claim supersedes it, a later sweep deletes it. A pinned latest claim never stops
+    the sweep from reaching the claims after it."""
+    backend = pg_backend
+    publish(backend, triggers=("t1", "t2"))
+    first = admit(backend, "t1", count=2)
+    second = admit(backend, "t2", count=3)
+    backend.db.execute("UPDATE trigger_schedule_claims SET acquired_at_ms = acquired_at_ms - %s, "
+                       "expires_at_ms = expires_at_ms - %s", [OLD_MS, OLD_MS])
+    t1, t2 = _claims(backend, "t1"), _claims(backend, "t2")
+    made = _Pruner(backend, batch=1, statements=1)
+    try:
+        passes = 0
+        while len(_claims(backend, "t1")) + len(_claims(backend, "t2")) > 2:
+            made.prune()
+            passes += 1
+            assert passes <= 3 * (len(t1) + len(t2)), "the sweep stopped"
+        assert _claims(backend, "t1") == t1[-1:] and _claims(backend, "t2") == t2[-1:]
+        for _ in range(len(t1) + len(t2) + 2):  # the sweep passes both kept claims again
+            made.prune()
+        assert _claims(backend, "t1") == t1[-1:]
+        time.sleep(1.1)  # a later occurrence (the admissions above used the last seconds)
+        admit(backend, "t1", count=1)  # a new (young) claim supersedes the kept one
+        newest = _claims(backend, "t1")[-1]
+        for _ in range(3 * (len(t1) + len(t2)) + 2):
+            if _claims(backend, "t1") == [newest]:
+                break
+            made.prune()
+        assert _claims(backend, "t1") == [newest], "the superseded claim was never swept"
+        assert _claims(backend, "t2") == t2[-1:]
+    finally:
+        made.close()
+    assert first and second
 
 
 def _sizes(backend: PgBackend) -> dict[str, int]:

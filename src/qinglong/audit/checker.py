@@ -349,12 +349,13 @@ def events_pruned(run: RunRecord, pruned_before_ms: int | None) -> bool:
 
 def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[ClaimRecord],
                   held: Iterable[MisfireRecord] = (), events_before_ms: int | None = None,
-                  claims_before_ms: int | None = None) -> None:
+                  claims_before_ms: int | None = None, latest_claim: int | None = None) -> None:
     """``held``: records of occurrences a pause held back; the claim that decided one covered
     its stretch (its cursor is the stretch's start) and may admit the occurrence in progress
     right after it. ``events_before_ms`` and ``claims_before_ms``: retention's marks; a Run
     whose events (with the claim they name) or whose claim retention pruned is not fenced
-    out."""
+    out. ``latest_claim``: the schedule row's claim version now; the pruner never deletes it,
+    so only an older claim can have been pruned."""
     after_pause = {(m.trigger_revision, m.due_at_ms): m.next_fire_at_ms for m in held
                    if m.policy == PAUSED_FATE}
     by_version = {claim.version: claim for claim in claims}
@@ -364,7 +365,8 @@ def _check_fences(report: TriggerReport, runs: list[RunRecord], claims: list[Cla
             continue  # the claim it named went with its events (listed as evidence_pruned)
         claim = by_version.get(run.claim_version) if run.claim_version is not None else None
         if (claim is None and run.claim_version is not None and claims_before_ms is not None
-                and run.created_at_ms < claims_before_ms):
+                and run.created_at_ms < claims_before_ms and latest_claim is not None
+                and run.claim_version < latest_claim):
             report.evidence_pruned.append(run.id)  # its claim is past retention
             continue
         if claim is None or claim.token != run.claim_token:
@@ -416,6 +418,8 @@ def audit(data: AuditInput, params: AuditParams,
         end, end_source, end_note = max(found.at_ms, start), found.source, found.note
     required_until = end - params.settle_ms
     events_before, claims_before = data.events_pruned_before_ms, data.claims_pruned_before_ms
+    latest_claims = {(s.project_id, s.trigger_id): s.claim_version for s in data.schedules
+                     if s.claim_version is not None}
     marks = [m for m in (events_before, claims_before) if m is not None]
     horizon = max(marks) if marks else None
     task_revisions: dict[Key, list[tuple[int, int, bool]]] = defaultdict(list)
@@ -482,7 +486,7 @@ def audit(data: AuditInput, params: AuditParams,
                             or (r.admission_events != 2 and r.id not in pruned)]
         if data.claims is not None:
             _check_fences(report, scheduled, claims.get(key, []), held.get(key, []),
-                          events_before, claims_before)
+                          events_before, claims_before, latest_claims.get(key))
             _check_cursors(report, claims.get(key, []))
         report.duplicates += _duplicates(every_run.get(key, []))
         duplicates_after += _duplicates([r for r in every_run.get(key, []) if r.scheduled_for_ms > end])
@@ -498,6 +502,10 @@ def audit(data: AuditInput, params: AuditParams,
             f"{pruned_runs} Run(s) are judged without the events or claim records retention "
             f"pruned (up to {_ago(data, horizon)}; docs/retention.md); later evidence was "
             "never pruned")
+    if data.marks_ahead:
+        result.notes.append(
+            "a retention mark is later than a day ago (the clock of a pruner ran ahead): "
+            "evidence after a day ago is judged in full (docs/retention.md)")
     if end_note is not None:
         result.notes.append(end_note)
     if duplicates_after:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qinglong.domain.retention import trusted_mark
 from qinglong.domain.runs import ENDED_RUN, TERMINAL_RUN, RunStatus
 from qinglong.storage.dbapi import Connection, Queries
 
@@ -61,8 +62,9 @@ def check_execution(conn: Connection, queries: Queries, *, now_ms: int, from_ms:
     report = ExecutionReport()
     marks = {r["subject"]: int(r["pruned_before_ms"])
              for r in conn.execute(queries["audit_retention_marks"]).fetchall()}
+    events_mark = trusted_mark(marks.get("run_events"), now_ms)
     for row in conn.execute(queries["audit_run_execution"], window).fetchall():
-        _judge_run(report, row, now_ms, stale_ms, marks.get("run_events"))
+        _judge_run(report, row, now_ms, stale_ms, events_mark)
     spans: dict[str, list[tuple[int, int, int]]] = {}
     for row in conn.execute(queries["audit_attempt_spans"], window).fetchall():
         finished = _int(row["finished_at_ms"])

@@ -116,6 +116,7 @@ class ScheduleRecord:
     trigger_revision: int
     next_fire_at_ms: int | None
     last_scheduled_at_ms: int | None
+    claim_version: int | None = None  # the row's latest claim (PostgreSQL; None on SQLite)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +137,7 @@ class AuditInput:
     # how far retention pruned claim records and Run events (retention_marks; None: never)
     claims_pruned_before_ms: int | None = None
     events_pruned_before_ms: int | None = None
+    marks_ahead: bool = False  # a mark was later than now - 1 day (a clock ran ahead): cut
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,6 +24,7 @@ from qinglong.audit.model import (
     TaskRevisionRecord,
     TriggerRevisionRecord,
 )
+from qinglong.domain.retention import trusted_mark
 from qinglong.errors import QinglongError
 from qinglong.storage.dbapi import Connection, Queries
 
@@ -86,11 +87,13 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
     marks: dict[str, int] = {}
     if "audit_retention_marks" in queries:
         marks = {r["subject"]: int(r["pruned_before_ms"]) for r in rows("audit_retention_marks")}
+    trusted = {subject: trusted_mark(mark, now_ms) for subject, mark in marks.items()}
     return AuditInput(
         dialect=dialect,
         now_ms=now_ms,
-        claims_pruned_before_ms=marks.get("claims"),
-        events_pruned_before_ms=marks.get("run_events"),
+        claims_pruned_before_ms=trusted.get("claims"),
+        events_pruned_before_ms=trusted.get("run_events"),
+        marks_ahead=trusted != marks,
         revisions=tuple(TriggerRevisionRecord(
             project_id=r["project_id"], trigger_id=r["trigger_id"], revision=int(r["revision"]),
             task_id=r["task_id"], task_revision=int(r["task_revision"]),
@@ -129,6 +132,7 @@ def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
             project_id=r["project_id"], trigger_id=r["trigger_id"],
             trigger_revision=int(r["trigger_revision"]), next_fire_at_ms=_opt(r["next_fire_at_ms"]),
             last_scheduled_at_ms=_opt(r["last_scheduled_at_ms"]),
+            claim_version=_opt(r["claim_version"]),
         ) for r in rows("audit_schedules")),
         pauses=tuple(PauseRecord(
             project_id=r["project_id"], trigger_id=r["trigger_id"],

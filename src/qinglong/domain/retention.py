@@ -28,6 +28,12 @@ MIN_RETENTION_DAYS = 1
 MAX_RETENTION_DAYS = 3650
 KEEP_FOREVER = 0
 DAY_MS = 86_400_000
+MIN_RETENTION_MS = MIN_RETENTION_DAYS * DAY_MS
+# A wall clock that moved this much further than the monotonic clock between two passes
+# jumped: the pass is skipped (a wrong clock would delete recent history for good), until
+# the new clock has held for CLOCK_JUMP_PATIENCE passes (about an hour).
+CLOCK_JUMP_TOLERANCE_MS = 3_600_000
+CLOCK_JUMP_PATIENCE = 60
 
 # One pass (every 30 reconciler cycles, about a minute): at most this many statements per
 # table, each deleting at most a batch, each its own short transaction (~20-40 ms for a
@@ -64,3 +70,10 @@ def check_retention_days(days: int, option: str = "retention-days") -> int:
 def retention_ms(days: int) -> int | None:
     """The retention in milliseconds, or None when nothing is ever pruned."""
     return None if days == KEEP_FOREVER else check_retention_days(days) * DAY_MS
+
+
+def trusted_mark(mark_ms: int | None, now_ms: int) -> int | None:
+    """A retention mark as `ql audit` believes it: no retention is shorter than a day, so a
+    mark later than ``now - MIN_RETENTION`` came from a clock that ran ahead; beyond that
+    instant, missing evidence is judged missing."""
+    return None if mark_ms is None else min(mark_ms, now_ms - MIN_RETENTION_MS)

@@ -6,9 +6,15 @@ transaction-level advisory lock taken without waiting: when another replica is d
 statement deletes nothing and the pass ends, so any number of replicas may prune at once
 without waiting for, deadlocking with or repeating each other. The horizon is read from the
 database clock in every statement and recorded in ``retention_marks`` by the same transaction
-(what `ql audit` reads to tell pruned evidence from missing evidence). The events sweep keeps a cursor over (end time, id) of the Runs it has looked
-at: a Run ends at the database's now, after any horizon already passed, so nothing behind
-the cursor becomes prunable later; a restart starts the sweep again from the oldest Run.
+(what `ql audit` reads to tell pruned evidence from missing evidence).
+
+Both sweeps keep a cursor in memory. The claims sweep walks claims in (acquisition time,
+project, trigger, version) order and wraps round at the end: a schedule row's latest claim
+is kept and passed, and goes on a later sweep once a newer claim supersedes it. The events
+sweep walks Runs in (end time, id) order: a Run ends at the database's now, after any
+horizon already passed, so nothing behind its cursor becomes prunable later. A restart starts
+both sweeps from the beginning. Each table is pruned on its own: a failure on one (a
+timeout) does not stop the other.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnectio
 from qinglong.storage.postgres.transactions import serializable
 
 _START = (-1, "")
+_CLAIMS_START = (-1, "", "", -1)
+BUSY = -1  # a statement that found another replica pruning scanned nothing of its own
 
 
 class PgRetention:
@@ -32,6 +40,7 @@ class PgRetention:
         self._batch = batch
         self._statements = statements
         self._after: tuple[int, str] = _START
+        self._claims_after: tuple[int, str, str, int] = _CLAIMS_START
         self._allowed: bool | None = None
 
     def prune(self) -> PruneReport:
@@ -40,12 +49,20 @@ class PgRetention:
         if self._retention_ms is None or not self._check_allowed():
             return PruneReport()
         claims = events = statements = 0
-        for _ in range(self._statements):
-            statements += 1
-            deleted = self._prune_claims(self._retention_ms)
-            claims += deleted
-            if deleted < self._batch:
-                break
+        failure: Exception | None = None
+        try:  # each table on its own: a failure on one does not stop the other
+            for _ in range(self._statements):
+                statements += 1
+                deleted, scanned, reached = self._prune_claims(self._retention_ms)
+                claims += deleted
+                if reached is not None:
+                    self._claims_after = reached
+                if scanned < self._batch:
+                    if scanned != BUSY:  # the end: the next sweep starts over
+                        self._claims_after = _CLAIMS_START
+                    break
+        except Exception as exc:  # noqa: BLE001 - raised after the events had their turn
+            failure = exc
         for _ in range(self._statements):
             statements += 1
             deleted, scanned, last = self._prune_events(self._retention_ms)
@@ -54,6 +71,8 @@ class PgRetention:
                 self._after = last
             if scanned < self._batch:
                 break
+        if failure is not None:
+            raise failure
         return PruneReport(claims=claims, events=events, statements=statements)
 
     def __call__(self) -> int:
@@ -73,13 +92,22 @@ class PgRetention:
                     "replica restarts")
         return self._allowed
 
-    def _prune_claims(self, retention: int) -> int:
-        def work(conn: PgConnection) -> int:
+    def _prune_claims(self, retention: int) -> tuple[int, int, tuple[int, str, str, int] | None]:
+        after_ms, after_project, after_trigger, after_version = self._claims_after
+
+        def work(conn: PgConnection) -> tuple[int, int, tuple[int, str, str, int] | None]:
             if not _gate(conn):
-                return 0
+                return 0, BUSY, None  # another replica is pruning: end this pass
             horizon = _mark(conn, "claims", retention)
-            return conn.execute(QUERIES["retention_prune_claims"],
-                                {"horizon_ms": horizon, "limit": self._batch}).rowcount
+            row = fetch_one(conn, QUERIES["retention_prune_claims"], {
+                "horizon_ms": horizon, "limit": self._batch, "after_ms": after_ms,
+                "after_project": after_project, "after_trigger": after_trigger,
+                "after_version": after_version})
+            assert row is not None
+            last = (None if row["last_ms"] is None
+                    else (int(str(row["last_ms"])), str(row["last_project"]),
+                          str(row["last_trigger"]), int(str(row["last_version"]))))
+            return int(str(row["deleted"])), int(str(row["scanned"])), last
 
         return serializable(self._connector, "prune claim records past retention", work,
                             isolation="read committed")

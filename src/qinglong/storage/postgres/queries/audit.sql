@@ -61,7 +61,8 @@ WHERE decided_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
 
 -- name: audit_schedules
 -- Current schedule rows.
-SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms
+SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms,
+       claim_version
 FROM qinglong.trigger_schedules;
 
 -- name: audit_run_execution

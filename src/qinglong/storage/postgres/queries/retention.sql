@@ -32,33 +32,40 @@ WITH horizon AS (
 SELECT at_ms AS horizon_ms FROM horizon;
 
 -- name: retention_prune_claims
--- A batch of claims acquired and expired before the horizon, oldest first, never the latest
--- claim of a schedule row (the fence a claim in flight or the next one compares with) and
--- never one of a trigger that still has an unfinished Run admitted before the horizon.
-WITH horizon AS (
-    SELECT %(horizon_ms)s::bigint AS at_ms
-), held AS (
-    SELECT DISTINCT r.project_id, r.trigger_id
-    FROM qinglong.runs r, horizon h
-    WHERE r.status IN ('created', 'queued', 'dispatching', 'running', 'waiting_approval',
-                       'retry_wait', 'lost')
-      AND r.trigger_id IS NOT NULL AND r.created_at_ms < h.at_ms
-), doomed AS (
-    SELECT c.project_id, c.trigger_id, c.claim_version
-    FROM qinglong.trigger_schedule_claims c, horizon h
-    WHERE c.acquired_at_ms < h.at_ms AND c.expires_at_ms < h.at_ms
-      AND EXISTS (SELECT 1 FROM qinglong.trigger_schedules s
-                  WHERE s.project_id = c.project_id AND s.trigger_id = c.trigger_id
-                    AND s.claim_version > c.claim_version)
-      AND NOT EXISTS (SELECT 1 FROM held
-                      WHERE held.project_id = c.project_id AND held.trigger_id = c.trigger_id)
-    ORDER BY c.acquired_at_ms
+-- The next slice of claims acquired before the horizon, after the pass's cursor in
+-- (acquisition time, project, trigger, claim version) order, and every claim of the slice
+-- that expired before the horizon and is not the latest claim of its schedule row (the fence
+-- a claim in flight or the next one compares with). The latest claims stay behind the cursor;
+-- the sweep wraps round, so one that a newer claim has since superseded goes on a later
+-- sweep. Returns what was deleted and where the slice ended.
+WITH slice AS (
+    SELECT c.project_id, c.trigger_id, c.claim_version, c.acquired_at_ms, c.expires_at_ms
+    FROM qinglong.trigger_schedule_claims c
+    WHERE c.acquired_at_ms < %(horizon_ms)s AND c.acquired_at_ms >= %(after_ms)s
+      AND (c.acquired_at_ms, c.project_id, c.trigger_id, c.claim_version)
+          > (%(after_ms)s::bigint, %(after_project)s::varchar, %(after_trigger)s::varchar,
+             %(after_version)s::integer)
+    ORDER BY c.acquired_at_ms, c.project_id, c.trigger_id, c.claim_version
     LIMIT %(limit)s
+), gone AS (
+    DELETE FROM qinglong.trigger_schedule_claims c
+    USING slice d
+    WHERE c.project_id = d.project_id AND c.trigger_id = d.trigger_id
+      AND c.claim_version = d.claim_version AND d.expires_at_ms < %(horizon_ms)s
+      AND EXISTS (SELECT 1 FROM qinglong.trigger_schedules s
+                  WHERE s.project_id = d.project_id AND s.trigger_id = d.trigger_id
+                    AND s.claim_version > d.claim_version)
+    RETURNING 1
+), last AS (
+    SELECT acquired_at_ms, project_id, trigger_id, claim_version FROM slice
+    ORDER BY acquired_at_ms DESC, project_id DESC, trigger_id DESC, claim_version DESC LIMIT 1
 )
-DELETE FROM qinglong.trigger_schedule_claims c
-USING doomed d
-WHERE c.project_id = d.project_id AND c.trigger_id = d.trigger_id
-  AND c.claim_version = d.claim_version;
+SELECT (SELECT count(*) FROM gone) AS deleted,
+       (SELECT count(*) FROM slice) AS scanned,
+       (SELECT acquired_at_ms FROM last) AS last_ms,
+       (SELECT project_id FROM last) AS last_project,
+       (SELECT trigger_id FROM last) AS last_trigger,
+       (SELECT claim_version FROM last) AS last_version;
 
 -- name: retention_prune_events
 -- The next slice of Runs that ended before the horizon, after the pass's cursor in (end

@@ -44,8 +44,9 @@ FROM trigger_schedule_misfires
 WHERE decided_at_ms BETWEEN :from_ms AND :to_ms;
 
 -- name: audit_schedules
--- Current schedule rows.
-SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms
+-- Current schedule rows (no claim versions here: SQLite keeps no claim log).
+SELECT project_id, trigger_id, trigger_revision, next_fire_at_ms, last_scheduled_at_ms,
+       NULL AS claim_version
 FROM trigger_schedules;
 
 -- name: audit_run_execution
