@@ -262,10 +262,13 @@ class ExecutionMetrics:
     def observe(self, run_id: str, trigger_id: str | None, status: str,
                 duration_ms: int) -> None:
         target = self.targets.pop(run_id)
-        project, task = (target.project, target.task) if target is not None else (OTHER, OTHER)
-        trigger = trigger_id if trigger_id is not None else (
-            target.trigger if target is not None and target.trigger is not None else NO_TRIGGER)
-        key = self._runs.key(project, task, trigger)
+        key: tuple[str, ...]
+        if target is None:  # leased before this process watched it: counted under _other
+            key = (OTHER, OTHER, OTHER)
+        else:
+            trigger = trigger_id if trigger_id is not None else (
+                target.trigger if target.trigger is not None else NO_TRIGGER)
+            key = self._runs.key(target.project, target.task, trigger)
         self.finished.labels(*key, status).inc()
         self.duration.labels(*key).observe(max(0, duration_ms) / 1000)
 
