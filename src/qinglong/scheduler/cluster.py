@@ -1,9 +1,13 @@
 """The cluster coordinator: one bounded cycle of claim -> decide -> commit.
 
 It takes no clock: every decision is made at its claim's database acquisition time, and
-the commit re-reads the database clock. Several rows may be claimed per statement; each
-keeps its own fence. An exception abandons the rest of the cycle: the remaining claims
-simply expire (by database time) and are taken over.
+the commit re-reads the database clock. Several rows are claimed per statement; each keeps
+its own fence. The decisions of one claim statement are committed together
+(``schedule_commit_batch``: one SERIALIZABLE transaction for the batch, each row verified
+and fenced on its own, falling back to smaller batches and to single rows on failure), or
+one by one when batching is off or a single row was claimed. Every result of a batch is
+recorded before an error of one of its rows ends the cycle; an exception abandons the rest
+of the cycle: claims not committed simply expire (by database time) and are taken over.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.schedule import ScheduleClaim, check_budget, check_claim_lease
-from qinglong.errors import InvalidSchedule, StorageError
+from qinglong.errors import InvalidSchedule, QinglongError, StorageError
 from qinglong.ids import new_uuid
 from qinglong.scheduler.report import CycleReport, Stats, Tally, corrupt_row_diagnostic
 from qinglong.storage.ports import (
@@ -32,6 +36,9 @@ from qinglong.storage.ports import (
 )
 
 ClusterCommittedHook = Callable[[ScheduleClaim, Decision, CommitResult], None]
+# Errors of a batch that are about the connection, the server or the role, not one row.
+_ABOUT_THE_DATABASE = frozenset({"QL_CONNECTION_LOST", "QL_SERVER_NOT_WRITABLE", "QL_NOT_READY",
+                                 "QL_PERMISSION_DENIED"})
 
 
 class ForeignClaim(StorageError):
@@ -55,6 +62,7 @@ class ClusterCoordinator:
         diagnostics: DiagnosticSink | None = None,
         wake_hint: bool = True,
         after_claim: Callable[[], None] | None = None,
+        batched: bool = True,
     ) -> None:
         check_claim_lease(lease_ms)
         self._store = store
@@ -69,6 +77,7 @@ class ClusterCoordinator:
         self.stats = Stats()
         self._wake_hint = wake_hint
         self._after_claim = after_claim  # a fault-injection seam (tests and the soak only)
+        self._batched = batched
 
     @property
     def owner(self) -> str:
@@ -86,6 +95,7 @@ class ClusterCoordinator:
             )
             if claims and self._after_claim is not None:
                 self._after_claim()
+            decided: list[ClaimCommitParams] = []
             for item in claims:
                 tally.claimed += 1
                 if isinstance(item, CorruptScheduleRow):
@@ -94,7 +104,10 @@ class ClusterCoordinator:
                     continue
                 self._check_ours(item)
                 tally.observed.append(item.fence.acquired_at_ms)
-                self._decide_and_commit(item, tally)
+                params = self._decide(item, tally)
+                if params is not None:
+                    decided.append(params)
+            self._commit(decided, tally)
             if not claims:
                 break  # a row that is due again (catch-up) is simply claimed again
         hint = self._store.schedule_next_due_in_ms() if self._wake_hint else None
@@ -107,15 +120,42 @@ class ClusterCoordinator:
         if fence.owner != self._owner or fence.expires_at_ms - fence.acquired_at_ms != self._lease_ms:
             raise ForeignClaim("the store returned a claim this coordinator did not take")
 
-    def _decide_and_commit(self, claim: ScheduleClaim, tally: Tally) -> None:
+    def _decide(self, claim: ScheduleClaim, tally: Tally) -> ClaimCommitParams | None:
         try:
             decision = claim.decide(grace_ms=self._grace_ms)
         except InvalidSchedule as exc:
             tally.errors += 1
             emit(self._diagnostics, diagnostic_from("scheduler", exc))
-            return
+            return None
         ids = AdmissionIds.new(self._new_id) if decision.disposition is Disposition.ADMIT else None
-        result = self._store.schedule_commit(ClaimCommitParams(claim=claim, decision=decision, ids=ids))
+        return ClaimCommitParams(claim=claim, decision=decision, ids=ids)
+
+    def _commit(self, decided: list[ClaimCommitParams], tally: Tally) -> None:
+        if not self._batched or len(decided) < 2:
+            for params in decided:  # an error ends the cycle here, as it always did
+                self._committed(params, self._store.schedule_commit(params), tally)
+            return
+        failed: list[QinglongError] = []
+        for params, outcome in zip(decided, self._store.schedule_commit_batch(decided),
+                                   strict=True):
+            if isinstance(outcome, QinglongError):
+                failed.append(outcome)
+            else:
+                self._committed(params, outcome, tally)
+        if failed:
+            # Every result is on record; one error ends the cycle as a single commit's would
+            # (the one about the database itself if there is one, so that it reaches the
+            # availability fence), the others are told.
+            raised = next((e for e in failed if e.code in _ABOUT_THE_DATABASE), failed[0])
+            told: set[int] = {id(raised)}
+            for other in failed:
+                if id(other) not in told:
+                    told.add(id(other))
+                    emit(self._diagnostics, diagnostic_from("scheduler", other))
+            raise raised
+
+    def _committed(self, params: ClaimCommitParams, result: CommitResult, tally: Tally) -> None:
+        claim, decision = params.claim, params.decision
         tally.record(result)
         if not result.durable:
             emit(self._diagnostics, Diagnostic(

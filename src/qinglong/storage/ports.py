@@ -6,7 +6,7 @@ the same cases against every adapter that implements a port.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -21,6 +21,7 @@ from qinglong.domain.runs import RunStatus
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.domain.task import CommandSpec, ExecutionRevision, TaskRevision
 from qinglong.domain.trigger import Overlap, TriggerRevision
+from qinglong.errors import QinglongError
 
 # --- definitions ---------------------------------------------------------------------
 
@@ -292,6 +293,13 @@ class ClusterScheduleStore(Protocol):
         self, params: ScheduleClaimParams
     ) -> list[ScheduleClaim | CorruptScheduleRow]: ...
     def schedule_commit(self, params: ClaimCommitParams) -> CommitResult: ...
+    def schedule_commit_batch(
+        self, params: Sequence[ClaimCommitParams]
+    ) -> list[CommitResult | QinglongError]:
+        """Many commits in one SERIALIZABLE transaction, each row verified and fenced on its
+        own: one outcome per claim, in order -- its result (a row whose facts or fence
+        fail is ``raced``, alone), or the error that kept it from committing."""
+        ...
     def schedule_next_due_in_ms(self) -> int | None: ...
 
 

@@ -96,8 +96,10 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID).")
 @_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
 @_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
-@_option("--budget", click.INT, "Claims per cycle, 1-256 (default 16).")
-@_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 8).")
+@_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
+         "all starts the next at once.")
+@_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
+         "decisions commit together in one SERIALIZABLE transaction.")
 @_option("--interval-ms", click.INT, "Cycle cadence, 250-3600000 ms (default 1000).")
 @_option("--stop-timeout-ms", click.INT, "How long stop waits for a cycle, 100-30000 ms (default 10000).")
 @_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")

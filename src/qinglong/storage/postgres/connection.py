@@ -111,6 +111,9 @@ def prepare_session(conn: PgConnection, settings: SessionSettings | None) -> Non
         "set_config('enable_seqscan', 'off', false), "
         # the claim must run at READ COMMITTED whatever the role or database default says
         "set_config('default_transaction_isolation', 'read committed', false), "
+        # JIT compiling a claim or an admission costs far more than running it (0.6-1.2 s
+        # per claim at a million rows, docs/design/admission-fast-path.md)
+        "set_config('jit', 'off', false), "
         "set_config('idle_in_transaction_session_timeout', %(it)s, false)",
         {
             "st": f"{settings.statement_timeout_ms}ms",

@@ -10,8 +10,7 @@ from durable facts (the idempotency key, the schedule row) and never retried.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import psycopg
 
@@ -22,9 +21,9 @@ from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.occurrences import DONE_CURSOR_MS, cursor_for_storage
 from qinglong.domain.runs import cron_idempotency_key
-from qinglong.domain.schedule import ClaimFence, ScheduleClaim, check_budget, check_claim_lease
+from qinglong.domain.schedule import ScheduleClaim, check_budget, check_claim_lease
 from qinglong.domain.task import ExecutionRevision, ExecutorType
-from qinglong.errors import InvalidInput, OutcomeUnknown, QinglongError, RecordCorrupt, StorageError
+from qinglong.errors import InvalidInput, OutcomeUnknown, QinglongError, RecordCorrupt
 from qinglong.storage import records
 from qinglong.storage.lifecycle_writer import insert_admission
 from qinglong.storage.ports import (
@@ -34,6 +33,8 @@ from qinglong.storage.ports import (
     CorruptScheduleRow,
     ScheduleClaimParams,
 )
+from qinglong.storage.postgres.admission_batch import BatchCommitter, Outcome
+from qinglong.storage.postgres.claims import ClockRegressed, claim_from_row
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
@@ -46,35 +47,13 @@ from qinglong.storage.postgres.errors import translate
 from qinglong.storage.postgres.transactions import db_now_ms, transact
 
 COMMIT_ATTEMPTS = 5
-
-
-class ClockRegressed(StorageError):
-    """The database clock at commit is earlier than at claim."""
-
-    code = "QL_CLOCK_REGRESSED"
+__all__ = ["COMMIT_ATTEMPTS", "ClockRegressed", "PgScheduleStore", "claim_from_row"]
 
 
 class _Raced(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def claim_from_row(row: Mapping[str, Any]) -> ScheduleClaim | CorruptScheduleRow:
-    candidate = records.candidate_or_corrupt(row)
-    if isinstance(candidate, CorruptScheduleRow):
-        return candidate
-    return ScheduleClaim(
-        candidate=candidate,
-        fence=ClaimFence(
-            owner=row["claim_owner"],
-            token=row["claim_token"],
-            version=int(row["claim_version"]),
-            acquired_at_ms=int(row["claim_acquired_at_ms"]),
-            expires_at_ms=int(row["claim_expires_at_ms"]),
-        ),
-        row_locator=row["row_locator"],
-    )
 
 
 class PgScheduleStore:
@@ -156,6 +135,22 @@ class PgScheduleStore:
                 attempt_id=result.attempt_id, durable=False,
             )
         return result
+
+    def schedule_commit_batch(self, params: Sequence[ClaimCommitParams]) -> list[Outcome]:
+        """Commit the decisions of many claims together (admission_batch.py): one outcome per
+        claim, in order -- its CommitResult, or the error that kept it from committing (its
+        claim then simply expires). Checked like single commits, before anything is sent."""
+        for item in params:
+            self._check_command(item)
+        if not params:
+            return []
+        committer = BatchCommitter(
+            self._connector, actor_id=self._actor_id, commit_deadline_s=self._commit_deadline_s,
+            in_doubt_settle_s=self._in_doubt_settle_s, single=self.schedule_commit,
+            resolve_in_doubt=lambda item: self._resolve_in_doubt(item, settle=False),
+            before_commit=self._before_commit, on_retry=self._on_retry,
+        )
+        return committer.commit(params)
 
     def _check_command(self, params: ClaimCommitParams) -> None:
         decision, fence = params.decision, params.claim.fence
@@ -264,11 +259,13 @@ class PgScheduleStore:
             raise RecordCorrupt("execution revision does not match the pinned task digest")
         return execution
 
-    def _resolve_in_doubt(self, params: ClaimCommitParams) -> CommitResult:
-        """COMMIT was sent and its reply lost: look the occurrence up before anything else."""
+    def _resolve_in_doubt(self, params: ClaimCommitParams, *, settle: bool = True) -> CommitResult:
+        """COMMIT was sent and its reply lost: look the occurrence up before anything else
+        (after letting a commit that is landing become visible, unless the caller did)."""
         claim, decision = params.claim, params.decision
         candidate = claim.candidate
-        pause(self._in_doubt_settle_s)  # let a commit that is landing become visible
+        if settle:
+            pause(self._in_doubt_settle_s)
         try:
             with self._connector.connection() as conn:
                 if decision.disposition is Disposition.ADMIT:

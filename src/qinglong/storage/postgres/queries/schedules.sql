@@ -2,37 +2,79 @@
 -- Claim up to %(limit)s due rows in one auto-committed statement with one database-clock
 -- reading: eligible rows only (due: the cursor has come, and with jitter its jittered instant
 -- too), oldest cursor first, SKIP LOCKED, each with its own fence.
+-- The plan must not depend on how many triggers there are (docs/design/admission-fast-path.md):
+-- both branches walk trigger_schedules_due_idx in its own order with an index condition that
+-- ends the scan at the first row not due (NULL cursors first, then cursors up to now; the
+-- clock is an InitPlan parameter so the condition is an index bound, not a join filter),
+-- and the definitions are looked up by primary key only for a row that is due and unclaimed
+-- (a scalar sub-select, which the planner can neither pull up into a join nor hash).
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 ),
-candidates AS (
+uninitialised AS (SELECT * FROM (
     SELECT s.project_id, s.trigger_id
     FROM qinglong.trigger_schedules s
-    CROSS JOIN observed o
-    JOIN qinglong.triggers h
-      ON h.project_id = s.project_id AND h.trigger_id = s.trigger_id
-     AND h.current_revision = s.trigger_revision
-    JOIN qinglong.trigger_revisions tr
-      ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id
-     AND tr.revision = s.trigger_revision
-    JOIN qinglong.task_definitions th
-      ON th.project_id = tr.project_id AND th.task_id = tr.task_id
-     AND th.current_revision = tr.task_revision
-    JOIN qinglong.task_definition_revisions kr
-      ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id
-     AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
-    JOIN qinglong.projects p ON p.id = s.project_id
-    WHERE p.status = 'active' AND tr.enabled AND kr.enabled
-      AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1')
-      AND (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= o.now_ms)
-      AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= o.now_ms)
-      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= o.now_ms)
-      AND s.updated_at_ms <= o.now_ms
-      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= o.now_ms)
+    WHERE s.next_fire_at_ms IS NULL
+      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= (SELECT now_ms FROM observed))
+      AND s.updated_at_ms <= (SELECT now_ms FROM observed)
+      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
       AND s.state_version < 2147483647 AND s.claim_version < 2147483647
+      AND (SELECT true
+           FROM qinglong.triggers h
+           JOIN qinglong.trigger_revisions tr
+             ON tr.project_id = h.project_id AND tr.trigger_id = h.trigger_id
+            AND tr.revision = h.current_revision
+           JOIN qinglong.task_definitions th
+             ON th.project_id = tr.project_id AND th.task_id = tr.task_id
+            AND th.current_revision = tr.task_revision
+           JOIN qinglong.task_definition_revisions kr
+             ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id
+            AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
+           JOIN qinglong.projects p ON p.id = h.project_id
+           WHERE h.project_id = s.project_id AND h.trigger_id = s.trigger_id
+             AND h.current_revision = s.trigger_revision
+             AND p.status = 'active' AND tr.enabled AND kr.enabled
+             AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1'))
     ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED
+) locked LIMIT 256),
+-- (The outer LIMIT 256, MAX_BUDGET in domain/schedule.py, never cuts: the limit is at most
+-- that. It tells the generic plan how few rows come, which keeps the estimated cost of the
+-- statement low, and with it JIT compilation, which would cost more than the claim itself.)
+due AS (SELECT * FROM (
+    SELECT s.project_id, s.trigger_id
+    FROM qinglong.trigger_schedules s
+    WHERE s.next_fire_at_ms <= (SELECT now_ms FROM observed)
+      AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= (SELECT now_ms FROM observed))
+      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= (SELECT now_ms FROM observed))
+      AND s.updated_at_ms <= (SELECT now_ms FROM observed)
+      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
+      AND s.state_version < 2147483647 AND s.claim_version < 2147483647
+      AND (SELECT true
+           FROM qinglong.triggers h
+           JOIN qinglong.trigger_revisions tr
+             ON tr.project_id = h.project_id AND tr.trigger_id = h.trigger_id
+            AND tr.revision = h.current_revision
+           JOIN qinglong.task_definitions th
+             ON th.project_id = tr.project_id AND th.task_id = tr.task_id
+            AND th.current_revision = tr.task_revision
+           JOIN qinglong.task_definition_revisions kr
+             ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id
+            AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
+           JOIN qinglong.projects p ON p.id = h.project_id
+           WHERE h.project_id = s.project_id AND h.trigger_id = s.trigger_id
+             AND h.current_revision = s.trigger_revision
+             AND p.status = 'active' AND tr.enabled AND kr.enabled
+             AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1'))
+    ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
+    LIMIT greatest(0, %(limit)s - (SELECT count(*) FROM uninitialised))
+    FOR UPDATE OF s SKIP LOCKED
+) locked LIMIT 256),
+candidates AS (
+    SELECT project_id, trigger_id FROM uninitialised
+    UNION ALL
+    SELECT project_id, trigger_id FROM due
 ),
 claimed AS (
     UPDATE qinglong.trigger_schedules s

@@ -1,0 +1,98 @@
+"""A claimed schedule row as read back from PostgreSQL, shared by the single-row and the
+batched admission: the claim (candidate plus fence) it holds, the trigger revision it pins
+(verified once per stored content), and the one clock failure both refuse to commit through.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from qinglong.domain.schedule import ClaimFence, ScheduleCandidate, ScheduleClaim
+from qinglong.domain.trigger import TriggerRevision
+from qinglong.errors import RecordCorrupt, StorageError
+from qinglong.storage import records
+from qinglong.storage.ports import CorruptScheduleRow
+
+VERIFIED_REVISIONS = 1024  # trigger revisions kept verified: more than the claims of one cycle
+_FACTS = ("t_revision", "t_task_id", "t_task_revision", "t_task_content_digest", "t_enabled",
+          "t_content_digest", "t_created_at_ms")
+
+
+class ClockRegressed(StorageError):
+    """The database clock at commit is earlier than at claim."""
+
+    code = "QL_CLOCK_REGRESSED"
+
+
+class VerifiedRevisions:
+    """Trigger revisions rebuilt from their stored rows with their digests verified, keyed by
+    the stored content: a row whose every stored value (spec included) equals one verified
+    before is the same record, so it is not parsed and hashed again. Any difference -- a
+    tampered spec, another digest -- misses and is verified afresh. Bounded (LRU)."""
+
+    def __init__(self, size: int = VERIFIED_REVISIONS) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Any, ...], tuple[object, TriggerRevision]] = OrderedDict()
+
+    def get(self, row: Mapping[str, Any]) -> TriggerRevision:
+        """The row's ``t_`` columns as a verified revision (RecordCorrupt if they fail)."""
+        key = (row["project_id"], row["trigger_id"], *(row[name] for name in _FACTS))
+        spec = row["t_spec_json"]
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == spec:
+                self._entries.move_to_end(key)
+                return hit[1]
+        revision = records.candidate_trigger_revision(row)
+        with self._lock:
+            self._entries[key] = (spec, revision)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return revision
+
+
+REVISIONS = VerifiedRevisions()
+
+
+def candidate_from_row(row: Mapping[str, Any]) -> ScheduleCandidate:
+    """``records.candidate_from_row`` with the trigger revision from REVISIONS."""
+    revision = REVISIONS.get(row)
+    cursor = row["next_fire_at_ms"]
+    return ScheduleCandidate(
+        project_id=row["project_id"],
+        trigger_id=row["trigger_id"],
+        trigger_revision=int(row["trigger_revision"]),
+        trigger_content_digest=revision.content_digest,
+        trigger_published_at_ms=revision.created_at_ms,
+        task_id=revision.task_id,
+        task_revision=revision.task_revision,
+        task_content_digest=revision.task_content_digest,
+        spec=revision.spec,
+        state_version=int(row["state_version"]),
+        next_fire_at_ms=None if cursor is None else int(cursor),
+        pause=records.pause_from_row(row),
+    )
+
+
+def claim_from_row(row: Mapping[str, Any]) -> ScheduleClaim | CorruptScheduleRow:
+    try:
+        candidate = candidate_from_row(row)
+    except RecordCorrupt as exc:
+        return CorruptScheduleRow(project_id=row["project_id"], trigger_id=row["trigger_id"],
+                                  problem=exc.message)
+    return ScheduleClaim(
+        candidate=candidate,
+        fence=ClaimFence(
+            owner=row["claim_owner"],
+            token=row["claim_token"],
+            version=int(row["claim_version"]),
+            acquired_at_ms=int(row["claim_acquired_at_ms"]),
+            expires_at_ms=int(row["claim_expires_at_ms"]),
+        ),
+        row_locator=row["row_locator"],
+    )

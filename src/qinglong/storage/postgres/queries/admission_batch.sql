@@ -1,0 +1,157 @@
+-- The batched admission of claimed schedule rows (storage/postgres/admission_batch.py): one
+-- SERIALIZABLE transaction re-reads the facts of every claimed row and writes every
+-- admission of the batch with set-based statements. Every row keeps its own fence.
+
+-- name: schedule_facts_batch
+-- The database clock, and every fact of the definitions the decisions of a batch used, for
+-- each claimed row (by its key and the trigger revision it was claimed at): whether the
+-- trigger can still fire (its head at that revision, enabled, its task at the pinned
+-- revision and enabled, its project active), the trigger and task revisions to re-verify,
+-- and the pinned remote_worker execution revision. The schedule rows themselves are not
+-- read here: the write statement finds each by its physical address under its full fence,
+-- so a row changed since its claim is simply not written. (Reading 64 schedule rows first
+-- would take predicate locks on whole heap pages, and concurrent batches of two replicas
+-- would then fail serialization against each other; an UPDATE releases its own tuple lock.)
+WITH observed AS MATERIALIZED (
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+)
+SELECT w.ord, o.now_ms, w.project_id, w.trigger_id,
+       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
+       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
+       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
+       tr.created_at_ms AS t_created_at_ms,
+       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
+       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
+       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
+       coalesce(h.trigger_id IS NOT NULL AND th.task_id IS NOT NULL AND kr.revision IS NOT NULL
+                AND p.status = 'active' AND tr.enabled AND kr.enabled
+                AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1',
+                                                  'qinglong/once@v1'), false) AS eligible,
+       e.project_id AS e_project_id, e.task_id AS e_task_id,
+       e.source_revision AS e_source_revision, e.source_content_digest AS e_source_content_digest,
+       e.task_revision AS e_task_revision, e.executor_type AS e_executor_type,
+       e.plan_schema AS e_plan_schema, e.plan_json AS e_plan_json,
+       e.content_digest AS e_content_digest, e.created_at_ms AS e_created_at_ms
+FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revisions)s::integer[])
+     WITH ORDINALITY AS w(project_id, trigger_id, trigger_revision, ord)
+CROSS JOIN observed o
+LEFT JOIN qinglong.triggers h
+  ON h.project_id = w.project_id AND h.trigger_id = w.trigger_id
+ AND h.current_revision = w.trigger_revision
+LEFT JOIN qinglong.trigger_revisions tr
+  ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
+ AND tr.revision = w.trigger_revision
+LEFT JOIN qinglong.task_definitions th
+  ON th.project_id = tr.project_id AND th.task_id = tr.task_id
+ AND th.current_revision = tr.task_revision
+LEFT JOIN qinglong.task_definition_revisions kr
+  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
+LEFT JOIN qinglong.projects p ON p.id = w.project_id
+LEFT JOIN LATERAL (
+    SELECT * FROM qinglong.task_execution_revisions x
+    WHERE x.project_id = tr.project_id AND x.task_id = tr.task_id
+      AND x.source_revision = tr.task_revision AND x.executor_type = 'remote_worker'
+    LIMIT 1
+) e ON true
+ORDER BY w.ord;
+
+-- name: schedule_admit_batch
+-- Every write of a batch in one statement: advance each cursor and clear its claim under
+-- its full fence (the rows advanced come back), and insert the Runs, Attempts, events and
+-- misfire records of exactly the rows that advanced. The row counts are returned so the
+-- caller can check that each admission wrote its whole shape. The rows are found by their
+-- physical addresses only (a TID scan): the key and the expiry are compared as expressions
+-- and the token without implying it is not null, so that no index of trigger_schedules can
+-- serve the update (reading its pages makes concurrent admissions falsely conflict). The
+-- token the caller sends is never null, so the comparison is the fence's equality.
+WITH moves AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(moves)s::jsonb) AS m(
+        row_locator text, project_id text, trigger_id text, trigger_revision integer,
+        state_version integer, cursor_ms bigint, claim_owner text, claim_token uuid,
+        claim_version integer, claim_expires_at_ms bigint, next_fire_at_ms bigint,
+        next_due_at_ms bigint, scheduled_for_ms bigint)
+),
+advanced AS (
+    UPDATE qinglong.trigger_schedules s
+    SET next_fire_at_ms = m.next_fire_at_ms,
+        next_due_at_ms = m.next_due_at_ms,
+        last_scheduled_at_ms = coalesce(m.scheduled_for_ms, s.last_scheduled_at_ms),
+        state_version = s.state_version + 1,
+        claim_owner = NULL, claim_token = NULL, claim_expires_at_ms = NULL,
+        updated_at_ms = %(now_ms)s
+    FROM moves m
+    WHERE s.ctid = ANY(%(row_locators)s::tid[])
+      AND s.ctid = m.row_locator::tid
+      AND s.project_id || chr(31) || s.trigger_id = m.project_id || chr(31) || m.trigger_id
+      AND s.trigger_revision = m.trigger_revision AND s.state_version = m.state_version
+      AND s.next_fire_at_ms IS NOT DISTINCT FROM m.cursor_ms
+      AND s.claim_owner = m.claim_owner AND s.claim_token IS NOT DISTINCT FROM m.claim_token
+      AND s.claim_version = m.claim_version AND s.claim_expires_at_ms + 0 = m.claim_expires_at_ms
+      AND m.claim_expires_at_ms > %(now_ms)s
+    RETURNING s.project_id, s.trigger_id
+),
+new_runs AS (
+    INSERT INTO qinglong.runs
+        (id, project_id, task_id, task_revision, task_name, task_snapshot_ref, trigger_id,
+         trigger_revision, trigger_type, execution_origin, execution_owner, triggered_by,
+         scheduled_for_ms, status, version, event_sequence, priority, idempotency_key,
+         created_at_ms, queued_at_ms, overlap_policy, overlap_key, overlap_queue_limit)
+    SELECT r.id, r.project_id, r.task_id, r.task_revision, r.task_name, r.task_snapshot_ref,
+           r.trigger_id, r.trigger_revision, r.trigger_type, r.execution_origin,
+           r.execution_owner, r.triggered_by, r.scheduled_for_ms, r.status, r.version,
+           r.event_sequence, r.priority, r.idempotency_key, r.created_at_ms, r.queued_at_ms,
+           r.overlap_policy, r.overlap_key, r.overlap_queue_limit
+    FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+        id text, project_id text, task_id text, task_revision text, task_name text,
+        task_snapshot_ref text, trigger_id text, trigger_revision integer, trigger_type text,
+        execution_origin text, execution_owner text, triggered_by text,
+        scheduled_for_ms bigint, status text, version integer, event_sequence integer,
+        priority integer, idempotency_key text, created_at_ms bigint, queued_at_ms bigint,
+        overlap_policy text, overlap_key text, overlap_queue_limit integer)
+    JOIN advanced a ON a.project_id = r.project_id AND a.trigger_id = r.trigger_id
+    RETURNING 1
+),
+new_attempts AS (
+    INSERT INTO qinglong.run_attempts
+        (id, run_id, attempt, status, executor_type, callback_sequence, created_at_ms)
+    SELECT x.id, x.run_id, x.attempt, x.status, x.executor_type, x.callback_sequence,
+           x.created_at_ms
+    FROM jsonb_to_recordset(%(attempts)s::jsonb) AS x(
+        project_id text, trigger_id text, id text, run_id text, attempt integer,
+        status text, executor_type text, callback_sequence integer, created_at_ms bigint)
+    JOIN advanced a ON a.project_id = x.project_id AND a.trigger_id = x.trigger_id
+    RETURNING 1
+),
+new_events AS (
+    INSERT INTO qinglong.run_events
+        (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
+         created_at_ms)
+    SELECT v.id, v.run_id, v.sequence, v.type, v.dedupe_key, v.actor_type, v.actor_id,
+           v.attempt_id, v.payload, v.created_at_ms
+    FROM jsonb_to_recordset(%(events)s::jsonb) AS v(
+        project_id text, trigger_id text, id text, run_id text, sequence integer, type text,
+        dedupe_key text, actor_type text, actor_id text, attempt_id text, payload jsonb,
+        created_at_ms bigint)
+    JOIN advanced a ON a.project_id = v.project_id AND a.trigger_id = v.trigger_id
+    RETURNING 1
+),
+new_misfires AS (
+    INSERT INTO qinglong.trigger_schedule_misfires
+        (project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms,
+         next_fire_at_ms, policy, run_id, claim_version, decided_at_ms)
+    SELECT f.project_id, f.trigger_id, f.trigger_revision, f.due_at_ms, f.skipped_through_ms,
+           f.next_fire_at_ms, f.policy, f.run_id, f.claim_version, f.decided_at_ms
+    FROM jsonb_to_recordset(%(misfires)s::jsonb) AS f(
+        project_id text, trigger_id text, trigger_revision integer, due_at_ms bigint,
+        skipped_through_ms bigint, next_fire_at_ms bigint, policy text, run_id text,
+        claim_version integer, decided_at_ms bigint)
+    JOIN advanced a ON a.project_id = f.project_id AND a.trigger_id = f.trigger_id
+    RETURNING 1
+)
+SELECT a.project_id, a.trigger_id,
+       (SELECT count(*) FROM new_runs) AS runs,
+       (SELECT count(*) FROM new_attempts) AS attempts,
+       (SELECT count(*) FROM new_events) AS events,
+       (SELECT count(*) FROM new_misfires) AS misfires
+FROM advanced a;
