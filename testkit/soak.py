@@ -75,7 +75,10 @@ class SoakConfig:
     seed: int | None = None
     lease_ms: int = 3_000
     grace_ms: int = 30_000
-    drain_s: float = 8.0
+    # after the chaos, before the replicas stop: long enough for a worker killed in the last
+    # second to have its Attempts rescued (its lease, 5 s, + the reconciler's grace, 5 s, +
+    # two reconciler cycles, 2 s each, + a margin); 8 s left such Runs dispatching for good
+    drain_s: float = 16.0
     partitions: bool = True  # needs root (network namespaces)
     work_dir: Path | None = None
 
