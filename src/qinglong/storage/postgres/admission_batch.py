@@ -65,7 +65,7 @@ from qinglong.storage.ports import (
     CommitOutcome,
     CommitResult,
 )
-from qinglong.storage.postgres.claims import REVISIONS, ClockRegressed
+from qinglong.storage.postgres.claims import REVISIONS, ClockRegressed, Raced
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
@@ -100,12 +100,6 @@ class _InDoubt(Exception):
     def __init__(self, attempt: _Attempt) -> None:
         super().__init__("COMMIT of a batch was sent but not acknowledged")
         self.attempt = attempt
-
-
-class _Raced(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class BatchCommitter:
@@ -249,7 +243,7 @@ class BatchCommitter:
             params = items[index]
             try:
                 task, execution = _verify(row, params, now, tasks, executions)
-            except _Raced as raced:
+            except Raced as raced:
                 attempt.settled[index] = CommitResult(
                     outcome=CommitOutcome.RACED, disposition=params.decision.disposition,
                     reason=raced.reason)
@@ -304,13 +298,13 @@ def _verify(row: dict[str, Any], params: ClaimCommitParams, now: int,
             ) -> tuple[TaskRevision, ExecutionRevision | None]:
     """Every check of the single-row commit that is not about the schedule row itself (the
     write statement checks that row's version, revision, cursor and full fence): raises
-    _Raced or the error of this row."""
+    Raced or the error of this row."""
     claim = params.claim
     candidate, fence = claim.candidate, claim.fence
     if (row["project_id"], row["trigger_id"]) != (candidate.project_id, candidate.trigger_id):
         raise StorageError(f"{ACTION}: the facts came back out of order")
     if not row["eligible"]:  # the trigger cannot fire any more (disabled, archived, moved)
-        raise _Raced("claim_superseded")
+        raise Raced("claim_superseded")
     revision = REVISIONS.get(row)  # digest-verified (once per stored content)
     if (revision.content_digest != candidate.trigger_content_digest
             or revision.created_at_ms != candidate.trigger_published_at_ms
@@ -318,15 +312,15 @@ def _verify(row: dict[str, Any], params: ClaimCommitParams, now: int,
             or revision.task_revision != candidate.task_revision
             or revision.task_content_digest != candidate.task_content_digest
             or revision.spec != candidate.spec):
-        raise _Raced("schedule_changed")
+        raise Raced("schedule_changed")
     key = (candidate.project_id, candidate.task_id, int(row["k_revision"]))
     task = tasks.get(key)
     if task is None:  # one parse and digest check per task revision of the batch
         task = tasks[key] = records.candidate_task_revision(row)
     if task.content_digest != candidate.task_content_digest:
-        raise _Raced("task_changed")
+        raise Raced("task_changed")
     if now >= fence.expires_at_ms:
-        raise _Raced("claim_expired")
+        raise Raced("claim_expired")
     if now < fence.acquired_at_ms:
         raise ClockRegressed("the database clock moved backwards between claim and commit")
     if params.decision.disposition is not Disposition.ADMIT:

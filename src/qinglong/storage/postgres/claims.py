@@ -21,6 +21,15 @@ _FACTS = ("t_revision", "t_task_id", "t_task_revision", "t_task_content_digest",
           "t_content_digest", "t_created_at_ms")
 
 
+class Raced(Exception):
+    """A claimed row changed before its commit (``reason``: what changed); the occurrence is
+    reported raced and decided again, never an error."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class ClockRegressed(StorageError):
     """The database clock at commit is earlier than at claim."""
 

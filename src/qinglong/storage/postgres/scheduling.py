@@ -34,7 +34,7 @@ from qinglong.storage.ports import (
     ScheduleClaimParams,
 )
 from qinglong.storage.postgres.admission_batch import BatchCommitter, Outcome
-from qinglong.storage.postgres.claims import ClockRegressed, claim_from_row
+from qinglong.storage.postgres.claims import ClockRegressed, Raced, claim_from_row
 from qinglong.storage.postgres.connection import (
     QUERIES,
     CommitNotAcknowledged,
@@ -48,12 +48,6 @@ from qinglong.storage.postgres.transactions import db_now_ms, transact
 
 COMMIT_ATTEMPTS = 5
 __all__ = ["COMMIT_ATTEMPTS", "ClockRegressed", "PgScheduleStore", "claim_from_row"]
-
-
-class _Raced(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class PgScheduleStore:
@@ -121,7 +115,7 @@ class PgScheduleStore:
                 retry_rejected_commit=False,
                 before_commit=self._before_commit, on_retry=self._on_retry,
             )
-        except _Raced as raced:
+        except Raced as raced:
             return CommitResult(outcome=CommitOutcome.RACED, disposition=disposition,
                                 reason=raced.reason)
         except CommitRejected as rejected:
@@ -171,20 +165,20 @@ class PgScheduleStore:
         row = conn.execute(QUERIES["schedule_lock_for_commit"],
                            {**key, "row_locator": claim.row_locator}).fetchone()
         if row is None:  # the claimed row version was replaced, or the trigger cannot fire
-            raise _Raced("claim_superseded")
+            raise Raced("claim_superseded")
         current = claim_from_row(row)
         if isinstance(current, CorruptScheduleRow):
             raise RecordCorrupt(current.problem)
         if current.candidate != candidate:
-            raise _Raced("schedule_changed")
+            raise Raced("schedule_changed")
         if current.fence != fence:
-            raise _Raced("fence_changed")  # (the row version is the claimed one: same locator)
+            raise Raced("fence_changed")  # (the row version is the claimed one: same locator)
         task = records.candidate_task_revision(row)
         if task.content_digest != candidate.task_content_digest:
-            raise _Raced("task_changed")
+            raise Raced("task_changed")
         now = db_now_ms(conn)  # read after the row lock is held
         if now >= fence.expires_at_ms:
-            raise _Raced("claim_expired")
+            raise Raced("claim_expired")
         if now < fence.acquired_at_ms:
             raise ClockRegressed("the database clock moved backwards between claim and commit")
         run_id = attempt_id = None
@@ -237,7 +231,7 @@ class PgScheduleStore:
             "now_ms": now,
         })
         if advanced.rowcount != 1:
-            raise _Raced("fence_changed")
+            raise Raced("fence_changed")
         if run_id is not None:
             return CommitResult(outcome=CommitOutcome.ADMITTED, disposition=decision.disposition,
                                 run_id=run_id, attempt_id=attempt_id)
