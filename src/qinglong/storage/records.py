@@ -77,7 +77,11 @@ def candidate_task_revision(row: Mapping[str, Any]) -> TaskRevision:
 
 def candidate_from_row(row: Mapping[str, Any]) -> ScheduleCandidate:
     """A schedule row joined to its trigger revision (``t_`` columns), digest-verified."""
-    revision = candidate_trigger_revision(row)
+    return candidate_with_revision(row, candidate_trigger_revision(row))
+
+
+def candidate_with_revision(row: Mapping[str, Any], revision: TriggerRevision) -> ScheduleCandidate:
+    """A schedule row with the trigger revision it is pinned to (already verified)."""
     cursor = row["next_fire_at_ms"]
     return ScheduleCandidate(
         project_id=row["project_id"],

@@ -70,22 +70,7 @@ REVISIONS = VerifiedRevisions()
 
 def candidate_from_row(row: Mapping[str, Any]) -> ScheduleCandidate:
     """``records.candidate_from_row`` with the trigger revision from REVISIONS."""
-    revision = REVISIONS.get(row)
-    cursor = row["next_fire_at_ms"]
-    return ScheduleCandidate(
-        project_id=row["project_id"],
-        trigger_id=row["trigger_id"],
-        trigger_revision=int(row["trigger_revision"]),
-        trigger_content_digest=revision.content_digest,
-        trigger_published_at_ms=revision.created_at_ms,
-        task_id=revision.task_id,
-        task_revision=revision.task_revision,
-        task_content_digest=revision.task_content_digest,
-        spec=revision.spec,
-        state_version=int(row["state_version"]),
-        next_fire_at_ms=None if cursor is None else int(cursor),
-        pause=records.pause_from_row(row),
-    )
+    return records.candidate_with_revision(row, REVISIONS.get(row))
 
 
 def claim_from_row(row: Mapping[str, Any]) -> ScheduleClaim | CorruptScheduleRow:
