@@ -9,6 +9,7 @@ ql_runtime, so the grants are exercised too.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -81,22 +82,29 @@ class Notify:
                         "FROM notify_outbox ORDER BY channel, source_key")
 
 
-@pytest.fixture
-def notify(backend: Backend) -> Iterator[Notify]:
+@contextlib.contextmanager
+def notify_stores(backend: Backend, name: str = "notify") -> Iterator[Notify]:
+    """The backend's NotifyStore as the admin and the runtime role (one store on SQLite)."""
     if backend.dialect == "sqlite":
         local = cast(SqliteBackend, backend)
         store = SqliteNotifyStore(local.stores.db, local.clock)
         yield Notify(backend=backend, admin=store, runtime=store)
         return
     db = cast(PgBackend, backend).db
-    admin = SingleConnector(db.url("ql_admin"), application_name="notify-admin")
-    runtime = SingleConnector(db.url("ql_runtime"), application_name="notify-runtime")
+    admin = SingleConnector(db.url("ql_admin"), application_name=f"{name}-admin")
+    runtime = SingleConnector(db.url("ql_runtime"), application_name=f"{name}-runtime")
     try:
         yield Notify(backend=backend, admin=PgNotifyStore(admin), runtime=PgNotifyStore(runtime),
                      connectors=[admin, runtime])
     finally:
         admin.close()
         runtime.close()
+
+
+@pytest.fixture
+def notify(backend: Backend) -> Iterator[Notify]:
+    with notify_stores(backend) as stores:
+        yield stores
 
 
 def webhook(name: str, url: str = "http://127.0.0.1:9/hook", **retry: int) -> ChannelSpec:

@@ -1,6 +1,9 @@
 """The dispatcher: one paced loop per `ql serve` and per `ql control` replica.
 
-A cycle, each step bounded and each failure reported and left for the next cycle:
+A cycle starts with a probe: one statement (on PostgreSQL one auto-committed SELECT) that
+tells whether any step below could have work. When none could, the cycle ends there (an idle
+replica sends one statement a cycle); otherwise every step runs, each bounded and each
+failure reported and left for the next cycle:
 
 1. tidy (every 30 s): deliveries of removed channels, and last attempts whose sender vanished,
    end ``dead``; delivered and dead rows past the retention are deleted (hourly);
@@ -32,6 +35,8 @@ from qinglong.storage.notify_ports import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
+    OutboxProbe,
+    OutboxProbeParams,
     OutboxRecordParams,
 )
 
@@ -63,6 +68,15 @@ class NotifyReport:
     next_due_in_ms: int | None = None
 
 
+def _with_cooling(due: int | None, cooling: dict[str, float]) -> int | None:
+    """The next delivery due with the ``cooling`` channels left out, or the end of the first
+    cool-down if that comes sooner."""
+    if cooling:
+        ends = int(min(cooling.values()) * 1000)
+        due = ends if due is None else min(due, ends)
+    return due
+
+
 def _jitter() -> float:
     return random.uniform(*JITTER)  # noqa: S311 - spreads retries, not security
 
@@ -82,14 +96,47 @@ class Dispatcher:
         self._tidied_at: float | None = None
         self._purged_at: float | None = None
         self._cooling: dict[str, float] = {}  # channel -> monotonic time it may be tried again
+        self._saturated = False  # the last cycle left work waiting: no need to ask
 
     def _report(self, code: str, message: str) -> None:
         emit(self._diagnostics, Diagnostic(source=SOURCE, code=code, message=message))
 
     def run_cycle(self, stop_requested: Callable[[], bool] = lambda: False) -> NotifyReport:
-        """One bounded cycle. A step that fails is reported and the next one still runs; a
-        database that fails (or refuses a privilege) ends the cycle: the rest would fail the
-        same way, and the next cycle tries again."""
+        """One bounded cycle. The probe comes first (unless the last cycle was saturated):
+        when no step could have work the cycle ends with it. A step that fails is reported
+        and the next one still runs; a database that fails (or refuses a privilege) ends the
+        cycle: the rest would fail the same way, and the next cycle tries again."""
+        if self._saturated:
+            return self._full_cycle(stop_requested)
+        try:
+            probe, cooling = self._probe()
+        except (StorageError, PermissionDenied) as exc:
+            emit(self._diagnostics, diagnostic_from(SOURCE, exc))
+            return NotifyReport()
+        except Exception as exc:  # noqa: BLE001 - unsure whether there is work: do the cycle
+            emit(self._diagnostics, diagnostic_from(SOURCE, exc))
+            probe, cooling = None, {}
+        if probe is not None and probe.idle:
+            return NotifyReport(next_due_in_ms=_with_cooling(probe.next_due_in_ms, cooling))
+        return self._full_cycle(stop_requested)
+
+    def _probe(self) -> tuple[OutboxProbe, dict[str, float]]:
+        """Ask whether the cycle could have work (and the channels cooling down it left out),
+        with the tidy's questions only when it is due; a tidy (or purge) due with nothing to
+        do counts as done."""
+        s, now = self._settings, self._clock.monotonic()
+        tidy, purge = self._tidy_due(now)
+        cooling = self._cooling_channels()
+        probe = self._store.outbox_probe(OutboxProbeParams(
+            settle_ms=s.settle_ms, skip_channels=tuple(sorted(cooling)),
+            tidy=tidy, retention_ms=s.retention_ms if purge else None))
+        if tidy and not (probe.tidy or probe.purge):
+            self._tidied_at = now
+            if purge:
+                self._purged_at = now
+        return probe, cooling
+
+    def _full_cycle(self, stop_requested: Callable[[], bool]) -> NotifyReport:
         s = self._settings
         tally = {"enqueued": 0, "recovered": 0, "delivered": 0, "failed": 0, "dead": 0,
                  "saturated": 0}
@@ -116,6 +163,7 @@ class Dispatcher:
             next_due = self._next_due()
         except (StorageError, PermissionDenied) as exc:
             emit(self._diagnostics, diagnostic_from(SOURCE, exc))
+        self._saturated = bool(tally["saturated"])
         return NotifyReport(enqueued=tally["enqueued"], recovered=tally["recovered"],
                             delivered=tally["delivered"], failed=tally["failed"],
                             dead=tally["dead"], saturated=bool(tally["saturated"]),
@@ -128,18 +176,21 @@ class Dispatcher:
 
     def _next_due(self) -> int | None:
         cooling = self._cooling_channels()
-        due = self._store.outbox_next_due_in_ms(tuple(sorted(cooling)))
-        if cooling:
-            ends = int(min(cooling.values()) * 1000)
-            due = ends if due is None else min(due, ends)
-        return due
+        return _with_cooling(self._store.outbox_next_due_in_ms(tuple(sorted(cooling))), cooling)
+
+    def _tidy_due(self, now: float) -> tuple[bool, bool]:
+        """Whether the tidy is due at ``now`` (monotonic), and its purge."""
+        s = self._settings
+        if self._tidied_at is not None and now - self._tidied_at < s.tidy_every_s:
+            return False, False
+        return True, self._purged_at is None or now - self._purged_at >= s.purge_every_s
 
     def _tidy(self) -> None:
         s, now = self._settings, self._clock.monotonic()
-        if self._tidied_at is not None and now - self._tidied_at < s.tidy_every_s:
+        due, purge = self._tidy_due(now)
+        if not due:
             return
         self._tidied_at = now
-        purge = self._purged_at is None or now - self._purged_at >= s.purge_every_s
         if purge:
             self._purged_at = now
         report = self._store.outbox_maintain(OutboxMaintainParams(

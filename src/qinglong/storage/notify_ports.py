@@ -85,6 +85,39 @@ class MaintainReport:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxProbeParams:
+    """What the steps of the next dispatcher cycle would be asked to do: the settle window of
+    enqueue, the channels the dispatcher lets cool down (deliver leaves them out), and
+    whether the tidy (and its purge, with this retention) is due in this cycle."""
+
+    settle_ms: int
+    skip_channels: tuple[str, ...] = ()
+    tidy: bool = False
+    retention_ms: int | None = None  # None: no purge this time
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxProbe:
+    """Whether each step of a dispatcher cycle could have work, read in one statement.
+
+    False is a promise: the step would write nothing a notification depends on (a scan
+    cursor moving over no rows, or a waiting recovery being marked looked at, are left for a
+    cycle with work). True may be wrong the other way (a cursor or a row another replica
+    holds now, a row that changes before the step runs)."""
+
+    enqueue: bool = False  # a rule and a source without a cursor, or source rows to look at
+    recoveries: bool = False  # a waiting trigger was deleted, misfired again or fired on time
+    deliver: bool = False  # a delivery is due (channels cooling down left out)
+    tidy: bool = False  # asked for: a delivery of a removed channel, or a last attempt expired
+    purge: bool = False  # asked for: a delivery ended before the retention
+    next_due_in_ms: int | None = None  # when the next delivery falls due (cooling left out)
+
+    @property
+    def idle(self) -> bool:
+        return not (self.enqueue or self.recoveries or self.deliver or self.tidy or self.purge)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeliveryListParams:
     status: DeliveryStatus | None = None
     channel: str | None = None
@@ -98,6 +131,9 @@ class NotifyStore(Protocol):
     per (channel, event): a repeated pass adds nothing. ``outbox_claim`` leases the next due
     delivery (SKIP LOCKED on PostgreSQL); ``outbox_record`` reports its attempt under that
     lease and returns the delivery as it now stands, or None when the lease was lost.
+    ``outbox_probe`` tells, in one statement (on PostgreSQL one auto-committed SELECT on the
+    database clock), whether a dispatcher cycle could have any work: an idle cycle costs
+    only that.
     """
 
     def channel_put(self, params: ChannelPutParams) -> Channel: ...
@@ -115,6 +151,7 @@ class NotifyStore(Protocol):
     def outbox_record(self, params: OutboxRecordParams) -> Delivery | None: ...
     def outbox_maintain(self, params: OutboxMaintainParams) -> MaintainReport: ...
     def outbox_next_due_in_ms(self, skip_channels: tuple[str, ...] = ()) -> int | None: ...
+    def outbox_probe(self, params: OutboxProbeParams) -> OutboxProbe: ...
     def delivery_list(self, params: DeliveryListParams) -> list[Delivery]: ...
     def delivery_retry(self, delivery_id: str) -> Delivery: ...
     def now_ms(self) -> int: ...

@@ -38,6 +38,8 @@ from qinglong.storage.notify_ports import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
+    OutboxProbe,
+    OutboxProbeParams,
     OutboxRecordParams,
     RuleAddParams,
     RuleRemoveParams,
@@ -401,6 +403,34 @@ class NotifyWriter:
                            "delivery can be retried")
         self._run("notify_delivery_retry", {"id": delivery.id, "now_ms": self.now_ms})
         return self.delivery_find(delivery.id)
+
+
+def probe(conn: Connection, queries: Queries, params: OutboxProbeParams, *,
+          now_ms: int | None = None) -> OutboxProbe:
+    """Whether a dispatcher cycle could have work: one statement, outside any transaction
+    the caller need open. ``now_ms`` is the node's clock on SQLite; on PostgreSQL the
+    statement reads the database clock itself (``now_ms`` is not used).
+
+    Each step's condition mirrors what the step itself does: ``enqueue`` starts a source's
+    cursor once a rule exists and then pages the rows after its frontier and those leaving
+    the settle window (a cursor moving over no rows is left for a later cycle: a later page
+    covers the same range); ``recoveries`` notifies, moves or forgets a watch only when its
+    trigger was deleted, misfired again or fired on time (otherwise it would only stamp it
+    looked at); ``deliver`` leases what ``claim`` would; the tidy and purge counts are asked
+    for only when they are due."""
+    row = fetch_one(conn, queries["notify_probe"], {
+        "now_ms": now_ms, "settle_ms": params.settle_ms,
+        "skip": json.dumps(sorted(params.skip_channels)), "tidy": params.tidy,
+        "retention_ms": params.retention_ms, "origin": EXECUTION_ORIGIN_SCHEDULED})
+    assert row is not None  # one row, always
+    now = int(row["now_ms"])
+    next_ms = _int(row["next_attempt_at_ms"])
+    return OutboxProbe(
+        enqueue=bool(row["enqueue_start"] or row["outcomes"] or row["misfires"]),
+        recoveries=bool(row["recoveries"]),
+        deliver=next_ms is not None and next_ms <= now,
+        tidy=bool(row["tidy"]), purge=bool(row["purge"]),
+        next_due_in_ms=None if next_ms is None else max(0, next_ms - now))
 
 
 def _run_event(row: Row) -> NotifyEvent:

@@ -1,6 +1,7 @@
 """Notification channels, rules and the outbox on PostgreSQL (database clock).
 
-Every operation is one READ COMMITTED transaction (deadlocks and lock timeouts retried). Any
+Every operation is one READ COMMITTED transaction (deadlocks and lock timeouts retried), but
+the probe (``outbox_probe``), which is one auto-committed SELECT. Any
 number of `ql control` replicas dispatch at once: a replica scans a source only while it
 holds that source's cursor row (the others pass it over, SKIP LOCKED), and leases one
 delivery at a time with ``FOR UPDATE SKIP LOCKED``, so two replicas never send the same row
@@ -25,11 +26,13 @@ from qinglong.storage.notify_ports import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
+    OutboxProbe,
+    OutboxProbeParams,
     OutboxRecordParams,
     RuleAddParams,
     RuleRemoveParams,
 )
-from qinglong.storage.notify_writer import SOURCES, NotifyWriter
+from qinglong.storage.notify_writer import SOURCES, NotifyWriter, probe
 from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
 from qinglong.storage.postgres.errors import translate
 from qinglong.storage.postgres.transactions import db_now_ms, serializable
@@ -103,6 +106,15 @@ class PgNotifyStore:
     def outbox_next_due_in_ms(self, skip_channels: tuple[str, ...] = ()) -> int | None:
         return self._tx("read the next notification due",
                         lambda w: w.next_due_in_ms(skip_channels))
+
+    def outbox_probe(self, params: OutboxProbeParams) -> OutboxProbe:
+        """One auto-committed SELECT on the database clock: no BEGIN, no COMMIT, nothing
+        locked (an idle dispatcher cycle sends only this)."""
+        with self._connector.connection() as conn:
+            try:
+                return probe(conn, QUERIES, params)
+            except psycopg.Error as exc:
+                raise translate(exc, "look for notification work", conn) from exc
 
     def delivery_list(self, params: DeliveryListParams) -> list[Delivery]:
         return self._tx("list notification deliveries", lambda w: w.delivery_list(params))

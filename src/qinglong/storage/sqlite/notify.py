@@ -19,11 +19,13 @@ from qinglong.storage.notify_ports import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
+    OutboxProbe,
+    OutboxProbeParams,
     OutboxRecordParams,
     RuleAddParams,
     RuleRemoveParams,
 )
-from qinglong.storage.notify_writer import SOURCES, NotifyWriter
+from qinglong.storage.notify_writer import SOURCES, NotifyWriter, probe
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
 
 T = TypeVar("T")
@@ -98,6 +100,10 @@ class SqliteNotifyStore:
     def outbox_next_due_in_ms(self, skip_channels: tuple[str, ...] = ()) -> int | None:
         return self._read("read the next notification due",
                           lambda w: w.next_due_in_ms(skip_channels))
+
+    def outbox_probe(self, params: OutboxProbeParams) -> OutboxProbe:
+        with self._db.read("look for notification work") as conn:
+            return probe(conn, QUERIES, params, now_ms=self._clock.now_ms())
 
     def outbox_release(self) -> int:
         """At `ql serve` start: every attempt still marked in flight belonged to a previous

@@ -329,6 +329,73 @@ JOIN qinglong.notify_channels c ON c.name = o.channel AND c.removed_at_ms IS NUL
 WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
   AND o.channel NOT IN (SELECT jsonb_array_elements_text(%(skip)s::jsonb));
 
+-- name: notify_probe
+-- Whether a dispatcher cycle could have work, in one auto-committed statement on the database
+-- clock (an idle cycle sends only this), each column the condition under which that step
+-- writes what notifications depend on:
+-- enqueue_start: a source without a cursor while a rule exists (notify_cursor_start);
+-- outcomes, misfires: source rows after the frontier, or in the settled position's next
+--   window, (settled, least(frontier, now - settle)] (notify_*_page);
+-- recoveries: a waiting trigger that was deleted, misfired again or fired on time since
+--   (notify_recovery_probe; one that did none of these would only be marked looked at);
+-- next_attempt_at_ms: when the next delivery notify_outbox_due could lease falls due;
+-- tidy, purge (only when asked for): what notify_outbox_orphaned, notify_outbox_exhausted and
+--   notify_outbox_purge would change.
+WITH clock AS MATERIALIZED (
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+)
+SELECT k.now_ms,
+       (oc.source IS NULL OR mc.source IS NULL)
+           AND EXISTS (SELECT 1 FROM qinglong.notify_rules) AS enqueue_start,
+       EXISTS (SELECT 1 FROM qinglong.run_events e
+               WHERE e.type IN ('run.failed', 'run.timed_out', 'run.lost', 'run.cancelled')
+                 AND e.created_at_ms > oc.frontier_ms)
+       OR EXISTS (SELECT 1 FROM qinglong.run_events e
+                  WHERE e.type IN ('run.failed', 'run.timed_out', 'run.lost', 'run.cancelled')
+                    AND e.created_at_ms > oc.settled_ms
+                    AND e.created_at_ms <= least(oc.frontier_ms,
+                                                 k.now_ms - %(settle_ms)s::bigint)) AS outcomes,
+       EXISTS (SELECT 1 FROM qinglong.trigger_schedule_misfires m
+               WHERE m.policy IN ('skip', 'fire_once') AND m.decided_at_ms > mc.frontier_ms)
+       OR EXISTS (SELECT 1 FROM qinglong.trigger_schedule_misfires m
+                  WHERE m.policy IN ('skip', 'fire_once') AND m.decided_at_ms > mc.settled_ms
+                    AND m.decided_at_ms <= least(mc.frontier_ms,
+                                                 k.now_ms - %(settle_ms)s::bigint)) AS misfires,
+       EXISTS (SELECT 1 FROM qinglong.notify_recoveries w
+               WHERE NOT EXISTS (SELECT 1 FROM qinglong.triggers t
+                                 WHERE t.project_id = w.project_id
+                                   AND t.trigger_id = w.trigger_id AND t.deleted_at_ms IS NULL)
+                  OR EXISTS (SELECT 1 FROM qinglong.trigger_schedule_misfires m
+                             WHERE m.project_id = w.project_id AND m.trigger_id = w.trigger_id
+                               AND m.policy IN ('skip', 'fire_once')
+                               AND m.due_at_ms > w.due_at_ms)
+                  OR EXISTS (SELECT 1 FROM qinglong.runs r
+                             WHERE r.project_id = w.project_id AND r.trigger_id = w.trigger_id
+                               AND r.scheduled_for_ms >= w.next_fire_at_ms
+                               AND r.execution_origin = %(origin)s::varchar)) AS recoveries,
+       (SELECT min(o.next_attempt_at_ms) FROM qinglong.notify_outbox o
+        JOIN qinglong.notify_channels c ON c.name = o.channel AND c.removed_at_ms IS NULL
+        WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
+          AND o.channel NOT IN (SELECT jsonb_array_elements_text(%(skip)s::jsonb)))
+           AS next_attempt_at_ms,
+       CASE WHEN %(tidy)s::boolean THEN
+           EXISTS (SELECT 1 FROM qinglong.notify_outbox o
+                   JOIN qinglong.notify_channels c ON c.name = o.channel
+                   WHERE o.status IN ('pending', 'sending') AND c.removed_at_ms IS NOT NULL)
+           OR EXISTS (SELECT 1 FROM qinglong.notify_outbox o
+                      WHERE o.status IN ('pending', 'sending')
+                        AND o.next_attempt_at_ms <= k.now_ms
+                        AND o.attempts >= o.max_attempts)
+       ELSE false END AS tidy,
+       CASE WHEN %(retention_ms)s::bigint IS NOT NULL THEN
+           EXISTS (SELECT 1 FROM qinglong.notify_outbox o
+                   WHERE o.finished_at_ms IS NOT NULL
+                     AND o.finished_at_ms < k.now_ms - %(retention_ms)s::bigint)
+       ELSE false END AS purge
+FROM clock k
+LEFT JOIN qinglong.notify_cursors oc ON oc.source = 'run_outcomes'
+LEFT JOIN qinglong.notify_cursors mc ON mc.source = 'misfires';
+
 -- name: notify_delivery_list
 -- Deliveries, newest first, optionally of one status and one channel.
 SELECT id, channel, source_key, event, project_id, task_id, trigger_id, run_id, status,

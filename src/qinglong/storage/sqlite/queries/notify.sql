@@ -306,6 +306,68 @@ JOIN notify_channels c ON c.name = o.channel AND c.removed_at_ms IS NULL
 WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
   AND o.channel NOT IN (SELECT value FROM json_each(:skip));
 
+-- name: notify_probe
+-- Whether a dispatcher cycle could have work, in one statement (as on PostgreSQL, with the
+-- node clock given as :now_ms), each column the condition under which that step writes what
+-- notifications depend on:
+-- enqueue_start: a source without a cursor while a rule exists (notify_cursor_start);
+-- outcomes, misfires: source rows after the frontier, or in the settled position's next
+--   window, (settled, min(frontier, now - settle)] (notify_*_page);
+-- recoveries: a waiting trigger that was deleted, misfired again or fired on time since
+--   (notify_recovery_probe; one that did none of these would only be marked looked at);
+-- next_attempt_at_ms: when the next delivery notify_outbox_due could lease falls due;
+-- tidy, purge (only when asked for): what notify_outbox_orphaned, notify_outbox_exhausted and
+--   notify_outbox_purge would change.
+SELECT :now_ms AS now_ms,
+       (oc.source IS NULL OR mc.source IS NULL)
+           AND EXISTS (SELECT 1 FROM notify_rules) AS enqueue_start,
+       EXISTS (SELECT 1 FROM run_events e
+               WHERE e.type IN ('run.failed', 'run.timed_out', 'run.lost', 'run.cancelled')
+                 AND e.created_at_ms > oc.frontier_ms)
+       OR EXISTS (SELECT 1 FROM run_events e
+                  WHERE e.type IN ('run.failed', 'run.timed_out', 'run.lost', 'run.cancelled')
+                    AND e.created_at_ms > oc.settled_ms
+                    AND e.created_at_ms <= min(oc.frontier_ms, :now_ms - :settle_ms))
+           AS outcomes,
+       EXISTS (SELECT 1 FROM trigger_schedule_misfires m
+               WHERE m.policy IN ('skip', 'fire_once') AND m.decided_at_ms > mc.frontier_ms)
+       OR EXISTS (SELECT 1 FROM trigger_schedule_misfires m
+                  WHERE m.policy IN ('skip', 'fire_once') AND m.decided_at_ms > mc.settled_ms
+                    AND m.decided_at_ms <= min(mc.frontier_ms, :now_ms - :settle_ms))
+           AS misfires,
+       EXISTS (SELECT 1 FROM notify_recoveries w
+               WHERE NOT EXISTS (SELECT 1 FROM triggers t
+                                 WHERE t.project_id = w.project_id
+                                   AND t.trigger_id = w.trigger_id AND t.deleted_at_ms IS NULL)
+                  OR EXISTS (SELECT 1 FROM trigger_schedule_misfires m
+                             WHERE m.project_id = w.project_id AND m.trigger_id = w.trigger_id
+                               AND m.policy IN ('skip', 'fire_once')
+                               AND m.due_at_ms > w.due_at_ms)
+                  OR EXISTS (SELECT 1 FROM runs r
+                             WHERE r.project_id = w.project_id AND r.trigger_id = w.trigger_id
+                               AND r.scheduled_for_ms >= w.next_fire_at_ms
+                               AND r.execution_origin = :origin)) AS recoveries,
+       (SELECT min(o.next_attempt_at_ms) FROM notify_outbox o
+        JOIN notify_channels c ON c.name = o.channel AND c.removed_at_ms IS NULL
+        WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
+          AND o.channel NOT IN (SELECT value FROM json_each(:skip))) AS next_attempt_at_ms,
+       CASE WHEN :tidy THEN
+           EXISTS (SELECT 1 FROM notify_outbox o
+                   JOIN notify_channels c ON c.name = o.channel
+                   WHERE o.status IN ('pending', 'sending') AND c.removed_at_ms IS NOT NULL)
+           OR EXISTS (SELECT 1 FROM notify_outbox o
+                      WHERE o.status IN ('pending', 'sending') AND o.next_attempt_at_ms <= :now_ms
+                        AND o.attempts >= o.max_attempts)
+       ELSE 0 END AS tidy,
+       CASE WHEN :retention_ms IS NOT NULL THEN
+           EXISTS (SELECT 1 FROM notify_outbox o
+                   WHERE o.finished_at_ms IS NOT NULL
+                     AND o.finished_at_ms < :now_ms - :retention_ms)
+       ELSE 0 END AS purge
+FROM (SELECT 1) one
+LEFT JOIN notify_cursors oc ON oc.source = 'run_outcomes'
+LEFT JOIN notify_cursors mc ON mc.source = 'misfires';
+
 -- name: notify_outbox_release
 -- At `ql serve` start: its file lock proves no attempt is in flight any more.
 UPDATE notify_outbox
