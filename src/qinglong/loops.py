@@ -2,8 +2,11 @@
 reconciler), running cycles on one thread, never overlapping, and draining on stop.
 
 The next cycle starts after the previous one ends: at once when it was saturated (it used
-its whole budget), otherwise after ``min(interval, next due)``. Errors and reports go to a
-diagnostics sink that can never stop the loop.
+its whole budget), otherwise after ``min(interval, next due)``. A loop that is woken whenever
+new work appears (``wake``, e.g. from a LISTEN connection) may be given a longer ``idle cap``
+to use instead of the interval while those wake-ups are reliable: it then sleeps until the
+next due instant, at most that long. Errors and reports go to a diagnostics sink that can
+never stop the loop.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class PacedLoop(Generic[Report]):
         diagnostics: DiagnosticSink | None = None,
         on_report: Callable[[Report], None] | None = None,
         name: str = "ql-scheduler",
+        idle_cap_s: Callable[[], float | None] | None = None,
     ) -> None:
         if not MIN_STOP_TIMEOUT_S <= stop_timeout_s <= MAX_STOP_TIMEOUT_S:
             raise InvalidConfig(
@@ -73,6 +77,7 @@ class PacedLoop(Generic[Report]):
         self._diagnostics = diagnostics
         self._on_report = on_report
         self._name = name
+        self._idle_cap_s = idle_cap_s
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._cycle_lock = threading.Lock()
@@ -146,6 +151,15 @@ class PacedLoop(Generic[Report]):
     def _next_delay(self, report: Report) -> float:
         if report.saturated:
             return 0.0
+        cap = self._cap_s()
         if report.next_due_in_ms is None:
+            return cap
+        return min(cap, report.next_due_in_ms / 1000 + WAKE_SLACK_S)
+
+    def _cap_s(self) -> float:
+        """The longest sleep: the interval, or the idle cap while wake-ups are reliable (the
+        callable returns None when they are not, e.g. while the LISTEN connection is down)."""
+        if self._idle_cap_s is None:
             return self._interval_s
-        return min(self._interval_s, report.next_due_in_ms / 1000 + WAKE_SLACK_S)
+        cap = self._idle_cap_s()
+        return self._interval_s if cap is None else max(self._interval_s, cap)

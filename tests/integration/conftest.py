@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,17 @@ def cluster(pg_db: PgTestDatabase) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def controls() -> Iterator[list[Any]]:
+    """The in-process `ql control` replicas a test started (test_control.Running): each is
+    shut down after the test if it still runs."""
+    started: list[Any] = []
+    yield started
+    for running in started:
+        if running.thread.is_alive():
+            running.shutdown()
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ from qinglong.metrics import (
 )
 from qinglong.notify.wiring import NotifyService, cluster_service
 from qinglong.profiles.cluster_config import ControlSettings
+from qinglong.profiles.wakeups import ScheduleWakeups
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
@@ -205,6 +206,7 @@ class _Activation:
     reconciling: PacedLoop[ReconcileReport]
     coordinator: ClusterCoordinator
     notifier: Notifier
+    wakeups: ScheduleWakeups
     notifying: NotifyService | None = None  # the notification dispatcher
 
 
@@ -254,6 +256,10 @@ class ClusterControl:
             "state": state.value,
             "reason": reason,
             "activations": self._activations,
+            "wakeups": None if activation is None else {
+                "listening": activation.wakeups.listening,
+                "notifications": activation.wakeups.notifications,
+            },
             "last_cycle": None if report is None else {
                 "claimed": report.claimed, "admitted": report.admitted, "raced": report.raced,
                 "skipped": report.skipped, "initialized": report.initialized,
@@ -305,10 +311,12 @@ class ClusterControl:
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
                 after_claim=self._seams.after_claim,
             )
+            wakeups = ScheduleWakeups(target, f"ql-listen:{s.owner_id}"[:63],
+                                      wake=lambda: lifecycle.wake())
             lifecycle = PacedLoop(
                 lambda: self._cycle(coordinator, lifecycle.stop_requested), interval_s=s.interval_ms / 1000,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
-                on_report=self._report,
+                on_report=self._report, idle_cap_s=wakeups.idle_cap_s,
             )
             runs = PgRunStore(connector, actor_id=s.owner_id)
             notifier = Notifier(connector)
@@ -338,12 +346,14 @@ class ClusterControl:
             raise
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
                                        reconciling=reconciling, coordinator=coordinator,
-                                       notifier=notifier, notifying=notifying)
+                                       notifier=notifier, wakeups=wakeups,
+                                       notifying=notifying)
         self._activations += 1
         self._metrics.activations.inc()
         self._fence.activated()
         self._metrics.ready.set(1)
         notifier.start()
+        wakeups.start()
         lifecycle.start()
         reconciling.start()
         notifying.start()
@@ -387,6 +397,7 @@ class ClusterControl:
         if activation is None:
             return StopResult.STOPPED
         result = activation.lifecycle.stop()
+        activation.wakeups.stop()
         activation.reconciling.stop()
         activation.notifier.stop()
         if activation.notifying is not None:

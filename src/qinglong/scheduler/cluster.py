@@ -110,7 +110,10 @@ class ClusterCoordinator:
             self._commit(decided, tally)
             if not claims:
                 break  # a row that is due again (catch-up) is simply claimed again
-        hint = self._store.schedule_next_due_in_ms() if self._wake_hint else None
+        # a saturated cycle is followed by another at once: it needs no wake-up hint
+        saturated = tally.claimed >= self._budget
+        hint = (self._store.schedule_next_due_in_ms()
+                if self._wake_hint and not saturated else None)
         report = tally.report(budget=self._budget, next_due_in_ms=hint)
         self.stats.add(report, tally.raced_reasons)
         return report

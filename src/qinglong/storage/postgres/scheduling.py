@@ -47,6 +47,10 @@ from qinglong.storage.postgres.errors import translate
 from qinglong.storage.postgres.transactions import db_now_ms, transact
 
 COMMIT_ATTEMPTS = 5
+# While a row is due (held by another replica, or locked by its claim in flight when ours
+# skipped it) the wake-up hint is at most this: the row is usually admitted and moved on
+# within milliseconds, to an occurrence the hint cannot see yet (queries/schedules.sql).
+DUE_ROW_RECHECK_MS = 1_000
 __all__ = ["COMMIT_ATTEMPTS", "ClockRegressed", "PgScheduleStore", "claim_from_row"]
 
 
@@ -94,7 +98,8 @@ class PgScheduleStore:
         with self._connector.connection() as conn:
             try:
                 row = conn.execute(QUERIES["schedule_next_due_in"],
-                                   {"done_cursor_ms": DONE_CURSOR_MS}).fetchone()
+                                   {"done_cursor_ms": DONE_CURSOR_MS,
+                                    "due_recheck_ms": DUE_ROW_RECHECK_MS}).fetchone()
             except psycopg.Error as exc:
                 raise translate(exc, "read the next due time", conn) from exc
         if row is None or row["due_in_ms"] is None:

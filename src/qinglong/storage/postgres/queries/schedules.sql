@@ -194,8 +194,15 @@ WHERE r.project_id = %(project_id)s AND r.idempotency_key = %(key)s;
 
 -- name: schedule_next_due_in
 -- Milliseconds from now (database clock) to the earliest future cursor, jittered instant or
--- end of a timed pause: a wake-up hint. A finished schedule's cursor (%(done_cursor_ms)s, see
--- domain/occurrences.py) is no due time.
+-- end of a timed pause -- or, while a row is due and not paused, at most
+-- %(due_recheck_ms)s: a row another replica holds is usually admitted at once and moved on
+-- to an occurrence this read cannot see yet (or, if that replica dies, it is taken over when
+-- the claim expires, which may come sooner), and a due row that looks unclaimed was most
+-- likely locked by another replica's claim still in flight when this replica's own claim
+-- skipped it. A due row that stays ineligible (its task disabled, its project archived) thus
+-- costs a look a second, the cadence without wake-ups. A wake-up hint. A finished schedule's
+-- cursor (%(done_cursor_ms)s, see domain/occurrences.py) is no due time. The due term walks
+-- the due index over the due rows only (none when idle).
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
@@ -205,5 +212,19 @@ SELECT least((SELECT min(s.next_fire_at_ms) FROM qinglong.trigger_schedules s
              (SELECT min(s.next_due_at_ms) FROM qinglong.trigger_schedules s
                WHERE s.next_due_at_ms > o.now_ms),
              (SELECT min(s.paused_until_ms) FROM qinglong.trigger_schedules s
-               WHERE s.paused_until_ms > o.now_ms)) - o.now_ms AS due_in_ms
+               WHERE s.paused_until_ms > o.now_ms),
+             (SELECT min(CASE WHEN s.claim_expires_at_ms > o.now_ms
+                              THEN least(s.claim_expires_at_ms, o.now_ms + %(due_recheck_ms)s)
+                              ELSE o.now_ms + %(due_recheck_ms)s END)
+               FROM qinglong.trigger_schedules s
+               WHERE s.next_fire_at_ms <= o.now_ms
+                 AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= o.now_ms)
+                 AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= o.now_ms))
+            ) - o.now_ms AS due_in_ms
 FROM observed o;
+
+-- name: notify_schedules
+-- Sent inside every definition transaction (publish, delete, pause, resume, archive...), so
+-- it is delivered only if that commits: the replicas LISTENing on qinglong_schedules look at
+-- once instead of at their next idle wake-up. A hint only: polling stays the truth.
+SELECT pg_notify('qinglong_schedules', '');
