@@ -5,11 +5,9 @@ Attached to the `trigger` group when this module is imported (cli/main.py does).
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
 
 import click
 
@@ -23,6 +21,7 @@ from qinglong.cli.params import (
     json_option,
     project_option,
 )
+from qinglong.cli.stop_signals import StopSignals
 from qinglong.domain.backfill import (
     DEFAULT_RATE,
     MAX_RATE,
@@ -48,18 +47,11 @@ def _stop_on_signals() -> Iterator[threading.Event]:
     A second signal interrupts at once (a transaction in flight is rolled back)."""
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        del signum, frame
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
+    def on_repeat() -> None:
+        raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopSignals(stop, on_repeat):
         yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _say_plan(plan: BackfillPlan, rate: float | None) -> None:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
+from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
@@ -100,7 +99,9 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
          "all starts the next at once.")
 @_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
          "decisions commit together in one SERIALIZABLE transaction.")
-@_option("--interval-ms", click.INT, "Cycle cadence, 250-3600000 ms (default 1000).")
+@_option("--interval-ms", click.INT, "Longest sleep between cycles while the replica cannot "
+         "LISTEN for publishes, 250-3600000 ms (default 1000). While it listens it sleeps until "
+         "the next due instant, at most 5 s or this interval if longer.")
 @_option("--stop-timeout-ms", click.INT, "How long stop waits for a cycle, 100-30000 ms (default 10000).")
 @_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")
 @_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
@@ -150,22 +151,13 @@ def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: boo
         console.warning("QL_CONFIG_WARNING", risk)
     app = ClusterControl(settings, console, seams)
     stop = threading.Event()
-    seen: list[int] = []
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        del frame
-        seen.append(signum)
-        if len(seen) > 1:
-            raise SystemExit(130)
-        stop.set()
+    def on_repeat() -> None:
+        raise SystemExit(130)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopSignals(stop, on_repeat):
         port = app.start_http()
         console.state(Availability.STARTING,
                       f"http on port {port}; database {redact_url(settings.database_url)}")
         result = app.run(stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     console.state(Availability.STOPPING, f"stopped ({result.value})")

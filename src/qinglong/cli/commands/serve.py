@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import signal
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -15,6 +13,7 @@ import click
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, sqlite_url_option
+from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
@@ -196,18 +195,12 @@ def serve(
         raise InvalidInput("--allow-remote", "goes with --http")
     observer = ConsoleObserver(quiet=quiet, json_events=json_events)
     stop = threading.Event()
-    signals_seen: list[int] = []
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        del frame
-        signals_seen.append(signum)
-        if len(signals_seen) > 1:
-            raise SystemExit(130)  # a second signal: stop waiting for the drain
-        stop.set()
+    def on_repeat() -> None:
+        raise SystemExit(130)  # a second signal: stop waiting for the drain
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     app = LocalApp(config, CLOCK, observer)
-    try:
+    with StopSignals(stop, on_repeat):
         app.start()  # on failure it has already stopped what it started
         api = None
         try:
@@ -222,9 +215,6 @@ def serve(
             if not quiet and not json_events:
                 click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
             app.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if app.failure is not None:
         raise StorageError(f"stopped: {app.failure.message}")
     if not quiet and not json_events:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from datetime import UTC, datetime
-from types import FrameType
 
 import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.cli.params import DURATION, check_cli_url
+from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.profiles.backends import DEFAULT_DATABASE_URL
 from qinglong.security import redact_url
@@ -71,17 +70,11 @@ def web(database_url: str, listen: str, allow_remote: bool, name: str | None, po
         raise InvalidConfig("--session-idle", "must be at least 1m and at most --session-lifetime")
     instance = owner_id(instance_name(name), "--name")
     stop = threading.Event()
-    seen: list[int] = []
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        del frame
-        seen.append(signum)
-        if len(seen) > 1:
-            raise SystemExit(130)
-        stop.set()
+    def on_repeat() -> None:
+        raise SystemExit(130)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopSignals(stop, on_repeat):
         running = open_and_serve(
             database_url, CLOCK, listen, pool_size=pool_size, instance_id=instance,
             session_policy=SessionPolicy(lifetime_ms=session_lifetime, idle_ms=session_idle),
@@ -95,7 +88,4 @@ def web(database_url: str, listen: str, allow_remote: bool, name: str | None, po
                 pass
         finally:
             running.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     click.echo(f"{_stamp()} stopped")

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
+import os
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any, TypeVar
 
 import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.cli.params import DURATION
+from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.errors import InvalidInput
 from qinglong.execution.executor import RunFinished
@@ -115,30 +116,31 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     console = WorkerConsole(worker=settings.worker_id, json_events=json_events, quiet=quiet)
     app = WorkerApp(settings, console)
     stop = threading.Event()
-    seen: list[int] = []
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        del frame
-        seen.append(signum)
-        if len(seen) > 1:
-            killed = app.hard_stop()
-            console.state("stopping", f"second signal: {killed} commands killed")
-            raise SystemExit(130)
-        stop.set()
+    def hard_stop() -> None:
+        killed = app.hard_stop()
+        console.state("stopping", f"second signal: {killed} commands killed")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)  # at once: no drain, no cleanup that could wait on the database
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        port = app.start_http()
-        console.state("starting", f"http on port {port}; session {app.session}; database "
-                                  f"{redact_url(settings.database_url)}")
-        app.start(stop)
-        # A signal may land on another thread; the main thread then runs the handler
-        # only when it next wakes, so it must never block without a timeout.
-        while not stop.wait(0.5):
-            pass
-        interrupted = app.drain()
-        console.state("stopped", f"drained; {interrupted} commands stopped and queued again")
-    finally:
-        app.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    def on_repeat() -> None:
+        # Not in the handler: it runs on the main thread, which may be holding the very
+        # locks a hard stop takes (the executor's job list, the console) -- it would wait
+        # on itself for ever. A thread of its own takes them once the main thread, ended
+        # here (the drain writes nothing more), has let them go.
+        threading.Thread(target=hard_stop, name="ql-hard-stop", daemon=True).start()
+        raise SystemExit(130)
+
+    with StopSignals(stop, on_repeat):
+        try:
+            port = app.start_http()
+            console.state("starting", f"http on port {port}; session {app.session}; database "
+                                      f"{redact_url(settings.database_url)}")
+            app.start(stop)
+            while not stop.wait(0.5):
+                pass
+            interrupted = app.drain()
+            console.state("stopped", f"drained; {interrupted} commands stopped and queued again")
+        finally:
+            app.close()
