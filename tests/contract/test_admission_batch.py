@@ -416,7 +416,7 @@ def test_a_lost_connection_ends_the_batch_for_every_row(bed: Bed) -> None:
     def terminate_own_backend() -> None:
         if not killed:
             [row] = bed.sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'r1' "
-                            "AND backend_xid IS NOT NULL")
+                            "AND backend_xid IS NOT NULL AND datname = current_database()")
             killed.append(int(row["pid"]))
             bed.sql("SELECT pg_terminate_backend(%s)", killed[0])
 
@@ -446,3 +446,35 @@ def test_a_revision_tampered_with_after_the_claim_fails_its_row_alone(bed: Bed) 
     assert {t: outcome_of(o) for t, o in got.items()} == {
         "t0": "admitted", "t1": "error:QL_RECORD_CORRUPT", "t2": "admitted"}
     assert [r["trigger_id"] for r in bed.runs()] == ["t0", "t2"]
+
+
+def test_a_due_row_another_replica_holds_is_looked_at_again_within_a_second(bed: Bed) -> None:
+    bed.publish("t1")
+    store = bed.store("b")
+    bed.due("t1", bed.pg.now_ms() + 3_600_000)  # nothing due for an hour, nothing held
+    idle = store.schedule_next_due_in_ms()
+    assert idle is not None and 3_590_000 <= idle <= 3_600_000, idle
+    bed.due("t1", bed.second_ago())
+    [held] = bed.claim(bed.store("a"), "a", 10, lease_ms=30_000)
+    # The holder will admit the row and move it on to an occurrence this hint cannot see
+    # yet, so replica b looks again within a second, not when a's claim would expire.
+    hint = store.schedule_next_due_in_ms()
+    assert hint is not None and 0 < hint <= 1_000, hint
+    assert held.fence.expires_at_ms - bed.pg.now_ms() > 25_000
+
+
+def test_a_due_row_another_replicas_claim_has_locked_is_looked_at_again_within_a_second(
+        bed: Bed) -> None:
+    """Replicas wake at the same due instant: one's claim skips the rows the other's claim
+    has locked but not yet committed, and then reads them as due and unclaimed. That must
+    not read as 'nothing scheduled' (a 5 s sleep, found by the failover fault test)."""
+    bed.publish("t1")
+    bed.due("t1", bed.second_ago())
+    store = bed.store("b")
+    with bed.pg.db.server.connect(bed.pg.db.name) as other:  # the claim in flight
+        other.execute("BEGIN")
+        other.execute("SELECT 1 FROM qinglong.trigger_schedules WHERE trigger_id = 't1' FOR UPDATE")
+        assert bed.claim(store, "b", 10) == []  # skipped: locked
+        hint = store.schedule_next_due_in_ms()
+        other.execute("ROLLBACK")
+    assert hint is not None and 0 < hint <= 1_000, hint

@@ -63,10 +63,18 @@ def prefixed(row: Mapping[str, Any], prefix: str, **extra: Any) -> dict[str, Any
     return out
 
 
+# The trigger revision columns of a candidate row (``t_`` + name): every one the revision is
+# rebuilt from, picked by name rather than by scanning the row (a hot path of admission).
+_TRIGGER_REVISION_COLUMNS = tuple(
+    ("t_" + name, name) for name in ("revision", "task_id", "task_revision", "task_content_digest",
+                                     "spec_json", "enabled", "content_digest", "created_at_ms"))
+
+
 def candidate_trigger_revision(row: Mapping[str, Any]) -> TriggerRevision:
-    return trigger_revision(
-        prefixed(row, "t_", project_id=row["project_id"], trigger_id=row["trigger_id"])
-    )
+    columns = {name: row[column] for column, name in _TRIGGER_REVISION_COLUMNS if column in row}
+    columns["project_id"] = row["project_id"]
+    columns["trigger_id"] = row["trigger_id"]
+    return trigger_revision(columns)
 
 
 def candidate_task_revision(row: Mapping[str, Any]) -> TaskRevision:

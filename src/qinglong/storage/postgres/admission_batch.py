@@ -82,6 +82,9 @@ ACTION = "admit occurrences"
 _ENDS_THE_BATCH = (ConnectionLost, ServerNotWritable, PermissionDenied, NotReady)
 
 Outcome = CommitResult | QinglongError
+# The batch's rows as JSON text: compact, and without the reference-cycle check (the rows
+# are plain dicts and lists built here, never cyclic).
+_ENCODE = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
 
 
 class BatchAbandoned(TransientStorageError):
@@ -350,15 +353,29 @@ def _execution(row: dict[str, Any], key: tuple[str, str, int],
     return execution
 
 
+# The columns of each row the write statement takes, in the order of its JSON arrays
+# (queries/admission_batch.sql, schedule_admit_batch).
+_RUN_COLUMNS = ("id", "project_id", "task_id", "task_revision", "task_name", "task_snapshot_ref",
+                "trigger_id", "trigger_revision", "trigger_type", "execution_origin",
+                "execution_owner", "triggered_by", "scheduled_for_ms", "status", "version",
+                "event_sequence", "priority", "idempotency_key", "created_at_ms", "queued_at_ms",
+                "overlap_policy", "overlap_key", "overlap_queue_limit")
+_ATTEMPT_COLUMNS = ("id", "run_id", "attempt", "status", "executor_type", "callback_sequence",
+                    "created_at_ms")  # after project_id, trigger_id
+_EVENT_COLUMNS = ("id", "run_id", "sequence", "type", "dedupe_key", "actor_type", "actor_id",
+                  "attempt_id", "payload", "created_at_ms")  # after project_id, trigger_id
+
+
 @dataclass(slots=True)
 class _Writes:
-    """The rows the batch's write statement takes, built once per batch."""
+    """The rows the batch's write statement takes, built once per batch: each a list of its
+    columns (the statement's order), sent as one JSON array per table."""
 
-    moves: list[dict[str, object]] = field(default_factory=list)
-    runs: list[dict[str, object]] = field(default_factory=list)
-    attempts: list[dict[str, object]] = field(default_factory=list)
-    events: list[dict[str, object]] = field(default_factory=list)
-    misfires: list[dict[str, object]] = field(default_factory=list)
+    moves: list[list[object]] = field(default_factory=list)
+    runs: list[list[object]] = field(default_factory=list)
+    attempts: list[list[object]] = field(default_factory=list)
+    events: list[list[object]] = field(default_factory=list)
+    misfires: list[list[object]] = field(default_factory=list)
     results: dict[int, CommitResult] = field(default_factory=dict)
     shape: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # runs, misfires
 
@@ -366,7 +383,7 @@ class _Writes:
             execution: ExecutionRevision | None, *, now: int, actor_id: str) -> None:
         claim, decision = params.claim, params.decision
         candidate, fence = claim.candidate, claim.fence
-        key = {"project_id": candidate.project_id, "trigger_id": candidate.trigger_id}
+        project_id, trigger_id = candidate.project_id, candidate.trigger_id
         run_id = attempt_id = None
         if decision.disposition is Disposition.ADMIT:
             assert params.ids is not None and execution is not None
@@ -374,46 +391,36 @@ class _Writes:
                 candidate=candidate, decision=decision, execution=execution, task_name=task.name,
                 ids=params.ids, committed_at_ms=now, actor_id=actor_id, fence=fence,
             ), decision.jittered_for_ms)
-            self.runs.append(rows.run)
-            self.attempts.append({**rows.attempt, **key})
-            self.events.extend({**event, **key} for event in rows.events)
+            run, attempt = rows.run, rows.attempt
+            self.runs.append([run[name] for name in _RUN_COLUMNS])
+            self.attempts.append([project_id, trigger_id,
+                                  *[attempt[name] for name in _ATTEMPT_COLUMNS]])
+            self.events.extend([project_id, trigger_id, *[event[name] for name in _EVENT_COLUMNS]]
+                               for event in rows.events)
             run_id, attempt_id = params.ids.run_id, params.ids.attempt_id
         misfires = 0
         if decision.paused_from_ms is not None:  # what the pause held back, on record
-            self.misfires.append({
-                **key, "trigger_revision": candidate.trigger_revision,
-                "due_at_ms": decision.paused_from_ms,
-                "skipped_through_ms": decision.paused_through_ms,
-                "next_fire_at_ms": decision.due_at_ms, "policy": PAUSED_FATE, "run_id": None,
-                "claim_version": fence.version, "decided_at_ms": decision.observed_at_ms,
-            })
+            self.misfires.append([
+                project_id, trigger_id, candidate.trigger_revision, decision.paused_from_ms,
+                decision.paused_through_ms, decision.due_at_ms, PAUSED_FATE, None,
+                fence.version, decision.observed_at_ms,
+            ])
             misfires += 1
         if decision.misfired:
-            self.misfires.append({
-                **key, "trigger_revision": candidate.trigger_revision,
-                "due_at_ms": decision.due_at_ms,
-                "skipped_through_ms": decision.skipped_through_ms,
-                "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
-                "policy": candidate.spec.misfire_policy.value, "run_id": run_id,
-                "claim_version": fence.version, "decided_at_ms": decision.observed_at_ms,
-            })
+            self.misfires.append([
+                project_id, trigger_id, candidate.trigger_revision, decision.due_at_ms,
+                decision.skipped_through_ms, cursor_for_storage(decision.next_fire_at_ms),
+                candidate.spec.misfire_policy.value, run_id, fence.version,
+                decision.observed_at_ms,
+            ])
             misfires += 1
-        self.moves.append({
-            **key,
-            "row_locator": claim.row_locator,
-            "trigger_revision": candidate.trigger_revision,
-            "state_version": candidate.state_version,
-            "cursor_ms": candidate.next_fire_at_ms,
-            "claim_owner": fence.owner,
-            "claim_token": fence.token,
-            "claim_version": fence.version,
-            "claim_expires_at_ms": fence.expires_at_ms,
-            "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
-            "next_due_at_ms": decision.next_due_at_ms,
-            "scheduled_for_ms": decision.scheduled_for_ms,
-        })
-        self.shape[(candidate.project_id, candidate.trigger_id)] = (
-            1 if run_id is not None else 0, misfires)
+        self.moves.append([
+            claim.row_locator, project_id, trigger_id, candidate.trigger_revision,
+            candidate.state_version, candidate.next_fire_at_ms, fence.owner, fence.token,
+            fence.version, fence.expires_at_ms, cursor_for_storage(decision.next_fire_at_ms),
+            decision.next_due_at_ms, decision.scheduled_for_ms,
+        ])
+        self.shape[(project_id, trigger_id)] = (1 if run_id is not None else 0, misfires)
         if run_id is not None:
             self.results[index] = CommitResult(outcome=CommitOutcome.ADMITTED,
                                                disposition=decision.disposition,
@@ -425,12 +432,12 @@ class _Writes:
     def statement_params(self, now: int) -> dict[str, object]:
         return {
             "now_ms": now,
-            "row_locators": [move["row_locator"] for move in self.moves],
-            "moves": json.dumps(self.moves),
-            "runs": json.dumps(self.runs),
-            "attempts": json.dumps(self.attempts),
-            "events": json.dumps(self.events),
-            "misfires": json.dumps(self.misfires),
+            "row_locators": [move[0] for move in self.moves],
+            "moves": _ENCODE(self.moves),
+            "runs": _ENCODE(self.runs),
+            "attempts": _ENCODE(self.attempts),
+            "events": _ENCODE(self.events),
+            "misfires": _ENCODE(self.misfires),
         }
 
     def counts(self, done: set[tuple[str, str]]) -> tuple[int, int, int, int]:

@@ -17,8 +17,6 @@ from qinglong.storage import records
 from qinglong.storage.ports import CorruptScheduleRow
 
 VERIFIED_REVISIONS = 1024  # trigger revisions kept verified: more than the claims of one cycle
-_FACTS = ("t_revision", "t_task_id", "t_task_revision", "t_task_content_digest", "t_enabled",
-          "t_content_digest", "t_created_at_ms")
 
 
 class Raced(Exception):
@@ -49,7 +47,10 @@ class VerifiedRevisions:
 
     def get(self, row: Mapping[str, Any]) -> TriggerRevision:
         """The row's ``t_`` columns as a verified revision (RecordCorrupt if they fail)."""
-        key = (row["project_id"], row["trigger_id"], *(row[name] for name in _FACTS))
+        # every stored value but the spec (compared below), named one by one (a hot path)
+        key = (row["project_id"], row["trigger_id"], row["t_revision"], row["t_task_id"],
+               row["t_task_revision"], row["t_task_content_digest"], row["t_enabled"],
+               row["t_content_digest"], row["t_created_at_ms"])
         spec = row["t_spec_json"]
         with self._lock:
             hit = self._entries.get(key)

@@ -1,4 +1,7 @@
-"""PostgreSQL publishers (admin role) and definition reads; times come from the database."""
+"""PostgreSQL publishers (admin role) and definition reads; times come from the database.
+
+Every publish also sends ``NOTIFY qinglong_schedules`` in its own transaction, so the
+`ql control` replicas wake at once for a trigger that is due now (see profiles/wakeups.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,9 @@ class PgDefinitionStore:
     def _publish(self, action: str, work: Callable[[DefinitionWriter], T]) -> T:
         def run(conn: PgConnection) -> T:
             writer = DefinitionWriter(conn, QUERIES, ExecutorType.REMOTE_WORKER, db_now_ms(conn))
-            return work(writer)
+            result = work(writer)
+            conn.execute(QUERIES["notify_schedules"])  # delivered on commit only
+            return result
 
         return serializable(self._connector, action, run)
 

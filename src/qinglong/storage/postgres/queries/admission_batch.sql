@@ -63,14 +63,19 @@ ORDER BY w.ord;
 -- physical addresses only (a TID scan): the key and the expiry are compared as expressions
 -- and the token without implying it is not null, so that no index of trigger_schedules can
 -- serve the update (reading its pages makes concurrent admissions falsely conflict). The
--- token the caller sends is never null, so the comparison is the fence's equality.
+-- token the caller sends is never null, so the comparison is the fence's equality. Each
+-- row arrives as a JSON array of its columns in the order named here (admission_batch.py).
 WITH moves AS (
     SELECT *
-    FROM jsonb_to_recordset(%(moves)s::jsonb) AS m(
-        row_locator text, project_id text, trigger_id text, trigger_revision integer,
-        state_version integer, cursor_ms bigint, claim_owner text, claim_token uuid,
-        claim_version integer, claim_expires_at_ms bigint, next_fire_at_ms bigint,
-        next_due_at_ms bigint, scheduled_for_ms bigint)
+    FROM (
+        SELECT o->>0 AS row_locator, o->>1 AS project_id, o->>2 AS trigger_id,
+            (o->>3)::integer AS trigger_revision, (o->>4)::integer AS state_version,
+            (o->>5)::bigint AS cursor_ms, o->>6 AS claim_owner, (o->>7)::uuid AS claim_token,
+            (o->>8)::integer AS claim_version, (o->>9)::bigint AS claim_expires_at_ms,
+            (o->>10)::bigint AS next_fire_at_ms, (o->>11)::bigint AS next_due_at_ms,
+            (o->>12)::bigint AS scheduled_for_ms
+        FROM jsonb_array_elements(%(moves)s::jsonb) AS j(o)
+    ) AS m
 ),
 advanced AS (
     UPDATE qinglong.trigger_schedules s
@@ -102,13 +107,19 @@ new_runs AS (
            r.execution_owner, r.triggered_by, r.scheduled_for_ms, r.status, r.version,
            r.event_sequence, r.priority, r.idempotency_key, r.created_at_ms, r.queued_at_ms,
            r.overlap_policy, r.overlap_key, r.overlap_queue_limit
-    FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        id text, project_id text, task_id text, task_revision text, task_name text,
-        task_snapshot_ref text, trigger_id text, trigger_revision integer, trigger_type text,
-        execution_origin text, execution_owner text, triggered_by text,
-        scheduled_for_ms bigint, status text, version integer, event_sequence integer,
-        priority integer, idempotency_key text, created_at_ms bigint, queued_at_ms bigint,
-        overlap_policy text, overlap_key text, overlap_queue_limit integer)
+    FROM (
+        SELECT o->>0 AS id, o->>1 AS project_id, o->>2 AS task_id, o->>3 AS task_revision,
+            o->>4 AS task_name, o->>5 AS task_snapshot_ref, o->>6 AS trigger_id,
+            (o->>7)::integer AS trigger_revision, o->>8 AS trigger_type,
+            o->>9 AS execution_origin, o->>10 AS execution_owner, o->>11 AS triggered_by,
+            (o->>12)::bigint AS scheduled_for_ms, o->>13 AS status,
+            (o->>14)::integer AS version, (o->>15)::integer AS event_sequence,
+            (o->>16)::integer AS priority, o->>17 AS idempotency_key,
+            (o->>18)::bigint AS created_at_ms, (o->>19)::bigint AS queued_at_ms,
+            o->>20 AS overlap_policy, o->>21 AS overlap_key,
+            (o->>22)::integer AS overlap_queue_limit
+        FROM jsonb_array_elements(%(runs)s::jsonb) AS j(o)
+    ) AS r
     JOIN advanced a ON a.project_id = r.project_id AND a.trigger_id = r.trigger_id
     RETURNING 1
 ),
@@ -117,9 +128,12 @@ new_attempts AS (
         (id, run_id, attempt, status, executor_type, callback_sequence, created_at_ms)
     SELECT x.id, x.run_id, x.attempt, x.status, x.executor_type, x.callback_sequence,
            x.created_at_ms
-    FROM jsonb_to_recordset(%(attempts)s::jsonb) AS x(
-        project_id text, trigger_id text, id text, run_id text, attempt integer,
-        status text, executor_type text, callback_sequence integer, created_at_ms bigint)
+    FROM (
+        SELECT o->>0 AS project_id, o->>1 AS trigger_id, o->>2 AS id, o->>3 AS run_id,
+            (o->>4)::integer AS attempt, o->>5 AS status, o->>6 AS executor_type,
+            (o->>7)::integer AS callback_sequence, (o->>8)::bigint AS created_at_ms
+        FROM jsonb_array_elements(%(attempts)s::jsonb) AS j(o)
+    ) AS x
     JOIN advanced a ON a.project_id = x.project_id AND a.trigger_id = x.trigger_id
     RETURNING 1
 ),
@@ -129,10 +143,13 @@ new_events AS (
          created_at_ms)
     SELECT v.id, v.run_id, v.sequence, v.type, v.dedupe_key, v.actor_type, v.actor_id,
            v.attempt_id, v.payload, v.created_at_ms
-    FROM jsonb_to_recordset(%(events)s::jsonb) AS v(
-        project_id text, trigger_id text, id text, run_id text, sequence integer, type text,
-        dedupe_key text, actor_type text, actor_id text, attempt_id text, payload jsonb,
-        created_at_ms bigint)
+    FROM (
+        SELECT o->>0 AS project_id, o->>1 AS trigger_id, o->>2 AS id, o->>3 AS run_id,
+            (o->>4)::integer AS sequence, o->>5 AS type, o->>6 AS dedupe_key,
+            o->>7 AS actor_type, o->>8 AS actor_id, o->>9 AS attempt_id, o->10 AS payload,
+            (o->>11)::bigint AS created_at_ms
+        FROM jsonb_array_elements(%(events)s::jsonb) AS j(o)
+    ) AS v
     JOIN advanced a ON a.project_id = v.project_id AND a.trigger_id = v.trigger_id
     RETURNING 1
 ),
@@ -142,10 +159,13 @@ new_misfires AS (
          next_fire_at_ms, policy, run_id, claim_version, decided_at_ms)
     SELECT f.project_id, f.trigger_id, f.trigger_revision, f.due_at_ms, f.skipped_through_ms,
            f.next_fire_at_ms, f.policy, f.run_id, f.claim_version, f.decided_at_ms
-    FROM jsonb_to_recordset(%(misfires)s::jsonb) AS f(
-        project_id text, trigger_id text, trigger_revision integer, due_at_ms bigint,
-        skipped_through_ms bigint, next_fire_at_ms bigint, policy text, run_id text,
-        claim_version integer, decided_at_ms bigint)
+    FROM (
+        SELECT o->>0 AS project_id, o->>1 AS trigger_id, (o->>2)::integer AS trigger_revision,
+            (o->>3)::bigint AS due_at_ms, (o->>4)::bigint AS skipped_through_ms,
+            (o->>5)::bigint AS next_fire_at_ms, o->>6 AS policy, o->>7 AS run_id,
+            (o->>8)::integer AS claim_version, (o->>9)::bigint AS decided_at_ms
+        FROM jsonb_array_elements(%(misfires)s::jsonb) AS j(o)
+    ) AS f
     JOIN advanced a ON a.project_id = f.project_id AND a.trigger_id = f.trigger_id
     RETURNING 1
 )
