@@ -2,7 +2,9 @@
 expired (by the store's clock), and queues Runs whose retry wait is over -- in every replica
 and with no leader: each cycle takes the rows nobody else is handling (SKIP LOCKED) and,
 under the row locks, offers an unstarted Attempt again, marks a started one ``lost`` (its
-Run lost, retried or cancelled), and gives due retries a new Attempt."""
+Run lost, retried or cancelled), and gives due retries a new Attempt. Each cycle first asks
+the store, in one read without locks, whether either step could find anything; an idle
+cycle is that one read."""
 
 from __future__ import annotations
 
@@ -41,6 +43,11 @@ class Reconciler:
         self._on_rescued = on_rescued
 
     def run_cycle(self) -> ReconcileReport:
+        self._cycles += 1
+        if self._prune is not None and self._cycles % self._prune_every == 1:
+            self._prune()
+        if not self._store.reconcile_pending(self._grace_ms):
+            return ReconcileReport(rescued=0, promoted=0, saturated=False)
         rescued = self._store.lease_rescue(LeaseRescueParams(limit=self._limit,
                                                              grace_ms=self._grace_ms))
         for attempt in rescued:
@@ -50,7 +57,4 @@ class Reconciler:
         if promoted and self._on_promoted is not None:
             self._on_promoted(promoted)
         busy = len(rescued) >= self._limit or len(promoted) >= self._limit
-        self._cycles += 1
-        if self._prune is not None and self._cycles % self._prune_every == 1:
-            self._prune()
         return ReconcileReport(rescued=len(rescued), promoted=len(promoted), saturated=busy)

@@ -132,6 +132,14 @@ class PgRunStore(FencedSteps):
 
         return self._step("rescue expired leases", rescue, Actor.RECONCILER)
 
+    def reconcile_pending(self, grace_ms: int) -> bool:
+        """One read without locks: whether ``lease_rescue`` or ``retry_promote`` could find
+        anything now (the reconciler skips both, and their transactions, when not)."""
+        row = self._read("look for expired leases and due retries", lambda conn: conn.execute(
+            QUERIES["reconcile_pending"],
+            {"grace_ms": grace_ms, "executor_type": self._executor_type}).fetchone())
+        return bool(row is None or row["pending"])
+
     def retry_promote(self, limit: int) -> list[str]:
         check_budget(limit, "limit")
         return self._step("queue retries", lambda w: w.promote_due(

@@ -108,6 +108,13 @@ class SqliteRunStore(FencedSteps):
                 grace_ms=params.grace_ms, limit=params.limit, ignore_expiry=params.ignore_expiry,
                 executor_type=None, notes=params.notes, now_ms=self._clock.now_ms())
 
+    def reconcile_pending(self, grace_ms: int) -> bool:
+        """Whether ``lease_rescue`` or ``retry_promote`` could find anything now."""
+        with self._db.read("look for expired leases and due retries") as conn:
+            row = conn.execute(QUERIES["reconcile_pending"],
+                               {"grace_ms": grace_ms, "now_ms": self._clock.now_ms()}).fetchone()
+        return bool(row is None or row["pending"])
+
     def retry_promote(self, limit: int) -> list[str]:
         check_budget(limit, "limit")
         with self._db.write("queue retries") as conn:

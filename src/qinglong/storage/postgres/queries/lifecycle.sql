@@ -244,3 +244,25 @@ SELECT pg_notify('qinglong_cancel', %(run_id)s);
 -- name: notify_runs
 -- Tell the workers that Runs were queued (a hint: they poll too).
 SELECT pg_notify('qinglong_runs', '');
+
+-- name: reconcile_pending
+-- One autocommit read, no lock: could a reconciler cycle do anything now? The same conditions
+-- as lease_expired (without ignore_expiry) and retry_due, so "false" means both would find
+-- nothing; an idle replica sends this instead of two transactions every cycle.
+WITH observed AS MATERIALIZED (
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+)
+SELECT EXISTS (
+           SELECT 1 FROM qinglong.run_attempts a
+           JOIN qinglong.runs r ON r.id = a.run_id
+           WHERE a.status IN ('claimed', 'starting', 'running')
+             AND r.status IN ('dispatching', 'running')
+             AND (a.status <> 'claimed' OR a.lease_token_digest IS NOT NULL)
+             AND coalesce(a.lease_expires_at_ms, 0) + %(grace_ms)s
+                 <= (SELECT now_ms FROM observed)
+             AND (%(executor_type)s::varchar IS NULL
+                  OR a.executor_type = %(executor_type)s::varchar))
+       OR EXISTS (
+           SELECT 1 FROM qinglong.runs r
+           WHERE r.status = 'retry_wait' AND r.retry_at_ms <= (SELECT now_ms FROM observed))
+       AS pending;

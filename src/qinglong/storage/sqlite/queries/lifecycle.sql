@@ -167,3 +167,17 @@ SELECT (SELECT count(*) FROM runs WHERE status IN ('dispatching', 'running')) AS
 -- name: concurrency_lock
 -- One writer at a time already (BEGIN IMMEDIATE): nothing more to lock.
 SELECT 1 AS locked;
+
+-- name: reconcile_pending
+-- Could a reconciler cycle do anything now? The conditions of lease_expired (without
+-- ignore_expiry) and retry_due; "false" means both would find nothing.
+SELECT EXISTS (
+           SELECT 1 FROM run_attempts a
+           JOIN runs r ON r.id = a.run_id
+           WHERE (a.status IN ('starting', 'running')
+                  OR (a.status = 'claimed' AND a.lease_token_digest IS NOT NULL))
+             AND r.status IN ('dispatching', 'running')
+             AND coalesce(a.lease_expires_at_ms, 0) + :grace_ms <= :now_ms)
+       OR EXISTS (
+           SELECT 1 FROM runs r WHERE r.status = 'retry_wait' AND r.retry_at_ms <= :now_ms)
+       AS pending;
