@@ -17,12 +17,14 @@ import pytest
 from qinglong.clock import SystemClock
 from qinglong.domain.model import RunDetail
 from qinglong.domain.task import ArgvCommand, CommandSpec, EnvEntry, ShellCommand
+from qinglong.errors import ConnectionLost
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.processes import make_handle, process_start_ticks, settle_orphan
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.storage.ports import (
     AttemptRunningParams,
     LeaseAcquireParams,
+    LeaseFence,
     ProjectCreateParams,
     RunListParams,
     TaskPublishParams,
@@ -383,3 +385,53 @@ def test_a_corrupt_execution_plan_is_never_run(sqlite_stores: SqliteStores, cloc
     detail = wait_terminal(sqlite_stores, run_id)
     assert (detail.run.status, detail.run.error_code) == ("failed", "EXECUTION_REVISION_INVALID")
     assert detail.attempts[0].pid is None
+
+
+class _PoolBrieflyExhausted:
+    """The real store, but the first start and the first running step of every Attempt fail
+    as a worker's pool does when a burst of starts waits too long for a connection."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.refused: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def _once(self, step: str, attempt_id: str) -> None:
+        if (step, attempt_id) not in self.refused:
+            self.refused.append((step, attempt_id))
+            raise ConnectionLost("no database connection available")
+
+    def attempt_start(self, fence: LeaseFence) -> None:
+        self._once("start", fence.attempt_id)
+        self._store.attempt_start(fence)  # type: ignore[attr-defined]
+
+    def attempt_running(self, params: AttemptRunningParams) -> None:
+        self._once("running", params.fence.attempt_id)
+        self._store.attempt_running(params)  # type: ignore[attr-defined]
+
+
+def test_a_passing_storage_fault_at_start_or_running_is_retried_within_the_lease(
+    sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path
+) -> None:
+    # Before: the first failure dropped the job, so its Run sat `dispatching` (or its started
+    # command was killed) until the reconciler took the expired lease over.
+    run_ids = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="echo ran")),
+                    runs=3)
+    store = _PoolBrieflyExhausted(sqlite_stores.runs)
+    seen: list[str] = []
+    executor = Executor(store, SystemClock(), log_dir=tmp_path / "logs",  # type: ignore[arg-type]
+                        poll_interval_s=0.05, owner="test-executor", lease_ms=5_000,
+                        diagnostics=lambda d: seen.append(d.code))
+    executor.start()
+    try:
+        for run_id in run_ids:
+            detail = wait_terminal(sqlite_stores, run_id)
+            assert detail.run.status == "succeeded"
+            assert [a.status for a in detail.attempts] == ["succeeded"]  # no attempt spent
+            assert log_text(detail) == "ran\n"
+    finally:
+        executor.stop(0.5)
+    assert sorted(step for step, _ in store.refused) == ["running"] * 3 + ["start"] * 3
+    assert seen.count("QL_CONNECTION_LOST") == 6  # each fault said once, then retried

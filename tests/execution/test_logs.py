@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -330,3 +331,41 @@ def test_old_log_files_are_pruned_and_recent_ones_kept(tmp_path: Path) -> None:
     assert not old_run.exists()  # its directory went with its last file
     assert (new_run / "attempt-1.log").read_text() == "new\n"
     assert prune_log_dir(tmp_path / "missing", now_ms) == 0
+
+
+def test_a_fresh_empty_run_directory_is_not_pruned_but_an_old_one_is(tmp_path: Path) -> None:
+    """An executor makes a new Attempt's directory and then its file: a pass between the
+    two must not take the directory (the Run would fail LOG_UNWRITABLE)."""
+    from qinglong.execution.logs import prune_log_dir
+
+    fresh, stale = tmp_path / "run-fresh", tmp_path / "run-stale"
+    fresh.mkdir()
+    stale.mkdir()
+    day_ms = 86_400_000
+    now_ms = 100 * day_ms
+    os.utime(fresh, (now_ms / 1000, now_ms / 1000))
+    os.utime(stale, ((now_ms - 20 * day_ms) / 1000, (now_ms - 20 * day_ms) / 1000))
+    assert prune_log_dir(tmp_path, now_ms - 14 * day_ms) == 0
+    assert fresh.is_dir() and not stale.exists()
+
+
+def test_preparing_a_log_survives_its_directory_being_pruned_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from qinglong.execution.command import prepare_log
+
+    touch = Path.touch
+    removed: list[Path] = []
+
+    def pruned_first(self: Path, *args: Any, **kwargs: Any) -> None:
+        if not removed:  # the pruner takes the new, empty directory before the file exists
+            removed.append(self.parent)
+            self.parent.rmdir()
+        touch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "touch", pruned_first)
+    lease = SimpleNamespace(fence=SimpleNamespace(run_id="run-1"), attempt=2)
+    path = prepare_log(tmp_path, lease)  # type: ignore[arg-type]
+    assert path == tmp_path / "run-1" / "attempt-2.log" and path.is_file()
+    assert removed == [tmp_path / "run-1"]

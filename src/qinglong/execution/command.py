@@ -60,16 +60,24 @@ class Spawned:
     log_path: Path
 
 
+LOG_PREPARE_TRIES = 3
+
+
 def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
     """The Attempt's log file (its directory made), or the failure that prevents it."""
     path = log_dir / lease.fence.run_id / f"attempt-{lease.attempt}.log"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
-    except OSError as exc:
-        return failed("LOG_UNWRITABLE", f"cannot write the log {str(path)!r}: "
-                                        f"{exc.strerror or exc}")
-    return path
+    for _ in range(LOG_PREPARE_TRIES):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+            return path
+        except FileNotFoundError:
+            continue  # the log pruner removed the new, still empty directory: make it again
+        except OSError as exc:
+            return failed("LOG_UNWRITABLE", f"cannot write the log {str(path)!r}: "
+                                            f"{exc.strerror or exc}")
+    return failed("LOG_UNWRITABLE", f"cannot write the log {str(path)!r}: "
+                                    "its directory keeps disappearing")
 
 
 def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],

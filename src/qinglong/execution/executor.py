@@ -386,9 +386,10 @@ class Executor:
                 emit(self._diagnostics, diagnostic_from("executor", exc))
 
     def _persist(self, job: _Job, write: Callable[[], None]) -> None:
-        """Record an ending despite a passing storage fault: the step is idempotent under its
-        fence, and the job stays listed (so its lease is still renewed) while it is retried;
-        after a lease length of failures it is left to the reconciler."""
+        """Record a step (start, running, ending) despite a passing storage fault: each step
+        is idempotent under its fence, and the job stays listed (so its lease is still
+        renewed) while it is retried; after a lease length of failures it is left to the
+        reconciler."""
         deadline = self._clock.monotonic() + self._lease_ms / 1000
         while True:
             try:
@@ -408,7 +409,9 @@ class Executor:
         if self._stopping.is_set():
             self._store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
             return None
-        self._store.attempt_start(lease.fence)
+        # Durable before the spawn; a passing storage fault (a pool briefly exhausted by a
+        # burst of starts) is retried within the lease, never left to the reconciler.
+        self._persist(job, lambda: self._store.attempt_start(lease.fence))
         if lease.execution is None:
             return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
         log = command.prepare_log(self._log_dir, lease)
@@ -451,11 +454,13 @@ class Executor:
             pending = job.stop_reason
         if pending is not None:
             kill_group(spawned.process.pid, signal.SIGTERM)
+        running = AttemptRunningParams(
+            fence=lease.fence, pid=spawned.process.pid,
+            executor_handle=make_handle(spawned.process.pid),
+            log_path=None if shipper is not None else str(log))
         try:
-            self._store.attempt_running(AttemptRunningParams(
-                fence=lease.fence, pid=spawned.process.pid,
-                executor_handle=make_handle(spawned.process.pid),
-                log_path=None if shipper is not None else str(log)))
+            # retried like an ending: giving up here kills a command that already started
+            self._persist(job, lambda: self._store.attempt_running(running))
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()

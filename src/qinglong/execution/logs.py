@@ -292,7 +292,9 @@ def prune_log_dir(log_dir: Path, before_ms: int, limit: int = 500) -> int:
     """Delete the log files of Runs last written before ``before_ms`` (file modification time),
     with their Run directories once empty; at most ``limit`` files a pass. Judged by the
     file's time only: a command still running that has printed nothing for the whole
-    retention loses its log file (what it prints later is not kept)."""
+    retention loses its log file (what it prints later is not kept). An empty directory is
+    removed only when this pass emptied it or it is itself older than ``before_ms``: one an
+    executor has just made for a new Attempt's log is left alone."""
     removed = 0
     try:
         runs = list(log_dir.iterdir())
@@ -302,11 +304,14 @@ def prune_log_dir(log_dir: Path, before_ms: int, limit: int = 500) -> int:
         if not run_dir.is_dir():
             continue
         with contextlib.suppress(OSError):
+            emptied = False
             for item in run_dir.iterdir():
                 if removed >= limit:
                     return removed
                 if item.is_file() and item.stat().st_mtime * 1000 < before_ms:
                     item.unlink()
                     removed += 1
-            run_dir.rmdir()  # only when empty: OSError otherwise, suppressed
+                    emptied = True
+            if emptied or run_dir.stat().st_mtime * 1000 < before_ms:
+                run_dir.rmdir()  # only when empty: OSError otherwise, suppressed
     return removed
