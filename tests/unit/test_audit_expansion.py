@@ -32,7 +32,7 @@ from typing import TypeVar
 
 import pytest
 from croniter import croniter  # type: ignore[import-untyped]
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from qinglong.audit import expansion
@@ -625,5 +625,16 @@ def assert_same_as_product(expr: str, zone: str, start_ms: int, end_ms: int) -> 
 
 @settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
+# Found by this property: croniter read the 31-entry list ``L,1,3/1`` as ``*`` and matched
+# the 2nd of January, which the list does not name.
+@example(("* * L,1,3/1 * *", "UTC", 1_735_775_999_000, 1_735_776_000_000))
 def test_same_occurrences_as_the_scheduler(case: tuple[str, str, int, int]) -> None:
     assert_same_as_product(*case)
+
+
+@pytest.mark.parametrize("expr", ["* * L,1,3/1 * *", "* * 1,3-31,L * *", "0 0 L,1,3-31 * *"])
+def test_a_day_list_with_l_is_not_read_as_every_day(expr: str) -> None:
+    # The list names the 1st, the 3rd to the 31st and the last day: never the 2nd.
+    found = expand(expr, "UTC", "2025-01-02T00:00:00Z", "2025-01-03T00:00:00Z")
+    assert found[0] == "2025-01-03T00:00:00Z"
+    assert not [at for at in found if at.startswith("2025-01-02")]

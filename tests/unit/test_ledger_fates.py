@@ -316,6 +316,20 @@ def test_the_service_defaults_to_the_last_hour_and_the_next_three() -> None:
         service.ledger("demo", "tick", now_ms=now, from_ms=minute(20), to_ms=minute(10))
 
 
+def test_the_open_window_ends_at_the_stores_clock_not_the_callers() -> None:
+    # The caller read its clock before the store read its own: an occurrence between the two
+    # is due (the store's clock decides), so it belongs to the window, not to the next three.
+    store_now = minute(92) + 1
+    store = _Store(facts(cursor=LedgerCursor(trigger_revision=1, next_fire_at_ms=minute(91)),
+                         runs=tuple(run(minute(n)) for n in range(91)), now_ms=store_now))
+    view = TriggerLedger(store).ledger(  # type: ignore[arg-type]
+        "demo", "tick", now_ms=minute(90) + 1, limit=100)
+    shown = [(o["at_ms"], o["fate"]) for o in view["occurrences"]]  # type: ignore[attr-defined]
+    assert shown[:5] == [(minute(95), "pending"), (minute(94), "pending"),
+                         (minute(93), "pending"), (minute(92), "due"), (minute(91), "due")]
+    assert view["to_ms"] == store_now
+
+
 # --- the cron iterator the ledger walks -----------------------------------------------------
 
 

@@ -44,6 +44,9 @@ Limits and corrections:
   equivalent spelling: it reads a range with equal ends (``5-5``, ``JAN-JAN``, ``7-7``) as
   the whole field, so it gets the single value; and it ends day-of-week at 6, so ``a/n``
   there (documented range 0-7, 7 being Sunday) becomes ``a-7/n``.
+* croniter takes a day-of-month list of 31 entries as the whole field even when one of them
+  is ``L`` (``L,1,3/1`` would match the 2nd, which it names nowhere), so ``L`` is always
+  matched as a group of its own and the groups are united.
 * The naive wall times to iterate are bounded by the UTC offsets in effect during the
   window, sampled every 30 minutes (every window/50,000 for windows over about 3 years). An
   offset in effect for less than one sampling step could be missed; no zone in the tz
@@ -270,8 +273,14 @@ def _day_rule_sources(fields: _Fields) -> list[tuple[str, str]]:
     """(day-of-month, day-of-week) pairs, each pair ANDed, whose union is the expression.
 
     Each field is first split into groups of items one matcher can take together: croniter
-    refuses ``#`` items listed with plain ones, and ``LW``/``nL`` items need cronsim."""
+    refuses ``#`` items listed with plain ones, ``LW``/``nL`` items need cronsim, and ``L``
+    listed with plain days can make croniter read the whole field."""
     dom_groups = _groups(fields.day_of_month.split(","), lambda item: item == "LW")
+    dom_groups = [
+        group
+        for listed in dom_groups
+        for group in _groups(listed.split(","), lambda item: item == "L")
+    ]
     dow_groups = _groups(fields.day_of_week.split(","), lambda item: "#" in item)
     dow_groups = [
         group

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 
 from cronsim import CronSim, CronSimError
 
@@ -51,6 +52,7 @@ _MAX_CANDIDATES = 100_000
 _MAX_SEGMENTS = 1_000
 _PROBE_STEP_S = 7 * 86_400  # offsets never change twice within a week
 _ITER_STRETCH_S = 366 * 86_400  # iter_after looks for the next offset change this far ahead
+_MEMO_SIZE = 4096  # next occurrences (and computable stored schedules) remembered
 
 
 class DstNote(StrEnum):
@@ -303,12 +305,7 @@ class CronSchedule:
         at publish time; its Runs must stay readable and its trigger keep firing)."""
         if not isinstance(expression, str) or not isinstance(timezone, str):
             raise InvalidSchedule("cron", "must be a string")
-        try:
-            CronSim(expression, datetime(2000, 1, 1))
-            zone_info(timezone)
-        except (CronSimError, ValueError, IndexError, LookupError, OSError) as exc:
-            raise InvalidSchedule("cron", f"stored schedule {expression!r} in {timezone!r} "
-                                          "cannot be computed") from exc
+        _check_computable(expression, timezone)
         return cls(expression, timezone, dst or DstPolicy())
 
     def next_after(self, after_ms: int) -> int:
@@ -319,6 +316,12 @@ class CronSchedule:
         return self.next_after(at_ms - 1)
 
     def next_occurrence(self, after_ms: int) -> Occurrence:
+        """The first occurrence strictly after ``after_ms``: a pure function of the schedule
+        and the instant, so it is memoised (many triggers share an expression and fall due
+        at the same instants; a refusal is not cached)."""
+        return _next_occurrence(self, after_ms)
+
+    def _compute_next(self, after_ms: int) -> Occurrence:
         try:
             if self.timezone == UTC_NAME:
                 return self._next_utc(after_ms)
@@ -460,6 +463,23 @@ class CronSchedule:
             lowest = min(lowest, _offset_seconds(change, tz))
             at = change
         return max(0, offset - lowest)
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _check_computable(expression: str, timezone: str) -> None:
+    """Whether a stored schedule can be computed (InvalidSchedule if not): checked once per
+    expression and zone (a refusal raises, so it is not remembered)."""
+    try:
+        CronSim(expression, datetime(2000, 1, 1))
+        zone_info(timezone)
+    except (CronSimError, ValueError, IndexError, LookupError, OSError) as exc:
+        raise InvalidSchedule("cron", f"stored schedule {expression!r} in {timezone!r} "
+                                      "cannot be computed") from exc
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _next_occurrence(schedule: CronSchedule, after_ms: int) -> Occurrence:
+    return schedule._compute_next(after_ms)
 
 
 def _naive_utc_ms(wall: datetime) -> int:

@@ -313,6 +313,11 @@ class TriggerLedger:
         # store clock ahead of ours has already decided are judged by what it wrote.
         facts = self._runs.trigger_ledger_facts(project_id, trigger_id, start,
                                                 FAR_FUTURE_MS if to_ms is None else end)
+        if to_ms is None:
+            # The store's clock decides due against pending (facts.now_ms); the open window
+            # ends at that same instant, or an occurrence between our clock and the store's
+            # would be listed among the upcoming ones yet judged due.
+            end = max(start, facts.now_ms)
         ledger = build_ledger(facts, from_ms=start, to_ms=end,
                               upcoming=UPCOMING if to_ms is None else 0)
         return ledger_view(ledger, limit)
