@@ -380,19 +380,32 @@ def command_overlaps(ledger: Path) -> tuple[list[str], int]:
 
 
 def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
-    """With the scheduler stopped, let the workers finish (retries included), then audit."""
+    """With the scheduler stopped, let the workers finish (retries included), then audit.
+    The replicas' reconcilers stopped with them, so one keeps running here, as it would in a
+    cluster whose replicas stay up: a worker that lost an Attempt in the last seconds of the
+    run (its lease expired unrenewed) is rescued, not left for the audit to call stuck."""
+    from qinglong.execution.reconciler import Reconciler
+    from qinglong.storage.postgres.connection import SingleConnector
+    from qinglong.storage.postgres.runs import PgRunStore
+
     url = soak.server.dsn("ql_runtime", DB)
     unfinished = -1
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with psycopg.connect(url) as conn:
-            row = conn.execute("SELECT count(*) FROM qinglong.runs WHERE status NOT IN "
-                               "('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')"
-                               ).fetchone()
-        unfinished = int(row[0]) if row else -1
-        if unfinished == 0:
-            break
-        time.sleep(1.0)
+    connector = SingleConnector(url, application_name="ql-soak-settle")
+    try:
+        reconciler = Reconciler(PgRunStore(connector, actor_id="soak-settle"))
+        while time.monotonic() < deadline:
+            reconciler.run_cycle()
+            with connector.connection() as conn:  # the reconciler's own session
+                row = conn.execute("SELECT count(*) AS n FROM qinglong.runs WHERE status NOT IN "
+                                   "('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')"
+                                   ).fetchone()
+            unfinished = int(row["n"]) if row else -1
+            if unfinished == 0:
+                break
+            time.sleep(1.0)
+    finally:
+        connector.close()
     from psycopg.rows import dict_row
 
     from qinglong.storage.postgres.connection import QUERIES

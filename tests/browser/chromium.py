@@ -18,7 +18,7 @@ from selenium.webdriver.chrome.service import Service
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 PACKAGES = ("chromium", "chromium-driver")
-LOCK = Path("/tmp/ql-chromium-install.lock")
+LOCK = Path("/tmp/ql-apt-install.lock")  # also taken by tests/support/tools.py (apt-get)
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--lang=en-US", "--window-size=1400,1000")
@@ -26,7 +26,8 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 def _apt(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    return subprocess.run(["apt-get", *args], capture_output=True, text=True, timeout=900,
+    return subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", *args],
+                          capture_output=True, text=True, timeout=900,
                           check=False, env=env)
 
 

@@ -1,9 +1,9 @@
 """Three `ql control` replicas against one database, as a new user would run them.
 
-50 per-second triggers for 60 s, lease 5 s, grace 30 s; one replica is killed with
-SIGKILL at 20 s and restarted at 40 s. Every occurrence from the moment the replicas are
-ready until 2 s before they stop must be admitted exactly once (those before are the
-misfire policy's business). The lag figures are printed (run with -s to see them).
+50 per-second triggers for 36 s, lease 5 s, grace 30 s; one replica is killed with
+SIGKILL at 12 s and restarted at 24 s (each phase more than twice the lease). Every
+occurrence from the moment the replicas are ready until 2 s before they stop must be
+admitted exactly once (those before are the misfire policy's business). The lag figures are printed (run with -s to see them).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from tests.support.pg import PgTestDatabase
 pytestmark = pytest.mark.slow
 
 TRIGGERS = 50
-SECONDS = 60
+SECONDS = 36
+KILL_AT, RESTART_AT = 12, 24
 
 
 def db_now(db: psycopg.Connection[dict[str, object]]) -> int:
@@ -68,9 +69,9 @@ def test_three_replicas_fifty_triggers_kill_and_restart_exactly_once(
         for replica in replicas:
             replica.wait_ready()
         start_ms = db_now(db)
-        time.sleep(max(0.0, 20 - (time.monotonic() - started)))
+        time.sleep(max(0.0, KILL_AT - (time.monotonic() - started)))
         replicas[0].kill()
-        time.sleep(max(0.0, 40 - (time.monotonic() - started)))
+        time.sleep(max(0.0, RESTART_AT - (time.monotonic() - started)))
         replicas[0].start()
         replicas[0].wait_ready()
         time.sleep(max(0.0, SECONDS - (time.monotonic() - started)))
@@ -105,7 +106,12 @@ def test_three_replicas_fifty_triggers_kill_and_restart_exactly_once(
     assert totals["duplicates"] == 0 and totals["gaps"] == 0 and totals["spurious"] == 0
     assert totals["expected"] >= TRIGGERS * (SECONDS - 8)
     assert totals["admitted"] == totals["expected"]
-    assert all(n > 0 for n in by_owner.values())
+    # The replicas' own admissions cover the window (they also admitted before and after it),
+    # and the work moved between replicas (r1 was killed). Not every replica need admit: with
+    # batches of 64 the first replica to claim each second takes all 50 due rows, so a
+    # replica that keeps losing that race admits nothing.
+    assert sum(by_owner.values()) >= totals["admitted"], by_owner
+    assert sum(1 for n in by_owner.values() if n > 0) >= 2, by_owner
     # `ql audit` agrees (its own cron expansion, plus the claim log and fences).
     audited = subprocess.run([sys.executable, "-m", "qinglong", "audit", "--database-url", runtime,
                               "--from", str(start_ms), "--to", str(end_ms), "--settle", "0s",

@@ -94,22 +94,33 @@ def test_kill_minus_nine_then_restart_follows_each_misfire_policy(ql: tuple[Ql, 
     assert second.wait(timeout=30) == 0
     assert "Traceback" not in path.with_suffix(".out2").read_text()
 
-    rows = db_rows(path, "SELECT * FROM trigger_schedule_misfires")
-    assert sorted(r["trigger_id"] for r in rows) == ["t-fire", "t-long", "t-skip"]  # one decision each
-    misfires = {r["trigger_id"]: r for r in rows}
+    rows = db_rows(path, "SELECT * FROM trigger_schedule_misfires ORDER BY trigger_id, due_at_ms")
+    # A slow first start (more than the 2 s grace after a trigger's publish) may misfire the
+    # stretch before its first admission; anything else before the kill is wrong.
+    for early in (r for r in rows if r["decided_at_ms"] < restart_ms):
+        first = min(r["scheduled_for_ms"] for r in runs_of(path, early["trigger_id"]))
+        assert early["next_fire_at_ms"] <= first, early
+    rows = [r for r in rows if r["decided_at_ms"] >= restart_ms]
+    assert {r["trigger_id"] for r in rows} == {"t-fire", "t-long", "t-skip"}
     for trigger in ("t-skip", "t-fire"):
         scheduled = [r["scheduled_for_ms"] for r in runs_of(path, trigger)]
         assert len(scheduled) == len(set(scheduled)), "an occurrence was admitted twice"
-        misfire = misfires[trigger]
-        due, through = misfire["due_at_ms"], misfire["skipped_through_ms"]
-        assert misfire["decided_at_ms"] >= restart_ms
-        assert through == misfire["decided_at_ms"] - 2000 - 1  # occurrences before t - g
-        assert due == max(before[trigger]) + 1000  # the first occurrence not admitted before the kill
-        dropped = set(range(due, through + 1, 1000))
-        if trigger == "t-fire":
-            dropped.discard(due)  # fire_once admits exactly one Run for the misfired stretch
-            [fired] = db_rows(path, "SELECT run_id FROM trigger_schedule_misfires WHERE trigger_id = ?", trigger)
-            assert fired["run_id"] is not None
+        decisions = [r for r in rows if r["trigger_id"] == trigger]
+        # The first decision after the restart keeps the occurrences within the 2 s grace; on
+        # a loaded machine the one it kept at the grace's edge can itself be more than 2 s
+        # late by the time it is decided, and is then misfired by a second decision that
+        # starts where the first stopped. Nothing in between is admitted or lost.
+        assert decisions[0]["due_at_ms"] == max(before[trigger]) + 1000  # first not admitted before the kill
+        dropped: set[int] = set()
+        for i, misfire in enumerate(decisions):
+            due, through = misfire["due_at_ms"], misfire["skipped_through_ms"]
+            assert through == misfire["decided_at_ms"] - 2000 - 1  # occurrences before t - g
+            if i:
+                assert due == decisions[i - 1]["next_fire_at_ms"], decisions
+            dropped |= set(range(due, through + 1, 1000))
+            if trigger == "t-fire":
+                dropped.discard(due)  # fire_once admits exactly one Run for each misfired stretch
+                assert misfire["run_id"] is not None
         expected = [t for t in range(scheduled[0], scheduled[-1] + 1, 1000) if t not in dropped]
         assert scheduled == expected
         assert scheduled[-1] >= restart_ms + 2000  # kept admitting after the restart

@@ -144,14 +144,20 @@ def test_f7_terminating_idle_pooled_connections_repeatedly(bed: FaultBed) -> Non
         terminated += len(bed.rows(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
             "AND application_name LIKE 'ql-control:%%'", [bed.db.name]))
+        last_kill = bed.now()
         time.sleep(1)
     assert terminated >= 6
     time.sleep(LEASE_MS / 1000 + 2)
     for replica in replicas:
         wait_for(lambda r=replica: r.readyz() == 200, f"{replica.owner} ready again", 20)
     assert bed.stop_all() == [0, 0]
-    report = bed.assert_exactly_once(start)
-    assert max(lag for t in report.triggers for lag in t.lags_ms) <= LEASE_MS + 5_000
+    bed.assert_exactly_once(start)
+    # A replica whose re-activation is cut off by the next kill (a slow machine) may stay
+    # down for the whole storm; once the kills stop, every occurrence is admitted within a
+    # lease and 5 s of its time, or of the last kill if it fell due during the storm.
+    late = [(r["trigger_id"], r["scheduled_for_ms"], r["created_at_ms"] - max(r["scheduled_for_ms"], last_kill))
+            for r in bed.rows("SELECT trigger_id, scheduled_for_ms, created_at_ms FROM qinglong.runs")]
+    assert late and max(lag for _, _, lag in late) <= LEASE_MS + 5_000, sorted(late, key=lambda x: x[2])[-3:]
 
 
 def test_f19_lock_and_statement_timeouts_on_claim_and_commit_are_survived(bed: FaultBed) -> None:

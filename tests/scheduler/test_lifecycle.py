@@ -151,3 +151,30 @@ def test_next_due_hint_shortens_the_wait() -> None:
         assert second.wait(WAIT)  # a one-hour cadence, woken by the 50 ms hint
     finally:
         life.stop()
+
+
+def test_the_idle_cap_replaces_the_interval_only_while_wakeups_are_reliable() -> None:
+    cap: list[float | None] = [5.0]
+    life = PacedLoop(Recorder(), interval_s=0.25, idle_cap_s=lambda: cap[0])
+    delay = life._next_delay  # the pure part of the cadence
+    assert delay(CycleReport(next_due_in_ms=None)) == 5.0  # nothing scheduled: the cap
+    assert delay(CycleReport(next_due_in_ms=60_000)) == 5.0  # due later: the cap
+    assert delay(CycleReport(next_due_in_ms=100)) == pytest.approx(0.102)  # due sooner: then
+    assert delay(CycleReport(next_due_in_ms=0, saturated=True)) == 0.0
+    cap[0] = None  # the LISTEN connection is down: back to the interval
+    assert delay(CycleReport(next_due_in_ms=60_000)) == 0.25
+    cap[0] = 0.1  # a cap below the interval never shortens it
+    assert delay(CycleReport(next_due_in_ms=None)) == 0.25
+    assert PacedLoop(Recorder(), interval_s=2.0)._next_delay(CycleReport()) == 2.0
+
+
+def test_a_wake_ends_a_long_idle_sleep() -> None:
+    cycle = Recorder()
+    life = PacedLoop(cycle, interval_s=0.25, idle_cap_s=lambda: 3600.0)
+    life.start()
+    try:
+        assert cycle.reached[1].wait(WAIT)
+        life.wake()  # e.g. a NOTIFY for a publish
+        assert cycle.reached[2].wait(WAIT)  # not an hour later
+    finally:
+        life.stop()

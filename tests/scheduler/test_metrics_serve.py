@@ -176,6 +176,8 @@ def test_serve_reports_queue_depth_and_slots_in_use(
     app.start()
     wait_for(app, lambda s: value(s, "ql_worker_slots_in_use") == 1, "one command running")
     clock.advance(5_000)  # queue depth is read at most every 5 s (of the injected clock)
-    samples = wait_for(app, lambda s: (value(s, "ql_queue_depth") or 0) >= 1,
-                       "a queued Run counted")
+    # a sample read before the advance may count the queued Run at age 0: wait for one after
+    samples = wait_for(app, lambda s: (value(s, "ql_queue_depth") or 0) >= 1
+                       and (value(s, "ql_queue_oldest_age_seconds") or 0) > 0,
+                       "a queued Run counted with its age")
     assert (value(samples, "ql_queue_oldest_age_seconds") or 0) > 0

@@ -3,10 +3,14 @@ when we are root, or a clear failure -- never a silent skip."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
 import subprocess
+from pathlib import Path
+
+APT_LOCK = Path("/tmp/ql-apt-install.lock")  # shared with tests/browser/chromium.py
 
 
 @functools.cache
@@ -18,12 +22,23 @@ def ensure_tool(binary: str, package: str) -> str:
         raise RuntimeError(f"{binary} is missing and we are not root: install the Debian package "
                            f"{package!r} to run this test")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
-    done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600, check=False)
-        done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=600,
+    # Other pytest workers may be installing too (faketime here, chromium in the browser
+    # suite): one apt-get at a time (the same lock file), and apt itself waits for dpkg's lock
+    # rather than failing at once if something else holds it.
+    install = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y",
+               "--no-install-recommends", package]
+    with APT_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = shutil.which(binary)  # installed by another worker meanwhile
+        if found:
+            return found
+        done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900,
                               check=False)
+        if done.returncode != 0:
+            subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "update"], env=env,
+                           capture_output=True, timeout=900, check=False)
+            done = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900,
+                                  check=False)
     found = shutil.which(binary)
     if not found:
         raise RuntimeError(f"could not install {package!r} for {binary}: {done.stderr[-500:]}")
