@@ -51,7 +51,7 @@ test-faults: $(STAMP) ## Only the fault tests and the one-minute soak (PostgreSQ
 soak: $(STAMP) ## The long chaos soak: 4 replicas, 2 workers, 25 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
-bench: $(STAMP) ## Admission benchmark (issue 7): own PostgreSQL 18, ceiling, burst, steady, scale, idle, peers; prints a table (~2 h on 85e20b9); BENCH_ARGS="..."
+bench: $(STAMP) ## Admission benchmark (issue 7): own PostgreSQL 18, ceiling, burst, steady, scale, idle, peers; prints a table (~50 min); BENCH_ARGS="..."
 	@$(BIN)/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("apscheduler") != "4.0.0a6" or m.version("procrastinate") != "3.10.0")' 2>/dev/null || \
 		$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(BIN)/python -m benchmarks.admission $(BENCH_ARGS)

@@ -181,12 +181,14 @@ class Control:
         raise RuntimeError(f"{self.owner} did not become ready:\n{self.log.read_text()[-2000:]}")
 
     def metrics(self) -> dict[str, float]:
-        """The ql_* series of /metrics, keyed by name{labels}."""
+        """The ql_* series of /metrics, keyed by name{labels}, without the per-trigger
+        families (``ql_trigger_*``: up to 100 labels each, of no use to the figures)."""
         found: dict[str, float] = {}
         with contextlib.suppress(OSError, urllib.error.URLError), \
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith("ql_") and not line.startswith("ql_admission_lag"):
+                if line.startswith("ql_") and not line.startswith(("ql_admission_lag",
+                                                                    "ql_trigger_")):
                     key, _, value = line.rpartition(" ")
                     with contextlib.suppress(ValueError):
                         found[key] = float(value)
@@ -433,7 +435,9 @@ def statements(conn: Conn, role: str = "ql_runtime", limit: int = 25) -> list[di
 
 
 def is_claim(query: str) -> bool:
-    return query.startswith("WITH observed") and "candidates AS" in query
+    """The claim statement, from the first 160 characters ``statements`` keeps (its
+    ``uninitialised`` branch comes first)."""
+    return query.startswith("WITH observed") and "uninitialised AS" in query
 
 
 def xacts(conn: Conn) -> tuple[int, int]:
@@ -448,11 +452,14 @@ def reset_statements(conn: Conn) -> None:
 
 
 def count_logged(text: str, owners: list[str]) -> dict[str, dict[str, int]]:
-    """Statements each `ql control` sent, from server log lines (log_statement = all),
-    by kind: BEGIN, COMMIT, ROLLBACK, empty (the pool's connection check), other."""
+    """Statements each `ql control` process sent, from server log lines (log_statement =
+    all), by kind: BEGIN, COMMIT, ROLLBACK, empty (the pool's connection check), other. A
+    replica has three connections' names: its pool (ql-control:), its notification
+    dispatcher (ql-notify:) and its LISTEN connection (ql-listen:); all count."""
     found: dict[str, dict[str, int]] = {o: {} for o in owners}
     for line in text.splitlines():
-        match = re.search(r" ql-control:(\S+) LOG:  (?:statement|execute [^:]*): ?(.*)$", line)
+        match = re.search(r" ql-(?:control|notify|listen):(\S+) LOG:  "
+                          r"(?:statement|execute [^:]*): ?(.*)$", line)
         if not match or match.group(1) not in found:
             continue
         body = match.group(2).strip().upper()
