@@ -46,7 +46,15 @@ from qinglong.storage.postgres.notify import PgNotifyStore
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
 from tests.contract.conftest import Backend, PgBackend, PgTargets, SqliteBackend, _pg_backend
-from tests.contract.test_notify_outbox import SECRET, SETTLED, UNSETTLED, Notify, add_channel
+from tests.contract.test_notify_outbox import (
+    EVERY_5_S,
+    SECRET,
+    SETTLED,
+    UNSETTLED,
+    Notify,
+    add_channel,
+    misfired_cursor,
+)
 from tests.contract.test_notify_outbox import fail_run as _fail_run
 from tests.contract.test_notify_outbox import notify_stores as _notify_stores
 from tests.contract.test_retries_and_overlap import publish
@@ -250,15 +258,14 @@ def test_a_misfire_is_work_and_its_recovery_is_sent_in_the_same_cycle(
     p = probing
     publish(p.backend, triggers=())
     p.backend.definitions.trigger_publish(TriggerPublishParams(
-        project_id="demo", trigger_id="sec", task_id="job", expression="* * * * * *",
+        project_id="demo", trigger_id="sec", task_id="job", expression=EVERY_5_S,
         timezone="UTC", misfire_policy="skip"))
     add_channel(p.n, "ops", p.receiver.url)
     rule(p, RuleEvent.MISFIRED, RuleEvent.RECOVERED, task="job")
     dispatcher, store = p.dispatcher()
     cycle(dispatcher)  # the cursors start
     p.assert_nothing_to_do()
-    p.pass_time(50)
-    p.backend.set_cursor("demo", "sec", p.backend.now_ms() // 1000 * 1000 - 120_000)
+    p.backend.set_cursor("demo", "sec", misfired_cursor(p.backend))
     decisions: list[Decision] = []
 
     def committed(_item: object, decision: Decision, _result: CommitResult) -> None:

@@ -57,6 +57,22 @@ FAILED = Outcome(status=AttemptStatus.FAILED, exit_code=3, error_code="EXIT_NONZ
                  error_summary="exit status 3")
 
 
+EVERY_5_S = "*/5 * * * * *"
+
+
+def misfired_cursor(backend: Backend) -> int:
+    """A cursor two minutes late for an ``EVERY_5_S`` trigger, read just past an occurrence.
+
+    After the misfire the cursor resumes at the first occurrence still within the grace, and
+    the same cycle claims the row again at once. That occurrence stays on time for as long as
+    is left to the next occurrence from the first claim's instant, so starting just past an
+    occurrence gives the re-claim about 4.5 s (a per-second trigger gave a slow machine a few
+    hundred ms, and a second misfire)."""
+    phase = backend.now_ms() % 5_000
+    backend.pass_time(5_000 - phase + 50 if phase >= 500 else 50)
+    return backend.now_ms() // 5_000 * 5_000 - 120_000
+
+
 @dataclass
 class Notify:
     backend: Backend
@@ -328,19 +344,12 @@ def test_the_deliveries_of_a_removed_channel_end_dead(notify: Notify) -> None:
 def test_a_misfire_is_notified_and_so_is_the_next_on_time_occurrence(notify: Notify) -> None:
     publish(notify.backend, triggers=())
     notify.backend.definitions.trigger_publish(TriggerPublishParams(
-        project_id="demo", trigger_id="sec", task_id="job", expression="*/5 * * * * *",
+        project_id="demo", trigger_id="sec", task_id="job", expression=EVERY_5_S,
         timezone="UTC", misfire_policy="skip"))
     add_channel(notify, "ops")
     notify.admin.rule_add(RuleAddParams(channel="ops", project_id="demo", task_id="job",
                                         events=(RuleEvent.MISFIRED, RuleEvent.RECOVERED)))
-    # After the misfire the cursor resumes at the first occurrence still within the grace,
-    # and the same cycle claims the row again at once. That occurrence stays on time for
-    # the time left to the next occurrence from the claim's instant, so the test starts just
-    # past an occurrence: a claim made up to ~4.5 s later still finds it on time (a per-second
-    # trigger gave a slow machine a few hundred ms, and a second misfire).
-    phase = notify.backend.now_ms() % 5_000
-    notify.backend.pass_time(5_000 - phase + 50 if phase >= 500 else 50)
-    due = notify.backend.now_ms() // 5_000 * 5_000 - 120_000
+    due = misfired_cursor(notify.backend)
     notify.backend.set_cursor("demo", "sec", due)
     decisions: list[Decision] = []
 
