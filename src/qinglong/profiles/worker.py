@@ -189,7 +189,7 @@ class WorkerApp:
         s = self._settings
         target = choose_primary(s.database_url, application_name=name)
         connector = PoolConnector(
-            target, application_name=name, max_size=s.pool_size,
+            target, application_name=name, max_size=s.connections,
             # a renewal must not wait for a connection longer than the self-fence margin
             timeout_s=min(5.0, s.lease_ms / 5000),
             settings=SessionSettings(statement_timeout_ms=s.statement_timeout_ms,

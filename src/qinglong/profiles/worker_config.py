@@ -30,12 +30,22 @@ class WorkerSettings(BaseSettings):
     poll_ms: int = Field(default=1_000, ge=100, le=60_000)
     log_max_bytes: int = Field(default=DEFAULT_LOG_BYTES, ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES)
     log_dir: str | None = None  # spool of the output being shipped (default: a temp dir)
-    pool_size: int = Field(default=4, ge=2, le=64)
+    pool_size: int | None = Field(default=None, ge=2, le=64)  # None: sized from the slots
     http: str = "127.0.0.1:8082"
 
     _name = field_validator("worker_id")(process_name)
     _url = field_validator("database_url")(postgres_url("ql worker", " (ql serve runs Runs on SQLite)"))
     _http = field_validator("http")(listen_address)
+
+    @property
+    def connections(self) -> int:
+        """The pool's size: ``--pool-size``, or one connection per two slots plus two, 4-32.
+
+        Starts, renewals, endings and log shipping share the pool; a burst of starts on a
+        pool far smaller than the slots left renewals waiting for a connection."""
+        if self.pool_size is not None:
+            return self.pool_size
+        return max(4, min(32, self.slots // 2 + 2))
 
     @property
     def idle_in_transaction_timeout_ms(self) -> int:

@@ -84,7 +84,8 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
                                  "(default 1000).")
 @_option("--log-max-bytes", click.INT, "Output kept per attempt, head and tail (default 16 MiB).")
 @_option("--log-dir", str, "Where output is spooled while it is shipped (default: a temp dir).")
-@_option("--pool-size", click.INT, "Database connections, 2-64 (default 4).")
+@_option("--pool-size", click.INT, "Database connections, 2-64 (default: slots/2 + 2, at "
+                                   "least 4, at most 32).")
 @_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default "
                         "127.0.0.1:8082).")
 @click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
