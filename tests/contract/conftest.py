@@ -327,6 +327,22 @@ class PgBackend(Backend):
         return coordinator.run_cycle()
 
 
+EVERY_5_S = "*/5 * * * * *"
+
+
+def misfired_cursor(backend: Backend) -> int:
+    """A cursor two minutes late for an ``EVERY_5_S`` trigger, read just past an occurrence.
+
+    After the misfire the cursor resumes at the first occurrence still within the grace, and
+    the same cycle claims the row again at once. That occurrence stays on time for as long as
+    is left to the next occurrence from the first claim's instant, so starting just past an
+    occurrence gives the re-claim about 4.5 s (a per-second trigger gave a slow machine a few
+    hundred ms, and a second misfire)."""
+    phase = backend.now_ms() % 5_000
+    backend.pass_time(5_000 - phase + 50 if phase >= 500 else 50)
+    return backend.now_ms() // 5_000 * 5_000 - 120_000
+
+
 # --- fixtures --------------------------------------------------------------------------
 
 

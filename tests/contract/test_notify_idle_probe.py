@@ -45,15 +45,21 @@ from qinglong.storage.postgres.connection import SessionSettings, SingleConnecto
 from qinglong.storage.postgres.notify import PgNotifyStore
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
-from tests.contract.conftest import Backend, PgBackend, PgTargets, SqliteBackend, _pg_backend
-from tests.contract.test_notify_outbox import (
+from tests.contract.conftest import (
     EVERY_5_S,
+    Backend,
+    PgBackend,
+    PgTargets,
+    SqliteBackend,
+    _pg_backend,
+    misfired_cursor,
+)
+from tests.contract.test_notify_outbox import (
     SECRET,
     SETTLED,
     UNSETTLED,
     Notify,
     add_channel,
-    misfired_cursor,
 )
 from tests.contract.test_notify_outbox import fail_run as _fail_run
 from tests.contract.test_notify_outbox import notify_stores as _notify_stores

@@ -45,7 +45,7 @@ from qinglong.storage.ports import CommitResult, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.notify import PgNotifyStore
 from qinglong.storage.sqlite.notify import SqliteNotifyStore
-from tests.contract.conftest import Backend, PgBackend, SqliteBackend
+from tests.contract.conftest import EVERY_5_S, Backend, PgBackend, SqliteBackend, misfired_cursor
 from tests.contract.test_leases import acquire
 from tests.contract.test_retries_and_overlap import finish, publish
 from tests.support.test_notify_receivers import WebhookReceiver, independent_signature_ok
@@ -55,22 +55,6 @@ SETTLED = 0  # settle window: look again at once
 UNSETTLED = 3_600_000  # settle window no row leaves during a test
 FAILED = Outcome(status=AttemptStatus.FAILED, exit_code=3, error_code="EXIT_NONZERO",
                  error_summary="exit status 3")
-
-
-EVERY_5_S = "*/5 * * * * *"
-
-
-def misfired_cursor(backend: Backend) -> int:
-    """A cursor two minutes late for an ``EVERY_5_S`` trigger, read just past an occurrence.
-
-    After the misfire the cursor resumes at the first occurrence still within the grace, and
-    the same cycle claims the row again at once. That occurrence stays on time for as long as
-    is left to the next occurrence from the first claim's instant, so starting just past an
-    occurrence gives the re-claim about 4.5 s (a per-second trigger gave a slow machine a few
-    hundred ms, and a second misfire)."""
-    phase = backend.now_ms() % 5_000
-    backend.pass_time(5_000 - phase + 50 if phase >= 500 else 50)
-    return backend.now_ms() // 5_000 * 5_000 - 120_000
 
 
 @dataclass
