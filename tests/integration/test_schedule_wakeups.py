@@ -37,10 +37,11 @@ def test_an_idle_listening_replica_sleeps_up_to_the_idle_cap(
     wait_for(lambda: listening(running), "the LISTEN connection")
     time.sleep(0.5)
     before = cycles(running)
-    time.sleep(6.0)
+    time.sleep(10.5)
     looked = cycles(running) - before
-    # nothing is scheduled: at most one look per 5 s (24 at the interval)
-    assert 1 <= looked <= 3, looked
+    # nothing is scheduled: one look per 5 s, 2 or 3 in 10.5 s (42 at the interval); one
+    # late look on a loaded machine leaves 1, and the replica never stops looking
+    assert 1 <= looked <= 4, looked
 
 
 def test_a_publish_wakes_a_sleeping_replica_at_once(cluster: Cluster,
@@ -50,12 +51,14 @@ def test_a_publish_wakes_a_sleeping_replica_at_once(cluster: Cluster,
     wait_for(running.ready, "readyz 200")
     wait_for(lambda: listening(running), "the LISTEN connection")
     for trigger in ("w1", "w2"):
-        time.sleep(1.0)  # the replica is in its idle sleep (up to 5 s)
+        # publish right after a look: the idle cap alone would next look 5 s later
+        before = cycles(running)
+        wait_for(lambda b=before: cycles(running) > b, "an idle look", timeout=10)
         heard = int(wakeups(running)["notifications"])  # type: ignore[call-overload]
         published = time.monotonic()
         cluster.publish(trigger)
         wait_for(lambda t=trigger: initialised_at(cluster, t), f"{trigger} claimed", timeout=10)
-        assert time.monotonic() - published < 1.5  # the idle cap alone would take up to 5 s
+        assert time.monotonic() - published < 3.5  # the idle cap: about 5 s
         assert int(wakeups(running)["notifications"]) > heard  # type: ignore[call-overload]
     wait_for(lambda: cluster.count("runs", "trigger_id = 'w2'") >= 2, "w2 admitted")
 
