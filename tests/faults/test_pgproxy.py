@@ -219,11 +219,15 @@ def test_blackhole_holds_traffic_until_disarmed(
     proxy.disarm()
     query.join()
     assert query.error == [] and query.result == [(42,)]
-    # Server to client: the server has answered, the client still waits.
-    sql = "SELECT 7 FROM pg_sleep(0.5)"
+    # Server to client: the server has answered, the client still waits. The query waits on
+    # a lock the test holds, so it cannot answer before the proxy is armed.
+    holder = pg_db.superuser()
+    holder.execute("SELECT pg_advisory_lock(4242)")
+    sql = "SELECT 7 FROM pg_advisory_xact_lock(4242)"
     query = Background(lambda: conn.execute(sql).fetchone()).start()  # type: ignore[arg-type]
     wait_until(lambda: server_sees(pg_db, "held") == ("active", sql))
     proxy.arm(ProxyMode.BLACKHOLE)
+    holder.execute("SELECT pg_advisory_unlock(4242)")
     wait_until(lambda: server_sees(pg_db, "held")[0] == "idle")
     time.sleep(0.3)
     assert query.running()
