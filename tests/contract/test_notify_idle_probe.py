@@ -123,8 +123,18 @@ class Probing:
                                 settings=NotifySettings(**{"settle_ms": UNSETTLED, **settings}))
         return dispatcher, store
 
-    def pass_time(self, ms: int) -> None:
+    def fake_clock(self) -> FakeClock:
+        """A fake clock for a dispatcher whose cool-downs a test times: the store's on
+        SQLite, one of its own on PostgreSQL (so a real pause never ends one early)."""
+        return self.clock if isinstance(self.clock, FakeClock) else FakeClock()
+
+    def pass_time(self, ms: int, *dispatcher_clocks: FakeClock) -> None:
+        """Let ``ms`` pass for the database (the fake clock on SQLite, real time on
+        PostgreSQL) and on the ``dispatcher_clocks`` (each advanced once)."""
         self.backend.pass_time(ms)  # the fake clock on SQLite (the dispatcher's too)
+        for clock in dispatcher_clocks:
+            if clock is not self.clock:
+                clock.advance(ms)
 
     def state(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         outbox = self.n.sql("SELECT id, channel, source_key, status, attempts, "
@@ -357,7 +367,8 @@ def test_a_due_delivery_is_work_and_one_of_a_cooling_channel_waits(probing: Prob
     assert p.n.enqueue() == 2  # the scan is done: what is left is delivering
     found = p.probe()
     assert found.deliver and found.next_due_in_ms == 0 and not found.enqueue
-    dispatcher, store = p.dispatcher()
+    clock = p.fake_clock()  # the cool-down lasts until the test moves this clock
+    dispatcher, store = p.dispatcher(clock)
     p.receiver.mode = "error"
     report = cycle(dispatcher)
     assert (report.enqueued, report.delivered, report.failed) == (0, 0, 1)
@@ -367,10 +378,10 @@ def test_a_due_delivery_is_work_and_one_of_a_cooling_channel_waits(probing: Prob
     store.names()
     waiting = cycle(dispatcher)
     assert waiting.delivered == 0 and waiting.failed == 0
-    assert waiting.next_due_in_ms is not None and 0 < waiting.next_due_in_ms <= 300
+    assert waiting.next_due_in_ms is not None and 290 < waiting.next_due_in_ms <= 300
     assert store.names() == ["outbox_probe"]
     p.receiver.mode = "ok"
-    p.pass_time(350)
+    p.pass_time(350, clock)  # the backoff in the database, the cool-down in the dispatcher
     assert p.probe().deliver
     report = cycle(dispatcher)
     assert (report.delivered, report.failed) == (2, 0)
@@ -386,16 +397,18 @@ def test_a_delivery_due_later_is_reported_and_then_sent_on_time(probing: Probing
     p.pass_time(50)
     fail_run(p)
     assert p.n.enqueue() == 1
-    p.n.sql("UPDATE notify_outbox SET next_attempt_at_ms = next_attempt_at_ms + 400")
+    # due in a minute: no pause of a slow machine makes it due before the test says so
+    p.n.sql("UPDATE notify_outbox SET next_attempt_at_ms = next_attempt_at_ms + 60000")
     dispatcher, store = p.dispatcher()
     found = p.probe()
     assert not found.deliver and found.next_due_in_ms is not None
-    assert 0 < found.next_due_in_ms <= 400
+    assert 30_000 < found.next_due_in_ms <= 60_000
     report = cycle(dispatcher)
     assert report.delivered == 0
-    assert report.next_due_in_ms is not None and 0 < report.next_due_in_ms <= 400
+    assert report.next_due_in_ms is not None and 30_000 < report.next_due_in_ms <= 60_000
     assert store.names() == ["outbox_probe"]
-    p.pass_time(450)
+    # the minute is up: due again at the moment it was enqueued for
+    p.n.sql("UPDATE notify_outbox SET next_attempt_at_ms = next_attempt_at_ms - 60000")
     assert cycle(dispatcher).delivered == 1
 
 
@@ -610,7 +623,7 @@ def test_the_server_logs_one_statement_per_idle_cycle_of_ql_control(
                               settings=NotifySettings(settle_ms=UNSETTLED))
 
     def logged(offset: int, expected: int) -> list[str]:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # returns as soon as they are there
         while True:
             with log.open("rb") as f:
                 f.seek(offset)

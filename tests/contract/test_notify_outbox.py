@@ -45,6 +45,7 @@ from qinglong.storage.ports import CommitResult, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.notify import PgNotifyStore
 from qinglong.storage.sqlite.notify import SqliteNotifyStore
+from qinglong.testing import FakeClock
 from tests.contract.conftest import EVERY_5_S, Backend, PgBackend, SqliteBackend, misfired_cursor
 from tests.contract.test_leases import acquire
 from tests.contract.test_retries_and_overlap import finish, publish
@@ -263,7 +264,8 @@ def test_a_rule_covers_only_what_happens_after_it_was_added(notify: Notify) -> N
 
 def test_a_delivery_is_leased_backed_off_taken_over_and_ends_dead(notify: Notify) -> None:
     publish(notify.backend)
-    add_channel(notify, "ops", max_attempts=3, backoff_ms=5_000, max_backoff_ms=5_000)
+    # backoffs of ten minutes: a slow machine never outlasts one between two statements
+    add_channel(notify, "ops", max_attempts=3, backoff_ms=600_000, max_backoff_ms=600_000)
     notify.admin.rule_add(RuleAddParams(channel="ops", project_id="demo", task_id=None,
                                         events=(RuleEvent.FAILED,)))
     notify.backend.pass_time(50)
@@ -278,12 +280,12 @@ def test_a_delivery_is_leased_backed_off_taken_over_and_ends_dead(notify: Notify
     assert notify.runtime.outbox_record(wrong) is None  # not under its lease
     failed = notify.runtime.outbox_record(OutboxRecordParams(
         delivery_id=a.delivery.id, token=a.token, ok=False, status_code=503,
-        detail="HTTP 503 Service Unavailable", retry_in_ms=5_000))
+        detail="HTTP 503 Service Unavailable", retry_in_ms=600_000))
     assert failed is not None and failed.status is DeliveryStatus.PENDING
     assert failed.next_attempt_at_ms is not None
-    assert failed.next_attempt_at_ms - notify.runtime.now_ms() > 3_000
+    assert failed.next_attempt_at_ms - notify.runtime.now_ms() > 540_000
     assert notify.runtime.outbox_claim(OutboxClaimParams(owner="b")) is None  # backing off
-    notify.sql("UPDATE notify_outbox SET next_attempt_at_ms = next_attempt_at_ms - 10000")
+    notify.sql("UPDATE notify_outbox SET next_attempt_at_ms = next_attempt_at_ms - 610000")
     b = notify.runtime.outbox_claim(OutboxClaimParams(owner="b"))
     assert b is not None and b.delivery.attempts == 2 and b.token != a.token
     # b stalls past its lease: c takes the delivery over; b's late report changes nothing
@@ -295,7 +297,7 @@ def test_a_delivery_is_leased_backed_off_taken_over_and_ends_dead(notify: Notify
         retry_in_ms=0)) is None
     dead = notify.runtime.outbox_record(OutboxRecordParams(
         delivery_id=c.delivery.id, token=c.token, ok=False, status_code=None,
-        detail="connection refused", retry_in_ms=5_000))
+        detail="connection refused", retry_in_ms=600_000))
     assert dead is not None and dead.status is DeliveryStatus.DEAD
     assert (dead.attempts, dead.last_error, dead.finished_at_ms is not None) == (
         3, "connection refused", True)
@@ -363,9 +365,10 @@ def test_the_dispatcher_delivers_signed_documents_and_retries_a_failing_receiver
     publish(notify.backend)
     receiver = WebhookReceiver(SECRET).start()
     diagnostics: list[Diagnostic] = []
-    # the dispatcher's clock: the store's fake one on SQLite, real time on PostgreSQL
+    # the dispatcher's clock (its channel cool-downs follow it): the store's fake one on
+    # SQLite, a fake one of its own on PostgreSQL, so no real pause can end a cool-down early
     clock = cast(SqliteBackend, notify.backend).clock if notify.backend.dialect == "sqlite" \
-        else SystemClock()
+        else FakeClock()
     try:
         add_channel(notify, "ops", receiver.url, backoff_ms=200, max_backoff_ms=200)
         notify.admin.rule_add(RuleAddParams(channel="ops", project_id="demo", task_id=None,
@@ -381,13 +384,13 @@ def test_the_dispatcher_delivers_signed_documents_and_retries_a_failing_receiver
         assert [d.code for d in diagnostics] == ["QL_NOTIFY_RETRY"]
         assert "HTTP 503" in diagnostics[0].message
         # the channel cools down: its other two deliveries wait as long as the failed one
-        assert first.next_due_in_ms is not None and 100 < first.next_due_in_ms <= 200
+        assert first.next_due_in_ms is not None and 190 < first.next_due_in_ms <= 200
         again = dispatcher.run_cycle()
         assert (again.delivered, again.failed) == (0, 0)
         receiver.mode = "ok"
-        notify.backend.pass_time(250)
-        if notify.backend.dialect == "sqlite":
-            clock.advance(250)  # type: ignore[union-attr]
+        notify.backend.pass_time(250)  # the failed delivery's backoff in the database
+        if notify.backend.dialect != "sqlite":
+            clock.advance(250)  # and the channel's cool-down in the dispatcher
         second = dispatcher.run_cycle()
         assert (second.delivered, second.failed) == (3, 0)
     finally:
