@@ -129,7 +129,13 @@ class EmbeddedPostgres:
 
     def run_tool(self, *args: str, check: bool = True,
                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """Run one of the wheel's programs (``pg_ctl``, ``pg_basebackup``...) as the server user."""
+        """Run one of the wheel's programs (``pg_ctl``, ``pg_basebackup``...) as the server user.
+
+        The ancestors are made traversable again each time: a pytest process starting on the
+        same machine takes the group and other bits off /tmp/pytest-of-<user> (seen as
+        "could not access directory ... Permission denied" when a test restarted its server)."""
+        if self._user is not None and self.base_dir is not None:
+            _make_readable(self.base_dir)
         return subprocess.run(self._command(*args), check=check, capture_output=True, text=True,
                               timeout=timeout)
 
