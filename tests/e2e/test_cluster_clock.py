@@ -89,7 +89,8 @@ def test_replicas_with_skewed_clocks_admit_on_database_time(pg_db: PgTestDatabas
     for t in report.triggers:
         assert t.admitted == t.expected >= 7, t
         lags += t.lags_ms
-    # Admitted close to the occurrence by the database clock, not an hour or 90 s off.
-    assert min(lags) >= 0 and percentile(lags, 99) < 2000, sorted(lags)[-5:]
+    # Admitted close to the occurrence by the database clock, not an hour or 90 s off (the
+    # bound leaves a loaded machine seconds of lag and still fails at the smaller skew).
+    assert min(lags) >= 0 and percentile(lags, 99) < 10_000, sorted(lags)[-5:]
     for replica in replicas:
         assert admitted(replica), replica.owner
