@@ -16,6 +16,7 @@ from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_retries_and_overlap import (
     RETRIES,
+    RETRY_WAIT_OVER_MS,
     SUCCEEDED,
     admit,
     finish,
@@ -56,7 +57,7 @@ def test_runs_carried_out_by_the_steps_are_clean(backend: Backend) -> None:
     run_to_running(backend, leases[lost].fence)
     backend.age_leases(60_000)
     backend.lifecycle.lease_rescue(LeaseRescueParams(grace_ms=0))  # lost, retried (idempotent)
-    backend.age_retries(60_000)
+    backend.age_retries(RETRY_WAIT_OVER_MS)
     backend.lifecycle.retry_promote(10)
     for lease in acquire(backend, limit=3):
         finish(backend, lease, SUCCEEDED)

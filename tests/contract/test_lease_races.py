@@ -15,11 +15,15 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from qinglong.storage.ports import LeaseRescueParams
+from qinglong.storage.ports import AttemptLease, LeaseRescueParams
 from qinglong.storage.postgres.connection import QUERIES
 from tests.contract.conftest import PgBackend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_runs import setup_definitions
+
+# How far ahead of "now" the committed leases are cut to expire, just before the renewal is
+# opened: the renewal's two statements must land before that, and the test then waits it out.
+EXPIRY_WINDOW_MS = 3_000
 
 
 @pytest.fixture
@@ -33,31 +37,56 @@ def pg(pg_backend: PgBackend) -> PgBackend:
     return pg_backend
 
 
-def _renewal_held_open(backend: PgBackend, fences: list[dict[str, object]], owner: str,
+def _fence(lease: AttemptLease) -> dict[str, object]:
+    return {"attempt_id": lease.fence.attempt_id, "generation": lease.fence.generation,
+            "digest": lease.fence.digest}
+
+
+def _renewal_held_open(backend: PgBackend, leases: list[AttemptLease],
+                       fences: list[dict[str, object]], owner: str,
                        lease_ms: int) -> psycopg.Connection[dict[str, object]]:
+    """Cut the committed ``leases`` to expire EXPIRY_WINDOW_MS from now, renew ``fences`` in a
+    transaction left open, and wait (on the database clock) until the committed leases have
+    expired. The leases are granted for LEASE_MS, so the steps before this take no time
+    budget; only the two statements of the renewal must land within the window."""
     conn = psycopg.connect(backend.db.url("ql_runtime"), row_factory=dict_row)
-    conn.execute("SET search_path TO qinglong")
-    held = json.dumps(fences)
-    conn.execute(QUERIES["lease_renew_lock"], {"fences": held})
-    renewed = conn.execute(QUERIES["lease_renew"],
-                           {"fences": held, "owner": owner, "lease_ms": lease_ms}).fetchall()
-    assert len(renewed) == len(fences)
+    try:
+        conn.execute("SET search_path TO qinglong")
+        # held open across the wait and the rescue: more than the role's 10 s on a slow machine
+        conn.execute("SET idle_in_transaction_session_timeout = '60s'")
+        conn.commit()
+        held = json.dumps(fences)
+        expiries = backend.db.execute(
+            "UPDATE run_attempts SET lease_expires_at_ms = "
+            "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint + %s "
+            "WHERE id = ANY(%s) RETURNING lease_expires_at_ms",
+            [EXPIRY_WINDOW_MS, [lease.fence.attempt_id for lease in leases]])
+        assert len(expiries) == len(leases)
+        conn.execute(QUERIES["lease_renew_lock"], {"fences": held})
+        renewed = conn.execute(QUERIES["lease_renew"],
+                               {"fences": held, "owner": owner, "lease_ms": lease_ms}).fetchall()
+        assert len(renewed) == len(fences)
+        expired_at = max(int(row["lease_expires_at_ms"]) for row in expiries)  # type: ignore[call-overload]
+        while (left := expired_at - backend.now_ms()) >= 0:
+            time.sleep(left / 1000 + 0.01)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
 def test_a_rescue_never_loses_a_lease_whose_renewal_commits_meanwhile(pg: PgBackend) -> None:
-    [lease] = acquire(pg, limit=1, lease_ms=1_000)
+    [lease] = acquire(pg, limit=1)
     run_to_running(pg, lease.fence)
-    fence = {"attempt_id": lease.fence.attempt_id, "generation": lease.fence.generation,
-             "digest": lease.fence.digest}
-    renewing = _renewal_held_open(pg, [fence], "w1", 60_000)
-    try:
-        time.sleep(1.2)  # the committed lease (1 s) has now expired
+    renewing = _renewal_held_open(pg, [lease], [_fence(lease)], "w1", 60_000)
+    try:  # the committed lease has now expired; the renewal is not committed yet
         rescued: list[object] = []
         rescuer = threading.Thread(target=lambda: rescued.extend(
             pg.lifecycle.lease_rescue(LeaseRescueParams(grace_ms=0))))
         rescuer.start()
-        rescuer.join(timeout=0.5)
+        # a rescue that skips the held rows ends before the commit; one that waits for them
+        # is still waiting after 10 s (its statement timeout is 15 s)
+        rescuer.join(timeout=10)
         blocked = rescuer.is_alive()
         renewing.commit()
         rescuer.join(timeout=10)
@@ -74,16 +103,14 @@ def test_a_rescue_never_loses_a_lease_whose_renewal_commits_meanwhile(pg: PgBack
 def test_renewals_and_rescues_lock_in_one_order(pg: PgBackend) -> None:
     """A renewal of several leases and a rescue of the same Runs never deadlock: both lock
     Runs before Attempts (the rescue skips what the renewal holds)."""
-    leases = acquire(pg, limit=3, lease_ms=1_000)
+    leases = acquire(pg, limit=3)
     for lease in leases:
         run_to_running(pg, lease.fence)
     before = pg.db.execute("SELECT deadlocks FROM pg_stat_database "
                            "WHERE datname = current_database()")[0]["deadlocks"]
-    fences = [{"attempt_id": lease.fence.attempt_id, "generation": lease.fence.generation,
-               "digest": lease.fence.digest} for lease in reversed(leases)]
-    renewing = _renewal_held_open(pg, fences[:1], "w1", 60_000)
-    try:
-        time.sleep(1.2)
+    fences = [_fence(lease) for lease in reversed(leases)]
+    renewing = _renewal_held_open(pg, leases, fences[:1], "w1", 60_000)
+    try:  # all three committed leases have expired; one is being renewed
         rescued = pg.lifecycle.lease_rescue(LeaseRescueParams(grace_ms=0))
     finally:
         renewing.commit()

@@ -61,6 +61,7 @@ def events(detail: RunDetail) -> list[str]:
 def test_acquire_leases_queued_runs_oldest_first_each_once(backend: Backend,
                                                            queued: list[str]) -> None:
     by_age = sorted(queued, key=lambda r: (backend.runs.run_get(r).run.queued_at_ms, r))
+    before = backend.now_ms()
     first = acquire(backend, limit=2)
     assert [lease.fence.run_id for lease in first] == by_age[:2]
     rest = acquire(backend, owner="w2")
@@ -72,7 +73,7 @@ def test_acquire_leases_queued_runs_oldest_first_each_once(backend: Backend,
     assert lease.execution is not None and lease.problem is None
     assert lease.execution.argv() == ["/bin/sh", "-c", "echo hi"]
     assert (lease.project_id, lease.task_id, lease.trigger_id) == ("demo", "hello", "t1")
-    assert lease.expires_at_ms >= backend.now_ms() + LEASE_MS - 1_000
+    assert before + LEASE_MS <= lease.expires_at_ms <= backend.now_ms() + LEASE_MS
     detail = backend.runs.run_get(R1)
     assert detail.run.status == "dispatching" and detail.run.version == 3
     [attempt] = detail.attempts
@@ -205,13 +206,14 @@ def test_renew_extends_held_leases_and_reports_the_rest(backend: Backend,
     stale = replace(leases[2].fence, token="stale")
     backend.age_leases(10_000)
     backend.request_cancel(leases[1].fence.run_id)
+    before = backend.now_ms()
     renewal = backend.lifecycle.lease_renew(LeaseRenewParams(
         owner="w1", lease_ms=LEASE_MS, fences=(*held, stale, other[0].fence)))
     assert set(renewal.renewed) == set(held)
     assert set(renewal.lost) == {stale, other[0].fence}
     assert renewal.cancel_requested == (leases[1].fence,)
     assert renewal.expires_at_ms is not None
-    assert renewal.expires_at_ms >= backend.now_ms() + LEASE_MS - 1_000
+    assert before + LEASE_MS <= renewal.expires_at_ms <= backend.now_ms() + LEASE_MS
     expiries = {a.run_id: a.lease_expires_at_ms for run in (held[0].run_id, leases[2].fence.run_id)
                 for a in backend.runs.run_get(run).attempts}
     assert expiries[held[0].run_id] == renewal.expires_at_ms
@@ -239,11 +241,12 @@ def test_release_queues_the_run_again_with_a_new_generation(backend: Backend,
 def test_rescue_waits_for_expiry_plus_grace(backend: Backend, queued: list[str]) -> None:
     del queued
     acquire(backend, limit=2)
-    rescue = LeaseRescueParams(grace_ms=5_000)
+    grace_ms = 60_000  # long enough to hold the lease aged below within it on a slow machine
+    rescue = LeaseRescueParams(grace_ms=grace_ms)
     assert backend.lifecycle.lease_rescue(rescue) == []
     backend.age_leases(LEASE_MS + 2_000)  # expired, but within the grace
     assert backend.lifecycle.lease_rescue(rescue) == []
-    backend.age_leases(4_000)
+    backend.age_leases(grace_ms)  # now past the grace too
     assert len(backend.lifecycle.lease_rescue(rescue)) == 2
 
 

@@ -10,9 +10,18 @@ from qinglong.execution.reconciler import Reconciler
 from qinglong.storage.ports import LeaseRescueParams
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import LEASE_MS, acquire
-from tests.contract.test_retries_and_overlap import RETRIES, admit, detail, finish, publish
+from tests.contract.test_retries_and_overlap import (
+    RETRIES,
+    RETRY_WAIT_OVER_MS,
+    admit,
+    detail,
+    finish,
+    publish,
+)
 
-GRACE_MS = 5_000
+# A grace of a minute: a lease aged to just past its expiry stays within it however slow the
+# machine is between the ageing and the checks.
+GRACE_MS = 60_000
 
 
 def pending(backend: Backend) -> bool:
@@ -29,7 +38,7 @@ def test_an_expired_lease_is_pending_only_after_its_grace(backend: Backend) -> N
     backend.age_leases(LEASE_MS + 2_000)
     assert not pending(backend)  # expired, within the grace
     assert backend.lifecycle.lease_rescue(LeaseRescueParams(grace_ms=GRACE_MS)) == []
-    backend.age_leases(4_000)
+    backend.age_leases(GRACE_MS)  # now past the grace too
     assert pending(backend)
     [rescued] = backend.lifecycle.lease_rescue(LeaseRescueParams(grace_ms=GRACE_MS))
     assert rescued.run_id == run_id
@@ -43,7 +52,7 @@ def test_a_retry_is_pending_once_its_wait_is_over(backend: Backend) -> None:
     assert detail(backend, run_id).run.status == RunStatus.RETRY_WAIT
     assert not pending(backend)
     assert backend.lifecycle.retry_promote(10) == []
-    backend.age_retries(10_000)
+    backend.age_retries(RETRY_WAIT_OVER_MS)
     assert pending(backend)
     assert backend.lifecycle.retry_promote(10) == [run_id]
     assert not pending(backend)
@@ -58,7 +67,7 @@ def test_an_idle_reconciler_cycle_writes_nothing_and_a_pending_one_settles(
     report = reconciler.run_cycle()
     assert (report.rescued, report.promoted) == (0, 0)
     assert detail(backend, run_id).run.status == RunStatus.RETRY_WAIT
-    backend.age_retries(10_000)
+    backend.age_retries(RETRY_WAIT_OVER_MS)
     report = reconciler.run_cycle()
     assert (report.rescued, report.promoted) == (0, 1)
     assert detail(backend, run_id).run.status == RunStatus.QUEUED

@@ -27,7 +27,11 @@ from qinglong.storage.ports import (
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running
 
-RETRIES = RetryPolicy(max_attempts=3, backoff_ms=1_000, max_backoff_ms=5_000)
+# Waits of a minute or more (48-72 s, then 96-144 s, with the jitter): "not due yet" holds
+# however slow the machine, and a case that needs a retry due ages the waits by
+# RETRY_WAIT_OVER_MS, longer than any wait RETRIES can ask for (1.2 x 300 s).
+RETRIES = RetryPolicy(max_attempts=3, backoff_ms=60_000, max_backoff_ms=300_000)
+RETRY_WAIT_OVER_MS = 600_000
 FAILED = Outcome(status=AttemptStatus.FAILED, exit_code=7, error_code="EXIT_NONZERO")
 SUCCEEDED = Outcome(status=AttemptStatus.SUCCEEDED, exit_code=0)
 YEARLY = "0 0 1 1 *"
@@ -88,7 +92,7 @@ def test_a_failure_waits_then_runs_again_with_a_new_attempt_until_the_policy_end
         assert [e.type for e in waiting.events][-2:] == ["attempt.failed", "run.retry_wait"]
         assert backend.lifecycle.retry_promote(10) == []  # not due yet
         assert acquire(backend) == []
-        backend.age_retries(10_000)
+        backend.age_retries(RETRY_WAIT_OVER_MS)
         assert backend.lifecycle.retry_promote(10) == [run_id]
         queued = detail(backend, run_id)
         assert queued.run.status == "queued" and len(queued.attempts) == number + 1
@@ -106,7 +110,7 @@ def test_success_after_a_retry_ends_the_run(backend: Backend) -> None:
     publish(backend, retry=RETRIES)
     [run_id] = admit(backend)
     finish(backend, acquire(backend)[0])
-    backend.age_retries(10_000)
+    backend.age_retries(RETRY_WAIT_OVER_MS)
     backend.lifecycle.retry_promote(10)
     finish(backend, acquire(backend)[0], SUCCEEDED)
     assert detail(backend, run_id).run.status == "succeeded"
@@ -187,7 +191,7 @@ def test_cancel_ends_a_run_waiting_for_its_retry(backend: Backend) -> None:
     [run_id] = admit(backend)
     finish(backend, acquire(backend)[0])
     assert backend.lifecycle.run_cancel(run_id) is RunStatus.CANCELLED
-    backend.age_retries(10_000)
+    backend.age_retries(RETRY_WAIT_OVER_MS)
     assert backend.lifecycle.retry_promote(10) == []
     assert detail(backend, run_id).run.status == "cancelled"
 
@@ -332,5 +336,5 @@ def test_cancel_previous_notifies_the_holder_at_once_on_postgres(pg_backend: Any
     with psycopg.connect(backend.db.url("ql_worker"), autocommit=True) as listener:
         listener.execute("LISTEN qinglong_cancel")
         assert acquire(backend) == []  # the new Run waits; the previous one is asked to stop
-        heard = [note.payload for note in listener.notifies(timeout=5, stop_after=1)]
+        heard = [note.payload for note in listener.notifies(timeout=30, stop_after=1)]
     assert heard == [first]
