@@ -33,11 +33,14 @@ from qinglong.errors import (
     QinglongError,
 )
 from qinglong.profiles.audit_backend import run_audit
+from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.service.backfill import BackfillPlan, BackfillProgress, Backfills
 from qinglong.storage.ports import (
     BackfillAdmitParams,
     BackfillAdmitResult,
     BackfillStore,
+    CommitOutcome,
+    CommitResult,
     ManualRunParams,
     ProjectCreateParams,
     TaskPublishParams,
@@ -46,9 +49,9 @@ from qinglong.storage.ports import (
 from qinglong.storage.postgres.backfill import PgBackfillStore
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.sqlite.backfill import SqliteBackfillStore
-from tests.contract.conftest import Backend, PgBackend
+from tests.contract.conftest import SCHEDULER_OWNER, Backend, PgBackend
 from tests.contract.test_execution_audit import audit as execution_audit
-from tests.contract.test_manual_runs import _slow_commits, manual_store
+from tests.contract.test_manual_runs import HeldCommits, count_runs, manual_store, wait_for
 
 SECOND = 1_000
 FAST = 1000.0  # admissions per second: pacing is tested in tests/unit/test_backfill.py
@@ -121,6 +124,27 @@ class Bed:
         left = at_ms - self.backend.now_ms()
         if left > 0:
             self.backend.pass_time(left)
+
+
+def scheduler_admits(backend: Backend, at_ms: int) -> str:
+    """The scheduler admits the occurrence of ``tick`` at ``at_ms`` (made due there, the
+    clock just past it) and nothing after it; returns the Run id. On PostgreSQL's real clock
+    a slow cycle may come after the next occurrence is due as well, and a full cycle would
+    admit that one too: there the cycle's budget is this one claim. SQLite's fake clock
+    stands at ``at_ms``."""
+    if backend.dialect != "postgresql":
+        return backend.admit("demo", "tick", at_ms)
+    backend.set_cursor("demo", "tick", at_ms)
+    results: list[CommitResult] = []
+    coordinator = ClusterCoordinator(backend.schedules,  # type: ignore[attr-defined]
+                                     owner=SCHEDULER_OWNER, budget=1,
+                                     wake_hint=False,
+                                     on_committed=lambda _c, _d, result: results.append(result))
+    report = coordinator.run_cycle()
+    assert report.admitted == 1 and len(results) == 1, (report, results)
+    [admitted] = results
+    assert admitted.outcome is CommitOutcome.ADMITTED and admitted.run_id is not None
+    return admitted.run_id
 
 
 @pytest.fixture
@@ -206,8 +230,8 @@ def test_occurrences_with_a_scheduled_run_are_left_alone(bed: Bed) -> None:
             project_id="demo", trigger_id="tick", request_id="by-hand", actor="carol"))).run_id
     scheduled = []
     for at in (first + SECOND, first + 3 * SECOND):
-        bed.until(at)  # the scheduler admits on-time occurrences up to now: just this one
-        scheduled.append(b.admit("demo", "tick", at))
+        bed.until(at)
+        scheduled.append(scheduler_admits(b, at))
     progress = bed.backfill(first, first + 3 * SECOND)
     assert (progress.admitted, progress.existing) == (2, 2)
     assert [at for at, _ in progress.runs] == [first, first + 2 * SECOND]
@@ -355,8 +379,8 @@ def test_the_audit_explains_backfilled_occurrences_and_stays_clean(bed: Bed) -> 
     # the scheduler moved on past first+2..4 without a trace (as a crash of an old release
     # might): unexplained gaps until the backfill admits them
     for at in (first, first + SECOND, first + 5 * SECOND):
-        bed.until(at)  # the scheduler admits on-time occurrences up to now: just this one
-        b.admit("demo", "tick", at)
+        bed.until(at)
+        scheduler_admits(b, at)
     clock = b.clock if b.dialect == "sqlite" else SystemClock()  # type: ignore[attr-defined]
     params = AuditParams(start_ms=first, end_ms=first + 5 * SECOND, settle_ms=0,
                          project_id="demo", trigger_id="tick")
@@ -476,7 +500,8 @@ def test_backfill_needs_ql_runtime_and_ql_admin_is_refused(pg_backend: PgBackend
     assert pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 0}]
 
 
-def test_a_lost_commit_reply_is_resolved_by_the_occurrences_key(pg_backend: PgBackend) -> None:
+def test_a_lost_commit_reply_is_resolved_by_the_occurrences_key(
+        pg_backend: PgBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     d = pg_backend.definitions
     d.project_create(ProjectCreateParams(project_id="demo"))
     d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="Hello",
@@ -486,19 +511,30 @@ def test_a_lost_commit_reply_is_resolved_by_the_occurrences_key(pg_backend: PgBa
         timezone="UTC"))
     first = next_second(published.revision.created_at_ms)
     pg_backend.set_cursor("demo", "tick", first + 5 * SECOND)
-    _slow_commits(pg_backend, 0.6)
     connector = SingleConnector(pg_backend.db.url("ql_runtime"),
                                 application_name="contract-backfill")
-    try:
-        store = PgBackfillStore(connector, commit_deadline_s=0.3, in_doubt_settle_s=0.8)
-        request = BackfillRequest(project_id="demo", trigger_id="tick", from_ms=first,
-                                  to_ms=first + SECOND, actor="alice")
-        progress = Backfills(store, SystemClock()).run(
-            Backfills(store, SystemClock()).plan(request), rate=FAST, stop=threading.Event())
-        assert (progress.state, progress.admitted, progress.in_doubt) == ("done", 2, 2)
-        again = store.backfill_admit(BackfillAdmitParams(request=request, trigger_revision=1,
-                                                         occurrence_ms=first))
-        assert (again.run_id, again.admitted) == (progress.runs[0][1], False)
-    finally:
-        connector.close()
-    assert pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 2}]
+    landed: list[int] = []
+    with HeldCommits(pg_backend.db) as held:
+        def commit_lands(_settle_s: float) -> None:
+            """Where the store waits between a lost reply and its lookup: that commit lands,
+            and the next one is held again."""
+            landed.append(1)
+            held.release()
+            wait_for(lambda: count_runs(pg_backend) == len(landed))
+            held.hold()
+
+        monkeypatch.setattr("qinglong.storage.postgres.backfill.pause", commit_lands)
+        try:
+            store = PgBackfillStore(connector, commit_deadline_s=0.3)
+            request = BackfillRequest(project_id="demo", trigger_id="tick", from_ms=first,
+                                      to_ms=first + SECOND, actor="alice")
+            progress = Backfills(store, SystemClock()).run(
+                Backfills(store, SystemClock()).plan(request), rate=FAST, stop=threading.Event())
+            assert (progress.state, progress.admitted, progress.in_doubt) == ("done", 2, 2)
+            held.release()
+            again = store.backfill_admit(BackfillAdmitParams(request=request, trigger_revision=1,
+                                                             occurrence_ms=first))
+            assert (again.run_id, again.admitted) == (progress.runs[0][1], False)
+        finally:
+            connector.close()
+    assert count_runs(pg_backend) == 2

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Self
 
 import psycopg
 import pytest
@@ -51,6 +52,7 @@ from tests.contract.conftest import Backend, PgBackend
 from tests.contract.test_execution_audit import audit as execution_audit
 from tests.contract.test_leases import acquire
 from tests.contract.test_retries_and_overlap import SUCCEEDED, finish
+from tests.support.pg import PgTestDatabase
 
 YEARLY = "0 0 1 1 *"
 
@@ -339,18 +341,23 @@ def _audit_url(backend: Backend) -> str:
 
 def test_both_audits_stay_clean_with_manual_runs_present(manual: Manual) -> None:
     backend = manual.backend
-    backend.definitions.trigger_publish(TriggerPublishParams(
-        project_id="demo", trigger_id="secondly", task_id="bye", expression="* * * * * *",
-        timezone="UTC"))
-    # the first whole second after the publish: the trigger's first occurrence
-    first = (backend.now_ms() // 1000 + 1) * 1000
+    # Once a minute, at a second just ahead: the scheduler admits that one occurrence however
+    # late its cycle comes (a per-second trigger would have it admit the next ones as well).
+    at_second = (backend.now_ms() // 1000 + 2) % 60
+    published = backend.definitions.trigger_publish(TriggerPublishParams(
+        project_id="demo", trigger_id="minutely", task_id="bye",
+        expression=f"{at_second} * * * * *", timezone="UTC"))
+    # the trigger's first occurrence: the first whole second at that second after the publish
+    first = (published.revision.created_at_ms // 1000 + 1) * 1000
+    while first // 1000 % 60 != at_second:
+        first += 1000
     while backend.now_ms() < first:
         backend.let_time_pass()
-    scheduled = backend.admit("demo", "secondly", first)
+    scheduled = backend.admit("demo", "minutely", first)
     # Fired in the occurrence's second (on SQLite's fake clock: at the very same instant, so
     # counted as an occurrence it would be a duplicate; on PostgreSQL's clock a little later,
     # so counted it would be off the spec): it is neither.
-    fired = manual.run("f1", trigger="secondly")
+    fired = manual.run("f1", trigger="minutely")
     alone = manual.run("t1", task="bye")
     fired_at = manual.backend.runs.run_get(fired.run_id).run.scheduled_for_ms
     assert fired_at is not None
@@ -368,10 +375,10 @@ def test_both_audits_stay_clean_with_manual_runs_present(manual: Manual) -> None
     clock = backend.clock if backend.dialect == "sqlite" else SystemClock()  # type: ignore[attr-defined]
     audited = run_audit(_audit_url(backend), clock,
                         AuditParams(start_ms=first, end_ms=end, settle_ms=0, project_id="demo",
-                                    trigger_id="secondly"))
+                                    trigger_id="minutely"))
     assert audited.ok, (audited.triggers, audited.execution)
-    [secondly] = audited.triggers
-    assert (secondly.expected, secondly.admitted, secondly.duplicates, secondly.spurious) == (
+    [minutely] = audited.triggers
+    assert (minutely.expected, minutely.admitted, minutely.duplicates, minutely.spurious) == (
         1, 1, 0, [])
 
 
@@ -437,15 +444,58 @@ def test_twin_requests_racing_admit_one_run(pg_backend: PgBackend) -> None:
     assert rows == [{"n": 1}]
 
 
-def _slow_commits(backend: PgBackend, seconds: float) -> None:
-    """Hold every COMMIT that inserted a Run for ``seconds`` (a deferred constraint trigger
-    runs inside COMMIT), so a client deadline shorter than that loses the reply."""
-    backend.db.execute(
-        "CREATE FUNCTION qinglong.slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
-        f"$$ BEGIN PERFORM pg_sleep({seconds}); RETURN NULL; END $$")
-    backend.db.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON runs "
-                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
-                       "EXECUTE FUNCTION qinglong.slow_commit()")
+HOLD_KEY = 7_301_442  # advisory locks are per database: other tests' databases never meet it
+
+
+class HeldCommits:
+    """Hold every COMMIT that fires a deferred constraint trigger (``event``; by default:
+    every inserted Run) inside COMMIT, on an advisory lock this test holds on a connection of
+    its own: the reply can never beat the client's deadline, so it is always lost, and the
+    commit lands only once `release` lets it (or, at the latest, once the block is left).
+    The trigger waits for the lock past the session's lock_timeout, but at most a minute, so
+    a client whose deadline failed to cut the wait fails the test instead of hanging it."""
+
+    def __init__(self, db: PgTestDatabase, event: str = "AFTER INSERT ON runs") -> None:
+        self._db, self._event = db, event
+        self._holder = db.server.connect(db.name)
+        self._held = False
+
+    def __enter__(self) -> Self:
+        self.hold()
+        self._db.execute(
+            "CREATE FUNCTION qinglong.held_commit() RETURNS trigger LANGUAGE plpgsql "
+            "SET lock_timeout = '60s' AS "
+            f"$$ BEGIN PERFORM pg_advisory_xact_lock({HOLD_KEY}); RETURN NULL; END $$")
+        self._db.execute(f"CREATE CONSTRAINT TRIGGER held_commit {self._event} "
+                         "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                         "EXECUTE FUNCTION qinglong.held_commit()")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._holder.close()  # releases the lock if it is still held
+
+    def hold(self) -> None:
+        if not self._held:
+            self._holder.execute("SELECT pg_advisory_lock(%s)", [HOLD_KEY])
+            self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._holder.execute("SELECT pg_advisory_unlock(%s)", [HOLD_KEY])
+            self._held = False
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Wait for something another session does (a held commit landing, say)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def count_runs(backend: PgBackend) -> int:
+    [row] = backend.db.execute("SELECT count(*) AS n FROM runs")
+    return int(row["n"])  # type: ignore[call-overload]
 
 
 def _one_task(backend: PgBackend) -> None:
@@ -455,41 +505,47 @@ def _one_task(backend: PgBackend) -> None:
         spec=CommandSpec(command=ShellCommand(command="true"))))
 
 
-def test_a_lost_commit_reply_that_landed_is_found_by_the_key(pg_backend: PgBackend) -> None:
+def test_a_lost_commit_reply_that_landed_is_found_by_the_key(
+        pg_backend: PgBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     _one_task(pg_backend)
-    _slow_commits(pg_backend, 0.6)
     connector = SingleConnector(pg_backend.db.url("ql_runtime"), application_name="contract-manual")
-    try:
-        store = PgManualRunStore(connector, commit_deadline_s=0.3, in_doubt_settle_s=0.8)
-        request = ManualRequest(project_id="demo", task_id="hello", request_id="lost-reply",
-                                actor="alice")
-        result = store.run_admit_manual(ManualRunParams(request=request))
-        assert result.admitted and result.in_doubt
-        assert store.run_admit_manual(ManualRunParams(request=request)) == ManualRunResult(
-            run_id=result.run_id, admitted=False)
-    finally:
-        connector.close()
-    assert pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 1}]
+    with HeldCommits(pg_backend.db) as held:
+        def commit_lands(_settle_s: float) -> None:
+            """Where the store waits between the lost reply and its lookup: the commit lands."""
+            held.release()
+            wait_for(lambda: count_runs(pg_backend) == 1)
+
+        monkeypatch.setattr("qinglong.storage.postgres.manual_runs.pause", commit_lands)
+        try:
+            store = PgManualRunStore(connector, commit_deadline_s=0.3)
+            request = ManualRequest(project_id="demo", task_id="hello", request_id="lost-reply",
+                                    actor="alice")
+            result = store.run_admit_manual(ManualRunParams(request=request))
+            assert result.admitted and result.in_doubt
+            assert store.run_admit_manual(ManualRunParams(request=request)) == ManualRunResult(
+                run_id=result.run_id, admitted=False)
+        finally:
+            connector.close()
+    assert count_runs(pg_backend) == 1
 
 
 def test_a_lost_commit_reply_not_yet_visible_says_to_retry_with_the_id(
         pg_backend: PgBackend) -> None:
     _one_task(pg_backend)
-    _slow_commits(pg_backend, 1.5)
     connector = SingleConnector(pg_backend.db.url("ql_runtime"), application_name="contract-manual")
-    try:
-        store = PgManualRunStore(connector, commit_deadline_s=0.3, in_doubt_settle_s=0.1)
-        request = ManualRequest(project_id="demo", task_id="hello", request_id="unknown-1",
-                                actor="alice")
-        with pytest.raises(OutcomeUnknown) as unknown:
-            store.run_admit_manual(ManualRunParams(request=request))
-        assert "--request-id unknown-1" in unknown.value.message
-        deadline = time.monotonic() + 10
-        while (pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 0}]
-               and time.monotonic() < deadline):
-            time.sleep(0.1)
-        again = store.run_admit_manual(ManualRunParams(request=request))  # the advised retry
-        assert not again.admitted
-    finally:
-        connector.close()
-    assert pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 1}]
+    with HeldCommits(pg_backend.db) as held:
+        try:
+            store = PgManualRunStore(connector, commit_deadline_s=0.3, in_doubt_settle_s=0.1)
+            request = ManualRequest(project_id="demo", task_id="hello", request_id="unknown-1",
+                                    actor="alice")
+            with pytest.raises(OutcomeUnknown) as unknown:  # the lookup came before the commit
+                store.run_admit_manual(ManualRunParams(request=request))
+            assert "--request-id unknown-1" in unknown.value.message
+            assert count_runs(pg_backend) == 0
+            held.release()  # the commit lands after all
+            wait_for(lambda: count_runs(pg_backend) == 1)
+            again = store.run_admit_manual(ManualRunParams(request=request))  # the advised retry
+            assert not again.admitted
+        finally:
+            connector.close()
+    assert count_runs(pg_backend) == 1

@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Self
 
 import pytest
 
@@ -332,44 +333,77 @@ def test_a_publish_whose_commit_fails_serialization_is_retried(cluster: Cluster)
     assert cluster.count("trigger_revisions") == 1 and cluster.count("trigger_schedules") == 1
 
 
+HOLD_KEY = 7_301_443  # advisory locks are per database: other tests' databases never meet it
+
+
+class HeldCommits:
+    """Hold every COMMIT that inserted a Run inside COMMIT (a deferred constraint trigger)
+    on an advisory lock this test holds on a connection of its own: the reply can never beat
+    the client's deadline, so it is always lost, and the commit lands only once `release`
+    lets it (or once the block is left). The trigger waits past the session's lock_timeout,
+    but at most a minute: a client whose deadline failed fails the test, it does not hang."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._holder = cluster.db.server.connect(cluster.db.name)
+
+    def __enter__(self) -> Self:
+        self._holder.execute("SELECT pg_advisory_lock(%s)", [HOLD_KEY])
+        self._cluster.db.execute(
+            "CREATE FUNCTION qinglong.held_commit() RETURNS trigger LANGUAGE plpgsql "
+            "SET lock_timeout = '60s' AS "
+            f"$$ BEGIN PERFORM pg_advisory_xact_lock({HOLD_KEY}); RETURN NULL; END $$")
+        self._cluster.db.execute(
+            "CREATE CONSTRAINT TRIGGER held_commit AFTER INSERT ON runs DEFERRABLE INITIALLY "
+            "DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.held_commit()")
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._holder.close()  # releases the lock if it is still held
+
+    def release(self) -> None:
+        self._holder.execute("SELECT pg_advisory_unlock_all()")
+
+    def land(self) -> None:
+        """Let the held commit land, and wait until its Run is visible."""
+        self.release()
+        deadline = time.monotonic() + 30
+        while self._cluster.count("runs") == 0:
+            assert time.monotonic() < deadline, "the held commit did not land"
+            time.sleep(0.05)
+
+
 def test_a_lost_commit_reply_is_resolved_from_durable_facts_not_retried(cluster: Cluster) -> None:
     cluster.publish("t1")
     cluster.make_due("t1")
-    # A deferred constraint trigger runs inside COMMIT: it holds the commit for 1.5 s,
-    # longer than the client's 0.5 s deadline, after which the client cuts the socket.
-    cluster.db.execute(
-        "CREATE FUNCTION qinglong.slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$")
-    cluster.db.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON runs "
-                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.slow_commit()")
     store = cluster.store(commit_deadline_s=0.5)
     claim = claim_one(store)
     assert claim is not None
-    started = time.monotonic()
-    with pytest.raises(OutcomeUnknown):
-        commit(store, claim)
-    assert time.monotonic() - started < 1.5  # the client deadline bounded the wait
-    deadline = time.monotonic() + 10
-    while cluster.count("runs") == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    with HeldCommits(cluster) as held:  # the COMMIT outlives the client's 0.5 s deadline
+        started = time.monotonic()
+        with pytest.raises(OutcomeUnknown):  # and the lookup comes before it lands
+            commit(store, claim)
+        # the client deadline bounded the wait (the held COMMIT would wait a minute)
+        assert time.monotonic() - started < 30
+        assert cluster.count("runs") == 0
+        held.land()
     assert cluster.count("runs") == 1  # the server committed; nothing was retried
     assert cluster.count("run_attempts") == 1 and cluster.count("run_events") == 2
     again = store.schedule_claim(ScheduleClaimParams(owner="r1", lease_ms=30_000, limit=1))
     assert all(c.candidate.next_fire_at_ms != claim.candidate.next_fire_at_ms for c in again)  # type: ignore[union-attr]
 
 
-def test_an_in_doubt_commit_that_landed_is_reported_as_admitted(cluster: Cluster) -> None:
+def test_an_in_doubt_commit_that_landed_is_reported_as_admitted(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster.publish("t1")
     cluster.make_due("t1")
-    cluster.db.execute(
-        "CREATE FUNCTION qinglong.slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN PERFORM pg_sleep(0.6); RETURN NULL; END $$")
-    cluster.db.execute("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON runs "
-                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.slow_commit()")
-    store = cluster.store(commit_deadline_s=0.5, in_doubt_settle_s=0.5)
+    store = cluster.store(commit_deadline_s=0.5)
     claim = claim_one(store)
     assert claim is not None
-    result = commit(store, claim)
+    with HeldCommits(cluster) as held:
+        # where the store waits between the lost reply and its lookup, the commit lands
+        monkeypatch.setattr("qinglong.storage.postgres.scheduling.pause", lambda _s: held.land())
+        result = commit(store, claim)
     assert result.outcome is CommitOutcome.ADMITTED and result.in_doubt
     assert cluster.count("runs") == 1
 
@@ -404,11 +438,19 @@ def test_a_lost_connection_is_judged_by_its_state_not_the_error_class(cluster: C
     from qinglong.storage.postgres.connection import connect
     from qinglong.storage.postgres.errors import connection_gone, translate
 
+    def session_ended(pid: int) -> None:
+        """Wait until the server has ended the session (however late its timer fires)."""
+        deadline = time.monotonic() + 30
+        while cluster.count("pg_stat_activity", "pid = %s", [pid]) > 0:
+            assert time.monotonic() < deadline, "the server did not end the session"
+            time.sleep(0.05)
+
     conn = connect(cluster.db.url("ql_runtime"), application_name="victim")
     try:
         pid = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]  # type: ignore[index]
         if how == "terminate":
             cluster.db.execute("SELECT pg_terminate_backend(%s)", [pid])  # 57P01
+            session_ended(pid)
         elif how == "transaction-timeout":
             if conn.info.server_version < 170000:
                 # Before 17 there is no such timeout: which is why ql control sets it on 17+ only.
@@ -418,12 +460,12 @@ def test_a_lost_connection_is_judged_by_its_state_not_the_error_class(cluster: C
             conn.execute("SET transaction_timeout = '200ms'")
             conn.execute("BEGIN")
             conn.execute("SELECT 1")
-            time.sleep(0.6)  # 25P04 ends the session: its transaction outlived the timeout
+            session_ended(pid)  # 25P04 ends the session: its transaction outlived the timeout
         else:
             conn.execute("SET idle_in_transaction_session_timeout = '200ms'")
             conn.execute("BEGIN")
             conn.execute("SELECT 1")
-            time.sleep(0.6)  # 25P03 ends the session while it sits in the transaction
+            session_ended(pid)  # 25P03 ends the session while it sits in the transaction
         with pytest.raises(psycopg.Error) as raised:
             conn.execute("SELECT 1")
         # Different classes (AdminShutdown, IdleInTransactionSessionTimeout, OperationalError)
