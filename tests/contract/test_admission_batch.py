@@ -34,7 +34,8 @@ from qinglong.storage.ports import (
 from qinglong.storage.postgres.connection import SessionSettings
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from tests.contract.conftest import PgBackend
-from tests.contract.test_manual_runs import HeldCommits, wait_for
+from tests.contract.test_manual_runs import wait_for
+from tests.support.held_commits import HeldCommits
 
 YEARLY = "0 0 0 1 1 *"
 GRACE = 30_000
@@ -361,7 +362,7 @@ def test_a_row_locked_past_the_lock_timeout_splits_the_batch_and_waits_no_longer
 
 def held_commits(bed: Bed) -> HeldCommits:
     """COMMITs that advance a schedule row wait inside COMMIT until the test lets them land
-    (test_manual_runs.HeldCommits): the client's deadline passes first, the reply is lost.
+    (tests.support.held_commits): the client's deadline passes first, the reply is lost.
     Made after the claims, which write the schedule rows too."""
     return HeldCommits(bed.pg.db, "AFTER UPDATE ON trigger_schedules")
 

@@ -51,7 +51,8 @@ from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.sqlite.backfill import SqliteBackfillStore
 from tests.contract.conftest import SCHEDULER_OWNER, Backend, PgBackend
 from tests.contract.test_execution_audit import audit as execution_audit
-from tests.contract.test_manual_runs import HeldCommits, count_runs, manual_store, wait_for
+from tests.contract.test_manual_runs import count_runs, manual_store, wait_for
+from tests.support.held_commits import HeldCommits
 
 SECOND = 1_000
 FAST = 1000.0  # admissions per second: pacing is tested in tests/unit/test_backfill.py

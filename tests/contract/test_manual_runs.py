@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Self
 
 import psycopg
 import pytest
@@ -52,7 +51,7 @@ from tests.contract.conftest import Backend, PgBackend
 from tests.contract.test_execution_audit import audit as execution_audit
 from tests.contract.test_leases import acquire
 from tests.contract.test_retries_and_overlap import SUCCEEDED, finish
-from tests.support.pg import PgTestDatabase
+from tests.support.held_commits import HeldCommits
 
 YEARLY = "0 0 1 1 *"
 
@@ -442,47 +441,6 @@ def test_twin_requests_racing_admit_one_run(pg_backend: PgBackend) -> None:
     with psycopg.connect(pg_backend.db.url("ql_runtime"), row_factory=dict_row) as conn:
         rows = conn.execute("SELECT count(*) AS n FROM qinglong.runs").fetchall()
     assert rows == [{"n": 1}]
-
-
-HOLD_KEY = 7_301_442  # advisory locks are per database: other tests' databases never meet it
-
-
-class HeldCommits:
-    """Hold every COMMIT that fires a deferred constraint trigger (``event``; by default:
-    every inserted Run) inside COMMIT, on an advisory lock this test holds on a connection of
-    its own: the reply can never beat the client's deadline, so it is always lost, and the
-    commit lands only once `release` lets it (or, at the latest, once the block is left).
-    The trigger waits for the lock past the session's lock_timeout, but at most a minute, so
-    a client whose deadline failed to cut the wait fails the test instead of hanging it."""
-
-    def __init__(self, db: PgTestDatabase, event: str = "AFTER INSERT ON runs") -> None:
-        self._db, self._event = db, event
-        self._holder = db.server.connect(db.name)
-        self._held = False
-
-    def __enter__(self) -> Self:
-        self.hold()
-        self._db.execute(
-            "CREATE FUNCTION qinglong.held_commit() RETURNS trigger LANGUAGE plpgsql "
-            "SET lock_timeout = '60s' AS "
-            f"$$ BEGIN PERFORM pg_advisory_xact_lock({HOLD_KEY}); RETURN NULL; END $$")
-        self._db.execute(f"CREATE CONSTRAINT TRIGGER held_commit {self._event} "
-                         "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
-                         "EXECUTE FUNCTION qinglong.held_commit()")
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._holder.close()  # releases the lock if it is still held
-
-    def hold(self) -> None:
-        if not self._held:
-            self._holder.execute("SELECT pg_advisory_lock(%s)", [HOLD_KEY])
-            self._held = True
-
-    def release(self) -> None:
-        if self._held:
-            self._holder.execute("SELECT pg_advisory_unlock(%s)", [HOLD_KEY])
-            self._held = False
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:

@@ -6,7 +6,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Self
 
 import pytest
 
@@ -26,6 +25,7 @@ from qinglong.storage.ports import (
 )
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from tests.integration.conftest import Cluster
+from tests.support.held_commits import HeldCommits as SharedHeldCommits
 
 
 def new_ids() -> AdmissionIds:
@@ -333,36 +333,12 @@ def test_a_publish_whose_commit_fails_serialization_is_retried(cluster: Cluster)
     assert cluster.count("trigger_revisions") == 1 and cluster.count("trigger_schedules") == 1
 
 
-HOLD_KEY = 7_301_443  # advisory locks are per database: other tests' databases never meet it
-
-
-class HeldCommits:
-    """Hold every COMMIT that inserted a Run inside COMMIT (a deferred constraint trigger)
-    on an advisory lock this test holds on a connection of its own: the reply can never beat
-    the client's deadline, so it is always lost, and the commit lands only once `release`
-    lets it (or once the block is left). The trigger waits past the session's lock_timeout,
-    but at most a minute: a client whose deadline failed fails the test, it does not hang."""
+class HeldCommits(SharedHeldCommits):
+    """The shared held COMMIT (tests.support.held_commits) on a Cluster's database."""
 
     def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster.db)
         self._cluster = cluster
-        self._holder = cluster.db.server.connect(cluster.db.name)
-
-    def __enter__(self) -> Self:
-        self._holder.execute("SELECT pg_advisory_lock(%s)", [HOLD_KEY])
-        self._cluster.db.execute(
-            "CREATE FUNCTION qinglong.held_commit() RETURNS trigger LANGUAGE plpgsql "
-            "SET lock_timeout = '60s' AS "
-            f"$$ BEGIN PERFORM pg_advisory_xact_lock({HOLD_KEY}); RETURN NULL; END $$")
-        self._cluster.db.execute(
-            "CREATE CONSTRAINT TRIGGER held_commit AFTER INSERT ON runs DEFERRABLE INITIALLY "
-            "DEFERRED FOR EACH ROW EXECUTE FUNCTION qinglong.held_commit()")
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._holder.close()  # releases the lock if it is still held
-
-    def release(self) -> None:
-        self._holder.execute("SELECT pg_advisory_unlock_all()")
 
     def land(self) -> None:
         """Let the held commit land, and wait until its Run is visible."""
