@@ -83,6 +83,18 @@ def next_second(ms: int) -> int:
     return (ms // SECOND + 1) * SECOND
 
 
+def assert_resumed_at(b: Backend, results: list[CommitResult], first: int,
+                      in_progress: int) -> None:
+    """The cycle after a pause ended admitted the occurrence in progress at its end and held
+    back ``[first, in_progress)``. On PostgreSQL the database clock runs on: when the cycle
+    came a second or more after the end (a loaded machine), the next occurrences are due too
+    and admitted on time after it."""
+    admitted = runs_of(b)
+    assert admitted == [in_progress + SECOND * n for n in range(len(admitted))], admitted
+    assert [r.outcome for r in results] == [CommitOutcome.ADMITTED] * len(admitted) != []
+    assert held_back(b) == [(first, in_progress - 1, in_progress)]
+
+
 def test_a_paused_trigger_is_not_decided_and_a_resume_runs_the_occurrence_in_progress(
         paused_bed: Backend) -> None:
     b = paused_bed
@@ -97,14 +109,8 @@ def test_a_paused_trigger_is_not_decided_and_a_resume_runs_the_occurrence_in_pro
                                                                trigger_id="tick", actor="tester"))
     ended = resumed.schedule.pause.until_ms
     assert not resumed.paused_at(b.now_ms())
-    results = cycle(b)
     in_progress = ended // SECOND * SECOND  # the last occurrence at or before the resume
-    # On PostgreSQL the database clock runs on: when the cycle came a second or more after the
-    # resume (a loaded machine), the next occurrences are due too and admitted on time after it.
-    admitted = runs_of(b)
-    assert admitted == [in_progress + SECOND * n for n in range(len(admitted))], admitted
-    assert [r.outcome for r in results] == [CommitOutcome.ADMITTED] * len(admitted) != []
-    assert held_back(b) == [(first, in_progress - 1, in_progress)]
+    assert_resumed_at(b, cycle(b), first, in_progress)
     # the history keeps who and why
     [history] = rows(b, "SELECT paused_by, resumed_by, reason, until_ms, resumed_at_ms "
                         "FROM trigger_pauses WHERE trigger_id = 'tick'")
@@ -135,14 +141,8 @@ def test_a_timed_pause_ends_by_itself_on_the_adapters_clock(paused_bed: Backend)
     b.pass_time(first - b.now_ms() + 100)  # the first occurrence inside the pause is due
     assert cycle(b) == [] and runs_of(b) == []  # still paused: not even claimed
     b.pass_time(until - b.now_ms() + 300)  # nobody resumes it: its end passes
-    results = cycle(b)
     in_progress = until // SECOND * SECOND  # the last occurrence at or before the end
-    # On PostgreSQL the database clock runs on: when the cycle came a second or more after the
-    # end (a loaded machine), the next occurrences are due too and admitted on time after it.
-    admitted = runs_of(b)
-    assert admitted == [in_progress + SECOND * n for n in range(len(admitted))], admitted
-    assert [r.outcome for r in results] == [CommitOutcome.ADMITTED] * len(admitted) != []
-    assert held_back(b) == [(first, in_progress - 1, in_progress)]
+    assert_resumed_at(b, cycle(b), first, in_progress)
 
 
 def test_pausing_fences_a_decision_in_flight(paused_bed: Backend) -> None:
