@@ -37,9 +37,12 @@ FIRST_PORT = 55433
 # A watchdog started with the server: it blocks on a pipe only its owner holds open, so when
 # the owner ends in any way (even SIGKILL) it stops the server and removes an owned directory.
 _REAPER = (
-    "import json, shutil, subprocess, sys\n"
+    "import json, os, pathlib, shutil, subprocess, sys\n"
     "sys.stdin.buffer.read()\n"
-    "stop, base = json.loads(sys.argv[1])\n"
+    "stop, base, data = json.loads(sys.argv[1])\n"
+    "for p in [pathlib.Path(data), *pathlib.Path(data).parents][1:]:\n"  # as _make_readable
+    "    try: os.chmod(p, p.stat().st_mode | 1)\n"
+    "    except OSError: pass\n"
     "subprocess.run(stop, capture_output=True, timeout=60)\n"
     "if base: shutil.rmtree(base, ignore_errors=True)\n"
 )
@@ -151,7 +154,7 @@ class EmbeddedPostgres:
         stop = self._command("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
         base = str(self.base_dir) if self._owned_base else ""
         self._reaper = subprocess.Popen(
-            [sys.executable, "-c", _REAPER, json.dumps([stop, base])],
+            [sys.executable, "-c", _REAPER, json.dumps([stop, base, str(self.data_dir)])],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C to our process group must not reach it first
         )
