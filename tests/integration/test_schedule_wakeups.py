@@ -21,7 +21,8 @@ def listening(running: Running) -> bool:
 
 
 def cycles(running: Running) -> int:
-    return int(running.status()["stats"]["cycles"])
+    """Scheduler cycles so far (0 before the replica's activation: no stats yet)."""
+    return int(running.status()["stats"].get("cycles", 0))
 
 
 def initialised_at(cluster: Cluster, trigger: str) -> bool:
