@@ -23,7 +23,7 @@ pytest_plugins = ["tests.support.pg"]
 settings.register_profile("qinglong", deadline=None, print_blob=True)
 settings.load_profile("qinglong")
 
-# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). The tests
+# `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadgroup`). The tests
 # that judge real time (fault injection, the soak, whole clusters and servers timed end to
 # end) form one work unit: the scheduler below gives it to one worker, which runs them one
 # after another, never two at once, as a plain `pytest` would, at full CPU priority. Every other
