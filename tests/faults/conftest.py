@@ -26,6 +26,11 @@ from tests.support.pg import PgTestDatabase
 
 LEASE_MS = 3_000
 GRACE_MS = 30_000
+AUDIT_SETTLE_MS = 2_000  # the audit requires occurrences up to its window's end less this
+# what PostgreSQL logs when it ends a session for idle_in_transaction_session_timeout or
+# (PostgreSQL 17+) transaction_timeout
+TIMEOUT_TERMINATIONS = ("terminating connection due to idle-in-transaction timeout",
+                        "terminating connection due to transaction timeout")
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0, every: float = 0.05) -> Any:
@@ -69,13 +74,30 @@ class FaultBed:
         return int(self.rows("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS n")[0]["n"])
 
     def backends(self, owner: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT pid, state, backend_xid IS NOT NULL AS writing FROM pg_stat_activity "
+        return self.rows("SELECT pid, state, backend_xid IS NOT NULL AS writing, "
+                         "(floor(extract(epoch FROM state_change) * 1000))::bigint AS state_change_ms "
+                         "FROM pg_stat_activity "
                          "WHERE datname = %s AND application_name = %s", [self.db.name, f"ql-control:{owner}"])
 
     def holding_transaction(self, owner: str) -> dict[str, Any] | None:
         """The owner's backend that sits idle inside an admission transaction, if any."""
         return next((b for b in self.backends(owner)
                      if b["state"] == "idle in transaction" and b["writing"]), None)
+
+    def server_ended(self, pid: int) -> int | None:
+        """When (database clock, ms) the server ended backend ``pid`` for one of its own timeouts
+        (idle in transaction, or the whole transaction), read from the server's log; None if
+        the log does not say so (yet)."""
+        embedded = self.db.server.embedded
+        assert embedded is not None, "the fault tests run on the embedded server only"
+        log = (embedded.data_dir / "server.log").read_text(errors="replace")
+        lines = [line for line in log.splitlines() if f" [{pid}] " in line and any(
+            reason in line for reason in TIMEOUT_TERMINATIONS)]
+        if not lines:
+            return None
+        stamp = lines[-1].split(" [", 1)[0]  # log_line_prefix '%m [%p] %a '
+        return int(self.rows("SELECT (floor(extract(epoch FROM %s::timestamptz) * 1000))::bigint AS ms",
+                             [stamp])[0]["ms"])
 
     def claims_by(self, owner: str) -> list[dict[str, Any]]:
         return self.rows("SELECT * FROM qinglong.trigger_schedule_claims WHERE claim_owner = %s "
@@ -93,7 +115,7 @@ class FaultBed:
             return []
         return [json.loads(line) for line in self.ledger.read_text().splitlines() if line.strip()]
 
-    def audit(self, start_ms: int, end_ms: int | None = None, settle_ms: int = 2_000) -> AuditReport:
+    def audit(self, start_ms: int, end_ms: int | None = None, settle_ms: int = AUDIT_SETTLE_MS) -> AuditReport:
         params = AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=settle_ms,
                              grace_ms=GRACE_MS, lease_ms=LEASE_MS)
         return run_audit(self.db.url("ql_runtime"), SystemClock(), params, self.ledger_lines())
@@ -125,6 +147,13 @@ class FaultBed:
         deadline = time.monotonic() + timeout
         while self.behind() and time.monotonic() < deadline:
             time.sleep(0.05)
+        # A window that ends at the stop requires occurrences only up to its end less the
+        # audit's settle time: run on past the latest admitted one by that much, or a quick
+        # test (a takeover that came at once) would have its one admission left unjudged.
+        latest = self.rows("SELECT max(scheduled_for_ms) AS at FROM qinglong.runs")[0]["at"]
+        if latest is not None:
+            while self.now() <= int(latest) + AUDIT_SETTLE_MS + 250 and time.monotonic() < deadline + 5:
+                time.sleep(0.05)
         return self.behind() == 0
 
     def stop_all(self, settle: bool = True) -> list[int]:
