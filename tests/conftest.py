@@ -33,7 +33,8 @@ settings.load_profile("qinglong")
 # is read from the test's path instead.) Without xdist nothing changes.
 TIMED_GROUP = "timed"
 TIMED_FOLDERS = ("faults",)
-TIMED_FILES = ("test_cluster_e2e.py", "test_cluster_clock.py", "test_serve_exactly_once.py")
+TIMED_FILES = ("test_cluster_e2e.py", "test_cluster_clock.py", "test_serve_exactly_once.py",
+               "test_schedule_wakeups.py")
 BULK_NICENESS = 10
 
 

@@ -318,7 +318,9 @@ def test_a_cancel_request_stops_the_command(
     sqlite_stores: SqliteStores, clock: FakeClock, make_executor
 ) -> None:
     [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")))
-    make_executor(lease_ms=1_000).start()
+    # a renewal (every lease/3) carries the cancel; 3 s leaves a starved renewal thread time
+    # before the watchdog would end the command for a lost lease instead
+    make_executor(lease_ms=3_000).start()
     deadline = time.monotonic() + WAIT_S
     while sqlite_stores.runs.run_get(run_id).run.status != "running":
         assert time.monotonic() < deadline

@@ -201,9 +201,10 @@ def test_f19_lock_and_statement_timeouts_on_claim_and_commit_are_survived(bed: F
     # 4. lock_timeout (55P03) at commit: the claimed row locked between claim and commit;
     # the admission retries it before COMMIT, reports it once its attempts are spent, and the
     # occurrence is claimed and admitted again once the lock is gone.
-    claims = len(bed.claims_by("a"))
-    wait_for(lambda: len(bed.claims_by("a")) > claims, "a to hold a claim", 10, 0.01)
+    # (connected first: only the lock itself is left to land inside a's 1 s pause)
     with psycopg.connect(server) as conn:
+        claims = len(bed.claims_by("a"))
+        wait_for(lambda: len(bed.claims_by("a")) > claims, "a to hold a claim", 10, 0.01)
         conn.execute("SELECT 1 FROM qinglong.trigger_schedules FOR UPDATE")
         # five attempts, each ending at the 1 s lock_timeout, before the error is reported
         wait_for(lambda: errors("admit occurrence", "55P03") >= 1, "a lock timeout at commit", 15)

@@ -153,7 +153,8 @@ def _failover_with_a_held_claim(bed: FaultBed, primary: EmbeddedPostgres, tmp_pa
         set_asynchronous(primary)
     bed.publish("held")
     due = make_due(bed, "held")
-    held = hold_claim(bed, lease_ms=8_000)
+    # long enough that a replica starting slowly on a loaded machine still finds it held
+    held = hold_claim(bed, lease_ms=14_000)
     assert held.candidate.next_fire_at_ms == due
     for i in range(4):
         bed.publish(f"t{i}")
@@ -176,6 +177,7 @@ def test_f15_synchronous_failover_with_a_claim_held(bed: FaultBed, primary: Embe
                 "SELECT claim_token::text, claim_version FROM qinglong.trigger_schedules "
                 "WHERE trigger_id = 'held'").fetchone()
         assert replicated == (held.fence.token, held.fence.version)  # the claim is on the standby
+        assert bed.now() < held.fence.expires_at_ms, "the set-up outlasted the held claim's lease"
         primary.crash()
         standby.promote()
         bed.db.server.port = standby.port  # type: ignore[attr-defined]

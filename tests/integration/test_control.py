@@ -254,7 +254,7 @@ def test_configuration_is_refused_before_postgres_is_opened(flags: dict[str, Any
     with pytest.raises(InvalidConfig) as refused:
         load_control_settings({**base, **flags})
     assert refused.value.field == f"--{field}"  # named as the flag the user types
-    assert time.monotonic() - started < 1.0  # nothing tried to connect
+    assert time.monotonic() - started < 3.0  # nothing tried to connect (its timeout is 5 s)
 
 
 def test_unknown_environment_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -327,7 +327,7 @@ def test_sigterm_is_answered_promptly_while_the_database_is_away(tmp_path: Any) 
     out, err = out_path.read_text(), err_path.read_text()
     assert process.returncode == 0, err
     # a connect or pool timeout (10 s and more) would show here
-    assert took < 5.0, f"SIGTERM took {took:.1f} s"
+    assert took < 8.0, f"SIGTERM took {took:.1f} s"
     assert "Traceback" not in err and "error connecting in" not in err, err  # no pool noise
     # said at once, with libpq's reason, and once only although activation kept retrying
     assert err.count("QL_CONNECTION_LOST") == 1 and "Connection refused" in err, err

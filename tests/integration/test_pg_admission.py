@@ -159,7 +159,8 @@ def test_a_stop_request_ends_a_catching_up_cycle_after_the_claims_in_hand(cluste
 def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(cluster: Cluster) -> None:
     cluster.publish("t1", cron="0 0 1 1 *")
     a, b = cluster.store("a"), cluster.store("b")
-    first = claim_one(a, owner="a", lease_ms=1_000)
+    # 3 s: b's first claim (which also opens its connection) must still find the lease live
+    first = claim_one(a, owner="a", lease_ms=3_000)
     assert first is not None
     assert claim_one(b, owner="b") is None  # live claim
     deadline = time.monotonic() + 10
