@@ -347,7 +347,8 @@ def test_publish_a_task_and_a_trigger_then_watch_its_runs(panel: Panel, site: Si
     assert "GMT+8" in trigger[4]
     next_fire = utc_instant(trigger[5])
     assert next_fire.second % 3 == 0
-    assert re.search(r"(succeeded|running|queued)", trigger[6]), trigger
+    # the last Run of a trigger every 3 s may be at any step on its way, none a failure
+    assert re.search(r"(succeeded|running|dispatching|queued)", trigger[6]), trigger
     assert re.fullmatch(r"\d+% of \d+", trigger[7]), trigger
     assert panel.rows("recent") and panel.text("process-summary").startswith("Profile sqlite")
     panel.shot("dashboard")

@@ -210,8 +210,9 @@ class WorkerBed:
         return self.control
 
     def worker(self, worker_id: str, *, slots: int = 4, drain_timeout_ms: int = 5_000,
-               ready: bool = True) -> Worker:
-        worker = Worker(worker_id, self.bed.db.url("ql_worker"), self.bed.tmp, slots=slots,
+               ready: bool = True, url: str | None = None) -> Worker:
+        """A worker on the database, or on ``url`` (a wire proxy's route to it)."""
+        worker = Worker(worker_id, url or self.bed.db.url("ql_worker"), self.bed.tmp, slots=slots,
                         lease_ms=WORKER_LEASE_MS, drain_timeout_ms=drain_timeout_ms, poll_ms=200)
         self.workers.append(worker)
         worker.start()
@@ -603,10 +604,7 @@ def test_cancel_reaches_a_worker_without_its_listen_connection(wbed: WorkerBed) 
     wbed.start_control().wait_ready()
     with PgProxy(wbed.bed.db.server.host, wbed.bed.db.server.port) as proxy:
         url = proxy.route(wbed.bed.db.url("ql_worker"), sslmode="disable", gssencmode="disable")
-        a = Worker("a", url, wbed.bed.tmp, slots=4, lease_ms=WORKER_LEASE_MS,
-                   drain_timeout_ms=5_000, poll_ms=200)
-        wbed.workers.append(a)
-        a.start().wait_ready()
+        a = wbed.worker("a", url=url)
         run = wait_for(lambda: wbed.running_on("t-victim", "a"), "the command to run on a", 15)
         # Held, not closed: a listener that is cut off reconnects, and a reconnect could hear it.
         proxy.arm(ProxyMode.BLACKHOLE, application_name="ql-worker:a:listen")
@@ -852,10 +850,7 @@ def test_a_worker_cut_off_from_postgres_stops_its_command_before_the_run_moves_o
     wbed.start_control().wait_ready()
     with PgProxy(wbed.bed.db.server.host, wbed.bed.db.server.port) as proxy:
         url = proxy.route(wbed.bed.db.url("ql_worker"), sslmode="disable", gssencmode="disable")
-        a = Worker("a", url, wbed.bed.tmp, slots=1, lease_ms=WORKER_LEASE_MS,
-                   drain_timeout_ms=5_000, poll_ms=200)
-        wbed.workers.append(a)
-        a.start().wait_ready()
+        a = wbed.worker("a", slots=1, url=url)
         run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
         proxy.arm(ProxyMode.BLACKHOLE)
         cut_at = wbed.bed.now()
