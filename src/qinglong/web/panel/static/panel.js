@@ -875,11 +875,15 @@
       fields.forEach(function (name) { found[name] = $("filter-" + name).value.trim(); });
       return found;
     };
+    var asked = 0;  // loads asked for; only the latest one's answer is drawn
     var load = function () {
+      var mine = ++asked;
       var wanted = filters();
       wanted.limit = 25;
       wanted.cursor = cursors[index];
       return api("GET", "/runs" + query(wanted)).then(function (answer) {
+        // a refresh of page 1 answered after a click on Next must not draw page 1 as page 2
+        if (mine !== asked) return;
         showProblem("problem", null);
         nextCursor = answer.next_cursor;
         var tbody = clear($("runs").tBodies[0]);
@@ -899,7 +903,7 @@
         $("page-label").textContent = "Page " + (index + 1);
         $("page-prev").disabled = index === 0;
         $("page-next").disabled = !nextCursor;
-      }).catch(function (e) { showProblem("problem", e); });
+      }).catch(function (e) { if (mine === asked) showProblem("problem", e); });
     };
     $("run-filter").addEventListener("submit", function (event) {
       event.preventDefault();
