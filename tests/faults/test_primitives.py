@@ -443,6 +443,13 @@ def test_create_cleans_up_what_a_crashed_run_of_the_same_name_left() -> None:
         # A process still running inside the leftover namespace (ours, so that we reap it).
         _ip, _ = netns.tools()
         sleeper = subprocess.Popen([_ip, "netns", "exec", name, "sleep", "60"])
+        # inside before create() looks: a sleeper still entering the namespace when the
+        # leftover is cleaned up would join it afterwards, and nothing would be there to kill
+        deadline = time.monotonic() + WAIT
+        while not subprocess.run([_ip, "netns", "pids", name], capture_output=True, text=True,
+                                 check=False).stdout.split():
+            assert sleeper.poll() is None and time.monotonic() < deadline, "the sleeper never got in"
+            time.sleep(0.05)
 
         ns.create()
         assert ns.exists()
