@@ -26,7 +26,7 @@ from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.errors import ConnectionLost, NotReady, QinglongError
+from qinglong.errors import ConnectionLost, NotReady, QinglongError, ServerNotWritable
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult
 from qinglong.metrics import (
@@ -46,7 +46,6 @@ from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 from qinglong.storage.postgres.connection import QUERIES, PoolConnector, SessionSettings
-from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
 from qinglong.storage.postgres.readiness import audit, session_findings

@@ -1,6 +1,6 @@
-"""A claimed schedule row as read back from PostgreSQL, shared by the single-row and the
-batched admission: the claim (candidate plus fence) it holds, the trigger revision it pins
-(verified once per stored content), and the one clock failure both refuse to commit through.
+"""A claimed schedule row as read back from the claim: the claim (candidate plus fence) it
+holds, the trigger revision it pins (verified once per stored content), and the two ways a
+commit refuses it: a ``Raced`` value and a clock that ran backwards.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from qinglong.domain.schedule import ClaimFence, ScheduleCandidate, ScheduleClai
 from qinglong.domain.trigger import TriggerRevision
 from qinglong.errors import RecordCorrupt, StorageError
 from qinglong.storage import records
-from qinglong.storage.ports import CorruptScheduleRow
+from qinglong.storage.admission.params import CorruptScheduleRow
 
 VERIFIED_REVISIONS = 1024  # trigger revisions kept verified: more than the claims of one cycle
 

@@ -1,7 +1,8 @@
-"""The cluster coordinator: one bounded cycle of claim -> decide -> commit.
+"""The coordinator: one bounded cycle of claim -> decide -> commit, on every database.
 
-It takes no clock: every decision is made at its claim's database acquisition time, and
-the commit re-reads the database clock. Several rows are claimed per statement; each keeps
+It takes no clock: every decision is made at its claim's acquisition time by the store's
+clock (the database's on PostgreSQL, the node's on SQLite), and the commit reads that clock
+again. Several rows are claimed per statement; each keeps
 its own fence. The decisions of one claim statement are committed together
 (``schedule_commit_batch``: one SERIALIZABLE transaction for the batch, each row verified
 and fenced on its own, falling back to smaller batches and to single rows on failure), or
@@ -27,15 +28,15 @@ from qinglong.domain.schedule import ScheduleClaim, check_budget, check_claim_le
 from qinglong.errors import InvalidSchedule, QinglongError, StorageError
 from qinglong.ids import new_uuid
 from qinglong.scheduler.report import CycleReport, Stats, Tally, corrupt_row_diagnostic
-from qinglong.storage.ports import (
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import (
     ClaimCommitParams,
-    ClusterScheduleStore,
     CommitResult,
     CorruptScheduleRow,
     ScheduleClaimParams,
 )
 
-ClusterCommittedHook = Callable[[ScheduleClaim, Decision, CommitResult], None]
+CommittedHook = Callable[[ScheduleClaim, Decision, CommitResult], None]
 # Errors of a batch that are about the connection, the server or the role, not one row.
 _ABOUT_THE_DATABASE = frozenset({"QL_CONNECTION_LOST", "QL_SERVER_NOT_WRITABLE", "QL_NOT_READY",
                                  "QL_PERMISSION_DENIED"})
@@ -47,10 +48,10 @@ class ForeignClaim(StorageError):
     code = "QL_FOREIGN_CLAIM"
 
 
-class ClusterCoordinator:
+class Coordinator:
     def __init__(
         self,
-        store: ClusterScheduleStore,
+        store: ScheduleStore,
         *,
         owner: str,
         lease_ms: int = 30_000,
@@ -58,7 +59,7 @@ class ClusterCoordinator:
         batch: int = 8,
         grace_ms: int = 30_000,
         new_id: Callable[[], str] = new_uuid,
-        on_committed: ClusterCommittedHook | None = None,
+        on_committed: CommittedHook | None = None,
         diagnostics: DiagnosticSink | None = None,
         wake_hint: bool = True,
         after_claim: Callable[[], None] | None = None,

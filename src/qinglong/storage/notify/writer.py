@@ -1,9 +1,5 @@
-"""Notification channels, rules and the outbox on a database connection, shared by both
-adapters (queries by name, as ``lifecycle_writer.py`` does for the Run lifecycle).
-
-Every method runs inside a transaction the adapter opened (``BEGIN IMMEDIATE`` on SQLite,
-READ COMMITTED on PostgreSQL) and stamps rows with one reading of the adapter's clock (the
-node's on SQLite, the database's on PostgreSQL).
+"""Notification channels, rules and the outbox inside one transaction of the notify store,
+stamping rows with one reading of the store's clock (taken when first needed).
 
 How outbox rows come to exist (``enqueue``): the dispatcher scans the durable tables -- the
 ``run.failed|timed_out|lost|cancelled`` events and the misfire records -- by their time, with
@@ -29,8 +25,9 @@ from qinglong.notify.channels import DEFAULT_ATTEMPTS, ChannelSpec, spec_from_st
 from qinglong.notify.events import ALL_TASKS, RuleEvent
 from qinglong.notify.model import Channel, ClaimedDelivery, Delivery, DeliveryStatus, Rule
 from qinglong.notify.payload import MisfireFacts, NotifyEvent, RecoveryFacts, RunFacts
-from qinglong.storage.dbapi import Connection, Queries, Row, fetch_all, fetch_one
-from qinglong.storage.notify_ports import (
+from qinglong.storage.dbapi import Row
+from qinglong.storage.kernel import Tx
+from qinglong.storage.notify.params import (
     ChannelPutParams,
     DeliveryListParams,
     EnqueueReport,
@@ -98,21 +95,26 @@ def _max_attempts(row: Row) -> int:
 
 
 class NotifyWriter:
-    def __init__(self, conn: Connection, queries: Queries, *, now_ms: int,
-                 new_id: Callable[[], str] = new_uuid) -> None:
-        self._conn = conn
-        self._q = queries
-        self.now_ms = now_ms
+    def __init__(self, tx: Tx, *, new_id: Callable[[], str] = new_uuid) -> None:
+        self._tx = tx
+        self._now_ms: int | None = None
         self._new_id = new_id
 
+    @property
+    def now_ms(self) -> int:
+        """One reading of the store's clock for the whole transaction."""
+        if self._now_ms is None:
+            self._now_ms = self._tx.now_ms()
+        return self._now_ms
+
     def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        return fetch_one(self._conn, self._q[name], params)
+        return self._tx.one(name, params)
 
     def _all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        return fetch_all(self._conn, self._q[name], params)
+        return self._tx.all(name, params)
 
     def _run(self, name: str, params: Mapping[str, Any]) -> int:
-        return self._conn.execute(self._q[name], params).rowcount
+        return self._tx.execute(name, params).rowcount
 
     # -- channels -----------------------------------------------------------------------
 
@@ -405,11 +407,9 @@ class NotifyWriter:
         return self.delivery_find(delivery.id)
 
 
-def probe(conn: Connection, queries: Queries, params: OutboxProbeParams, *,
-          now_ms: int | None = None) -> OutboxProbe:
+def probe(tx: Tx, params: OutboxProbeParams) -> OutboxProbe:
     """Whether a dispatcher cycle could have work: one statement, outside any transaction
-    the caller need open. ``now_ms`` is the node's clock on SQLite; on PostgreSQL the
-    statement reads the database clock itself (``now_ms`` is not used).
+    the caller need open, on the store's clock.
 
     Each step's condition mirrors what the step itself does: ``enqueue`` starts a source's
     cursor once a rule exists and then pages the rows after its frontier and those leaving
@@ -418,8 +418,8 @@ def probe(conn: Connection, queries: Queries, params: OutboxProbeParams, *,
     trigger was deleted, misfired again or fired on time (otherwise it would only stamp it
     looked at); ``deliver`` leases what ``claim`` would; the tidy and purge counts are asked
     for only when they are due."""
-    row = fetch_one(conn, queries["notify_probe"], {
-        "now_ms": now_ms, "settle_ms": params.settle_ms,
+    row = tx.one("notify_probe", {
+        **tx.clock_args(), "settle_ms": params.settle_ms,
         "skip": json.dumps(sorted(params.skip_channels)), "tidy": params.tidy,
         "retention_ms": params.retention_ms, "origin": EXECUTION_ORIGIN_SCHEDULED})
     assert row is not None  # one row, always

@@ -1,4 +1,4 @@
-"""Run reads shared by both adapters (queries by name)."""
+"""Run reads (inside a read transaction of the run store)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from qinglong.domain.runs import RunStatus
 from qinglong.domain.trigger import TriggerRevision
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.storage import records
-from qinglong.storage.dbapi import Connection, Queries
-from qinglong.storage.ports import RunListParams
+from qinglong.storage.kernel import Tx
+from qinglong.storage.runs.params import RunListParams
 
 MAX_LIST_LIMIT = 10_000
 # The ledger reads at most this many Runs (and misfire records) of one trigger: twice the
@@ -43,19 +43,18 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
 
 
 class RunReader:
-    def __init__(self, conn: Connection, queries: Queries) -> None:
-        self._conn = conn
-        self._q = queries
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
 
     def resolve_run_id(self, run_id: str) -> str:
         """Accept a full Run id or a unique prefix of at least 8 characters."""
         run_id = run_id.lower()
         if not RUN_ID_CHARS.fullmatch(run_id):
             raise InvalidInput("run", "must be a Run id (a UUID) or a prefix of 8 or more of its characters")
-        if self._conn.execute(self._q["run_get"], {"run_id": run_id}).fetchone() is not None:
+        if self._tx.one("run_get", {"run_id": run_id}) is not None:
             return run_id
         if len(run_id) >= MIN_PREFIX:
-            matches = self._conn.execute(self._q["run_find_by_prefix"], {"prefix": run_id}).fetchall()
+            matches = self._tx.all("run_find_by_prefix", {"prefix": run_id})
             if len(matches) == 1:
                 return str(matches[0]["id"])
             if len(matches) > 1:
@@ -76,10 +75,9 @@ class RunReader:
             raise InvalidInput("since", "must not be after --until")
         if params.project_id is not None:
             project_id(params.project_id)
-            if self._conn.execute(self._q["project_get"], {"id": params.project_id}).fetchone() is None:
+            if self._tx.one("project_get", {"id": params.project_id}) is None:
                 raise NotFound("project", params.project_id)
-        rows = self._conn.execute(
-            self._q["run_list"],
+        rows = self._tx.all("run_list",
             {
                 "project_id": params.project_id,
                 "task_id": params.task_id,
@@ -90,14 +88,16 @@ class RunReader:
                 "limit": params.limit,
                 "oldest_first": params.oldest_first,
             },
-        ).fetchall()
+        )
         return [run_from_row(row) for row in rows]
 
     def run_get(self, run_id: str) -> RunDetail:
         full_id = self.resolve_run_id(run_id)
-        run = self._conn.execute(self._q["run_get"], {"run_id": full_id}).fetchone()
-        attempts = self._conn.execute(self._q["attempt_list_for_run"], {"run_id": full_id}).fetchall()
-        events = self._conn.execute(self._q["event_list_for_run"], {"run_id": full_id}).fetchall()
+        run = self._tx.one("run_get", {"run_id": full_id})
+        if run is None:  # deleted by retention since it was found
+            raise NotFound("run", run_id)
+        attempts = self._tx.all("attempt_list_for_run", {"run_id": full_id})
+        events = self._tx.all("event_list_for_run", {"run_id": full_id})
         return RunDetail(
             run=run_from_row(run),
             attempts=tuple(records.attempt_from_row(row) for row in attempts),
@@ -116,31 +116,31 @@ class RunReader:
                 raise InvalidInput(name, "must be an instant between 1970 and 9999")
         if from_ms > to_ms:
             raise InvalidInput("from", "must not be after --to")
-        if self._conn.execute(self._q["project_get"], {"id": project}).fetchone() is None:
+        if self._tx.one("project_get", {"id": project}) is None:
             raise NotFound("project", project)
         key = {"project_id": project, "trigger_id": trigger}
-        head = self._conn.execute(self._q["ledger_trigger_get"], key).fetchone()
+        head = self._tx.one("ledger_trigger_get", key)
         if head is None:
             raise NotFound("trigger", trigger)
         window = {**key, "from_ms": from_ms, "to_ms": to_ms, "limit": MAX_LEDGER_ROWS + 1}
         # the cursor first: whatever is decided while the rest is read lies behind it
-        schedule = self._conn.execute(self._q["ledger_schedule"], key).fetchone()
+        schedule = self._tx.one("ledger_schedule", key)
         revisions = tuple(_ledger_revision(records.trigger_revision(row)) for row in
-                          self._conn.execute(self._q["ledger_trigger_revisions"], key).fetchall())
+                          self._tx.all("ledger_trigger_revisions", key))
         tasks = tuple(
             LedgerTaskRevision(revision=int(row["revision"]), enabled=bool(row["enabled"]),
                                published_at_ms=int(row["created_at_ms"]))
-            for row in self._conn.execute(self._q["ledger_task_revisions"],
+            for row in self._tx.all("ledger_task_revisions",
                                           {"project_id": project,
-                                           "task_id": head["task_id"]}).fetchall())
-        runs = self._conn.execute(self._q["ledger_runs"], window).fetchall()
-        misfires = self._conn.execute(self._q["ledger_misfires"], window).fetchall()
+                                           "task_id": head["task_id"]}))
+        runs = self._tx.all("ledger_runs", window)
+        misfires = self._tx.all("ledger_misfires", window)
         if len(runs) > MAX_LEDGER_ROWS or len(misfires) > MAX_LEDGER_ROWS:
             raise InvalidInput("from", f"the window holds more than {MAX_LEDGER_ROWS:,} Runs or "
                                        "misfire records of this trigger: choose a narrower "
                                        "window (--from, --to)")
-        pauses = self._conn.execute(self._q["ledger_pauses"], key).fetchall()
-        archivals = self._conn.execute(self._q["ledger_archivals"], key).fetchall()
+        pauses = self._tx.all("ledger_pauses", key)
+        archivals = self._tx.all("ledger_archivals", key)
         return LedgerFacts(
             project_id=project, trigger_id=trigger, from_ms=from_ms, to_ms=to_ms, now_ms=now_ms,
             revisions=revisions,

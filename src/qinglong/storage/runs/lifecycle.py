@@ -1,16 +1,15 @@
-"""The Run lifecycle on a database connection, shared by both adapters (queries by name).
+"""The Run lifecycle inside one transaction of the run store.
 
-Every method runs inside a write transaction the adapter opened (``BEGIN IMMEDIATE`` on
-SQLite, READ COMMITTED on PostgreSQL, where the Run row is locked first and its Attempt
-second). Steps are planned by ``domain/lifecycle.py`` and applied here with compare-and-set
-updates; a fenced write whose lease is gone is not applied: the refusal is recorded as
+Steps are planned by ``domain/lifecycle.py`` and applied here with compare-and-set updates
+(the Run row first: it is the mutex of its lifecycle, then its Attempt; every time a step
+stamps or compares comes from the store's clock, read after those rows are locked). A
+fenced write whose lease is gone is not applied: the refusal is recorded as
 ``attempt.late_callback_ignored`` in the same transaction and returned as a value, so the
-adapter commits the record and then raises `LeaseLost`.
+store commits the record and then raises `LeaseLost`.
 """
 
 from __future__ import annotations
 
-import abc
 import json
 import random
 from collections.abc import Callable, Mapping
@@ -18,7 +17,6 @@ from enum import StrEnum
 from typing import Any, cast
 
 from qinglong.domain import lifecycle
-from qinglong.domain.admission import AdmissionRows
 from qinglong.domain.lifecycle import (
     ATTEMPT_FIELDS,
     RUN_FIELDS,
@@ -35,8 +33,9 @@ from qinglong.domain.trigger import OverlapPolicy
 from qinglong.errors import Conflict, LeaseLost, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
-from qinglong.storage.dbapi import Connection, Queries, Row, fetch_all, fetch_one
-from qinglong.storage.ports import (
+from qinglong.storage.dbapi import Row
+from qinglong.storage.kernel import Tx
+from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
     AttemptRunningParams,
@@ -46,19 +45,10 @@ from qinglong.storage.ports import (
 )
 
 
-def insert_admission(conn: Connection, queries: Queries, rows: AdmissionRows) -> None:
-    """Insert an admitted Run, its first Attempt and its two events (in the caller's tx):
-    the step that creates a Run."""
-    conn.execute(queries["run_insert"], rows.run)
-    conn.execute(queries["attempt_insert"], rows.attempt)
-    _insert_events(conn, queries, rows.events)
-
-
-def _insert_events(conn: Connection, queries: Queries,
-                   events: tuple[dict[str, object], ...]) -> None:
+def insert_events(tx: Tx, events: tuple[dict[str, object], ...]) -> None:
     for event in events:
         payload = cast(Mapping[str, object], event["payload"])
-        conn.execute(queries["event_insert"], {**event, "payload": records.payload_text(payload)})
+        tx.execute("event_insert", {**event, "payload": records.payload_text(payload)})
 
 
 class StepOutcome(StrEnum):
@@ -116,35 +106,33 @@ Plan = Callable[["LifecycleWriter", RunState, AttemptState, StepContext], Change
 class LifecycleWriter:
     def __init__(
         self,
-        conn: Connection,
-        queries: Queries,
+        tx: Tx,
         *,
-        now_ms: Callable[[], int],
+        shared: bool,
         actor: Actor,
         actor_id: str,
         new_id: Callable[[], str] = new_uuid,
         jitter: Callable[[], float] | None = None,
     ) -> None:
-        self._conn = conn
-        self._q = queries
-        self._now_ms = now_ms
+        self._tx = tx
+        self._shared = shared  # other processes take leases too: lock Runs in id order
         self._actor = actor
         self._actor_id = actor_id
         self._new_id = new_id
         self._jitter = jitter or _random_jitter
 
     def context(self, now_ms: int | None = None) -> StepContext:
-        return StepContext(now_ms=self._now_ms() if now_ms is None else now_ms, actor=self._actor,
+        return StepContext(now_ms=self._tx.now_ms() if now_ms is None else now_ms, actor=self._actor,
                            actor_id=self._actor_id, new_id=self._new_id)
 
     # -- reading and applying -----------------------------------------------------------
 
     def load(self, run_id: str, attempt_id: str) -> tuple[RunState, AttemptState]:
         """The Run (locked first) and its Attempt; NotFound when either does not exist."""
-        run = fetch_one(self._conn, self._q["lifecycle_run_get"], {"run_id": run_id})
+        run = self._tx.one("lifecycle_run_get", {"run_id": run_id})
         if run is None:
             raise NotFound("run", run_id)
-        attempt = fetch_one(self._conn, self._q["lifecycle_attempt_get"],
+        attempt = self._tx.one("lifecycle_attempt_get",
                             {"run_id": run_id, "attempt_id": attempt_id})
         if attempt is None:
             raise NotFound("attempt", attempt_id)
@@ -153,14 +141,14 @@ class LifecycleWriter:
     def apply(self, change: Change) -> None:
         """Write one planned step; the compare-and-set guards can only fail if a row moved
         under a lock we hold, which is a bug, so it raises Conflict (rolling back)."""
-        ran = self._conn.execute(self._q["lifecycle_run_update"], {
+        ran = self._tx.execute("lifecycle_run_update", {
             "run_id": change.run_id, "expected_version": change.expected_run_version,
             "status": change.run_status.value, "event_count": len(change.events),
             **_flagged(change.run_fields, RUN_FIELDS),
         })
         if ran.rowcount != 1:
             raise Conflict(f"run {change.run_id} changed during a lifecycle step")
-        attempted = self._conn.execute(self._q["lifecycle_attempt_update"], {
+        attempted = self._tx.execute("lifecycle_attempt_update", {
             "run_id": change.run_id, "attempt_id": change.attempt_id,
             "expected_status": change.expected_attempt_status.value,
             "expected_generation": change.expected_generation,
@@ -170,8 +158,8 @@ class LifecycleWriter:
         if attempted.rowcount != 1:
             raise Conflict(f"attempt {change.attempt_id} changed during a lifecycle step")
         if change.new_attempt is not None:
-            self._conn.execute(self._q["attempt_insert"], change.new_attempt)
-        _insert_events(self._conn, self._q, change.events)
+            self._tx.execute("attempt_insert", change.new_attempt)
+        insert_events(self._tx, change.events)
 
     # -- fenced steps -------------------------------------------------------------------
 
@@ -196,7 +184,7 @@ class LifecycleWriter:
                  now_ms: int) -> int | None:
         """When the Run is tried again after ``ending`` (None: it is not), by the retry
         policy of the plan it pinned."""
-        found = fetch_one(self._conn, self._q["run_plan_get"],
+        found = self._tx.one("run_plan_get",
                           {"run_id": run.id, "executor_type": attempt.executor_type})
         if found is None:
             return None
@@ -216,7 +204,7 @@ class LifecycleWriter:
         and the task and global limits allow; a Run that must wait stays queued."""
         # Look further than ``limit``: Runs that must wait (overlap, limits) are passed over,
         # so they never stall the Runs queued behind them.
-        rows = fetch_all(self._conn, self._q["lease_candidates"],
+        rows = self._tx.all("lease_candidates",
                          {"executor_type": executor_type,
                           "limit": min(CANDIDATES_MAX, limit * CANDIDATES_PER_SLOT)})
         if not rows:
@@ -255,7 +243,7 @@ class LifecycleWriter:
     def _locked(self, key: str) -> bool:
         """Take the short lock that serialises one decision (a trigger's overlap, a task's or
         the global capacity) until COMMIT; False when another executor holds it now."""
-        row = fetch_one(self._conn, self._q["concurrency_lock"], {"key": key})
+        row = self._tx.one("concurrency_lock", {"key": key})
         return bool(row and row["locked"])
 
     def _overlap(self, row: Row, run: RunState, attempt: AttemptState,
@@ -263,7 +251,7 @@ class LifecycleWriter:
         key = {"project_id": row["project_id"], "overlap_key": row["overlap_key"], "run_id": run.id}
         if not self._locked(f"overlap:{row['project_id']}:{row['overlap_key']}"):
             return OverlapVerdict.BUSY
-        sibling = fetch_one(self._conn, self._q["overlap_active"], key)
+        sibling = self._tx.one("overlap_active", key)
         if sibling is None:
             return OverlapVerdict.GO
         policy = OverlapPolicy(row["overlap_policy"])
@@ -272,7 +260,7 @@ class LifecycleWriter:
             self.apply(lifecycle.cancel_queued(run, attempt, ctx, reason="policy", detail=detail))
             return OverlapVerdict.CANCELLED
         if policy is OverlapPolicy.QUEUE:
-            ahead = fetch_one(self._conn, self._q["overlap_waiting_before"],
+            ahead = self._tx.one("overlap_waiting_before",
                               {**key, "queued_at_ms": row["queued_at_ms"]})
             waiting = int(ahead["waiting"]) if ahead else 0
             if waiting >= int(row["overlap_queue_limit"]):
@@ -285,8 +273,8 @@ class LifecycleWriter:
         return OverlapVerdict.WAIT
 
     def _cancel_previous(self, run_id: str, ctx: StepContext) -> None:
-        run_row = fetch_one(self._conn, self._q["lifecycle_run_get"], {"run_id": run_id})
-        latest = fetch_one(self._conn, self._q["run_latest_attempt"], {"run_id": run_id})
+        run_row = self._tx.one("lifecycle_run_get", {"run_id": run_id})
+        latest = self._tx.one("run_latest_attempt", {"run_id": run_id})
         if run_row is None or latest is None:
             return
         previous, attempt = run_state(run_row), attempt_state(latest)
@@ -296,8 +284,7 @@ class LifecycleWriter:
             self.apply(lifecycle.cancel_waiting(previous, attempt, ctx, reason="policy"))
         elif attempt.leased:
             self.apply(lifecycle.request_cancel(previous, attempt, ctx, reason="policy"))
-            if "notify_cancel" in self._q:  # PostgreSQL: the holder hears it at COMMIT
-                self._conn.execute(self._q["notify_cancel"], {"run_id": run_id})
+            self.wake_cancel(run_id)
 
     def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
         """Below the task's concurrency limit and the global one (counted from the Runs in
@@ -305,22 +292,22 @@ class LifecycleWriter:
         if task_limit is not None:
             if not self._locked(f"task:{row['project_id']}:{row['task_id']}"):
                 return False
-            active = fetch_one(self._conn, self._q["task_active_count"],
+            active = self._tx.one("task_active_count",
                                {"project_id": row["project_id"], "task_id": row["task_id"]})
             if active is not None and int(active["active"]) >= task_limit:
                 return False
-        limits = fetch_one(self._conn, self._q["global_active_count"], {})
+        limits = self._tx.one("global_active_count", {})
         if limits is not None and limits["max_running"] is not None:
             if not self._locked("global"):
                 return False
-            limits = fetch_one(self._conn, self._q["global_active_count"], {})
+            limits = self._tx.one("global_active_count", {})
             assert limits is not None
             if int(limits["active"]) >= int(limits["max_running"]):
                 return False
         return True
 
     def _execution(self, row: Row, executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
-        found = fetch_one(self._conn, self._q["task_execution_revision_get"], {
+        found = self._tx.one("task_execution_revision_get", {
             "project_id": row["project_id"], "task_id": row["task_id"],
             "task_revision": row["task_revision"], "executor_type": executor_type,
         })
@@ -331,19 +318,17 @@ class LifecycleWriter:
         except RecordCorrupt as exc:
             return None, exc.message
 
-    def renew(self, *, owner: str, lease_ms: int, fences: tuple[LeaseFence, ...],
-              now_ms: int | None = None) -> LeaseRenewal:
+    def renew(self, *, owner: str, lease_ms: int, fences: tuple[LeaseFence, ...]) -> LeaseRenewal:
         held = json.dumps([{"attempt_id": f.attempt_id, "generation": f.generation,
                             "digest": f.digest} for f in fences])
-        params: dict[str, Any] = {"owner": owner, "lease_ms": lease_ms, "fences": held}
-        if now_ms is not None:
-            params["now_ms"] = now_ms
-        if "lease_renew_lock" in self._q:  # a dialect with row locks: Runs first, in id order
-            fetch_all(self._conn, self._q["lease_renew_lock"], {"fences": held})
-        rows = fetch_all(self._conn, self._q["lease_renew"], params)
+        params: dict[str, Any] = {"owner": owner, "lease_ms": lease_ms, "fences": held,
+                                  **self._tx.clock_args()}
+        if self._shared:  # row locks across processes: the Runs first, in id order
+            self._tx.all("lease_renew_lock", {"fences": held})
+        rows = self._tx.all("lease_renew", params)
         renewed = {row["id"]: int(row["lease_expires_at_ms"]) for row in rows}
         run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
-        cancel = {row["id"] for row in fetch_all(self._conn, self._q["lease_cancel_requested"],
+        cancel = {row["id"] for row in self._tx.all("lease_cancel_requested",
                                                    {"run_ids": run_ids})}
         return LeaseRenewal(
             renewed=tuple(f for f in fences if f.attempt_id in renewed),
@@ -359,7 +344,7 @@ class LifecycleWriter:
         """Withdraw leases whose holder is gone: an unstarted Attempt is offered again; a
         started one is lost, and its Run lost, retried (idempotent tasks) or -- when someone
         had asked to cancel it -- cancelled."""
-        rows = fetch_all(self._conn, self._q["lease_expired"], {
+        rows = self._tx.all("lease_expired", {
             "grace_ms": grace_ms, "limit": limit, "ignore_expiry": ignore_expiry,
             "executor_type": executor_type, "now_ms": now_ms,
         })
@@ -397,7 +382,7 @@ class LifecycleWriter:
 
     def promote_due(self, *, limit: int, now_ms: int) -> list[str]:
         """Queue again, each with a new Attempt, the Runs whose retry wait is over."""
-        rows = fetch_all(self._conn, self._q["retry_due"], {"limit": limit, "now_ms": now_ms})
+        rows = self._tx.all("retry_due", {"limit": limit, "now_ms": now_ms})
         ctx = self.context(now_ms)
         for row in rows:
             run = _run_from_candidate(row)
@@ -406,13 +391,17 @@ class LifecycleWriter:
                                          executor_type=attempt.executor_type))
         return [row["run_id"] for row in rows]
 
+    def wake_cancel(self, run_id: str) -> None:
+        """Tell the Run's executor at COMMIT that it is asked to stop."""
+        self._tx.wake("cancel", run_id)
+
     def cancel(self, run_id: str, reason: str) -> RunStatus | None:
         """Cancel a Run: one nobody runs ends now (the new status); one in progress is asked
         to stop (None: its executor records the end)."""
-        run_row = fetch_one(self._conn, self._q["lifecycle_run_get"], {"run_id": run_id})
+        run_row = self._tx.one("lifecycle_run_get", {"run_id": run_id})
         if run_row is None:
             raise NotFound("run", run_id)
-        latest = fetch_one(self._conn, self._q["run_latest_attempt"], {"run_id": run_id})
+        latest = self._tx.one("run_latest_attempt", {"run_id": run_id})
         if latest is None:
             raise Conflict(f"run {run_id} has no attempt")
         run, attempt = run_state(run_row), attempt_state(latest)
@@ -434,57 +423,6 @@ class LifecycleWriter:
 def _random_jitter() -> float:
     low, high = JITTER
     return random.uniform(low, high)  # noqa: S311 - spreads retries, not security
-
-
-class FencedSteps(abc.ABC):
-    """The fenced steps of RunLifecycleStore, written once: each adapter only says how one
-    step runs in its own transaction (``_fenced``)."""
-
-    @abc.abstractmethod
-    def _fenced(self, fence: LeaseFence, write: str, action: str, plan: Plan,
-                done: Callable[[AttemptState], bool] | None = None) -> None:
-        """Apply ``plan`` under ``fence`` in one transaction; raise LeaseLost if refused."""
-
-    def attempt_start(self, fence: LeaseFence) -> None:
-        self._fenced(fence, "start", "start attempt",
-                     lambda w, run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
-                     done=lambda attempt: lifecycle.already_started(attempt, fence))
-
-    def attempt_running(self, params: AttemptRunningParams) -> None:
-        self._fenced(params.fence, "running", "record running attempt",
-                     lambda w, run, attempt, ctx: lifecycle.running(
-                         run, attempt, ctx, params.fence, pid=params.pid,
-                         executor_handle=params.executor_handle, log_path=params.log_path),
-                     done=lambda attempt: lifecycle.already_running(attempt, params.fence))
-
-    def attempt_finish(self, params: AttemptFinishParams) -> None:
-        outcome = params.outcome
-
-        def plan(w: LifecycleWriter, run: RunState, attempt: AttemptState,
-                 ctx: StepContext) -> Change:
-            retry_at = w.retry_at(run, attempt, Ending(
-                status=outcome.status, exit_code=outcome.exit_code,
-                error_code=outcome.error_code), ctx.now_ms) if attempt.holds(params.fence) else None
-            return lifecycle.finish(run, attempt, ctx, params.fence, outcome,
-                                    retry_at_ms=retry_at)
-
-        self._fenced(params.fence, "finish", "finish attempt", plan,
-                     done=lambda attempt: lifecycle.already_finished(attempt, params.fence,
-                                                                     outcome))
-
-    def attempt_interrupt(self, fence: LeaseFence, reason: str) -> None:
-        """A draining executor stopped the command: queue the Run again, no attempt spent."""
-        self._fenced(fence, "interrupt", "interrupt attempt",
-                     lambda w, run, attempt, ctx: lifecycle.interrupt(run, attempt, ctx, fence,
-                                                                     reason=reason),
-                     done=lambda attempt: lifecycle.already_interrupted(attempt, fence))
-
-    def lease_release(self, params: LeaseReleaseParams) -> None:
-        self._fenced(params.fence, "release", "release lease",
-                     lambda w, run, attempt, ctx: lifecycle.release(run, attempt, ctx,
-                                                                    reason=params.reason,
-                                                                    fence=params.fence),
-                     done=lambda attempt: lifecycle.already_released(attempt, params.fence))
 
 
 def refused(action: str, fence: LeaseFence) -> LeaseLost:
