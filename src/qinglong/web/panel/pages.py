@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from qinglong.domain.task import DEFAULT_TIMEOUT_MS
 from qinglong.errors import NotFound, QinglongError
 from qinglong.service.accounts import Principal, csrf_token_for
 from qinglong.web.auth import SESSION_COOKIE
@@ -92,29 +93,33 @@ DASHBOARD = """
   Updated <span id="updated">never</span>.</p>
 <p id="problem" class="problem" hidden></p>
 <section><h2>Triggers</h2>
+<div class="table-scroll">
 <table id="triggers" class="grid"><thead><tr><th>Trigger</th><th>Task</th><th>Schedule</th>
 <th>State</th><th>Next fire (your zone)</th><th>Next fire (UTC)</th><th>Last Run</th>
-<th>Success rate</th><th>Lag p99</th></tr></thead><tbody></tbody></table>
+<th>Success rate</th><th>Lag p99</th></tr></thead><tbody></tbody></table></div>
 <p class="muted">Success rate and lag over each trigger's last 50 Runs.</p></section>
 <section><h2>Recent Runs</h2>
+<div class="table-scroll">
 <table id="recent" class="grid"><thead><tr><th>Run</th><th>Project / task</th><th>Trigger</th>
 <th>Scheduled for (your zone)</th><th>Status</th><th>Duration</th></tr></thead><tbody></tbody>
-</table></section>
+</table></div></section>
 <section><h2>Processes</h2><p id="process-summary"></p>
+<div class="table-scroll">
 <table id="processes" class="grid"><thead><tr><th>Role</th><th>Id</th><th>Host</th><th>Pid</th>
-<th>Started</th><th>Last seen</th><th>Alive</th></tr></thead><tbody></tbody></table></section>
+<th>Started</th><th>Last seen</th><th>Alive</th></tr></thead><tbody></tbody></table></div></section>
 """
 
 TASKS = """
 <h1>Tasks</h1>
 <p><a href="/tasks/edit" data-needs="admin">New task</a></p>
 <p id="problem" class="problem" hidden></p>
+<div class="table-scroll">
 <table id="tasks" class="grid"><thead><tr><th>Project</th><th>Task</th><th>Command</th>
 <th>Revision</th><th>Enabled</th><th>Environment (names only)</th><th>Timeout</th><th></th>
-</tr></thead><tbody></tbody></table>
+</tr></thead><tbody></tbody></table></div>
 """
 
-TASK_EDITOR = """
+TASK_EDITOR = f"""
 <h1>Task editor</h1>
 <p class="muted">Publishes a shell task: each publish appends a revision. Environment values
 are write-only: they are sent once and never shown again.</p>
@@ -127,10 +132,12 @@ are write-only: they are sent once and never shown again.</p>
   <option value="/bin/bash">/bin/bash</option></select></label>
 <label class="wide">Command <textarea name="command" id="task-command" rows="4" required
   spellcheck="false" placeholder="echo hello"></textarea></label>
-<label>Working directory <input name="working_directory" id="task-wd"
-  placeholder="(none)"></label>
-<label>Timeout (seconds) <input name="timeout" id="task-timeout" type="number" min="1"
-  placeholder="(default)"></label>
+<label>Working directory <input name="working_directory" id="task-wd" spellcheck="false"
+  placeholder="(none) an absolute path"></label>
+<label>Timeout <input name="timeout" id="task-timeout" spellcheck="false"
+  placeholder="30s, 5m, 1h30m (new tasks: {DEFAULT_TIMEOUT_MS // 60_000}m)"
+  aria-describedby="task-timeout-note">
+  <span id="task-timeout-note" class="muted" role="status"></span></label>
 <fieldset class="wide"><legend>Environment</legend>
 <ul id="env-existing" class="plain"></ul>
 <div id="env-new"></div>
@@ -178,8 +185,9 @@ a trigger's current value.</p>
   <span id="trigger-result" role="status"></span></p>
 </form>
 <section><h2>Preview</h2><p id="preview-state" class="muted">Type a schedule.</p>
+<div class="table-scroll">
 <table id="preview" class="grid"><thead><tr><th>#</th><th>In the trigger's zone</th>
-<th>Your zone</th><th>UTC</th><th>DST</th></tr></thead><tbody></tbody></table></section>
+<th>Your zone</th><th>UTC</th><th>DST</th></tr></thead><tbody></tbody></table></div></section>
 <datalist id="project-list"></datalist><datalist id="zone-list"></datalist>
 """
 
@@ -191,14 +199,15 @@ TRIGGER = """
 <span id="trigger-action-result" role="status"></span></p>
 <form id="pause-form" class="inline" data-needs="operate" autocomplete="off">
 <label>Pause until <input id="pause-until" spellcheck="false"
-  placeholder="(until resumed) or 2027-01-01T09:00:00Z"></label>
+  placeholder="(until resumed), 10m, 2h or 2027-01-01T09:00:00Z"></label>
 <label>Reason <input id="pause-reason" maxlength="500" placeholder="(optional)"></label>
 <button type="submit" id="trigger-pause">Pause</button>
 <button type="button" id="trigger-resume">Resume</button></form>
 <dl id="trigger-details" class="details"></dl>
 <section><h2>Next fires</h2>
+<div class="table-scroll">
 <table id="next-fires" class="grid"><thead><tr><th>In the trigger's zone</th><th>Your zone</th>
-<th>UTC</th></tr></thead><tbody></tbody></table></section>
+<th>UTC</th></tr></thead><tbody></tbody></table></div></section>
 <section><h2>Occurrence ledger</h2>
 <form id="ledger-form" class="inline"><label>Window <select id="ledger-window">
 <option value="3600000">last hour</option><option value="21600000">last 6 hours</option>
@@ -206,9 +215,10 @@ TRIGGER = """
 </select></label><label>At most <select id="ledger-limit"><option>50</option><option>200
 </option><option>1000</option></select></label></form>
 <p id="ledger-counts" class="muted"></p>
+<div class="table-scroll">
 <table id="ledger" class="grid"><thead><tr><th>Nominal time (trigger's zone)</th>
 <th>Your zone</th><th>UTC</th><th>Revision</th><th>Fate</th><th>Runs</th></tr></thead>
-<tbody></tbody></table></section>
+<tbody></tbody></table></div></section>
 """
 
 RUNS = """
@@ -224,9 +234,10 @@ RUNS = """
 <label>Trigger <input id="filter-trigger" name="trigger" size="12"></label>
 <button type="submit">Apply</button></form>
 <p id="problem" class="problem" hidden></p>
+<div class="table-scroll">
 <table id="runs" class="grid"><thead><tr><th>Run</th><th>Project / task</th><th>Trigger</th>
 <th>Type</th><th>Scheduled for (your zone)</th><th>Admitted (your zone)</th><th>Status</th>
-<th>Duration</th><th>Exit</th></tr></thead><tbody></tbody></table>
+<th>Duration</th><th>Exit</th></tr></thead><tbody></tbody></table></div>
 <p class="pager"><button type="button" id="page-prev">Previous</button>
 <span id="page-label"></span> <button type="button" id="page-next">Next</button></p>
 """
@@ -238,9 +249,10 @@ RUN = """
 </button> <span id="cancel-result" role="status"></span></p>
 <dl id="run-details" class="details"></dl>
 <section><h2>Attempts</h2>
+<div class="table-scroll">
 <table id="attempts" class="grid"><thead><tr><th>#</th><th>Status</th><th>Executor</th>
 <th>Pid</th><th>Started</th><th>Finished</th><th>Exit</th><th>Error</th></tr></thead>
-<tbody></tbody></table></section>
+<tbody></tbody></table></div></section>
 <section><h2>Timeline</h2><ol id="timeline" class="timeline"></ol></section>
 <section><h2>Log</h2><p id="log-state" class="muted">waiting for the first attempt</p>
 <pre id="log" class="log"></pre></section>
@@ -258,13 +270,15 @@ STATS = """
 <figure><div id="stats-chart"></div><figcaption id="stats-legend" class="legend">
 </figcaption></figure>
 <section><h2>Totals per task</h2>
+<div class="table-scroll">
 <table id="stats-totals" class="grid"><thead><tr><th>Task</th><th>Runs</th><th>Successes</th>
 <th>Failures</th><th>Cancelled</th><th>Success rate</th><th>Average duration</th>
-<th>Longest</th></tr></thead><tbody></tbody></table></section>
+<th>Longest</th></tr></thead><tbody></tbody></table></div></section>
 <section><h2>Per day</h2>
+<div class="table-scroll">
 <table id="stats-days-table" class="grid"><thead><tr><th>Day</th><th>Task</th><th>Runs</th>
 <th>Successes</th><th>Failures</th><th>Cancelled</th><th>Total duration</th><th>Longest</th>
-</tr></thead><tbody></tbody></table></section>
+</tr></thead><tbody></tbody></table></div></section>
 """
 
 LOGIN = """
