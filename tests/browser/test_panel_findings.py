@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 # the panel's one format for an instant: in a zone with its offset, or in UTC
 STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:UTC|GMT(?:[+-]\d{1,2}(?::\d\d)?)?)")
+CLOCK_TIME = re.compile(r"\d{1,2}:\d\d:\d\d")
 OTHER_TIME = re.compile(r"\d{1,2}:\d\d|\d{1,2}/\d{1,2}/\d{2,4}|\d{4}-\d\d-\d\dT")
 RELATIVE = re.compile(r"\b\d+ (?:s|min|h|d) ago\b|\bin \d+ (?:s|min|h|d)\b")
 DOUBLED = re.compile(r"[.,;:!?]\s*[.,;:!?]")
@@ -386,9 +387,15 @@ def test_one_date_format_everywhere_and_no_doubled_punctuation(panel: Panel,
     panel.login("admin")
 
     def read(path: str, name: str, drawn: str, least: int) -> str:
+        """The page's text once it shows ``drawn`` and at least ``least`` times of day (in
+        whatever format), all of them in the panel's one format."""
         panel.open(path, name)
-        panel.until(lambda d: drawn in panel.d.execute_script(READ_TEXT), f"{path} drawn")
-        text = str(panel.d.execute_script(READ_TEXT))
+
+        def shown(d: object) -> str | None:
+            text = str(panel.d.execute_script(READ_TEXT))
+            return text if drawn in text and len(CLOCK_TIME.findall(text)) >= least else None
+
+        text = panel.until(shown, f"{path} drawn with {least} times")
         assert len(STAMP.findall(text)) >= least, (path, text)
         rest = STAMP.sub("", text)
         assert not OTHER_TIME.search(rest), (path, OTHER_TIME.search(rest), text)
