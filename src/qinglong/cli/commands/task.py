@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -21,6 +20,7 @@ from qinglong.domain.task import (
 )
 from qinglong.errors import InvalidInput
 from qinglong.profiles.backends import url_kind
+from qinglong.profiles.working_directory import check_directory_here
 from qinglong.service.catalog import TaskPublishRequest
 
 
@@ -121,11 +121,7 @@ def _retry_text(retry: object) -> str:
 
 def _check_cwd_here(cwd: str | None, database_url: str) -> None:
     """On SQLite the commands run on this host, so a working directory must exist here."""
-    if cwd is None or url_kind(database_url) != "sqlite" or not cwd.startswith("/"):
-        return
-    if not Path(cwd).is_dir():
-        raise InvalidInput("working-directory", f"directory {cwd!r} does not exist on this host "
-                                                "(commands of the SQLite profiles run here)")
+    check_directory_here(cwd, url_kind(database_url))
 
 
 @task.command(cls=_PublishCommand, context_settings={"allow_interspersed_args": False})
