@@ -63,20 +63,24 @@ def read_password(password_file: Path | None, *, username: str | None = None,
 
 
 def first_line(path: Path) -> str:
-    """The first line of a regular file of at most PASSWORD_FILE_MAX bytes. Anything else (a
-    device such as /dev/zero, a pipe, a directory, a larger file) is refused before it is read,
-    so a wrong path cannot make us read until memory runs out."""
+    """The first line of a regular file of at most PASSWORD_FILE_MAX bytes. A device (such as
+    /dev/zero), a pipe or a directory is refused before anything is read, a larger file after
+    PASSWORD_FILE_MAX + 1 bytes: a wrong path cannot make us read until memory runs out."""
     field = "password-file"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise InvalidInput(field, f"cannot read it ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InvalidInput(field, "is not a regular file (a device, pipe or directory): put "
                                       f"the password in a file, or use ${PASSWORD_ENV}")
-        data = handle.read(PASSWORD_FILE_MAX + 1)
+        data = b""
+        while len(data) <= PASSWORD_FILE_MAX and (
+                chunk := os.read(fd, PASSWORD_FILE_MAX + 1 - len(data))):
+            data += chunk
+    finally:
+        os.close(fd)
     if len(data) > PASSWORD_FILE_MAX:
         raise InvalidInput(field, f"is larger than {PASSWORD_FILE_MAX} bytes: it holds the "
                                   "password on its first line")
