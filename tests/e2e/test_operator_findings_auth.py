@@ -204,7 +204,8 @@ def test_a_plain_http_login_to_a_remote_address_says_why_it_cannot_keep_the_cook
         assert local.status == 200 and "ql_session" in local.cookies
     finally:
         assert server.stop() == 0, server.log.read_text()
-    behind = start_server(["web", "--database-url", url, "--http", "0.0.0.0:0",
+    # `ql serve --http` takes --trusted-proxy too
+    behind = start_server(["serve", "--database-url", url, "--http", "0.0.0.0:0",
                            "--allow-remote", "--trusted-proxy", "127.0.0.1"],
                           tmp_path / "behind.log")
     try:
