@@ -123,6 +123,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "user_sessions": frozenset({S, I, U}),
         "api_tokens": frozenset({S, I, U}),
         "login_failures": frozenset({S, I, D}),
+        "login_devices": frozenset({S, I, D}),  # 0011_login_devices
         "audit_log": frozenset({S, I}),
         "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
         "notify_rules": frozenset({S, I, D}),
