@@ -22,6 +22,7 @@ import pytest
 from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.runs import AttemptStatus, RunStatus
 from qinglong.domain.trigger import Overlap, OverlapPolicy
+from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
 from qinglong.storage.ports import (
@@ -188,6 +189,26 @@ def test_a_users_cancel_is_still_a_cancellation_and_says_so(
         "user", "CANCELLED", "cancelled on request")
     assert backend.lifecycle.run_cancel(queued) is RunStatus.CANCELLED
     assert counts(totals(backend, pages)) == (2, 0, 0, 2, 0, 0.0)
+
+
+# --- Run id prefixes ---------------------------------------------------------------------------
+
+
+def test_a_prefix_too_short_or_ambiguous_says_so(backend: Backend) -> None:
+    publish(backend)
+    first, second = admit(backend, count=2)  # ids 00000000-0000-4000-8000-0000000000NN
+    assert first[:8] == second[:8]
+    with pytest.raises(InvalidInput, match=r"^run: '0000000': prefix too short \(at least 8 "
+                                           r"characters\)$"):
+        backend.runs.run_get(first[:7])
+    with pytest.raises(InvalidInput, match=r"^run: '00000000': prefix ambiguous \(it matches "
+                                           r"more than one Run; give more characters\)$"):
+        backend.runs.run_get(first[:8])
+    common = next(n for n, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
+    unique = first[:common + 1]
+    assert backend.runs.run_get(unique).run.id == first
+    with pytest.raises(NotFound):
+        backend.runs.run_get("ffffffff")
 
 
 # --- a retried Run's duration ------------------------------------------------------------------
