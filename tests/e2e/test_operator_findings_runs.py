@@ -4,7 +4,9 @@ SQLite.
 - `ql run logs --follow` stopped by Ctrl-C (SIGINT) exits 130, as the README's exit codes say;
 - `ql run show` (and `logs`, `cancel`) with a Run id prefix shorter than 8 characters says
   the prefix is too short (exit 2), and an unknown one is not found (an ambiguous prefix:
-  tests/contract/test_run_outcomes_stats.py).
+  tests/contract/test_run_outcomes_stats.py);
+- `ql trigger backfill` reaches back before the trigger's first publish (a migrated
+  crontab's history), and `ql audit` finds nothing wrong with what it admitted.
 """
 
 from __future__ import annotations
@@ -98,3 +100,25 @@ def test_run_show_says_a_prefix_is_too_short_or_ambiguous(ql: Ql) -> None:
     for command in (("run", "logs"), ("run", "cancel")):
         refused = ql.run(*command, run_id[:3], check=False)
         assert refused.returncode == 2 and "prefix too short" in refused.stderr, refused.stderr
+
+
+def test_a_migrated_crontabs_history_before_its_first_publish_is_backfilled(
+        ql: Ql, tmp_path: Path) -> None:
+    """`ql import crontab` publishes the job today; the day before it (when cron ran it) can
+    be backfilled, and `ql audit` over a window reaching back to it finds nothing wrong."""
+    crontab = tmp_path / "crontab"
+    crontab.write_text("0 * * * * /bin/echo hourly\n")
+    ql.run("import", "crontab", str(crontab), "--project", "demo", "--timezone", "UTC")
+    [trigger] = ql.json("trigger", "list", "--project", "demo")
+    published = int(trigger["published_at_ms"])
+    done = ql.json("trigger", "backfill", "--project", "demo", "--trigger", trigger["trigger"],
+                   "--from", str(published - 86_400_000), "--to", str(published - 1),
+                   "--rate", "1000")
+    hour = 3_600_000
+    wanted = list(range((published - 86_400_000) // hour * hour + hour, published, hour))
+    assert (done["state"], done["admitted"], [r["scheduled_for_ms"] for r in done["runs"]]) == (
+        "done", 24, wanted)
+    report = ql.json("audit", "--from", str(published - 2 * 86_400_000), "--to", str(published))
+    [judged] = report["triggers"]
+    assert report["ok"] and (judged["duplicates"], judged["spurious"]) == (0, []), report
+    assert report["execution"]["runs"] == 24
