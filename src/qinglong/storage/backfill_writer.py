@@ -90,10 +90,7 @@ def read_target(conn: Connection, queries: Queries, project_id: str, trigger_id:
     """What a window is judged against; refused (writing nothing) as an admission would be."""
     trigger, task = _runnable(conn, queries, project_id, trigger_id)
     _execution(conn, queries, task, executor_type)
-    first = fetch_one(conn, queries["backfill_first_published"],
-                      {"project_id": project_id, "trigger_id": trigger_id})
-    assert first is not None  # the current revision exists
-    return BackfillTarget(trigger=trigger, first_published_at_ms=int(first["created_at_ms"]),
+    return BackfillTarget(trigger=trigger,
                           cursor_ms=_cursor(conn, queries, project_id, trigger_id))
 
 
@@ -132,7 +129,7 @@ def admit_backfill(conn: Connection, queries: Queries, params: BackfillAdmitPara
     if trigger.spec.schedule.first_at_or_after(occurrence) != occurrence:
         raise InvalidInput("occurrence", f"{utc_text(occurrence)} is not an occurrence of "
                                          f"{trigger.spec.expression!r} in {trigger.spec.timezone}")
-    target = BackfillTarget(trigger=trigger, first_published_at_ms=0,
+    target = BackfillTarget(trigger=trigger,
                             cursor_ms=_cursor(conn, queries, request.project_id,
                                               request.trigger_id))
     if occurrence >= target.horizon_ms:

@@ -517,10 +517,11 @@ class RunBucket:
     bucket_start_ms: int
     runs: int
     succeeded: int
-    failed: int  # failed or timed out
-    cancelled: int
+    failed: int  # failed, timed out or lost
+    cancelled: int  # cancelled, except by an overlap policy (those are skipped)
     total_duration_ms: int  # of the Runs that started and finished
     max_duration_ms: int | None
+    skipped: int = 0  # ended by an overlap policy: neither a success nor a failure
 
 
 class RunPageStore(Protocol):

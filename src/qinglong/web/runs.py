@@ -186,8 +186,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "Fire a trigger now, outside its schedule", "runs", Level.OPERATE,
              body=s.RunNowRequest, response=s.RunNowView, also=(201,), description=RUN_NOW),
     Endpoint("GET", "/api/v1/projects/{project}/stats", task_stats,
-             "Per task and day: Runs, successes, failures, cancellations, total and longest "
-             "duration (a Run counts on the day it was admitted)", "stats", Level.READ,
+             "Per task and day: Runs, successes, failures, cancellations, overlap skips, the "
+             "success rate, total and longest duration (a Run counts on the day it was admitted)", "stats", Level.READ,
              response=s.StatsView,
              query=(Query("task", "str", "Only this task"),
                     Query("from", "date", "First day (default: 6 days before to)"),

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from psycopg import errors as pg_errors
 from psycopg import sql
 
 from qinglong.errors import InvalidInput
-from qinglong.storage.postgres.connection import PgConnection
+
+if TYPE_CHECKING:  # (connection.py translates errors, which name the roles below)
+    from qinglong.storage.postgres.connection import PgConnection
 
 MIGRATION = "ql_migration"
 ADMIN = "ql_admin"

@@ -418,7 +418,10 @@
     return api("GET", "/runs" + query({ project: trigger.project, trigger: trigger.trigger,
       limit: 50 })).then(function (pageOfRuns) {
       var runs = pageOfRuns.items;
-      var ended = runs.filter(function (r) { return ENDED[r.status]; });
+      // a Run the trigger's overlap policy ended (cancelled, reason policy) is no outcome
+      var ended = runs.filter(function (r) {
+        return ENDED[r.status] && !(r.status === "cancelled" && r.cancel_reason === "policy");
+      });
       var good = ended.filter(function (r) { return r.status === "succeeded"; }).length;
       var lags = runs.map(function (r) { return r.admission_lag_ms; })
         .filter(function (v) { return typeof v === "number"; });
