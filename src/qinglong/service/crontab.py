@@ -29,7 +29,7 @@ from qinglong.domain.task import EnvEntry, ShellCommand
 from qinglong.domain.timezones import canonical_timezone
 from qinglong.domain.trigger import MisfirePolicy, Overlap, TriggerSpec
 from qinglong.errors import InvalidInput
-from qinglong.service.declarative import (
+from qinglong.service.definition_model import (
     Definitions,
     DesiredProject,
     DesiredTask,

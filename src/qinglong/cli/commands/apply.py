@@ -16,17 +16,10 @@ from qinglong.cli.output import emit_json, say, warn
 from qinglong.cli.params import database_url_option, json_option
 from qinglong.errors import InvalidInput
 from qinglong.service.crontab import crontab_definitions
-from qinglong.service.declarative import (
-    CHANGED,
-    SET,
-    Action,
-    ApplyStopped,
-    Change,
-    Declarative,
-    DefinitionErrors,
-    Definitions,
-    Plan,
-)
+from qinglong.service.declarative import Declarative
+from qinglong.service.definition_fields import CHANGED, SET
+from qinglong.service.definition_model import DefinitionErrors, Definitions
+from qinglong.service.definition_plan import Action, ApplyStopped, Change, Plan
 from qinglong.service.errors import EXIT_BAD_INPUT, exit_code_for, problem
 
 _DONE = {
@@ -207,7 +200,7 @@ def export(projects: tuple[str, ...], output: str | None, database_url: str) -> 
     Deleted tasks and triggers are left out. Environment values are write-only, so each entry
     is written as {from_env: NAME}; applying the file where it came from changes nothing.
     """
-    from qinglong.service.definition_yaml import dump_projects
+    from qinglong.service.definition_yaml_write import dump_projects
 
     with backend(database_url) as opened:
         exported, notes = Declarative(opened.definitions).export(list(projects) or None)
@@ -272,7 +265,7 @@ def crontab(file: str, project: str, timezone: str, name: str | None, dry_run: b
     except DefinitionErrors as exc:
         _fail_issues(exc, as_json)
     if output is not None:
-        from qinglong.service.definition_yaml import dump_projects
+        from qinglong.service.definition_yaml_write import dump_projects
 
         _write_file(output, dump_projects(
             list(definitions.projects.values()),
