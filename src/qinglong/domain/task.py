@@ -128,10 +128,19 @@ class ShellCommand:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnvEntry:
+    """One environment entry of a task. Every value is write-only in every view; ``plain``
+    says whether it is a setting ``ql export`` writes out (``--env``, a literal in a
+    definitions file) or a secret nothing ever reads back (``{from_env: ...}``, the API, and
+    every entry stored before entries had a kind). A plain entry carries ``"plain": true`` in
+    the canonical JSON, so a secret's JSON (and digest) is what it always was."""
+
     name: str
     value: str
+    plain: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.plain, bool):
+            raise InvalidInput("environment", "an entry's plain mark must be true or false")
         if not isinstance(self.name, str) or not ENV_NAME.fullmatch(self.name):
             raise InvalidInput(
                 "environment", f"name {self.name!r} must match [A-Za-z_][A-Za-z0-9_]* (<=128)"
@@ -184,10 +193,12 @@ class CommandSpec:
         ):
             raise InvalidInput("timeout", "must be between 1 ms and 365 days")
 
-    def config_json(self) -> dict[str, object]:
+    def config_json(self, *, entry_kinds: bool = True) -> dict[str, object]:
+        """The canonical JSON config; without ``entry_kinds`` (an execution plan: the executor
+        needs names and values only) no entry says whether it is plain."""
         config: dict[str, object] = {
             "command": self.command.to_json(),
-            "environment": [{"name": e.name, "value": e.value} for e in self.environment],
+            "environment": [_env_json(e, entry_kinds) for e in self.environment],
             "timeoutMs": self.timeout_ms,
         }
         if self.working_directory is not None:
@@ -204,6 +215,13 @@ class CommandSpec:
 
     def envelope(self) -> dict[str, object]:
         return {"schema": TASK_SPEC_SCHEMA, "config": self.config_json()}
+
+
+def _env_json(entry: EnvEntry, kinds: bool) -> dict[str, object]:
+    item: dict[str, object] = {"name": entry.name, "value": entry.value}
+    if kinds and entry.plain:
+        item["plain"] = True
+    return item
 
 
 def _parse_command(value: object) -> ArgvCommand | ShellCommand:
@@ -235,8 +253,10 @@ def parse_command_config(config: object) -> CommandSpec:
     for item in environment:
         if not isinstance(item, Mapping):
             raise InvalidInput("environment", "entries must be objects")
-        _exact_keys(item, "environment", {"name", "value"}, set())
-        entries.append(EnvEntry(name=item["name"], value=item["value"]))
+        _exact_keys(item, "environment", {"name", "value"}, {"plain"})
+        if "plain" in item and item["plain"] is not True:
+            raise InvalidInput("environment", "an entry's plain mark is written only as true")
+        entries.append(EnvEntry(name=item["name"], value=item["value"], plain="plain" in item))
     timeout = config["timeoutMs"]
     if not isinstance(timeout, int) or isinstance(timeout, bool):
         raise InvalidInput("timeout", "must be an integer number of milliseconds")
@@ -395,7 +415,7 @@ class ExecutionRevision:
     plan_schema: str = EXECUTION_PLAN_SCHEMA
 
     def plan_json(self) -> dict[str, object]:
-        return self.plan.config_json()
+        return self.plan.config_json(entry_kinds=False)
 
     def argv(self) -> list[str]:
         return self.plan.command.argv()
@@ -418,7 +438,7 @@ def _execution_content(
         "sourceContentDigest": source_content_digest,
         "executorType": executor_type,
         "planSchema": EXECUTION_PLAN_SCHEMA,
-        "plan": plan.config_json(),
+        "plan": plan.config_json(entry_kinds=False),
     }
 
 
@@ -493,11 +513,12 @@ def plan_json_text(revision: ExecutionRevision) -> str:
 
 
 def environment_from_pairs(pairs: Sequence[str]) -> tuple[EnvEntry, ...]:
-    """Parse ``NAME=value`` strings (CLI form) into environment entries."""
+    """Parse ``NAME=value`` strings (CLI form) into plain environment entries (the value
+    is on a command line: ``ql export`` writes it out)."""
     entries = []
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep:
             raise InvalidInput("env", f"{pair!r} must have the form NAME=value")
-        entries.append(EnvEntry(name=name, value=value))
+        entries.append(EnvEntry(name=name, value=value, plain=True))
     return tuple(entries)

@@ -14,10 +14,8 @@ only what changed meanwhile (a concurrent publish, a lost connection). ``ApplySt
 then says what was written and what was not; applying again writes only what still
 differs.
 
-Environment values are write-only in every view, so an exported task names each entry with
-``from_env``: the value is read from the environment of ``ql apply``, and when that variable
-is not set the value already stored under the entry's name is kept (a new entry needs the
-variable). Values never appear in a plan: only ``(set)``, ``(changed)`` or ``(removed)``.
+Environment entries are plain values or secrets (``definition_env``). Values never appear
+in a plan: only ``(set)`` (plain), ``(secret)``, ``(changed)``, ``-`` (none).
 """
 
 from __future__ import annotations
@@ -30,8 +28,9 @@ from qinglong.domain.interval import IntervalSchedule
 from qinglong.domain.model import ProjectStatus, TaskView, TriggerView
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
-from qinglong.domain.task import CommandSpec, EnvEntry
+from qinglong.domain.task import CommandSpec
 from qinglong.errors import InvalidInput, NotFound, QinglongError
+from qinglong.service.definition_env import env_field_changes, resolve_env
 from qinglong.service.definition_export import export_definitions
 from qinglong.service.definition_fields import (
     TRIGGER_DEFAULTS,
@@ -39,7 +38,6 @@ from qinglong.service.definition_fields import (
     created_fields,
     default_policy_noise,
     diff_fields,
-    env_diff,
     task_fields,
     trigger_fields,
 )
@@ -152,32 +150,11 @@ class Declarative:
                 change.params = replace(change.params, repin_triggers=False)
         return changes
 
-    def _resolve_env(self, task: DesiredTask, stored: Mapping[str, str],
-                     environ: Mapping[str, str], issues: Issues) -> list[EnvEntry] | None:
-        entries, ok = [], True
-        for item in task.env:
-            value = item.value
-            if value is None:
-                assert item.from_env is not None
-                value = environ.get(item.from_env, stored.get(item.name))
-                if value is None:
-                    issues.add(item.where, task.field_name(f"env.{item.name}.from_env"),
-                               f"${item.from_env} is not set in the environment of ql apply, "
-                               f"and the task has no stored value for {item.name}")
-                    ok = False
-                    continue
-            try:
-                entries.append(EnvEntry(name=item.name, value=value))
-            except InvalidInput as exc:
-                issues.add(item.where, task.field_name(f"env.{item.name}"), exc.rule)
-                ok = False
-        return entries if ok else None
-
     def _plan_task(self, task: DesiredTask, view: TaskView | None, environ: Mapping[str, str],
                    cwd_must_exist: bool, issues: Issues) -> Change | None:
         current = view.revision if view else None
-        stored = {e.name: e.value for e in current.spec.environment} if current else {}
-        entries = self._resolve_env(task, stored, environ, issues)
+        stored = {e.name: e for e in current.spec.environment} if current else {}
+        entries = resolve_env(task, stored, environ, issues)
         if entries is None:
             return None
         try:
@@ -196,16 +173,15 @@ class Declarative:
                        "(commands of the SQLite profiles run here)")
             return None
         wanted = task_fields(task.name, spec, task.enabled)
-        env_now = {e.name: e.value for e in spec.environment}
         if current is None:
             defaults = task_fields(task.task_id, CommandSpec(command=task.command), True)
             defaults["bash"] = False
             fields = created_fields(wanted, defaults, ("shell", "argv"))
-            fields += env_diff({}, env_now)
+            fields += env_field_changes((), spec.environment)
             action = Action.CREATE
         else:
             fields = diff_fields(task_fields(current.name, current.spec, current.enabled), wanted)
-            fields += env_diff(stored, env_now)
+            fields += env_field_changes(current.spec.environment, spec.environment)
             action = action_of(fields, deleted=view is not None and view.deleted_at_ms is not None)
         params = None if action is Action.UNCHANGED else TaskPublishParams(
             project_id=task.project_id, task_id=task.task_id, name=task.name, spec=spec,

@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qinglong.domain.model import ProjectStatus
-from qinglong.service.definition_model import DesiredProject, DesiredTask, DesiredTrigger, EnvValue
+from qinglong.service.definition_env import STORED_NOTE, exported_env
+from qinglong.service.definition_model import DesiredProject, DesiredTask, DesiredTrigger
 from qinglong.storage.ports import DefinitionStore
 
 
 def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None = None
                        ) -> tuple[list[DesiredProject], list[str]]:
-    """The stored definitions as files would state them (environment entries as
-    ``from_env`` references of the same name), and notes on what a file cannot say.
-    Without ``project_ids`` every active project; archived ones are left out."""
+    """The stored definitions as files would state them (plain environment values as they
+    are, secrets as ``{secret: stored}``), and notes on what a file cannot say (a secret's
+    value, a stale pin). Without ``project_ids`` every active project; archived ones are left
+    out."""
     notes: list[str] = []
     if project_ids:
         projects = [store.project_get(p) for p in dict.fromkeys(project_ids)]
@@ -34,10 +36,15 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
         for view in store.task_list(project.id):
             task = view.revision
             spec = task.spec
+            env, secrets = exported_env(spec.environment)
+            if secrets:
+                names = ", ".join(secrets)
+                notes.append(f"task {project.id}/{task.task_id}: {names} "
+                             f"{'is a secret' if len(secrets) == 1 else 'are secrets'}: "
+                             f"{STORED_NOTE}")
             desired.tasks[task.task_id] = DesiredTask(
                 project_id=project.id, task_id=task.task_id, name=task.name,
-                command=spec.command,
-                env=tuple(EnvValue(name=e.name, from_env=e.name) for e in spec.environment),
+                command=spec.command, env=env,
                 working_directory=spec.working_directory, timeout_ms=spec.timeout_ms,
                 retry=spec.retry, idempotent=spec.idempotent,
                 concurrency=spec.concurrency, enabled=task.enabled)

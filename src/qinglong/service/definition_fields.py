@@ -54,9 +54,6 @@ def format_duration(ms: int) -> str:
 
 # --- field-by-field views (what a plan shows) -------------------------------------------
 
-SET, CHANGED = "(set)", "(changed)"
-
-
 def task_fields(name: str, spec: CommandSpec, enabled: bool) -> dict[str, object]:
     """A task as the file's fields (environment values left out)."""
     fields: dict[str, object] = {"name": name}
@@ -145,18 +142,6 @@ def diff_fields(before: Mapping[str, object], after: Mapping[str, object]) -> li
     keys = list(before) + [k for k in after if k not in before]
     return [FieldChange(k, before.get(k), after.get(k)) for k in keys
             if before.get(k) != after.get(k)]
-
-
-def env_diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[FieldChange]:
-    changes = []
-    for name in sorted(before.keys() | after.keys()):
-        if name not in before:
-            changes.append(FieldChange(f"env.{name}", None, SET))
-        elif name not in after:
-            changes.append(FieldChange(f"env.{name}", SET, None))
-        elif before[name] != after[name]:
-            changes.append(FieldChange(f"env.{name}", SET, CHANGED))
-    return changes
 
 
 def created_fields(values: Mapping[str, object], defaults: Mapping[str, object],

@@ -85,8 +85,9 @@ class Issues:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnvValue:
-    """One environment entry: a literal ``value``, or ``from_env``, the variable of the
-    applying process to read it from (the stored value is kept when that is not set)."""
+    """One environment entry (see ``definition_env``): a plain ``value``; or a secret read
+    from ``from_env``, the variable of the applying process (the stored value is kept when
+    that is not set); or, with neither, the secret stored under ``name``, kept."""
 
     name: str
     value: str | None = None

@@ -15,6 +15,7 @@ from qinglong.domain.task import (
     ShellCommand,
 )
 from qinglong.errors import InvalidInput
+from qinglong.service.definition_env import STORED
 from qinglong.service.definition_model import DesiredTask, EnvValue, Issues, Where
 from qinglong.service.definition_plan import spec_key
 from qinglong.service.definition_yaml_nodes import Fields, YList, YMap, type_name
@@ -93,8 +94,14 @@ def _env(fields: Fields) -> tuple[EnvValue, ...]:
                             "([A-Za-z_][A-Za-z0-9_]*)", where=Where(fields.file, raw.line))
                 continue
             values.append(EnvValue(name=name, from_env=variable, where=where))
+        elif isinstance(raw, YMap) and set(raw) == {"secret"}:
+            if raw["secret"] != STORED:
+                fields.fail(f"{key}.secret", f"must be {STORED} ({{secret: {STORED}}} keeps the "
+                            "secret stored under this name)", where=Where(fields.file, raw.line))
+                continue
+            values.append(EnvValue(name=name, where=where))
         else:
-            fields.fail(key, f"must be a string or {{from_env: VARIABLE}}, not "
+            fields.fail(key, "must be a string, {from_env: VARIABLE} or {secret: stored}, not "
                         f"{type_name(raw)}", where=where)
     return tuple(values)
 

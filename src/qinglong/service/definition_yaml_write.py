@@ -16,12 +16,14 @@ from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ShellCommand
 from qinglong.domain.timezones import UTC_NAME
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, MisfirePolicy, OverlapPolicy
+from qinglong.service.definition_env import STORED
 from qinglong.service.definition_fields import format_duration
 from qinglong.service.definition_model import (
     API_VERSION,
     DesiredProject,
     DesiredTask,
     DesiredTrigger,
+    EnvValue,
 )
 
 _DEFAULT_RETRY = RetryPolicy()
@@ -34,14 +36,21 @@ class _Flow(list[Any]):
 
 
 class _FlowMap(dict[str, Any]):
-    """A mapping written on one line: ``{from_env: TOKEN}``."""
+    """A mapping written on one line: ``{from_env: TOKEN}``, ``{secret: stored}``."""
 
 
 class _Dumper(yaml.SafeDumper):  # type: ignore[misc, unused-ignore]
     pass
 
 
+# Line breaks a reader folds or normalises in every style but a double-quoted one, where
+# they are escapes (\r, \N, \L, \P).
+_FOLDED_BREAKS = frozenset("\r\x85\u2028\u2029")
+
+
 def _represent_str(dumper: Any, data: str) -> Any:
+    if not _FOLDED_BREAKS.isdisjoint(data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
     if "\n" in data:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", data)
@@ -52,6 +61,14 @@ _Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence(
     "tag:yaml.org,2002:seq", list(v), flow_style=True))
 _Dumper.add_representer(_FlowMap, lambda d, v: d.represent_mapping(
     "tag:yaml.org,2002:map", dict(v), flow_style=True))
+
+
+def _env_value(entry: EnvValue) -> object:
+    if entry.value is not None:
+        return entry.value
+    if entry.from_env is not None:
+        return _FlowMap(from_env=entry.from_env)
+    return _FlowMap(secret=STORED)
 
 
 def task_document(task: DesiredTask) -> dict[str, Any]:
@@ -66,8 +83,7 @@ def task_document(task: DesiredTask) -> dict[str, Any]:
     else:
         doc["argv"] = _Flow(task.command.argv())
     if task.env:
-        doc["env"] = {e.name: _FlowMap(from_env=e.from_env) if e.from_env else e.value
-                      for e in task.env}
+        doc["env"] = {e.name: _env_value(e) for e in task.env}
     if task.working_directory is not None:
         doc["cwd"] = task.working_directory
     if task.timeout_ms != DEFAULT_TIMEOUT_MS:
@@ -138,8 +154,8 @@ def project_document(project: DesiredProject) -> dict[str, Any]:
 
 EXPORT_HEADER = """\
 # qinglong definitions: apply with `ql apply -f FILE` (docs/controls/apply.md).
-# Environment values are write-only, so each entry reads {from_env: NAME}: the value of NAME
-# in the environment of `ql apply`, or, when NAME is not set, the value stored now.
+# Environment values are written as they are, except secrets: {secret: stored} keeps the value
+# stored where the file is applied (elsewhere, give it as {from_env: VARIABLE}).
 """
 
 
