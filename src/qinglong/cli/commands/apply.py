@@ -172,9 +172,10 @@ def apply(paths: tuple[str, ...], dry_run: bool, prune: bool, database_url: str,
     Every file is read and checked first (with the same rules as `ql task publish` and `ql
     trigger publish`), then what is stored is compared field by field: an unchanged task or
     trigger publishes nothing, a changed one one new revision. A problem anywhere is
-    reported as FILE:LINE: FIELD: RULE, and then nothing is written. Environment entries
-    given as {from_env: NAME} read NAME from this command's environment (or keep the stored
-    value when NAME is not set).
+    reported as FILE:LINE: FIELD: RULE, and then nothing is written. An environment entry
+    is a plain value, or a secret: {from_env: NAME} reads NAME from this command's
+    environment (or keeps the stored value when NAME is not set), {secret: stored} keeps the
+    stored value and never reads the environment.
     """
     from qinglong.service.definition_yaml import load_definitions  # PyYAML only when needed
 
@@ -206,8 +207,10 @@ def _write_file(path: str, text: str) -> None:
 def export(projects: tuple[str, ...], output: str | None, database_url: str) -> None:
     """Write the stored projects, tasks and triggers in the format `ql apply` reads.
 
-    Deleted tasks and triggers are left out. Environment values are write-only, so each entry
-    is written as {from_env: NAME}; applying the file where it came from changes nothing.
+    Deleted tasks and triggers are left out. Plain environment values are written as they
+    are; a secret is written as {secret: stored} (never its value), and a note names it.
+    Applying the file changes nothing, here or, with its secrets given as {from_env: VAR},
+    on another database.
     """
     from qinglong.service.definition_yaml_write import dump_projects
 
