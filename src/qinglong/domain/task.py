@@ -7,14 +7,22 @@ runs, with its own digest. Both digests are recomputed on every read.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
 from qinglong.domain.identifiers import display_name, entity_id, project_id
 from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.task_env import (
+    ENV_NAME,
+    RESERVED_ENV_PREFIX,
+    EnvEntry,
+    env_json,
+    environment_from_pairs,
+    parse_env_entry,
+    plain_text,
+)
 from qinglong.errors import InvalidInput, RecordCorrupt
 
 TASK_SPEC_SCHEMA = "qinglong/command@v1"
@@ -32,8 +40,6 @@ MAX_ENV_BYTES = 64 * 1024
 MIN_TIMEOUT_MS = 1
 MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
 DEFAULT_TIMEOUT_MS = 3600 * 1000
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-RESERVED_ENV_PREFIX = "QL_"
 MAX_REVISION = 2**31 - 1
 MAX_CONCURRENCY = 10_000
 
@@ -47,18 +53,8 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _plain_text(value: object, field: str, *, allow_empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(field, "must be a string")
-    if "\x00" in value:
-        raise InvalidInput(field, "must not contain NUL bytes")
-    if not allow_empty and value == "":
-        raise InvalidInput(field, "must not be empty")
-    return value
-
-
 def _absolute_path(value: object, field: str) -> str:
-    text = _plain_text(value, field, allow_empty=False)
+    text = plain_text(value, field, allow_empty=False)
     if not text.startswith("/"):
         raise InvalidInput(field, "must be an absolute path")
     if _utf8_len(text) > MAX_PATH_BYTES:
@@ -92,7 +88,7 @@ class ArgvCommand:
             raise InvalidInput("command.args", f"at most {MAX_ARGS} arguments")
         total = _utf8_len(self.file)
         for index, arg in enumerate(self.args):
-            total += _utf8_len(_plain_text(arg, f"command.args[{index}]"))
+            total += _utf8_len(plain_text(arg, f"command.args[{index}]"))
         if total > MAX_COMMAND_BYTES:
             raise InvalidInput("command", f"must be at most {MAX_COMMAND_BYTES} bytes in total")
 
@@ -111,7 +107,7 @@ class ShellCommand:
     shell: str = "/bin/sh"
 
     def __post_init__(self) -> None:
-        text = _plain_text(self.command, "command.command", allow_empty=False)
+        text = plain_text(self.command, "command.command", allow_empty=False)
         if not text.strip():
             raise InvalidInput("command.command", "must not be blank")
         if _utf8_len(text) > MAX_COMMAND_BYTES:
@@ -124,30 +120,6 @@ class ShellCommand:
 
     def to_json(self) -> dict[str, object]:
         return {"kind": "shell", "command": self.command, "shell": self.shell}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EnvEntry:
-    """One environment entry of a task. Every value is write-only in every view; ``plain``
-    says whether it is a setting ``ql export`` writes out (``--env``, a literal in a
-    definitions file) or a secret nothing ever reads back (``{from_env: ...}``, the API, and
-    every entry stored before entries had a kind). A plain entry carries ``"plain": true`` in
-    the canonical JSON, so a secret's JSON (and digest) is what it always was."""
-
-    name: str
-    value: str
-    plain: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.plain, bool):
-            raise InvalidInput("environment", "an entry's plain mark must be true or false")
-        if not isinstance(self.name, str) or not ENV_NAME.fullmatch(self.name):
-            raise InvalidInput(
-                "environment", f"name {self.name!r} must match [A-Za-z_][A-Za-z0-9_]* (<=128)"
-            )
-        if self.name.upper().startswith(RESERVED_ENV_PREFIX):
-            raise InvalidInput("environment", f"name {self.name!r} uses the reserved prefix QL_")
-        _plain_text(self.value, f"environment.{self.name}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,7 +170,7 @@ class CommandSpec:
         needs names and values only) no entry says whether it is plain."""
         config: dict[str, object] = {
             "command": self.command.to_json(),
-            "environment": [_env_json(e, entry_kinds) for e in self.environment],
+            "environment": [env_json(e, entry_kinds) for e in self.environment],
             "timeoutMs": self.timeout_ms,
         }
         if self.working_directory is not None:
@@ -215,13 +187,6 @@ class CommandSpec:
 
     def envelope(self) -> dict[str, object]:
         return {"schema": TASK_SPEC_SCHEMA, "config": self.config_json()}
-
-
-def _env_json(entry: EnvEntry, kinds: bool) -> dict[str, object]:
-    item: dict[str, object] = {"name": entry.name, "value": entry.value}
-    if kinds and entry.plain:
-        item["plain"] = True
-    return item
 
 
 def _parse_command(value: object) -> ArgvCommand | ShellCommand:
@@ -254,9 +219,7 @@ def parse_command_config(config: object) -> CommandSpec:
         if not isinstance(item, Mapping):
             raise InvalidInput("environment", "entries must be objects")
         _exact_keys(item, "environment", {"name", "value"}, {"plain"})
-        if "plain" in item and item["plain"] is not True:
-            raise InvalidInput("environment", "an entry's plain mark is written only as true")
-        entries.append(EnvEntry(name=item["name"], value=item["value"], plain="plain" in item))
+        entries.append(parse_env_entry(item))
     timeout = config["timeoutMs"]
     if not isinstance(timeout, int) or isinstance(timeout, bool):
         raise InvalidInput("timeout", "must be an integer number of milliseconds")
@@ -512,13 +475,5 @@ def plan_json_text(revision: ExecutionRevision) -> str:
     return canonical_json(revision.plan_json())
 
 
-def environment_from_pairs(pairs: Sequence[str]) -> tuple[EnvEntry, ...]:
-    """Parse ``NAME=value`` strings (CLI form) into plain environment entries (the value
-    is on a command line: ``ql export`` writes it out)."""
-    entries = []
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise InvalidInput("env", f"{pair!r} must have the form NAME=value")
-        entries.append(EnvEntry(name=name, value=value, plain=True))
-    return tuple(entries)
+# Environment entries live in task_env; these names are imported from here too.
+__all__ = ["ENV_NAME", "RESERVED_ENV_PREFIX", "EnvEntry", "environment_from_pairs"]
