@@ -170,3 +170,21 @@ def test_task_publish_sets_a_secret_from_an_environment_variable(
     assert bad.code == 2
     assert bad.err == ("ql: --secret-env: 'TOKEN' must have the form NAME=VAR (VAR: an "
                        "environment variable of this command)\n")
+
+
+KEPT = ("jobs.yaml:9: tasks.backup.env.TOKEN.secret: must be stored ({secret: stored} keeps "
+        "the secret stored under this name)")
+BOTH = ("jobs.yaml:9: tasks.backup.env.TOKEN: must be a string, {from_env: VARIABLE} or "
+        "{secret: stored}, not a mapping")
+
+
+@pytest.mark.parametrize(("value", "message"), [("{secret: kept}", KEPT),
+                                                ("{secret: stored, from_env: X}", BOTH)])
+def test_a_misspelt_secret_is_refused(ql: Ql, place: Path, value: str,  # noqa: F811
+                                      message: str) -> None:
+    run = on(ql, f"sqlite:///{place / 'one.db'}")
+    ok(run("db", "migrate"))
+    (place / "jobs.yaml").write_text(JOBS.replace("{from_env: BACKUP_TOKEN}", value))
+    refused = run("apply", "-f", "jobs.yaml")
+    assert refused.code == 2
+    assert refused.err.splitlines()[0] == message
