@@ -166,6 +166,13 @@ class Forbidden(QinglongError):
     code = "QL_FORBIDDEN"
 
 
+class InsecureTransport(Forbidden):
+    """A browser login over plain HTTP to an address that is not loopback: the browser would
+    drop the Secure session cookie."""
+
+    code = "QL_INSECURE_TRANSPORT"
+
+
 class RateLimited(QinglongError):
     """Too many failed logins; wait before trying again."""
 

@@ -14,206 +14,26 @@ failed test also leaves its page, a screenshot and the browser console there.
 from __future__ import annotations
 
 import itertools
-import os
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
-from typing import TypeVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
-from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
-from qinglong.clock import SystemClock
-from qinglong.storage.sqlite.connection import SqliteDatabase
-from qinglong.storage.sqlite.migrate import migrate
-from tests.browser.chromium import ensure_chromium, start_chromium
-from tests.support.test_api_support import (
-    PASSWORD,
-    Auth,
-    Http,
-    People,
-    Server,
-    make_people,
-    start_server,
+from tests.browser.panel_support import (
+    VIEWER_ZONE,
+    Panel,
+    Site,
+    publish_shell_task,
+    utc_instant,
 )
+from tests.support.test_api_support import PASSWORD
 
 pytestmark = pytest.mark.slow
 
-VIEWER_ZONE = "Asia/Shanghai"
-ARTIFACTS = Path(os.environ.get("QL_BROWSER_ARTIFACTS",
-                                Path(__file__).resolve().parent / "artifacts"))
 SECRET_VALUE = "s3cret-value-never-shown-Kx9"
-UTC_TEXT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC$")
 # the status of a live trigger's latest Run: any step on its way, none a failure
 ON_ITS_WAY = re.compile(r"(succeeded|running|dispatching|queued)")
-T = TypeVar("T")
-
-
-@dataclass
-class Site:
-    base: str
-    server: Server
-    people: People
-
-    @property
-    def http(self) -> Http:
-        return self.server.http
-
-    @property
-    def admin(self) -> Auth:
-        return self.people.tokens["admin"]
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    """`ql serve --http` on a fresh SQLite file, with a viewer, an operator and an admin."""
-    folder = tmp_path_factory.mktemp("panel")
-    path = folder / "ql.db"
-    db = SqliteDatabase(path, create=True)
-    try:
-        migrate(db, SystemClock())
-    finally:
-        db.close()
-    url = f"sqlite:///{path}"
-    people = make_people(url)
-    server = start_server(["serve", "--database-url", url, "--http", "127.0.0.1:0",
-                           "--interval", "250ms"], folder / "serve.log")
-    try:
-        yield Site(f"http://127.0.0.1:{server.port}", server, people)
-    finally:
-        assert server.stop() == 0, server.log.read_text()
-
-
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
-    ensure_chromium()
-    started = start_chromium(tmp_path_factory.mktemp("chromium") / "profile",
-                             timezone=VIEWER_ZONE)
-    try:
-        yield started
-    finally:
-        started.quit()
-
-
-class Panel:
-    """The browser on the panel, and the waits and screenshots a test needs."""
-
-    def __init__(self, driver: webdriver.Chrome, site: Site, name: str) -> None:
-        self.d = driver
-        self.site = site
-        self.name = name
-
-    # --- navigation ---------------------------------------------------------------------------
-
-    def open(self, path: str, page: str) -> None:
-        self.d.get(self.site.base + path)
-        self.ready(page)
-
-    def ready(self, page: str, timeout: float = 20) -> None:
-        """The page ``page`` is loaded and its script has run."""
-        self.until(lambda d: d.execute_script(
-            "return document.body && document.body.getAttribute('data-page') === arguments[0] "
-            "&& document.body.getAttribute('data-ready') === 'true'", page),
-            f"page {page} ready", timeout)
-
-    def login(self, username: str, password: str = PASSWORD) -> None:
-        self.d.delete_all_cookies()
-        self.open("/login", "login")
-        self.fill("login-username", username)
-        self.fill("login-password", password)
-        self.by_id("login-submit").click()
-        self.until(lambda d: d.execute_script(
-            "return document.body.getAttribute('data-page') !== 'login' && "
-            "document.body.getAttribute('data-ready') === 'true'"), "logged in")
-        assert self.by_id("who").text == username
-
-    # --- elements -----------------------------------------------------------------------------
-
-    def by_id(self, element_id: str) -> WebElement:
-        return self.d.find_element(By.ID, element_id)
-
-    def css(self, selector: str) -> list[WebElement]:
-        return self.d.find_elements(By.CSS_SELECTOR, selector)
-
-    def fill(self, element_id: str, text: str) -> None:
-        field = self.by_id(element_id)
-        field.clear()
-        field.send_keys(text)
-
-    def text(self, element_id: str) -> str:
-        return str(self.d.execute_script(
-            "var n = document.getElementById(arguments[0]); return n ? n.textContent : ''",
-            element_id))
-
-    def until(self, condition: Callable[[webdriver.Chrome], T], what: str,
-              timeout: float = 20) -> T:
-        def check(d: webdriver.Chrome) -> T | bool:
-            try:
-                return condition(d)
-            except StaleElementReferenceException:
-                return False  # the page redrew meanwhile: look again
-
-        try:
-            wait = WebDriverWait(self.d, timeout, poll_frequency=0.1)
-            return wait.until(check)  # type: ignore[arg-type, return-value]
-        except TimeoutException:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what} on "
-                                 f"{self.d.current_url}") from None
-
-    def rows(self, table_id: str) -> list[list[str]]:
-        found = self.d.execute_script(
-            "var t = document.getElementById(arguments[0]);"
-            "return Array.prototype.map.call(t.tBodies[0].rows, function (r) {"
-            "  return Array.prototype.map.call(r.cells, function (c) { return c.textContent; });"
-            "});", table_id)
-        assert isinstance(found, list)
-        return [[str(cell) for cell in row] for row in found]
-
-    # --- artifacts ----------------------------------------------------------------------------
-
-    def shot(self, step: str) -> Path:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        path = ARTIFACTS / f"{self.name}-{step}.png"
-        assert self.d.save_screenshot(str(path)), path
-        return path
-
-    def leave_evidence(self) -> None:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        self.d.save_screenshot(str(ARTIFACTS / f"{self.name}-FAILED.png"))
-        (ARTIFACTS / f"{self.name}-FAILED.html").write_text(self.d.page_source)
-        console = "\n".join(f"{e.get('level')} {e.get('message')}"
-                            for e in self.d.get_log("browser"))
-        (ARTIFACTS / f"{self.name}-FAILED-console.txt").write_text(console)
-
-
-@pytest.fixture
-def panel(driver: webdriver.Chrome, site: Site, request: pytest.FixtureRequest) -> Iterator[Panel]:
-    name = request.node.name.removeprefix("test_")[:60]
-    for old in ARTIFACTS.glob(f"{name}-FAILED*") if ARTIFACTS.exists() else ():
-        old.unlink()
-    shown = Panel(driver, site, name)
-    yield shown
-    if getattr(request.node, "panel_failed", False):
-        shown.leave_evidence()
-
-
-def publish_shell_task(site: Site, project: str, task: str, command: str) -> None:
-    site.http.ok("POST", "/api/v1/projects", site.admin, {"id": project}, (201, 409))
-    site.http.ok("POST", f"/api/v1/projects/{project}/tasks/{task}/revisions", site.admin,
-                 {"command": {"kind": "shell", "command": command}}, (200, 201))
-
-
-def utc_instant(text: str) -> datetime:
-    found = UTC_TEXT.match(text.strip())
-    assert found, text
-    return datetime.fromisoformat(found.group(1) + "+00:00")
 
 
 # --- the tests -------------------------------------------------------------------------------

@@ -141,24 +141,31 @@ def test_tokens_are_kept_as_digests_and_revoked_once(accounts: AccountStore,
     assert accounts.token_get("fedcba9876543210").user_disabled  # type: ignore[union-attr]
 
 
-def test_failed_logins_are_counted_in_a_window_pruned_and_cleared(
+def test_login_attempts_are_admitted_under_their_limits_counted_and_settled(
         accounts: AccountStore, backend: Backend) -> None:
-    subjects = ("user:ann", "addr:10.0.0.1")
-    for _ in range(3):
-        accounts.login_failure_record(subjects, keep_ms=HOUR)
-        backend.pass_time(5)
-    accounts.login_failure_record(("user:bob",), keep_ms=HOUR)
-    counts = accounts.login_failures((*subjects, "user:carol"), window_ms=HOUR)
-    assert {k: n for k, (n, _) in counts.items()} == {"user:ann": 3, "addr:10.0.0.1": 3}
-    oldest = counts["user:ann"][1]
-    assert oldest <= counts["addr:10.0.0.1"][1]
+    ann = (("user:ann", 3), ("addr:10.0.0.1", 5))
+    admitted = [accounts.login_attempt(ann, window_ms=HOUR) for _ in range(3)]
+    assert [(a.admitted, len(a.failure_ids)) for a in admitted] == [(True, 2)] * 3
+    backend.pass_time(5)
+    refused = accounts.login_attempt(ann, window_ms=HOUR)
+    assert (refused.admitted, refused.failure_ids) == (False, ())
+    assert refused.retry_after_ms is not None and 0 < refused.retry_after_ms < HOUR
+    # the address has 3 of its 5: bob is admitted from it, twice, then the address refuses
+    bob = (("user:bob", 3), ("addr:10.0.0.1", 5))
+    first_bob = accounts.login_attempt(bob, window_ms=HOUR)
+    assert first_bob.admitted
+    assert accounts.login_attempt(bob, window_ms=HOUR).admitted
+    assert not accounts.login_attempt(bob, window_ms=HOUR).admitted
+    # a right password: its own recorded failures are taken back, bob's cleared
+    accounts.login_attempt_settle(first_bob.failure_ids, "user:bob")
+    assert accounts.login_attempt((("user:bob", 1),), window_ms=HOUR).admitted
+    # a check that never happened is taken back: ann (and the address) have room again
+    accounts.login_attempt_settle(admitted[0].failure_ids, None)
+    assert accounts.login_attempt(ann, window_ms=HOUR).admitted
+    assert not accounts.login_attempt(ann, window_ms=HOUR).admitted
+    # failures older than the window neither count nor stay
     backend.pass_time(300)
-    assert accounts.login_failures(subjects, window_ms=200) == {}  # all older than the window
-    accounts.login_failure_record(("user:ann",), keep_ms=200)  # prunes what is older
-    assert {k: n for k, (n, _) in accounts.login_failures(
-        ("user:ann", "user:bob"), window_ms=HOUR).items()} == {"user:ann": 1}
-    accounts.login_failures_clear("user:ann")
-    assert accounts.login_failures(("user:ann",), window_ms=HOUR) == {}
+    assert accounts.login_attempt(ann, window_ms=200).admitted
 
 
 def test_the_audit_log_pages_newest_first(accounts: AccountStore) -> None:

@@ -145,7 +145,7 @@ def test_run_get_refuses_ambiguous_short_unknown_and_malformed_ids(admitted: Adm
         runs.run_get("0a1b2c3d")  # R1 and R2
     with pytest.raises(InvalidInput, match="more than one"):
         runs.run_get("0a1b2c3d-")
-    with pytest.raises(NotFound):
+    with pytest.raises(InvalidInput, match=r"prefix too short \(at least 8 characters\)"):
         runs.run_get(R4[:7])  # unique, but shorter than 8 characters
     with pytest.raises(NotFound):
         runs.run_get("00000000-0000-4000-8000-000000000000")  # well-formed, never admitted

@@ -152,7 +152,7 @@ def test_from_env_reads_the_environment_and_keeps_the_stored_value_without_it(
     assert "task demo/backup: unchanged" in kept.out
     monkeypatch.setenv("APPLY_TEST_TOKEN", "rotated-" + SECRET)
     rotated = ok(db("apply", "-f", jobs))
-    assert "task demo/backup: changed (revision 2)\n    env.TOKEN: (set) -> (changed)\n" in rotated.out
+    assert "task demo/backup: changed (revision 2)\n    env.TOKEN: (secret) -> (changed)\n" in rotated.out
     assert SECRET not in rotated.out + rotated.err
 
 
@@ -283,7 +283,8 @@ def test_a_broken_file_writes_nothing_and_names_file_line_and_field(db: Ql, tmp_
         "argv, env, cwd, timeout, retry, idempotent, concurrency, enabled)"),
         "defs/b.yml:9: tasks.ship.argv[0]: must be an absolute path",
         "defs/b.yml:11: tasks.ship.env.QL_X: name 'QL_X' uses the reserved prefix QL_",
-"defs/b.yml:12: tasks.ship.env.PORT: must be a string or {from_env: VARIABLE}, not a list",
+        ("defs/b.yml:12: tasks.ship.env.PORT: must be a string, {from_env: VARIABLE} or "
+         "{secret: stored}, not a list"),
         "defs/b.yml:16: triggers.weekly.cron: must have 5 fields (or 6 with seconds first), got 4",
         "defs/b.yml:17: triggers.weekly.timezone: unknown IANA time zone 'Mars/Olympus'",
         "ql: 7 problems in the definitions; nothing was written",
@@ -491,8 +492,9 @@ def test_export_then_apply_is_a_no_op_and_rebuilds_the_same_definitions(
     exported = ok(db("export", "-o", "all.yaml"))
     assert exported.out == "wrote 2 project(s), 5 task(s) and 5 trigger(s) to all.yaml\n"
     text = (tmp_path / "all.yaml").read_text()
-    assert SECRET not in text and "a: b # c" not in text  # values are write-only
-    assert "TOKEN: {from_env: TOKEN}" in text
+    assert SECRET not in text  # a secret ({from_env: ...}) is never written
+    assert "TOKEN: {secret: stored}" in text
+    assert "      BUCKET: nightly\n" in text and "QUOTED: 'a: b # c'" in text  # plain values
     assert "timezone: America/New_York" in text  # stored canonical
     assert ok(db("export")).out == text  # standard output: the same
 
@@ -502,14 +504,12 @@ def test_export_then_apply_is_a_no_op_and_rebuilds_the_same_definitions(
     assert database(tmp_path) == before
     assert "nothing would change" in ok(db("apply", "-f", "all.yaml", "--dry-run")).out
 
-    # into an empty database, with the values in the environment: the same definitions
+    # into an empty database, with the secret given again: the same definitions
     monkeypatch.setenv("TOKEN", SECRET)
-    monkeypatch.setenv("BUCKET", "nightly")
-    monkeypatch.setenv("EMPTY", "")
-    monkeypatch.setenv("QUOTED", "a: b # c")
+    (tmp_path / "given.yaml").write_text(text.replace("{secret: stored}", "{from_env: TOKEN}"))
     other = f"sqlite:///{tmp_path / 'other.db'}"
     ok(ql("db", "migrate", "--database-url", other))
-    ok(ql("apply", "-f", "all.yaml", "--database-url", other))
+    ok(ql("apply", "-f", "given.yaml", "--database-url", other))
     assert ok(ql("export", "--database-url", other)).out == text
     for project, task in (("demo", "backup"), ("rich", "multi"), ("rich", "spaced")):
         one, two = (as_json(run("task", "show", "--project", project, "--task", task, "--json"))
@@ -561,7 +561,7 @@ def test_a_crontab_becomes_tasks_and_triggers_with_stable_ids(db: Ql, tmp_path: 
                           f"{tick}-2", morning}
     assert tasks[tar]["command"] == {"kind": "shell", "shell": "/bin/bash",
                                      "command": "tar czf /backup/home-$(date +%F).tgz /home"}
-    assert tasks[tar]["environment"] == ["MAILTO", "PATH"]
+    assert tasks[tar]["environment"] == ["PATH"]  # MAILTO configures cron, not the job
     triggers = {t["trigger"]: t for t in as_json(db("trigger", "list", "--project", "legacy", "--json"))}  # type: ignore[attr-defined]
     assert (triggers[tar]["cron"], triggers[tar]["timezone"]) == ("0 3 * * MON-FRI", "Asia/Shanghai")
     assert triggers[tick]["cron"] == "0 * * * *"

@@ -257,14 +257,15 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # adds to the capability row) not there yet. Undo 0008_accounts by hand (its tables, its
     # ledger row, its capability), so the migration really runs again; 0009_web_controls (only
     # grants, which stay) comes after it, so its ledger row goes too; so do 0010_retention's
-    # table and indexes (its grants stay, like 0009's).
+    # table and indexes (its grants stay, like 0009's) and 0011_login_devices' table.
     pg_db.execute("""
         DELETE FROM schema_migrations
-         WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention');
+         WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
+                                '0011_login_devices');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
-        DROP TABLE audit_log, login_failures, api_tokens, user_sessions, users;
+        DROP TABLE login_devices, audit_log, login_failures, api_tokens, user_sessions, users;
         DROP TABLE retention_marks;
         DROP INDEX trigger_schedule_claims_acquired_idx, runs_finished_idx;
     """)
@@ -273,17 +274,19 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # migration adds are also told that they are missing
     with_tables = {"ql_web", "postgres"}  # postgres: the superuser sees all
     missing = [f"missing-table:{t}" for t in
-               ("api_tokens", "audit_log", "login_failures", "user_sessions", "users")]
+               ("api_tokens", "audit_log", "login_devices", "login_failures", "user_sessions",
+                "users")]
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
-               "missing-migration:0010_retention"]
+               "missing-migration:0010_retention", "missing-migration:0011_login_devices"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:retention_marks"] if role in marks else []))]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
-        assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention")
+        assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention",
+                                         "0011_login_devices")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

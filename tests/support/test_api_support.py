@@ -435,7 +435,7 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"from": "yesterday", "to": "2026-01-01T00:00:00Z"},
         {"from": "2026-01-01T00:00:00", "to": "2026-01-02T00:00:00Z"},
         {"from": 5, "to": 1}, {"from": True, "to": 1}, {"to": 1},
-        {"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"},
+        {"from": -1, "to": 1},  # (a window before the first publish is no bad input)
         {"from": "2098-01-01T00:00:00Z", "to": "2099-01-01T00:00:00Z"},
         {"from": 1, "to": 2, "dry_run": "yes"}],
     ("POST", "/api/v1/notify/channels"): [
@@ -938,16 +938,16 @@ def flow_backfill(http: Http, people: People, db: Database) -> None:
         k: v for k, v in after.items() if k != "audit_log"}
     listed = http.ok("GET", "/api/v1/runs?trigger=bf&limit=100", viewer)["items"]
     assert sorted(r["id"] for r in listed) == sorted(r["run_id"] for r in done["runs"])
-    # refusals write nothing: past the horizon, before the first publish, a disabled trigger
+    # refusals write nothing: past the horizon, a disabled trigger (the first publish is no
+    # bound: a dry run reaching back before it answers, writing nothing)
     after = snapshot(db.query)
     body = http.call("POST", f"{base}/backfill", auth=operator,
                      body={"from": window["from"],
                            "to": second["published_at_ms"] + 60_000}).problem(422)
     assert body["field"] == "to" and "scheduler" in body["detail"], body
-    body = http.call("POST", f"{base}/backfill", auth=operator,
-                     body={"from": first["published_at_ms"] - 1, "to": window["to"]}
-                     ).problem(422)
-    assert body["field"] == "from", body
+    early = http.ok("POST", f"{base}/backfill", operator,
+                    {"from": first["published_at_ms"] - 1, "to": window["to"], "dry_run": True})
+    assert (early["from_ms"], early["dry_run"]) == (first["published_at_ms"] - 1, True), early
     http.call("POST", "/api/v1/projects/demo/triggers/ghost/backfill", auth=operator,
               body=window).problem(404, "QL_NOT_FOUND")
     assert snapshot(db.query) == after

@@ -90,10 +90,10 @@ def test_stats_fold_quarter_hours_into_local_days_across_a_dst_change() -> None:
         ("t", "2026-03-07", 1, 1, 0, 50), ("t", "2026-03-08", 3, 2, 1, 300),
         ("u", "2026-03-09", 3, 3, 0, 10)]
     assert view["totals"] == [
-        {"task": "t", "runs": 4, "successes": 3, "failures": 1, "cancelled": 0,
-         "total_duration_ms": 50 + 600 + 70, "max_duration_ms": 300},
-        {"task": "u", "runs": 3, "successes": 3, "failures": 0, "cancelled": 0,
-         "total_duration_ms": 30, "max_duration_ms": 10}]
+        {"task": "t", "runs": 4, "successes": 3, "failures": 1, "cancelled": 0, "skipped": 0,
+         "total_duration_ms": 50 + 600 + 70, "max_duration_ms": 300, "success_rate": 0.75},
+        {"task": "u", "runs": 3, "successes": 3, "failures": 0, "cancelled": 0, "skipped": 0,
+         "total_duration_ms": 30, "max_duration_ms": 10, "success_rate": 1.0}]
 
 
 def test_stats_default_to_the_last_seven_utc_days_and_refuse_long_windows() -> None:

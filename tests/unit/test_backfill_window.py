@@ -1,5 +1,5 @@
-"""Backfill without a database: the window judged against the current schedule (first publish,
-the cursor, the occurrence bound, DST), the request's rules, the rows of an admission, and
+"""Backfill without a database: the window judged against the current schedule (the cursor,
+the occurrence bound, DST; not the first publish), the request's rules, the rows of an admission, and
 the service's pacing, progress and stop on a fake store and the fake clock."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ SECOND = 1_000
 
 
 def target(expression: str = "* * * * * *", timezone: str = "UTC", *, published: int = T0,
-           cursor: int | None = T0 + 3_600_000, first: int | None = None,
+           cursor: int | None = T0 + 3_600_000,
            overlap: Overlap | None = None) -> BackfillTarget:
     task = new_task_revision(project="demo", task="hello", revision=1, name="Hello",
                              spec=CommandSpec(command=ShellCommand(command="true")),
@@ -49,8 +49,7 @@ def target(expression: str = "* * * * * *", timezone: str = "UTC", *, published:
         spec=CronTriggerSpec.parse(expression=expression, timezone=timezone, misfire="skip",
                                    overlap=overlap),
         enabled=True, created_at_ms=published)
-    return BackfillTarget(trigger=trigger, cursor_ms=cursor,
-                          first_published_at_ms=first if first is not None else published)
+    return BackfillTarget(trigger=trigger, cursor_ms=cursor)
 
 
 def request(from_ms: int, to_ms: int, actor: str = "alice") -> BackfillRequest:
@@ -65,18 +64,12 @@ def test_the_window_holds_the_current_schedules_occurrences_both_ends_included()
     assert window_occurrences(request(T0, T0 + 3 * SECOND), target()) == tuple(
         T0 + n * SECOND for n in range(4))
     assert window_occurrences(request(T0 + 1, T0 + 999), target()) == ()
-    every_5 = target("*/5 * * * *", first=T0 - 86_400_000)
+    every_5 = target("*/5 * * * *")
     got = window_occurrences(request(T0 - 3_600_000, T0 - 1), every_5)
     assert len(got) == 12 and got[0] == T0 - 3_600_000 and got[-1] == T0 - 300_000
 
 
-def test_the_window_must_not_start_before_the_first_publish_nor_reach_the_horizon() -> None:
-    with pytest.raises(InvalidInput) as early:
-        window_occurrences(request(T0 - 1, T0 + SECOND), target())
-    assert early.value.field == "from" and "2027-01-14T08:00:00.000Z" in early.value.rule
-    # an older revision's publish counts: the trigger's past begins with its first
-    assert window_occurrences(request(T0 - 2 * SECOND, T0 - SECOND),
-                              target(first=T0 - 10 * SECOND)) == (T0 - 2 * SECOND, T0 - SECOND)
+def test_the_window_must_not_reach_the_horizon() -> None:
     cursor = T0 + 10 * SECOND
     with pytest.raises(InvalidInput) as late:
         window_occurrences(request(T0, cursor), target(cursor=cursor))
@@ -84,7 +77,7 @@ def test_the_window_must_not_start_before_the_first_publish_nor_reach_the_horizo
     assert "cursor" in late.value.rule
     assert len(window_occurrences(request(T0, cursor - 1), target(cursor=cursor))) == 10
     # no cursor yet: everything from the current revision's publish is the scheduler's
-    undecided = target(published=T0 + 60 * SECOND, cursor=None, first=T0)
+    undecided = target(published=T0 + 60 * SECOND, cursor=None)
     assert undecided.horizon_ms == T0 + 60 * SECOND
     with pytest.raises(InvalidInput, match="has not decided an occurrence"):
         window_occurrences(request(T0, T0 + 60 * SECOND), undecided)

@@ -28,6 +28,7 @@ EXPECTED = {
     errors.RecordCorrupt: (1, 500),
     errors.Unauthenticated: (2, 401),
     errors.Forbidden: (2, 403),
+    errors.InsecureTransport: (2, 403),
     errors.RateLimited: (1, 429),
     errors.BadRequest: (2, 400),
     errors.MethodNotAllowed: (2, 405),

@@ -382,7 +382,7 @@ def test_interval_decisions_move_the_cursor_onto_the_grid(every_s: int, anchor_s
 
 
 def target(spec: TriggerSpec, cursor: int | None) -> BackfillTarget:
-    return BackfillTarget(trigger=revision(spec), first_published_at_ms=T0, cursor_ms=cursor)
+    return BackfillTarget(trigger=revision(spec), cursor_ms=cursor)
 
 
 def test_backfill_windows_of_interval_and_one_shot_triggers() -> None:

@@ -72,7 +72,10 @@ class HttpServer:
             raise InvalidConfig("http", f"cannot listen on {listen} ({exc.strerror})") from exc
         self._socket.listen(128)
         self.port = int(self._socket.getsockname()[1])
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        # proxy_headers off: uvicorn would believe X-Forwarded-For from loopback (its default);
+        # the API believes it only from --trusted-proxy (qinglong.web.transport)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                proxy_headers=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name="ql-http", daemon=True

@@ -5,11 +5,13 @@ window is judged against the trigger's **current** revision: its occurrences are
 that revision's schedule (cron, interval or one-shot), computed by the same code the scheduler uses. The
 window must lie in the trigger's past as far as its schedule is concerned:
 
-* it must not start before the trigger was first published;
+* it may start before the trigger was first published (the history of a job that ran
+  elsewhere before, e.g. a migrated crontab), as early as the epoch;
 * it must end before the **horizon**: the durable cursor of the trigger's schedule row (the
   first occurrence the live scheduler has not decided yet), or, while the row has no cursor,
   the current revision's publish time. Occurrences at or after it are the scheduler's to
-  decide, so a backfill and the scheduler never both admit one;
+  decide, so a backfill and the scheduler never both admit one; and since every occurrence
+  before the cursor has fallen due, this also refuses the future;
 * it must hold at most `MAX_OCCURRENCES` occurrences (backfill a longer stretch in parts).
 
 Each occurrence is then admitted in its own transaction unless a Run already stands for it
@@ -96,7 +98,6 @@ class BackfillTarget:
     """What a backfill's window is judged against, as the database holds it now."""
 
     trigger: TriggerRevision  # the current revision: enabled, pinning the task's current one
-    first_published_at_ms: int  # revision 1
     cursor_ms: int | None  # the schedule row's cursor (None: no occurrence decided yet)
 
     @property
@@ -122,10 +123,8 @@ class BackfillTarget:
 
 def window_occurrences(request: BackfillRequest, target: BackfillTarget) -> tuple[int, ...]:
     """The occurrences of the target's current schedule in the request's window, in order;
-    InvalidInput (naming the option) when the window is not the trigger's past or too long."""
-    if request.from_ms < target.first_published_at_ms:
-        raise InvalidInput("from", f"must not be before {utc_text(target.first_published_at_ms)}"
-                                   f", when {request.target} was first published")
+    InvalidInput (naming the option) when the window is not the trigger's past or too long.
+    The trigger's first publish is no bound: a window may reach back before it."""
     if request.to_ms >= target.horizon_ms:
         raise InvalidInput("to", f"must be before {target.horizon_text()}: occurrences from "
                                  "then on are the scheduler's to decide")

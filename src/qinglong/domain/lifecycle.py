@@ -51,6 +51,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from qinglong.domain import overlap_reasons
 from qinglong.domain.runs import (
     ACTIVE_ATTEMPT,
     FINISH_STATUSES,
@@ -388,9 +389,11 @@ def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseF
             attempt_fields=attempt_fields)
     target = RunStatus(outcome.status.value)
     b.event(EventType.for_run(target), _transition_payload(run.status, target, **detail))
-    run_fields: dict[str, object] = {"finished_at_ms": ctx.now_ms, "error_code": outcome.error_code,
-                                     "error_summary": outcome.error_summary,
-                                     "attempts_spent": spent}
+    run_fields: dict[str, object] = {"finished_at_ms": ctx.now_ms, "attempts_spent": spent}
+    if not (target is RunStatus.CANCELLED and run.cancel_requested
+            and run.cancel_reason == overlap_reasons.POLICY):
+        # (an overlap policy's request recorded why, naming the Run it gave way to: kept)
+        run_fields.update(error_code=outcome.error_code, error_summary=outcome.error_summary)
     if outcome.cancel_reason is not None and not run.cancel_requested:
         run_fields.update(cancel_reason=outcome.cancel_reason, cancel_requested_at_ms=ctx.now_ms)
     return b.change(run_to=target, attempt_to=outcome.status, run_fields=run_fields,
@@ -497,34 +500,48 @@ def promote(run: RunState, attempt: AttemptState, ctx: StepContext, *, new_attem
     )
 
 
+def _error_fields(error_code: str | None, error_summary: str | None) -> dict[str, object]:
+    """The Run's error columns when a cancelling step says why (else left as they are)."""
+    return {} if error_code is None else {"error_code": error_code,
+                                          "error_summary": error_summary}
+
+
 def request_cancel(run: RunState, attempt: AttemptState, ctx: StepContext, *,
-                   reason: str) -> Change:
+                   reason: str, detail: Mapping[str, object] | None = None,
+                   error_code: str | None = None, error_summary: str | None = None) -> Change:
     """Ask the executor of a Run in progress to stop it; it learns of it on its next renewal
-    (or sooner, by a notification) and records the Run ``cancelled``."""
+    (or sooner, by a notification) and records the Run ``cancelled``. ``error_code`` and
+    ``error_summary`` (an overlap policy's) say why, and stay when it ends cancelled."""
     _precondition("request_cancel", run, attempt)
     if run.cancel_requested:
         raise IllegalTransition(f"run {run.id} is already being cancelled")
     b = _Builder(run, attempt, ctx)
-    b.event(EventType.RUN_CANCEL_REQUESTED, {"cancel_reason": reason, "status": run.status.value})
-    return b.change(run_fields={"cancel_requested_at_ms": ctx.now_ms, "cancel_reason": reason})
+    b.event(EventType.RUN_CANCEL_REQUESTED, {"cancel_reason": reason, "status": run.status.value,
+                                             **(detail or {})})
+    return b.change(run_fields={"cancel_requested_at_ms": ctx.now_ms, "cancel_reason": reason,
+                                **_error_fields(error_code, error_summary)})
 
 
 def cancel_waiting(run: RunState, attempt: AttemptState, ctx: StepContext, *,
-                   reason: str) -> Change:
+                   reason: str, detail: Mapping[str, object] | None = None,
+                   error_code: str | None = None, error_summary: str | None = None) -> Change:
     """Cancel a Run that waits for a retry: it never runs again."""
     _precondition("cancel_waiting", run, attempt)
     b = _Builder(run, attempt, ctx)
-    b.event(EventType.RUN_CANCELLED, _transition_payload(run.status, RunStatus.CANCELLED,
-                                                         cancel_reason=reason), with_attempt=False)
+    b.event(EventType.RUN_CANCELLED, _transition_payload(
+        run.status, RunStatus.CANCELLED, cancel_reason=reason, **(detail or {})),
+        with_attempt=False)
     return b.change(run_to=RunStatus.CANCELLED, run_fields={
         "finished_at_ms": ctx.now_ms, "cancel_requested_at_ms": ctx.now_ms,
-        "cancel_reason": reason, "retry_at_ms": None})
+        "cancel_reason": reason, "retry_at_ms": None,
+        **_error_fields(error_code, error_summary)})
 
 
 def cancel_queued(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str,
-                  detail: Mapping[str, object] | None = None) -> Change:
+                  detail: Mapping[str, object] | None = None, error_code: str | None = None,
+                  error_summary: str | None = None) -> Change:
     """Cancel a Run that no executor holds: it never runs (``detail`` says why, e.g. the
-    overlap policy that skipped it)."""
+    overlap policy that skipped it, and ``error_code``/``error_summary`` tell people)."""
     _precondition("cancel_queued", run, attempt)
     b = _Builder(run, attempt, ctx)
     b.event(EventType.ATTEMPT_CANCELLED, {"cancel_reason": reason, "attempt": attempt.attempt})
@@ -533,7 +550,7 @@ def cancel_queued(run: RunState, attempt: AttemptState, ctx: StepContext, *, rea
     return b.change(
         run_to=RunStatus.CANCELLED, attempt_to=AttemptStatus.CANCELLED,
         run_fields={"finished_at_ms": ctx.now_ms, "cancel_requested_at_ms": ctx.now_ms,
-                    "cancel_reason": reason},
+                    "cancel_reason": reason, **_error_fields(error_code, error_summary)},
         attempt_fields={"finished_at_ms": ctx.now_ms},
     )
 

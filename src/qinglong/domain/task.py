@@ -7,14 +7,22 @@ runs, with its own digest. Both digests are recomputed on every read.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
 from qinglong.domain.identifiers import display_name, entity_id, project_id
 from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.task_env import (
+    ENV_NAME,
+    RESERVED_ENV_PREFIX,
+    EnvEntry,
+    env_json,
+    environment_from_pairs,
+    parse_env_entry,
+    plain_text,
+)
 from qinglong.errors import InvalidInput, RecordCorrupt
 
 TASK_SPEC_SCHEMA = "qinglong/command@v1"
@@ -32,8 +40,6 @@ MAX_ENV_BYTES = 64 * 1024
 MIN_TIMEOUT_MS = 1
 MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
 DEFAULT_TIMEOUT_MS = 3600 * 1000
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-RESERVED_ENV_PREFIX = "QL_"
 MAX_REVISION = 2**31 - 1
 MAX_CONCURRENCY = 10_000
 
@@ -47,18 +53,8 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _plain_text(value: object, field: str, *, allow_empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(field, "must be a string")
-    if "\x00" in value:
-        raise InvalidInput(field, "must not contain NUL bytes")
-    if not allow_empty and value == "":
-        raise InvalidInput(field, "must not be empty")
-    return value
-
-
 def _absolute_path(value: object, field: str) -> str:
-    text = _plain_text(value, field, allow_empty=False)
+    text = plain_text(value, field, allow_empty=False)
     if not text.startswith("/"):
         raise InvalidInput(field, "must be an absolute path")
     if _utf8_len(text) > MAX_PATH_BYTES:
@@ -92,7 +88,7 @@ class ArgvCommand:
             raise InvalidInput("command.args", f"at most {MAX_ARGS} arguments")
         total = _utf8_len(self.file)
         for index, arg in enumerate(self.args):
-            total += _utf8_len(_plain_text(arg, f"command.args[{index}]"))
+            total += _utf8_len(plain_text(arg, f"command.args[{index}]"))
         if total > MAX_COMMAND_BYTES:
             raise InvalidInput("command", f"must be at most {MAX_COMMAND_BYTES} bytes in total")
 
@@ -111,7 +107,7 @@ class ShellCommand:
     shell: str = "/bin/sh"
 
     def __post_init__(self) -> None:
-        text = _plain_text(self.command, "command.command", allow_empty=False)
+        text = plain_text(self.command, "command.command", allow_empty=False)
         if not text.strip():
             raise InvalidInput("command.command", "must not be blank")
         if _utf8_len(text) > MAX_COMMAND_BYTES:
@@ -124,21 +120,6 @@ class ShellCommand:
 
     def to_json(self) -> dict[str, object]:
         return {"kind": "shell", "command": self.command, "shell": self.shell}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EnvEntry:
-    name: str
-    value: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not ENV_NAME.fullmatch(self.name):
-            raise InvalidInput(
-                "environment", f"name {self.name!r} must match [A-Za-z_][A-Za-z0-9_]* (<=128)"
-            )
-        if self.name.upper().startswith(RESERVED_ENV_PREFIX):
-            raise InvalidInput("environment", f"name {self.name!r} uses the reserved prefix QL_")
-        _plain_text(self.value, f"environment.{self.name}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,10 +165,12 @@ class CommandSpec:
         ):
             raise InvalidInput("timeout", "must be between 1 ms and 365 days")
 
-    def config_json(self) -> dict[str, object]:
+    def config_json(self, *, entry_kinds: bool = True) -> dict[str, object]:
+        """The canonical JSON config; without ``entry_kinds`` (an execution plan: the executor
+        needs names and values only) no entry says whether it is plain."""
         config: dict[str, object] = {
             "command": self.command.to_json(),
-            "environment": [{"name": e.name, "value": e.value} for e in self.environment],
+            "environment": [env_json(e, entry_kinds) for e in self.environment],
             "timeoutMs": self.timeout_ms,
         }
         if self.working_directory is not None:
@@ -235,8 +218,8 @@ def parse_command_config(config: object) -> CommandSpec:
     for item in environment:
         if not isinstance(item, Mapping):
             raise InvalidInput("environment", "entries must be objects")
-        _exact_keys(item, "environment", {"name", "value"}, set())
-        entries.append(EnvEntry(name=item["name"], value=item["value"]))
+        _exact_keys(item, "environment", {"name", "value"}, {"plain"})
+        entries.append(parse_env_entry(item))
     timeout = config["timeoutMs"]
     if not isinstance(timeout, int) or isinstance(timeout, bool):
         raise InvalidInput("timeout", "must be an integer number of milliseconds")
@@ -395,7 +378,7 @@ class ExecutionRevision:
     plan_schema: str = EXECUTION_PLAN_SCHEMA
 
     def plan_json(self) -> dict[str, object]:
-        return self.plan.config_json()
+        return self.plan.config_json(entry_kinds=False)
 
     def argv(self) -> list[str]:
         return self.plan.command.argv()
@@ -418,7 +401,7 @@ def _execution_content(
         "sourceContentDigest": source_content_digest,
         "executorType": executor_type,
         "planSchema": EXECUTION_PLAN_SCHEMA,
-        "plan": plan.config_json(),
+        "plan": plan.config_json(entry_kinds=False),
     }
 
 
@@ -492,12 +475,5 @@ def plan_json_text(revision: ExecutionRevision) -> str:
     return canonical_json(revision.plan_json())
 
 
-def environment_from_pairs(pairs: Sequence[str]) -> tuple[EnvEntry, ...]:
-    """Parse ``NAME=value`` strings (CLI form) into environment entries."""
-    entries = []
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise InvalidInput("env", f"{pair!r} must have the form NAME=value")
-        entries.append(EnvEntry(name=name, value=value))
-    return tuple(entries)
+# Environment entries live in task_env; these names are imported from here too.
+__all__ = ["ENV_NAME", "RESERVED_ENV_PREFIX", "EnvEntry", "environment_from_pairs"]

@@ -4,9 +4,12 @@ Users have a role (viewer, operator, admin) and an argon2 password hash. A brows
 for a session: a random secret in an HttpOnly cookie, stored as its SHA-256 digest, with an
 absolute and an idle expiry; its CSRF token is derived from the secret. An API token
 (``qlt_<id>_<secret>``) is shown once and stored as its SHA-256 digest; its scope (read,
-operate, admin) can only narrow its user's role. Failed logins are counted per user name and
-per client address in the store, so every `ql web` behind a load balancer sees the same
-limit. Password hashes and secrets never leave this module: views carry none of them.
+operate, admin) can only narrow its user's role. A new password or disabling a user ends the
+user's sessions and revokes the user's tokens. How a login's password is checked (throttled
+before hashing, per user name, address or device, in the store so every `ql web` behind a load
+balancer sees the same limit) is ``service.logins``; the password rule is
+``service.passwords``. Password hashes and secrets never leave the service: views carry none
+of them.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 
-from qinglong.errors import Forbidden, InvalidInput, NotFound, RateLimited, Unauthenticated
+from qinglong.errors import Forbidden, InvalidInput, NotFound
+from qinglong.service.hash_gate import PROCESS_GATE, HashGate
+from qinglong.service.logins import USERNAME, LoginLimits, PasswordChecks, digest
+from qinglong.service.passwords import check_password
 from qinglong.service.times import rfc3339
 from qinglong.service.views import View
 from qinglong.storage.ports import (
@@ -36,23 +41,16 @@ from qinglong.storage.ports import (
     UserUpdateParams,
 )
 
-USERNAME = re.compile(r"^[a-z0-9][a-z0-9._@-]{0,63}$")
 USERNAME_RULE = ("must be 1-64 characters of lowercase letters, digits, '.', '_', '@' and '-', "
                  "starting with a letter or digit")
-MIN_PASSWORD = 10
-MAX_PASSWORD = 1024
 TOKEN_NAME_MAX = 128
 TOKEN_PREFIX = "qlt_"  # noqa: S105 - the prefix of every token, not a secret
 TOKEN_SHAPE = re.compile(r"^qlt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 SESSION_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MAX_TOKEN_LIFETIME_MS = 3650 * 86_400_000
 MAX_AUDIT_PAGE = 10_000
-TOUCH_AFTER_MS = 60_000  # sessions and tokens record being seen at most once a minute
-
-# Failed logins: per user name, and per client address (many names from one place).
-FAILURE_WINDOW_MS = 15 * 60_000
-USER_FAILURE_LIMIT = 5
-ADDRESS_FAILURE_LIMIT = 30
+TOUCH_AFTER_MS = 60_000  # tokens record being seen at most once a minute, sessions also at
+TOUCHES_PER_IDLE = 4  # least 4 times per idle window (so one in use never runs idle)
 
 
 class Level(IntEnum):
@@ -70,6 +68,13 @@ LEVEL_SCOPE = {level: scope for scope, level in SCOPE_LEVEL.items()}
 class SessionPolicy:
     lifetime_ms: int = 12 * 3_600_000  # absolute
     idle_ms: int = 3_600_000  # ends an hour after the last request
+
+    @property
+    def touch_after_ms(self) -> int:
+        """How often a session in use records it was seen: a quarter of the idle window (at
+        most a minute), so its idle expiry always lies at least 3/4 of the window after its
+        latest request."""
+        return max(1, min(TOUCH_AFTER_MS, self.idle_ms // TOUCHES_PER_IDLE))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +112,7 @@ class LoginResult:
     secret: str  # the cookie value: shown to the browser, never stored
     csrf_token: str
     view: View
+    device: str | None = None  # a new device cookie (None: the browser's own still holds)
 
 
 def check_username(value: object, field: str = "username") -> str:
@@ -125,18 +131,6 @@ def check_scope(value: object, field: str = "scope") -> str:
     if value not in SCOPE_LEVEL:
         raise InvalidInput(field, "must be one of read, operate, admin")
     return str(value)
-
-
-def check_password(value: object, field: str = "password") -> str:
-    if not isinstance(value, str) or not MIN_PASSWORD <= len(value) <= MAX_PASSWORD:
-        raise InvalidInput(field, f"must be {MIN_PASSWORD}-{MAX_PASSWORD} characters")
-    if any(not ch.isprintable() for ch in value):
-        raise InvalidInput(field, "must not contain control characters")
-    return value
-
-
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def csrf_token_for(secret: str) -> str:
@@ -193,88 +187,65 @@ def audit_view(entry: AuditEntry) -> View:
 
 class Accounts:
     def __init__(self, store: AccountStore, *, policy: SessionPolicy | None = None,
-                 hasher: PasswordHasher | None = None) -> None:
+                 hasher: PasswordHasher | None = None, gate: HashGate = PROCESS_GATE,
+                 limits: LoginLimits | None = None) -> None:
         self._store = store
         self._policy = policy or SessionPolicy()
         self._hasher = hasher or PasswordHasher()
-        self._dummy_hash: str | None = None
+        self._checks = PasswordChecks(store, self._hasher, gate, limits or LoginLimits())
 
     @property
     def policy(self) -> SessionPolicy:
         return self._policy
 
+    @property
+    def limits(self) -> LoginLimits:
+        return self._checks.limits
+
     # -- users ---------------------------------------------------------------------------
 
     def user_create(self, username: str, role: str, password: str) -> View:
+        name = check_username(username)
         user = self._store.user_create(UserCreateParams(
-            username=check_username(username), role=check_role(role),
-            password_hash=self._hasher.hash(check_password(password))))
+            username=name, role=check_role(role),
+            password_hash=self._hasher.hash(check_password(password, username=name))))
         return user_view(user)
 
     def user_list(self) -> list[View]:
         return [user_view(user) for user in self._store.user_list()]
 
     def user_update(self, username: str, *, role: str | None = None,
-                    password: str | None = None, disabled: bool | None = None) -> View:
-        """Change a user; a new password or disabling ends the user's sessions."""
+                    password: str | None = None, disabled: bool | None = None,
+                    by: str | None = None) -> View:
+        """Change a user; a new password or disabling ends the user's sessions and revokes
+        the user's tokens (as revoked by ``by``)."""
+        name = check_username(username)
+        password_hash = None
+        if password is not None:
+            password_hash = self._hasher.hash(check_password(password, username=name))
         user = self._store.user_update(UserUpdateParams(
-            username=check_username(username),
-            role=None if role is None else check_role(role),
-            password_hash=None if password is None else self._hasher.hash(check_password(password)),
-            disabled=disabled))
+            username=name, role=None if role is None else check_role(role),
+            password_hash=password_hash, disabled=disabled, by=by))
         return user_view(user)
 
     # -- logging in ----------------------------------------------------------------------
 
-    def login(self, username: object, password: object, *, client: str | None) -> LoginResult:
-        """A new session for the right password, unless too many logins failed lately.
-        A wrong password and an unknown (or disabled) user are told apart by nobody: both
-        cost one argon2 verification and answer the same."""
-        name = username if isinstance(username, str) else ""
-        subjects = (f"user:{name[:64]}",) + ((f"addr:{client[:255]}",) if client else ())
-        self._check_rate(subjects)
-        user = self._store.user_get(name) if USERNAME.fullmatch(name) else None
-        if not self._verify(user, password if isinstance(password, str) else ""):
-            self._store.login_failure_record(subjects, FAILURE_WINDOW_MS)
-            raise Unauthenticated("wrong user name or password")
-        assert user is not None
-        self._store.login_failures_clear(subjects[0])
-        if self._hasher.check_needs_rehash(user.password_hash):
-            self._store.user_update(UserUpdateParams(username=user.username,
-                                                     password_hash=self._hasher.hash(str(password))))
+    def login(self, username: object, password: object, *, client: str | None,
+              device: str | None = None) -> LoginResult:
+        """A new session for the right password, unless too many logins failed lately (see
+        ``service.logins``). ``device`` is the browser's device cookie, if it sent one; the
+        result carries a new one after a login without a valid one."""
+        verified = self._checks.verify(username, password, client=client, device=device)
         secret = secrets.token_urlsafe(32)
         session = self._store.session_create(SessionCreateParams(
-            id_digest=digest(secret), username=user.username,
+            id_digest=digest(secret), username=verified.user.username,
             lifetime_ms=self._policy.lifetime_ms, idle_ms=self._policy.idle_ms, client=client))
         principal = Principal(username=session.username, role=session.role, via="session",
                               session_digest=session.id_digest,
                               expires_at_ms=session.expires_at_ms)
         csrf = csrf_token_for(secret)
-        return LoginResult(secret=secret, csrf_token=csrf,
+        return LoginResult(secret=secret, csrf_token=csrf, device=verified.new_device,
                            view={**principal_view(principal), "csrf_token": csrf})
-
-    def _check_rate(self, subjects: tuple[str, ...]) -> None:
-        counts = self._store.login_failures(subjects, FAILURE_WINDOW_MS)
-        now_ms = None
-        for subject, (count, oldest_ms) in counts.items():
-            limit = USER_FAILURE_LIMIT if subject.startswith("user:") else ADDRESS_FAILURE_LIMIT
-            if count >= limit:
-                now_ms = self._store.now_ms() if now_ms is None else now_ms
-                wait_s = max(1, -(-(oldest_ms + FAILURE_WINDOW_MS - now_ms) // 1000))
-                raise RateLimited(f"too many failed logins; try again in {wait_s} s", wait_s)
-
-    def _verify(self, user: User | None, password: str) -> bool:
-        if user is None or user.disabled_at_ms is not None:
-            if self._dummy_hash is None:
-                self._dummy_hash = self._hasher.hash(secrets.token_urlsafe(16))
-            target, real = self._dummy_hash, False
-        else:
-            target, real = user.password_hash, True
-        try:
-            self._hasher.verify(target, password)
-        except (VerificationError, InvalidHashError):
-            return False
-        return real
 
     def logout(self, principal: Principal) -> None:
         if principal.session_digest is not None:
@@ -283,7 +254,8 @@ class Accounts:
     def session_principal(self, secret: str) -> Principal | None:
         if not SESSION_SHAPE.fullmatch(secret):
             return None
-        session = self._store.session_get(digest(secret), TOUCH_AFTER_MS, self._policy.idle_ms)
+        session = self._store.session_get(digest(secret), self._policy.touch_after_ms,
+                                          self._policy.idle_ms)
         if session is None:
             return None
         return Principal(username=session.username, role=session.role, via="session",
@@ -345,6 +317,14 @@ class Accounts:
     def token_revoke(self, token_id: str, by: str) -> View:
         revoked = self._store.token_revoke(self.token_get(token_id).id, by)
         return token_view(revoked, self._store.now_ms())
+
+    def token_revoke_as(self, who: Principal, token_id: str) -> View:
+        """Revoke a token ``who`` may see: their own, or (with the admin scope) anyone's. A
+        token they may not see answers exactly as one that does not exist."""
+        found = self._store.token_get(token_id) if isinstance(token_id, str) else None
+        if found is None or (found.username != who.username and who.level < Level.ADMIN):
+            raise NotFound("token", str(token_id))
+        return self.token_revoke(found.id, who.username)
 
     # -- the audit log -------------------------------------------------------------------
 

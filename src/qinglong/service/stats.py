@@ -1,5 +1,11 @@
 """Stats per task and day, as the surfaces ask for them: Runs, successes, failures,
-cancellations, total and longest duration.
+cancellations, skips, the success rate, total and longest duration.
+
+A lost Run is a failure. A Run an overlap policy ended (``skip`` cancelled it because its
+trigger's previous Run was still in progress, or ``cancel_previous`` stopped it for a newer
+one) is ``skipped``: neither a success nor a failure, nor a cancellation, and left out of
+the success rate, which is successes over the Runs that ended otherwise (succeeded, failed,
+timed out, lost or cancelled).
 
 A Run counts on the day it was admitted, in the zone asked for (UTC by default). The store
 counts Runs in 15-minute slices of epoch time (every UTC offset in use is a whole number of
@@ -63,31 +69,43 @@ class TaskStats:
         local = zone_info(zone)
         for bucket in buckets:
             day = datetime.fromtimestamp(bucket.bucket_start_ms / 1000, UTC).astimezone(local).date()
-            _add(days[(bucket.task_id, day)], bucket.runs, bucket.succeeded, bucket.failed,
-                 bucket.cancelled, bucket.total_duration_ms, bucket.max_duration_ms)
+            _add(days[(bucket.task_id, day)], {
+                "runs": bucket.runs, "successes": bucket.succeeded, "failures": bucket.failed,
+                "cancelled": bucket.cancelled, "skipped": bucket.skipped,
+                "total_duration_ms": bucket.total_duration_ms}, bucket.max_duration_ms)
         totals: dict[str, dict[str, int | None]] = defaultdict(_empty)
         rows: list[View] = []
         for (task, day), counts in sorted(days.items()):
-            rows.append({"task": task, "date": day.isoformat(), **counts})
-            total = totals[task]
-            _add(total, counts["runs"], counts["successes"], counts["failures"],
-                 counts["cancelled"], counts["total_duration_ms"], counts["max_duration_ms"])
+            rows.append({"task": task, "date": day.isoformat(), **_with_rate(counts)})
+            _add(totals[task], {key: counts[key] for key in SUMMED}, counts["max_duration_ms"])
         return {"project": project_id, "task": task_id, "timezone": zone,
                 "from": first.isoformat(), "to": last.isoformat(), "days": rows,
-                "totals": [{"task": task, **counts} for task, counts in sorted(totals.items())]}
+                "totals": [{"task": task, **_with_rate(counts)}
+                           for task, counts in sorted(totals.items())]}
+
+
+SUMMED = ("runs", "successes", "failures", "cancelled", "skipped", "total_duration_ms")
 
 
 def _empty() -> dict[str, int | None]:
-    return {"runs": 0, "successes": 0, "failures": 0, "cancelled": 0, "total_duration_ms": 0,
-            "max_duration_ms": None}
+    return {**dict.fromkeys(SUMMED, 0), "max_duration_ms": None}
 
 
-def _add(into: dict[str, int | None], runs: int | None, succeeded: int | None,
-         failed: int | None, cancelled: int | None, total: int | None,
+def _add(into: dict[str, int | None], counts: dict[str, int | None],
          longest: int | None) -> None:
-    for key, value in (("runs", runs), ("successes", succeeded), ("failures", failed),
-                       ("cancelled", cancelled), ("total_duration_ms", total)):
-        into[key] = int(into[key] or 0) + int(value or 0)
+    for key in SUMMED:
+        into[key] = int(into[key] or 0) + int(counts[key] or 0)
     if longest is not None:
         current = into["max_duration_ms"]
         into["max_duration_ms"] = longest if current is None else max(current, longest)
+
+
+def success_rate(counts: dict[str, int | None]) -> float | None:
+    """Successes over the Runs that ended by themselves or were cancelled (skips left out),
+    rounded to 4 places; None when there are none."""
+    ended = sum(int(counts[key] or 0) for key in ("successes", "failures", "cancelled"))
+    return None if ended == 0 else round(int(counts["successes"] or 0) / ended, 4)
+
+
+def _with_rate(counts: dict[str, int | None]) -> View:
+    return {**counts, "success_rate": success_rate(counts)}

@@ -22,6 +22,7 @@ from qinglong.domain.runs import (
 )
 from qinglong.domain.task import ArgvCommand, CommandSpec, TaskRevision
 from qinglong.domain.trigger import TriggerRevision, TriggerSpec
+from qinglong.service.env_changes import entry_changes
 from qinglong.service.schedule import jittered, trigger_done, trigger_upcoming
 from qinglong.service.times import in_zone, rfc3339
 
@@ -88,7 +89,8 @@ def task_view(item: TaskView) -> View:
 
 def task_diff(old: TaskRevision, new: TaskRevision) -> list[View]:
     """What changed from one revision to another, field by field (values of environment
-    entries are never shown: only that one was added, removed or changed)."""
+    entries are never shown: only that one was added, removed or changed, or became plain
+    or secret; see ``env_changes``)."""
     changes: list[View] = []
 
     def note(field: str, before: object, after: object) -> None:
@@ -103,16 +105,9 @@ def task_diff(old: TaskRevision, new: TaskRevision) -> list[View]:
     note("retry", retry_view(old.spec), retry_view(new.spec))
     note("idempotent", old.spec.idempotent, new.spec.idempotent)
     note("concurrency", old.spec.concurrency, new.spec.concurrency)
-    before = {entry.name: entry.value for entry in old.spec.environment}
-    after = {entry.name: entry.value for entry in new.spec.environment}
-    for name in sorted(before.keys() | after.keys()):
-        if name not in before:
-            note(f"environment.{name}", None, "(set)")
-        elif name not in after:
-            note(f"environment.{name}", "(set)", None)
-        elif before[name] != after[name]:
-            changes.append({"field": f"environment.{name}", "from": "(set)",
-                            "to": "(changed)"})
+    for name, before, after in entry_changes(old.spec.environment, new.spec.environment,
+                                             name_secrets=False):
+        changes.append({"field": f"environment.{name}", "from": before, "to": after})
     return changes
 
 

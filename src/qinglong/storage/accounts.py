@@ -15,6 +15,8 @@ from qinglong.storage.ports import (
     ApiToken,
     AuditEntry,
     AuditWriteParams,
+    DeviceCreateParams,
+    LoginAttempt,
     Session,
     SessionCreateParams,
     TokenCreateParams,
@@ -105,11 +107,21 @@ class AccountRows:
         if changed == 0:
             raise NotFound("user", params.username)
         if params.disabled or params.password_hash is not None:
+            # what the old password (or the enabled user) proved dies with it: re-enabling
+            # the user or the old password coming back revives none of it
             self._run("account_sessions_end_for_user",
                       {"username": params.username, "now_ms": self.now_ms})
+            self._run("account_tokens_revoke_for_user",
+                      {"username": params.username, "now_ms": self.now_ms,
+                       "by": params.by or params.username})
+            self._run("account_devices_end_for_user", {"username": params.username})
         updated = self.user_get(params.username)
         assert updated is not None
         return updated
+
+    def user_rehash(self, username: str, old_hash: str, new_hash: str) -> None:
+        self._run("account_user_rehash",
+                  {"username": username, "old_hash": old_hash, "new_hash": new_hash})
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -174,25 +186,48 @@ class AccountRows:
         assert revoked is not None
         return revoked
 
-    # -- failed logins -------------------------------------------------------------------
+    # -- failed logins and login devices -------------------------------------------------
 
-    def login_failures(self, subjects: tuple[str, ...], window_ms: int) -> dict[str, tuple[int, int]]:
-        counts = {}
-        for subject in subjects:
+    def login_attempt(self, limits: tuple[tuple[str, int], ...], window_ms: int) -> LoginAttempt:
+        subjects = sorted({subject for subject, _ in limits})
+        for subject in subjects:  # always in one order: two attempts never wait on each other
+            self._one("account_login_lock", {"subject": subject})
+        held = self._one("account_login_prune_lock", {})
+        if held is not None and held["held"]:
+            self._run("account_login_failures_prune", {"before_ms": self.now_ms - window_ms})
+        wait_ms = 0
+        for subject, limit in limits:
             row = self._one("account_login_failure_count",
                             {"subject": subject, "since_ms": self.now_ms - window_ms})
-            if row is not None and row["n"]:
-                counts[subject] = (int(row["n"]), int(row["oldest_ms"]))
-        return counts
-
-    def login_failure_record(self, subjects: tuple[str, ...], keep_ms: int) -> None:
-        self._run("account_login_failures_prune", {"before_ms": self.now_ms - keep_ms})
+            if row is not None and int(row["n"]) >= limit:
+                wait_ms = max(wait_ms, int(row["oldest_ms"]) + window_ms - self.now_ms)
+        if wait_ms > 0:
+            return LoginAttempt(retry_after_ms=wait_ms)
+        ids = []
         for subject in subjects:
+            ids.append(self._new_id())
             self._run("account_login_failure_insert",
-                      {"id": self._new_id(), "subject": subject, "now_ms": self.now_ms})
+                      {"id": ids[-1], "subject": subject, "now_ms": self.now_ms})
+        return LoginAttempt(failure_ids=tuple(ids))
 
-    def login_failures_clear(self, subject: str) -> None:
-        self._run("account_login_failures_clear", {"subject": subject})
+    def login_attempt_settle(self, failure_ids: tuple[str, ...], clear: str | None) -> None:
+        for failure_id in failure_ids:
+            self._run("account_login_failure_delete", {"id": failure_id})
+        if clear is not None:
+            self._run("account_login_failures_clear", {"subject": clear})
+
+    def device_valid(self, id_digest: str, username: str) -> bool:
+        return self._one("account_device_get", {"id_digest": id_digest, "username": username,
+                                                "now_ms": self.now_ms}) is not None
+
+    def device_create(self, params: DeviceCreateParams) -> None:
+        if self.user_get(params.username) is None:
+            raise NotFound("user", params.username)
+        self._run("account_device_insert", {
+            "id_digest": params.id_digest, "username": params.username,
+            "lifetime_ms": params.lifetime_ms, "now_ms": self.now_ms})
+        self._run("account_devices_trim", {"username": params.username, "keep": params.keep,
+                                           "now_ms": self.now_ms})
 
     # -- the audit log -------------------------------------------------------------------
 

@@ -114,10 +114,11 @@ class RunBucket:
     bucket_start_ms: int
     runs: int
     succeeded: int
-    failed: int  # failed or timed out
-    cancelled: int
+    failed: int  # failed, timed out or lost
+    cancelled: int  # cancelled, except by an overlap policy (those are skipped)
     total_duration_ms: int  # of the Runs that started and finished
     max_duration_ms: int | None
+    skipped: int = 0  # ended by an overlap policy: neither a success nor a failure
 
 
 class RunPageStore(Protocol):
@@ -150,12 +151,15 @@ class UserCreateParams:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserUpdateParams:
-    """Change what is given (None keeps it); ``disabled`` True also ends the user's sessions."""
+    """Change what is given (None keeps it). A new password hash or ``disabled`` True also
+    ends the user's sessions, forgets the user's login devices and revokes the user's tokens
+    (recorded as revoked by ``by``; None: by the user themselves)."""
 
     username: str
     role: str | None = None
     password_hash: str | None = None
     disabled: bool | None = None
+    by: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,6 +211,28 @@ class TokenCreateParams:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LoginAttempt:
+    """An attempt to log in, admitted or not. Admitted: one failure is already recorded per
+    subject (``failure_ids``), to be taken back if the password proves right. Refused:
+    ``retry_after_ms`` until the subject that refused it admits one again."""
+
+    failure_ids: tuple[str, ...] = ()
+    retry_after_ms: int | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.retry_after_ms is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceCreateParams:
+    id_digest: str  # SHA-256 of the device cookie's secret
+    username: str
+    lifetime_ms: int
+    keep: int  # the user's newest devices kept; older ones are forgotten
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
     id: int
     at_ms: int
@@ -241,9 +267,15 @@ class AccountStore(Protocol):
       last seen ``touch_after_ms`` ago or more (a busy session does not write on every request).
     - ``token_get`` returns a token whatever its state (the caller judges it); ``token_used``
       records its use at most once per ``touch_after_ms``.
-    - ``login_failures`` counts, per subject, the failures of the last ``window_ms`` and the
-      time of the oldest of them; ``login_failure_record`` records one failure per subject and
-      deletes failures older than ``keep_ms``.
+    - ``login_attempt`` admits a login attempt only while every subject has fewer failures in
+      the last ``window_ms`` than its limit, and then records one failure per subject in the
+      same step (no two attempts can both be admitted by the same count); it forgets failures
+      older than ``window_ms``. ``login_attempt_settle`` takes back the failures an attempt
+      recorded and, with ``clear``, every failure of that subject (a right password).
+    - ``device_valid`` is true for an unexpired login device of that user; ``device_create``
+      records one and keeps only the user's ``keep`` newest.
+    - ``user_rehash`` replaces a password hash only while it is still ``old_hash``, and ends
+      nothing (the password is the same).
     - ``audit_list`` pages newest first, before the entry ``before_id`` when given.
     """
 
@@ -261,9 +293,11 @@ class AccountStore(Protocol):
     def token_used(self, token_id: str, touch_after_ms: int) -> None: ...
     def token_list(self, username: str | None) -> list[ApiToken]: ...
     def token_revoke(self, token_id: str, by: str) -> ApiToken: ...
-    def login_failures(self, subjects: tuple[str, ...],
-                       window_ms: int) -> dict[str, tuple[int, int]]: ...
-    def login_failure_record(self, subjects: tuple[str, ...], keep_ms: int) -> None: ...
-    def login_failures_clear(self, subject: str) -> None: ...
+    def user_rehash(self, username: str, old_hash: str, new_hash: str) -> None: ...
+    def login_attempt(self, limits: tuple[tuple[str, int], ...],
+                      window_ms: int) -> LoginAttempt: ...
+    def login_attempt_settle(self, failure_ids: tuple[str, ...], clear: str | None) -> None: ...
+    def device_valid(self, id_digest: str, username: str) -> bool: ...
+    def device_create(self, params: DeviceCreateParams) -> None: ...
     def audit_write(self, params: AuditWriteParams) -> AuditEntry: ...
     def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]: ...

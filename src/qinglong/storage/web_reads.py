@@ -69,6 +69,7 @@ class WebReader:
         return [RunBucket(task_id=row["task_id"], bucket_start_ms=int(row["bucket_start_ms"]),
                           runs=int(row["runs"]), succeeded=int(row["succeeded"]),
                           failed=int(row["failed"]), cancelled=int(row["cancelled"]),
+                          skipped=int(row["skipped"]),
                           total_duration_ms=int(row["total_duration_ms"]),
                           max_duration_ms=None if row["max_duration_ms"] is None
                           else int(row["max_duration_ms"]))

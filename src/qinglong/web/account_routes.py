@@ -11,7 +11,12 @@ from qinglong.service.accounts import (
     principal_view,
 )
 from qinglong.web import schemas as s
-from qinglong.web.auth import clear_session_cookie, set_session_cookie
+from qinglong.web.auth import (
+    clear_session_cookie,
+    device_cookie,
+    set_device_cookie,
+    set_session_cookie,
+)
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 
 TOKENS = "/api/v1/tokens"
@@ -21,8 +26,11 @@ USERS = "/api/v1/users"
 def login(call: Call) -> Response:
     body: s.LoginRequest = call.body
     accounts = call.backend.accounts
-    result = accounts.login(body.username, body.password, client=call.client)
+    result = accounts.login(body.username, body.password, client=call.client,
+                            device=device_cookie(call.headers))
     response = JSONResponse(result.view, headers={"Cache-Control": "no-store"})
+    if result.device is not None:  # first, so the session cookie is the last Set-Cookie
+        set_device_cookie(response, result.device, accounts.limits.device_lifetime_ms // 1000)
     set_session_cookie(response, result.secret, accounts.policy.lifetime_ms // 1000)
     return response
 
@@ -66,11 +74,9 @@ def revoke_token(call: Call) -> Reply:
     token_id = call.path["token"]
     if len(token_id) > 32:
         raise InvalidInput("token", "is not a token id (the 16 characters after qlt_)")
-    found = accounts.token_get(token_id)
-    if found.username != call.who.username:
-        call.who.require(Level.ADMIN)
-    view = accounts.token_revoke(found.id, call.who.username)
-    call.audit("token.revoke", target=f"token {found.id}", detail={"username": found.username})
+    view = accounts.token_revoke_as(call.who, token_id)  # one you may not see: 404, as unknown
+    call.audit("token.revoke", target=f"token {view['id']}",
+               detail={"username": view["username"]})
     return Reply(view)
 
 
@@ -92,7 +98,7 @@ def update_user(call: Call) -> Reply:
         raise InvalidInput("username", "an admin cannot disable or demote themselves "
                                        "(another admin can)")
     view = call.backend.accounts.user_update(username, role=body.role, password=body.password,
-                                             disabled=body.disabled)
+                                             disabled=body.disabled, by=call.who.username)
     call.audit("user.update", target=f"user {username}",
                detail={"role": body.role, "password_changed": body.password is not None,
                        "disabled": body.disabled})
@@ -116,7 +122,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "SameSite=Strict) and its CSRF token", "accounts", None, body=s.LoginRequest,
              response=s.SessionView,
              description="Failed logins are limited per user name (5 in 15 minutes) and per "
-                         "client address (30): beyond that, 429 with Retry-After."),
+                         "client address (30), or, for a browser that sends the device cookie "
+                         "`ql_device` of an earlier login of that user, per device (5): beyond "
+                         "that, 429 with Retry-After, before the password is checked. Also 429 "
+                         "(Retry-After: 1) while the server checks too many passwords at once. "
+                         "Over plain HTTP to an address that is not loopback, 403 "
+                         "QL_INSECURE_TRANSPORT: a browser would drop the Secure cookie."),
     Endpoint("GET", "/api/v1/session", whoami, "Who you are, and how you proved it",
              "accounts", Level.READ, response=s.PrincipalView),
     Endpoint("DELETE", "/api/v1/session", logout, "Log out (ends the session)", "accounts",
@@ -130,13 +141,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              description="With a session; with a token only if its scope is admin. The scope "
                          "can be at most your role's. Another user's token: admins only."),
     Endpoint("DELETE", TOKENS + "/{token}", revoke_token, "Revoke an API token (yours; anyone's "
-             "for admins)", "accounts", Level.READ, response=s.TokenView),
+             "for admins)", "accounts", Level.READ, response=s.TokenView,
+             description="Another user's token, without the admin scope, answers 404 like a "
+                         "token that does not exist."),
     Endpoint("GET", USERS, list_users, "List users", "accounts", Level.ADMIN,
              response=s.UserView, many=True),
     Endpoint("POST", USERS, create_user, "Create a user", "accounts", Level.ADMIN,
              body=s.UserCreateRequest, response=s.UserView, status=201),
     Endpoint("PATCH", USERS + "/{username}", update_user, "Change a user's role, password or "
-             "disabled state (a new password or disabling ends their sessions)", "accounts",
+             "disabled state (a new password or disabling ends their sessions and revokes their "
+             "tokens)", "accounts",
              Level.ADMIN, body=s.UserUpdateRequest, response=s.UserView),
     Endpoint("GET", "/api/v1/audit", audit_log, "The audit log: who published, paused, "
              "cancelled or ran what, newest first", "accounts", Level.ADMIN,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from starlette.datastructures import Headers
+from starlette.requests import cookie_parser
 from starlette.responses import Response
 
 from qinglong.errors import Forbidden as ForbiddenError
@@ -14,6 +15,8 @@ from qinglong.errors import Unauthenticated
 from qinglong.service.accounts import Accounts, Principal, csrf_matches
 
 SESSION_COOKIE = "ql_session"
+DEVICE_COOKIE = "ql_device"  # sent to the login route only: which browser logged in before
+DEVICE_PATH = "/api/v1/session"
 CSRF_HEADER = "x-csrf-token"
 
 
@@ -67,3 +70,13 @@ def set_session_cookie(response: Response, secret: str, max_age_s: int) -> None:
 def clear_session_cookie(response: Response) -> None:
     response.delete_cookie(SESSION_COOKIE, path="/", secure=True, httponly=True,
                            samesite="strict")
+
+
+def device_cookie(headers: Headers) -> str | None:
+    """The device cookie the browser sent to the login, if any."""
+    return cookie_parser(headers.get("cookie", "")).get(DEVICE_COOKIE)
+
+
+def set_device_cookie(response: Response, secret: str, max_age_s: int) -> None:
+    response.set_cookie(DEVICE_COOKIE, secret, max_age=max_age_s, path=DEVICE_PATH, secure=True,
+                        httponly=True, samesite="strict")

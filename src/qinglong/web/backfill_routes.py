@@ -44,8 +44,8 @@ def backfill(call: Call) -> Reply:
 
 
 DESCRIPTION = (
-    "The window [from, to] is judged against the trigger's current revision: it must not "
-    "start before the trigger was first published, must end before its cursor (the first "
+    "The window [from, to] is judged against the trigger's current revision: it may start "
+    "before the trigger was first published, must end before its cursor (the first "
     f"occurrence its scheduler has not decided yet) and may hold up to {MAX_OCCURRENCES:,} "
     "occurrences; otherwise 422 and nothing is written. Each occurrence without a Run is "
     "admitted in its own transaction, oldest first, at most "

@@ -3,11 +3,15 @@ with the same JSON shapes as ``--json``."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.task import ArgvCommand, EnvEntry, ShellCommand
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
+from qinglong.profiles.working_directory import check_directory_here
 from qinglong.service.accounts import Level
 from qinglong.service.catalog import TaskPublishRequest as PublishTask
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
@@ -81,15 +85,34 @@ def _project_change(action: str) -> Endpoint:
                     body=s.Empty, response=s.ProjectView)
 
 
-def _until(value: str | int | None) -> int | None:
-    return None if value is None else read_instant(value, "until")
+UNTIL_RULE = ("must be a duration from now (10m, 2h, 1d), an RFC 3339 time (e.g. "
+              "2026-12-01T08:00:00Z) or epoch milliseconds")
+
+
+def _until(call: Call, value: str | int | None) -> int | None:
+    """When a pause ends: an instant (RFC 3339 or epoch milliseconds) or, as on the CLI, a
+    duration from now (``10m``, ``2h``, ``1d``: the CLI's grammar)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and not value.strip().isdigit():
+        try:
+            span = parse_duration_ms(value)
+        except ValueError:
+            span = None
+        if span is not None:
+            return read_instant(call.clock.now_ms() + span, "until")
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput("until", UNTIL_RULE) from None
+    return read_instant(value, "until")
 
 
 def pause_project(call: Call) -> Reply:
     body: s.PauseRequest = call.body
     project = _project(call)
     views = call.backend.catalog.project_pause(ProjectPauseParams(
-        project_id=project, actor=call.who.username, until_ms=_until(body.until),
+        project_id=project, actor=call.who.username, until_ms=_until(call, body.until),
         reason=body.reason))
     call.audit("project.pause", project=project, target=f"project {project}",
                detail={"until": body.until, "reason": body.reason, "triggers": len(views)})
@@ -162,6 +185,7 @@ def publish_task(call: Call) -> Reply:
     body: s.TaskPublishRequest = call.body
     project, task = _task(call)
     keep_shell = isinstance(body.command, s.ShellCommandRequest) and body.command.shell is None
+    check_directory_here(body.working_directory, call.backend.kind)  # as `ql task publish`
     view = call.backend.catalog.task_publish(PublishTask(
         project_id=project, task_id=task, patch=task_patch(body), name=body.name,
         enabled=body.enabled, repin_triggers=body.repin_triggers, keep_shell=keep_shell))
@@ -270,7 +294,7 @@ def pause_trigger(call: Call) -> Reply:
     project, trigger = _trigger(call)
     view = call.backend.catalog.trigger_pause(TriggerPauseParams(
         project_id=project, trigger_id=trigger, actor=call.who.username,
-        until_ms=_until(body.until), reason=body.reason))
+        until_ms=_until(call, body.until), reason=body.reason))
     call.audit("trigger.pause", project=project, target=f"trigger {trigger}",
                detail={"until": body.until, "reason": body.reason})
     return Reply(view)

@@ -27,12 +27,27 @@ def _run_id(call: Call) -> str:
     return call.path["run"]
 
 
+def _scoped(project: str | None, text: str | None, kind: str) -> tuple[str | None, str | None]:
+    """A task or trigger filter, also as ``project/id`` (how the panel and the CLI show one;
+    spaces around the slash allowed): the project it names, and the id."""
+    if text is None or "/" not in text:
+        return project, None if text is None else entity_id(text, kind)
+    named, _, wanted = (part.strip() for part in text.partition("/"))
+    named = project_id(named, kind)
+    if project is not None and project_id(project) != named:
+        raise InvalidInput(kind, f"{text!r} names project {named!r}, but the project filter is "
+                                 f"{project!r}")
+    return named, entity_id(wanted, kind)
+
+
 def list_runs(call: Call) -> Reply:
     q = call.query
+    project, task = _scoped(q["project"], q["task"], "task")
+    project, trigger = _scoped(project, q["trigger"], "trigger")
     filters = RunListParams(
-        project_id=None if q["project"] is None else project_id(q["project"]),
-        task_id=None if q["task"] is None else entity_id(q["task"], "task"),
-        trigger_id=None if q["trigger"] is None else entity_id(q["trigger"], "trigger"),
+        project_id=None if project is None else project_id(project),
+        task_id=task,
+        trigger_id=trigger,
         status=q["status"], since_ms=q["since"], until_ms=q["until"], limit=q["limit"],
         oldest_first=q["order"] == "oldest")
     return Reply(call.backend.pages.page(filters, q["cursor"]))
@@ -136,8 +151,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/runs", list_runs, "List Runs, newest occurrence first, a page at "
              "a time", "runs", Level.READ, response=s.RunPageView,
              query=(Query("project", "str", "Only this project"),
-                    Query("task", "str", "Only Runs of this task"),
-                    Query("trigger", "str", "Only Runs of this trigger"),
+                    Query("task", "str", "Only Runs of this task (TASK or PROJECT/TASK)"),
+                    Query("trigger", "str", "Only Runs of this trigger (TRIGGER or "
+                                            "PROJECT/TRIGGER)"),
                     Query("status", "choice", "Only this status",
                           choices=tuple(status.value for status in RunStatus)),
                     Query("since", "instant", "Only Runs for occurrences at or after"),
@@ -170,8 +186,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "Fire a trigger now, outside its schedule", "runs", Level.OPERATE,
              body=s.RunNowRequest, response=s.RunNowView, also=(201,), description=RUN_NOW),
     Endpoint("GET", "/api/v1/projects/{project}/stats", task_stats,
-             "Per task and day: Runs, successes, failures, cancellations, total and longest "
-             "duration (a Run counts on the day it was admitted)", "stats", Level.READ,
+             "Per task and day: Runs, successes, failures, cancellations, overlap skips, the "
+             "success rate, total and longest duration (a Run counts on the day it was admitted)", "stats", Level.READ,
              response=s.StatsView,
              query=(Query("task", "str", "Only this task"),
                     Query("from", "date", "First day (default: 6 days before to)"),

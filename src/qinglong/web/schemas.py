@@ -482,8 +482,12 @@ class DayCounts(Response):
     task: str
     runs: int
     successes: int
-    failures: int = Field(description="failed or timed out")
-    cancelled: int
+    failures: int = Field(description="failed, timed out or lost")
+    cancelled: int = Field(description="cancelled, except by an overlap policy")
+    skipped: int = Field(description="ended by the trigger's overlap policy (skip, a full "
+                                     "queue, cancel_previous): neither success nor failure")
+    success_rate: float | None = Field(description="successes / (successes + failures + "
+                                                   "cancelled); null when that is 0")
     total_duration_ms: int
     max_duration_ms: int | None
 

@@ -18,6 +18,7 @@ from qinglong.errors import InvalidConfig, QinglongError
 from qinglong.service.accounts import SessionPolicy
 from qinglong.web.app import create_web_app
 from qinglong.web.backend import WEB_POOL_SIZE, WebBackend, open_web_backend
+from qinglong.web.transport import Network, Transport
 
 HEARTBEAT_S = 5.0
 
@@ -33,7 +34,8 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(listen: str, allow_remote: bool, flag: str = "--allow-remote") -> tuple[str, int]:
     """HOST:PORT; a host other than loopback only with ``allow_remote`` (the API then answers
-    the network: put TLS in front of it, the session cookie is Secure)."""
+    the network: put TLS in front of it, the session cookie is Secure, and a browser login over
+    plain HTTP to an address that is not loopback is refused, saying so)."""
     host, port = parse_listen(listen)
     if not is_loopback(host) and not allow_remote:
         raise InvalidConfig("--http", f"{host} is not a loopback address: the API binds to "
@@ -79,10 +81,14 @@ class RunningApi:
 
 def serve_api(backend: WebBackend, clock: Clock, listen: str, *, close_backend: bool = False,
               instance_id: str | None = None,
-              diagnostics: Callable[[Diagnostic], None] | None = None) -> RunningApi:
+              diagnostics: Callable[[Diagnostic], None] | None = None,
+              trusted_proxies: tuple[Network, ...] = ()) -> RunningApi:
     """Start the API over ``backend`` on ``listen`` (already checked by ``check_bind``);
-    with ``instance_id``, register it and keep a heartbeat."""
-    server = HttpServer(create_web_app(backend, clock), listen)
+    with ``instance_id``, register it and keep a heartbeat. Forwarded headers are believed
+    from ``trusted_proxies`` only (none by default)."""
+    app = create_web_app(backend, clock)
+    app.add_middleware(Transport, trusted=trusted_proxies)
+    server = HttpServer(app, listen)
     server.start()
     running = RunningApi(server=server, backend=backend, port=server.port,
                          close_backend=close_backend)
@@ -113,12 +119,13 @@ def serve_api(backend: WebBackend, clock: Clock, listen: str, *, close_backend: 
 def open_and_serve(database_url: str, clock: Clock, listen: str, *,
                    pool_size: int = WEB_POOL_SIZE, session_policy: SessionPolicy | None = None,
                    instance_id: str | None = None,
-                   diagnostics: Callable[[Diagnostic], None] | None = None) -> RunningApi:
+                   diagnostics: Callable[[Diagnostic], None] | None = None,
+                   trusted_proxies: tuple[Network, ...] = ()) -> RunningApi:
     backend = open_web_backend(database_url, clock, pool_size=pool_size,
                                session_policy=session_policy)
     try:
         return serve_api(backend, clock, listen, close_backend=True, instance_id=instance_id,
-                         diagnostics=diagnostics)
+                         diagnostics=diagnostics, trusted_proxies=trusted_proxies)
     except BaseException:
         backend.close()
         raise

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -13,20 +14,13 @@ import click
 
 from qinglong.cli.context import CLOCK, backend
 from qinglong.cli.output import emit_json, say, warn
-from qinglong.cli.params import database_url_option, json_option
+from qinglong.cli.params import DURATION, database_url_option, json_option
 from qinglong.errors import InvalidInput
 from qinglong.service.crontab import crontab_definitions
-from qinglong.service.declarative import (
-    CHANGED,
-    SET,
-    Action,
-    ApplyStopped,
-    Change,
-    Declarative,
-    DefinitionErrors,
-    Definitions,
-    Plan,
-)
+from qinglong.service.declarative import Declarative
+from qinglong.service.definition_model import DefinitionErrors, Definitions
+from qinglong.service.definition_plan import Action, ApplyStopped, Change, Plan
+from qinglong.service.env_changes import LABELS
 from qinglong.service.errors import EXIT_BAD_INPUT, exit_code_for, problem
 
 _DONE = {
@@ -45,8 +39,8 @@ _WOULD = {
 def _value(value: object) -> str:
     if value is None:
         return "-"
-    if value in (SET, CHANGED):
-        return str(value)
+    if isinstance(value, str) and value in LABELS:
+        return value
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -118,8 +112,12 @@ def _fail_stopped(exc: ApplyStopped, as_json: bool) -> NoReturn:
 
 
 def _apply(definitions: Definitions, *, database_url: str, dry_run: bool, prune: bool,
-           as_json: bool) -> None:
-    """Plan (checking everything), then print the plan (--dry-run) or write it."""
+           as_json: bool, notes: Sequence[str] | None = None) -> None:
+    """Plan (checking everything), then print the plan (--dry-run) or write it. ``notes``
+    (what an import decided) go to stderr, or into the JSON object."""
+    if notes is not None and not as_json:
+        for note in notes:
+            warn(f"note: {note}")
     with backend(database_url) as opened:
         service = Declarative(opened.definitions)
         try:
@@ -137,9 +135,13 @@ def _apply(definitions: Definitions, *, database_url: str, dry_run: bool, prune:
             except ApplyStopped as exc:
                 _fail_stopped(exc, as_json)
     if as_json:
-        emit_json({"dry_run": dry_run, "prune": prune, "counts": plan.counts(),
-                   "changes": [c.to_json() for c in plan.changes
-                               if c.kind != "project" or c.action is not Action.UNCHANGED]})
+        body: dict[str, object] = {
+            "dry_run": dry_run, "prune": prune, "counts": plan.counts(),
+            "changes": [c.to_json() for c in plan.changes
+                        if c.kind != "project" or c.action is not Action.UNCHANGED]}
+        if notes is not None:
+            body["notes"] = list(notes)
+        emit_json(body)
         return
     if dry_run:
         for change in plan.changes:
@@ -170,9 +172,10 @@ def apply(paths: tuple[str, ...], dry_run: bool, prune: bool, database_url: str,
     Every file is read and checked first (with the same rules as `ql task publish` and `ql
     trigger publish`), then what is stored is compared field by field: an unchanged task or
     trigger publishes nothing, a changed one one new revision. A problem anywhere is
-    reported as FILE:LINE: FIELD: RULE, and then nothing is written. Environment entries
-    given as {from_env: NAME} read NAME from this command's environment (or keep the stored
-    value when NAME is not set).
+    reported as FILE:LINE: FIELD: RULE, and then nothing is written. An environment entry
+    is a plain value, or a secret: {from_env: NAME} reads NAME from this command's
+    environment (or keeps the stored value when NAME is not set), {secret: stored} keeps the
+    stored value and never reads the environment.
     """
     from qinglong.service.definition_yaml import load_definitions  # PyYAML only when needed
 
@@ -204,10 +207,12 @@ def _write_file(path: str, text: str) -> None:
 def export(projects: tuple[str, ...], output: str | None, database_url: str) -> None:
     """Write the stored projects, tasks and triggers in the format `ql apply` reads.
 
-    Deleted tasks and triggers are left out. Environment values are write-only, so each entry
-    is written as {from_env: NAME}; applying the file where it came from changes nothing.
+    Deleted tasks and triggers are left out. Plain environment values are written as they
+    are; a secret is written as {secret: stored} (never its value), and a note names it.
+    Applying the file changes nothing, here or, with its secrets given as {from_env: VAR},
+    on another database.
     """
-    from qinglong.service.definition_yaml import dump_projects
+    from qinglong.service.definition_yaml_write import dump_projects
 
     with backend(database_url) as opened:
         exported, notes = Declarative(opened.definitions).export(list(projects) or None)
@@ -249,6 +254,9 @@ def _read_text(path: str) -> tuple[str, str]:
 @click.option("--timezone", required=True, metavar="ZONE",
               help="IANA time zone the schedules are read in (a CRON_TZ= line overrides it).")
 @click.option("--name", metavar="NAME", help="Display name of the project, if it is created.")
+@click.option("--timeout", type=DURATION, metavar="DURATION",
+              help="Every job's timeout, e.g. 30m (default: none, as in cron: 365d, the "
+                   "longest a task may have).")
 @_DRY_RUN
 @_PRUNE
 @click.option("-o", "--output", metavar="FILE",
@@ -256,31 +264,38 @@ def _read_text(path: str) -> tuple[str, str]:
                    "them; the database is not opened.")
 @database_url_option
 @json_option
-def crontab(file: str, project: str, timezone: str, name: str | None, dry_run: bool,
-            prune: bool, output: str | None, database_url: str, as_json: bool) -> None:
+def crontab(file: str, project: str, timezone: str, name: str | None, timeout: int | None,
+            dry_run: bool, prune: bool, output: str | None, database_url: str,
+            as_json: bool) -> None:
     """Import a crontab (FILE, or - for standard input, e.g. `crontab -l | ql import crontab -`).
 
     Each job line becomes a shell task and a trigger with the same stable id (cron- and a
     hash of its schedule and command, so importing again changes nothing). NAME=value lines
     set the environment of the jobs below them; SHELL= picks /bin/sh or /bin/bash; CRON_TZ=
-    the zone. @hourly, @daily, @weekly, @monthly, @yearly work; @reboot is refused. A bad
-    line is reported as FILE:LINE and nothing is written.
+    the zone; MAILTO= and cron's other settings are not imported. Jobs get no timeout (as in
+    cron) unless --timeout gives one. What became of each of these lines is printed as a
+    note. @hourly, @daily, @weekly, @monthly, @yearly work; @reboot is refused. A bad line is
+    reported as FILE:LINE and nothing is written.
     """
     source, text = _read_text(file)
     try:
-        definitions = crontab_definitions(text, source, project, timezone, name)
+        imported = crontab_definitions(text, source, project, timezone, name, timeout)
     except DefinitionErrors as exc:
         _fail_issues(exc, as_json)
+    definitions = imported.definitions
     if output is not None:
-        from qinglong.service.definition_yaml import dump_projects
+        from qinglong.service.definition_yaml_write import dump_projects
 
+        for note in imported.notes:
+            warn(f"note: {note}")
+        header = "".join(f"# {note}\n" for note in imported.notes)
         _write_file(output, dump_projects(
             list(definitions.projects.values()),
             header=f"# imported from {source} by `ql import crontab`; apply with "
-                   "`ql apply -f FILE`\n"))
+                   f"`ql apply -f FILE`\n{header}"))
         count = len(definitions.projects[project].tasks)
         say(f"wrote {count} task(s) and {count} trigger(s) of project {project} to {output}")
         return
     _apply(definitions, database_url=database_url, dry_run=dry_run, prune=prune,
-           as_json=as_json)
+           as_json=as_json, notes=imported.notes)
 

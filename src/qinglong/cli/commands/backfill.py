@@ -107,9 +107,10 @@ def backfill(project: str, trigger_id: str, from_ms: int, to_ms: int, rate: floa
              dry_run: bool, actor: str, database_url: str, as_json: bool) -> None:
     """Admit TRIGGER's past occurrences in [--from, --to] that have no Run, one Run each.
 
-    Occurrences are those of the trigger's current revision. The window must not start
-    before the trigger was first published and must end before its cursor (the first
-    occurrence its scheduler has not decided), and may hold up to 10,000 occurrences. An
+    Occurrences are those of the trigger's current revision. The window may start before
+    the trigger was first published (the history of a migrated crontab), must end before its
+    cursor (the first occurrence its scheduler has not decided: never in the future), and
+    may hold up to 10,000 occurrences. An
     occurrence that already has a Run (scheduled or backfilled) is left alone; each other one
     is admitted in its own transaction as a Run of origin backfill (the trigger's overlap
     policy and the task's limits apply when it runs). Progress goes to stderr every few

@@ -172,15 +172,14 @@ def cancel(run_id: str, database_url: str, as_json: bool) -> None:
 @click.option("--attempt", type=click.IntRange(1, 1000), metavar="N",
               help="Attempt N's output (default: the latest attempt).")
 @click.option("--follow", "-f", is_flag=True,
-              help="Keep printing new output until the Run ends (Ctrl-C stops following).")
+              help="Keep printing new output until the Run ends (Ctrl-C stops following: "
+                   "exit 130).")
 @database_url_option
 def logs(run_id: str, attempt: int | None, follow: bool, database_url: str) -> None:
     """Print the output of RUN's latest attempt (or --attempt N): from its log file on this
     machine (`ql serve`) or from the database, where cluster workers stream it while the
     command runs. A capped log keeps its head and tail with a marker where the middle was."""
     with run_views(database_url) as runs:
-        try:
-            for piece in runs.log_stream(run_id, attempt=attempt, follow=follow):
-                click.echo(piece.text, nl=False)
-        except KeyboardInterrupt:
-            return
+        # Ctrl-C (SIGINT) while following ends the command as an interruption: `ql` exits 130
+        for piece in runs.log_stream(run_id, attempt=attempt, follow=follow):
+            click.echo(piece.text, nl=False)

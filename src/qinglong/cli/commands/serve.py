@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from qinglong.cli.commands.web import trusted_proxy_option
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, sqlite_url_option
@@ -31,6 +32,7 @@ from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
 
 if TYPE_CHECKING:
     from qinglong.web.server import RunningApi
+    from qinglong.web.transport import Network
 
 
 def _stamp() -> str:
@@ -157,12 +159,13 @@ class ConsoleObserver:
                    "only, unless --allow-remote).")
 @click.option("--allow-remote", is_flag=True,
               help="Let --http bind an address that is not loopback (then put TLS in front).")
+@trusted_proxy_option
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
     retention_days: int, drain_timeout: int,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
-    allow_remote: bool,
+    allow_remote: bool, trusted_proxies: tuple[str, ...],
 ) -> None:
     """Run the scheduler and the executor until SIGINT or SIGTERM (SQLite profiles).
 
@@ -187,12 +190,16 @@ def serve(
         retention_days=retention_days,
         drain_timeout_s=drain_timeout / 1000,
     ).validated()
+    trusted: tuple[Network, ...] = ()
     if listen is not None:
         from qinglong.web.server import check_bind
+        from qinglong.web.transport import parse_trusted_proxies
 
         check_bind(listen, allow_remote)
-    elif allow_remote:
-        raise InvalidInput("--allow-remote", "goes with --http")
+        trusted = parse_trusted_proxies(trusted_proxies)
+    elif allow_remote or trusted_proxies:
+        raise InvalidInput("--allow-remote" if allow_remote else "--trusted-proxy",
+                           "goes with --http")
     observer = ConsoleObserver(quiet=quiet, json_events=json_events)
     stop = threading.Event()
 
@@ -205,7 +212,8 @@ def serve(
         api = None
         try:
             if listen is not None:
-                api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events)
+                api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events,
+                                 trusted=trusted)
             if not quiet and not json_events:
                 click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
             _wait_for_stop(stop, app.failed, None if duration is None else duration / 1000)
@@ -221,12 +229,13 @@ def serve(
         click.echo(f"{_stamp()} stopped")
 
 
-def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool) -> RunningApi:
+def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool,
+               trusted: tuple[Network, ...] = ()) -> RunningApi:
     """The HTTP API over the same SQLite file, on its own connections (a Run admitted through
     it is picked up at the executor's next poll)."""
     from qinglong.web.server import open_and_serve
 
-    api = open_and_serve(database_url, CLOCK, listen)
+    api = open_and_serve(database_url, CLOCK, listen, trusted_proxies=trusted)
     host = listen.rpartition(":")[0]
     if json_events:
         click.echo(json.dumps({"at_ms": CLOCK.now_ms(), "event": "http", "host": host,

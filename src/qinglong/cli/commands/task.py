@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import Any
 
 import click
@@ -10,17 +10,28 @@ import click
 from qinglong.cli.context import catalog
 from qinglong.cli.output import emit_json, emit_table, say, warn, when
 from qinglong.cli.params import DURATION, database_url_option, json_option, project_option
+from qinglong.cli.task_text import (
+    change_text,
+    command_text,
+    cwd_text,
+    limit_text,
+    retry_text,
+    timeout_text,
+)
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.retry import DEFAULT_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS, MAX_ATTEMPTS
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
+    ENV_NAME,
     MAX_CONCURRENCY,
     ArgvCommand,
+    EnvEntry,
     ShellCommand,
     environment_from_pairs,
 )
 from qinglong.errors import InvalidInput
 from qinglong.profiles.backends import url_kind
+from qinglong.profiles.working_directory import check_directory_here
 from qinglong.service.catalog import TaskPublishRequest
 
 
@@ -107,25 +118,28 @@ def _retry_changes(max_attempts: int | None, backoff: int | None, max_backoff: i
     return {name: value for name, value in given.items() if value is not None}
 
 
-def _retry_text(retry: object) -> str:
-    assert isinstance(retry, dict)
-    if retry["max_attempts"] == 1:
-        return "no (1 attempt)"
-    codes = retry["on_exit_codes"]
-    on = "any failure" if codes == "any" else "exit " + ",".join(str(c) for c in codes)
-    return (f"up to {retry['max_attempts']} attempts on {on}"
-            + (" or timeout" if retry["on_timeout"] else "")
-            + f", backoff {_timeout_text(retry['backoff_ms'])}"
-            + f" .. {_timeout_text(retry['max_backoff_ms'])}")
+def _secret_entries(pairs: tuple[str, ...]) -> tuple[EnvEntry, ...]:
+    """``--secret-env NAME=VAR``: a secret entry whose value is ``$VAR`` of this command (so it
+    is on no command line)."""
+    entries = []
+    for pair in pairs:
+        name, found, variable = pair.partition("=")
+        if not found or not ENV_NAME.fullmatch(variable):
+            raise InvalidInput("--secret-env", f"{pair!r} must have the form NAME=VAR (VAR: "
+                                               "an environment variable of this command)")
+        value = os.environ.get(variable)
+        if value is None:
+            raise InvalidInput("--secret-env", f"the environment variable {variable} is not set")
+        try:
+            entries.append(EnvEntry(name=name, value=value))
+        except InvalidInput as exc:
+            raise InvalidInput("--secret-env", exc.rule) from None
+    return tuple(entries)
 
 
 def _check_cwd_here(cwd: str | None, database_url: str) -> None:
     """On SQLite the commands run on this host, so a working directory must exist here."""
-    if cwd is None or url_kind(database_url) != "sqlite" or not cwd.startswith("/"):
-        return
-    if not Path(cwd).is_dir():
-        raise InvalidInput("working-directory", f"directory {cwd!r} does not exist on this host "
-                                                "(commands of the SQLite profiles run here)")
+    check_directory_here(cwd, url_kind(database_url))
 
 
 @task.command(cls=_PublishCommand, context_settings={"allow_interspersed_args": False})
@@ -142,7 +156,11 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
          "write -- before the program to pass words that look like ql options).",
 )
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
-              help="Set an environment entry; others are kept (repeatable).")
+              help="Set a plain environment entry (ql export writes its value); others are "
+                   "kept (repeatable).")
+@click.option("--secret-env", "secret_env", multiple=True, metavar="NAME=VAR",
+              help="Set a secret environment entry NAME to the value of this command's "
+                   "environment variable VAR (ql export never writes it; repeatable).")
 @click.option("--unset-env", "unset_env", multiple=True, metavar="NAME",
               help="Remove an environment entry (repeatable).")
 @click.option("--clear-env", is_flag=True, help="Start from no environment entries.")
@@ -179,7 +197,7 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
 @json_option
 def publish(
     project: str, task_id: str, shell: str | None, bash: bool, sh: bool, argv: bool,
-    env: tuple[str, ...],
+    env: tuple[str, ...], secret_env: tuple[str, ...],
     unset_env: tuple[str, ...], clear_env: bool, cwd: str | None, no_cwd: bool,
     timeout: int | None, max_attempts: int | None, retry_backoff: int | None,
     retry_max_backoff: int | None, retry_on_exit: str | None, retry_on_timeout: bool | None,
@@ -191,13 +209,14 @@ def publish(
 
     For an existing task, what you leave out keeps its current value: `--timeout 10s` alone
     changes only the timeout, and `--env` adds or replaces entries without dropping the
-    others. A new task needs --shell or --argv. Triggers bound to the task are re-pinned to
+    others. An --env value is plain: `ql export` writes it; a --secret-env value is a secret
+    (read from an environment variable here, never written out by anything). A new task needs --shell or --argv. Triggers bound to the task are re-pinned to
     the new revision in the same transaction, unless --no-repin is given or the revision is
     disabled. Publishing a deleted task restores it, enabled unless --disabled is given.
     """
     patch = TaskPatch(
         command=_command(shell, bash, sh, argv, words),
-        env_set=environment_from_pairs(env),
+        env_set=environment_from_pairs(env) + _secret_entries(secret_env),
         env_unset=unset_env,
         env_clear=clear_env,
         working_directory=cwd,
@@ -236,23 +255,6 @@ def publish(
         warn(f"note: {cwd!r} must exist on every worker host that runs this task")
 
 
-def _command_text(view: dict[str, object]) -> str:
-    command = view["command"]
-    assert isinstance(command, dict)
-    if command["kind"] == "argv":
-        return " ".join(str(word) for word in command["argv"])
-    shell = "" if command["shell"] == "/bin/sh" else f"[{command['shell']}] "
-    return f"{shell}{command['command']}"
-
-
-def _timeout_text(ms: object) -> str:
-    assert isinstance(ms, int)
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
 @task.command("list")
 @project_option
 @click.option("--all", "include_deleted", is_flag=True, help="Include deleted tasks.")
@@ -269,7 +271,7 @@ def list_tasks(project: str, include_deleted: bool, database_url: str, as_json: 
     emit_table(
         [(item["task"], item["revision"],
           "deleted" if item["deleted"] else ("yes" if item["enabled"] else "no"),
-          _command_text(item), _timeout_text(item["timeout_ms"]),
+          command_text(item), timeout_text(item["timeout_ms"]),
           ",".join(str(n) for n in item["environment"]) or "-")  # type: ignore[attr-defined]
          for item in items],
         ["TASK", "REV", "ENABLED", "COMMAND", "TIMEOUT", "ENV"],
@@ -291,23 +293,19 @@ def show(project: str, task_id: str, database_url: str, as_json: bool) -> None:
     state = "deleted" if view["deleted"] else ("enabled" if view["enabled"] else "disabled")
     say(f"task       {project}/{task_id} ({view['name']}), {state}")
     say(f"revision   {view['revision']} published {when(view['published_at_ms'])}")  # type: ignore[arg-type]
-    say(f"command    {_command_text(view)}")
-    say(f"cwd        {view['working_directory'] or '(the executor directory)'}")
-    say(f"timeout    {_timeout_text(view['timeout_ms'])}")
+    say(f"command    {command_text(view)}")
+    say(f"cwd        {cwd_text(view['working_directory'])}")
+    say(f"timeout    {timeout_text(view['timeout_ms'])}")
     say(f"env        {', '.join(view['environment']) or '-'}")  # type: ignore[arg-type]
-    say(f"retry      {_retry_text(view['retry'])}")
+    say(f"retry      {retry_text(view['retry'])}")
     say(f"idempotent {'yes' if view['idempotent'] else 'no'}")
-    say(f"limit      {view['concurrency'] or 'none'} at once")
+    say(f"limit      {limit_text(view['concurrency'])}")
     say(f"digest     {view['content_digest']}")
     say("history:")
     for entry in view["history"]:  # type: ignore[attr-defined]
         changes = entry["changes"]
-        text = "; ".join(_change_text(c) for c in changes) if changes else "first revision"
+        text = "; ".join(change_text(c) for c in changes) if changes else "first revision"
         say(f"  {entry['revision']:>3}  {when(entry['published_at_ms'])}  {text}")
-
-
-def _change_text(change: dict[str, object]) -> str:
-    return f"{change['field']}: {change['from']!r} -> {change['to']!r}"
 
 
 @task.command()
@@ -330,7 +328,7 @@ def diff(project: str, task_id: str, old: int | None, new: int | None, database_
     changes = view["changes"]
     assert isinstance(changes, list)
     for change in changes:
-        say("  " + _change_text(change))
+        say("  " + change_text(change))
     if not changes:
         say("  (no changes)")
 

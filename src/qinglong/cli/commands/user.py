@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # argon2 loads only when an account command runs
     from qinglong.service.accounts import Accounts, Principal
 
 PASSWORD_ENV = "QL_USER_PASSWORD"  # noqa: S105 - the variable's name, not a password
+PASSWORD_FILE_MAX = 4096  # bytes: a 1024-character password in UTF-8, and its newline
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -41,32 +43,59 @@ def cli_principal() -> Principal:
     return Principal(username=default_actor()[:64], role="admin", via="cli")
 
 
-def read_password(password_file: Path | None, *, prompt: bool = True) -> str:
+def read_password(password_file: Path | None, *, username: str | None = None,
+                  prompt: bool = True) -> str:
     """From --password-file (its first line), else $QL_USER_PASSWORD, else a prompt (twice)
     when a terminal is attached; never from the command line itself."""
-    from qinglong.service.accounts import check_password
+    from qinglong.service.passwords import check_password
 
     if password_file is not None:
-        try:
-            text = password_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInput("password-file", f"cannot read it ({exc.strerror})") from None
-        return check_password(text.splitlines()[0] if text else "", "--password-file")
+        return check_password(first_line(password_file), "--password-file", username=username)
     from_env = os.environ.get(PASSWORD_ENV)
     if from_env is not None:
-        return check_password(from_env, f"${PASSWORD_ENV}")
+        return check_password(from_env, f"${PASSWORD_ENV}", username=username)
     if not prompt or not sys.stdin.isatty():
         raise InvalidInput("password-file", f"give the password in a file (--password-file) or "
                                             f"in ${PASSWORD_ENV}, or run in a terminal to be "
                                             "asked for it")
     value: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-    return check_password(value, "password")
+    return check_password(value, "password", username=username)
+
+
+def first_line(path: Path) -> str:
+    """The first line of a regular file of at most PASSWORD_FILE_MAX bytes. A device (such as
+    /dev/zero), a pipe or a directory is refused before anything is read, a larger file after
+    PASSWORD_FILE_MAX + 1 bytes: a wrong path cannot make us read until memory runs out."""
+    field = "password-file"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot read it ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput(field, "is not a regular file (a device, pipe or directory): put "
+                                      f"the password in a file, or use ${PASSWORD_ENV}")
+        data = b""
+        while len(data) <= PASSWORD_FILE_MAX and (
+                chunk := os.read(fd, PASSWORD_FILE_MAX + 1 - len(data))):
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > PASSWORD_FILE_MAX:
+        raise InvalidInput(field, f"is larger than {PASSWORD_FILE_MAX} bytes: it holds the "
+                                  "password on its first line")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(field, "is not UTF-8 text") from None
+    return text.splitlines()[0] if text else ""
 
 
 def password_file_option(func: F) -> F:
     return click.option(
         "--password-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-        help=f"Read the password from FILE's first line (else ${PASSWORD_ENV}, else a prompt)."
+        help=f"Read the password from FILE's first line (a regular file of at most "
+             f"{PASSWORD_FILE_MAX} bytes; else ${PASSWORD_ENV}, else a prompt)."
     )(func)
 
 
@@ -86,9 +115,10 @@ def user() -> None:
 @json_option
 def create(username: str, role: str, password_file: Path | None, database_url: str,
            as_json: bool) -> None:
-    """Create a user (the first admin bootstraps the API). The password (10+ characters) is
-    hashed with argon2; it never appears on the command line."""
-    password = read_password(password_file)
+    """Create a user (the first admin bootstraps the API). The password (10+ characters, not a
+    common or easily guessed one: docs/security.md#passwords) is hashed with argon2; it never
+    appears on the command line."""
+    password = read_password(password_file, username=username)
     with accounts(database_url) as opened:
         view = opened.user_create(username, role, password)
         opened.audit(cli_principal(), "user.create", target=f"user {username}",
@@ -118,10 +148,11 @@ def list_users(database_url: str, as_json: bool) -> None:
 @click.option("--role", type=click.Choice(["admin", "operator", "viewer"]), help="A new role.")
 @click.option("--new-password", is_flag=True,
               help="Set a new password (from --password-file, $QL_USER_PASSWORD or a prompt); "
-                   "ends the user's sessions.")
+                   "ends the user's sessions and revokes the user's tokens.")
 @password_file_option
 @click.option("--disable/--enable", "disabled", default=None,
-              help="Disable (ends sessions, tokens stop working) or enable the user again.")
+              help="Disable (ends sessions, revokes tokens) or enable the user again (the "
+                   "revoked tokens stay revoked).")
 @database_url_option
 @json_option
 def update(username: str, role: str | None, new_password: bool, password_file: Path | None,
@@ -131,10 +162,12 @@ def update(username: str, role: str | None, new_password: bool, password_file: P
         raise click.UsageError("give --role, --new-password, --disable or --enable")
     if password_file is not None and not new_password:
         raise click.UsageError("--password-file goes with --new-password")
-    password = read_password(password_file) if new_password else None
+    password = read_password(password_file, username=username) if new_password else None
     with accounts(database_url) as opened:
-        view = opened.user_update(username, role=role, password=password, disabled=disabled)
-        opened.audit(cli_principal(), "user.update", target=f"user {username}",
+        principal = cli_principal()
+        view = opened.user_update(username, role=role, password=password, disabled=disabled,
+                                  by=principal.username)
+        opened.audit(principal, "user.update", target=f"user {username}",
                      detail={"role": role, "password_changed": password is not None,
                              "disabled": disabled})
     if as_json:

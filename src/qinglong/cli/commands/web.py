@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import click
 
@@ -16,6 +18,16 @@ from qinglong.profiles.backends import DEFAULT_DATABASE_URL
 from qinglong.security import redact_url
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def trusted_proxy_option(func: F) -> F:
+    """``--trusted-proxy`` (repeatable), for `ql web` and `ql serve --http`."""
+    return click.option(
+        "--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDRESS",
+        help="A reverse proxy (IP address or CIDR network; repeatable) whose X-Forwarded-For "
+             "and X-Forwarded-Proto are believed. Default: none, not even loopback: the client "
+             "is the peer address.")(func)
 
 
 def _stamp() -> str:
@@ -36,8 +48,10 @@ def _diagnostic(diagnostic: Diagnostic) -> None:
 @click.option("--http", "listen", envvar="QL_WEB_HTTP", default=DEFAULT_LISTEN,
               show_default=True, metavar="HOST:PORT", help="Where the API listens.")
 @click.option("--allow-remote", is_flag=True,
-              help="Allow a HOST that is not loopback (then put TLS in front: the session "
-                   "cookie is Secure).")
+              help="Allow a HOST that is not loopback (then put TLS in front, with "
+                   "--trusted-proxy: the session cookie is Secure, so a browser login over "
+                   "plain HTTP to an address that is not loopback is refused, saying why).")
+@trusted_proxy_option
 @click.option("--name", metavar="NAME",
               help="This server's name among the processes of the database (default: "
                    "web:HOST:PID).")
@@ -46,9 +60,9 @@ def _diagnostic(diagnostic: Diagnostic) -> None:
 @click.option("--session-lifetime", type=DURATION, default="12h", show_default=True,
               help="A login lasts at most this long.")
 @click.option("--session-idle", type=DURATION, default="1h", show_default=True,
-              help="A login ends after this long without a request.")
-def web(database_url: str, listen: str, allow_remote: bool, name: str | None, pool_size: int,
-        session_lifetime: int, session_idle: int) -> None:
+              help="A login ends after this long without a request (at least 1m).")
+def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tuple[str, ...],
+        name: str | None, pool_size: int, session_lifetime: int, session_idle: int) -> None:
     """Serve the HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json) until SIGINT or SIGTERM.
 
     Stateless: sessions, tokens, login limits and the audit log live in the database, so any
@@ -60,9 +74,11 @@ def web(database_url: str, listen: str, allow_remote: bool, name: str | None, po
     from qinglong.errors import InvalidConfig
     from qinglong.service.accounts import SessionPolicy
     from qinglong.web.server import check_bind, instance_name, open_and_serve
+    from qinglong.web.transport import parse_trusted_proxies
 
     check_cli_url(database_url)
     check_bind(listen, allow_remote)
+    trusted = parse_trusted_proxies(trusted_proxies)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
                                                       "%(message)s")
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
@@ -78,7 +94,7 @@ def web(database_url: str, listen: str, allow_remote: bool, name: str | None, po
         running = open_and_serve(
             database_url, CLOCK, listen, pool_size=pool_size, instance_id=instance,
             session_policy=SessionPolicy(lifetime_ms=session_lifetime, idle_ms=session_idle),
-            diagnostics=_diagnostic)
+            diagnostics=_diagnostic, trusted_proxies=trusted)
         host = listen.rpartition(":")[0]
         click.echo(f"{_stamp()} serving the API on http://{host}:{running.port}/api/v1 "
                    f"as {instance} (database {redact_url(database_url)}); Ctrl-C to stop",

@@ -56,11 +56,7 @@ def read_target(tx: Tx, project_id: str, trigger_id: str, *,
     """What a window is judged against; refused (writing nothing) as an admission would be."""
     trigger, task = _runnable(tx, project_id, trigger_id)
     execution_plan(tx, task, executor_type)
-    first = tx.one("backfill_first_published",
-                      {"project_id": project_id, "trigger_id": trigger_id})
-    assert first is not None  # the current revision exists
-    return BackfillTarget(trigger=trigger, first_published_at_ms=int(first["created_at_ms"]),
-                          cursor_ms=_cursor(tx, project_id, trigger_id))
+    return BackfillTarget(trigger=trigger, cursor_ms=_cursor(tx, project_id, trigger_id))
 
 
 def runs_between(tx: Tx, project_id: str, trigger_id: str,
@@ -98,7 +94,7 @@ def admit_backfill(tx: Tx, params: BackfillAdmitParams, *,
     if trigger.spec.schedule.first_at_or_after(occurrence) != occurrence:
         raise InvalidInput("occurrence", f"{utc_text(occurrence)} is not an occurrence of "
                                          f"{trigger.spec.expression!r} in {trigger.spec.timezone}")
-    target = BackfillTarget(trigger=trigger, first_published_at_ms=0,
+    target = BackfillTarget(trigger=trigger,
                             cursor_ms=_cursor(tx, request.project_id,
                                               request.trigger_id))
     if occurrence >= target.horizon_ms:

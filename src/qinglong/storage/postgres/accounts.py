@@ -1,6 +1,6 @@
-"""Accounts on PostgreSQL (database clock): users, sessions, API tokens, failed logins and
-the audit log, as ql_web. Each operation is one READ COMMITTED transaction that reads the
-database clock once."""
+"""Accounts on PostgreSQL (database clock): users, sessions, API tokens, failed logins, login
+devices and the audit log, as ql_web. Each operation is one READ COMMITTED transaction that
+reads the database clock once."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from qinglong.storage.ports import (
     ApiToken,
     AuditEntry,
     AuditWriteParams,
+    DeviceCreateParams,
+    LoginAttempt,
     Session,
     SessionCreateParams,
     TokenCreateParams,
@@ -93,17 +95,23 @@ class PgAccountStore:
     def token_revoke(self, token_id: str, by: str) -> ApiToken:
         return self._write("revoke token", lambda rows: rows.token_revoke(token_id, by))
 
-    def login_failures(self, subjects: tuple[str, ...],
-                       window_ms: int) -> dict[str, tuple[int, int]]:
-        return self._read("count failed logins",
-                          lambda rows: rows.login_failures(subjects, window_ms))
+    def user_rehash(self, username: str, old_hash: str, new_hash: str) -> None:
+        self._write("rehash password", lambda rows: rows.user_rehash(username, old_hash, new_hash))
 
-    def login_failure_record(self, subjects: tuple[str, ...], keep_ms: int) -> None:
-        self._write("record failed login",
-                    lambda rows: rows.login_failure_record(subjects, keep_ms))
+    def login_attempt(self, limits: tuple[tuple[str, int], ...],
+                      window_ms: int) -> LoginAttempt:
+        return self._write("admit a login attempt",
+                           lambda rows: rows.login_attempt(limits, window_ms))
 
-    def login_failures_clear(self, subject: str) -> None:
-        self._write("clear failed logins", lambda rows: rows.login_failures_clear(subject))
+    def login_attempt_settle(self, failure_ids: tuple[str, ...], clear: str | None) -> None:
+        self._write("settle a login attempt",
+                    lambda rows: rows.login_attempt_settle(failure_ids, clear))
+
+    def device_valid(self, id_digest: str, username: str) -> bool:
+        return self._read("read login device", lambda rows: rows.device_valid(id_digest, username))
+
+    def device_create(self, params: DeviceCreateParams) -> None:
+        self._write("record login device", lambda rows: rows.device_create(params))
 
     def audit_write(self, params: AuditWriteParams) -> AuditEntry:
         return self._write("write audit entry", lambda rows: rows.audit_write(params))

@@ -7,6 +7,8 @@ exception class: 25P03 (idle-in-transaction timeout), 25P04 (transaction timeout
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 from psycopg import errors as pg_errors
 
@@ -19,6 +21,7 @@ from qinglong.errors import (
     StorageError,
     TransientStorageError,
 )
+from qinglong.storage.postgres.roles import ADMIN, APP_ROLES, PRIVILEGES, RUNTIME, WEB, WORKER
 
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 CONNECTION_SQLSTATES = frozenset({"25P03", "25P04", "57P01", "57P02", "57P03", "57P04"})
@@ -65,18 +68,56 @@ def translate(
     return StorageError(f"{action}: PostgreSQL error ({state or type(exc).__name__})")
 
 
+_DENIED_TABLE = re.compile(r"permission denied for (?:table|relation|view) \"?([a-z_]+)\"?$")
+# which role each command is made for, when the object refused does not say it
+_ROLE_FOR_COMMAND = (f"{ADMIN} to publish, {RUNTIME} for `ql control` and backfills, {WORKER} "
+                     f"for `ql worker`, {WEB} for `ql web`")
+
+
+def roles_for_table(table: str, role: str | None) -> list[str]:
+    """The application roles that may do the most on ``table``, other than ``role``: of the
+    roles holding a privilege on it that ``role`` lacks, those whose privileges on it no
+    other such role exceeds, in the README's order. Whatever privilege ``role`` was refused,
+    if any role holds it, one of these does."""
+    def on_table(name: str) -> frozenset[str]:
+        return PRIVILEGES.get(name, {}).get(table, frozenset())
+
+    mine = on_table(role or "")
+    more = [other for other in APP_ROLES if other != role and on_table(other) - mine]
+    return [other for other in more
+            if not any(on_table(other) < on_table(bigger) for bigger in more)]
+
+
+def _or_list(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def permission_advice(primary: str, role: str | None) -> str:
+    """Which role to connect as instead: the privileges of each role are exact (`ql db
+    check` refuses one too many), so a grant is never the answer."""
+    found = _DENIED_TABLE.search(primary)
+    table = found.group(1) if found else None
+    others = roles_for_table(table, role) if table else []
+    if others:
+        return (f"connect as {_or_list(others)} instead, the role{'s' if len(others) > 1 else ''}"
+                f" that may do the most on {table} (each role's privileges are exact, so `ql "
+                "db check` refuses a grant; see 'Database roles' in README.md)")
+    return (f"connect as the role made for this command: {_ROLE_FOR_COMMAND} (see 'Database "
+            "roles' in README.md)")
+
+
 def _permission_denied(exc: BaseException, action: str,
                        conn: psycopg.Connection[object] | None) -> str:
     """Which object the role may not use (the server names it: "permission denied for table
-    t"), and which role: never a password or a URL."""
+    t"), which role, and which role to connect as instead: never a password or a URL."""
     diag = getattr(exc, "diag", None)
     primary = getattr(diag, "message_primary", None) or "permission denied"
     role = None
     if conn is not None and not (conn.closed or conn.broken):
         role = conn.info.user
     who = f"the database role {role!r}" if role else "this database role"
-    return (f"{action}: {primary} ({sqlstate(exc) or '42501'}): {who} lacks the privilege; "
-            "grant it or use a role that has it")
+    return (f"{action}: {primary} ({sqlstate(exc) or '42501'}): {who} may not do this; "
+            f"{permission_advice(primary, role)}")
 
 
 def translate_driver_error(exc: BaseException, action: str, conn: object = None) -> QinglongError | None:

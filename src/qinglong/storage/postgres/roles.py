@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from psycopg import errors as pg_errors
 from psycopg import sql
 
 from qinglong.errors import InvalidInput
-from qinglong.storage.postgres.connection import PgConnection
+
+if TYPE_CHECKING:  # (connection.py translates errors, which name the roles below)
+    from qinglong.storage.postgres.connection import PgConnection
 
 MIGRATION = "ql_migration"
 ADMIN = "ql_admin"
@@ -123,6 +126,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "user_sessions": frozenset({S, I, U}),
         "api_tokens": frozenset({S, I, U}),
         "login_failures": frozenset({S, I, D}),
+        "login_devices": frozenset({S, I, D}),  # 0011_login_devices
         "audit_log": frozenset({S, I}),
         "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
         "notify_rules": frozenset({S, I, D}),

@@ -47,14 +47,18 @@ LIMIT %(limit)s""",
           > (%(after_ms)s::bigint, %(after_id)s::varchar))
 ORDER BY coalesce(r.scheduled_for_ms, r.created_at_ms) ASC, r.id ASC
 LIMIT %(limit)s""",
-    # Per task and bucket of admission time: counts by outcome and durations.
+    # Per task and bucket of admission time: counts by outcome and durations. A lost Run is
+    # a failure; a Run an overlap policy ended (cancelled, reason policy) is skipped: neither
+    # a success nor a failure nor a cancellation.
     "run_buckets": """
 SELECT task_id, (created_at_ms / %(bucket_ms)s::bigint) * %(bucket_ms)s::bigint
            AS bucket_start_ms,
        count(*) AS runs,
        count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-       count(*) FILTER (WHERE status IN ('failed', 'timed_out')) AS failed,
-       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+       count(*) FILTER (WHERE status IN ('failed', 'timed_out', 'lost')) AS failed,
+       count(*) FILTER (WHERE status = 'cancelled'
+                          AND cancel_reason IS DISTINCT FROM 'policy') AS cancelled,
+       count(*) FILTER (WHERE status = 'cancelled' AND cancel_reason = 'policy') AS skipped,
        coalesce(sum(finished_at_ms - started_at_ms), 0) AS total_duration_ms,
        max(finished_at_ms - started_at_ms) AS max_duration_ms
 FROM qinglong.runs

@@ -29,12 +29,12 @@ from qinglong.domain.lifecycle import (
 from qinglong.domain.retry import JITTER, Ending, should_retry
 from qinglong.domain.runs import ENDED_RUN, Actor, AttemptStatus, RunStatus
 from qinglong.domain.task import ExecutionRevision
-from qinglong.domain.trigger import OverlapPolicy
 from qinglong.errors import Conflict, LeaseLost, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
 from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Tx
+from qinglong.storage.runs.overlap import OverlapDecision, OverlapVerdict
 from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
@@ -91,13 +91,6 @@ def _flagged(fields: Mapping[str, object], names: tuple[str, ...]) -> dict[str, 
 
 CANDIDATES_PER_SLOT = 4  # queued Runs looked at per free slot
 CANDIDATES_MAX = 256
-
-
-class OverlapVerdict(StrEnum):
-    GO = "go"  # no other Run of the trigger is in progress
-    WAIT = "wait"  # stays queued for now
-    CANCELLED = "cancelled"  # its fate under the policy is decided: it never runs
-    BUSY = "busy"  # another executor is deciding for this trigger right now
 
 
 Plan = Callable[["LifecycleWriter", RunState, AttemptState, StepContext], Change]
@@ -216,8 +209,9 @@ class LifecycleWriter:
                 break
             run = _run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
-            if row["overlap_key"] is not None and (
-                    self._overlap(row, run, attempt, ctx) is not OverlapVerdict.GO):
+            if row["overlap_key"] is not None and OverlapDecision(
+                    self._tx, apply=self.apply, locked=self._locked,
+                    latest=self._latest).decide(row, run, attempt, ctx) is not OverlapVerdict.GO:
                 continue
             execution, problem = self._execution(row, executor_type)
             if execution is not None and not self._has_capacity(row, execution.plan.concurrency):
@@ -246,45 +240,13 @@ class LifecycleWriter:
         row = self._tx.one("concurrency_lock", {"key": key})
         return bool(row and row["locked"])
 
-    def _overlap(self, row: Row, run: RunState, attempt: AttemptState,
-                 ctx: StepContext) -> OverlapVerdict:
-        key = {"project_id": row["project_id"], "overlap_key": row["overlap_key"], "run_id": run.id}
-        if not self._locked(f"overlap:{row['project_id']}:{row['overlap_key']}"):
-            return OverlapVerdict.BUSY
-        sibling = self._tx.one("overlap_active", key)
-        if sibling is None:
-            return OverlapVerdict.GO
-        policy = OverlapPolicy(row["overlap_policy"])
-        detail = {"overlap": policy.value, "previous_run": sibling["id"]}
-        if policy is OverlapPolicy.SKIP:
-            self.apply(lifecycle.cancel_queued(run, attempt, ctx, reason="policy", detail=detail))
-            return OverlapVerdict.CANCELLED
-        if policy is OverlapPolicy.QUEUE:
-            ahead = self._tx.one("overlap_waiting_before",
-                              {**key, "queued_at_ms": row["queued_at_ms"]})
-            waiting = int(ahead["waiting"]) if ahead else 0
-            if waiting >= int(row["overlap_queue_limit"]):
-                self.apply(lifecycle.cancel_queued(
-                    run, attempt, ctx, reason="policy",
-                    detail={**detail, "queue_full": True, "queue_limit": row["overlap_queue_limit"]}))
-                return OverlapVerdict.CANCELLED
-            return OverlapVerdict.WAIT
-        self._cancel_previous(sibling["id"], ctx)
-        return OverlapVerdict.WAIT
-
-    def _cancel_previous(self, run_id: str, ctx: StepContext) -> None:
+    def _latest(self, run_id: str) -> tuple[RunState, AttemptState] | None:
+        """A Run (locked first) and its latest Attempt; None when either is missing."""
         run_row = self._tx.one("lifecycle_run_get", {"run_id": run_id})
         latest = self._tx.one("run_latest_attempt", {"run_id": run_id})
         if run_row is None or latest is None:
-            return
-        previous, attempt = run_state(run_row), attempt_state(latest)
-        if previous.cancel_requested:
-            return
-        if previous.status is RunStatus.RETRY_WAIT:
-            self.apply(lifecycle.cancel_waiting(previous, attempt, ctx, reason="policy"))
-        elif attempt.leased:
-            self.apply(lifecycle.request_cancel(previous, attempt, ctx, reason="policy"))
-            self.wake_cancel(run_id)
+            return None
+        return run_state(run_row), attempt_state(latest)
 
     def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
         """Below the task's concurrency limit and the global one (counted from the Runs in

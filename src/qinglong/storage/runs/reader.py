@@ -53,12 +53,15 @@ class RunReader:
             raise InvalidInput("run", "must be a Run id (a UUID) or a prefix of 8 or more of its characters")
         if self._tx.one("run_get", {"run_id": run_id}) is not None:
             return run_id
-        if len(run_id) >= MIN_PREFIX:
-            matches = self._tx.all("run_find_by_prefix", {"prefix": run_id})
-            if len(matches) == 1:
-                return str(matches[0]["id"])
-            if len(matches) > 1:
-                raise InvalidInput("run", f"prefix {run_id!r} matches more than one Run")
+        if len(run_id) < MIN_PREFIX:
+            raise InvalidInput("run", f"{run_id!r}: prefix too short (at least {MIN_PREFIX} "
+                                      "characters)")
+        matches = self._tx.all("run_find_by_prefix", {"prefix": run_id})
+        if len(matches) == 1:
+            return str(matches[0]["id"])
+        if len(matches) > 1:
+            raise InvalidInput("run", f"{run_id!r}: prefix ambiguous (it matches more than "
+                                      "one Run; give more characters)")
         raise NotFound("run", run_id)
 
     def run_list(self, params: RunListParams) -> list[Run]:

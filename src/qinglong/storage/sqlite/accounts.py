@@ -1,4 +1,5 @@
-"""Accounts on SQLite (node clock): users, sessions, API tokens, failed logins, the audit log."""
+"""Accounts on SQLite (node clock): users, sessions, API tokens, failed logins, login devices,
+the audit log."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from qinglong.storage.ports import (
     ApiToken,
     AuditEntry,
     AuditWriteParams,
+    DeviceCreateParams,
+    LoginAttempt,
     Session,
     SessionCreateParams,
     TokenCreateParams,
@@ -96,18 +99,26 @@ class SqliteAccountStore:
         with self._write("revoke token") as rows:
             return rows.token_revoke(token_id, by)
 
-    def login_failures(self, subjects: tuple[str, ...],
-                       window_ms: int) -> dict[str, tuple[int, int]]:
-        with self._read("count failed logins") as rows:
-            return rows.login_failures(subjects, window_ms)
+    def user_rehash(self, username: str, old_hash: str, new_hash: str) -> None:
+        with self._write("rehash password") as rows:
+            rows.user_rehash(username, old_hash, new_hash)
 
-    def login_failure_record(self, subjects: tuple[str, ...], keep_ms: int) -> None:
-        with self._write("record failed login") as rows:
-            rows.login_failure_record(subjects, keep_ms)
+    def login_attempt(self, limits: tuple[tuple[str, int], ...],
+                      window_ms: int) -> LoginAttempt:
+        with self._write("admit a login attempt") as rows:
+            return rows.login_attempt(limits, window_ms)
 
-    def login_failures_clear(self, subject: str) -> None:
-        with self._write("clear failed logins") as rows:
-            rows.login_failures_clear(subject)
+    def login_attempt_settle(self, failure_ids: tuple[str, ...], clear: str | None) -> None:
+        with self._write("settle a login attempt") as rows:
+            rows.login_attempt_settle(failure_ids, clear)
+
+    def device_valid(self, id_digest: str, username: str) -> bool:
+        with self._read("read login device") as rows:
+            return rows.device_valid(id_digest, username)
+
+    def device_create(self, params: DeviceCreateParams) -> None:
+        with self._write("record login device") as rows:
+            rows.device_create(params)
 
     def audit_write(self, params: AuditWriteParams) -> AuditEntry:
         with self._write("write audit entry") as rows:

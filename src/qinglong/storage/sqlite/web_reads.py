@@ -37,13 +37,18 @@ LIMIT :limit""",
        OR (coalesce(r.scheduled_for_ms, r.created_at_ms) = :after_ms AND r.id > :after_id))
 ORDER BY coalesce(r.scheduled_for_ms, r.created_at_ms) ASC, r.id ASC
 LIMIT :limit""",
-    # Per task and bucket of admission time: counts by outcome and durations.
+    # Per task and bucket of admission time: counts by outcome and durations. A lost Run is
+    # a failure; a Run an overlap policy ended (cancelled, reason policy) is skipped: neither
+    # a success nor a failure nor a cancellation.
     "run_buckets": """
 SELECT task_id, (created_at_ms / :bucket_ms) * :bucket_ms AS bucket_start_ms,
        count(*) AS runs,
        sum(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS succeeded,
-       sum(CASE WHEN status IN ('failed', 'timed_out') THEN 1 ELSE 0 END) AS failed,
-       sum(CASE WHEN status = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+       sum(CASE WHEN status IN ('failed', 'timed_out', 'lost') THEN 1 ELSE 0 END) AS failed,
+       sum(CASE WHEN status = 'cancelled' AND cancel_reason IS NOT 'policy' THEN 1 ELSE 0 END)
+           AS cancelled,
+       sum(CASE WHEN status = 'cancelled' AND cancel_reason = 'policy' THEN 1 ELSE 0 END)
+           AS skipped,
        coalesce(sum(finished_at_ms - started_at_ms), 0) AS total_duration_ms,
        max(finished_at_ms - started_at_ms) AS max_duration_ms
 FROM runs

@@ -88,23 +88,68 @@ UPDATE qinglong.api_tokens SET last_used_at_ms = %(now_ms)s
 UPDATE qinglong.api_tokens SET revoked_at_ms = %(now_ms)s, revoked_by = %(by)s
  WHERE id = %(id)s AND revoked_at_ms IS NULL;
 
+-- name: account_login_lock
+-- Serialize the attempts on one subject (user name, address or device) until COMMIT, so the
+-- count that admits an attempt and the failure it records are one step (class 4417: logins).
+SELECT pg_advisory_xact_lock(4417, hashtext(%(subject)s)) AS locked;
+
 -- name: account_login_failure_count
 -- Failed logins of one subject since a time, and the oldest of them.
 SELECT count(*) AS n, min(at_ms) AS oldest_ms FROM qinglong.login_failures
  WHERE subject = %(subject)s AND at_ms > %(since_ms)s;
 
 -- name: account_login_failure_insert
--- One failed login.
+-- One failed login (recorded before the password is checked; deleted again on success).
 INSERT INTO qinglong.login_failures (id, subject, at_ms)
 VALUES (%(id)s, %(subject)s, %(now_ms)s);
+
+-- name: account_login_failure_delete
+-- Take back one recorded attempt (the password was right, or it was never checked).
+DELETE FROM qinglong.login_failures WHERE id = %(id)s;
+
+-- name: account_login_prune_lock
+-- One pruner at a time (the others skip it): two prunes never wait on each other.
+SELECT pg_try_advisory_xact_lock(4418, 1) AS held;
 
 -- name: account_login_failures_prune
 -- Forget failures older than the longest window.
 DELETE FROM qinglong.login_failures WHERE at_ms < %(before_ms)s;
 
 -- name: account_login_failures_clear
--- A successful login clears the user's failures.
+-- A successful login clears the failures of the subject that limited it.
 DELETE FROM qinglong.login_failures WHERE subject = %(subject)s;
+
+-- name: account_device_insert
+-- A device that logged in as a user (its cookie's digest only).
+INSERT INTO qinglong.login_devices (id_digest, username, created_at_ms, expires_at_ms)
+VALUES (%(id_digest)s, %(username)s, %(now_ms)s, %(now_ms)s + %(lifetime_ms)s);
+
+-- name: account_device_get
+-- A device of a user that has not expired.
+SELECT id_digest, username, created_at_ms, expires_at_ms FROM qinglong.login_devices
+ WHERE id_digest = %(id_digest)s AND username = %(username)s AND expires_at_ms > %(now_ms)s;
+
+-- name: account_devices_trim
+-- Keep a user's newest devices only, and forget expired ones.
+DELETE FROM qinglong.login_devices
+ WHERE (username = %(username)s AND id_digest NOT IN (
+            SELECT id_digest FROM qinglong.login_devices WHERE username = %(username)s
+             ORDER BY created_at_ms DESC, id_digest LIMIT %(keep)s))
+    OR expires_at_ms <= %(now_ms)s;
+
+-- name: account_devices_end_for_user
+-- Forget every device of a user (a new password, or disabled).
+DELETE FROM qinglong.login_devices WHERE username = %(username)s;
+
+-- name: account_tokens_revoke_for_user
+-- Revoke every token of a user that is not revoked yet (a new password, or disabled).
+UPDATE qinglong.api_tokens SET revoked_at_ms = %(now_ms)s, revoked_by = %(by)s
+ WHERE username = %(username)s AND revoked_at_ms IS NULL;
+
+-- name: account_user_rehash
+-- Replace a password hash by a stronger hash of the same password (only if unchanged).
+UPDATE qinglong.users SET password_hash = %(new_hash)s
+ WHERE username = %(username)s AND password_hash = %(old_hash)s;
 
 -- name: account_audit_insert
 -- One audit entry; its id.

@@ -13,12 +13,15 @@ SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
 FROM qinglong.run_attempts WHERE id = %(attempt_id)s AND run_id = %(run_id)s FOR UPDATE;
 
 -- name: lifecycle_run_update
--- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced.
+-- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced,
+-- except started_at_ms, which keeps the first attempt's start once set (a retried Run lasts
+-- from its first attempt's start to its last attempt's end).
 UPDATE qinglong.runs
 SET status = %(status)s,
     version = version + 1,
     event_sequence = event_sequence + %(event_count)s,
-    started_at_ms = CASE WHEN %(set_started_at_ms)s THEN %(started_at_ms)s::bigint
+    started_at_ms = CASE WHEN %(set_started_at_ms)s
+                         THEN coalesce(started_at_ms, %(started_at_ms)s::bigint)
                          ELSE started_at_ms END,
     finished_at_ms = CASE WHEN %(set_finished_at_ms)s THEN %(finished_at_ms)s::bigint
                           ELSE finished_at_ms END,

@@ -84,22 +84,67 @@ UPDATE api_tokens SET last_used_at_ms = :now_ms
 UPDATE api_tokens SET revoked_at_ms = :now_ms, revoked_by = :by
  WHERE id = :id AND revoked_at_ms IS NULL;
 
+-- name: account_login_lock
+-- Nothing to take: the write transaction (BEGIN IMMEDIATE) already serializes the attempts,
+-- so the count that admits an attempt and the failure it records are one step.
+SELECT :subject AS locked;
+
 -- name: account_login_failure_count
 -- Failed logins of one subject since a time, and the oldest of them.
 SELECT count(*) AS n, min(at_ms) AS oldest_ms FROM login_failures
  WHERE subject = :subject AND at_ms > :since_ms;
 
 -- name: account_login_failure_insert
--- One failed login.
+-- One failed login (recorded before the password is checked; deleted again on success).
 INSERT INTO login_failures (id, subject, at_ms) VALUES (:id, :subject, :now_ms);
+
+-- name: account_login_failure_delete
+-- Take back one recorded attempt (the password was right, or it was never checked).
+DELETE FROM login_failures WHERE id = :id;
+
+-- name: account_login_prune_lock
+-- Always held: the write transaction is the only writer.
+SELECT 1 AS held;
 
 -- name: account_login_failures_prune
 -- Forget failures older than the longest window.
 DELETE FROM login_failures WHERE at_ms < :before_ms;
 
 -- name: account_login_failures_clear
--- A successful login clears the user's failures.
+-- A successful login clears the failures of the subject that limited it.
 DELETE FROM login_failures WHERE subject = :subject;
+
+-- name: account_device_insert
+-- A device that logged in as a user (its cookie's digest only).
+INSERT INTO login_devices (id_digest, username, created_at_ms, expires_at_ms)
+VALUES (:id_digest, :username, :now_ms, :now_ms + :lifetime_ms);
+
+-- name: account_device_get
+-- A device of a user that has not expired.
+SELECT id_digest, username, created_at_ms, expires_at_ms FROM login_devices
+ WHERE id_digest = :id_digest AND username = :username AND expires_at_ms > :now_ms;
+
+-- name: account_devices_trim
+-- Keep a user's newest devices only, and forget expired ones.
+DELETE FROM login_devices
+ WHERE (username = :username AND id_digest NOT IN (
+            SELECT id_digest FROM login_devices WHERE username = :username
+             ORDER BY created_at_ms DESC, id_digest LIMIT :keep))
+    OR expires_at_ms <= :now_ms;
+
+-- name: account_devices_end_for_user
+-- Forget every device of a user (a new password, or disabled).
+DELETE FROM login_devices WHERE username = :username;
+
+-- name: account_tokens_revoke_for_user
+-- Revoke every token of a user that is not revoked yet (a new password, or disabled).
+UPDATE api_tokens SET revoked_at_ms = :now_ms, revoked_by = :by
+ WHERE username = :username AND revoked_at_ms IS NULL;
+
+-- name: account_user_rehash
+-- Replace a password hash by a stronger hash of the same password (only if unchanged).
+UPDATE users SET password_hash = :new_hash
+ WHERE username = :username AND password_hash = :old_hash;
 
 -- name: account_audit_insert
 -- One audit entry; its id.

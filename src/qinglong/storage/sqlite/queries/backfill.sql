@@ -4,12 +4,6 @@
 -- manual_task_current, manual_execution_revision); the rows are written by run_insert,
 -- attempt_insert and event_insert, as for every admission.
 
--- name: backfill_first_published
--- When a trigger was first published (its first revision).
-SELECT created_at_ms FROM trigger_revisions
-WHERE project_id = :project_id AND trigger_id = :trigger_id
-ORDER BY revision LIMIT 1;
-
 -- name: backfill_schedule
 -- A trigger's schedule row: the revision it serves and its cursor (NULL: nothing decided yet).
 SELECT trigger_revision, next_fire_at_ms FROM trigger_schedules

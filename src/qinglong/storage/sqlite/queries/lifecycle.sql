@@ -12,12 +12,15 @@ SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
 FROM run_attempts WHERE id = :attempt_id AND run_id = :run_id;
 
 -- name: lifecycle_run_update
--- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced.
+-- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced,
+-- except started_at_ms, which keeps the first attempt's start once set (a retried Run lasts
+-- from its first attempt's start to its last attempt's end).
 UPDATE runs
 SET status = :status,
     version = version + 1,
     event_sequence = event_sequence + :event_count,
-    started_at_ms = CASE WHEN :set_started_at_ms THEN :started_at_ms ELSE started_at_ms END,
+    started_at_ms = CASE WHEN :set_started_at_ms THEN coalesce(started_at_ms, :started_at_ms)
+                         ELSE started_at_ms END,
     finished_at_ms = CASE WHEN :set_finished_at_ms THEN :finished_at_ms ELSE finished_at_ms END,
     cancel_requested_at_ms = CASE WHEN :set_cancel_requested_at_ms THEN :cancel_requested_at_ms
                                   ELSE cancel_requested_at_ms END,

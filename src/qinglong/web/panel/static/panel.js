@@ -92,8 +92,12 @@
   function describe(error) {
     if (error && error.problem) {
       var p = error.problem;
-      var text = (p.title ? p.title + ": " : "") + (p.detail || "");
-      if (p.field) text += " (field " + p.field + ")";
+      // a title is a sentence ("An input value breaks a rule."): no stop before the colon
+      var title = String(p.title || "").replace(/[\s.:;,]+$/, "");
+      var detail = String(p.detail || "");
+      var text = title && detail ? title + ": " + detail : title || detail;
+      // the detail of bad input starts with its field already ("trigger: must be ...")
+      if (p.field && detail.indexOf(p.field + ":") !== 0) text += " (field " + p.field + ")";
       return text || ("HTTP " + error.status);
     }
     return String(error && error.message ? error.message : error);
@@ -173,10 +177,40 @@
 
   // --- times ------------------------------------------------------------------------------
 
-  var localFormat = new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
-    second: "2-digit", hour12: false, timeZoneName: "short"
-  });
+  /* One format for every instant the panel shows: 2026-03-08 17:00:00 GMT+8 in a zone (your
+     browser's, or a trigger's), 2026-03-08 09:00:00 UTC in UTC. How long ago or ahead an
+     instant is goes in its tooltip, never beside it. */
+  var wallFormats = {};
+
+  function wallParts(ms, zone) {
+    var key = zone || "";
+    if (!wallFormats[key]) {
+      wallFormats[key] = new Intl.DateTimeFormat("en-US", { timeZone: zone || undefined,
+        year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+        second: "2-digit", hourCycle: "h23" });
+    }
+    var got = {};
+    wallFormats[key].formatToParts(new Date(ms)).forEach(function (p) { got[p.type] = p.value; });
+    return got;
+  }
+
+  function offsetLabel(minutes) {
+    if (!minutes) return "GMT";
+    var size = Math.abs(minutes);
+    var rest = size % 60;
+    return "GMT" + (minutes < 0 ? "-" : "+") + Math.floor(size / 60) +
+      (rest ? ":" + (rest < 10 ? "0" : "") + rest : "");
+  }
+
+  function stamp(ms, zone) {
+    var p = wallParts(ms, zone);
+    var wall = Date.UTC(Number(p.year), Number(p.month) - 1, Number(p.day), Number(p.hour),
+      Number(p.minute), Number(p.second));
+    var label = zone === "UTC" ? "UTC"
+      : offsetLabel(Math.round((wall - Math.floor(ms / 1000) * 1000) / 60000));
+    return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + ":" +
+      p.second + " " + label;
+  }
 
   function toMs(value) {
     if (value === null || value === undefined || value === "") return null;
@@ -187,13 +221,23 @@
 
   function local(value) {
     var ms = toMs(value);
-    return ms === null ? "—" : localFormat.format(new Date(ms));
+    return ms === null ? "—" : stamp(ms, null);
   }
 
   function utc(value) {
     var ms = toMs(value);
-    if (ms === null) return "—";
-    return new Date(ms).toISOString().replace("T", " ").replace(/\.000Z$|Z$/, "") + " UTC";
+    return ms === null ? "—" : stamp(ms, "UTC");
+  }
+
+  /* A wall time the API gives with its offset (2026-03-08T03:00:00-07:00: in a trigger's
+     zone) in the panel's format: 2026-03-08 03:00:00 GMT-7. */
+  function zoned(text) {
+    var found = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?(Z|([+-])(\d\d):(\d\d))$/
+      .exec(String(text));
+    if (!found) return String(text);
+    var minutes = found[3] === "Z" ? 0
+      : (found[4] === "-" ? -1 : 1) * (Number(found[5]) * 60 + Number(found[6]));
+    return found[1] + " " + found[2] + " " + offsetLabel(minutes);
   }
 
   function relative(value) {
@@ -207,6 +251,48 @@
     return delta >= 0 ? "in " + text : text + " ago";
   }
 
+  /* Durations as the CLI and the API read them (qinglong.domain.durations, mirrored): 500ms,
+     30s, 1.5h, or parts from the largest unit down (1h30m, 2d4h, 1m 30s). A number without
+     a unit is refused, never read as seconds. Throws an Error that says why. */
+  var DURATION_UNITS = { d: 86400000, h: 3600000, m: 60000, s: 1000, ms: 1 };
+  var DURATION_ORDER = ["d", "h", "m", "s", "ms"];
+
+  function parseDuration(text) {
+    var hint = "'" + text + "' is not a duration; use numbers with units (d, h, m, s, ms), " +
+      "largest first: 500ms, 30s, 5m, 1h30m, 1d";
+    var part = /\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)/y;
+    var stripped = String(text).replace(/\s+$/, "");
+    var total = 0, last = -1, found;
+    part.lastIndex = 0;
+    while (part.lastIndex < stripped.length) {
+      found = part.exec(stripped);
+      if (!found) throw new Error(hint);
+      var unit = DURATION_ORDER.indexOf(found[2]);
+      if (unit <= last) throw new Error(hint);
+      last = unit;
+      total += Number(found[1]) * DURATION_UNITS[found[2]];
+    }
+    if (last < 0) throw new Error(hint);
+    if (!Number.isInteger(total)) throw new Error("'" + text + "' is not a whole number of " +
+      "milliseconds");
+    if (total > Number.MAX_SAFE_INTEGER) throw new Error("'" + text + "' is too long");
+    return total;
+  }
+
+  /* The shortest text parseDuration reads back as ms: 1h30m, 500ms. */
+  function durationText(ms) {
+    var parts = [];
+    var rest = ms;
+    DURATION_ORDER.forEach(function (unit) {
+      var size = DURATION_UNITS[unit];
+      if (rest >= size) {
+        parts.push(Math.floor(rest / size) + unit);
+        rest %= size;
+      }
+    });
+    return parts.join("") || "0s";
+  }
+
   function duration(ms) {
     if (ms === null || ms === undefined) return "—";
     if (ms < 1000) return ms + " ms";
@@ -218,7 +304,7 @@
   }
 
   function when(value) {
-    return el("span", { title: utc(value) }, local(value));
+    return el("span", { title: utc(value) + " (" + relative(value) + ")" }, local(value));
   }
 
   function shortId(id) { return String(id).slice(0, 8); }
@@ -332,7 +418,10 @@
     return api("GET", "/runs" + query({ project: trigger.project, trigger: trigger.trigger,
       limit: 50 })).then(function (pageOfRuns) {
       var runs = pageOfRuns.items;
-      var ended = runs.filter(function (r) { return ENDED[r.status]; });
+      // a Run the trigger's overlap policy ended (cancelled, reason policy) is no outcome
+      var ended = runs.filter(function (r) {
+        return ENDED[r.status] && !(r.status === "cancelled" && r.cancel_reason === "policy");
+      });
       var good = ended.filter(function (r) { return r.status === "succeeded"; }).length;
       var lags = runs.map(function (r) { return r.admission_lag_ms; })
         .filter(function (v) { return typeof v === "number"; });
@@ -373,8 +462,9 @@
     triggers.forEach(function (t, i) {
       var s = summaries[i] || {};
       var next = t.next_fire_at_ms && t.next_fire_at_ms.length ? t.next_fire_at_ms[0] : null;
-      var last = s.last ? [runLink(s.last.id), " ", badge(s.last.status), " ",
-        el("span", { class: "muted" }, relative(s.last.created_at_ms))] : "—";
+      var last = s.last ? el("span", { title: "admitted " + local(s.last.created_at_ms) + " (" +
+        relative(s.last.created_at_ms) + ")" }, runLink(s.last.id), " ", badge(s.last.status))
+        : "—";
       if (s.error) last = el("span", { class: "problem" }, describe(s.error));
       var rate = s.ended ? Math.round((100 * s.good) / s.ended) + "% of " + s.ended : "—";
       tbody.appendChild(row([
@@ -383,7 +473,7 @@
         el("span", {}, el("code", {}, t.schedule || t.cron || ""), " ", el("span",
           { class: "muted" }, t.timezone)),
         badge(t.state),
-        next === null ? "—" : [local(next), " ", el("span", { class: "muted" }, relative(next))],
+        next === null ? "—" : el("span", { title: relative(next) }, local(next)),
         next === null ? "—" : utc(next),
         last,
         el("td", { class: "num" }, rate),
@@ -428,7 +518,7 @@
     health.instances.forEach(function (p) {
       tbody.appendChild(row([p.role, el("span", { class: "mono" }, p.id), p.host,
         el("td", { class: "num" }, p.pid), when(p.started_at),
-        [local(p.seen_at), " ", el("span", { class: "muted" }, relative(p.seen_at))],
+        when(p.seen_at),
         badge(p.alive ? "alive" : (p.stopped_at ? "stopped" : "dead"))]));
     });
   }
@@ -518,14 +608,33 @@
             "replaces it with a shell command.";
         }
         $("task-wd").value = t.working_directory || "";
-        $("task-timeout").value = t.timeout_ms ? Math.round(t.timeout_ms / 1000) : "";
+        $("task-timeout").value = t.timeout_ms ? durationText(t.timeout_ms) : "";
+        noteTimeout();
         drawExistingEnv(t.environment);
       }).catch(function (e) { showResult("task-result", e); });
     }
+    $("task-timeout").addEventListener("input", noteTimeout);
     $("task-form").addEventListener("submit", function (event) {
       event.preventDefault();
       publishTask(loaded).then(function (t) { if (t) loaded = t; });
     });
+  }
+
+  /* Beside the timeout: what the text reads as, or why it is refused. */
+  function noteTimeout() {
+    var text = $("task-timeout").value.trim();
+    var note = clear($("task-timeout-note"));
+    note.removeAttribute("data-ms");
+    if (!text) return;
+    try {
+      var ms = parseDuration(text);
+      note.className = "muted";
+      note.setAttribute("data-ms", String(ms));
+      note.textContent = "= " + durationText(ms);
+    } catch (e) {
+      note.className = "problem";
+      note.textContent = e.message;
+    }
   }
 
   function drawExistingEnv(names) {
@@ -579,7 +688,15 @@
     if (wd) payload.working_directory = wd;
     else if (loaded && loaded.working_directory) payload.working_directory = null;
     var timeout = $("task-timeout").value.trim();
-    if (timeout) payload.timeout_ms = Math.round(Number(timeout) * 1000);
+    if (timeout) {
+      try {
+        payload.timeout_ms = parseDuration(timeout);
+      } catch (e) {
+        showResult("task-result", new ApiError(400, { title: "Not published",
+          detail: "timeout: " + e.message, field: "timeout" }));
+        return Promise.resolve(null);
+      }
+    }
     var environment = {};
     var any = false;
     var names = document.querySelectorAll("#env-new .env-row");
@@ -654,13 +771,17 @@
     $("trigger-timezone").addEventListener("input", preview);
     if (params.get("project")) $("trigger-project").value = params.get("project");
     var ready = loadTasks();
+    var loaded = null;  // the trigger as loaded: what publishing keeps unless changed
     if (params.get("trigger")) {
       $("trigger-id").value = params.get("trigger");
       api("GET", "/projects/" + seg(params.get("project") || "") + "/triggers/" +
         seg(params.get("trigger"))).then(function (t) {
         wantedTask = t.task;
+        loaded = t;
         $("trigger-cron").value = t.cron || t.schedule || "";
         $("trigger-timezone").value = t.timezone;
+        $("trigger-misfire").value = t.misfire;
+        $("trigger-overlap").value = t.overlap;
         if (t.dst) {
           $("trigger-dst-gap").value = t.dst.gap;
           $("trigger-dst-overlap").value = t.dst.overlap;
@@ -677,7 +798,7 @@
     }
     $("trigger-form").addEventListener("submit", function (event) {
       event.preventDefault();
-      publishTrigger();
+      publishTrigger(loaded);
     });
   }
 
@@ -701,12 +822,13 @@
         .then(function (view) {
           if (mine !== asked) return;
           state.className = "muted";
-          state.textContent = "Next " + view.occurrences.length + " fires of " + view.schedule +
-            " in " + view.timezone + ":";
+          clear(state);
+          append(state, ["Next " + view.occurrences.length + " fires of ",
+            el("code", {}, view.schedule), " in " + view.timezone + ":"]);
           clear(tbody);
           view.occurrences.forEach(function (o) {
-            tbody.appendChild(row([el("td", { class: "num" }, o.n), o.local, local(o.at_ms),
-              utc(o.at_ms), o.dst ? o.dst + (o.note ? ": " + o.note : "") : ""]));
+            tbody.appendChild(row([el("td", { class: "num" }, o.n), zoned(o.local),
+              local(o.at_ms), utc(o.at_ms), o.dst ? o.dst + (o.note ? ": " + o.note : "") : ""]));
           });
         }).catch(function (e) {
           if (mine !== asked) return;
@@ -717,7 +839,7 @@
     });
   }
 
-  function publishTrigger() {
+  function publishTrigger(loaded) {
     var project = $("trigger-project").value.trim();
     var trigger = $("trigger-id").value.trim();
     var payload = {
@@ -725,8 +847,13 @@
       schedule: $("trigger-cron").value.trim(),
       timezone: $("trigger-timezone").value.trim()
     };
-    if ($("trigger-misfire").value) payload.misfire = $("trigger-misfire").value;
-    if ($("trigger-overlap").value) payload.overlap = $("trigger-overlap").value;
+    if (loaded && (loaded.project !== project || loaded.trigger !== trigger)) loaded = null;
+    var misfire = $("trigger-misfire").value;
+    var overlap = $("trigger-overlap").value;
+    // a policy the loaded trigger already has is left out: it keeps its value (and a queue
+    // keeps its limit, which sending the policy again would reset to the default)
+    if (misfire && !(loaded && loaded.misfire === misfire)) payload.misfire = misfire;
+    if (overlap && !(loaded && loaded.overlap === overlap)) payload.overlap = overlap;
     if ($("trigger-dst-gap").value) payload.dst_gap = $("trigger-dst-gap").value;
     if ($("trigger-dst-overlap").value) payload.dst_overlap = $("trigger-dst-overlap").value;
     var jitter = $("trigger-jitter").value.trim();
@@ -837,7 +964,7 @@
     var tbody = clear($("next-fires").tBodies[0]);
     if (!t.next_fire_at_ms.length) { emptyRow(tbody, 3, "No upcoming fire."); return; }
     t.next_fire_at_ms.forEach(function (ms, i) {
-      tbody.appendChild(row([t.next_fire_local[i] || "", local(ms), utc(ms)]));
+      tbody.appendChild(row([zoned(t.next_fire_local[i] || ""), local(ms), utc(ms)]));
     });
   }
 
@@ -854,7 +981,7 @@
       var runs = o.runs.length ? o.runs.map(function (r) {
         return el("span", { class: "ledger-run" }, runLink(r.id), " ", badge(r.status), " ");
       }) : "—";
-      tbody.appendChild(row([o.local, local(o.at_ms), utc(o.at_ms),
+      tbody.appendChild(row([zoned(o.local), local(o.at_ms), utc(o.at_ms),
         el("td", { class: "num" }, o.revision), badge(o.fate), runs]));
     });
   }
@@ -1024,23 +1151,68 @@
 
   var LOG_LIMIT = 2 * 1024 * 1024;  // characters kept on the page
 
+  /* What a log may hold that a terminal would act on, made inert: colour and style sequences
+     (SGR: ESC [ ... m) are dropped; every other control character (an escape starting any
+     other sequence, a bell, a lone carriage return, a bidirectional override, ...) is shown
+     as its code, e.g. \x1b, in a span of class ctl; tabs and line ends stay. Returns a
+     function of one chunk giving the pieces to append (text and spans); a sequence cut by a
+     chunk's end waits for the next chunk (``last``: there is none). */
+  var SGR = /\x1b\[[0-9;:]*m/g;
+  var CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  var CUT = /(?:\x1b(?:\[[0-9;:]*)?|\r)$/;
+
+  function controlCode(ch) {
+    var code = ch.charCodeAt(0).toString(16);
+    return code.length <= 2 ? "\\x" + ("0" + code).slice(-2) : "\\u" + ("000" + code).slice(-4);
+  }
+
+  function terminalFilter() {
+    var held = "";
+    return function (chunk, last) {
+      var text = held + chunk;
+      held = "";
+      var cut = last ? null : CUT.exec(text);
+      if (cut && text.length - cut.index <= 64) {
+        held = text.slice(cut.index);
+        text = text.slice(0, cut.index);
+      }
+      text = text.replace(SGR, "").replace(/\r\n/g, "\n");
+      var pieces = [];
+      var from = 0;
+      var found;
+      CONTROL.lastIndex = 0;
+      while ((found = CONTROL.exec(text)) !== null) {
+        if (found.index > from) pieces.push(text.slice(from, found.index));
+        pieces.push(el("span", { class: "ctl", title: "a control character" },
+          controlCode(found[0])));
+        from = found.index + 1;
+      }
+      if (from < text.length) pieces.push(text.slice(from));
+      return pieces;
+    };
+  }
+
   /* Follow the latest attempt's log over server-sent events until the Run ends. */
   function follow(runId) {
     var pre = $("log");
     var state = $("log-state");
     var opened = false;
     var done = false;
+    var filter = terminalFilter();
     var source = new EventSource("/api/v1/runs/" + seg(runId) + "/logs?follow=true");
     state.textContent = "connecting…";
     source.addEventListener("open", function () {
-      if (opened) pre.textContent = "";  // a reconnect sends the log again from its start
+      if (opened) {  // a reconnect sends the log again from its start
+        pre.textContent = "";
+        filter = terminalFilter();
+      }
       opened = true;
       state.textContent = "following live…";
     });
     source.addEventListener("log", function (event) {
       var data = JSON.parse(event.data);
       var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      pre.appendChild(document.createTextNode(data.text));
+      append(pre, filter(String(data.text), false));
       if (pre.textContent.length > LOG_LIMIT) {
         pre.textContent = "[earlier output dropped]\n" + pre.textContent.slice(-LOG_LIMIT / 2);
       }
@@ -1049,6 +1221,7 @@
     source.addEventListener("end", function (event) {
       done = true;
       source.close();
+      append(pre, filter("", true));  // what a cut sequence held back
       var data = JSON.parse(event.data);
       state.textContent = "the Run ended: " + data.status;
       state.setAttribute("data-ended", data.status);
@@ -1058,6 +1231,7 @@
       if (event.data) {  // an error event the server sent: a problem object
         done = true;
         source.close();
+        append(pre, filter("", true));
         var problem = {};
         try { problem = JSON.parse(event.data); } catch (e) { problem = {}; }
         state.textContent = describe(new ApiError(problem.status || 500, problem));

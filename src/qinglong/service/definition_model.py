@@ -1,0 +1,192 @@
+"""The model of declarative definitions: projects, tasks and triggers as files (or a crontab)
+state them, and the problems found in them, each with the file and line it comes from.
+
+``ql apply -f`` (docs/controls/apply.md) and ``ql import crontab`` both build this model: a
+:class:`DesiredProject` per project, with every task and trigger fully stated (what a file
+leaves out takes its default, never the stored value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ArgvCommand, ShellCommand
+from qinglong.domain.trigger import TriggerSpec
+from qinglong.errors import InvalidInput
+
+API_VERSION = "qinglong/v1"
+
+# --- where things come from, and what is wrong with them -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """A place in a definitions file (``line`` None: the file as a whole)."""
+
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem: ``jobs.yaml:12: triggers.nightly.cron: must have 5 fields ...``."""
+
+    where: Where | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        parts = [str(self.where)] if self.where is not None else []
+        if self.field:
+            parts.append(self.field)
+        parts.append(self.message)
+        return ": ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        return {"file": self.where.file if self.where else None,
+                "line": self.where.line if self.where else None,
+                "field": self.field or None, "message": self.message, "text": str(self)}
+
+
+class DefinitionErrors(InvalidInput):
+    """The definitions have problems; nothing was written."""
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        files: dict[str, int] = {}
+        for issue in issues:
+            files.setdefault(issue.where.file if issue.where else "", len(files))
+        self.issues = tuple(sorted(issues, key=lambda i: (
+            files[i.where.file if i.where else ""], (i.where.line or 0) if i.where else 0)))
+        more = f" (and {len(self.issues) - 1} more)" if len(self.issues) > 1 else ""
+        super().__init__("definitions", f"{self.issues[0]}{more}")
+
+
+class Issues:
+    """Collects problems so that one pass reports all of them."""
+
+    def __init__(self) -> None:
+        self.items: list[Issue] = []
+
+    def add(self, where: Where | None, field_name: str, message: str) -> None:
+        self.items.append(Issue(where, field_name, message))
+
+    def raise_any(self) -> None:
+        if self.items:
+            raise DefinitionErrors(self.items)
+
+
+# --- the model -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvValue:
+    """One environment entry (see ``definition_env``): a plain ``value``; or a secret read
+    from ``from_env``, the variable of the applying process (the stored value is kept when
+    that is not set); or, with neither, the secret stored under ``name``, kept."""
+
+    name: str
+    value: str | None = None
+    from_env: str | None = None
+    where: Where | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DesiredTask:
+    project_id: str
+    task_id: str
+    name: str
+    command: ArgvCommand | ShellCommand
+    env: tuple[EnvValue, ...] = ()
+    working_directory: str | None = None
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    idempotent: bool = False
+    concurrency: int | None = None
+    enabled: bool = True
+    where: Where | None = None
+    path: str = ""  # how errors name the task's fields: "tasks.hello" (files), "" (crontab)
+    lines: Mapping[str, Where] = field(default_factory=dict)  # where each key was given
+
+    def at(self, key: str) -> Where | None:
+        return self.lines.get(key.split(".", 1)[0], self.where)
+
+    def field_name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DesiredTrigger:
+    project_id: str
+    trigger_id: str
+    task_id: str
+    spec: TriggerSpec
+    enabled: bool = True
+    # An interval trigger whose file gives no anchor: ``spec`` holds a placeholder anchor; the
+    # stored anchor is kept when the trigger already is an interval trigger, else the publish
+    # time anchors it (as for `ql trigger publish --every` without --anchor).
+    keep_anchor: bool = False
+    where: Where | None = None
+    path: str = ""
+    lines: Mapping[str, Where] = field(default_factory=dict)
+
+    def at(self, key: str) -> Where | None:
+        return self.lines.get(key, self.where)
+
+    def field_name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+
+@dataclass(slots=True, kw_only=True)
+class DesiredProject:
+    project_id: str
+    name: str | None = None  # used when apply creates the project
+    tasks: dict[str, DesiredTask] = field(default_factory=dict)
+    triggers: dict[str, DesiredTrigger] = field(default_factory=dict)
+    where: Where | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Definitions:
+    projects: Mapping[str, DesiredProject]
+
+
+def merge_projects(documents: Iterable[DesiredProject], issues: Issues) -> Definitions:
+    """One project per id (several documents may add to one project), each trigger's task
+    defined among the project's tasks."""
+    projects: dict[str, DesiredProject] = {}
+    for doc in documents:
+        into = projects.get(doc.project_id)
+        if into is None:
+            projects[doc.project_id] = DesiredProject(
+                project_id=doc.project_id, name=doc.name, tasks=dict(doc.tasks),
+                triggers=dict(doc.triggers), where=doc.where)
+            continue
+        if doc.name is not None:
+            if into.name is not None and into.name != doc.name:
+                issues.add(doc.where, "name", f"project {doc.project_id!r} is named "
+                           f"{into.name!r} at {into.where}")
+            into.name = doc.name
+        for task_id, task in doc.tasks.items():
+            if task_id in into.tasks:
+                issues.add(task.where, task.path or task_id,
+                           f"task {task_id!r} is defined twice (also at {into.tasks[task_id].where})")
+            into.tasks[task_id] = task
+        for trigger_id, trigger in doc.triggers.items():
+            if trigger_id in into.triggers:
+                issues.add(trigger.where, trigger.path or trigger_id,
+                           f"trigger {trigger_id!r} is defined twice "
+                           f"(also at {into.triggers[trigger_id].where})")
+            into.triggers[trigger_id] = trigger
+    for project in projects.values():
+        for trigger in project.triggers.values():
+            if trigger.task_id not in project.tasks:
+                issues.add(trigger.at("task"), trigger.field_name("task"),
+                           f"task {trigger.task_id!r} is not defined in project "
+                           f"{project.project_id!r} (define it under tasks)")
+    return Definitions(projects=projects)
+

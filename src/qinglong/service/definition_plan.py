@@ -1,0 +1,113 @@
+"""A plan: what applying definitions would write, one :class:`Change` per project, task and
+trigger, in the order the writes happen."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from qinglong.errors import QinglongError
+from qinglong.service.definition_fields import FieldChange
+from qinglong.service.definition_model import Where
+from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+
+# --- plans ---------------------------------------------------------------------------
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    CHANGE = "change"
+    RESTORE = "restore"  # it had been deleted
+    ENABLE = "enable"
+    DISABLE = "disable"
+    UNCHANGED = "unchanged"
+    KEPT = "kept"  # stored, enabled, not in the files, and no --prune: left as it is
+
+
+# Writes in this order, per project: create the project; stop the triggers that end up
+# disabled (before their tasks change, so none fires a task revision it should not); publish
+# the tasks (their triggers are re-pinned with them); publish the other triggers.
+PHASE_PROJECT, PHASE_STOP_TRIGGERS, PHASE_TASKS, PHASE_TRIGGERS = range(4)
+
+WriteParams = ProjectCreateParams | TaskPublishParams | TriggerPublishParams
+
+
+@dataclass(slots=True, kw_only=True)
+class Change:
+    kind: str  # project | task | trigger
+    project_id: str
+    item_id: str
+    action: Action
+    fields: tuple[FieldChange, ...] = ()
+    pruned: bool = False  # disabled by --prune: no longer in the files
+    where: Where | None = None
+    phase: int = PHASE_TASKS
+    params: WriteParams | None = None  # None: nothing to write
+    revision: int | None = None  # stored now (plan), or written (apply)
+    repinned: tuple[str, ...] = ()  # triggers the store re-pinned with a task
+    written: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.project_id if self.kind == "project" else f"{self.project_id}/{self.item_id}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "project": self.project_id,
+                "id": self.item_id, "action": self.action.value, "pruned": self.pruned,
+                "source": str(self.where) if self.where else None,
+                "fields": [c.to_json() for c in self.fields], "revision": self.revision,
+                "repinned_triggers": list(self.repinned), "written": self.written}
+
+
+@dataclass(slots=True)
+class Plan:
+    changes: list[Change]
+
+    @property
+    def writes(self) -> list[Change]:
+        return [c for c in self.changes if c.params is not None]
+
+    def counts(self) -> dict[str, int]:
+        counts = {action.value: 0 for action in Action}
+        for change in self.changes:
+            if change.kind != "project" or change.action is not Action.UNCHANGED:
+                counts[change.action.value] += 1
+        return counts
+
+
+class ApplyStopped(Exception):
+    """A write failed after others landed (only what changed since the plan can do this)."""
+
+    def __init__(self, change: Change, cause: QinglongError, plan: Plan) -> None:
+        self.change = change
+        self.cause = cause
+        self.written = [c for c in plan.writes if c.written]
+        self.not_written = [c for c in plan.writes if not c.written]
+        super().__init__(f"apply stopped at {change.kind} {change.label}: {cause.message}")
+
+
+_SPEC_FIELDS = {  # domain field names -> the file's keys
+    "working-directory": "cwd", "timeout": "timeout", "concurrency": "concurrency",
+    "idempotent": "idempotent", "environment": "env", "retry": "retry",
+    "command": "command", "command.command": "shell", "command.shell": "bash",
+    "command.file": "argv", "command.args": "argv",
+}
+
+
+def spec_key(domain_field: str) -> str:
+    base = domain_field.split("[", 1)[0]
+    if base.startswith("environment."):
+        return "env." + base.split(".", 1)[1]
+    return _SPEC_FIELDS.get(base, base)
+
+
+def action_of(fields: Sequence[FieldChange], *, deleted: bool) -> Action:
+    if deleted:
+        return Action.RESTORE
+    if not fields:
+        return Action.UNCHANGED
+    if [f.field for f in fields] == ["enabled"]:
+        return Action.ENABLE if fields[0].after else Action.DISABLE
+    return Action.CHANGE
+

@@ -1,0 +1,176 @@
+"""The tasks of a definitions file: ``tasks.<id>`` mappings to :class:`DesiredTask`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qinglong.domain.identifiers import display_name
+from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.task import (
+    DEFAULT_TIMEOUT_MS,
+    ENV_NAME,
+    ArgvCommand,
+    CommandSpec,
+    EnvEntry,
+    ShellCommand,
+)
+from qinglong.errors import InvalidInput
+from qinglong.service.definition_env import STORED
+from qinglong.service.definition_model import DesiredTask, EnvValue, Issues, Where
+from qinglong.service.definition_plan import spec_key
+from qinglong.service.definition_yaml_nodes import Fields, YList, YMap, type_name
+
+TASK_KEYS = ("name", "shell", "bash", "argv", "env", "cwd", "timeout", "retry", "idempotent",
+             "concurrency", "enabled")
+RETRY_KEYS = ("max_attempts", "backoff", "max_backoff", "on_exit", "on_timeout")
+_RETRY_FIELDS = {"max-attempts": "max_attempts", "retry-backoff": "backoff",
+                 "retry-max-backoff": "max_backoff", "retry-on-exit": "on_exit",
+                 "retry-on-timeout": "on_timeout"}
+
+
+def _command(fields: Fields) -> ArgvCommand | ShellCommand | None:
+    shell, argv = fields.map.get("shell"), fields.map.get("argv")
+    if shell is not None and argv is not None:
+        fields.fail("argv", "give either shell or argv, not both")
+        return None
+    if shell is None and argv is None:
+        fields.fail("shell", "a task needs shell: COMMAND or argv: [/PROGRAM, ARGS...]",
+                    where=fields.where())
+        return None
+    if shell is not None:
+        command = fields.text("shell")
+        bash = fields.flag("bash", False)
+        if command is None:
+            return None
+        return fields.attempt("shell", lambda: ShellCommand(
+            command=command, shell="/bin/bash" if bash else "/bin/sh"))
+    if "bash" in fields.map:
+        fields.fail("bash", "applies only to shell")
+    words = fields.items("argv")
+    if words is None:
+        return None
+    if not words:
+        fields.fail("argv", "needs an absolute program path, e.g. [/bin/echo, hi]")
+        return None
+    texts = [words.text(index) for index in range(len(words))]
+    ok = True
+    for index, word in enumerate(texts):
+        if not isinstance(word, str):
+            fields.fail(f"argv[{index}]", f"must be a string, not {type_name(word)}",
+                        where=Where(fields.file, words.item_lines[index]))
+            ok = False
+    if not ok:
+        return None
+    try:
+        return ArgvCommand(file=texts[0], args=tuple(texts[1:]))
+    except InvalidInput as exc:
+        index = 0
+        if exc.field.startswith("command.args["):
+            index = int(exc.field.split("[", 1)[1].rstrip("]")) + 1
+        fields.fail(f"argv[{index}]" if exc.field != "command" else "argv", exc.rule,
+                    where=Where(fields.file, words.item_lines[index]))
+        return None
+
+
+def _env(fields: Fields) -> tuple[EnvValue, ...]:
+    env = fields.mapping("env")
+    values = []
+    for name in env or {}:
+        assert env is not None
+        raw = env.text(name)
+        where = Where(fields.file, env.key_lines[name])
+        key = f"env.{name}"
+        try:
+            EnvEntry(name=name, value="")
+        except InvalidInput as exc:
+            fields.fail(key, exc.rule, where=where)
+            continue
+        if isinstance(raw, str):
+            values.append(EnvValue(name=name, value=raw, where=where))
+        elif isinstance(raw, YMap) and set(raw) == {"from_env"}:
+            variable = raw["from_env"]
+            if not isinstance(variable, str) or not ENV_NAME.fullmatch(variable):
+                fields.fail(f"{key}.from_env", "must name an environment variable "
+                            "([A-Za-z_][A-Za-z0-9_]*)", where=Where(fields.file, raw.line))
+                continue
+            values.append(EnvValue(name=name, from_env=variable, where=where))
+        elif isinstance(raw, YMap) and set(raw) == {"secret"}:
+            if raw["secret"] != STORED:
+                fields.fail(f"{key}.secret", f"must be {STORED} ({{secret: {STORED}}} keeps the "
+                            "secret stored under this name)", where=Where(fields.file, raw.line))
+                continue
+            values.append(EnvValue(name=name, where=where))
+        else:
+            fields.fail(key, "must be a string, {from_env: VARIABLE} or {secret: stored}, not "
+                        f"{type_name(raw)}", where=where)
+    return tuple(values)
+
+
+def _retry(fields: Fields) -> RetryPolicy:
+    retry = fields.mapping("retry")
+    if retry is None:
+        return RetryPolicy()
+    sub = Fields(retry, fields.file, fields.name("retry"), fields.issues, RETRY_KEYS)
+    given: dict[str, Any] = {}
+    attempts = sub.number("max_attempts")
+    if attempts is not None:
+        given["max_attempts"] = attempts
+    for key, name in (("backoff", "backoff_ms"), ("max_backoff", "max_backoff_ms")):
+        value = sub.duration(key)
+        if value is not None:
+            given[name] = value
+    codes = retry.get("on_exit")
+    if isinstance(codes, str) and codes.strip().lower() == "any":
+        given["on_exit_codes"] = ()
+    elif isinstance(codes, YList):
+        if all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
+            given["on_exit_codes"] = tuple(codes)
+        else:
+            sub.fail("on_exit", "must be a list of exit codes such as [1, 75], or any")
+    elif codes is not None:
+        sub.fail("on_exit", "must be a list of exit codes such as [1, 75], or any")
+    given["on_timeout"] = sub.flag("on_timeout", False)
+    if not sub.ok:
+        fields.ok = False
+        return RetryPolicy()
+    try:
+        return RetryPolicy(**given)
+    except InvalidInput as exc:
+        sub.fail(_RETRY_FIELDS.get(exc.field, exc.field), exc.rule)
+        fields.ok = False
+        return RetryPolicy()
+
+
+def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Issues,
+          where: Where | None) -> DesiredTask | None:
+    fields = Fields(mapping, file, f"tasks.{task_id}", issues, TASK_KEYS)
+    command = _command(fields)
+    env = _env(fields)
+    name = fields.text("name")
+    if name is not None:
+        fields.attempt("name", lambda: display_name(name))
+    cwd = fields.text("cwd")
+    timeout = fields.duration("timeout")
+    retry = _retry(fields)
+    idempotent = fields.flag("idempotent", False)
+    concurrency = fields.number("concurrency")
+    enabled = fields.flag("enabled", True)
+    if command is None or not fields.ok:
+        return None
+    task = DesiredTask(
+        project_id=project, task_id=task_id, name=task_id if name is None else name,
+        command=command, env=env, working_directory=cwd,
+        timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout, retry=retry,
+        idempotent=idempotent, concurrency=concurrency, enabled=enabled, where=where,
+        path=f"tasks.{task_id}",
+        lines={key: Where(file, line) for key, line in mapping.key_lines.items()})
+    try:  # every bound of the spec, before any value is read from the environment
+        CommandSpec(command=command,
+                    environment=tuple(EnvEntry(name=e.name, value=e.value or "") for e in env),
+                    working_directory=cwd, timeout_ms=task.timeout_ms, retry=retry,
+                    idempotent=idempotent, concurrency=concurrency)
+    except InvalidInput as exc:
+        key = spec_key(exc.field)
+        issues.add(task.at(key), task.field_name(key), exc.rule)
+        return None
+    return task

@@ -1,0 +1,213 @@
+"""The panel pages' bodies: static markup, no value from the database. The script
+(``static/panel.js``) fills the elements by their ids; each table sits in a box that scrolls
+sideways when the table is wider than the screen."""
+
+from __future__ import annotations
+
+from qinglong.domain.task import DEFAULT_TIMEOUT_MS
+
+DASHBOARD = """
+<h1>Dashboard</h1>
+<p class="muted">Times in <span id="viewer-zone"></span> (your browser) and UTC.
+  Updated <span id="updated">never</span>.</p>
+<p id="problem" class="problem" hidden></p>
+<section><h2>Triggers</h2>
+<div class="table-scroll">
+<table id="triggers" class="grid"><thead><tr><th>Trigger</th><th>Task</th><th>Schedule</th>
+<th>State</th><th>Next fire (your zone)</th><th>Next fire (UTC)</th><th>Last Run</th>
+<th>Success rate</th><th>Lag p99</th></tr></thead><tbody></tbody></table></div>
+<p class="muted">Success rate and lag over each trigger's last 50 Runs.</p></section>
+<section><h2>Recent Runs</h2>
+<div class="table-scroll">
+<table id="recent" class="grid"><thead><tr><th>Run</th><th>Project / task</th><th>Trigger</th>
+<th>Scheduled for (your zone)</th><th>Status</th><th>Duration</th></tr></thead><tbody></tbody>
+</table></div></section>
+<section><h2>Processes</h2><p id="process-summary"></p>
+<div class="table-scroll">
+<table id="processes" class="grid"><thead><tr><th>Role</th><th>Id</th><th>Host</th><th>Pid</th>
+<th>Started</th><th>Last seen</th><th>Alive</th></tr></thead><tbody></tbody></table></div></section>
+"""
+
+TASKS = """
+<h1>Tasks</h1>
+<p><a href="/tasks/edit" data-needs="admin">New task</a></p>
+<p id="problem" class="problem" hidden></p>
+<div class="table-scroll">
+<table id="tasks" class="grid"><thead><tr><th>Project</th><th>Task</th><th>Command</th>
+<th>Revision</th><th>Enabled</th><th>Environment (names only)</th><th>Timeout</th><th></th>
+</tr></thead><tbody></tbody></table></div>
+"""
+
+TASK_EDITOR = f"""
+<h1>Task editor</h1>
+<p class="muted">Publishes a shell task: each publish appends a revision. Environment values
+are write-only: they are sent once and never shown again.</p>
+<form id="task-form" autocomplete="off">
+<label>Project <input name="project" id="task-project" list="project-list" required
+  placeholder="demo"></label>
+<label>Task id <input name="task" id="task-id" required placeholder="hello"></label>
+<label>Name <input name="name" id="task-name" placeholder="(optional)"></label>
+<label>Shell <select name="shell" id="task-shell"><option value="/bin/sh">/bin/sh</option>
+  <option value="/bin/bash">/bin/bash</option></select></label>
+<label class="wide">Command <textarea name="command" id="task-command" rows="4" required
+  spellcheck="false" placeholder="echo hello"></textarea></label>
+<label>Working directory <input name="working_directory" id="task-wd" spellcheck="false"
+  placeholder="(none) an absolute path"></label>
+<label>Timeout <input name="timeout" id="task-timeout" spellcheck="false"
+  placeholder="30s, 5m, 1h30m (new tasks: {DEFAULT_TIMEOUT_MS // 60_000}m)"
+  aria-describedby="task-timeout-note">
+  <span id="task-timeout-note" class="muted" role="status"></span></label>
+<fieldset class="wide"><legend>Environment</legend>
+<ul id="env-existing" class="plain"></ul>
+<div id="env-new"></div>
+<button type="button" id="env-add">Add an entry</button>
+</fieldset>
+<p class="wide"><button type="submit" id="task-publish" data-needs="admin">Publish</button>
+  <span id="task-result" role="status"></span></p>
+</form>
+<datalist id="project-list"></datalist>
+"""
+
+TRIGGER_EDITOR = """
+<h1>Trigger editor</h1>
+<p class="muted">Publishes a trigger bound to a task: a cron expression (5 fields, or 6 with
+seconds first), <code>every 90s</code> (optionally <code>from</code> an instant) or
+<code>at</code> an instant. The preview below follows what you type. Fields left empty keep
+a trigger's current value.</p>
+<form id="trigger-form" autocomplete="off">
+<label>Project <input name="project" id="trigger-project" list="project-list" required
+  placeholder="demo"></label>
+<label>Trigger id <input name="trigger" id="trigger-id" required placeholder="nightly"></label>
+<label>Task <select name="task" id="trigger-task" required></select></label>
+<label>Schedule <input name="schedule" id="trigger-cron" required spellcheck="false"
+  placeholder="30 2 * * *, every 90s, at 2027-01-01T09:00:00Z"></label>
+<label>Time zone <input name="timezone" id="trigger-timezone" list="zone-list" required
+  spellcheck="false"></label>
+<label>Misfire <select name="misfire" id="trigger-misfire"><option value="">(keep / default)
+  </option><option value="skip">skip</option><option value="fire_once">fire_once</option>
+  </select></label>
+<label>Overlap <select name="overlap" id="trigger-overlap"><option value="">(keep / default)
+  </option><option value="allow">allow</option><option value="skip">skip</option>
+  <option value="queue">queue</option><option value="cancel_previous">cancel_previous</option>
+  </select></label>
+<label>DST gap (cron) <select name="dst_gap" id="trigger-dst-gap"><option value="">(keep /
+  default: shift)</option><option value="shift">shift</option><option value="skip">skip
+  </option></select></label>
+<label>DST overlap (cron) <select name="dst_overlap" id="trigger-dst-overlap"><option value="">
+  (keep / default: first)</option><option value="first">first</option><option value="second">
+  second</option><option value="both">both</option></select></label>
+<label>Jitter, seconds <input name="jitter_s" id="trigger-jitter" type="number" min="0"
+  max="3600" step="1" placeholder="(keep / none)"></label>
+<label>Random part, seconds <input name="jitter_random_s" id="trigger-jitter-random"
+  type="number" min="0" max="3600" step="1" placeholder="(keep / 0)"></label>
+<p class="wide"><button type="submit" id="trigger-publish" data-needs="admin">Publish</button>
+  <span id="trigger-result" role="status"></span></p>
+</form>
+<section><h2>Preview</h2><p id="preview-state" class="muted">Type a schedule.</p>
+<div class="table-scroll">
+<table id="preview" class="grid"><thead><tr><th>#</th><th>In the trigger's zone</th>
+<th>Your zone</th><th>UTC</th><th>DST</th></tr></thead><tbody></tbody></table></div></section>
+<datalist id="project-list"></datalist><datalist id="zone-list"></datalist>
+"""
+
+TRIGGER = """
+<h1>Trigger <span id="trigger-title"></span></h1>
+<p id="problem" class="problem" hidden></p>
+<p class="actions"><button type="button" id="trigger-fire" data-needs="operate">Fire now</button>
+<a id="trigger-edit" data-needs="admin">Edit</a> <a id="trigger-runs">Runs</a>
+<span id="trigger-action-result" role="status"></span></p>
+<form id="pause-form" class="inline" data-needs="operate" autocomplete="off">
+<label>Pause until <input id="pause-until" spellcheck="false"
+  placeholder="(until resumed), 10m, 2h or 2027-01-01T09:00:00Z"></label>
+<label>Reason <input id="pause-reason" maxlength="500" placeholder="(optional)"></label>
+<button type="submit" id="trigger-pause">Pause</button>
+<button type="button" id="trigger-resume">Resume</button></form>
+<dl id="trigger-details" class="details"></dl>
+<section><h2>Next fires</h2>
+<div class="table-scroll">
+<table id="next-fires" class="grid"><thead><tr><th>In the trigger's zone</th><th>Your zone</th>
+<th>UTC</th></tr></thead><tbody></tbody></table></div></section>
+<section><h2>Occurrence ledger</h2>
+<form id="ledger-form" class="inline"><label>Window <select id="ledger-window">
+<option value="3600000">last hour</option><option value="21600000">last 6 hours</option>
+<option value="86400000">last 24 hours</option><option value="604800000">last 7 days</option>
+</select></label><label>At most <select id="ledger-limit"><option>50</option><option>200
+</option><option>1000</option></select></label></form>
+<p id="ledger-counts" class="muted"></p>
+<div class="table-scroll">
+<table id="ledger" class="grid"><thead><tr><th>Nominal time (trigger's zone)</th>
+<th>Your zone</th><th>UTC</th><th>Revision</th><th>Fate</th><th>Runs</th></tr></thead>
+<tbody></tbody></table></div></section>
+"""
+
+RUNS = """
+<h1>Runs</h1>
+<form id="run-filter" class="inline">
+<label>Status <select id="filter-status" name="status"><option value="">(any)</option>
+<option>created</option><option>queued</option><option>dispatching</option>
+<option>running</option><option>waiting_approval</option><option>retry_wait</option>
+<option>succeeded</option><option>failed</option><option>cancelled</option>
+<option>timed_out</option><option>lost</option></select></label>
+<label>Project <input id="filter-project" name="project" size="12"></label>
+<label>Task <input id="filter-task" name="task" size="12"></label>
+<label>Trigger <input id="filter-trigger" name="trigger" size="12"></label>
+<button type="submit">Apply</button></form>
+<p id="problem" class="problem" hidden></p>
+<div class="table-scroll">
+<table id="runs" class="grid"><thead><tr><th>Run</th><th>Project / task</th><th>Trigger</th>
+<th>Type</th><th>Scheduled for (your zone)</th><th>Admitted (your zone)</th><th>Status</th>
+<th>Duration</th><th>Exit</th></tr></thead><tbody></tbody></table></div>
+<p class="pager"><button type="button" id="page-prev">Previous</button>
+<span id="page-label"></span> <button type="button" id="page-next">Next</button></p>
+"""
+
+RUN = """
+<h1>Run <span id="run-title"></span> <span id="run-status"></span></h1>
+<p id="problem" class="problem" hidden></p>
+<p class="actions"><button type="button" id="run-cancel" data-needs="operate" hidden>Cancel
+</button> <span id="cancel-result" role="status"></span></p>
+<dl id="run-details" class="details"></dl>
+<section><h2>Attempts</h2>
+<div class="table-scroll">
+<table id="attempts" class="grid"><thead><tr><th>#</th><th>Status</th><th>Executor</th>
+<th>Pid</th><th>Started</th><th>Finished</th><th>Exit</th><th>Error</th></tr></thead>
+<tbody></tbody></table></div></section>
+<section><h2>Timeline</h2><ol id="timeline" class="timeline"></ol></section>
+<section><h2>Log</h2><p id="log-state" class="muted">waiting for the first attempt</p>
+<pre id="log" class="log"></pre></section>
+"""
+
+STATS = """
+<h1>Stats</h1>
+<form id="stats-form" class="inline">
+<label>Project <select id="stats-project"></select></label>
+<label>Task <select id="stats-task"><option value="">(every task)</option></select></label>
+<label>Days <select id="stats-days"><option>7</option><option>14</option><option>30</option>
+<option>90</option></select></label></form>
+<p id="problem" class="problem" hidden></p>
+<p id="stats-zone" class="muted"></p>
+<figure><div id="stats-chart"></div><figcaption id="stats-legend" class="legend">
+</figcaption></figure>
+<section><h2>Totals per task</h2>
+<div class="table-scroll">
+<table id="stats-totals" class="grid"><thead><tr><th>Task</th><th>Runs</th><th>Successes</th>
+<th>Failures</th><th>Cancelled</th><th>Success rate</th><th>Average duration</th>
+<th>Longest</th></tr></thead><tbody></tbody></table></div></section>
+<section><h2>Per day</h2>
+<div class="table-scroll">
+<table id="stats-days-table" class="grid"><thead><tr><th>Day</th><th>Task</th><th>Runs</th>
+<th>Successes</th><th>Failures</th><th>Cancelled</th><th>Total duration</th><th>Longest</th>
+</tr></thead><tbody></tbody></table></div></section>
+"""
+
+LOGIN = """
+<h1>Log in</h1>
+<form id="login-form" class="login" autocomplete="on">
+<label>User name <input name="username" id="login-username" autocomplete="username" required
+  autofocus></label>
+<label>Password <input name="password" id="login-password" type="password"
+  autocomplete="current-password" required></label>
+<p><button type="submit" id="login-submit">Log in</button></p>
+<p id="login-error" class="problem" role="alert" hidden></p>
+</form>
+"""

@@ -1,0 +1,146 @@
+"""What the browser tests share: the site under test (`ql serve --http` on a fresh SQLite file,
+with a viewer, an operator and an admin), and ``Panel``: the browser on the panel with the
+waits, table reads and screenshots a test needs. The fixtures that make them are in
+conftest.py."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.support.test_api_support import PASSWORD, Auth, Http, People, Server
+
+VIEWER_ZONE = "Asia/Shanghai"
+ARTIFACTS = Path(os.environ.get("QL_BROWSER_ARTIFACTS",
+                                Path(__file__).resolve().parent / "artifacts"))
+UTC_TEXT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC$")
+T = TypeVar("T")
+
+
+@dataclass
+class Site:
+    base: str
+    server: Server
+    people: People
+
+    @property
+    def http(self) -> Http:
+        return self.server.http
+
+    @property
+    def admin(self) -> Auth:
+        return self.people.tokens["admin"]
+
+
+class Panel:
+    """The browser on the panel, and the waits and screenshots a test needs."""
+
+    def __init__(self, driver: webdriver.Chrome, site: Site, name: str) -> None:
+        self.d = driver
+        self.site = site
+        self.name = name
+
+    # --- navigation ---------------------------------------------------------------------------
+
+    def open(self, path: str, page: str) -> None:
+        self.d.get(self.site.base + path)
+        self.ready(page)
+
+    def ready(self, page: str, timeout: float = 20) -> None:
+        """The page ``page`` is loaded and its script has run."""
+        self.until(lambda d: d.execute_script(
+            "return document.body && document.body.getAttribute('data-page') === arguments[0] "
+            "&& document.body.getAttribute('data-ready') === 'true'", page),
+            f"page {page} ready", timeout)
+
+    def login(self, username: str, password: str = PASSWORD) -> None:
+        self.d.delete_all_cookies()
+        self.open("/login", "login")
+        self.fill("login-username", username)
+        self.fill("login-password", password)
+        self.by_id("login-submit").click()
+        self.until(lambda d: d.execute_script(
+            "return document.body.getAttribute('data-page') !== 'login' && "
+            "document.body.getAttribute('data-ready') === 'true'"), "logged in")
+        assert self.by_id("who").text == username
+
+    # --- elements -----------------------------------------------------------------------------
+
+    def by_id(self, element_id: str) -> WebElement:
+        return self.d.find_element(By.ID, element_id)
+
+    def css(self, selector: str) -> list[WebElement]:
+        return self.d.find_elements(By.CSS_SELECTOR, selector)
+
+    def fill(self, element_id: str, text: str) -> None:
+        field = self.by_id(element_id)
+        field.clear()
+        field.send_keys(text)
+
+    def text(self, element_id: str) -> str:
+        return str(self.d.execute_script(
+            "var n = document.getElementById(arguments[0]); return n ? n.textContent : ''",
+            element_id))
+
+    def until(self, condition: Callable[[webdriver.Chrome], T], what: str,
+              timeout: float = 20) -> T:
+        def check(d: webdriver.Chrome) -> T | bool:
+            try:
+                return condition(d)
+            except StaleElementReferenceException:
+                return False  # the page redrew meanwhile: look again
+
+        try:
+            wait = WebDriverWait(self.d, timeout, poll_frequency=0.1)
+            return wait.until(check)  # type: ignore[arg-type, return-value]
+        except TimeoutException:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what} on "
+                                 f"{self.d.current_url}") from None
+
+    def rows(self, table_id: str) -> list[list[str]]:
+        found = self.d.execute_script(
+            "var t = document.getElementById(arguments[0]);"
+            "return Array.prototype.map.call(t.tBodies[0].rows, function (r) {"
+            "  return Array.prototype.map.call(r.cells, function (c) { return c.textContent; });"
+            "});", table_id)
+        assert isinstance(found, list)
+        return [[str(cell) for cell in row] for row in found]
+
+    # --- artifacts ----------------------------------------------------------------------------
+
+    def shot(self, step: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{self.name}-{step}.png"
+        assert self.d.save_screenshot(str(path)), path
+        return path
+
+    def leave_evidence(self) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.d.save_screenshot(str(ARTIFACTS / f"{self.name}-FAILED.png"))
+        (ARTIFACTS / f"{self.name}-FAILED.html").write_text(self.d.page_source)
+        console = "\n".join(f"{e.get('level')} {e.get('message')}"
+                            for e in self.d.get_log("browser"))
+        (ARTIFACTS / f"{self.name}-FAILED-console.txt").write_text(console)
+
+
+def publish_shell_task(site: Site, project: str, task: str, command: str) -> None:
+    site.http.ok("POST", "/api/v1/projects", site.admin, {"id": project}, (201, 409))
+    site.http.ok("POST", f"/api/v1/projects/{project}/tasks/{task}/revisions", site.admin,
+                 {"command": {"kind": "shell", "command": command}}, (200, 201))
+
+
+def utc_instant(text: str) -> datetime:
+    found = UTC_TEXT.match(text.strip())
+    assert found, text
+    return datetime.fromisoformat(found.group(1) + "+00:00")
