@@ -352,7 +352,7 @@ def publish(admin: str, triggers: int) -> None:
     from qinglong.clock import SystemClock
     from qinglong.profiles.backends import open_backend
     from qinglong.service.catalog import Catalog
-    from qinglong.storage.ports import TriggerPublishParams
+    from qinglong.storage.definitions.params import TriggerPublishParams
 
     ql("project", "create", PROJECT, "--database-url", admin)
     ql("task", "publish", "--database-url", admin, "--project", PROJECT, "--task", TASK,

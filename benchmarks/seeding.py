@@ -124,7 +124,7 @@ class Dataset:
         from qinglong.clock import SystemClock
         from qinglong.profiles.backends import open_backend
         from qinglong.service.catalog import Catalog
-        from qinglong.storage.ports import TriggerPublishParams
+        from qinglong.storage.definitions.params import TriggerPublishParams
 
         clock = SystemClock()
         opened = open_backend(self.admin, clock)

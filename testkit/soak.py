@@ -43,7 +43,11 @@ from qinglong.domain.task import CommandSpec, EnvEntry, ShellCommand
 from qinglong.errors import QinglongError
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.profiles.cluster_backend import migrate_postgres
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from testkit.cluster import Replica, Worker, percentile

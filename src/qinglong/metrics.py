@@ -36,7 +36,8 @@ from prometheus_client import (
 
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.errors import InvalidConfig
-from qinglong.storage.ports import AttemptLease, CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import AttemptLease, RescuedAttempt
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 OTHER = "_other"  # the bucket of keys beyond the cap (no project, task or trigger id starts with _)

@@ -28,19 +28,15 @@ from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import (
-    CommitOutcome,
-    CommitResult,
-    DefinitionStore,
-    RunLifecycleStore,
-    RunReadStore,
-)
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.definitions import DefinitionStore
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.roles import provision_roles
 from qinglong.storage.postgres.runs import PgRunStore
 from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.storage.runs import RunStore
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
 from tests.conftest import SqliteStores
@@ -70,8 +66,8 @@ class Backend(abc.ABC):
     executor_type: str  # what an admission's first Attempt is for on this dialect
     claim_fenced: bool  # whether run.created carries the claim fence (cluster admission)
     definitions: DefinitionStore
-    runs: RunReadStore
-    lifecycle: RunLifecycleStore
+    runs: RunStore
+    lifecycle: RunStore
 
     # -- the clock ----------------------------------------------------------------------
 

@@ -22,11 +22,9 @@ from qinglong.domain.schedule import ScheduleClaim
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import OutcomeUnknown, QinglongError, StorageError
 from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.storage.ports import (
-    ClaimCommitParams,
-    CommitResult,
+from qinglong.storage.admission.params import ClaimCommitParams, CommitResult, ScheduleClaimParams
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    ScheduleClaimParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,

@@ -9,8 +9,8 @@ from typing import cast
 import pytest
 
 from qinglong.errors import Conflict, NotFound
-from qinglong.storage.ports import (
-    AccountStore,
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import (
     AuditWriteParams,
     SessionCreateParams,
     TokenCreateParams,

@@ -17,8 +17,8 @@ import pytest
 from qinglong.errors import RateLimited, Unauthenticated
 from qinglong.service.accounts import Accounts, SessionPolicy
 from qinglong.service.hash_gate import HashGate
-from qinglong.storage.ports import (
-    AccountStore,
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import (
     DeviceCreateParams,
     SessionCreateParams,
     TokenCreateParams,

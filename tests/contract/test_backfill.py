@@ -1,4 +1,4 @@
-"""BackfillStore contract (`ql trigger backfill`) on every dialect, through the service.
+"""RequestAdmissions contract (`ql trigger backfill`) on every dialect, through the service.
 
 A backfill judges its window against the trigger's current schedule and admits each of its
 occurrences that has no Run -- one transaction each, the rows of every admission (queued Run,
@@ -35,13 +35,15 @@ from qinglong.errors import (
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.service.backfill import BackfillPlan, BackfillProgress, Backfills
-from qinglong.storage.ports import (
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import (
     BackfillAdmitParams,
     BackfillAdmitResult,
-    BackfillStore,
     CommitOutcome,
     CommitResult,
     ManualRunParams,
+)
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,
@@ -62,7 +64,7 @@ def next_second(ms: int) -> int:
     return (ms // SECOND + 1) * SECOND
 
 
-def backfill_store(backend: Backend, role: str = "ql_runtime") -> tuple[BackfillStore,
+def backfill_store(backend: Backend, role: str = "ql_runtime") -> tuple[RequestAdmissions,
                                                                           list[SingleConnector]]:
     if backend.dialect == "postgresql":
         connector = SingleConnector(backend.db.url(role),  # type: ignore[attr-defined]
@@ -74,10 +76,10 @@ def backfill_store(backend: Backend, role: str = "ql_runtime") -> tuple[Backfill
 @dataclass
 class Bed:
     backend: Backend
-    store: BackfillStore
+    store: RequestAdmissions
     first: int  # the trigger's first occurrence: the first whole second after its publish
 
-    def service(self, store: BackfillStore | None = None) -> Backfills:
+    def service(self, store: RequestAdmissions | None = None) -> Backfills:
         if self.backend.dialect == "sqlite":
             clock = self.backend.clock  # type: ignore[attr-defined]
 
@@ -96,7 +98,7 @@ class Bed:
     def plan(self, from_ms: int, to_ms: int, **kwargs: Any) -> BackfillPlan:
         return self.service().plan(self.request(from_ms, to_ms, **kwargs))
 
-    def backfill(self, from_ms: int, to_ms: int, *, store: BackfillStore | None = None,
+    def backfill(self, from_ms: int, to_ms: int, *, store: RequestAdmissions | None = None,
                  stop: threading.Event | None = None, **kwargs: Any) -> BackfillProgress:
         service = self.service(store)
         plan = service.plan(self.request(from_ms, to_ms, **kwargs))
@@ -342,7 +344,7 @@ def test_a_stopped_backfill_carries_on_when_run_again(bed: Bed) -> None:
     class StopAfterThree:
         """The store, with Ctrl-C pressed during the third admission."""
 
-        def __init__(self, inner: BackfillStore) -> None:
+        def __init__(self, inner: RequestAdmissions) -> None:
             self.inner, self.calls = inner, 0
 
         def __getattr__(self, name: str) -> Callable[..., Any]:

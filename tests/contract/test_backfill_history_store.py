@@ -10,7 +10,11 @@ import pytest
 
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from tests.contract.conftest import Backend
 from tests.contract.test_backfill import SECOND, Bed, backfill_store, next_second
 

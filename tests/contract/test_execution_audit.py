@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 
 from qinglong.audit.execution import ExecutionReport, check_execution
 from qinglong.storage.dbapi import Connection
-from qinglong.storage.ports import LeaseRescueParams
+from qinglong.storage.runs.params import LeaseRescueParams
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_retries_and_overlap import (

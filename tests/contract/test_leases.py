@@ -1,4 +1,4 @@
-"""RunLifecycleStore contract: attempt leases and the fenced lifecycle steps, on every dialect.
+"""RunStore contract: attempt leases and the fenced lifecycle steps, on every dialect.
 
 Runs are admitted by each dialect's own scheduler (see test_runs.py). Leases are judged by
 the adapter's clock (the fake clock on SQLite, the database clock on PostgreSQL); a case
@@ -15,7 +15,7 @@ from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.domain.model import RunDetail
 from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import IllegalTransition, InvalidInput, LeaseLost
-from qinglong.storage.ports import (
+from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
     AttemptRunningParams,

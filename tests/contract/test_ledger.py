@@ -1,5 +1,5 @@
 """The occurrence ledger (`ql trigger ledger`) on SQLite and PostgreSQL: the facts read by
-``RunReadStore.trigger_ledger_facts`` (as ql_runtime on PostgreSQL) and the fates the
+``RunStore.trigger_ledger_facts`` (as ql_runtime on PostgreSQL) and the fates the
 service gives each nominal occurrence after the dialect's own scheduler decided them --
 admitted, dropped by a misfire, held back by a pause, archived, superseded by a new
 revision, a duplicate, or not decided yet.
@@ -21,14 +21,14 @@ from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from tests.contract.conftest import EVERY_5_S, Backend, misfired_cursor
 
 SECOND = 1_000

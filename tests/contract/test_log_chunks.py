@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from qinglong.execution.logship import assemble
-from qinglong.storage.ports import AttemptFinishParams, LogChunk
 from qinglong.storage.postgres.logs import PgLogStore
+from qinglong.storage.runs.params import AttemptFinishParams, LogChunk
 from tests.contract.conftest import PgBackend
 from tests.contract.test_leases import SUCCEEDED, acquire, run_to_running
 from tests.contract.test_runs import setup_definitions

@@ -1,4 +1,4 @@
-"""ManualRunStore contract (run now: `ql task run`, `ql trigger fire`) on every dialect.
+"""RequestAdmissions contract (run now: `ql task run`, `ql trigger fire`) on every dialect.
 
 A manual Run is admitted through the same rows as a scheduled one (queued Run, claimed first
 Attempt, run.created + run.queued), keyed by the client request id: a request sent again
@@ -36,10 +36,9 @@ from qinglong.errors import (
     RequestIdConflict,
 )
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.storage.ports import (
-    ManualRunParams,
-    ManualRunResult,
-    ManualRunStore,
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import ManualRunParams, ManualRunResult
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,
@@ -59,7 +58,7 @@ YEARLY = "0 0 1 1 *"
 @dataclass
 class Manual:
     backend: Backend
-    store: ManualRunStore
+    store: RequestAdmissions
 
     def run(self, request_id: str, *, task: str | None = None, trigger: str | None = None,
             project: str = "demo", actor: str = "alice") -> ManualRunResult:
@@ -92,7 +91,7 @@ class Manual:
         return int(row["r"]), int(row["a"]), int(row["e"])  # type: ignore[call-overload]
 
 
-def manual_store(backend: Backend, role: str = "ql_runtime") -> tuple[ManualRunStore, list[SingleConnector]]:
+def manual_store(backend: Backend, role: str = "ql_runtime") -> tuple[RequestAdmissions, list[SingleConnector]]:
     if backend.dialect == "postgresql":
         connector = SingleConnector(backend.db.url(role),  # type: ignore[attr-defined]
                                     application_name="contract-manual")

@@ -32,7 +32,9 @@ from qinglong.notify.dispatcher import Dispatcher, NotifyReport, NotifySettings
 from qinglong.notify.events import RuleEvent
 from qinglong.notify.senders import Sender
 from qinglong.notify.wiring import cluster_service
-from qinglong.storage.notify_ports import (
+from qinglong.storage.admission.params import CommitResult
+from qinglong.storage.definitions.params import TriggerPublishParams
+from qinglong.storage.notify.params import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
@@ -40,7 +42,6 @@ from qinglong.storage.notify_ports import (
     OutboxProbeParams,
     RuleAddParams,
 )
-from qinglong.storage.ports import CommitResult, TriggerPublishParams
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.notify import PgNotifyStore
 from qinglong.testing import FakeClock

@@ -30,10 +30,12 @@ from qinglong.notify.events import RuleEvent
 from qinglong.notify.model import DeliveryStatus
 from qinglong.notify.senders import Sender
 from qinglong.notify.views import channel_view
-from qinglong.storage.notify_ports import (
+from qinglong.storage.admission.params import CommitResult
+from qinglong.storage.definitions.params import TriggerPublishParams
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.notify.params import (
     ChannelPutParams,
     DeliveryListParams,
-    NotifyStore,
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
@@ -41,7 +43,6 @@ from qinglong.storage.notify_ports import (
     RuleAddParams,
     RuleRemoveParams,
 )
-from qinglong.storage.ports import CommitResult, TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.notify import PgNotifyStore
 from qinglong.storage.sqlite.notify import SqliteNotifyStore

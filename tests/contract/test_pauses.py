@@ -17,20 +17,21 @@ from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.storage.ports import (
+from qinglong.storage.admission.params import (
     ClaimCommitParams,
     CommitOutcome,
     CommitResult,
+    ScheduleClaimParams,
+)
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     ProjectPauseParams,
-    ScheduleClaimParams,
-    ScheduleCommitParams,
-    ScheduleListDueParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.ports import ScheduleCommitParams, ScheduleListDueParams
 from tests.contract.conftest import Backend
 
 SECOND = 1_000

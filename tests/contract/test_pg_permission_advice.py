@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from qinglong.errors import PermissionDenied
-from qinglong.storage.ports import ProjectCreateParams
+from qinglong.storage.definitions.params import ProjectCreateParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.errors import permission_advice, roles_for_table

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from qinglong.domain.runs import RunStatus
 from qinglong.execution.reconciler import Reconciler
-from qinglong.storage.ports import LeaseRescueParams
+from qinglong.storage.runs.params import LeaseRescueParams
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import LEASE_MS, acquire
 from tests.contract.test_retries_and_overlap import (

@@ -1,4 +1,4 @@
-"""RunReadStore contract: listing with filters and bounds, reading by id or prefix, Run shape.
+"""RunStore contract: listing with filters and bounds, reading by id or prefix, Run shape.
 
 Runs are admitted the way each dialect admits them: SQLite through SqliteScheduleStore and
 a LocalCoordinator under the fake clock, PostgreSQL through PgScheduleStore and a
@@ -16,12 +16,12 @@ import pytest
 from qinglong.domain.model import Run
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from tests.contract.conftest import SCHEDULER_OWNER, Backend
 
 YEARLY = "0 0 1 1 *"

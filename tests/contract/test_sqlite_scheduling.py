@@ -1,4 +1,4 @@
-"""LocalScheduleStore on SQLite: due rows, and atomic admission by compare-and-set."""
+"""ScheduleStore on SQLite: due rows, and atomic admission by compare-and-set."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from qinglong.domain.decision import Disposition
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import RecordCorrupt, StorageError
-from qinglong.storage.ports import (
-    CommitOutcome,
+from qinglong.storage.admission.params import CommitOutcome
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
-    ScheduleCommitParams,
-    ScheduleListDueParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.ports import ScheduleCommitParams, ScheduleListDueParams
+from qinglong.storage.runs.params import RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
 

@@ -12,7 +12,11 @@ from qinglong.audit.source import read_input
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.contract.conftest import Backend

@@ -19,7 +19,11 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 

@@ -19,9 +19,8 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.ports import (
-    CommitOutcome,
-    CommitResult,
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,

@@ -23,14 +23,13 @@ from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.ports import (
-    CommitOutcome,
-    CommitResult,
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    ScheduleListDueParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.ports import ScheduleListDueParams
 from tests.contract.conftest import SCHEDULER_OWNER, Backend
 
 SECOND = 1_000

@@ -120,7 +120,8 @@ def _admit_runs(db_path: Path, trigger_id: str, run_ids: Sequence[str]) -> None:
     """Admit one Run per id for ``trigger_id`` through the scheduling store (fixed ids)."""
     from qinglong.domain.admission import AdmissionIds
     from qinglong.domain.decision import Disposition
-    from qinglong.storage.ports import CommitOutcome, ScheduleCommitParams, ScheduleListDueParams
+    from qinglong.storage.admission.params import CommitOutcome
+    from qinglong.storage.ports import ScheduleCommitParams, ScheduleListDueParams
     from qinglong.storage.sqlite.connection import SqliteDatabase
     from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
     from qinglong.testing import FakeClock

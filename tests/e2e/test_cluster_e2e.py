@@ -19,7 +19,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from qinglong.domain.cron import CronSchedule
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from testkit.cluster import Replica, percentile, tally

@@ -21,15 +21,13 @@ from qinglong.errors import ConnectionLost
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.processes import make_handle, process_start_ticks, settle_orphan
 from qinglong.scheduler.local import LocalCoordinator
-from qinglong.storage.ports import (
-    AttemptRunningParams,
-    LeaseAcquireParams,
-    LeaseFence,
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.ports import LeaseFence
+from qinglong.storage.runs.params import AttemptRunningParams, LeaseAcquireParams, RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
 

@@ -18,7 +18,11 @@ from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
 from qinglong.domain.task import ArgvCommand, CommandSpec
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from testkit.cluster import Replica

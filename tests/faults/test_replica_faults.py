@@ -225,7 +225,7 @@ def test_f19_lock_and_statement_timeouts_on_claim_and_commit_are_survived(bed: F
 
 @pytest.mark.parametrize("change", ["republish", "disable"])
 def test_f20_a_trigger_changed_while_its_claim_is_held(bed: FaultBed, change: str) -> None:
-    from qinglong.storage.ports import TriggerPublishParams
+    from qinglong.storage.definitions.params import TriggerPublishParams
 
     bed.publish("t1")
     start = bed.now()

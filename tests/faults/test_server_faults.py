@@ -23,7 +23,8 @@ import pytest
 
 from qinglong.domain.task import ArgvCommand, CommandSpec
 from qinglong.profiles.cluster_backend import migrate_postgres
-from qinglong.storage.ports import ProjectCreateParams, ScheduleClaimParams, TaskPublishParams
+from qinglong.storage.admission.params import ScheduleClaimParams
+from qinglong.storage.definitions.params import ProjectCreateParams, TaskPublishParams
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.scheduling import PgScheduleStore

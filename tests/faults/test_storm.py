@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from qinglong.errors import QinglongError
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.storage.definitions.params import TriggerPublishParams
 from tests.faults.conftest import LEASE_MS, FaultBed
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.definitions import PgDefinitionStore
 from qinglong.storage.postgres.runs import PgRunStore

@@ -17,7 +17,7 @@ from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.storage.definitions.params import TriggerPublishParams
 from tests.integration.conftest import Cluster
 
 LEASE = 3_000

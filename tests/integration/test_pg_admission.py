@@ -15,14 +15,13 @@ from qinglong.domain.schedule import ScheduleClaim
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import OutcomeUnknown, RecordCorrupt, StorageError
 from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.storage.ports import (
+from qinglong.storage.admission.params import (
     ClaimCommitParams,
     CommitOutcome,
     CommitResult,
     ScheduleClaimParams,
-    TaskPublishParams,
-    TriggerPublishParams,
 )
+from qinglong.storage.definitions.params import TaskPublishParams, TriggerPublishParams
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from tests.integration.conftest import Cluster
 from tests.support.held_commits import HeldCommits as SharedHeldCommits

@@ -10,12 +10,12 @@ import pytest
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.local import LocalCoordinator
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
 

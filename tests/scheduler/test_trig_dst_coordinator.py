@@ -15,14 +15,14 @@ from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 

@@ -14,12 +14,12 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.local import LocalCoordinator
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 

@@ -19,7 +19,7 @@ from argon2 import PasswordHasher
 
 from qinglong.clock import SystemClock
 from qinglong.service.accounts import Accounts
-from qinglong.storage.ports import AccountStore
+from qinglong.storage.accounts import AccountStore
 from qinglong.web.backend import open_web_backend
 from qinglong.web.server import serve_api
 from tests.support.test_api_support import Auth, Http, People

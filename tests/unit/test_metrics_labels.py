@@ -29,7 +29,8 @@ from qinglong.metrics import (
     trigger_label_limit,
     withdraw,
 )
-from qinglong.storage.ports import AttemptLease, CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import AttemptLease, RescuedAttempt
 from qinglong.testing import FakeClock
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

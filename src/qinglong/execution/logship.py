@@ -21,7 +21,8 @@ from qinglong.clock import Clock
 from qinglong.diagnostics import DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import LeaseFence
 from qinglong.errors import QinglongError
-from qinglong.storage.ports import LogChunk, RunLogStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import LogChunk
 
 CHUNK_BYTES = 64 * 1024
 FLUSH_INTERVAL_S = 1.0
@@ -36,7 +37,7 @@ class _Pending:
 
 
 class LogShipper:
-    def __init__(self, store: RunLogStore, fence: LeaseFence, cap: int, clock: Clock, *,
+    def __init__(self, store: LogStore, fence: LeaseFence, cap: int, clock: Clock, *,
                  flush_interval_s: float = FLUSH_INTERVAL_S,
                  diagnostics: DiagnosticSink | None = None) -> None:
         self._store = store

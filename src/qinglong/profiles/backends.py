@@ -7,14 +7,10 @@ from dataclasses import dataclass
 
 from qinglong.clock import Clock
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import (
-    BackfillStore,
-    DefinitionStore,
-    ManualRunStore,
-    RunLifecycleStore,
-    RunLogStore,
-    RunReadStore,
-)
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.logs import LogStore
 
 DEFAULT_DATABASE_URL = "sqlite:///./qinglong.db"
 
@@ -23,12 +19,12 @@ DEFAULT_DATABASE_URL = "sqlite:///./qinglong.db"
 class Backend:
     kind: str  # "sqlite" or "postgresql"
     definitions: DefinitionStore
-    runs: RunReadStore
-    lifecycle: RunLifecycleStore
-    logs: RunLogStore | None  # output kept in the database (cluster); None: log files
+    runs: RunStore
+    lifecycle: RunStore
+    logs: LogStore | None  # output kept in the database (cluster); None: log files
     close: Callable[[], None]
-    manual: ManualRunStore  # run now: `ql task run`, `ql trigger fire`
-    backfill: BackfillStore  # `ql trigger backfill`
+    manual: RequestAdmissions  # run now: `ql task run`, `ql trigger fire`
+    backfill: RequestAdmissions  # `ql trigger backfill`
 
 
 def url_kind(url: str) -> str:

@@ -44,7 +44,7 @@ from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.profiles.wakeups import ScheduleWakeups
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.postgres.connection import QUERIES, PoolConnector, SessionSettings
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
@@ -53,6 +53,7 @@ from qinglong.storage.postgres.retention import PgRetention
 from qinglong.storage.postgres.runs import PgRunStore, corrupt_runs
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.storage.postgres.topology import choose_primary
+from qinglong.storage.runs.params import RescuedAttempt
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 RECONCILE_INTERVAL_S = 2.0

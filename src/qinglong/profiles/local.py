@@ -46,13 +46,8 @@ from qinglong.metrics import (
 from qinglong.notify.wiring import NotifyService, local_service
 from qinglong.scheduler.local import LocalCoordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import (
-    AttemptLease,
-    CommitOutcome,
-    CommitResult,
-    LeaseAcquireParams,
-    RescuedAttempt,
-)
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import AttemptLease, LeaseAcquireParams, RescuedAttempt
 from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase, check_single_name
 from qinglong.storage.sqlite.instances import SqliteInstanceStore
 from qinglong.storage.sqlite.migrate import check_schema

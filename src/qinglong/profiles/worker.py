@@ -32,13 +32,13 @@ from qinglong.execution.executor import Executor, RunFinished
 from qinglong.ids import new_uuid
 from qinglong.metrics import Caps, ExecutionMetrics, LeaseTargets, new_registry
 from qinglong.profiles.worker_config import WorkerSettings
-from qinglong.storage.ports import AttemptLease, LeaseAcquireParams
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, conninfo
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
 from qinglong.storage.postgres.readiness import audit, session_findings
 from qinglong.storage.postgres.runs import PgRunStore
 from qinglong.storage.postgres.topology import choose_primary
+from qinglong.storage.runs.params import AttemptLease, LeaseAcquireParams
 
 HEARTBEAT_INTERVAL_S = 5.0
 

@@ -7,11 +7,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from qinglong.ids import new_uuid
+from qinglong.storage.accounts import AccountStore
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.definitions import DefinitionStore
 from qinglong.storage.kernel import Capabilities, Database, Tx
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.logs import LogStore
 
 
 @dataclass(slots=True, kw_only=True)
@@ -24,6 +26,8 @@ class Stores:
     schedules: ScheduleStore = field(init=False)
     admissions: RequestAdmissions = field(init=False)
     notify: NotifyStore = field(init=False)
+    accounts: AccountStore = field(init=False)
+    logs: LogStore | None = field(init=False)  # output kept in the database, where it is
 
     def __post_init__(self) -> None:
         self.definitions = DefinitionStore(self.db)
@@ -31,6 +35,8 @@ class Stores:
         self.schedules = ScheduleStore(self.db, actor_id=self.actor_id)
         self.admissions = RequestAdmissions(self.db, new_id=self.new_id)
         self.notify = NotifyStore(self.db, new_id=self.new_id)
+        self.accounts = AccountStore(self.db, new_id=self.new_id)
+        self.logs = LogStore(self.db) if self.db.capabilities.logs_in_database else None
 
     @property
     def capabilities(self) -> Capabilities:

@@ -20,8 +20,10 @@ from qinglong.service.manual import ManualRuns
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
-from qinglong.storage.notify_ports import NotifyStore
-from qinglong.storage.ports import BackfillStore, InstanceStore, RunLifecycleStore
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.ports import InstanceStore
+from qinglong.storage.runs import RunStore
 
 WEB_POOL_SIZE = 8
 
@@ -37,9 +39,9 @@ class WebBackend:
     stats: TaskStats
     accounts: Accounts
     instances: InstanceStore
-    backfill: BackfillStore  # backfills admitted over the API
+    backfill: RequestAdmissions  # backfills admitted over the API
     notify: NotifyStore  # notification channels, rules and the outbox
-    lifecycle_for: Callable[[str], RunLifecycleStore]  # cancels recorded as this user
+    lifecycle_for: Callable[[str], RunStore]  # cancels recorded as this user
     runs_for: Callable[[str], RunViews]
     ping: Callable[[], None]  # one round trip to the database (readiness)
     close: Callable[[], None]
@@ -75,7 +77,7 @@ def _sqlite(url: str, clock: Clock, policy: SessionPolicy | None) -> WebBackend:
         raise
     runs = SqliteRunStore(db, clock, actor_id="web")
 
-    def lifecycle_for(actor: str) -> RunLifecycleStore:
+    def lifecycle_for(actor: str) -> RunStore:
         return SqliteRunStore(db, clock, actor_id=actor)
 
     def runs_for(actor: str) -> RunViews:
@@ -140,7 +142,7 @@ def _postgres(url: str, clock: Clock, pool_size: int, policy: SessionPolicy | No
     runs = PgRunStore(connector, actor_id="web")
     logs = PgLogStore(connector)
 
-    def lifecycle_for(actor: str) -> RunLifecycleStore:
+    def lifecycle_for(actor: str) -> RunStore:
         return PgRunStore(connector, actor_id=actor)
 
     def runs_for(actor: str) -> RunViews:

@@ -16,7 +16,7 @@ from qinglong.service.accounts import Level
 from qinglong.service.catalog import TaskPublishRequest as PublishTask
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
 from qinglong.service.views import View
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectPauseParams,
     TriggerPauseParams,
     TriggerPublishParams,

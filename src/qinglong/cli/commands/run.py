@@ -10,7 +10,7 @@ from qinglong.cli.context import CLOCK, run_views
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import Instant, database_url_option, json_option
 from qinglong.domain.runs import RunStatus
-from qinglong.storage.ports import RunListParams
+from qinglong.storage.runs.params import RunListParams
 
 
 @click.group()

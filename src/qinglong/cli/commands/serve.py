@@ -28,7 +28,8 @@ from qinglong.execution.logs import (
 )
 from qinglong.profiles.backends import url_kind
 from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
-from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import RescuedAttempt
 
 if TYPE_CHECKING:
     from qinglong.web.server import RunningApi

@@ -24,8 +24,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from qinglong.clock import pause
 from qinglong.errors import ConnectionLost, InvalidInput
-from qinglong.storage.postgres.errors import connection_gone, translate
 from qinglong.storage.kernel import CommitNotAcknowledged, CommitReceipt, CommitRejected
+from qinglong.storage.postgres.errors import connection_gone, translate
 from qinglong.storage.sqlfile import load_queries
 
 QUERIES = load_queries("qinglong.storage.postgres")

@@ -10,8 +10,8 @@ back for sure; a COMMIT whose reply never came is never retried (connection.comm
 from __future__ import annotations
 
 import contextlib
-from contextlib import AbstractContextManager
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import LiteralString
 
 import psycopg

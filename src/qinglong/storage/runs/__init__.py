@@ -53,6 +53,7 @@ from qinglong.domain.task import ExecutorType
 from qinglong.ids import new_uuid
 from qinglong.storage.kernel import Database, Tx
 from qinglong.storage.runs.lifecycle import LifecycleWriter, Plan, StepOutcome, refused
+from qinglong.storage.runs.pages import PageReader
 from qinglong.storage.runs.params import (
     ActiveAttempt,
     AttemptFinishParams,
@@ -64,7 +65,10 @@ from qinglong.storage.runs.params import (
     LeaseRenewParams,
     LeaseRescueParams,
     RescuedAttempt,
+    RunBucket,
+    RunBucketParams,
     RunListParams,
+    RunPageParams,
 )
 from qinglong.storage.runs.reader import RunReader
 
@@ -107,6 +111,16 @@ class RunStore:
                                                       now_ms=tx.now_ms())
 
         return self._db.read("read the trigger ledger", read, snapshot=True)
+
+    def run_page(self, params: RunPageParams) -> list[Run]:
+        """One page of Runs in ``run_list``'s order, after a cursor that stays exact while
+        new Runs arrive (the HTTP API); the same refusals as ``run_list``."""
+        return self._db.read("list runs", lambda tx: PageReader(tx).run_page(params))
+
+    def run_buckets(self, params: RunBucketParams) -> list[RunBucket]:
+        """Counts of a project's Runs by task and time bucket (NotFound for an unknown
+        project)."""
+        return self._db.read("count runs", lambda tx: PageReader(tx).run_buckets(params))
 
     def attempt_list_active(self) -> list[ActiveAttempt]:
         rows = self._db.read("list active attempts", lambda tx: tx.all("attempt_list_active"))

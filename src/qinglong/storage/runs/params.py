@@ -106,3 +106,46 @@ class ActiveAttempt:
     pid: int | None
     executor_handle: str | None
     lease_expires_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPageParams:
+    """One page of Runs in the order of ``RunStore.run_list`` (by occurrence, or creation
+    for a Run of no occurrence, then id), starting after the Run at ``after`` (its time and
+    id) when given: a cursor that stays exact while new Runs arrive."""
+
+    filters: RunListParams
+    after: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunBucketParams:
+    """Counts of the Runs of a project (one task, or all) whose time lies in
+    ``[from_ms, to_ms)``, grouped by task and by ``bucket_ms`` slices of epoch time."""
+
+    project_id: str
+    task_id: str | None
+    from_ms: int
+    to_ms: int
+    bucket_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunBucket:
+    task_id: str
+    bucket_start_ms: int
+    runs: int
+    succeeded: int
+    failed: int  # failed, timed out or lost
+    cancelled: int  # cancelled, except by an overlap policy (those are skipped)
+    total_duration_ms: int  # of the Runs that started and finished
+    max_duration_ms: int | None
+    skipped: int = 0  # ended by an overlap policy: neither a success nor a failure
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogChunk:
+    seq: int
+    part: str  # "head": kept whole; "tail": the latest output, trimmed to a budget
+    byte_offset: int  # where the chunk starts in the command's whole output
+    data: bytes

@@ -1,6 +1,5 @@
-"""Reads the HTTP API adds, shared by both adapters (queries by name from each adapter's
-``web_reads`` module): pages of Runs after a cursor, and per-task counts of Runs in time
-buckets."""
+"""Reads the HTTP API and the panel add (inside a read of the run store): pages of Runs
+after a cursor, and per-task counts of Runs in time buckets."""
 
 from __future__ import annotations
 
@@ -8,22 +7,20 @@ from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.model import Run
 from qinglong.domain.runs import RunStatus
 from qinglong.errors import InvalidInput, NotFound
-from qinglong.storage.dbapi import Connection, Queries, fetch_all
-from qinglong.storage.ports import RunBucket, RunBucketParams, RunPageParams
-from qinglong.storage.run_reader import MAX_INSTANT_MS, MAX_LIST_LIMIT, run_from_row
+from qinglong.storage.kernel import Tx
+from qinglong.storage.runs.params import RunBucket, RunBucketParams, RunPageParams
+from qinglong.storage.runs.reader import MAX_INSTANT_MS, MAX_LIST_LIMIT, run_from_row
 
 MAX_BUCKETS = 100_000  # rows of one bucket read (tasks x buckets)
 
 
-class WebReader:
-    def __init__(self, conn: Connection, queries: Queries, project_queries: Queries) -> None:
-        self._conn = conn
-        self._q = queries
-        self._projects = project_queries  # the adapter's QUERIES (project_get)
+class PageReader:
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
 
     def _check_project(self, project: str) -> None:
         project_id(project)
-        if self._conn.execute(self._projects["project_get"], {"id": project}).fetchone() is None:
+        if self._tx.one("project_get", {"id": project}) is None:
             raise NotFound("project", project)
 
     def run_page(self, params: RunPageParams) -> list[Run]:
@@ -41,8 +38,8 @@ class WebReader:
         if f.project_id is not None:
             self._check_project(f.project_id)
         after_ms, after_id = params.after if params.after is not None else (None, None)
-        query = self._q["run_page_oldest_first" if f.oldest_first else "run_page_newest_first"]
-        rows = fetch_all(self._conn, query, {
+        query = "run_page_oldest_first" if f.oldest_first else "run_page_newest_first"
+        rows = self._tx.all(query, {
             "project_id": f.project_id, "task_id": f.task_id, "trigger_id": f.trigger_id,
             "status": f.status, "since_ms": f.since_ms, "until_ms": f.until_ms,
             "limit": f.limit, "after_ms": after_ms, "after_id": after_id})
@@ -59,7 +56,7 @@ class WebReader:
         if params.bucket_ms <= 0:
             raise InvalidInput("bucket", "must be positive")
         self._check_project(params.project_id)
-        rows = fetch_all(self._conn, self._q["run_buckets"], {
+        rows = self._tx.all("run_buckets", {
             "project_id": params.project_id, "task_id": params.task_id,
             "from_ms": params.from_ms, "to_ms": params.to_ms, "bucket_ms": params.bucket_ms,
             "limit": MAX_BUCKETS + 1})

@@ -1,6 +1,5 @@
-"""The account statements shared by both adapters (queries by name), run inside the
-transaction their adapter opened, at ``now_ms`` of the adapter's clock (the database's on
-PostgreSQL). Rows map to the records of ``storage.ports``."""
+"""The account statements, run inside one transaction of the account store at one reading
+of its clock (taken when first needed). Rows map to the records of ``params``."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from typing import Any
 
 from qinglong.errors import Conflict, NotFound
 from qinglong.ids import new_uuid
-from qinglong.storage.dbapi import Connection, Queries, fetch_all, fetch_one
-from qinglong.storage.ports import (
+from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
     AuditWriteParams,
@@ -24,6 +22,7 @@ from qinglong.storage.ports import (
     UserCreateParams,
     UserUpdateParams,
 )
+from qinglong.storage.kernel import Tx
 
 
 def _opt(value: Any) -> int | None:
@@ -65,20 +64,24 @@ def audit_from_row(row: Mapping[str, Any]) -> AuditEntry:
 
 
 class AccountRows:
-    """One unit of account work on ``conn`` at ``now_ms``."""
+    """One unit of account work in ``tx``, at one reading of the store's clock."""
 
-    def __init__(self, conn: Connection, queries: Queries, now_ms: int, *,
-                 new_id: Callable[[], str] = new_uuid) -> None:
-        self._conn = conn
-        self._q = queries
-        self.now_ms = now_ms
+    def __init__(self, tx: Tx, *, new_id: Callable[[], str] = new_uuid) -> None:
+        self._tx = tx
+        self._now_ms: int | None = None
         self._new_id = new_id
 
+    @property
+    def now_ms(self) -> int:
+        if self._now_ms is None:
+            self._now_ms = self._tx.now_ms()
+        return self._now_ms
+
     def _one(self, name: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return fetch_one(self._conn, self._q[name], params)
+        return self._tx.one(name, params)
 
     def _run(self, name: str, params: Mapping[str, Any]) -> int:
-        return self._conn.execute(self._q[name], params).rowcount
+        return self._tx.execute(name, params).rowcount
 
     # -- users ---------------------------------------------------------------------------
 
@@ -97,7 +100,7 @@ class AccountRows:
         return None if row is None else user_from_row(row)
 
     def user_list(self) -> list[User]:
-        return [user_from_row(row) for row in fetch_all(self._conn, self._q["account_user_list"])]
+        return [user_from_row(row) for row in self._tx.all("account_user_list")]
 
     def user_update(self, params: UserUpdateParams) -> User:
         changed = self._run("account_user_update", {
@@ -176,7 +179,7 @@ class AccountRows:
 
     def token_list(self, username: str | None) -> list[ApiToken]:
         return [token_from_row(row) for row in
-                fetch_all(self._conn, self._q["account_token_list"], {"username": username})]
+                self._tx.all("account_token_list", {"username": username})]
 
     def token_revoke(self, token_id: str, by: str) -> ApiToken:
         if self.token_get(token_id) is None:
@@ -244,5 +247,4 @@ class AccountRows:
                           detail=dict(params.detail), client=params.client)
 
     def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]:
-        return [audit_from_row(row) for row in fetch_all(
-            self._conn, self._q["account_audit_list"], {"before_id": before_id, "limit": limit})]
+        return [audit_from_row(row) for row in self._tx.all("account_audit_list", {"before_id": before_id, "limit": limit})]

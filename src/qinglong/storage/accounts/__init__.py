@@ -1,17 +1,32 @@
-"""Accounts on PostgreSQL (database clock): users, sessions, API tokens, failed logins, login
-devices and the audit log, as ql_web. Each operation is one READ COMMITTED transaction that
-reads the database clock once."""
+"""The account store: users, sessions, API tokens, login attempts and devices, and the
+audit log, on the store's clock (the database's on PostgreSQL, where ql_web keeps them),
+written once over the kernel. Each write is one READ COMMITTED (PostgreSQL) or ``BEGIN
+IMMEDIATE`` (SQLite) transaction; each read one read.
+
+- ``session_get`` returns a session only while it holds (not ended, neither expiry passed,
+  its user enabled), and moves its idle expiry to ``idle_ms`` from now when it was last seen
+  ``touch_after_ms`` ago or more (a busy session does not write on every request).
+- ``token_get`` returns a token whatever its state (the caller judges it); ``token_used``
+  records its use at most once per ``touch_after_ms``.
+- ``login_attempt`` admits a login attempt only while every subject has fewer failures in
+  the last ``window_ms`` than its limit, and then records one failure per subject in the
+  same step (no two attempts can both be admitted by the same count); it forgets failures
+  older than ``window_ms``. ``login_attempt_settle`` takes back the failures an attempt
+  recorded and, with ``clear``, every failure of that subject (a right password).
+- ``device_valid`` is true for an unexpired login device of that user; ``device_create``
+  records one and keeps only the user's ``keep`` newest.
+- ``user_rehash`` replaces a password hash only while it is still ``old_hash``, and ends
+  nothing (the password is the same).
+- ``audit_list`` pages newest first, before the entry ``before_id`` when given.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TypeVar
 
-import psycopg
-
 from qinglong.ids import new_uuid
-from qinglong.storage.accounts import AccountRows
-from qinglong.storage.ports import (
+from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
     AuditWriteParams,
@@ -24,35 +39,28 @@ from qinglong.storage.ports import (
     UserCreateParams,
     UserUpdateParams,
 )
-from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
-from qinglong.storage.postgres.errors import translate
-from qinglong.storage.postgres.transactions import db_now_ms, serializable
+from qinglong.storage.accounts.rows import AccountRows
+from qinglong.storage.kernel import Database, Tx
 
 T = TypeVar("T")
 
 
-class PgAccountStore:
-    """The AccountStore port on PostgreSQL."""
-
-    def __init__(self, connector: Connector, *, new_id: Callable[[], str] = new_uuid) -> None:
-        self._connector = connector
+class AccountStore:
+    def __init__(self, db: Database, *, new_id: Callable[[], str] = new_uuid) -> None:
+        self._db = db
         self._new_id = new_id
 
-    def _write(self, action: str, work: Callable[[AccountRows], T]) -> T:
-        def run(conn: PgConnection) -> T:
-            return work(AccountRows(conn, QUERIES, db_now_ms(conn), new_id=self._new_id))
+    def _rows(self, tx: Tx) -> AccountRows:
+        return AccountRows(tx, new_id=self._new_id)
 
-        return serializable(self._connector, action, run, isolation="read committed")
+    def _write(self, action: str, work: Callable[[AccountRows], T]) -> T:
+        return self._db.write(action, lambda tx: work(self._rows(tx)), isolation="read committed")
 
     def _read(self, action: str, work: Callable[[AccountRows], T]) -> T:
-        with self._connector.connection() as conn:
-            try:
-                return work(AccountRows(conn, QUERIES, db_now_ms(conn), new_id=self._new_id))
-            except psycopg.Error as exc:
-                raise translate(exc, action, conn) from exc
+        return self._db.read(action, lambda tx: work(self._rows(tx)))
 
     def now_ms(self) -> int:
-        return self._read("read the database clock", lambda rows: rows.now_ms)
+        return self._db.now_ms()
 
     def user_create(self, params: UserCreateParams) -> User:
         return self._write("create user", lambda rows: rows.user_create(params))
@@ -66,6 +74,9 @@ class PgAccountStore:
     def user_update(self, params: UserUpdateParams) -> User:
         return self._write("update user", lambda rows: rows.user_update(params))
 
+    def user_rehash(self, username: str, old_hash: str, new_hash: str) -> None:
+        self._write("rehash password", lambda rows: rows.user_rehash(username, old_hash, new_hash))
+
     def session_create(self, params: SessionCreateParams) -> Session:
         return self._write("create session", lambda rows: rows.session_create(params))
 
@@ -74,7 +85,7 @@ class PgAccountStore:
             rows.session_get(id_digest, touch_after_ms=2**62, idle_ms=idle_ms), rows.now_ms))
         if session is None or now - session.seen_at_ms < touch_after_ms:
             return session
-        return self._write("touch session",
+        return self._write("touch session",  # seen again: a write, now and then
                            lambda rows: rows.session_get(id_digest, touch_after_ms, idle_ms))
 
     def session_end(self, id_digest: str) -> None:
@@ -94,9 +105,6 @@ class PgAccountStore:
 
     def token_revoke(self, token_id: str, by: str) -> ApiToken:
         return self._write("revoke token", lambda rows: rows.token_revoke(token_id, by))
-
-    def user_rehash(self, username: str, old_hash: str, new_hash: str) -> None:
-        self._write("rehash password", lambda rows: rows.user_rehash(username, old_hash, new_hash))
 
     def login_attempt(self, limits: tuple[tuple[str, int], ...],
                       window_ms: int) -> LoginAttempt:
