@@ -35,11 +35,11 @@ SURROGATE_BODIES: list[tuple[str, str, str]] = [
      f'{{"name": "s2", "kind": "webhook", "url": "{HOOK}", "headers": ["X-A: {SURROGATE}"]}}',
      "headers[0]"),
     ("POST /api/v1/notify/channels",
-     f'{{"name": "s3", "kind": "template", "url": "{HOOK}", '
-     f'"body_template": {{"text": "{{summary}} {SURROGATE}"}}}}', "body_template.text"),
+     (f'{{"name": "s3", "kind": "template", "url": "{HOOK}", '
+      f'"body_template": {{"text": "{{summary}} {SURROGATE}"}}}}'), "body_template.text"),
     ("POST /api/v1/notify/channels",
-     f'{{"name": "s4", "kind": "email", "smtp_host": "mail.example.com", '
-     f'"from": "ql@example.com", "to": ["ops{SURROGATE}@example.com"]}}', "to[0]"),
+     (f'{{"name": "s4", "kind": "email", "smtp_host": "mail.example.com", '
+      f'"from": "ql@example.com", "to": ["ops{SURROGATE}@example.com"]}}'), "to[0]"),
     ("POST /api/v1/session", f'{{"username": "admin{SURROGATE}", "password": "x"}}',
      "username"),
     ("POST /api/v1/session", f'{{"username": "admin", "password": "p{SURROGATE}"}}',
@@ -72,8 +72,8 @@ def nested(levels: int) -> str:
 MALFORMED_BODIES: list[tuple[str, str, int, str | None]] = [
     ("POST /api/v1/projects", f'{{"id": "p3", "name": {nested(1000)}}}', 422, "body"),
     ("POST /api/v1/notify/channels",
-     f'{{"name": "n1", "kind": "template", "url": "{HOOK}", '
-     f'"body_template": {{"a": {nested(100)}}}}}', 422, "body"),
+     (f'{{"name": "n1", "kind": "template", "url": "{HOOK}", '
+      f'"body_template": {{"a": {nested(100)}}}}}'), 422, "body"),
     ("POST /api/v1/notify/channels",
      f'{{"name": "n2", "kind": "template", "url": "{HOOK}", "body_template": {{"a": NaN}}}}',
      400, None),
