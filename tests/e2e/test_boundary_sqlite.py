@@ -7,6 +7,7 @@ run on PostgreSQL too (tests/integration/test_boundary_postgres.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -16,13 +17,22 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from qinglong.clock import SystemClock
+from qinglong.web.app import create_web_app
+from qinglong.web.backend import open_web_backend
+from qinglong.web.routing import Call, Endpoint, Reply
 from tests.e2e.test_api_sqlite import Site, _database, migrated
 from tests.support.ql import Ql, wait_for
 from tests.support.test_api_support import child_env, make_people, seed, seed_notify, start_web
 from tests.support.test_boundary_support import (
+    SECURITY_HEADERS,
     flow_refusals_write_nothing,
     flow_security_headers,
 )
@@ -202,3 +212,55 @@ def test_an_argument_that_is_not_utf8_is_refused_before_anything_is_written(
     assert done.returncode == 2, done.stderr
     assert done.stderr == (b"ql: the environment variable QL_DATABASE_URL: is not valid UTF-8 "
                            b"text\n")
+
+
+# --- a forced 500 -------------------------------------------------------------------------
+
+
+def _asgi_get(app: Any, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One GET straight into the ASGI app (no server in between)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "headers": [],
+             "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80)}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return (start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]},
+            body)
+
+
+def test_a_crash_answers_a_500_problem_with_the_security_headers(tmp_path: Path) -> None:
+    """A handler that raises, and a route outside the API's dispatcher that raises: a 500
+    problem object with every security header, never a traceback to the client."""
+    url, _ = migrated(tmp_path)
+    clock = SystemClock()
+    backend = open_web_backend(url, clock)
+
+    def broken(call: Call) -> Reply:
+        raise RuntimeError("a bug in a handler")
+
+    async def raw_broken(request: Request) -> Response:
+        raise RuntimeError("a bug outside the dispatcher")
+
+    try:
+        app = create_web_app(backend, clock, endpoints=(
+            Endpoint("GET", "/broken", broken, "Always fails", "system", None),),
+            extra_routes=[Route("/raw-broken", raw_broken)])
+        for path in ("/broken", "/raw-broken"):
+            status, headers, body = _asgi_get(app, path)
+            assert status == 500, (path, body)
+            assert {name: headers.get(name) for name in SECURITY_HEADERS} == SECURITY_HEADERS
+            assert headers["content-type"] == "application/problem+json"
+            assert json.loads(body)["code"] == "QL_INTERNAL"
+            assert b"a bug" not in body
+    finally:
+        backend.close()
