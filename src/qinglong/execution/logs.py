@@ -67,7 +67,7 @@ def private_dir(path: Path) -> None:
 
 def private_file(path: Path) -> None:
     """Create ``path`` empty, the owner's alone, unless it exists."""
-    os.close(private_opener(str(path), os.O_WRONLY | os.O_CREAT))
+    path.touch(mode=FILE_MODE, exist_ok=True)
 
 
 def sidecar_path(path: Path) -> Path:
