@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -120,7 +121,8 @@ def _field(model: str, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("model", "name", "keywords"), [
     ("ProjectCreateRequest", "id", {"pattern": ids.PROJECT_ID.pattern}),
-    ("ProjectCreateRequest", "name", {"minLength": 1, "maxLength": ids.DISPLAY_NAME_MAX}),
+    ("ProjectCreateRequest", "name", {"pattern": ids.DISPLAY_NAME.pattern}),
+    ("TaskPublishRequest", "name", {"pattern": ids.DISPLAY_NAME.pattern}),
     ("TriggerPublishRequest", "task", {"pattern": ids.ENTITY_ID.pattern}),
     ("RuleRequest", "channel", {"pattern": channels.NAME.pattern}),
     ("RuleRequest", "project", {"pattern": ids.PROJECT_ID.pattern}),
@@ -155,11 +157,16 @@ def test_the_openapi_document_and_the_event_stream_are_described_as_what_they_ar
     document = DOCUMENT["paths"]["/api/v1/openapi.json"]["get"]["responses"]["200"]["content"]
     assert document["application/json"]["schema"]["type"] == "object"
     logs = DOCUMENT["paths"]["/api/v1/runs/{run}/logs"]["get"]["responses"]["200"]["content"]
-    stream = logs["text/event-stream"]
-    assert stream["x-events"] == {"log": {"$ref": "#/components/schemas/LogEventData"},
-                                  "end": {"$ref": "#/components/schemas/EndEventData"},
-                                  "error": {"$ref": "#/components/schemas/Problem"}}
-    assert "Server-sent events" in stream["schema"]["description"]
+    event = logs["text/event-stream"]["schema"]  # one event, as before OpenAPI 3.2
+    assert event["type"] == "object" and event["required"] == ["event", "data"]
+    assert [(kind["properties"]["event"]["const"], kind["properties"]["data"]["contentSchema"])
+            for kind in event["oneOf"]] == [
+        ("log", {"$ref": "#/components/schemas/LogEventData"}),
+        ("end", {"$ref": "#/components/schemas/EndEventData"}),
+        ("error", {"$ref": "#/components/schemas/Problem"})]
+    validator = jsonschema.Draft202012Validator(event)
+    validator.validate({"event": "end", "data": '{"status":"succeeded"}'})
+    assert not validator.is_valid({"event": "tick", "data": "{}"})
     assert logs["text/plain"]["schema"] == {"type": "string"}
     assert set(DOCUMENT["components"]["schemas"]["LogEventData"]["required"]) == {"text"}
 

@@ -13,6 +13,7 @@ OWNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 UUID_REF = re.compile(r"^[0-9A-Fa-f-]{1,36}$")
 TOKEN_ID = re.compile(r"^[0-9a-f]{16}$")  # the 16 characters after qlt_
 DISPLAY_NAME_MAX = 255
+DISPLAY_NAME = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{DISPLAY_NAME_MAX}}}$")  # no control characters
 
 PROJECT_ID_RULE = (
     "must be 1-128 characters of lowercase letters, digits and '-', "
@@ -52,7 +53,7 @@ def owner_id(value: str, field: str = "owner-id") -> str:
 def display_name(value: str, field: str = "name") -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= DISPLAY_NAME_MAX:
         raise InvalidInput(field, f"must be 1-{DISPLAY_NAME_MAX} characters")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if not DISPLAY_NAME.fullmatch(value):
         raise InvalidInput(field, "must not contain control characters")
     return value
 

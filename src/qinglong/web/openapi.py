@@ -19,6 +19,8 @@ REF = "#/components/schemas/{model}"
 _PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
 PROBLEM_MEDIA = "application/problem+json"
 EVENT_STREAM = "text/event-stream"
+EVENTS: dict[str, type[Any]] = {"log": s.LogEventData, "end": s.EndEventData,
+                                 "error": s.Problem}
 EVENTS_TEXT = ("Server-sent events: `log` events (data: {\"text\": ...}) while the output "
                "grows, then `end` (data: {\"status\": ...}) when the Run has ended, or `error` "
                "(data: a Problem); comment lines keep the stream alive.")
@@ -73,10 +75,14 @@ def _media(media: str) -> dict[str, object]:
     if media == "application/json":  # the OpenAPI document itself
         return {"schema": {"type": "object", "required": ["openapi", "info", "paths"],
                            "description": "An OpenAPI 3.1 document"}}
-    if media == EVENT_STREAM:
-        return {"schema": {"type": "string", "description": EVENTS_TEXT},
-                "x-events": {"log": _ref(s.LogEventData), "end": _ref(s.EndEventData),
-                             "error": _ref(s.Problem)}}
+    if media == EVENT_STREAM:  # before OpenAPI 3.2 the schema describes one event
+        return {"schema": {
+            "type": "object", "description": EVENTS_TEXT, "required": ["event", "data"],
+            "properties": {"event": {"type": "string", "enum": list(EVENTS)},
+                           "data": {"type": "string", "contentMediaType": "application/json"}},
+            "oneOf": [{"properties": {"event": {"const": kind},
+                                      "data": {"contentSchema": _ref(model)}}}
+                      for kind, model in EVENTS.items()]}}
     return {"schema": {"type": "string"}}
 
 

@@ -61,7 +61,7 @@ EntityId = Annotated[str, matching(ids.ENTITY_ID)]
 ChannelName = Annotated[str, matching(channels.NAME)]
 Username = Annotated[str, matching(accounts.USERNAME)]
 RequestId = Annotated[str, matching(REQUEST_ID)]
-DisplayName = Annotated[str, length(1, ids.DISPLAY_NAME_MAX)]
+DisplayName = Annotated[str, matching(ids.DISPLAY_NAME)]
 
 
 class Request(BaseModel):
