@@ -275,3 +275,18 @@ def test_json_output_escapes_what_json_leaves_raw_and_reads_back_the_same() -> N
     text = json_text(value, sort_keys=True)
     assert text == '{"c": "\\u001b[2J\\u007f\\u009b\\udcff\u00e9"}'
     assert json.loads(text) == value
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    ('{"text": "{summary} \\ud800"}', "surrogate"),
+    ('{"a": ' + "[" * 40 + "]" * 40 + "}", "nests deeper than 32 levels"),
+    ('{"a": NaN}', "is not JSON (NaN is not a JSON value)"),
+    ('{"a": 1e999}', "out of range"),
+])
+def test_a_body_template_given_on_the_command_line_is_read_as_strictly(text: str,
+                                                                        rule: str) -> None:
+    from qinglong.notify.templates import parse_body_template
+
+    with pytest.raises(InvalidInput) as refused:
+        parse_body_template(text)
+    assert refused.value.field.startswith("body-template") and rule in refused.value.rule
