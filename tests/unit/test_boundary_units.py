@@ -71,6 +71,8 @@ def _at_most(name: str, size: int) -> Any:
 def _run_ref(value: str) -> None:
     if not ids.UUID_REF.fullmatch(value.lower()):  # what the Run reader checks
         raise InvalidInput("run", ids.RUN_REF_RULE)
+    if len(value) < 8:  # shorter than a prefix may be
+        raise InvalidInput("run", "prefix too short")
 
 
 # The checks the handlers (and the stores behind them) apply to a path parameter once the

@@ -9,8 +9,11 @@ from qinglong.errors import InvalidInput
 PROJECT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,126}[a-z0-9])?$")
 ENTITY_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9_])?$")
 OWNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-# A Run or a notification delivery named by its UUID or the start of it (any case).
+# A Run or a notification delivery named by its UUID or the start of it (any case); a Run
+# by at least MIN_RUN_PREFIX characters of it.
 UUID_REF = re.compile(r"^[0-9A-Fa-f-]{1,36}$")
+MIN_RUN_PREFIX = 8
+RUN_REF = re.compile(rf"^[0-9A-Fa-f-]{{{MIN_RUN_PREFIX},36}}$")
 TOKEN_ID = re.compile(r"^[0-9a-f]{16}$")  # the 16 characters after qlt_
 DISPLAY_NAME_MAX = 255
 DISPLAY_NAME = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{DISPLAY_NAME_MAX}}}$")  # no control characters

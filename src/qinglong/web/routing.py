@@ -60,7 +60,7 @@ IDENTIFIERS: dict[str, Identifier] = {
     "project": Identifier(ids.PROJECT_ID, ids.PROJECT_ID_RULE, "Project id"),
     "task": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Task id"),
     "trigger": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Trigger id"),
-    "run": Identifier(ids.UUID_REF, ids.RUN_REF_RULE,
+    "run": Identifier(ids.RUN_REF, ids.RUN_REF_RULE,
                       "Run id, or a unique prefix of 8 or more characters"),
     "token": Identifier(ids.TOKEN_ID, ids.TOKEN_ID_RULE, "Token id (the 16 characters after "
                                                          "qlt_)"),

@@ -250,12 +250,12 @@ class TokenCreateRequest(Request):
 class UserCreateRequest(Request):
     username: Username
     role: Literal["viewer", "operator", "admin"]
-    password: Annotated[str, length(accounts.MIN_PASSWORD, accounts.MAX_PASSWORD)]
+    password: str
 
 
 class UserUpdateRequest(Request):
     role: Literal["viewer", "operator", "admin"] | None = None
-    password: Annotated[str, length(accounts.MIN_PASSWORD, accounts.MAX_PASSWORD)] | None = None
+    password: str | None = None
     disabled: bool | None = None
 
 
