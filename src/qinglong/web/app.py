@@ -43,7 +43,7 @@ from qinglong.web import (
 )
 from qinglong.web.auth import authenticate, check_csrf, credentials
 from qinglong.web.backend import WebBackend
-from qinglong.web.guard import AnswerGuard
+from qinglong.web.guard import SECURITY_HEADERS, AnswerGuard
 from qinglong.web.openapi import build_openapi
 from qinglong.web.panel import panel_routes
 from qinglong.web.problems import (
@@ -61,6 +61,7 @@ from qinglong.web.routing import (
     read_query,
 )
 
+__all__ = ["SECURITY_HEADERS", "api_endpoints", "create_web_app", "routes_for"]
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
