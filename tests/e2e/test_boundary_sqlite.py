@@ -264,3 +264,14 @@ def test_a_crash_answers_a_500_problem_with_the_security_headers(tmp_path: Path)
             assert b"a bug" not in body
     finally:
         backend.close()
+
+
+def test_times_out_of_range_on_the_command_line_are_refused(tmp_path: Path) -> None:
+    url, _ = migrated(tmp_path)
+    for value, why in (("9" * 400, "is not between 1970 and 9999"),
+                       ("9999-12-31T23:59:59-14:00", "is not between 1970 and 9999"),
+                       ("\u00b2", "is not an RFC 3339 time")):
+        done = _ql_bytes(url, "run", "list", "--since", value)
+        assert done.returncode == 2, done.stderr.decode()[-2000:]
+        assert done.stderr.decode().startswith("ql run list: Invalid value for '--since': ")
+        assert why in done.stderr.decode() and done.stderr.count(b"\n") == 1, done.stderr
