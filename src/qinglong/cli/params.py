@@ -20,7 +20,7 @@ _PART = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)")
 _UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
 _ORDER = list(_UNIT_MS)
 _MAX_DURATION_MS = 2**53 - 1
-_DIGITS = re.compile(r"[0-9]{1,20}")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_duration_ms(text: str) -> int:
@@ -134,16 +134,18 @@ class Instant(click.ParamType[int]):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         millis = self._millis(value, param, ctx)
-        if not 0 <= millis <= LAST_INSTANT_MS:
+        if millis is None or not 0 <= millis <= LAST_INSTANT_MS:
             self.fail(f"{str(value).strip()[:40]!r} is not between 1970 and 9999", param, ctx)
         return millis
 
-    def _millis(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+    def _millis(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | None:
+        """Epoch milliseconds (None: digits too many for any)."""
         if isinstance(value, int):
             return value
         text = str(value).strip()
         if _DIGITS.fullmatch(text):
-            return int(text)
+            return int(text) if len(text) <= 20 else None
         if (self._ago or self._ahead) and self._now_ms is not None:
             try:
                 span = parse_duration_ms(text)
