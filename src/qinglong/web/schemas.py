@@ -7,61 +7,19 @@ Response models allow extra fields: a view that grows a field stays valid for ol
 Task environment values are write-only: requests may set them, no response carries them.
 
 A request field that the server checks with a pattern or a bound states it in its schema
-(``Rule``), taken from the definition the check uses, so the OpenAPI document tells what
-the server will refuse.
+(``web.field_rules``), so the OpenAPI document tells what the server will refuse.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic import BaseModel, ConfigDict, Field
 
-from qinglong.domain import identifiers as ids
-from qinglong.domain import jitter, retry, task, trigger
-from qinglong.domain.manual import REQUEST_ID
-from qinglong.notify import channels
-from qinglong.service import accounts
+from qinglong.web import field_rules as r
 
 Instant = Annotated[str, Field(description="RFC 3339 in UTC, e.g. 2026-12-01T08:00:00.000Z")]
 OptionalInstant = Annotated[str | None, Field(description="RFC 3339 in UTC, or null")]
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """JSON Schema keywords a field's check enforces (stated, not checked, here)."""
-
-    keywords: tuple[tuple[str, object], ...]
-
-    def __get_pydantic_json_schema__(self, core_schema: CoreSchema,
-                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        schema = handler(core_schema)
-        schema.update(self.keywords)
-        return schema
-
-
-def matching(pattern: re.Pattern[str]) -> Rule:
-    return Rule((("pattern", pattern.pattern),))
-
-
-def between(low: int, high: int) -> Rule:
-    return Rule((("minimum", low), ("maximum", high)))
-
-
-def length(low: int, high: int) -> Rule:
-    return Rule((("minLength", low), ("maxLength", high)))
-
-
-ProjectId = Annotated[str, matching(ids.PROJECT_ID)]
-EntityId = Annotated[str, matching(ids.ENTITY_ID)]
-ChannelName = Annotated[str, matching(channels.NAME)]
-Username = Annotated[str, matching(accounts.USERNAME)]
-RequestId = Annotated[str, matching(REQUEST_ID)]
-DisplayName = Annotated[str, matching(ids.DISPLAY_NAME)]
 
 
 class Request(BaseModel):
@@ -85,8 +43,8 @@ class LoginRequest(Request):
 
 
 class ProjectCreateRequest(Request):
-    id: ProjectId = Field(description="lowercase letters, digits and '-'")
-    name: DisplayName | None = None
+    id: r.ProjectId = Field(description="lowercase letters, digits and '-'")
+    name: r.DisplayName | None = None
 
 
 class PauseRequest(Request):
@@ -110,10 +68,9 @@ class ArgvCommandRequest(Request):
 
 
 class RetryRequest(Request):
-    max_attempts: Annotated[int, between(1, retry.MAX_ATTEMPTS)] | None = None
-    backoff_ms: Annotated[int, between(retry.MIN_BACKOFF_MS, retry.MAX_BACKOFF_MS)] | None = None
-    max_backoff_ms: Annotated[int, between(retry.MIN_BACKOFF_MS,
-                                           retry.MAX_BACKOFF_MS)] | None = None
+    max_attempts: r.RetryAttempts | None = None
+    backoff_ms: r.RetryBackoff | None = None
+    max_backoff_ms: r.RetryBackoff | None = None
     on_exit_codes: list[int] | Literal["any"] | None = None
     on_timeout: bool | None = None
 
@@ -124,16 +81,16 @@ class TaskPublishRequest(Request):
 
     command: Annotated[ShellCommandRequest | ArgvCommandRequest,
                        Field(discriminator="kind")] | None = None
-    name: DisplayName | None = None
+    name: r.DisplayName | None = None
     environment: dict[str, str] | None = Field(
         default=None, description="Entries to set or replace (write-only: never shown back)")
     unset_environment: list[str] = Field(default_factory=list)
     clear_environment: bool = Field(default=False, description="Start from no entries")
     working_directory: str | None = None
-    timeout_ms: Annotated[int, between(task.MIN_TIMEOUT_MS, task.MAX_TIMEOUT_MS)] | None = None
+    timeout_ms: r.TaskTimeout | None = None
     retry: RetryRequest | None = None
     idempotent: bool | None = None
-    concurrency: Annotated[int, between(1, task.MAX_CONCURRENCY)] | None = None
+    concurrency: r.Concurrency | None = None
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "task is enabled)")
     repin_triggers: bool = Field(default=True, description="Re-pin the task's triggers to the "
@@ -144,31 +101,31 @@ class TriggerPublishRequest(Request):
     """What to change; what is left out keeps its current value (a new trigger needs task,
     cron and timezone)."""
 
-    task: EntityId | None = None
+    task: r.EntityId | None = None
     cron: str | None = Field(default=None, description="A cron expression")
     schedule: str | None = Field(default=None, description="Or any schedule: a cron expression, "
                                                            "every DURATION [from TIME], at TIME")
     timezone: str | None = None
     misfire: Literal["skip", "fire_once"] | None = None
     overlap: Literal["allow", "skip", "queue", "cancel_previous"] | None = None
-    overlap_queue_limit: Annotated[int, between(0, trigger.MAX_QUEUE_LIMIT)] | None = None
+    overlap_queue_limit: r.QueueLimit | None = None
     dst_gap: Literal["shift", "skip"] | None = Field(
         default=None, description="A wall-clock cron trigger's spring-forward rule: shift the "
                                   "missing local time to after the gap, or skip it")
     dst_overlap: Literal["first", "second", "both"] | None = Field(
         default=None, description="A wall-clock cron trigger's fall-back rule: fire at the first, "
                                   "the second or both of a repeated local time")
-    jitter_s: Annotated[int, between(0, jitter.MAX_JITTER_S)] | None = Field(
+    jitter_s: r.JitterSeconds | None = Field(
         default=None, description="Delay each occurrence by up to this many seconds (0-3600; 0: "
                                   "no jitter): a stable offset per trigger plus jitter_random_s")
-    jitter_random_s: Annotated[int, between(0, jitter.MAX_JITTER_S)] | None = Field(
+    jitter_random_s: r.JitterSeconds | None = Field(
         default=None, description="The part of jitter_s drawn anew for each occurrence")
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "trigger is enabled)")
 
 
 class RunNowRequest(Request):
-    request_id: RequestId | None = Field(
+    request_id: r.RequestId | None = Field(
         default=None, description="Client request id (or the Idempotency-Key header): the same "
                                   "id sent again returns the Run it admitted")
 
@@ -187,52 +144,48 @@ class ChannelRequest(Request):
     ``from`` and ``to``; template needs ``url`` or a ``preset`` (telegram, bark). A field
     that does not apply to the kind is refused. ``secret`` is write-only."""
 
-    name: ChannelName = Field(description="1-64 lowercase letters, digits, '-' or '_'")
+    name: r.ChannelName = Field(description="1-64 lowercase letters, digits, '-' or '_'")
     kind: Literal["webhook", "email", "template"]
-    url: Annotated[str, length(1, channels.MAX_URL)] | None = Field(
+    url: r.ChannelUrl | None = Field(
         default=None, description="webhook: where to POST; template: a URL template with "
                                   "{placeholders}")
     preset: Literal["telegram", "bark"] | None = Field(
         default=None, description="template: a preset for a service instead of url")
-    headers: Annotated[list[str], Rule((("maxItems", channels.MAX_HEADERS),))] = Field(
+    headers: r.Headers = Field(
         default_factory=list, description="'Name: value' (webhook, template)")
     method: Literal["POST", "PUT", "GET"] | None = Field(default=None,
                                                          description="template (default POST)")
     body_template: dict[str, Any] | list[Any] | None = Field(
         default=None, description="template: the JSON body, placeholders inside strings")
     content_type: str | None = Field(default=None, description="template: the body's media type")
-    params: Annotated[dict[str, str], Rule((("maxProperties", channels.MAX_PARAMS),))] = Field(
+    params: r.Params = Field(
         default_factory=dict, description="template or preset: values for {NAME}")
     smtp_host: str | None = None
-    smtp_port: Annotated[int, between(1, channels.MAX_PORT)] | None = None
+    smtp_port: r.Port | None = None
     smtp_security: Literal["starttls", "tls", "none"] | None = None
     smtp_user: str | None = Field(default=None, description="email: log in (password: secret)")
     from_: str | None = Field(default=None, alias="from", description="email: the sender")
-    to: Annotated[list[str], Rule((("maxItems", channels.MAX_RECIPIENTS),))] = Field(
+    to: r.Recipients = Field(
         default_factory=list, description="email: the recipients")
-    secret: Annotated[str, length(1, channels.MAX_SECRET)] | None = Field(
+    secret: r.ChannelSecret | None = Field(
         default=None, description="The HMAC key, SMTP password, bot token "
                                                          "or device key (write-only: never shown "
                                                          "back)")
     drop_secret: bool = Field(default=False, description="With replace: erase the stored secret")
-    timeout_ms: Annotated[int, between(channels.MIN_TIMEOUT_MS,
-                                       channels.MAX_TIMEOUT_MS)] | None = Field(
-        default=None, description="Per network operation")
-    max_attempts: Annotated[int, between(channels.MIN_ATTEMPTS,
-                                         channels.MAX_ATTEMPTS)] | None = Field(
-        default=None, description="Attempts before a delivery is dead")
-    retry_backoff_ms: Annotated[int, between(channels.MIN_BACKOFF_MS,
-                                             channels.MAX_BACKOFF_MS)] | None = None
-    retry_max_backoff_ms: Annotated[int, between(channels.MIN_BACKOFF_MS,
-                                                 channels.MAX_BACKOFF_MS)] | None = None
+    timeout_ms: r.ChannelTimeout | None = Field(default=None,
+                                                description="Per network operation")
+    max_attempts: r.ChannelAttempts | None = Field(default=None, description="Attempts before "
+                                                                            "a delivery is dead")
+    retry_backoff_ms: r.ChannelBackoff | None = None
+    retry_max_backoff_ms: r.ChannelBackoff | None = None
     replace: bool = Field(default=False, description="Change an existing channel (its secret "
                                                      "stays unless a new one is given)")
 
 
 class RuleRequest(Request):
-    channel: ChannelName
-    project: ProjectId
-    task: EntityId | None = Field(default=None, description="Only this task (default: every task)")
+    channel: r.ChannelName
+    project: r.ProjectId
+    task: r.EntityId | None = Field(default=None, description="Only this task (default: every task)")
     events: list[str] | None = Field(default=None, description="failed, timed_out, lost, "
                                                                "cancelled, misfired, recovered "
                                                                "or all (default: all but "
@@ -240,15 +193,15 @@ class RuleRequest(Request):
 
 
 class TokenCreateRequest(Request):
-    name: Annotated[str, length(1, accounts.TOKEN_NAME_MAX)]
+    name: r.TokenName
     scope: Literal["read", "operate", "admin"]
     expires_in_ms: int | None = Field(default=None, description="Lifetime; null: until revoked")
-    username: Username | None = Field(default=None, description="Whose token (admins only; default: "
+    username: r.Username | None = Field(default=None, description="Whose token (admins only; default: "
                                                            "yours)")
 
 
 class UserCreateRequest(Request):
-    username: Username
+    username: r.Username
     role: Literal["viewer", "operator", "admin"]
     password: str
 
