@@ -9,7 +9,6 @@ from typing import Any, TypeVar
 
 import click
 
-from qinglong.domain.occurrences import LAST_INSTANT_MS
 from qinglong.errors import InvalidInput
 from qinglong.profiles.backends import DEFAULT_DATABASE_URL
 from qinglong.security import check_url_has_no_password
@@ -20,7 +19,6 @@ _PART = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)")
 _UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
 _ORDER = list(_UNIT_MS)
 _MAX_DURATION_MS = 2**53 - 1
-_DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_duration_ms(text: str) -> int:
@@ -133,6 +131,8 @@ class Instant(click.ParamType[int]):
         self._now_ms = now_ms
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from qinglong.domain.occurrences import LAST_INSTANT_MS
+
         millis = self._millis(value, param, ctx)
         if millis is None or not 0 <= millis <= LAST_INSTANT_MS:
             self.fail(f"{str(value).strip()[:40]!r} is not between 1970 and 9999", param, ctx)
@@ -144,7 +144,7 @@ class Instant(click.ParamType[int]):
         if isinstance(value, int):
             return value
         text = str(value).strip()
-        if _DIGITS.fullmatch(text):
+        if text.isascii() and text.isdigit():
             return int(text) if len(text) <= 20 else None
         if (self._ago or self._ahead) and self._now_ms is not None:
             try:
