@@ -26,7 +26,12 @@ from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_da
 from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
-from qinglong.execution.logs import DEFAULT_LOG_BYTES, DEFAULT_LOG_RETENTION_DAYS, prune_log_dir
+from qinglong.execution.logs import (
+    DEFAULT_LOG_BYTES,
+    DEFAULT_LOG_RETENTION_DAYS,
+    private_dir,
+    prune_log_dir,
+)
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
 from qinglong.metrics import (
@@ -133,7 +138,7 @@ def check_log_dir(path: Path) -> None:
     """Create the log directory and prove that a file can be written in it."""
     probe = path / f".ql-write-check-{os.getpid()}"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
