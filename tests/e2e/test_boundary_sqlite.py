@@ -51,7 +51,7 @@ def web_site(tmp_path: Path) -> Iterator[Site]:
 
 def test_refused_requests_answer_4xx_and_write_nothing(web_site: Site) -> None:
     made = flow_refusals_write_nothing(web_site.server.http, web_site.people, web_site.db)
-    assert made == 40, made
+    assert made == 41, made
     assert "Traceback" not in web_site.server.log.read_text()
 
 

@@ -34,7 +34,7 @@ def site(pg_db: PgTestDatabase, tmp_path: Path) -> Iterator[Site]:
 
 def test_refused_requests_answer_4xx_and_write_nothing(site: Site) -> None:
     made = flow_refusals_write_nothing(site.server.http, site.people, site.db)
-    assert made == 40, made
+    assert made == 41, made
     assert "Traceback" not in site.server.log.read_text()
 
 

@@ -92,6 +92,7 @@ MALFORMED_BODIES: list[tuple[str, str, int, str | None]] = [
 OUT_OF_RANGE: list[tuple[str, str]] = [
     ("/api/v1/audit?cursor=" + "9" * 400, "cursor"),
     ("/api/v1/audit?cursor=9223372036854775808", "cursor"),
+    ("/api/v1/audit?cursor=%C2%B2", "cursor"),  # a superscript two: a digit to isdigit()
     ("/api/v1/audit?limit=" + "9" * 400, "limit"),
     ("/api/v1/runs?limit=" + "1" * 30, "limit"),
     ("/api/v1/runs?since=" + "9" * 400, "since"),
