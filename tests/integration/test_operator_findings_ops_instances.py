@@ -112,7 +112,7 @@ class Control:
     def _run(self) -> None:
         try:
             self.app.run(self.stop)
-        except BaseException as exc:  # noqa: BLE001 - the test reads it
+        except BaseException as exc:  # the test reads it
             self.failure = exc
 
     def shutdown(self) -> None:

@@ -175,8 +175,11 @@ def test_output_the_worker_cannot_store_is_recorded_and_ql_run_logs_says_so(
     cluster.db.execute("REVOKE INSERT ON run_log_chunks FROM ql_worker")
     loud = run_now("loud")
     # while its output is refused the worker says so and is not ready
-    code, body = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(readyz(port)),
-                          "readyz 503 while output is refused")
+    def refused() -> dict[str, Any] | None:
+        code, body = readyz(port)
+        return body if code == 503 else None
+
+    body = wait_for(refused, "readyz 503 while output is refused")
     assert body["reason"].startswith("the database refuses command output: "
                                      "QL_PERMISSION_DENIED: store log output"), body
     assert "run_log_chunks" in body["reason"]
@@ -197,8 +200,8 @@ def test_output_the_worker_cannot_store_is_recorded_and_ql_run_logs_says_so(
         f"\n[qinglong: {len('a line nobody will read') + 1} bytes of this attempt's output "
         "could not be stored by its worker (QL_PERMISSION_DENIED: store log output"), logs.stdout
     assert logs.stderr.splitlines() == [
-        f"ql: run {loud}: output its worker could not store is missing from this log "
-        f"({payload['output_lost']})"]
+        (f"ql: run {loud}: output its worker could not store is missing from this log "
+         f"({payload['output_lost']})")]
 
     # storing works again: the worker is ready again, and an attempt that printed nothing
     # reads as nothing, exit 0 -- distinguishable from one whose output was lost
