@@ -1,7 +1,7 @@
 """Issue 18, item 3, with real processes on PostgreSQL: a second replica with the same
 `--owner-id` used to be accepted, and when it stopped the live one showed `stopped` for good.
 
-Now an id is held by one live process at a time (docs/operations.md's rule: a start whose id
+Now an id is held by one live process at a time (the README's rule: a start whose id
 is registered to a process that has not stopped and beat less than 30 s ago watches it; a
 heartbeat refuses the start, exit 4; silence until 30 s after the last heartbeat means the
 holder crashed, and the start takes the id over). A refused process never registered, so it
