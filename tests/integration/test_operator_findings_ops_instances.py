@@ -217,3 +217,91 @@ def test_a_second_worker_with_the_same_id_is_refused_and_the_first_keeps_its_reg
         first.drain()
         first.close()
     assert registration(cluster, "w1")["stopped_at_ms"] is not None
+
+
+class Impostor:
+    """Another live process holding an id: its registration, kept beating every second."""
+
+    def __init__(self, cluster: Cluster, instance_id: str) -> None:
+        self.cluster = cluster
+        self.instance_id = instance_id
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def take_over(self) -> None:
+        self.cluster.db.execute(
+            "UPDATE instances SET host = 'other-host', pid = 4242, stopped_at_ms = NULL, "
+            "started_at_ms = (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint, "
+            "seen_at_ms = (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint "
+            "WHERE instance_id = %s", [self.instance_id])
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while not self.stop.wait(1.0):
+            self.cluster.db.execute(
+                "UPDATE instances SET seen_at_ms = "
+                "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint "
+                "WHERE instance_id = %s AND pid = 4242", [self.instance_id])
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(5.0)
+
+
+def test_a_replica_whose_id_was_taken_over_stops_and_leaves_the_holder_alone(
+        cluster: Cluster, controls: list[Control]) -> None:
+    control = Control(cluster, "c1")
+    controls.append(control)
+    wait_for(lambda: readyz(control.port)[0] == 200, "ready")
+    impostor = Impostor(cluster, "c1")
+    try:
+        impostor.take_over()  # as if this replica had been silent past 30 s meanwhile
+        wait_for(lambda: not control.thread.is_alive(), "the replica to give up its id")
+        assert isinstance(control.failure, InstanceHeld), control.failure
+        assert control.failure.pid == 4242
+        assert any(d.code == "QL_INSTANCE_HELD" for d in control.observer.diagnostics)
+        row = registration(cluster, "c1")
+        assert (row["host"], row["pid"], row["stopped_at_ms"]) == ("other-host", 4242, None)
+    finally:
+        impostor.close()
+
+
+def test_a_replica_whose_registration_vanished_registers_again_as_itself(
+        cluster: Cluster, controls: list[Control]) -> None:
+    control = Control(cluster, "c1")
+    controls.append(control)
+    wait_for(lambda: readyz(control.port)[0] == 200, "ready")
+    [before] = cluster.db.execute("SELECT started_at_ms FROM instances WHERE instance_id = 'c1'")
+    cluster.db.execute("DELETE FROM instances")  # e.g. lost in a failover to a late standby
+    wait_for(lambda: cluster.count("instances") == 1, "the replica registered again")
+    wait_for(lambda: readyz(control.port)[0] == 200, "ready again")
+    row = registration(cluster, "c1")
+    assert (row["pid"], row["stopped_at_ms"]) == (os.getpid(), None)
+    [after] = cluster.db.execute("SELECT started_at_ms FROM instances WHERE instance_id = 'c1'")
+    assert after == before  # the same process, the same start
+    assert control.failure is None
+
+
+def test_a_worker_whose_id_was_taken_over_drains_and_reports_it(cluster: Cluster) -> None:
+    settings = load_worker_settings({
+        "database_url": cluster.db.url("ql_worker"), "worker_id": "w1", "slots": 1,
+        "lease_ms": 6_000, "poll_ms": 200, "http": "127.0.0.1:0", "drain_timeout_ms": 1_000})
+    app = WorkerApp(settings, Observer())  # type: ignore[arg-type]
+    port = app.start_http()
+    stop = threading.Event()
+    impostor = Impostor(cluster, "w1")
+    try:
+        app.start(stop)
+        wait_for(lambda: readyz(port)[0] == 200, "the worker ready")
+        impostor.take_over()
+        wait_for(stop.is_set, "the worker to stop on losing its id")
+        assert isinstance(app.failure, InstanceHeld) and app.failure.pid == 4242
+        assert readyz(port)[0] == 503
+    finally:
+        stop.set()
+        app.drain()
+        app.close()
+        impostor.close()
+    row = registration(cluster, "w1")
+    assert (row["host"], row["pid"], row["stopped_at_ms"]) == ("other-host", 4242, None)

@@ -27,7 +27,7 @@ from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.errors import AlreadyRunning, ConnectionLost, NotReady, QinglongError
+from qinglong.errors import ConnectionLost, InstanceHeld, NotReady, QinglongError
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult
 from qinglong.metrics import (
@@ -385,7 +385,7 @@ class ClusterControl:
         past the staleness window): stop admitting; the next activation registers again and
         refuses the start if that process is alive."""
         self._diagnostic(Diagnostic(
-            source="control", code=AlreadyRunning.code,
+            source="control", code=InstanceHeld.code,
             message=f"owner id {self._settings.owner_id!r} is no longer registered to this "
                     "process: another process took it over"))
         self._trip("owner id taken over by another process")
