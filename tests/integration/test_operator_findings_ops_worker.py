@@ -203,6 +203,11 @@ def test_output_the_worker_cannot_store_is_recorded_and_ql_run_logs_says_so(
         (f"ql: run {loud}: output its worker could not store is missing from this log "
          f"({payload['output_lost']})")]
 
+    shown = ql("run", "show", loud, "--json", url=runtime)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["log_tail"][-1].startswith(
+        "[qinglong: 24 bytes of this attempt's output could not be stored by its worker")
+
     # storing works again: the worker is ready again, and an attempt that printed nothing
     # reads as nothing, exit 0 -- distinguishable from one whose output was lost
     cluster.db.execute("GRANT INSERT ON run_log_chunks TO ql_worker")

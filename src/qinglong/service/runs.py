@@ -77,6 +77,9 @@ class RunViews:
         last = detail.attempts[-1] if detail.attempts else None
         if last is not None and last.log_path is None and self._logs is not None:
             text = assemble(self._logs.log_read(last.id)).decode("utf-8", errors="replace")
+            lost = output_lost(detail, last)
+            if lost is not None:  # the tail ends with the note `ql run logs` prints
+                text += lost_marker(lost)
             lines = text.splitlines()[-tail_lines:] if tail_lines else []
             return views.run_detail_view(detail, lines, log_location(None, in_database=True))
         path = last.log_path if last is not None else None
