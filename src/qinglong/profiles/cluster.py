@@ -16,7 +16,6 @@ import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 import psycopg
@@ -41,8 +40,10 @@ from qinglong.metrics import (
     queue_sample,
 )
 from qinglong.notify.wiring import NotifyService, cluster_service
+from qinglong.profiles.availability import Availability, AvailabilityFence
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
+from qinglong.profiles.run_notifier import Notifier
 from qinglong.profiles.wakeups import ScheduleWakeups
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
@@ -71,67 +72,11 @@ PRUNE_BATCH = 200  # Attempts whose output is removed per pass (one pass a minut
 R = TypeVar("R")
 
 
-class Availability(StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    UNAVAILABLE = "unavailable"
-    STOPPING = "stopping"
-
-
 class ControlObserver(Protocol):
     def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None: ...
     def state(self, state: Availability, reason: str) -> None: ...
     def diagnostic(self, diagnostic: Diagnostic) -> None: ...
     def rescued(self, attempt: RescuedAttempt) -> None: ...
-
-
-class AvailabilityFence:
-    """ready -> unavailable happens once per activation; only a new activation is ready again."""
-
-    def __init__(self, observer: ControlObserver) -> None:
-        self._lock = threading.Lock()
-        self._state = Availability.STARTING
-        self._reason = "starting"
-        self._tripped = threading.Event()
-        self._observer = observer
-
-    @property
-    def state(self) -> tuple[Availability, str]:
-        with self._lock:
-            return self._state, self._reason
-
-    def _set(self, state: Availability, reason: str) -> None:
-        with self._lock:
-            if self._state is Availability.STOPPING or (state, reason) == (self._state, self._reason):
-                return
-            self._state, self._reason = state, reason
-        self._observer.state(state, reason)
-
-    def activated(self) -> None:
-        self._tripped.clear()
-        self._set(Availability.READY, "activated")
-
-    def trip(self, reason: str) -> None:
-        with self._lock:
-            already = self._state is not Availability.READY
-        self._tripped.set()
-        if not already:
-            self._set(Availability.UNAVAILABLE, reason)
-
-    def not_ready(self, reason: str) -> None:
-        self._set(Availability.UNAVAILABLE, reason)
-
-    def stopping(self) -> None:
-        self._set(Availability.STOPPING, "stopping")
-        self._tripped.set()
-
-    def wait_tripped(self, timeout_s: float | None) -> bool:
-        return self._tripped.wait(timeout_s)
-
-    @property
-    def ready(self) -> bool:
-        with self._lock:
-            return self._state is Availability.READY
 
 
 class Metrics:
@@ -166,44 +111,6 @@ def read_queue(connector: PoolConnector) -> QueueSample:
         row = conn.execute(QUERIES["metrics_queue"], {"cap": QUEUE_COUNT_CAP}).fetchone()
     now = row.get("now_ms") if row is not None else None
     return queue_sample(row, int(now) if isinstance(now, int) else 0)
-
-
-class Notifier:
-    """Tells the workers that Runs were queued (``NOTIFY qinglong_runs``), outside any
-    admission transaction and at most every 100 ms however many were admitted: a hint that
-    saves them a poll interval, never needed for correctness."""
-
-    MIN_GAP_S = 0.1
-
-    def __init__(self, connector: PoolConnector) -> None:
-        self._connector = connector
-        self._pending = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="ql-notify", daemon=True)
-        self.sent = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._pending.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._pending.set()
-        self._thread.join(5.0)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._pending.wait()
-            if self._stop.is_set():
-                return
-            self._pending.clear()
-            with contextlib.suppress(QinglongError, psycopg.Error):
-                with self._connector.connection() as conn:
-                    conn.execute(QUERIES["notify_runs"])
-                self.sent += 1
-            self._stop.wait(self.MIN_GAP_S)
 
 
 @dataclass

@@ -138,7 +138,8 @@ def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: boo
     # the edge and standalone paths of `ql` never import PostgreSQL code.
     from qinglong.cli.params import check_cli_url
     from qinglong.domain.schedule import lease_grace_warning
-    from qinglong.profiles.cluster import Availability, ClusterControl
+    from qinglong.profiles.availability import Availability
+    from qinglong.profiles.cluster import ClusterControl
     from qinglong.profiles.cluster_config import load_control_settings
     from qinglong.security import redact_url
 
