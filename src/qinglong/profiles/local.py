@@ -1,8 +1,10 @@
 """The edge and standalone profiles: SQLite, the local scheduler and the executor.
 
-Start order: schema check -> single-serve lock -> log directory -> settle what a previous
-server left running -> executor -> scheduler. Stop order: scheduler (drain the cycle) -> executor (drain
-running jobs, then cancel what is left) -> database -> lock.
+Start order: ``open``: schema check -> single-serve lock -> log directory; then ``start``:
+registration -> settle what a previous server left running -> executor -> scheduler. `ql serve
+--http` binds its port between the two, so a port in use stops it before anything is admitted
+or run. Stop order: scheduler (drain the cycle) -> executor (drain running jobs, then cancel
+what is left) -> database -> lock.
 
 A storage error that cannot heal (a damaged database file) stops the server: `failed` is set
 and `failure` says why, so `ql serve` exits non-zero instead of logging the same error forever.
@@ -241,16 +243,31 @@ class LocalApp:
         self.failed = threading.Event()
         self.failure: Diagnostic | None = None
 
-    def start(self) -> list[RescuedAttempt]:
-        config = self._config
+    def open(self) -> None:
+        """The database, its schema, the single-serve lock and the log directory: what must
+        hold before anything else starts (on failure it has already stopped what it opened)."""
+        if self._db is not None:
+            return
         try:
-            db = SqliteDatabase(config.database_path)
+            db = SqliteDatabase(self._config.database_path)
             self._db = db
             check_schema(db)
             self._lock.acquire()
-            check_log_dir(config.effective_log_dir)
+            check_log_dir(self._config.effective_log_dir)
+        except BaseException:
+            self.stop(clean=False)
+            raise
+
+    def start(self) -> list[RescuedAttempt]:
+        config = self._config
+        self.open()
+        db = self._db
+        assert db is not None
+        try:
             self._instances = SqliteInstanceStore(db, self._clock)
-            self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(), os.getpid())
+            # the lock proves no other `ql serve` runs: a registration it left is taken over
+            self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(),
+                                           os.getpid(), locked=True)
             run_store = LeaseRecordingSqliteRunStore(
                 db, self._clock, actor_id=config.profile.name,
                 targets=self.metrics.execution.targets)
