@@ -214,6 +214,24 @@ def test_an_argument_that_is_not_utf8_is_refused_before_anything_is_written(
                            b"text\n")
 
 
+def test_a_definitions_file_with_a_lone_surrogate_is_refused_at_its_line(
+        web_site: Site, tmp_path: Path) -> None:
+    """YAML's "\\ud800" escape makes a lone surrogate: `ql apply` names the file and line
+    (exit 2, no traceback) and writes nothing, in a value and in a key alike."""
+    counted = web_site.db.query("SELECT count(*) AS n FROM task_definition_revisions")
+    for name, task, shell in (("value", "t", "echo \\ud800"), ("key", "t\\ud800", "echo")):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f'apiVersion: qinglong/v1\nproject: demo\ntasks:\n  "{task}":\n'
+                        f'    shell: "{shell}"\n')
+        done = _ql_bytes(web_site.url, "apply", "-f", str(path))
+        assert done.returncode == 2, done.stderr
+        line = 5 if name == "value" else 4
+        assert (f"{path}:{line}: a {name} is not valid text (it holds a lone UTF-16 "
+                "surrogate").encode() in done.stderr, done.stderr
+        assert b"Traceback" not in done.stderr
+    assert web_site.db.query("SELECT count(*) AS n FROM task_definition_revisions") == counted
+
+
 # --- a forced 500 -------------------------------------------------------------------------
 
 
