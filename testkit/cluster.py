@@ -128,10 +128,21 @@ class Replica(_Process):
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[str] | None = None
     generation: int = 0
+    # Start each generation after the first under a fresh owner id (``r1.2``, ``r1.3``...):
+    # a killed replica's id stays registered until its heartbeat is 30 s old, and a restart
+    # under the same id waits for that (README: one live process per id); chaos that wants the replica
+    # back at once restarts it as a supervisor with per-start names would.
+    fresh_id_per_start: bool = False
 
     @property
     def name(self) -> str:
         return self.owner
+
+    @property
+    def instance_id(self) -> str:
+        """The --owner-id of the current generation."""
+        fresh = self.fresh_id_per_start and self.generation > 1
+        return f"{self.owner}.{self.generation}" if fresh else self.owner
 
     def command(self) -> list[str]:
         """`ql control` itself, or `testkit.replica` when a fault seam is asked for (options
@@ -146,7 +157,7 @@ class Replica(_Process):
                     seams.append(next(words))
             else:
                 rest.append(word)
-        control = ["--database-url", self.url, "--owner-id", self.owner,
+        control = ["--database-url", self.url, "--owner-id", self.instance_id,
                    "--lease-ms", str(self.lease_ms), "--grace-ms", str(self.grace_ms),
                    "--http", f"127.0.0.1:{self.port}", "--json-events", *rest]
         if seams:
@@ -215,14 +226,21 @@ class Worker(_Process):
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[str] | None = None
     generation: int = 0
+    fresh_id_per_start: bool = False  # as Replica's: ``w1.2``, ``w1.3``... after the first
 
     @property
     def name(self) -> str:
         return self.worker_id
 
+    @property
+    def instance_id(self) -> str:
+        """The --worker-id of the current generation."""
+        fresh = self.fresh_id_per_start and self.generation > 1
+        return f"{self.worker_id}.{self.generation}" if fresh else self.worker_id
+
     def command(self) -> list[str]:
         return [*self.prefix, sys.executable, "-m", "qinglong", "worker", "--database-url", self.url,
-                "--worker-id", self.worker_id, "--slots", str(self.slots),
+                "--worker-id", self.instance_id, "--slots", str(self.slots),
                 "--lease-ms", str(self.lease_ms), "--drain-timeout-ms", str(self.drain_timeout_ms),
                 "--poll-ms", str(self.poll_ms), "--http", f"127.0.0.1:{self.port}",
                 "--log-dir", str(self.log_dir / f"{self.worker_id}.spool"), "--json-events",

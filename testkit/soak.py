@@ -157,7 +157,7 @@ class _Soak:
             self.workers.append(Worker(
                 f"w{n}", self.server.dsn("ql_worker", DB), self.work, slots=16,
                 lease_ms=self.config.worker_lease_ms, drain_timeout_ms=5_000,
-                prefix=("nice", "-n", str(WORKER_NICENESS))))
+                prefix=("nice", "-n", str(WORKER_NICENESS)), fresh_id_per_start=True))
 
     def _url(self, n: int) -> str:
         runtime = self.server.dsn("ql_runtime", DB)
@@ -168,8 +168,10 @@ class _Soak:
         return runtime
 
     def _replica(self, n: int) -> Replica:
+        # a killed process comes back at once under a fresh id (its old one stays registered
+        # until 30 s after its last heartbeat), as a supervisor with per-start names restarts it
         replica = Replica(f"r{n}", self._url(n), self.work, lease_ms=self.config.lease_ms,
-                          grace_ms=self.config.grace_ms)
+                          grace_ms=self.config.grace_ms, fresh_id_per_start=True)
         if n == 2 and self.namespace is not None:
             replica.prefix = tuple(self.namespace.prefix)
         return replica

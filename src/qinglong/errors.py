@@ -136,6 +136,30 @@ class AlreadyRunning(QinglongError):
     code = "QL_ALREADY_RUNNING"
 
 
+class InstanceHeld(AlreadyRunning):
+    """Another live process holds this instance id (``--owner-id``, ``--worker-id``, ``--name``).
+
+    Its registration has not stopped and its heartbeat is younger than the staleness window;
+    the fields say who holds it, for the message and for a start that watches the holder."""
+
+    code = "QL_INSTANCE_HELD"
+
+    def __init__(self, instance_id: str = "", *, role: str = "", host: str = "", pid: int = 0,
+                 seen_at_ms: int = 0, silent_ms: int = 0, stale_ms: int = 0) -> None:
+        self.instance_id = instance_id
+        self.role = role
+        self.host = host
+        self.pid = pid
+        self.seen_at_ms = seen_at_ms
+        self.silent_ms = silent_ms
+        self.stale_ms = stale_ms
+        super().__init__(
+            f"instance id {instance_id!r} is held by a live {role or 'qinglong'} process (pid "
+            f"{pid} on {host or '?'}, last heartbeat {silent_ms / 1000:.1f} s ago): each process "
+            "needs an id of its own; stop that process or choose another id (the id of a "
+            f"process that crashed is free {stale_ms // 1000} s after its last heartbeat)")
+
+
 class NotRunnable(Conflict):
     """The task or trigger cannot run now.
 

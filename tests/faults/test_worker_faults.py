@@ -678,6 +678,9 @@ def test_overlap_skip_across_a_worker_restart(wbed: WorkerBed) -> None:
     time.sleep(0.5)
     a.kill()
     killed_at = wbed.bed.now()
+    # back at once under a fresh id: the killed process's id stays registered until its
+    # heartbeat is 30 s old, and a restart under it would wait for that
+    a.fresh_id_per_start = True
     a.start()
     a.wait_ready()
     # the killed worker's Run holds the trigger until the reconciler settles it

@@ -20,6 +20,7 @@ EXPECTED = {
     errors.PermissionDenied: (2, 403),
     errors.NotReady: (3, 503),
     errors.AlreadyRunning: (4, 409),
+    errors.InstanceHeld: (4, 409),
     errors.TransientStorageError: (1, 503),
     errors.OutcomeUnknown: (1, 504),
     errors.DatabaseCorrupt: (1, 500),

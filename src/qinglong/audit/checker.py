@@ -54,9 +54,10 @@ Key = tuple[str, str]
 
 Interval = tuple[int, int | None]  # [from, until) -- until None: still going
 
-# When is a scheduler that did not stop cleanly no longer running? It heartbeats after its
-# cycles (at most every 5 s, HEARTBEAT_INTERVAL_S in profiles.local and profiles.cluster) and
-# starts a cycle at least once per its cadence: `ql serve --interval` and `ql control
+# When is a scheduler that did not stop cleanly no longer running? `ql serve` heartbeats after
+# its cycles (at most every 5 s, HEARTBEAT_INTERVAL_S in profiles.local), `ql control` every
+# 5 s on a thread of its own (profiles.registration), and each starts a cycle at least once per
+# its cadence: `ql serve --interval` and `ql control
 # --interval-ms` allow up to loops.MAX_INTERVAL_S (1 h). The instances table records no
 # cadence, so only a scheduler silent for longer than the longest cadence plus a margin (a
 # slow cycle, the beat throttle) is judged not running; one silent for less is presumed

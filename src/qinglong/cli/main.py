@@ -8,7 +8,9 @@ database state); 4 already running; 5 `ql audit` found violations; 130 interrupt
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping, Sequence
 
 import click
 
@@ -31,6 +33,8 @@ from qinglong.cli.commands.trigger import trigger
 from qinglong.cli.commands.user import user
 from qinglong.cli.commands.web import web
 from qinglong.cli.commands.worker import worker
+from qinglong.cli.output import shown
+from qinglong.domain.text import has_lone_surrogate
 from qinglong.errors import InvalidInput, QinglongError
 from qinglong.service.errors import (
     EXIT_BAD_INPUT,
@@ -141,10 +145,22 @@ def report(exc: QinglongError, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps({"error": problem(exc, field=field)}, sort_keys=True), err=True)
     elif isinstance(exc, InvalidInput):
-        click.echo(f"ql: {field}: {_one_line(exc.rule)}", err=True)
+        click.echo(shown(f"ql: {field}: {_one_line(exc.rule)}"), err=True)
     else:
-        click.echo(f"ql: {_one_line(exc.message)}", err=True)
+        click.echo(shown(f"ql: {_one_line(exc.message)}"), err=True)
     return exit_code_for(exc)
+
+
+def undecodable(args: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """Which argument (or QL_* environment variable) is not UTF-8 text: Python hands bytes
+    it cannot decode over as lone surrogates, which nothing could store or print back."""
+    for index, arg in enumerate(args, start=1):
+        if has_lone_surrogate(arg):
+            return f"argument {index} ({shown(arg)})"
+    for name, value in sorted(environ.items()):
+        if name.startswith("QL_") and has_lone_surrogate(value):
+            return f"the environment variable {name}"
+    return None
 
 
 def _usage_problem(message: str, where: str) -> dict[str, object]:
@@ -156,6 +172,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     code = EXIT_OK
+    bad = undecodable(args, os.environ)
+    if bad is not None:
+        sys.exit(report(InvalidInput(bad, "is not valid UTF-8 text"), as_json))
     try:
         result = cli.main(args=args, prog_name="ql", standalone_mode=False)
         if isinstance(result, int):
@@ -172,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             click.echo(json.dumps({"error": _usage_problem(message, where)}, sort_keys=True),
                        err=True)
         else:
-            click.echo(f"{where}: {message} (see {where} --help)", err=True)
+            click.echo(shown(f"{where}: {message} (see {where} --help)"), err=True)
         code = EXIT_BAD_INPUT
     except click.ClickException as exc:
         message = _one_line(exc.format_message())
@@ -180,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
             click.echo(json.dumps({"error": _usage_problem(message, "ql")}, sort_keys=True),
                        err=True)
         else:
-            click.echo(f"ql: {message}", err=True)
+            click.echo(shown(f"ql: {message}"), err=True)
         code = EXIT_BAD_INPUT
     except click.exceptions.Abort:
         code = EXIT_INTERRUPTED

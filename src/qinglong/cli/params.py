@@ -100,11 +100,21 @@ class Instant(click.ParamType[int]):
         self._now_ms = now_ms
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from qinglong.domain.occurrences import LAST_INSTANT_MS
+
+        millis = self._millis(value, param, ctx)
+        if millis is None or not 0 <= millis <= LAST_INSTANT_MS:
+            self.fail(f"{str(value).strip()[:40]!r} is not between 1970 and 9999", param, ctx)
+        return millis
+
+    def _millis(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | None:
+        """Epoch milliseconds (None: digits too many for any)."""
         if isinstance(value, int):
             return value
         text = str(value).strip()
-        if text.isdigit():
-            return int(text)
+        if text.isascii() and text.isdigit():
+            return int(text) if len(text) <= 20 else None
         if (self._ago or self._ahead) and self._now_ms is not None:
             try:
                 span = parse_duration_ms(text)

@@ -9,6 +9,14 @@ from qinglong.errors import InvalidInput
 PROJECT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,126}[a-z0-9])?$")
 ENTITY_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9_])?$")
 OWNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+# A Run or a notification delivery named by its UUID or the start of it (any case); a Run
+# by at least MIN_RUN_PREFIX characters of it.
+UUID_REF = re.compile(r"^[0-9A-Fa-f-]{1,36}$")
+MIN_RUN_PREFIX = 8
+RUN_REF = re.compile(rf"^[0-9A-Fa-f-]{{{MIN_RUN_PREFIX},36}}$")
+TOKEN_ID = re.compile(r"^[0-9a-f]{16}$")  # the 16 characters after qlt_
+DISPLAY_NAME_MAX = 255
+DISPLAY_NAME = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{DISPLAY_NAME_MAX}}}$")  # no control characters
 
 PROJECT_ID_RULE = (
     "must be 1-128 characters of lowercase letters, digits and '-', "
@@ -18,6 +26,9 @@ ENTITY_ID_RULE = (
     "must be 1-128 characters of letters, digits, '.', '_' and '-', "
     "starting with a letter or digit and not ending with '.' or '-'"
 )
+RUN_REF_RULE = "must be a Run id (a UUID) or a prefix of 8 or more of its characters"
+DELIVERY_REF_RULE = "is not a delivery id (or the start of one)"
+TOKEN_ID_RULE = "is not a token id (the 16 characters after qlt_)"  # noqa: S105 - a rule
 OWNER_ID_RULE = (
     "must be 1-128 characters of letters, digits, '.', '_', ':' and '-', "
     "starting with a letter or digit"
@@ -43,9 +54,9 @@ def owner_id(value: str, field: str = "owner-id") -> str:
 
 
 def display_name(value: str, field: str = "name") -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 255:
-        raise InvalidInput(field, "must be 1-255 characters")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    if not isinstance(value, str) or not 1 <= len(value) <= DISPLAY_NAME_MAX:
+        raise InvalidInput(field, f"must be 1-{DISPLAY_NAME_MAX} characters")
+    if not DISPLAY_NAME.fullmatch(value):
         raise InvalidInput(field, "must not contain control characters")
     return value
 

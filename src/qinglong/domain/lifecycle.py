@@ -317,6 +317,11 @@ class Outcome:
     error_summary: str | None = None
     cancel_reason: str | None = None
     log_path: str | None = None  # where its output went, when no running step recorded it
+    # output the executor could not store (a worker's log store refused it): how many bytes,
+    # and why; recorded on the Attempt's ending event, so a reader can tell "no output" from
+    # "output lost"
+    output_lost_bytes: int = 0
+    output_lost: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in FINISH_STATUSES:
@@ -373,7 +378,10 @@ def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseF
         detail["error_code"] = outcome.error_code
     if outcome.cancel_reason:
         detail["cancel_reason"] = outcome.cancel_reason
-    b.event(EventType.for_attempt(outcome.status), {**detail, "attempt": attempt.attempt})
+    ending: dict[str, object] = {**detail, "attempt": attempt.attempt}
+    if outcome.output_lost is not None:
+        ending.update(output_lost=outcome.output_lost, output_lost_bytes=outcome.output_lost_bytes)
+    b.event(EventType.for_attempt(outcome.status), ending)
     spent = run.attempts_spent + 1
     attempt_fields = {"finished_at_ms": ctx.now_ms, "exit_code": outcome.exit_code,
                       "error_code": outcome.error_code, "error_summary": outcome.error_summary,

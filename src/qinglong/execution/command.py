@@ -15,7 +15,7 @@ from pathlib import Path
 
 from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.runs import AttemptStatus
-from qinglong.execution.logs import CappedLogPump
+from qinglong.execution.logs import CappedLogPump, private_dir, private_file, private_opener
 from qinglong.execution.processes import kill_group
 from qinglong.storage.runs.params import AttemptLease
 
@@ -68,8 +68,8 @@ def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
     path = log_dir / lease.fence.run_id / f"attempt-{lease.attempt}.log"
     for _ in range(LOG_PREPARE_TRIES):
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            private_dir(path.parent)
+            private_file(path)
             return path
         except FileNotFoundError:
             continue  # the log pruner removed the new, still empty directory: make it again
@@ -109,7 +109,7 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
 
 def _note(path: Path, message: str) -> None:
     try:
-        with path.open("a", encoding="utf-8") as handle:
+        with open(path, "a", encoding="utf-8", opener=private_opener) as handle:
             handle.write(f"[qinglong: {message}]\n")
     except OSError:
         pass

@@ -30,7 +30,7 @@ from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import DatabaseCorrupt, InvalidConfig, LeaseLost, StorageError
 from qinglong.execution import command
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BYTES
-from qinglong.execution.logship import LogShipper
+from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
 from qinglong.execution.processes import kill_group, make_handle, settle_orphan
 from qinglong.execution.reaper import GroupReaper
 from qinglong.storage.runs import RunStore
@@ -155,6 +155,7 @@ class Executor:
         self._log_store = log_store
         self._renewals_failing = False
         self._dispatch_failing = False
+        self.log_refusals = LogRefusals(clock)  # a log store refusing output: no new work
         self._renew_every_s = min(lease_ms / 3000, renew_every_s or lease_ms / 3000)
         self._reaper = GroupReaper()
         self.started = 0  # commands started (for metrics)
@@ -194,8 +195,10 @@ class Executor:
 
     @property
     def healthy(self) -> bool:
-        """False while the store refuses renewals or acquisitions (no new work is taken then)."""
-        return not (self._renewals_failing or self._dispatch_failing)
+        """False while the store refuses renewals or acquisitions, or refused output lately
+        (LogRefusals); no new work is taken then."""
+        return not (self._renewals_failing or self._dispatch_failing
+                    or self.log_refusals.active)
 
     def cancel(self, run_id: str) -> bool:
         """A cancel request arrived by notification: stop the Run's command if it runs here."""
@@ -259,7 +262,8 @@ class Executor:
     def _dispatch_loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                if not self._renewals_failing:  # a store we cannot renew with gives no work
+                # a store we cannot renew with, or that refuses output, gives no work
+                if not (self._renewals_failing or self.log_refusals.active):
                     self._dispatch_once()
                 self._dispatch_failing = False
             except Exception as exc:  # noqa: BLE001 - isolation boundary
@@ -420,7 +424,8 @@ class Executor:
         shipper = None
         if self._log_store is not None:
             shipper = LogShipper(self._log_store, lease.fence, self._log_max_bytes, self._clock,
-                                 diagnostics=self._diagnostics)
+                                 diagnostics=self._diagnostics,
+                                 on_failure=self.log_refusals.refused)
             shipper.start()
         if shipper is None:
             return self._run_command(job, log, None)
@@ -431,11 +436,11 @@ class Executor:
                 with contextlib.suppress(OSError):
                     shipper.feed(log.read_bytes())
                 outcome = dataclasses.replace(outcome, log_path=None)
-            return outcome
         finally:
             shipper.close()
             with contextlib.suppress(OSError):
                 log.unlink()
+        return noting_lost_output(outcome, shipper, lease.fence.run_id, self._diagnostics)
 
     def _run_command(self, job: _Job, log: Path, shipper: LogShipper | None) -> Outcome | None:
         lease = job.lease

@@ -17,6 +17,10 @@ If the parent process dies while the child runs, the log keeps the head only and
 may be left behind, holding the latest output in ring order (not rotated). Nothing reads or
 removes a stale sidecar; it is safe to delete.
 
+Logs hold what commands printed, which may be secret: the log directories are made readable by
+their owner alone (``private_dir``, mode 0700) and the files created in them too
+(``private_opener``, mode 0600); a directory or file that exists keeps its mode.
+
 A log or sidecar that cannot be opened or written never stops the pump: it goes on reading
 the child's output and discarding what it cannot keep, so the child never blocks on a full
 pipe, and :attr:`CappedLogPump.error` names the path and the operating system's reason.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +44,30 @@ DEFAULT_LOG_RETENTION_DAYS = 14
 MAX_LOG_RETENTION_DAYS = 3650
 TAIL_SUFFIX = ".tail"
 _CHUNK = 64 * 1024
+DIR_MODE, FILE_MODE = 0o700, 0o600
+
+
+def private_opener(path: str, flags: int) -> int:
+    """``open(..., opener=private_opener)``: a file it creates is the owner's alone."""
+    return os.open(path, flags, FILE_MODE)
+
+
+def private_dir(path: Path) -> None:
+    """Make ``path`` and its missing parents, each the owner's alone (OSError as mkdir)."""
+    missing: list[Path] = []
+    while not path.exists():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=DIR_MODE)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty, the owner's alone, unless it exists."""
+    path.touch(mode=FILE_MODE, exist_ok=True)
 
 
 def sidecar_path(path: Path) -> Path:
@@ -86,7 +115,8 @@ class _TailRing:
             return
         try:
             if self._file is None:
-                self._file = open(self.path, "w+b", buffering=0)  # noqa: SIM115 -- remove() closes
+                self._file = open(self.path, "w+b", buffering=0,  # noqa: SIM115 -- remove() closes
+                                  opener=private_opener)
             keep = data[len(data) - self.capacity :] if len(data) > self.capacity else data
             first = keep[: self.capacity - self._pos]
             self._file.seek(self._pos)
@@ -213,7 +243,8 @@ class CappedLogPump:
 
     def _open_log(self) -> None:
         try:
-            self._sink = open(self._path, "ab", buffering=0)  # noqa: SIM115 -- _lose_sink closes
+            self._sink = open(self._path, "ab", buffering=0,  # noqa: SIM115 -- _lose_sink closes
+                              opener=private_opener)
         except OSError as exc:
             self._fail(f"cannot write log {self._path}: {_reason(exc)}")
             self._ring.abandon()

@@ -21,6 +21,8 @@ from qinglong.errors import InvalidInput, RecordCorrupt
 from qinglong.notify import templates
 
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?$")
+NAME_RULE = ("must be 1-64 lowercase letters, digits, '-' or '_', starting and ending with a "
+             "letter or digit")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 EMAIL = re.compile(r"^[^@\s<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}$")
 HOST = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,253}$")
@@ -29,6 +31,7 @@ MAX_HEADERS = 16
 MAX_RECIPIENTS = 20
 MAX_PARAMS = 16
 MAX_SECRET = 4096
+MAX_PORT = 65535
 # Headers the sender sets itself; a channel may not override them.
 RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
                               "idempotency-key", "x-qinglong-event", "x-qinglong-delivery",
@@ -58,8 +61,7 @@ DEFAULT_PORTS = {SmtpSecurity.STARTTLS: 587, SmtpSecurity.TLS: 465, SmtpSecurity
 
 def check_name(name: str, field: str = "channel") -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise InvalidInput(field, "must be 1-64 lowercase letters, digits, '-' or '_', starting "
-                                  "and ending with a letter or digit")
+        raise InvalidInput(field, NAME_RULE)
     return name
 
 
@@ -174,7 +176,7 @@ class EmailTarget:
         if not HOST.fullmatch(self.host or ""):
             raise InvalidInput("smtp-host", f"{self.host!r} is not a host name or address")
         if self.port is not None:
-            _bounded(self.port, 1, 65535, "smtp-port")
+            _bounded(self.port, 1, MAX_PORT, "smtp-port")
         check_email(self.sender, "from")
         if not 1 <= len(self.recipients) <= MAX_RECIPIENTS:
             raise InvalidInput("to", f"name 1-{MAX_RECIPIENTS} recipients")

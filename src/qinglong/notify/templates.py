@@ -9,12 +9,12 @@ JSON encoder and can never add a field.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from qinglong.domain.text import NotJson, strict_json
 from qinglong.errors import InvalidInput
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_][a-z0-9_]{0,63})\}|\{|\}")
@@ -91,10 +91,9 @@ def parse_body_template(text: str, field: str = "body-template") -> Any:
     if len(text) > MAX_BODY_TEMPLATE:
         raise InvalidInput(field, f"is longer than {MAX_BODY_TEMPLATE} characters")
     try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(field, f"is not JSON ({exc.msg} at line {exc.lineno} column "
-                                  f"{exc.colno}); placeholders go inside strings, e.g. "
+        body = strict_json(text, field)
+    except NotJson as exc:
+        raise InvalidInput(field, f"is not JSON ({exc}); placeholders go inside strings, e.g. "
                                   '{"text": "{summary}"}') from None
     if not isinstance(body, dict | list):
         raise InvalidInput(field, "must be a JSON object or array")

@@ -1,21 +1,21 @@
 """The cluster profile: one `ql control` replica.
 
-Start: HTTP probes (livez 200, readyz 503) -> activation: pool -> readiness audit ->
-startup recovery gate -> scheduler lifecycle -> readyz 200. Stop: readyz 503 -> stop and
-drain the scheduler -> close the pool -> HTTP. Losing the database (connection lost,
-backend terminated, server read-only) trips the availability fence: readyz 503, no
-admissions, livez stays 200, until a fresh activation succeeds.
+Start: HTTP probes (livez 200, readyz 503) -> activation: pool -> readiness audit (exactly
+the ql_runtime privileges; connecting as another role refuses the start, exit 3) ->
+startup recovery gate -> registration of the owner id (one live process per id, see
+profiles/registration.py; an id a live process holds refuses the start, exit 4) ->
+scheduler lifecycle and heartbeat -> readyz 200. Stop: readyz 503 -> stop and drain the
+scheduler -> close the pool -> HTTP. Losing the database (connection lost, backend
+terminated, server read-only) trips the availability fence: readyz 503, no admissions,
+livez stays 200, until a fresh activation succeeds (registering again as the same process).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 import psycopg
@@ -26,7 +26,7 @@ from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.errors import ConnectionLost, NotReady, QinglongError, ServerNotWritable
+from qinglong.errors import ConnectionLost, InstanceHeld, NotReady, QinglongError
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult
 from qinglong.metrics import (
@@ -40,35 +40,36 @@ from qinglong.metrics import (
     queue_sample,
 )
 from qinglong.notify.wiring import NotifyService, cluster_service
+from qinglong.profiles.availability import Availability, AvailabilityFence
 from qinglong.profiles.cluster_config import ControlSettings
+from qinglong.profiles.registration import Heartbeat, register, waiting_reason
+from qinglong.profiles.run_notifier import Notifier
 from qinglong.profiles.wakeups import ScheduleWakeups
 from qinglong.scheduler.cluster import ClusterCoordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.ports import CommitOutcome, CommitResult, Registration, RescuedAttempt
 from qinglong.storage.postgres.connection import QUERIES, PoolConnector, SessionSettings
+from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
-from qinglong.storage.postgres.readiness import audit, session_findings
+from qinglong.storage.postgres.readiness import (
+    audit,
+    refuses_start,
+    session_findings,
+    wrong_role_refusal,
+)
 from qinglong.storage.postgres.retention import PgRetention
+from qinglong.storage.postgres.roles import RUNTIME
 from qinglong.storage.postgres.runs import PgRunStore, corrupt_runs
 from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.storage.postgres.topology import choose_primary
-from qinglong.storage.runs.params import RescuedAttempt
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 RECONCILE_INTERVAL_S = 2.0
 PRUNE_BATCH = 200  # Attempts whose output is removed per pass (one pass a minute)
-HEARTBEAT_INTERVAL_S = 5.0
 
 
 R = TypeVar("R")
-
-
-class Availability(StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    UNAVAILABLE = "unavailable"
-    STOPPING = "stopping"
 
 
 class ControlObserver(Protocol):
@@ -76,55 +77,6 @@ class ControlObserver(Protocol):
     def state(self, state: Availability, reason: str) -> None: ...
     def diagnostic(self, diagnostic: Diagnostic) -> None: ...
     def rescued(self, attempt: RescuedAttempt) -> None: ...
-
-
-class AvailabilityFence:
-    """ready -> unavailable happens once per activation; only a new activation is ready again."""
-
-    def __init__(self, observer: ControlObserver) -> None:
-        self._lock = threading.Lock()
-        self._state = Availability.STARTING
-        self._reason = "starting"
-        self._tripped = threading.Event()
-        self._observer = observer
-
-    @property
-    def state(self) -> tuple[Availability, str]:
-        with self._lock:
-            return self._state, self._reason
-
-    def _set(self, state: Availability, reason: str) -> None:
-        with self._lock:
-            if self._state is Availability.STOPPING or (state, reason) == (self._state, self._reason):
-                return
-            self._state, self._reason = state, reason
-        self._observer.state(state, reason)
-
-    def activated(self) -> None:
-        self._tripped.clear()
-        self._set(Availability.READY, "activated")
-
-    def trip(self, reason: str) -> None:
-        with self._lock:
-            already = self._state is not Availability.READY
-        self._tripped.set()
-        if not already:
-            self._set(Availability.UNAVAILABLE, reason)
-
-    def not_ready(self, reason: str) -> None:
-        self._set(Availability.UNAVAILABLE, reason)
-
-    def stopping(self) -> None:
-        self._set(Availability.STOPPING, "stopping")
-        self._tripped.set()
-
-    def wait_tripped(self, timeout_s: float | None) -> bool:
-        return self._tripped.wait(timeout_s)
-
-    @property
-    def ready(self) -> bool:
-        with self._lock:
-            return self._state is Availability.READY
 
 
 class Metrics:
@@ -161,44 +113,6 @@ def read_queue(connector: PoolConnector) -> QueueSample:
     return queue_sample(row, int(now) if isinstance(now, int) else 0)
 
 
-class Notifier:
-    """Tells the workers that Runs were queued (``NOTIFY qinglong_runs``), outside any
-    admission transaction and at most every 100 ms however many were admitted: a hint that
-    saves them a poll interval, never needed for correctness."""
-
-    MIN_GAP_S = 0.1
-
-    def __init__(self, connector: PoolConnector) -> None:
-        self._connector = connector
-        self._pending = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="ql-notify", daemon=True)
-        self.sent = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._pending.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._pending.set()
-        self._thread.join(5.0)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._pending.wait()
-            if self._stop.is_set():
-                return
-            self._pending.clear()
-            with contextlib.suppress(QinglongError, psycopg.Error):
-                with self._connector.connection() as conn:
-                    conn.execute(QUERIES["notify_runs"])
-                self.sent += 1
-            self._stop.wait(self.MIN_GAP_S)
-
-
 @dataclass
 class _Activation:
     connector: PoolConnector
@@ -207,6 +121,7 @@ class _Activation:
     coordinator: ClusterCoordinator
     notifier: Notifier
     wakeups: ScheduleWakeups
+    heartbeat: Heartbeat
     notifying: NotifyService | None = None  # the notification dispatcher
 
 
@@ -238,7 +153,7 @@ class ClusterControl:
         self._activations = 0
         self._http: HttpServer | None = None
         self._instances: PgInstanceStore | None = None
-        self._beat_at = 0.0
+        self._registration: Registration | None = None  # kept across activations
 
     # -- HTTP -------------------------------------------------------------------------
 
@@ -275,9 +190,10 @@ class ClusterControl:
 
     # -- activation -------------------------------------------------------------------
 
-    def activate(self, stop: threading.Event | None = None) -> None:
-        """Pool -> readiness -> recovery -> lifecycle; raises when the replica cannot start
-        (or ``stop`` is set while it waits for the database)."""
+    def activate(self, stop: threading.Event | None = None) -> bool:
+        """Pool -> readiness -> recovery -> registration -> lifecycle; raises when the replica
+        cannot start (or ``stop`` is set while it waits for the database); False when ``stop``
+        was set while it waited for its owner id."""
         s = self._settings
         target = choose_primary(s.database_url, application_name=f"ql-control:{s.owner_id}"[:63])
         connector = PoolConnector(
@@ -295,9 +211,9 @@ class ClusterControl:
         try:
             connector.open(cancelled=None if stop is None else stop.is_set)
             with connector.connection() as conn:
-                findings = audit(conn) + session_findings(conn, s.lease_ms)
+                findings = audit(conn, expected=RUNTIME) + session_findings(conn, s.lease_ms)
                 if findings:
-                    raise NotReady(findings)
+                    raise wrong_role_refusal(findings, "ql control") or NotReady(findings)
                 corrupt = corrupt_runs(conn)
                 if corrupt:
                     raise NotReady(corrupt, "runs in an impossible state block activation: "
@@ -337,16 +253,27 @@ class ClusterControl:
             notifying = cluster_service(target, self._clock, owner=s.owner_id,
                                         stop_timeout_s=s.stop_timeout_ms / 1000,
                                         diagnostics=self._diagnostic)
-            self._instances = PgInstanceStore(connector,
-                                              commit_deadline_s=s.commit_deadline_ms / 1000)
-            self._instances.instance_start(s.owner_id, "control", socket.gethostname(),
-                                           os.getpid())
+            instances = PgInstanceStore(connector,
+                                        commit_deadline_s=s.commit_deadline_ms / 1000)
+            registration = register(
+                instances, s.owner_id, "control", stop=stop or threading.Event(),
+                resume=self._registration,
+                waiting=lambda held: self._fence.not_ready(waiting_reason(held)))
+            if registration is None:  # stopped while it waited
+                connector.close()
+                return False
+            self._registration = registration
+            self._instances = instances
+            heartbeat = Heartbeat(instances, s.owner_id,
+                                  on_error=lambda exc: self._diagnostic(
+                                      diagnostic_from("control", exc)),
+                                  on_lost=self._registration_lost)
         except BaseException:
             connector.close()
             raise
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
                                        reconciling=reconciling, coordinator=coordinator,
-                                       notifier=notifier, wakeups=wakeups,
+                                       notifier=notifier, wakeups=wakeups, heartbeat=heartbeat,
                                        notifying=notifying)
         self._activations += 1
         self._metrics.activations.inc()
@@ -357,6 +284,18 @@ class ClusterControl:
         lifecycle.start()
         reconciling.start()
         notifying.start()
+        heartbeat.start()
+        return True
+
+    def _registration_lost(self) -> None:
+        """A heartbeat found the owner id registered to another process (this one was silent
+        past the staleness window): stop admitting; the next activation registers again and
+        refuses the start if that process is alive."""
+        self._diagnostic(Diagnostic(
+            source="control", code=InstanceHeld.code,
+            message=f"owner id {self._settings.owner_id!r} is no longer registered to this "
+                    "process: another process took it over"))
+        self._trip("owner id taken over by another process")
 
     def _cycle(self, coordinator: ClusterCoordinator, stop_requested: Callable[[], bool]) -> CycleReport:
         if not self._fence.ready:
@@ -397,6 +336,7 @@ class ClusterControl:
         if activation is None:
             return StopResult.STOPPED
         result = activation.lifecycle.stop()
+        activation.heartbeat.stop()
         activation.wakeups.stop()
         activation.reconciling.stop()
         activation.notifier.stop()
@@ -418,8 +358,13 @@ class ClusterControl:
         last_failure = None
         while not stop.is_set():
             try:
-                self.activate(stop)
+                if not self.activate(stop):
+                    break
             except QinglongError as exc:
+                if refuses_start(exc):  # another process holds the owner id, or the wrong role
+                    self._diagnostic(diagnostic_from("control", exc))
+                    self.shutdown()
+                    raise
                 if stop.is_set():
                     break
                 self._fence.not_ready(exc.message)
@@ -460,13 +405,6 @@ class ClusterControl:
     def _report(self, report: CycleReport) -> None:
         self._last_report = report
         self._metrics.cycles.inc()
-        now = self._clock.monotonic()
-        if self._instances is not None and now - self._beat_at >= HEARTBEAT_INTERVAL_S:
-            self._beat_at = now
-            try:
-                self._instances.instance_beat(self._settings.owner_id)
-            except QinglongError as exc:
-                self._diagnostic(diagnostic_from("control", exc))
 
     def _diagnostic(self, diagnostic: Diagnostic) -> None:
         self._metrics.errors.labels(diagnostic.code).inc()

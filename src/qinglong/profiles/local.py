@@ -1,8 +1,10 @@
 """The edge and standalone profiles: SQLite, the local scheduler and the executor.
 
-Start order: schema check -> single-serve lock -> log directory -> settle what a previous
-server left running -> executor -> scheduler. Stop order: scheduler (drain the cycle) -> executor (drain
-running jobs, then cancel what is left) -> database -> lock.
+Start order: ``open``: schema check -> single-serve lock -> log directory; then ``start``:
+registration -> settle what a previous server left running -> executor -> scheduler. `ql serve
+--http` binds its port between the two, so a port in use stops it before anything is admitted
+or run. Stop order: scheduler (drain the cycle) -> executor (drain running jobs, then cancel
+what is left) -> database -> lock.
 
 A storage error that cannot heal (a damaged database file) stops the server: `failed` is set
 and `failure` says why, so `ql serve` exits non-zero instead of logging the same error forever.
@@ -26,7 +28,12 @@ from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_da
 from qinglong.domain.schedule import ScheduleCandidate, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
-from qinglong.execution.logs import DEFAULT_LOG_BYTES, DEFAULT_LOG_RETENTION_DAYS, prune_log_dir
+from qinglong.execution.logs import (
+    DEFAULT_LOG_BYTES,
+    DEFAULT_LOG_RETENTION_DAYS,
+    private_dir,
+    prune_log_dir,
+)
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
 from qinglong.metrics import (
@@ -128,7 +135,7 @@ def check_log_dir(path: Path) -> None:
     """Create the log directory and prove that a file can be written in it."""
     probe = path / f".ql-write-check-{os.getpid()}"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
@@ -231,16 +238,31 @@ class LocalApp:
         self.failed = threading.Event()
         self.failure: Diagnostic | None = None
 
-    def start(self) -> list[RescuedAttempt]:
-        config = self._config
+    def open(self) -> None:
+        """The database, its schema, the single-serve lock and the log directory: what must
+        hold before anything else starts (on failure it has already stopped what it opened)."""
+        if self._db is not None:
+            return
         try:
-            db = SqliteDatabase(config.database_path)
+            db = SqliteDatabase(self._config.database_path)
             self._db = db
             check_schema(db)
             self._lock.acquire()
-            check_log_dir(config.effective_log_dir)
+            check_log_dir(self._config.effective_log_dir)
+        except BaseException:
+            self.stop(clean=False)
+            raise
+
+    def start(self) -> list[RescuedAttempt]:
+        config = self._config
+        self.open()
+        db = self._db
+        assert db is not None
+        try:
             self._instances = SqliteInstanceStore(db, self._clock)
-            self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(), os.getpid())
+            # the lock proves no other `ql serve` runs: a registration it left is taken over
+            self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(),
+                                           os.getpid(), locked=True)
             run_store = LeaseRecordingSqliteRunStore(
                 db, self._clock, actor_id=config.profile.name,
                 targets=self.metrics.execution.targets)

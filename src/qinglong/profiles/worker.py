@@ -1,8 +1,12 @@
 """The worker profile: one `ql worker` runs admitted cluster Runs under fenced leases.
 
 Start: HTTP probes (livez 200, readyz 503) -> pool -> readiness audit for the worker role
-(privileges exact, session timeouts below the lease) -> heartbeat row -> executor and the
-notification listener -> readyz 200. Stop (SIGTERM): readyz 503, stop taking work, keep
+(exactly the ql_worker privileges, session timeouts below the lease; connecting as another
+role refuses the start, exit 3) -> registration of the worker id (one live process per id,
+see profiles/registration.py; an id a live process holds refuses the start, exit 4) ->
+executor, heartbeat and the notification listener -> readyz 200. While the log store refuses
+output, readyz is 503 and no new work is taken (execution/logship.py); what could not be
+stored is recorded on the Attempt. Stop (SIGTERM): readyz 503, stop taking work, keep
 renewing while running commands finish for the drain timeout, then stop the rest and queue
 their Runs again without spending an attempt; a second SIGTERM is a hard stop (commands are
 killed, nothing more is written, the reconciler settles their Runs).
@@ -14,8 +18,6 @@ statement) proves the worker is alive, whatever the commands' own timeouts are.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import tempfile
 import threading
 from pathlib import Path
@@ -27,20 +29,25 @@ from prometheus_client import Counter, Gauge, ProcessCollector
 from qinglong.api.health import HttpServer, create_app
 from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic, diagnostic_from
-from qinglong.errors import NotReady, QinglongError
+from qinglong.errors import AlreadyRunning, NotReady, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.ids import new_uuid
 from qinglong.metrics import Caps, ExecutionMetrics, LeaseTargets, new_registry
+from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.worker_config import WorkerSettings
+from qinglong.storage.ports import AttemptLease, LeaseAcquireParams, Registration
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, conninfo
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.postgres.logs import PgLogStore
-from qinglong.storage.postgres.readiness import audit, session_findings
+from qinglong.storage.postgres.readiness import (
+    audit,
+    refuses_start,
+    session_findings,
+    wrong_role_refusal,
+)
+from qinglong.storage.postgres.roles import WORKER
 from qinglong.storage.postgres.runs import PgRunStore
 from qinglong.storage.postgres.topology import choose_primary
-from qinglong.storage.runs.params import AttemptLease, LeaseAcquireParams
-
-HEARTBEAT_INTERVAL_S = 5.0
 
 
 class WorkerObserver(Protocol):
@@ -139,13 +146,20 @@ class WorkerApp:
         self._executor: Executor | None = None
         self._listener: Listener | None = None
         self._instances: PgInstanceStore | None = None
+        self._registration: Registration | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._stop: threading.Event | None = None
         self._spool: tempfile.TemporaryDirectory[str] | None = None
+        # why the worker gave up (its id taken over by a live process): `ql worker` exits with it
+        self.failure: QinglongError | None = None
 
     # -- HTTP -------------------------------------------------------------------------
 
     def _ready(self) -> tuple[bool, str]:
         state, reason = self._state
         executor = self._executor
+        if state == "ready" and executor is not None and executor.log_refusals.active:
+            return False, f"the database refuses command output: {executor.log_refusals.reason}"
         if state == "ready" and executor is not None and not executor.healthy:
             return False, "the database refuses renewals or acquisitions"
         return state == "ready", reason
@@ -173,14 +187,20 @@ class WorkerApp:
     # -- start and stop ---------------------------------------------------------------
 
     def start(self, stop: threading.Event) -> None:
-        """Connect, check readiness and start taking work; retries until ``stop`` is set."""
+        """Connect, check readiness and start taking work; retries until ``stop`` is set.
+        Raises what waiting does not mend: the wrong role (NotReady, exit 3), an id a live
+        process holds (InstanceHeld, exit 4)."""
         s = self._settings
         name = f"ql-worker:{s.worker_id}"[:63]
+        self._stop = stop
         while not stop.is_set():
             try:
                 self._activate(name, stop)
                 return
             except QinglongError as exc:
+                if refuses_start(exc):
+                    self._set_state("unavailable", exc.message)
+                    raise
                 self._set_state("unavailable", exc.message)
                 self._diagnostic(diagnostic_from("worker", exc))
                 stop.wait(2.0)
@@ -199,11 +219,18 @@ class WorkerApp:
         try:
             connector.open(cancelled=stop.is_set)
             with connector.connection() as conn:
-                findings = audit(conn) + session_findings(conn, s.lease_ms)
+                findings = audit(conn, expected=WORKER) + session_findings(conn, s.lease_ms)
                 if findings:
-                    raise NotReady(findings)
-            self._instances = PgInstanceStore(connector)
-            self._instances.instance_start(s.worker_id, "worker", socket.gethostname(), os.getpid())
+                    raise wrong_role_refusal(findings, "ql worker") or NotReady(findings)
+            instances = PgInstanceStore(connector)
+            registration = register(
+                instances, s.worker_id, "worker", stop=stop,
+                waiting=lambda held: self._set_state("unavailable", waiting_reason(held)))
+            if registration is None:  # stopped while it waited
+                connector.close()
+                return
+            self._instances = instances
+            self._registration = registration
         except BaseException:
             connector.close()
             raise
@@ -225,19 +252,39 @@ class WorkerApp:
         self._listener = Listener(target, f"{name}:listen"[:63], executor)
         executor.start()
         self._listener.start()
-        threading.Thread(target=self._heartbeat, args=(stop,), name="ql-heartbeat",
-                         daemon=True).start()
+        self._heartbeat = Heartbeat(
+            instances, s.worker_id,
+            on_error=lambda exc: self._diagnostic(diagnostic_from("worker", exc)),
+            on_lost=self._registration_lost)
+        self._heartbeat.start()
         self._set_state("ready", "taking work")
 
-    def _heartbeat(self, stop: threading.Event) -> None:
-        while not stop.wait(HEARTBEAT_INTERVAL_S):
-            instances = self._instances
-            if instances is None:
-                return
-            try:
-                instances.instance_beat(self._settings.worker_id)
-            except QinglongError as exc:
-                self._diagnostic(diagnostic_from("worker", exc))
+    def _registration_lost(self) -> None:
+        """A heartbeat found the worker id no longer registered to this process. Registered
+        again as itself when nobody else holds it (a failover lost the row); when another live
+        process took it over, this worker stops (drains) and `ql worker` exits 4."""
+        instances, registration = self._instances, self._registration
+        if instances is None or registration is None:
+            return
+        s = self._settings
+        try:
+            instances.instance_start(s.worker_id, "worker", registration.host, registration.pid,
+                                     resume=registration)
+        except AlreadyRunning as exc:
+            self.failure = exc
+            self._diagnostic(diagnostic_from("worker", exc))
+            self._set_state("unavailable", exc.message)
+            if self._stop is not None:
+                self._stop.set()  # drain, then exit 4
+            return
+        except QinglongError as exc:
+            self._diagnostic(diagnostic_from("worker", exc))
+        heartbeat = Heartbeat(
+            instances, s.worker_id,
+            on_error=lambda exc: self._diagnostic(diagnostic_from("worker", exc)),
+            on_lost=self._registration_lost)
+        self._heartbeat = heartbeat
+        heartbeat.start()
 
     def drain(self) -> int:
         """Stop taking work, let commands finish for the drain timeout, then interrupt the rest
@@ -256,6 +303,8 @@ class WorkerApp:
     def close(self) -> None:
         if self._listener is not None:
             self._listener.stop()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         if self._instances is not None:
             with contextlib.suppress(QinglongError):
                 self._instances.instance_stop(self._settings.worker_id)

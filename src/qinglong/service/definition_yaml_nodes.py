@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
+from qinglong.domain.text import SURROGATE_RULE, has_lone_surrogate
 from qinglong.errors import InvalidInput
 from qinglong.service.definition_fields import parse_duration
 from qinglong.service.definition_model import Issues, Where
@@ -80,6 +81,9 @@ def _located(node: Any, constructor: Any, file: str, issues: Issues,
                 issues.add(Where(file, key_line), "", "a key must be a plain word")
                 continue
             key = str(key_node.value)
+            if has_lone_surrogate(key):
+                issues.add(Where(file, key_line), "", f"a key {SURROGATE_RULE}")
+                continue
             if key in mapping:
                 issues.add(Where(file, key_line), key,
                            f"is given twice (first at line {mapping.key_lines[key]})")
@@ -99,7 +103,11 @@ def _located(node: Any, constructor: Any, file: str, issues: Issues,
             if written is not None:
                 items.raw[len(items) - 1] = written
         return items
-    return constructor.construct_object(node, deep=True)
+    value = constructor.construct_object(node, deep=True)
+    if isinstance(value, str) and has_lone_surrogate(value):  # "\ud800" in a quoted scalar
+        issues.add(Where(file, line), "", f"a value {SURROGATE_RULE}")
+        return None
+    return value
 
 
 def read_documents(text: str, file: str, issues: Issues) -> list[YMap]:

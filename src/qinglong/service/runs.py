@@ -39,6 +39,24 @@ def log_location(path: str | None, in_database: bool = False) -> View:
 class LogPiece:
     text: str
     ended: bool  # the Run has ended: nothing more will come
+    # the attempt's worker could not store (some of) its output: why, as its ending recorded
+    output_lost: str | None = None
+
+
+def output_lost(detail: RunDetail, attempt: Attempt) -> tuple[int, str] | None:
+    """(bytes, why) when the attempt's ending records output its worker could not store."""
+    for event in detail.events:
+        reason = event.payload.get("output_lost")
+        if event.attempt_id == attempt.id and isinstance(reason, str):
+            lost = event.payload.get("output_lost_bytes")
+            return (lost if isinstance(lost, int) else 0), reason
+    return None
+
+
+def lost_marker(lost: tuple[int, str]) -> str:
+    """The line a reader sees where the output that could not be stored would be."""
+    return (f"\n[qinglong: {lost[0]} bytes of this attempt's output could not be stored by its "
+            f"worker ({lost[1]})]\n")
 
 
 class RunViews:
@@ -58,6 +76,9 @@ class RunViews:
         last = detail.attempts[-1] if detail.attempts else None
         if last is not None and last.log_path is None and self._logs is not None:
             text = assemble(self._logs.log_read(last.id)).decode("utf-8", errors="replace")
+            lost = output_lost(detail, last)
+            if lost is not None:  # the tail ends with the note `ql run logs` prints
+                text += lost_marker(lost)
             lines = text.splitlines()[-tail_lines:] if tail_lines else []
             return views.run_detail_view(detail, lines, log_location(None, in_database=True))
         path = last.log_path if last is not None else None
@@ -104,6 +125,7 @@ class RunViews:
         in_database = self._logs is not None and chosen.log_path is None
         shown = b""
         position = 0
+        marked = False  # the note on output its worker could not store was shown
         while True:
             # the state is read before the output: no output of this attempt follows its end
             detail = self._runs.run_get(run_id)
@@ -121,6 +143,10 @@ class RunViews:
                 fresh, position = self._file_part(current.log_path, position, follow, run_id)
             if fresh:
                 yield LogPiece(fresh.decode("utf-8", errors="replace"), ended)
+            lost = output_lost(detail, current) if in_database and not marked else None
+            if lost is not None:  # recorded with its ending: no output of it follows
+                marked = True
+                yield LogPiece(lost_marker(lost), ended, output_lost=lost[1])
             if not follow:
                 return False
             if newer:  # a retry took over (it may even have ended already): show it next

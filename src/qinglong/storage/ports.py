@@ -45,12 +45,35 @@ class Instance:
     stopped_at_ms: int | None
 
 
-class InstanceStore(Protocol):
-    """Heartbeats, in the store's clock: ``instance_start`` (re)registers a process,
-    ``instance_beat`` says it is alive, ``instance_stop`` that it stopped cleanly."""
+# A registration whose heartbeat is this old (in the store's clock) and that never stopped
+# cleanly belongs to a process taken for dead (a crash): its id may be registered again.
+INSTANCE_STALE_MS = 30_000
 
-    def instance_start(self, instance_id: str, role: str, host: str, pid: int) -> None: ...
-    def instance_beat(self, instance_id: str) -> None: ...
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Registration:
+    """This process's hold on an instance id: what its heartbeats and its stop are fenced by."""
+
+    instance_id: str
+    host: str
+    pid: int
+    started_at_ms: int
+
+
+class InstanceStore(Protocol):
+    """Heartbeats, in the store's clock. An instance id is held by one live process at a time.
+
+    ``instance_start`` registers this process under an id that is new, stopped cleanly, silent
+    for INSTANCE_STALE_MS (its holder crashed), or this process's own earlier registration
+    (``resume``, after losing the database); ``locked`` (the caller holds a lock proving no other
+    process of its role runs, as `ql serve` does) also takes over a registration of the same
+    role. Otherwise it raises InstanceHeld. ``instance_beat`` (False when this process no longer
+    holds the id) and ``instance_stop`` touch only the registration this store made."""
+
+    def instance_start(self, instance_id: str, role: str, host: str, pid: int, *,
+                       resume: Registration | None = None,
+                       locked: bool = False) -> Registration: ...
+    def instance_beat(self, instance_id: str) -> bool: ...
     def instance_stop(self, instance_id: str) -> None: ...
     def instance_list(self) -> list[Instance]: ...
 

@@ -107,7 +107,8 @@ def update_user(call: Call) -> Reply:
 
 def audit_log(call: Call) -> Reply:
     cursor = call.query["cursor"]
-    if cursor is not None and not cursor.isdigit():
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 19
+                                   and int(cursor) < 2**63):
         raise InvalidInput("cursor", "is not a cursor this API gave out")
     limit = call.query["limit"]
     entries = call.backend.accounts.audit_list(None if cursor is None else int(cursor),

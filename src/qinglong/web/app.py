@@ -2,11 +2,12 @@
 
 Every request goes the same way: credentials (token or session cookie) -> authentication
 (nothing but /livez, /readyz and the login answers without it: 401) -> the route's scope
-(403) -> the CSRF token of a session write (403) -> the query string and the JSON body,
-read strictly (400, 413, 415, 422) -> the handler, on a worker thread (the service layer is
-blocking) -> JSON, or a problem object for any error. An unknown route or method is 404 or 405
-only for someone authenticated. A panel can be added by passing more endpoints or mounting
-more routes; it gets the same authentication.
+(403) -> the CSRF token of a session write (403) -> the path parameters, the query string
+and the JSON body, read strictly (400, 413, 415, 422; see routing) -> the handler, on a
+worker thread (the service layer is blocking) -> JSON, or a problem object for any error. An
+unknown route or method is 404 or 405 only for someone authenticated. Every answer, whoever
+made it, carries the security headers (guard.AnswerGuard). A panel can be added by passing
+more endpoints or mounting more routes; it gets the same authentication.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from functools import cache
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from qinglong.clock import Clock
@@ -41,18 +43,26 @@ from qinglong.web import (
 )
 from qinglong.web.auth import authenticate, check_csrf, credentials
 from qinglong.web.backend import WebBackend
+from qinglong.web.guard import SECURITY_HEADERS, AnswerGuard
 from qinglong.web.openapi import build_openapi
 from qinglong.web.panel import panel_routes
 from qinglong.web.problems import (
+    JsonAnswer,
     internal_problem,
     problem_response,
     route_not_found,
 )
-from qinglong.web.routing import MAX_BODY_BYTES, Call, Endpoint, read_body, read_query
+from qinglong.web.routing import (
+    MAX_BODY_BYTES,
+    Call,
+    Endpoint,
+    read_body,
+    read_path,
+    read_query,
+)
 
+__all__ = ["SECURITY_HEADERS", "api_endpoints", "create_web_app", "routes_for"]
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-SECURITY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-                    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
 
 
 def api_endpoints() -> tuple[Endpoint, ...]:
@@ -114,6 +124,7 @@ class _Dispatcher:
             principal.require(endpoint.level)
             if endpoint.writes:
                 check_csrf(principal, found.session if found else None, request.headers)
+        path = read_path(request.path_params)
         names = [name for name, _ in request.query_params.multi_items()]
         query = read_query(endpoint, request.query_params, names)
         body = None
@@ -123,18 +134,15 @@ class _Dispatcher:
         elif endpoint.writes and (await _read_limited(request)).strip():
             raise InvalidInput("body", "this route takes no body")
         call = Call(backend=self._backend, clock=self._clock, principal=principal,
-                    path=dict(request.path_params), query=query, body=body,
+                    path=path, query=query, body=body,
                     headers=request.headers, client=request.client.host if request.client else None,
                     session_secret=found.session if found else None)
         result = await run_in_threadpool(endpoint.handler, call)
         if isinstance(result, Response):
-            for name, value in SECURITY_HEADERS.items():
-                result.headers.setdefault(name, value)
             return result
-        headers = {**SECURITY_HEADERS, **result.headers}
         if result.status == 204:
-            return Response(status_code=204, headers=headers)
-        return JSONResponse(result.body, status_code=result.status, headers=headers)
+            return Response(status_code=204, headers=result.headers)
+        return JsonAnswer(result.body, status_code=result.status, headers=result.headers)
 
 
 def routes_for(backend: WebBackend, clock: Clock, endpoints: Iterable[Endpoint]) -> list[BaseRoute]:
@@ -179,6 +187,7 @@ def create_web_app(backend: WebBackend, clock: Clock, *,
         HTTPException: unrouted, Exception: crashed}
     app = Starlette(routes=[*routes_for(backend, clock, chosen), *panel_routes(backend),
                             *extra_routes],
+                    middleware=[Middleware(AnswerGuard)],
                     exception_handlers=handlers)  # type: ignore[arg-type]
     app.router.redirect_slashes = False
     app.state.endpoints = chosen

@@ -1,6 +1,8 @@
 """The OpenAPI 3.1 document, built from the route table: every route with its parameters,
 its request body and its responses (the success shape and the problem shape of every error
-it can give), the schemas generated from ``web.schemas``."""
+it can give), the schemas generated from ``web.schemas``. Every pattern and bound the server
+checks is stated from the definition it checks with: path parameters from
+``routing.IDENTIFIERS``, query parameters from their ``Query``, body fields from the models."""
 
 from __future__ import annotations
 
@@ -11,19 +13,17 @@ from pydantic.json_schema import models_json_schema
 
 from qinglong import __version__
 from qinglong.web import schemas as s
-from qinglong.web.routing import Endpoint
+from qinglong.web.routing import IDENTIFIERS, Endpoint
 
 REF = "#/components/schemas/{model}"
 _PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
-_PATH_TEXT = {
-    "project": "Project id",
-    "task": "Task id",
-    "trigger": "Trigger id",
-    "run": "Run id, or a unique prefix of 8 or more characters",
-    "token": "Token id (the 16 characters after qlt_)",
-    "username": "User name",
-}
 PROBLEM_MEDIA = "application/problem+json"
+EVENT_STREAM = "text/event-stream"
+EVENTS: dict[str, type[Any]] = {"log": s.LogEventData, "end": s.EndEventData,
+                                 "error": s.Problem}
+EVENTS_TEXT = ("Server-sent events: `log` events (data: {\"text\": ...}) while the output "
+               "grows, then `end` (data: {\"status\": ...}) when the Run has ended, or `error` "
+               "(data: a Problem); comment lines keep the stream alive.")
 
 
 def _ref(model: type[Any]) -> dict[str, object]:
@@ -42,7 +42,7 @@ def _responses(endpoint: Endpoint) -> dict[str, object]:
             responses["204"] = {"description": "Done (no content)"}
         elif endpoint.medias:
             responses[str(status)] = {"description": "OK", "content": {
-                media: {"schema": {"type": "string"}} for media in endpoint.medias}}
+                media: _media(media) for media in endpoint.medias}}
         elif endpoint.response is not None:
             schema: dict[str, object] = _ref(endpoint.response)
             if endpoint.many:
@@ -70,6 +70,28 @@ def _responses(endpoint: Endpoint) -> dict[str, object]:
     return responses
 
 
+def _media(media: str) -> dict[str, object]:
+    """A success answer that is not one of the response models."""
+    if media == "application/json":  # the OpenAPI document itself
+        return {"schema": {"type": "object", "required": ["openapi", "info", "paths"],
+                           "description": "An OpenAPI 3.1 document"}}
+    if media == EVENT_STREAM:  # before OpenAPI 3.2 the schema describes one event
+        return {"schema": {
+            "type": "object", "description": EVENTS_TEXT, "required": ["event", "data"],
+            "properties": {"event": {"type": "string", "enum": list(EVENTS)},
+                           "data": {"type": "string", "contentMediaType": "application/json"}},
+            "oneOf": [{"properties": {"event": {"const": kind},
+                                      "data": {"contentSchema": _ref(model)}}}
+                      for kind, model in EVENTS.items()]}}
+    return {"schema": {"type": "string"}}
+
+
+def path_parameter(name: str) -> dict[str, object]:
+    rule = IDENTIFIERS[name]
+    return {"name": name, "in": "path", "required": True, "description": rule.description,
+            "schema": {"type": "string", "pattern": rule.pattern.pattern}}
+
+
 def operation_id(endpoint: Endpoint) -> str:
     """``post_projects_project_tasks_task_revisions`` (unique per method and path)."""
     words = [w.strip("{}") for w in endpoint.path.removeprefix("/api/v1").split("/") if w]
@@ -86,9 +108,7 @@ def _operation(endpoint: Endpoint) -> dict[str, object]:
     if endpoint.description:
         operation["description"] = endpoint.description
     parameters: list[dict[str, object]] = [
-        {"name": name, "in": "path", "required": True,
-         "description": _PATH_TEXT.get(name, name), "schema": {"type": "string"}}
-        for name in _PATH_PARAM.findall(endpoint.path)]
+        path_parameter(name) for name in _PATH_PARAM.findall(endpoint.path)]
     parameters += [{"name": q.name, "in": "query", "required": q.required,
                     "description": q.description, "schema": q.schema()}
                    for q in endpoint.query]

@@ -5,10 +5,14 @@ only HTTP has (authentication, routes, bodies), from the table here."""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+from typing import Any
 
 from starlette.responses import JSONResponse
 
+from qinglong.domain.text import LONE_SURROGATE
 from qinglong.errors import (
     InternalError,
     InvalidInput,
@@ -42,6 +46,39 @@ FIELD_NAMES = {
 }
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(inner) for inner in value]
+    return value
+
+
+def json_bytes(content: Any) -> bytes:
+    """``content`` as compact UTF-8 JSON, whatever text a stored row holds: a lone surrogate
+    (stored by an older version) is written as its ``\\uXXXX`` escape, which is valid JSON
+    for the same string, and a NaN or infinity as a string, so no stored value can make an
+    answer fail."""
+    try:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        text = json.dumps(_finite(content), ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+
+
+class JsonAnswer(JSONResponse):
+    """A JSON answer rendered by ``json_bytes``."""
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
+
+
 def field_name(field: str) -> str:
     """``command.args[2]`` -> ``command.argv``; ``environment.TOKEN`` stays."""
     return FIELD_NAMES.get(field.split("[", 1)[0], field)
@@ -58,7 +95,7 @@ def problem_body(exc: QinglongError) -> dict[str, object]:
     return body
 
 
-def problem_response(exc: QinglongError) -> JSONResponse:
+def problem_response(exc: QinglongError) -> JsonAnswer:
     body = problem_body(exc)
     headers: dict[str, str] = {"Cache-Control": "no-store"}
     if isinstance(exc, Unauthenticated):
@@ -69,10 +106,10 @@ def problem_response(exc: QinglongError) -> JSONResponse:
         headers["Allow"] = ", ".join(exc.allowed)
     status = body["status"]
     assert isinstance(status, int)
-    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA)
+    return JsonAnswer(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA)
 
 
-def internal_problem(exc: BaseException) -> JSONResponse:
+def internal_problem(exc: BaseException) -> JsonAnswer:
     """An unexpected exception: logged here with its traceback, never sent to the client."""
     log.error("internal error answering a request", exc_info=exc)
     return problem_response(InternalError())

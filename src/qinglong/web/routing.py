@@ -1,14 +1,21 @@
 """The route table's parts: what an endpoint is (method, path, who may call it, its query,
 body and response), what a handler gets (``Call``) and gives back (``Reply``), and the strict
-readers of query strings and JSON bodies. The app, the OpenAPI document and the tests all
-read the same table."""
+readers of path parameters, query strings and JSON bodies. The app, the OpenAPI document and
+the tests all read the same table.
+
+Everything a request carries is checked here before a handler runs: text must be valid
+(no lone surrogates, no control characters in parameters), JSON must nest at most
+``MAX_JSON_DEPTH`` levels with numbers a database can hold, numbers and instants must lie in
+their range, and a path parameter -- or a query parameter of the same name -- must match the
+rule of ``IDENTIFIERS`` (which the OpenAPI document states as its pattern).
+"""
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -16,14 +23,63 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from qinglong.clock import Clock
+from qinglong.domain import identifiers as ids
+from qinglong.domain.text import MAX_JSON_INT, MIN_JSON_INT, NotJson, check_text, strict_json
 from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
-from qinglong.service.accounts import Level, Principal
+from qinglong.notify.channels import NAME as CHANNEL_NAME
+from qinglong.notify.channels import NAME_RULE as CHANNEL_NAME_RULE
+from qinglong.service.accounts import USERNAME_RULE, Level, Principal
+from qinglong.service.logins import USERNAME
 from qinglong.web.backend import WebBackend
 from qinglong.web.schemas import Request
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_PARAMETER_CHARS = 1024
 MAX_INSTANT_MS = 253_402_300_799_999
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9998, 12, 31)  # a day and the next are instants
+_WHOLE = re.compile(r"-?[0-9]{1,19}")
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+@dataclass(frozen=True, slots=True)
+class Identifier:
+    """The rule of a path parameter (and of a query parameter of the same name)."""
+
+    pattern: re.Pattern[str]
+    rule: str
+    description: str
+
+    def read(self, name: str, text: str) -> str:
+        if not self.pattern.fullmatch(text):
+            raise InvalidInput(name, self.rule)
+        return text
+
+
+IDENTIFIERS: dict[str, Identifier] = {
+    "project": Identifier(ids.PROJECT_ID, ids.PROJECT_ID_RULE, "Project id"),
+    "task": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Task id"),
+    "trigger": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Trigger id"),
+    "run": Identifier(ids.RUN_REF, ids.RUN_REF_RULE,
+                      "Run id, or a unique prefix of 8 or more characters"),
+    "token": Identifier(ids.TOKEN_ID, ids.TOKEN_ID_RULE, "Token id (the 16 characters after "
+                                                         "qlt_)"),
+    "username": Identifier(USERNAME, USERNAME_RULE, "User name"),
+    "channel": Identifier(CHANNEL_NAME, CHANNEL_NAME_RULE, "Notification channel name"),
+    "delivery": Identifier(ids.UUID_REF, ids.DELIVERY_REF_RULE,
+                           "Delivery id, or the start of it"),
+}
+
+
+def read_path(params: Mapping[str, str]) -> dict[str, str]:
+    """The path parameters of a matched route, each checked by its identifier rule."""
+    found: dict[str, str] = {}
+    for name, value in params.items():
+        text = check_text(str(value), name, max_length=MAX_PARAMETER_CHARS, controls=False)
+        rule = IDENTIFIERS.get(name)
+        found[name] = rule.read(name, text) if rule is not None else text
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,36 +96,47 @@ class Query:
     default: object = None
     required: bool = False
 
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """An ``int``'s range: the declared one, else what a database integer holds."""
+        return (MIN_JSON_INT if self.minimum is None else self.minimum,
+                MAX_JSON_INT if self.maximum is None else self.maximum)
+
+    @property
+    def identifier(self) -> Identifier | None:
+        return IDENTIFIERS.get(self.name) if self.kind == "str" else None
+
     def schema(self) -> dict[str, object]:
         if self.kind == "int":
-            schema: dict[str, object] = {"type": "integer"}
-            if self.minimum is not None:
-                schema["minimum"] = self.minimum
-            if self.maximum is not None:
-                schema["maximum"] = self.maximum
+            low, high = self.bounds
+            schema: dict[str, object] = {"type": "integer", "minimum": low, "maximum": high}
         elif self.kind == "bool":
             schema = {"type": "boolean"}
         elif self.kind == "choice":
             schema = {"type": "string", "enum": list(self.choices)}
         elif self.kind == "instant":
             schema = {"oneOf": [{"type": "string", "format": "date-time"},
-                                {"type": "integer", "minimum": 0}]}
+                                {"type": "integer", "minimum": 0, "maximum": MAX_INSTANT_MS}]}
         elif self.kind == "date":
-            schema = {"type": "string", "format": "date"}
+            schema = {"type": "string", "format": "date",
+                      "description": f"{FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}"}
+        elif self.identifier is not None:
+            schema = {"type": "string", "pattern": self.identifier.pattern.pattern}
         else:
-            schema = {"type": "string"}
+            schema = {"type": "string", "maxLength": MAX_PARAMETER_CHARS}
         if self.default is not None:
             schema["default"] = self.default
         return schema
 
     def read(self, text: str) -> object:
+        text = check_text(text, self.name, controls=False)
         if self.kind == "int":
-            if not text.lstrip("-").isdigit():
+            if not _WHOLE.fullmatch(text):
                 raise InvalidInput(self.name, "must be a whole number")
             value = int(text)
-            if (self.minimum is not None and value < self.minimum) or (
-                    self.maximum is not None and value > self.maximum):
-                raise InvalidInput(self.name, f"must be between {self.minimum} and {self.maximum}")
+            low, high = self.bounds
+            if not low <= value <= high:
+                raise InvalidInput(self.name, f"must be between {low} and {high}")
             return value
         if self.kind == "bool":
             if text not in ("true", "false", "1", "0"):
@@ -81,19 +148,40 @@ class Query:
             return text
         if self.kind == "instant":
             return read_instant(text, self.name)
-        if len(text) > 1024:
-            raise InvalidInput(self.name, "is too long")
+        if len(text) > MAX_PARAMETER_CHARS:
+            raise InvalidInput(self.name, f"is longer than {MAX_PARAMETER_CHARS} characters")
+        if self.kind == "date":
+            return read_day(text, self.name)
+        if self.identifier is not None:
+            return self.identifier.read(self.name, text)
         return text
+
+
+def read_day(text: str, name: str) -> str:
+    """A calendar day (YYYY-MM-DD) within the range a day's instants can have, as given."""
+    rule = (f"must be a date such as 2026-12-01, from {FIRST_DAY.isoformat()} to "
+            f"{LAST_DAY.isoformat()}")
+    if not _DAY.fullmatch(text):
+        raise InvalidInput(name, rule)
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(name, rule) from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise InvalidInput(name, rule)
+    return text
 
 
 def read_instant(value: object, name: str) -> int:
     """RFC 3339 with an offset (or Z), or epoch milliseconds, as epoch milliseconds."""
     if isinstance(value, int) and not isinstance(value, bool):
         millis = value
-    elif isinstance(value, str) and value.isdigit():
+    elif isinstance(value, str) and _DIGITS.fullmatch(value):
         millis = int(value)
     elif isinstance(value, str):
         try:
+            if len(value) > 64:
+                raise ValueError(value)
             parsed = datetime.fromisoformat(value)
         except ValueError:
             raise InvalidInput(name, "must be an RFC 3339 time (e.g. 2026-12-01T08:00:00Z) or "
@@ -183,6 +271,8 @@ def read_query(endpoint: Endpoint, params: Mapping[str, str], names: list[str]) 
 
 
 def read_body(model: type[Request], content_type: str | None, raw: bytes) -> Request:
+    """The body as ``model``: JSON (text.strict_json: valid text, bounded nesting and
+    numbers), an object, every field by the model's rules."""
     if len(raw) > MAX_BODY_BYTES:
         raise PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
     if not raw.strip():
@@ -193,21 +283,15 @@ def read_body(model: type[Request], content_type: str | None, raw: bytes) -> Req
             raise UnsupportedMediaType(
                 f"send the body as JSON with Content-Type: application/json (not {media or 'none'})")
         try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadRequest(f"the body is not valid JSON ({_json_reason(exc)})") from None
+            data = strict_json(raw)
+        except NotJson as exc:
+            raise BadRequest(f"the body is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise InvalidInput("body", "must be a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc) from None
-
-
-def _json_reason(exc: Exception) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-    return "not UTF-8"
 
 
 def validation_error(exc: ValidationError) -> InvalidInput:

@@ -5,6 +5,9 @@ check every response against it).
 
 Response models allow extra fields: a view that grows a field stays valid for old clients.
 Task environment values are write-only: requests may set them, no response carries them.
+
+A request field that the server checks with a pattern or a bound states it in its schema
+(``web.field_rules``), so the OpenAPI document tells what the server will refuse.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from qinglong.web import field_rules as r
 
 Instant = Annotated[str, Field(description="RFC 3339 in UTC, e.g. 2026-12-01T08:00:00.000Z")]
 OptionalInstant = Annotated[str | None, Field(description="RFC 3339 in UTC, or null")]
@@ -38,8 +43,8 @@ class LoginRequest(Request):
 
 
 class ProjectCreateRequest(Request):
-    id: str = Field(description="lowercase letters, digits and '-'")
-    name: str | None = None
+    id: r.ProjectId = Field(description="lowercase letters, digits and '-'")
+    name: r.DisplayName | None = None
 
 
 class PauseRequest(Request):
@@ -63,9 +68,9 @@ class ArgvCommandRequest(Request):
 
 
 class RetryRequest(Request):
-    max_attempts: int | None = None
-    backoff_ms: int | None = None
-    max_backoff_ms: int | None = None
+    max_attempts: r.RetryAttempts | None = None
+    backoff_ms: r.RetryBackoff | None = None
+    max_backoff_ms: r.RetryBackoff | None = None
     on_exit_codes: list[int] | Literal["any"] | None = None
     on_timeout: bool | None = None
 
@@ -76,16 +81,16 @@ class TaskPublishRequest(Request):
 
     command: Annotated[ShellCommandRequest | ArgvCommandRequest,
                        Field(discriminator="kind")] | None = None
-    name: str | None = None
+    name: r.DisplayName | None = None
     environment: dict[str, str] | None = Field(
         default=None, description="Entries to set or replace (write-only: never shown back)")
     unset_environment: list[str] = Field(default_factory=list)
     clear_environment: bool = Field(default=False, description="Start from no entries")
     working_directory: str | None = None
-    timeout_ms: int | None = None
+    timeout_ms: r.TaskTimeout | None = None
     retry: RetryRequest | None = None
     idempotent: bool | None = None
-    concurrency: int | None = None
+    concurrency: r.Concurrency | None = None
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "task is enabled)")
     repin_triggers: bool = Field(default=True, description="Re-pin the task's triggers to the "
@@ -96,31 +101,31 @@ class TriggerPublishRequest(Request):
     """What to change; what is left out keeps its current value (a new trigger needs task,
     cron and timezone)."""
 
-    task: str | None = None
+    task: r.EntityId | None = None
     cron: str | None = Field(default=None, description="A cron expression")
     schedule: str | None = Field(default=None, description="Or any schedule: a cron expression, "
                                                            "every DURATION [from TIME], at TIME")
     timezone: str | None = None
     misfire: Literal["skip", "fire_once"] | None = None
     overlap: Literal["allow", "skip", "queue", "cancel_previous"] | None = None
-    overlap_queue_limit: int | None = None
+    overlap_queue_limit: r.QueueLimit | None = None
     dst_gap: Literal["shift", "skip"] | None = Field(
         default=None, description="A wall-clock cron trigger's spring-forward rule: shift the "
                                   "missing local time to after the gap, or skip it")
     dst_overlap: Literal["first", "second", "both"] | None = Field(
         default=None, description="A wall-clock cron trigger's fall-back rule: fire at the first, "
                                   "the second or both of a repeated local time")
-    jitter_s: int | None = Field(
+    jitter_s: r.JitterSeconds | None = Field(
         default=None, description="Delay each occurrence by up to this many seconds (0-3600; 0: "
                                   "no jitter): a stable offset per trigger plus jitter_random_s")
-    jitter_random_s: int | None = Field(
+    jitter_random_s: r.JitterSeconds | None = Field(
         default=None, description="The part of jitter_s drawn anew for each occurrence")
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "trigger is enabled)")
 
 
 class RunNowRequest(Request):
-    request_id: str | None = Field(
+    request_id: r.RequestId | None = Field(
         default=None, description="Client request id (or the Idempotency-Key header): the same "
                                   "id sent again returns the Run it admitted")
 
@@ -139,45 +144,48 @@ class ChannelRequest(Request):
     ``from`` and ``to``; template needs ``url`` or a ``preset`` (telegram, bark). A field
     that does not apply to the kind is refused. ``secret`` is write-only."""
 
-    name: str = Field(description="1-64 lowercase letters, digits, '-' or '_'")
+    name: r.ChannelName = Field(description="1-64 lowercase letters, digits, '-' or '_'")
     kind: Literal["webhook", "email", "template"]
-    url: str | None = Field(default=None, description="webhook: where to POST; template: a URL "
-                                                      "template with {placeholders}")
+    url: r.ChannelUrl | None = Field(
+        default=None, description="webhook: where to POST; template: a URL template with "
+                                  "{placeholders}")
     preset: Literal["telegram", "bark"] | None = Field(
         default=None, description="template: a preset for a service instead of url")
-    headers: list[str] = Field(default_factory=list, description="'Name: value' (webhook, "
-                                                                 "template)")
+    headers: r.Headers = Field(
+        default_factory=list, description="'Name: value' (webhook, template)")
     method: Literal["POST", "PUT", "GET"] | None = Field(default=None,
                                                          description="template (default POST)")
     body_template: dict[str, Any] | list[Any] | None = Field(
         default=None, description="template: the JSON body, placeholders inside strings")
     content_type: str | None = Field(default=None, description="template: the body's media type")
-    params: dict[str, str] = Field(default_factory=dict,
-                                   description="template or preset: values for {NAME}")
+    params: r.Params = Field(
+        default_factory=dict, description="template or preset: values for {NAME}")
     smtp_host: str | None = None
-    smtp_port: int | None = None
+    smtp_port: r.Port | None = None
     smtp_security: Literal["starttls", "tls", "none"] | None = None
     smtp_user: str | None = Field(default=None, description="email: log in (password: secret)")
     from_: str | None = Field(default=None, alias="from", description="email: the sender")
-    to: list[str] = Field(default_factory=list, description="email: the recipients")
-    secret: str | None = Field(default=None, description="The HMAC key, SMTP password, bot token "
+    to: r.Recipients = Field(
+        default_factory=list, description="email: the recipients")
+    secret: r.ChannelSecret | None = Field(
+        default=None, description="The HMAC key, SMTP password, bot token "
                                                          "or device key (write-only: never shown "
                                                          "back)")
     drop_secret: bool = Field(default=False, description="With replace: erase the stored secret")
-    timeout_ms: int | None = Field(default=None, description="Per network operation, "
-                                                             "1000-60000")
-    max_attempts: int | None = Field(default=None, description="Attempts before a delivery is "
-                                                               "dead, 1-100")
-    retry_backoff_ms: int | None = None
-    retry_max_backoff_ms: int | None = None
+    timeout_ms: r.ChannelTimeout | None = Field(default=None,
+                                                description="Per network operation")
+    max_attempts: r.ChannelAttempts | None = Field(default=None, description="Attempts before "
+                                                                            "a delivery is dead")
+    retry_backoff_ms: r.ChannelBackoff | None = None
+    retry_max_backoff_ms: r.ChannelBackoff | None = None
     replace: bool = Field(default=False, description="Change an existing channel (its secret "
                                                      "stays unless a new one is given)")
 
 
 class RuleRequest(Request):
-    channel: str
-    project: str
-    task: str | None = Field(default=None, description="Only this task (default: every task)")
+    channel: r.ChannelName
+    project: r.ProjectId
+    task: r.EntityId | None = Field(default=None, description="Only this task (default: every task)")
     events: list[str] | None = Field(default=None, description="failed, timed_out, lost, "
                                                                "cancelled, misfired, recovered "
                                                                "or all (default: all but "
@@ -185,15 +193,15 @@ class RuleRequest(Request):
 
 
 class TokenCreateRequest(Request):
-    name: str
+    name: r.TokenName
     scope: Literal["read", "operate", "admin"]
     expires_in_ms: int | None = Field(default=None, description="Lifetime; null: until revoked")
-    username: str | None = Field(default=None, description="Whose token (admins only; default: "
+    username: r.Username | None = Field(default=None, description="Whose token (admins only; default: "
                                                            "yours)")
 
 
 class UserCreateRequest(Request):
-    username: str
+    username: r.Username
     role: Literal["viewer", "operator", "admin"]
     password: str
 
@@ -704,10 +712,22 @@ class DeliveryView(Response):
     finished_at_ms: int | None
 
 
+class LogEventData(Response):
+    """The data of a ``log`` event of a followed log."""
+
+    text: str
+
+
+class EndEventData(Response):
+    """The data of the ``end`` event: how the Run ended."""
+
+    status: str
+
+
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Problem, ProjectView, TaskView, TaskShowView, TaskPublishView, TaskDiffView, TriggerView,
     TriggerPublishView, PreviewView, LedgerView, RunPageView, RunDetailView, RunCancelView,
     RunNowView, StatsView, HealthView, Liveness, PrincipalView, SessionView, UserView,
     TokenView, TokenCreatedView, AuditPageView, BackfillView, ChannelView, RuleView,
-    RuleRemovedView, NotifyTestView, DeliveryView,
+    RuleRemovedView, NotifyTestView, DeliveryView, LogEventData, EndEventData,
 )

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from qinglong.errors import InternalError, QinglongError
 from qinglong.service.runs import LogPiece
-from qinglong.web.problems import problem_body
+from qinglong.web.problems import json_bytes, problem_body
 
 HEARTBEAT_S = 15.0
 CLOSING_POLL_S = 0.25  # how soon a stopping server ends its streams
@@ -32,8 +31,7 @@ class _Stopped(Exception):
 
 
 def event(kind: str, payload: object) -> bytes:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {kind}\ndata: {data}\n\n".encode()
+    return b"event: " + kind.encode() + b"\ndata: " + json_bytes(payload) + b"\n\n"
 
 
 async def log_events(stream: Callable[[Callable[[float], None]], Iterator[LogPiece]],

@@ -16,12 +16,12 @@ from qinglong import metrics as ql_metrics
 from qinglong.errors import QinglongError, StorageError
 from qinglong.service.accounts import Level
 from qinglong.service.times import rfc3339
-from qinglong.storage.ports import Instance
+from qinglong.storage.ports import INSTANCE_STALE_MS, Instance
 from qinglong.web import schemas as s
 from qinglong.web.problems import problem_response, status_for
 from qinglong.web.routing import Call, Endpoint, Reply
 
-ALIVE_WITHIN_MS = 30_000  # a process seen this recently (and not stopped) counts as alive
+ALIVE_WITHIN_MS = INSTANCE_STALE_MS  # seen this recently (and not stopped): alive
 
 
 def livez(call: Call) -> Reply:

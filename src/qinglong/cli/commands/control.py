@@ -93,7 +93,9 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @click.option("--database-url", default=None, metavar="URL",
               help="postgresql:// URL of the ql_runtime role (env QL_DATABASE_URL). Multi-host URLs "
                    "with target_session_attrs=read-write are supported. No passwords here.")
-@_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID).")
+@_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID): a name a "
+         "live process holds is refused (exit 4); a crashed one's is free 30 s after its last "
+         "heartbeat, and a start waits for that.")
 @_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
 @_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
 @_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
@@ -123,7 +125,8 @@ def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
     Any number of identical replicas may run against one database: each claims due
     schedule rows with short fenced leases and admits each occurrence exactly once.
     Configuration is validated before PostgreSQL is opened; unknown options are refused.
-    On a signal /readyz turns 503 first, then the scheduler drains, then the pool closes.
+    It must connect as ql_runtime (another role: exit 3). On a signal /readyz turns 503
+    first, then the scheduler drains, then the pool closes.
     """
     run_control(flags, json_events=json_events, log_admissions=log_admissions)
 
@@ -136,7 +139,8 @@ def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: boo
     # the edge and standalone paths of `ql` never import PostgreSQL code.
     from qinglong.cli.params import check_cli_url
     from qinglong.domain.schedule import lease_grace_warning
-    from qinglong.profiles.cluster import Availability, ClusterControl
+    from qinglong.profiles.availability import Availability
+    from qinglong.profiles.cluster import ClusterControl
     from qinglong.profiles.cluster_config import load_control_settings
     from qinglong.security import redact_url
 

@@ -10,6 +10,7 @@ from qinglong.cli.context import CLOCK, run_views
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import Instant, database_url_option, json_option
 from qinglong.domain.runs import RunStatus
+from qinglong.errors import StorageError
 from qinglong.storage.runs.params import RunListParams
 
 
@@ -178,8 +179,14 @@ def cancel(run_id: str, database_url: str, as_json: bool) -> None:
 def logs(run_id: str, attempt: int | None, follow: bool, database_url: str) -> None:
     """Print the output of RUN's latest attempt (or --attempt N): from its log file on this
     machine (`ql serve`) or from the database, where cluster workers stream it while the
-    command runs. A capped log keeps its head and tail with a marker where the middle was."""
+    command runs. A capped log keeps its head and tail with a marker where the middle was.
+    Output a worker could not store is marked where it would be, and exits 1."""
+    lost: str | None = None
     with run_views(database_url) as runs:
         # Ctrl-C (SIGINT) while following ends the command as an interruption: `ql` exits 130
         for piece in runs.log_stream(run_id, attempt=attempt, follow=follow):
             click.echo(piece.text, nl=False)
+            lost = piece.output_lost or lost
+    if lost is not None:  # printed where it belongs; the exit code says it too
+        raise StorageError(f"run {run_id}: output its worker could not store is missing "
+                           f"from this log ({lost})")

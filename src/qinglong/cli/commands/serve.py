@@ -209,12 +209,24 @@ def serve(
 
     app = LocalApp(config, CLOCK, observer)
     with StopSignals(stop, on_repeat):
-        app.start()  # on failure it has already stopped what it started
+        # the lock and the schema first, then the port: a port in use (or any other refusal)
+        # stops `ql serve` before it admits or runs anything
+        app.open()  # on failure it has already closed what it opened
         api = None
         try:
             if listen is not None:
                 api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events,
                                  trusted=trusted)
+        except BaseException:
+            app.stop(clean=False)
+            raise
+        try:
+            app.start()  # on failure it has already stopped what it started
+        except BaseException:
+            if api is not None:
+                api.stop()
+            raise
+        try:
             if not quiet and not json_events:
                 click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
             _wait_for_stop(stop, app.failed, None if duration is None else duration / 1000)

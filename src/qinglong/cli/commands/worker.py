@@ -69,8 +69,9 @@ def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
 @click.option("--database-url", default=None, metavar="URL",
               help="postgresql:// URL of the ql_worker role (env QL_DATABASE_URL). No passwords "
                    "here: use PGPASSWORD, ~/.pgpass or QL_DATABASE_PASSWORD_FILE.")
-@_option("--worker-id", str, "This worker's name (env QL_WORKER_WORKER_ID); each start also "
-                             "gets a fresh session id, so a restart never inherits leases.")
+@_option("--worker-id", str, "This worker's name (env QL_WORKER_WORKER_ID), held by one live "
+                             "process at a time; each start also gets a fresh session id, so a "
+                             "restart never inherits leases.")
 @_option("--slots", click.INT, "Commands run at once, 1-256 (default 4).")
 @_option("--lease-ms", click.INT, "Lease per Attempt, renewed every third of it; commands are "
                                   "killed if it cannot be renewed for 80% of it. 5000-600000 "
@@ -99,6 +100,10 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     what happened since. On a signal the worker stops taking work, lets running commands
     finish for --drain-timeout-ms, then stops them and queues their Runs again without
     spending an attempt; a second signal stops at once.
+
+    It must connect as ql_worker (another role: exit 3), and its --worker-id must not be
+    held by a live process (exit 4; a crashed one's id is free 30 s after its last
+    heartbeat, and a start waits for that).
     """
     from qinglong.cli.params import check_cli_url
     from qinglong.profiles.worker import WorkerApp
@@ -145,3 +150,5 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
             console.state("stopped", f"drained; {interrupted} commands stopped and queued again")
         finally:
             app.close()
+    if app.failure is not None:  # its id was taken over by a live process: exit 4
+        raise app.failure

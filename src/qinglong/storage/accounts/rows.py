@@ -7,7 +7,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from qinglong.errors import Conflict, NotFound
+from qinglong.domain.text import MAX_JSON_INT
+from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.ids import new_uuid
 from qinglong.storage.accounts.params import (
     ApiToken,
@@ -247,4 +248,7 @@ class AccountRows:
                           detail=dict(params.detail), client=params.client)
 
     def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]:
-        return [audit_from_row(row) for row in self._tx.all("account_audit_list", {"before_id": before_id, "limit": limit})]
+        if before_id is not None and not 0 <= before_id <= MAX_JSON_INT:  # a 64-bit row id
+            raise InvalidInput("cursor", "is not a cursor this API gave out")
+        return [audit_from_row(row) for row in self._tx.all(
+            "account_audit_list", {"before_id": before_id, "limit": limit})]

@@ -3,6 +3,12 @@
 Checks, in order: the server is a supported, writable primary; the migration ledger and
 checksums are exact; the capability row is exact; the connecting role's privileges match
 the matrix exactly (one too many fails like one too few) and it owns nothing.
+
+A process that must run as one role (`ql control` as ql_runtime, `ql worker` as ql_worker)
+passes ``expected``: connecting as any other role is the finding
+``wrong-role:<role>:connect-as:<expected>``, and the role's privileges are compared with the
+expected role's matrix, so a role that could do more or less than that process needs is
+never ready for it.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any
 
 import psycopg
 
+from qinglong.errors import AlreadyRunning, NotReady, QinglongError
 from qinglong.storage.migrations import audit_history, pending
 from qinglong.storage.postgres.connection import QUERIES, PgConnection
 from qinglong.storage.postgres.errors import translate
@@ -68,7 +75,9 @@ def schema_findings(conn: PgConnection) -> list[str]:
     return []
 
 
-def role_findings(conn: PgConnection, role: str) -> list[str]:
+def role_findings(conn: PgConnection, role: str, matrix: str | None = None) -> list[str]:
+    """``role``'s attributes, memberships and privileges, compared with the matrix of
+    ``matrix`` (default: its own)."""
     attributes = conn.execute(QUERIES["role_attributes"], {"roles": [role]}).fetchone()
     if attributes is None:
         return [f"role-missing:{role}"]
@@ -85,7 +94,7 @@ def role_findings(conn: PgConnection, role: str) -> list[str]:
     assert schema is not None
     if not schema["can_connect"]:
         findings.append(f"missing-privilege:{role}:database:CONNECT")
-    if role == MIGRATION:
+    if (matrix or role) == MIGRATION:
         return findings
     if not schema["can_use"]:
         findings.append(f"missing-privilege:{role}:schema:USAGE")
@@ -96,7 +105,7 @@ def role_findings(conn: PgConnection, role: str) -> list[str]:
     if schema["can_temp"]:
         findings.append(f"extra-privilege:{role}:database:TEMPORARY")
     owners = {r["table_name"]: r["owner"] for r in conn.execute(QUERIES["schema_tables"])}
-    expected = PRIVILEGES[role]
+    expected = PRIVILEGES[matrix or role]
     findings += [f"missing-table:{name}" for name in sorted(set(expected) - set(owners))]
     for row in conn.execute(QUERIES["table_privileges"], {"role": role}):
         table = row["table_name"]
@@ -128,8 +137,10 @@ def _readable(conn: PgConnection, who: str) -> list[str]:
     return problems
 
 
-def audit(conn: PgConnection, *, role: str | None = None) -> list[str]:
-    """Readiness findings for the connecting role (or ``role``), sorted."""
+def audit(conn: PgConnection, *, role: str | None = None,
+          expected: str | None = None) -> list[str]:
+    """Readiness findings for the connecting role (or ``role``), sorted; with ``expected``,
+    for a process that must connect as that role (see the module's docstring)."""
     findings, facts = server_findings(conn)
     present = conn.execute(QUERIES["schema_exists"]).fetchone()
     if not present or not present["present"]:
@@ -137,7 +148,10 @@ def audit(conn: PgConnection, *, role: str | None = None) -> list[str]:
     unreadable = [] if facts["is_superuser"] else _readable(conn, facts["role_name"])
     findings += unreadable if unreadable else schema_findings(conn)
     who = role or facts["role_name"]
-    if who in APP_ROLES:
+    if expected is not None and who != expected:
+        findings.append(wrong_role_finding(who, expected))
+        findings += role_findings(conn, who, matrix=expected)
+    elif who in APP_ROLES:
         findings += role_findings(conn, who)
     elif who == MIGRATION:
         findings += role_findings(conn, who) + ownership_findings(conn)
@@ -148,6 +162,44 @@ def audit(conn: PgConnection, *, role: str | None = None) -> list[str]:
     else:
         findings.append(f"unknown-role:{who}")
     return sorted(set(findings))
+
+
+def wrong_role_finding(who: str, expected: str) -> str:
+    return f"wrong-role:{who}:connect-as:{expected}"
+
+
+def wrong_role(findings: list[str] | tuple[str, ...]) -> tuple[str, str] | None:
+    """(the role connected as, the role to connect as) when the findings say the process
+    connected as the wrong role."""
+    for finding in findings:
+        kind, _, rest = finding.partition(":")
+        if kind == "wrong-role":
+            who, _, expected = rest.partition(":connect-as:")
+            return who, expected
+    return None
+
+
+def wrong_role_refusal(findings: list[str], command: str) -> NotReady | None:
+    """The error for a process connected as the wrong role (None when it is not): a
+    configuration mistake that waiting does not mend, so the process refuses to start."""
+    wrong = wrong_role(findings)
+    if wrong is None:
+        return None
+    who, expected = wrong
+    differences = [f for f in findings if f.startswith(("missing-privilege:", "extra-privilege:",
+                                                        "role-attribute:"))]
+    shown = ", ".join(differences[:4]) + (f" and {len(differences) - 4} more"
+                                          if len(differences) > 4 else "")
+    detail = f": its privileges are not {expected}'s ({shown})" if differences else ""
+    return NotReady(findings, f"`{command}` must connect as {expected}, not {who}; give it a "
+                              f"URL for {expected}{detail}")
+
+
+def refuses_start(exc: QinglongError) -> bool:
+    """An activation failure that trying again does not mend: the process connects as the
+    wrong role (exit 3), or its id is held by a live process (exit 4)."""
+    return isinstance(exc, AlreadyRunning) or (
+        isinstance(exc, NotReady) and wrong_role(exc.findings) is not None)
 
 
 def _milliseconds(setting: str) -> int:

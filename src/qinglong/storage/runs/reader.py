@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.domain.identifiers import RUN_REF_RULE, UUID_REF, entity_id, project_id
 from qinglong.domain.model import (
     LedgerCursor,
     LedgerFacts,
@@ -33,7 +32,6 @@ MAX_LIST_LIMIT = 10_000
 MAX_LEDGER_ROWS = 200_000
 MAX_INSTANT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MIN_PREFIX = 8
-RUN_ID_CHARS = re.compile(r"[0-9a-f-]{1,36}")
 
 
 def run_from_row(row: Mapping[str, Any]) -> Run:
@@ -49,8 +47,8 @@ class RunReader:
     def resolve_run_id(self, run_id: str) -> str:
         """Accept a full Run id or a unique prefix of at least 8 characters."""
         run_id = run_id.lower()
-        if not RUN_ID_CHARS.fullmatch(run_id):
-            raise InvalidInput("run", "must be a Run id (a UUID) or a prefix of 8 or more of its characters")
+        if not UUID_REF.fullmatch(run_id):
+            raise InvalidInput("run", RUN_REF_RULE)
         if self._tx.one("run_get", {"run_id": run_id}) is not None:
             return run_id
         if len(run_id) < MIN_PREFIX:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from qinglong.storage.sqlite.errors import translate
 
 QUERIES = load_queries("qinglong.storage.sqlite")
 BUSY_TIMEOUT_MS = 5000
+FILE_MODE = 0o600  # SQLite gives the file's -wal, -shm and -journal the file's own mode
 
 
 def sqlite_path_from_url(url: str) -> Path:
@@ -50,6 +53,21 @@ def check_single_name(path: Path) -> None:
             "other links (a symbolic link is fine)")
 
 
+def create_private(path: Path) -> None:
+    """Create ``path`` empty with ``FILE_MODE`` (SQLite reads an empty file as a new
+    database) unless something is there already."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        return  # an existing file (or a link to one) keeps its mode
+    except OSError as exc:
+        raise InvalidInput("database-url", f"cannot create {str(path)!r} "
+                                           f"({exc.strerror or exc})") from None
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, FILE_MODE)  # exactly this, whatever the umask
+    os.close(fd)
+
+
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
@@ -61,7 +79,9 @@ class SqliteDatabase:
     (a persistent property of the file). The file is opened by its real path (symbolic
     links resolved), so every way of naming it shares one write-ahead log; a file with more
     than one hard link is refused, because SQLite keeps the log beside the name it was
-    opened by and two names would each get their own.
+    opened by and two names would each get their own. A file it creates is readable by its
+    owner alone (``FILE_MODE``), and so are the files SQLite keeps beside it; an existing
+    file keeps its mode.
     """
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
@@ -76,6 +96,8 @@ class SqliteDatabase:
         if create and not path.parent.exists():
             raise InvalidInput("database-url", f"directory {str(path.parent)!r} does not exist")
         self.real_path = path.resolve()
+        if create:
+            create_private(self.real_path)
         check_single_name(self.real_path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
