@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 
 from qinglong.errors import InstanceHeld
-from qinglong.storage.ports import INSTANCE_STALE_MS, Instance, InstanceStore
+from qinglong.storage.instances import INSTANCE_STALE_MS, Instance, InstanceStore
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.instances import PgInstanceStore
 from qinglong.storage.sqlite.instances import SqliteInstanceStore

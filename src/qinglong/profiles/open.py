@@ -4,9 +4,26 @@ and every use case over them."""
 from __future__ import annotations
 
 from qinglong.clock import Clock
+from qinglong.domain.task import ExecutorType
 from qinglong.service.accounts import SessionPolicy
 from qinglong.service.container import Services
-from qinglong.storage.open import OpenOptions, Role, open_database
+from qinglong.storage.open import (
+    DEFAULT_DATABASE_URL,
+    OpenOptions,
+    Role,
+    capabilities_of,
+    check_database,
+    migrate_database,
+    open_database,
+)
+
+__all__ = ["DEFAULT_DATABASE_URL", "OpenOptions", "Role", "capabilities_of", "check_database",
+           "commands_run_here", "migrate_database", "open_services"]
+
+
+def commands_run_here(url: str) -> bool:
+    """Whether the Runs of the database ``url`` names execute on this host."""
+    return capabilities_of(url).executor_type is ExecutorType.LOCAL_PROCESS
 
 
 def open_services(url: str, clock: Clock, *, role: Role = Role.CLI,

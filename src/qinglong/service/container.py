@@ -17,10 +17,12 @@ from qinglong.service.catalog import Catalog
 from qinglong.service.declarative import Declarative
 from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
+from qinglong.service.processes import Processes
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
 from qinglong.storage.kernel import Capabilities, Tx
+from qinglong.storage.notify import NotifyStore
 from qinglong.storage.stores import Stores
 
 
@@ -38,6 +40,7 @@ class Services:
     stats: TaskStats = field(init=False)
     accounts: Accounts = field(init=False)
     declarative: Declarative = field(init=False)
+    processes: Processes = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
@@ -50,6 +53,7 @@ class Services:
         self.stats = TaskStats(stores.runs)
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
         self.declarative = Declarative(stores.definitions)
+        self.processes = Processes(stores.instances)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -60,6 +64,20 @@ class Services:
         """Whether this database's Runs execute on this host (a local executor), so a
         working directory can be checked where it is published."""
         return self.capabilities.executor_type is ExecutorType.LOCAL_PROCESS
+
+    @property
+    def profile(self) -> str:
+        """Which kind of database this is ("sqlite", "postgresql"), for the health view."""
+        return self.capabilities.name
+
+    @property
+    def notify(self) -> NotifyStore:
+        """Notification channels, rules and deliveries."""
+        return self.stores.notify
+
+    def ping(self) -> None:
+        """One round trip to the database (readiness)."""
+        self.stores.db.read("check the database", lambda tx: tx.one("ping"))
 
     def runs_for(self, actor: str) -> RunViews:
         """Run views whose cancels are recorded as ``actor``."""

@@ -236,13 +236,15 @@ class Database:
     # -- writes -----------------------------------------------------------------------
 
     def write(self, action: str, work: Callable[[Tx], T], *,
-              isolation: Isolation = "serializable", attempts: int = DEFAULT_ATTEMPTS) -> T:
+              isolation: Isolation = "serializable", attempts: int = DEFAULT_ATTEMPTS,
+              commit_deadline_s: float = COMMIT_DEADLINE_S) -> T:
         """One write transaction, retried after conflicts; see the module docstring."""
         current = self._current()
         if current is not None:
             return work(current)
         try:
-            result, _ = self.transact(action, work, isolation=isolation, attempts=attempts)
+            result, _ = self.transact(action, work, isolation=isolation, attempts=attempts,
+                                      commit_deadline_s=commit_deadline_s)
         except CommitRejected as exc:
             raise TransientStorageError(f"{action}: COMMIT was rejected ({exc.sqlstate}); "
                                         "nothing was written, try again") from exc

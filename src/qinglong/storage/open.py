@@ -28,6 +28,7 @@ class Role(StrEnum):
     CLI = "cli"  # one command: one connection, as the URL's database role
     WEB = "web"  # `ql web`: a pool, as ql_web (PostgreSQL)
     SERVE = "serve"  # `ql serve`: the one process serving a SQLite file
+    AUDIT = "audit"  # `ql audit`: one read-only snapshot (any server, a standby too)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +68,8 @@ def open_database(url: str, *, clock: Clock, role: Role = Role.CLI,
         return open_sqlite_stores(url, clock, actor_id=role.value, on_commit=options.on_commit)
     from qinglong.storage.postgres.open import open_postgres_stores
 
-    return open_postgres_stores(url, web=role is Role.WEB, actor_id=role.value,
+    return open_postgres_stores(url, web=role is Role.WEB, any_server=role is Role.AUDIT,
+                                actor_id=role.value,
                                 application_name=options.application_name,
                                 pool_size=options.pool_size, on_commit=options.on_commit)
 

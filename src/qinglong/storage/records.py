@@ -23,7 +23,6 @@ from qinglong.domain.task import (
 )
 from qinglong.domain.trigger import TriggerRevision, trigger_revision_from_row
 from qinglong.errors import InvalidInput, RecordCorrupt
-from qinglong.storage.ports import Instance
 
 
 def _json(value: Any, what: str) -> dict[str, object]:
@@ -214,12 +213,3 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
 
 def payload_text(payload: Mapping[str, object]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
-
-
-def instance_from_row(row: Mapping[str, Any]) -> Instance:
-    stopped = row["stopped_at_ms"]
-    return Instance(
-        instance_id=row["instance_id"], role=row["role"], host=row["host"], pid=int(row["pid"]),
-        started_at_ms=int(row["started_at_ms"]), seen_at_ms=int(row["seen_at_ms"]),
-        stopped_at_ms=None if stopped is None else int(stopped),
-    )

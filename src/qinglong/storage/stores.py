@@ -10,6 +10,7 @@ from qinglong.ids import new_uuid
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Capabilities, Database, Tx
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.runs import RunStore
@@ -27,6 +28,7 @@ class Stores:
     admissions: RequestAdmissions = field(init=False)
     notify: NotifyStore = field(init=False)
     accounts: AccountStore = field(init=False)
+    instances: InstanceStore = field(init=False)
     logs: LogStore | None = field(init=False)  # output kept in the database, where it is
 
     def __post_init__(self) -> None:
@@ -36,6 +38,7 @@ class Stores:
         self.admissions = RequestAdmissions(self.db, new_id=self.new_id)
         self.notify = NotifyStore(self.db, new_id=self.new_id)
         self.accounts = AccountStore(self.db, new_id=self.new_id)
+        self.instances = InstanceStore(self.db)
         self.logs = LogStore(self.db) if self.db.capabilities.logs_in_database else None
 
     @property

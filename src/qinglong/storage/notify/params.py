@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from qinglong.notify.channels import ChannelSpec
 from qinglong.notify.events import RuleEvent
-from qinglong.notify.model import Channel, ClaimedDelivery, Delivery, DeliveryStatus, Rule
+from qinglong.notify.model import DeliveryStatus
 
 MAX_LIST = 10_000
 

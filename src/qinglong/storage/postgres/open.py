@@ -22,16 +22,19 @@ from qinglong.storage.stores import Stores
 CLI_APPLICATION = "ql-cli"
 
 
-def open_postgres_stores(url: str, *, web: bool, actor_id: str, application_name: str,
-                         pool_size: int,
+def open_postgres_stores(url: str, *, web: bool, any_server: bool, actor_id: str,
+                         application_name: str, pool_size: int,
                          on_commit: Callable[[Sequence[Wake]], None] | None = None) -> Stores:
+    """The stores over one connection (a command), or a pool as ql_web (``web``). The schema
+    must be exact; the server must be a writable primary of a supported version unless
+    ``any_server`` (a read-only audit may read a standby)."""
     if web:
         return _open_web(url, actor_id=actor_id, application_name=application_name,
                          pool_size=pool_size, on_commit=on_commit)
     connector = SingleConnector(url, application_name=application_name)
     try:
         with connector.connection() as conn:
-            findings, _ = server_findings(conn)
+            findings = [] if any_server else server_findings(conn)[0]
             findings += schema_findings(conn)
     except BaseException:
         connector.close()

@@ -122,6 +122,15 @@ class RunStore:
         project)."""
         return self._db.read("count runs", lambda tx: PageReader(tx).run_buckets(params))
 
+    def queue_depth(self, cap: int) -> tuple[int, int | None, int]:
+        """How many Runs are queued (counted up to ``cap``), when the oldest was queued, and
+        the store's now to age it by (one statement, for /metrics)."""
+        row = self._db.read("read the queue depth", lambda tx: tx.one(
+            "metrics_queue", {"cap": cap, **tx.clock_args()}))
+        assert row is not None
+        oldest = row["oldest_ms"]
+        return int(row["depth"]), None if oldest is None else int(oldest), int(row["now_ms"])
+
     def attempt_list_active(self) -> list[ActiveAttempt]:
         rows = self._db.read("list active attempts", lambda tx: tx.all("attempt_list_active"))
         return [ActiveAttempt(run_id=r["run_id"], attempt_id=r["attempt_id"], status=r["status"],

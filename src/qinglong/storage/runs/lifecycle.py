@@ -36,10 +36,7 @@ from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Tx
 from qinglong.storage.runs.overlap import OverlapDecision, OverlapVerdict
 from qinglong.storage.runs.params import (
-    AttemptFinishParams,
     AttemptLease,
-    AttemptRunningParams,
-    LeaseReleaseParams,
     LeaseRenewal,
     RescuedAttempt,
 )

@@ -121,3 +121,7 @@ SELECT pg_notify(%(channel)s, %(payload)s);
 -- Index scans only in this transaction: a sequential scan under SERIALIZABLE predicate-locks
 -- a whole table (see prepare_session, which long-lived sessions set for good).
 SELECT set_config('enable_seqscan', 'off', true) AS seqscan;
+
+-- name: ping
+-- One round trip to the database (readiness).
+SELECT 1 AS ok;
