@@ -24,18 +24,17 @@ from dataclasses import dataclass, field
 import pytest
 
 from qinglong.domain.decision import Decision
-from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
+from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.kernel import Database
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.roles import provision_roles
-from qinglong.storage.postgres.runs import PgRunStore
-from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.storage.runs import RunStore
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
@@ -68,6 +67,7 @@ class Backend(abc.ABC):
     definitions: DefinitionStore
     runs: RunStore
     lifecycle: RunStore
+    schedules: ScheduleStore
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -124,11 +124,18 @@ class Backend(abc.ABC):
     def request_cancel(self, run_id: str) -> None:
         """Mark a Run as asked to be cancelled (the cancel verb comes with the workers)."""
 
-    # -- admission through this dialect's scheduler -------------------------------------
-
     @abc.abstractmethod
+    def database(self, role: str, application_name: str) -> Database:
+        """The kernel this backend's stores are written over, as ``role`` (PostgreSQL: a
+        connection of its own, closed with the backend; SQLite: the one file)."""
+
+    # -- admission through the scheduler -------------------------------------------------
+
     def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
-        """One scheduler cycle of this dialect's coordinator over its schedule store."""
+        """One scheduler cycle of the coordinator over this database's schedule store."""
+        hook: Callable[[ScheduleClaim, Decision, CommitResult], None] = on_committed
+        return Coordinator(self.schedules, owner=SCHEDULER_OWNER, new_id=new_id,
+                           on_committed=hook, wake_hint=False).run_cycle()
 
     def admit(self, project_id: str, trigger_id: str, at_ms: int, *, run_id: str | None = None) -> str:
         """Make one trigger due at ``at_ms`` and admit that occurrence; returns the Run id.
@@ -168,6 +175,10 @@ class SqliteBackend(Backend):
         self.definitions = self.stores.definitions
         self.runs = self.stores.runs
         self.lifecycle = self.stores.runs
+        self.schedules = ScheduleStore(self.stores.database, actor_id=SCHEDULER_OWNER)
+
+    def database(self, role: str, application_name: str) -> Database:
+        return self.stores.database
 
     def _execute(self, statement: str, params: tuple[object, ...] = ()) -> int:
         return self.stores.db.connection().execute(statement, params).rowcount
@@ -217,10 +228,6 @@ class SqliteBackend(Backend):
             "WHERE project_id = ? AND trigger_id = ?", (at_ms, project_id, trigger_id))
         assert changed == 1
 
-    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
-        hook: Callable[[ScheduleCandidate, Decision, CommitResult], None] = on_committed
-        return LocalCoordinator(self.stores.schedules, self.clock, new_id=new_id,
-                                on_committed=hook).run_cycle()
 
 
 # --- PostgreSQL ------------------------------------------------------------------------
@@ -236,20 +243,21 @@ class PgBackend(Backend):
     _connectors: list[SingleConnector] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.definitions = PgDefinitionStore(self._connector("ql_admin", "contract-admin"))
-        self.runs = PgRunStore(self._connector("ql_runtime", "contract-reader"))
-        self.lifecycle = PgRunStore(self._connector("ql_runtime", "contract-lifecycle"),
-                                    actor_id="contract")
-        self.schedules = PgScheduleStore(
-            self._connector("ql_runtime", "contract-scheduler", SessionSettings()),
+        self.definitions = DefinitionStore(self.database("ql_admin", "contract-admin"))
+        self.runs = RunStore(self.database("ql_runtime", "contract-reader"), actor_id="cluster")
+        self.lifecycle = RunStore(self.database("ql_runtime", "contract-lifecycle"),
+                                  actor_id="contract")
+        self.schedules = ScheduleStore(
+            self.database("ql_runtime", "contract-scheduler", SessionSettings()),
             actor_id=SCHEDULER_OWNER)
 
-    def _connector(self, role: str, application_name: str,
-                   settings: SessionSettings | None = None) -> SingleConnector:
+    def database(self, role: str, application_name: str,
+                 settings: SessionSettings | None = None) -> Database:
+        """The kernel over one connection as ``role`` (closed with the backend)."""
         connector = SingleConnector(self.db.url(role), application_name=application_name,
                                     settings=settings)
         self._connectors.append(connector)
-        return connector
+        return open_postgres(connector, index_scans_only=settings is not None)
 
     def close(self) -> None:
         for connector in self._connectors:
@@ -316,11 +324,6 @@ class PgBackend(Backend):
             [at_ms, project_id, trigger_id])
         assert len(rows) == 1
 
-    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
-        hook: Callable[[ScheduleClaim, Decision, CommitResult], None] = on_committed
-        coordinator = ClusterCoordinator(self.schedules, owner=SCHEDULER_OWNER, new_id=new_id,
-                                         on_committed=hook, wake_hint=False)
-        return coordinator.run_cycle()
 
 
 EVERY_5_S = "*/5 * * * * *"

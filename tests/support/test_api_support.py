@@ -24,9 +24,9 @@ from typing import Any
 import jsonschema
 
 from qinglong.clock import SystemClock
-from qinglong.service.accounts import Level
+from qinglong.profiles.open import open_services
+from qinglong.service.accounts import Accounts, Level
 from qinglong.web.app import api_endpoints
-from qinglong.web.backend import open_accounts
 from qinglong.web.routing import Endpoint
 
 PASSWORD = "correct horse battery staple"
@@ -225,6 +225,12 @@ class People:
 
     tokens: dict[str, Auth] = field(default_factory=dict)  # by role, and "admin-read", ...
     token_ids: dict[str, str] = field(default_factory=dict)
+
+
+def open_accounts(url: str, clock: SystemClock) -> tuple[Accounts, Callable[[], None]]:
+    """The accounts of the database ``url`` names, and how to close them."""
+    services = open_services(url, clock)
+    return services.accounts, services.close
 
 
 def make_people(accounts_url: str) -> People:
