@@ -16,7 +16,7 @@ import pytest
 from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.storage.definitions.params import TriggerPublishParams
 from tests.integration.conftest import Cluster
 
@@ -25,11 +25,11 @@ GRACE = 30_000
 
 
 def run_replicas(cluster: Cluster, seconds: float, replicas: int = 2) -> None:
-    coordinators = [ClusterCoordinator(cluster.store(f"a{n}"), owner=f"a{n}", lease_ms=LEASE,
+    coordinators = [Coordinator(cluster.store(f"a{n}"), owner=f"a{n}", lease_ms=LEASE,
                                        grace_ms=GRACE, budget=16) for n in range(replicas)]
     stop = threading.Event()
 
-    def loop(c: ClusterCoordinator) -> None:
+    def loop(c: Coordinator) -> None:
         while not stop.is_set():
             c.run_cycle()
             stop.wait(0.1)

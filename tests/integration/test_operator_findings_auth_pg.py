@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.storage.postgres.accounts import PgAccountStore
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.web_pool import WebPool
 from tests.support.auth_flows import (
     flow_credentials_die_with_the_password,
@@ -41,7 +42,7 @@ def test_a_login_flood_checks_exactly_the_limit_and_the_real_user_gets_in(
     pool = WebPool(url, application_name="auth-flood")
     pool.open()
     try:
-        flow_login_flood(url, PgAccountStore(pool))
+        flow_login_flood(url, AccountStore(open_postgres(pool)))
     finally:
         pool.close()
 
