@@ -9,6 +9,13 @@ and fenced on its own, falling back to smaller batches and to single rows on fai
 one by one when batching is off or a single row was claimed. Every result of a batch is
 recorded before an error of one of its rows ends the cycle; an exception abandons the rest
 of the cycle: claims not committed simply expire (by database time) and are taken over.
+
+A row that could not be decided (corrupt, or an invalid schedule) is reported once per cycle
+and left alone for the rest of it. A claim that holds its rows (PostgreSQL) never hands it
+back within its lease; a claim that writes nothing (SQLite, whose fence is the row's state
+version) hands it back first every time (its cursor never moves), so the coordinator claims
+again with room for such rows and passes over them: they neither fill the budget nor keep
+the other rows waiting.
 """
 
 from __future__ import annotations
@@ -24,7 +31,12 @@ from qinglong.diagnostics import (
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.identifiers import owner_id
-from qinglong.domain.schedule import ScheduleClaim, check_budget, check_claim_lease
+from qinglong.domain.schedule import (
+    MAX_BUDGET,
+    ScheduleClaim,
+    check_budget,
+    check_claim_lease,
+)
 from qinglong.errors import InvalidSchedule, QinglongError, StorageError
 from qinglong.ids import new_uuid
 from qinglong.scheduler.report import CycleReport, Stats, Tally, corrupt_row_diagnostic
@@ -89,27 +101,33 @@ class Coordinator:
         requested: a stop ends the cycle after the claims in hand are committed, so a
         replica that is catching up (its rows due again at once) still drains promptly."""
         tally = Tally()
+        failed: set[tuple[str, str]] = set()  # rows not decided: left alone for this cycle
         while tally.claimed < self._budget and not stop_requested():
             limit = min(self._batch, self._budget - tally.claimed)
-            claims = self._store.schedule_claim(
-                ScheduleClaimParams(owner=self._owner, lease_ms=self._lease_ms, limit=limit)
-            )
-            if claims and self._after_claim is not None:
+            claims = self._claim(limit)
+            if any(_key(item) in failed for item in claims):
+                # this claim wrote nothing (SQLite): room for the rows that failed
+                claims = self._claim(min(limit + len(failed), MAX_BUDGET))
+            fresh = [item for item in claims if _key(item) not in failed][:limit]
+            if fresh and self._after_claim is not None:
                 self._after_claim()
             decided: list[ClaimCommitParams] = []
-            for item in claims:
+            for item in fresh:
                 tally.claimed += 1
                 if isinstance(item, CorruptScheduleRow):
                     tally.errors += 1
+                    failed.add(_key(item))
                     emit(self._diagnostics, corrupt_row_diagnostic(item))
                     continue
                 self._check_ours(item)
                 tally.observed.append(item.fence.acquired_at_ms)
                 params = self._decide(item, tally)
-                if params is not None:
+                if params is None:
+                    failed.add(_key(item))
+                else:
                     decided.append(params)
             self._commit(decided, tally)
-            if not claims:
+            if not fresh:
                 break  # a row that is due again (catch-up) is simply claimed again
         # a saturated cycle is followed by another at once: it needs no wake-up hint
         saturated = tally.claimed >= self._budget
@@ -118,6 +136,10 @@ class Coordinator:
         report = tally.report(budget=self._budget, next_due_in_ms=hint)
         self.stats.add(report, tally.raced_reasons)
         return report
+
+    def _claim(self, limit: int) -> list[ScheduleClaim | CorruptScheduleRow]:
+        return self._store.schedule_claim(
+            ScheduleClaimParams(owner=self._owner, lease_ms=self._lease_ms, limit=limit))
 
     def _check_ours(self, claim: ScheduleClaim) -> None:
         fence = claim.fence
@@ -172,3 +194,9 @@ class Coordinator:
                 self._on_committed(claim, decision, result)
             except Exception as exc:  # noqa: BLE001 - an observer must not break admission
                 emit(self._diagnostics, diagnostic_from("scheduler", exc))
+
+
+def _key(item: ScheduleClaim | CorruptScheduleRow) -> tuple[str, str]:
+    if isinstance(item, CorruptScheduleRow):
+        return (item.project_id, item.trigger_id)
+    return (item.candidate.project_id, item.candidate.trigger_id)

@@ -1,4 +1,6 @@
-"""LocalCoordinator on SQLite under a fake clock: bounded cycles, catch-up, misfires."""
+"""The Coordinator on SQLite (as `ql serve` runs it) under a fake clock: every decision is
+made at its claim's acquisition time, read from the store's clock (the node's, here the
+FakeClock); bounded cycles, catch-up, misfires, corrupt rows, a stop between claims."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
@@ -38,9 +40,12 @@ def add_trigger(stores: SqliteStores, trigger: str, cron: str = "* * * * * *", m
 COUNTER = itertools.count()
 
 
-def coordinator(stores: SqliteStores, clock: FakeClock, **kw: object) -> LocalCoordinator:
+def coordinator(stores: SqliteStores, clock: FakeClock, **kw: object) -> Coordinator:
+    """A coordinator over the store; it takes no clock: the store reads ``clock``."""
     counter = COUNTER
-    return LocalCoordinator(stores.schedules, clock, new_id=lambda: str(uuid.UUID(int=next(counter) + 1)), **kw)  # type: ignore[arg-type]
+    options: dict[str, object] = {"owner": "standalone:1", "lease_ms": 10_000, **kw}
+    return Coordinator(stores.schedules,  # type: ignore[arg-type]
+                       new_id=lambda: str(uuid.UUID(int=next(counter) + 1)), **options)
 
 
 def scheduled(stores: SqliteStores, trigger: str | None = None) -> list[int]:
@@ -56,6 +61,8 @@ def test_on_time_occurrences_are_admitted_one_per_second(stores: SqliteStores, c
         report = c.run_cycle()
         assert report.admitted == 1 and not report.saturated
         assert report.next_due_in_ms == 980
+        # decided at the claim's acquisition time, which the store read from the node clock
+        assert report.first_observed_at_ms == report.last_observed_at_ms == clock.now_ms()
     assert scheduled(stores) == [BASE_MS + i * 1000 for i in range(5)]
 
 
@@ -75,6 +82,24 @@ def test_a_stop_request_ends_a_catch_up_between_listings(stores: SqliteStores, c
     report = c.run_cycle(lambda: True)  # stopping before the cycle began: nothing is touched
     assert (report.claimed, report.admitted) == (0, 0) and scheduled(stores) == []
     assert c.run_cycle().admitted == 8  # the next cycle, not stopped, catches up everything
+
+
+def test_a_stop_lands_between_two_claims(stores: SqliteStores, clock: FakeClock) -> None:
+    for i in range(12):
+        add_trigger(stores, f"t{i:02d}")
+    c = coordinator(stores, clock, budget=16, batch=8)
+    clock.set(BASE_MS + 100)
+    asked: list[int] = []
+
+    def stop() -> bool:  # asked before each claim: no before the first, yes before the second
+        asked.append(1)
+        return len(asked) > 1
+
+    report = c.run_cycle(stop)
+    # the claims in hand are committed, nothing more is claimed
+    assert (report.claimed, report.admitted, report.saturated) == (8, 8, False)
+    assert len(asked) == 2 and len(scheduled(stores)) == 8
+    assert c.run_cycle().admitted == 4
 
 
 def test_the_budget_bounds_a_cycle_and_saturation_is_reported(stores: SqliteStores, clock: FakeClock) -> None:
@@ -128,6 +153,30 @@ def test_a_corrupt_row_is_reported_and_the_others_still_progress(stores: SqliteS
     assert report.admitted == 1 and report.errors == 1 and not report.saturated
     assert {d.code for d in seen} == {"QL_RECORD_CORRUPT"}
     assert scheduled(stores, "b") == [BASE_MS] and scheduled(stores, "a") == []
+
+
+def test_corrupt_rows_beyond_a_claim_neither_fill_the_budget_nor_starve_the_others(
+        stores: SqliteStores, clock: FakeClock) -> None:
+    # SQLite's claim writes nothing: the corrupt rows (the oldest cursors, claimed first) come
+    # back in every claim statement; the coordinator passes over them for the rest of the cycle
+    for i in range(10):
+        add_trigger(stores, f"bad{i}")
+    clock.set(BASE_MS + 500)
+    add_trigger(stores, "good")  # published later: its cursor sorts after the bad ones
+    stores.db.connection().execute(
+        "UPDATE trigger_revisions SET spec_json = replace(spec_json, 'UTC', 'Etc/GMT') "
+        "WHERE trigger_id LIKE 'bad%'")
+    seen: list[Diagnostic] = []
+    c = coordinator(stores, clock, budget=16, batch=4, diagnostics=seen.append)
+    clock.set(BASE_MS + 1_010)
+    report = c.run_cycle()
+    assert (report.claimed, report.errors, report.admitted, report.saturated) == (11, 10, 1, False)
+    assert len(seen) == 10 and {d.code for d in seen} == {"QL_RECORD_CORRUPT"}
+    assert scheduled(stores, "good") == [BASE_MS + 1000]
+    clock.set(BASE_MS + 2_010)
+    again = c.run_cycle()  # each corrupt row is reported once a cycle, the good row admitted
+    assert (again.claimed, again.errors, again.admitted) == (11, 10, 1)
+    assert scheduled(stores, "good") == [BASE_MS + 1000, BASE_MS + 2000]
 
 
 def test_an_observer_that_raises_does_not_stop_admission(stores: SqliteStores, clock: FakeClock) -> None:
