@@ -36,7 +36,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from qinglong.domain import lifecycle
+# (not ``lifecycle``: importing the submodule storage.runs.lifecycle below binds that name
+# in this package's namespace, which would shadow the domain module)
+from qinglong.domain import lifecycle as steps
 from qinglong.domain.lifecycle import (
     AttemptState,
     Change,
@@ -202,15 +204,15 @@ class RunStore:
 
     def attempt_start(self, fence: LeaseFence) -> None:
         self._fenced(fence, "start", "start attempt",
-                     lambda w, run, attempt, ctx: lifecycle.start(run, attempt, ctx, fence),
-                     done=lambda attempt: lifecycle.already_started(attempt, fence))
+                     lambda w, run, attempt, ctx: steps.start(run, attempt, ctx, fence),
+                     done=lambda attempt: steps.already_started(attempt, fence))
 
     def attempt_running(self, params: AttemptRunningParams) -> None:
         self._fenced(params.fence, "running", "record running attempt",
-                     lambda w, run, attempt, ctx: lifecycle.running(
+                     lambda w, run, attempt, ctx: steps.running(
                          run, attempt, ctx, params.fence, pid=params.pid,
                          executor_handle=params.executor_handle, log_path=params.log_path),
-                     done=lambda attempt: lifecycle.already_running(attempt, params.fence))
+                     done=lambda attempt: steps.already_running(attempt, params.fence))
 
     def attempt_finish(self, params: AttemptFinishParams) -> None:
         outcome = params.outcome
@@ -220,23 +222,23 @@ class RunStore:
             retry_at = w.retry_at(run, attempt, Ending(
                 status=outcome.status, exit_code=outcome.exit_code,
                 error_code=outcome.error_code), ctx.now_ms) if attempt.holds(params.fence) else None
-            return lifecycle.finish(run, attempt, ctx, params.fence, outcome,
+            return steps.finish(run, attempt, ctx, params.fence, outcome,
                                     retry_at_ms=retry_at)
 
         self._fenced(params.fence, "finish", "finish attempt", plan,
-                     done=lambda attempt: lifecycle.already_finished(attempt, params.fence,
+                     done=lambda attempt: steps.already_finished(attempt, params.fence,
                                                                      outcome))
 
     def attempt_interrupt(self, fence: LeaseFence, reason: str) -> None:
         """A draining executor stopped the command: queue the Run again, no attempt spent."""
         self._fenced(fence, "interrupt", "interrupt attempt",
-                     lambda w, run, attempt, ctx: lifecycle.interrupt(run, attempt, ctx, fence,
+                     lambda w, run, attempt, ctx: steps.interrupt(run, attempt, ctx, fence,
                                                                      reason=reason),
-                     done=lambda attempt: lifecycle.already_interrupted(attempt, fence))
+                     done=lambda attempt: steps.already_interrupted(attempt, fence))
 
     def lease_release(self, params: LeaseReleaseParams) -> None:
         self._fenced(params.fence, "release", "release lease",
-                     lambda w, run, attempt, ctx: lifecycle.release(run, attempt, ctx,
+                     lambda w, run, attempt, ctx: steps.release(run, attempt, ctx,
                                                                     reason=params.reason,
                                                                     fence=params.fence),
-                     done=lambda attempt: lifecycle.already_released(attempt, params.fence))
+                     done=lambda attempt: steps.already_released(attempt, params.fence))
