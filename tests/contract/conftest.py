@@ -1,13 +1,18 @@
-"""The storage contract: one suite, every adapter that implements a port.
+"""The storage contract: one suite, every store written once over the storage kernel, on
+every database.
 
 Every case that takes ``backend`` runs once on SQLite and once per PostgreSQL server of the
 harness in tests/support/pg.py (embedded PostgreSQL 18 always, the system server on
 127.0.0.1:5432 when it answers). A missing embedded server is an error, never a skip.
 
-A ``Backend`` holds the ports under test (on PostgreSQL: definitions as ``ql_admin``, run
-reads as ``ql_runtime``) and dialect-neutral test hooks, each implemented per dialect:
-reading the clock the adapter stamps rows with, tampering with stored rows as the database
-owner, and admitting Runs through that dialect's own scheduler store and coordinator.
+A ``Backend`` holds the stores under test (on PostgreSQL: definitions as ``ql_admin``, run
+reads as ``ql_runtime``), the kernel of its database as any role (``database``), and test
+hooks, each implemented per dialect: reading the clock the store stamps rows with, letting
+it pass, and tampering with stored rows as the database owner. Runs are admitted through the
+one scheduling algorithm (``run_cycle``: the Coordinator over the ScheduleStore). A case that
+must behave differently asks ``backend.capabilities`` for the difference, never the dialect's
+name; a case that needs several processes serving the database at once (row locks, another
+replica's claims, a lost COMMIT reply) takes ``pg_backend`` instead.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from qinglong.clock import Clock, SystemClock
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.scheduler.coordinator import Coordinator
@@ -30,7 +37,7 @@ from qinglong.scheduler.report import CycleReport
 from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions import DefinitionStore
-from qinglong.storage.kernel import Database
+from qinglong.storage.kernel import Capabilities, Database
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.migrate import migrate
@@ -58,16 +65,38 @@ CommittedHook = Callable[[object, Decision, CommitResult], None]
 
 
 class Backend(abc.ABC):
-    """The ports under test plus the per-dialect hooks the contract cases need."""
+    """The stores under test plus the per-dialect hooks the contract cases need."""
 
     name: str  # the pytest id: "sqlite", "pg:pg18-embedded", "pg:pg-system"
-    dialect: str  # "sqlite" | "postgresql"
-    executor_type: str  # what an admission's first Attempt is for on this dialect
-    claim_fenced: bool  # whether run.created carries the claim fence (cluster admission)
     definitions: DefinitionStore
     runs: RunStore
     lifecycle: RunStore
     schedules: ScheduleStore
+    kernel: Database  # the kernel the scheduler's store is written over
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the database under test can do (the kernel's named flags)."""
+        return self.kernel.capabilities
+
+    @property
+    def executor_type(self) -> str:
+        """What an admission's first Attempt is for on this database."""
+        return self.capabilities.executor_type.value
+
+    @abc.abstractmethod
+    def clock(self) -> Clock:
+        """The clock to hand a service or a URL opener (the store's own clock on SQLite;
+        PostgreSQL stamps rows with the database clock whatever a process's clock says)."""
+
+    @abc.abstractmethod
+    def url(self, role: str = "ql_runtime") -> str:
+        """The database URL, as ``role`` where the database has roles."""
+
+    @abc.abstractmethod
+    def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
+        """Run one statement as the database owner (test-only): ``?`` placeholders on every
+        dialect; the rows it returns (none for a statement without a result)."""
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -125,9 +154,17 @@ class Backend(abc.ABC):
         """Mark a Run as asked to be cancelled (the cancel verb comes with the workers)."""
 
     @abc.abstractmethod
-    def database(self, role: str, application_name: str) -> Database:
+    def database(self, role: str, application_name: str, *,
+                 settings: SessionSettings | None = None) -> Database:
         """The kernel this backend's stores are written over, as ``role`` (PostgreSQL: a
-        connection of its own, closed with the backend; SQLite: the one file)."""
+        connection of its own, closed with the backend, whose sessions take ``settings``, the
+        timeouts of a replica's or a worker's sessions, when given; SQLite: the one file)."""
+
+    def schedule_store(self, name: str = SCHEDULER_OWNER, **options: Any) -> ScheduleStore:
+        """A ScheduleStore as a replica opens it (``ql_runtime``, its session timeouts),
+        recording as ``name``; ``options`` go to the store (deadlines, seams)."""
+        return ScheduleStore(self.database("ql_runtime", name, settings=SessionSettings()),
+                             actor_id=name, **options)
 
     # -- admission through the scheduler -------------------------------------------------
 
@@ -165,32 +202,41 @@ class Backend(abc.ABC):
 @dataclass(eq=False)
 class SqliteBackend(Backend):
     stores: SqliteStores
-    clock: FakeClock
+    fake_clock: FakeClock
     name: str = "sqlite"
-    dialect: str = "sqlite"
-    executor_type: str = "local_process"
-    claim_fenced: bool = False
 
     def __post_init__(self) -> None:
         self.definitions = self.stores.definitions
         self.runs = self.stores.runs
         self.lifecycle = self.stores.runs
-        self.schedules = ScheduleStore(self.stores.database, actor_id=SCHEDULER_OWNER)
+        self.kernel = self.stores.database
+        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
 
-    def database(self, role: str, application_name: str) -> Database:
+    def database(self, role: str, application_name: str, *,
+                 settings: SessionSettings | None = None) -> Database:
         return self.stores.database
+
+    def clock(self) -> Clock:
+        return self.fake_clock
+
+    def url(self, role: str = "ql_runtime") -> str:
+        return f"sqlite:///{self.stores.path}"
+
+    def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
+        cursor = self.stores.db.connection().execute(statement, params)
+        return [dict(row) for row in cursor.fetchall()] if cursor.description else []
 
     def _execute(self, statement: str, params: tuple[object, ...] = ()) -> int:
         return self.stores.db.connection().execute(statement, params).rowcount
 
     def now_ms(self) -> int:
-        return self.clock.now_ms()
+        return self.fake_clock.now_ms()
 
     def let_time_pass(self) -> None:
-        self.clock.advance(1_000)
+        self.fake_clock.advance(1_000)
 
     def pass_time(self, ms: int) -> None:
-        self.clock.advance(ms)
+        self.fake_clock.advance(ms)
 
     def tamper_trigger_spec(self, old: str, new: str) -> int:
         return self._execute(
@@ -208,14 +254,14 @@ class SqliteBackend(Backend):
                              "?, ?) WHERE instr(plan_json, ?) > 0", (old, new, old))
 
     def age_leases(self, ms: int) -> None:
-        self.clock.advance(ms)
+        self.fake_clock.advance(ms)
 
     def request_cancel(self, run_id: str) -> None:
         assert self._execute("UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = ?",
                              (run_id,)) == 1
 
     def age_retries(self, ms: int) -> None:
-        self.clock.advance(ms)
+        self.fake_clock.advance(ms)
 
     def set_global_limit(self, max_running: int | None) -> None:
         self._execute("DELETE FROM concurrency_limits")
@@ -237,9 +283,6 @@ class SqliteBackend(Backend):
 class PgBackend(Backend):
     db: PgTestDatabase
     name: str
-    dialect: str = "postgresql"
-    executor_type: str = "remote_worker"
-    claim_fenced: bool = True
     _connectors: list[SingleConnector] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -247,17 +290,27 @@ class PgBackend(Backend):
         self.runs = RunStore(self.database("ql_runtime", "contract-reader"), actor_id="cluster")
         self.lifecycle = RunStore(self.database("ql_runtime", "contract-lifecycle"),
                                   actor_id="contract")
-        self.schedules = ScheduleStore(
-            self.database("ql_runtime", "contract-scheduler", SessionSettings()),
-            actor_id=SCHEDULER_OWNER)
+        self.kernel = self.database("ql_runtime", SCHEDULER_OWNER, settings=SessionSettings())
+        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
 
-    def database(self, role: str, application_name: str,
+    def database(self, role: str, application_name: str, *,
                  settings: SessionSettings | None = None) -> Database:
         """The kernel over one connection as ``role`` (closed with the backend)."""
         connector = SingleConnector(self.db.url(role), application_name=application_name,
                                     settings=settings)
         self._connectors.append(connector)
         return open_postgres(connector, index_scans_only=settings is not None)
+
+    def clock(self) -> Clock:
+        return SystemClock()
+
+    def url(self, role: str = "ql_runtime") -> str:
+        return self.db.url(role)
+
+    def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
+        if not params:
+            return self.db.execute(statement)
+        return self.db.execute(statement.replace("?", "%s"), list(params))
 
     def close(self) -> None:
         for connector in self._connectors:
@@ -414,7 +467,7 @@ def _pg_backend(param: str, request: pytest.FixtureRequest,
 def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTargets) -> Iterator[Backend]:
     param = str(request.param)
     if param == "sqlite":
-        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), clock=clock)
+        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), fake_clock=clock)
         return
     with _pg_backend(param, request, contract_pg) as pg:
         yield pg
@@ -422,6 +475,8 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTar
 
 @pytest.fixture(params=[name for name in BACKENDS if name.startswith("pg:")])
 def pg_backend(request: pytest.FixtureRequest, contract_pg: PgTargets) -> Iterator[PgBackend]:
-    """A PostgreSQL backend only, on every server: for races that need row locks."""
+    """A database several processes serve at once (``Capabilities.shared``: PostgreSQL), on
+    every server: for races between sessions, row locks, other replicas' claims, roles and
+    COMMIT replies lost on the way back."""
     with _pg_backend(str(request.param), request, contract_pg) as pg:
         yield pg

@@ -3,10 +3,16 @@
 -- (due: the cursor has come, and with jitter its jittered instant too), at one reading of the
 -- node clock (:now_ms). One process serves the file, so a claim writes nothing: its fence is
 -- the row's state version, which the commit compares (schedule_advance_fenced), and a token
--- drawn for it; the lease it states bounds how long the decision may wait for its commit.
+-- drawn for it (a random UUID, as PostgreSQL's claim draws: run.created records it; the
+-- sub-select names the row, so SQLite draws one per row, not one per statement); the
+-- lease it states bounds how long the decision may wait for its commit.
 SELECT NULL AS row_locator, s.project_id, s.trigger_id, s.trigger_revision,
        s.next_fire_at_ms, s.state_version, s.paused_from_ms, s.paused_until_ms,
-       :owner AS claim_owner, lower(hex(randomblob(16))) AS claim_token,
+       :owner AS claim_owner,
+       (SELECT lower(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-4' || substr(h, 14, 3)
+                     || '-' || substr('89ab', 1 + abs(random()) % 4, 1) || substr(h, 18, 3)
+                     || '-' || substr(h, 21, 12))
+        FROM (SELECT hex(randomblob(16)) AS h WHERE s.trigger_id IS NOT NULL)) AS claim_token,
        s.state_version AS claim_version, :now_ms AS claim_acquired_at_ms,
        :now_ms + :lease_ms AS claim_expires_at_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
