@@ -170,8 +170,12 @@ def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(cluster: Cl
     assert second is not None and second.fence.version == first.fence.version + 1
     assert second.fence.acquired_at_ms >= first.fence.expires_at_ms
     assert commit(b, second).outcome is CommitOutcome.ADVANCED
+    after_takeover = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
     stale = commit(a, first)
-    assert stale.outcome is CommitOutcome.RACED and stale.reason == "claim_superseded"
+    # A single commit is a batch of one: its claim is checked against the database clock
+    # before its row is written, so the old holder learns that its lease ran out.
+    assert stale.outcome is CommitOutcome.RACED and stale.reason == "claim_expired"
+    assert cluster.db.execute("SELECT * FROM trigger_schedules")[0] == after_takeover
 
 
 def test_own_claim_expired_by_database_time_races(cluster: Cluster) -> None:
@@ -194,7 +198,8 @@ def test_a_republished_trigger_fences_the_claim_in_flight(cluster: Cluster) -> N
     row = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
     assert row["claim_token"] is None and row["claim_version"] == claim.fence.version + 1
     result = commit(store, claim)
-    assert result.outcome is CommitOutcome.RACED
+    # the claim is still live by the clock: its row's fence (the write's condition) refuses it
+    assert result.outcome is CommitOutcome.RACED and result.reason == "claim_superseded"
     assert cluster.count("runs") == 0
 
 
