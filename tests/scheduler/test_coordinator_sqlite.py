@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from typing import Any
 
 import pytest
 
@@ -43,9 +44,9 @@ COUNTER = itertools.count()
 def coordinator(stores: SqliteStores, clock: FakeClock, **kw: object) -> Coordinator:
     """A coordinator over the store; it takes no clock: the store reads ``clock``."""
     counter = COUNTER
-    options: dict[str, object] = {"owner": "standalone:1", "lease_ms": 10_000, **kw}
-    return Coordinator(stores.schedules,  # type: ignore[arg-type]
-                       new_id=lambda: str(uuid.UUID(int=next(counter) + 1)), **options)
+    options: dict[str, Any] = {"owner": "standalone:1", "lease_ms": 10_000, **kw}
+    return Coordinator(stores.schedules, new_id=lambda: str(uuid.UUID(int=next(counter) + 1)),
+                       **options)
 
 
 def scheduled(stores: SqliteStores, trigger: str | None = None) -> list[int]:
