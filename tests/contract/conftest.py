@@ -115,11 +115,22 @@ class Backend(abc.ABC):
     # -- tampering (as the database owner; test-only) -------------------------------------
 
     @abc.abstractmethod
-    def tamper_trigger_spec(self, old: str, new: str) -> int:
-        """Replace ``old`` by ``new`` in the stored JSON of every trigger revision holding it.
+    def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
+        """Replace ``old`` by ``new`` in the stored JSON of every trigger revision holding it
+        (of ``trigger_id`` only, when given).
 
         Digests are left alone, so readers must refuse the rows. Returns the rows changed.
         """
+
+    @abc.abstractmethod
+    def drop_claims(self) -> None:
+        """Let go of every claim a schedule row holds, as if each had expired (a database
+        whose claims write nothing holds none)."""
+
+    @abc.abstractmethod
+    def refuse_writes(self, table: str, event: str = "INSERT", when: str | None = None) -> None:
+        """From now on the database refuses every ``event`` on ``table`` (of the rows
+        ``when`` holds for: a condition on ``NEW``) as a constraint would (test-only)."""
 
     @abc.abstractmethod
     def rename_task_revision(self, name: str) -> int:
@@ -238,10 +249,19 @@ class SqliteBackend(Backend):
     def pass_time(self, ms: int) -> None:
         self.fake_clock.advance(ms)
 
-    def tamper_trigger_spec(self, old: str, new: str) -> int:
+    def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
         return self._execute(
             "UPDATE trigger_revisions SET spec_json = replace(spec_json, ?, ?) "
-            "WHERE instr(spec_json, ?) > 0", (old, new, old))
+            "WHERE instr(spec_json, ?) > 0 AND trigger_id = coalesce(?, trigger_id)",
+            (old, new, old, trigger_id))
+
+    def drop_claims(self) -> None:
+        return None  # a claim writes nothing on a database one process serves
+
+    def refuse_writes(self, table: str, event: str = "INSERT", when: str | None = None) -> None:
+        condition = f"WHEN {when} " if when else ""
+        self._execute(f"CREATE TRIGGER refuse_{table} BEFORE {event} ON {table} {condition}"
+                      "BEGIN SELECT RAISE(ABORT, 'injected'); END")
 
     def rename_task_revision(self, name: str) -> int:
         return self._execute("UPDATE task_definition_revisions SET name = ?", (name,))
@@ -331,11 +351,24 @@ class PgBackend(Backend):
         while (left := until - self.now_ms()) > 0:
             time.sleep(left / 1000)
 
-    def tamper_trigger_spec(self, old: str, new: str) -> int:
+    def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
         rows = self.db.execute(
             "UPDATE trigger_revisions SET spec_json = replace(spec_json::text, %s, %s)::jsonb "
-            "WHERE strpos(spec_json::text, %s) > 0 RETURNING revision", [old, new, old])
+            "WHERE strpos(spec_json::text, %s) > 0 AND trigger_id = coalesce(%s, trigger_id) "
+            "RETURNING revision", [old, new, old, trigger_id])
         return len(rows)
+
+    def drop_claims(self) -> None:
+        self.db.execute("UPDATE trigger_schedules SET claim_owner = NULL, claim_token = NULL, "
+                        "claim_expires_at_ms = NULL WHERE claim_token IS NOT NULL")
+
+    def refuse_writes(self, table: str, event: str = "INSERT", when: str | None = None) -> None:
+        self.db.execute(
+            f"CREATE FUNCTION qinglong.refuse_{table}() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = 'check_violation'; END $$")
+        condition = f"WHEN ({when}) " if when else ""
+        self.db.execute(f"CREATE TRIGGER refuse_{table} BEFORE {event} ON {table} FOR EACH ROW "
+                        f"{condition}EXECUTE FUNCTION qinglong.refuse_{table}()")
 
     def rename_task_revision(self, name: str) -> int:
         return len(self.db.execute(

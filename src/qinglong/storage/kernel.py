@@ -127,6 +127,10 @@ class Driver(Protocol):
     def retryable(self, exc: BaseException) -> str | None:
         """The code of a conflict that is safe to run again (else None)."""
         ...
+    def error_code(self, exc: BaseException) -> str | None:
+        """The database's own code for a failure its driver raised (PostgreSQL: the SQLSTATE;
+        SQLite: the extended result code's name), for metrics and messages; else None."""
+        ...
     def translate(self, exc: BaseException, action: str, conn: Connection) -> QinglongError: ...
     def after_commit(self, wakes: Sequence[Wake]) -> None:
         """Tell this process what a commit changed."""
@@ -347,6 +351,16 @@ class Database:
                 raise OutcomeUnknown(f"{action}: COMMIT was sent but its outcome is "
                                      "unknown") from exc
         driver.after_commit(tx.wakes)
+
+    def error_code(self, exc: BaseException | None) -> str | None:
+        """The database's own code for a failure (see ``Driver.error_code``): ``exc`` or the
+        driver error it was translated from; None when neither carries one."""
+        for candidate in (exc, None if exc is None else exc.__cause__):
+            if isinstance(candidate, CommitRejected):
+                return candidate.sqlstate
+            if isinstance(candidate, self._driver.error):
+                return self._driver.error_code(candidate)
+        return None
 
     def now_ms(self) -> int:
         """One reading of this database's clock, outside any transaction."""

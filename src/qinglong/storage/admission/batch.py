@@ -173,7 +173,7 @@ class BatchCommitter:
                 f"({exc.message}); they expire and are decided afresh")
             outcomes.update(dict.fromkeys(chunk, gave_up))
             return
-        state = _sqlstate_of(exc)
+        state = self._db.error_code(exc)
         if state is not None and self._on_retry is not None:
             self._on_retry(state)
         half = len(chunk) // 2
@@ -277,13 +277,6 @@ class BatchCommitter:
                 attempt.settled[index] = CommitResult(
                     outcome=CommitOutcome.RACED, disposition=items[index].decision.disposition,
                     reason="claim_superseded")
-
-
-def _sqlstate_of(exc: BaseException) -> str | None:
-    if isinstance(exc, CommitRejected):
-        return exc.sqlstate
-    cause = exc.__cause__
-    return getattr(cause, "sqlstate", None) if cause is not None else None
 
 
 def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int,

@@ -111,6 +111,9 @@ class PgDriver:
     def retryable(self, exc: BaseException) -> str | None:
         return str(sqlstate(exc)) if is_retryable(exc) else None
 
+    def error_code(self, exc: BaseException) -> str | None:
+        return sqlstate(exc)
+
     def translate(self, exc: BaseException, action: str, conn: Connection) -> QinglongError:
         return translate(exc, action, _pg(conn))
 

@@ -88,6 +88,10 @@ class SqliteDriver:
     def retryable(self, exc: BaseException) -> str | None:
         return None
 
+    def error_code(self, exc: BaseException) -> str | None:
+        name = getattr(exc, "sqlite_errorname", None)
+        return str(name) if name else None
+
     def translate(self, exc: BaseException, action: str, conn: Connection) -> QinglongError:
         assert isinstance(exc, sqlite3.Error)
         return translate(exc, action)
