@@ -28,12 +28,7 @@ def bed(backend: Backend) -> Iterator[Bed]:
     published = d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="tick", task_id="hello", expression="* * * * * *",
         timezone="UTC"))
-    store, connectors = backfill_store(backend)
-    try:
-        yield Bed(backend, store, next_second(published.revision.created_at_ms))
-    finally:
-        for connector in connectors:
-            connector.close()
+    yield Bed(backend, backfill_store(backend), next_second(published.revision.created_at_ms))
 
 
 def test_occurrences_before_the_first_publish_are_backfilled_once_each(bed: Bed) -> None:
