@@ -42,6 +42,7 @@ from qinglong.storage.postgres.connection import SessionSettings, SingleConnecto
 from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.roles import provision_roles
+from qinglong.storage.postgres.web_pool import WebPool
 from qinglong.storage.runs import RunStore
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
@@ -166,10 +167,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def database(self, role: str, application_name: str, *,
-                 settings: SessionSettings | None = None) -> Database:
+                 settings: SessionSettings | None = None, pool: bool = False) -> Database:
         """The kernel this backend's stores are written over, as ``role`` (PostgreSQL: a
         connection of its own, closed with the backend, whose sessions take ``settings``, the
-        timeouts of a replica's or a worker's sessions, when given; SQLite: the one file)."""
+        timeouts of a replica's or a worker's sessions, when given; with ``pool``, a pool of
+        connections as `ql web` opens it; SQLite: the one file)."""
 
     def schedule_store(self, name: str = SCHEDULER_OWNER, **options: Any) -> ScheduleStore:
         """A ScheduleStore as a replica opens it (``ql_runtime``, its session timeouts),
@@ -224,7 +226,7 @@ class SqliteBackend(Backend):
         self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
 
     def database(self, role: str, application_name: str, *,
-                 settings: SessionSettings | None = None) -> Database:
+                 settings: SessionSettings | None = None, pool: bool = False) -> Database:
         return self.stores.database
 
     def clock(self) -> Clock:
@@ -303,7 +305,7 @@ class SqliteBackend(Backend):
 class PgBackend(Backend):
     db: PgTestDatabase
     name: str
-    _connectors: list[SingleConnector] = field(default_factory=list)
+    _connectors: list[SingleConnector | WebPool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.definitions = DefinitionStore(self.database("ql_admin", "contract-admin"))
@@ -314,8 +316,13 @@ class PgBackend(Backend):
         self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
 
     def database(self, role: str, application_name: str, *,
-                 settings: SessionSettings | None = None) -> Database:
-        """The kernel over one connection as ``role`` (closed with the backend)."""
+                 settings: SessionSettings | None = None, pool: bool = False) -> Database:
+        """The kernel over one connection as ``role``, or a pool (closed with the backend)."""
+        if pool:
+            web = WebPool(self.db.url(role), application_name=application_name)
+            self._connectors.append(web)
+            web.open()
+            return open_postgres(web)
         connector = SingleConnector(self.db.url(role), application_name=application_name,
                                     settings=settings)
         self._connectors.append(connector)
