@@ -652,6 +652,8 @@ def flow_bad_input(http: Http, people: People, db: Database) -> None:
                              ("/api/v1/runs?since=yesterday", "since"),
                              ("/api/v1/runs?colour=red", "colour"),
                              ("/api/v1/runs?limit=1&limit=2", "limit"),
+                             ("/api/v1/runs?trigger=Demo/yearly", "trigger"),
+                             ("/api/v1/runs?task=demo/hello/x", "task"),
                              ("/api/v1/projects/demo/tasks?include_deleted=maybe",
                               "include_deleted"),
                              ("/api/v1/projects/Demo/tasks", "project"),
@@ -704,6 +706,9 @@ def flow_pages(http: Http, people: People) -> None:
     assert walk("order=newest", 24) == ids  # an exact last page: no empty page after it
     manual_by_task = [r["id"] for r in runs if r["trigger"] is None]
     assert walk("task=hello&trigger=yearly", 3) == [r["id"] for r in runs if r["trigger"]]
+    # a filter as the panel and the CLI show it: PROJECT/ID (spaces around the slash allowed)
+    assert walk("trigger=demo/yearly", 3) == [r["id"] for r in runs if r["trigger"]]
+    assert walk("task=demo%20/%20hello&order=newest", 5) == ids
     assert walk("status=queued&task=hello&order=newest", 4) == ids
     assert len(manual_by_task) == 23
 

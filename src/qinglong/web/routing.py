@@ -72,6 +72,20 @@ IDENTIFIERS: dict[str, Identifier] = {
 }
 
 
+def _bare(pattern: re.Pattern[str]) -> str:
+    return pattern.pattern.removeprefix("^").removesuffix("$")
+
+
+# A task or trigger filter may name its project as the panel and the CLI show one: PROJECT/ID
+# (spaces around the slash allowed).
+SCOPED = {name: Identifier(re.compile(rf"^{_bare(ids.PROJECT_ID)} */ *{_bare(rule.pattern)}$"),
+                           f"must be a {name} id or PROJECT/{name.upper()} (a project id is "
+                           f"{ids.PROJECT_ID_RULE.removeprefix('must be ')}; a {name} id is "
+                           f"{rule.rule.removeprefix('must be ')})",
+                           f"Project id, '/' and {name} id")
+          for name, rule in IDENTIFIERS.items() if name in ("task", "trigger")}
+
+
 def read_path(params: Mapping[str, str]) -> dict[str, str]:
     """The path parameters of a matched route, each checked by its identifier rule."""
     found: dict[str, str] = {}
@@ -95,6 +109,7 @@ class Query:
     choices: tuple[str, ...] = ()
     default: object = None
     required: bool = False
+    scoped: bool = False  # a task or trigger as its id or as PROJECT/ID (SCOPED)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -120,6 +135,9 @@ class Query:
         elif self.kind == "date":
             schema = {"type": "string", "format": "date",
                       "description": f"{FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}"}
+        elif self.identifier is not None and self.scoped:
+            schema = {"anyOf": [{"type": "string", "pattern": self.identifier.pattern.pattern},
+                                {"type": "string", "pattern": SCOPED[self.name].pattern.pattern}]}
         elif self.identifier is not None:
             schema = {"type": "string", "pattern": self.identifier.pattern.pattern}
         else:
@@ -152,6 +170,8 @@ class Query:
             raise InvalidInput(self.name, f"is longer than {MAX_PARAMETER_CHARS} characters")
         if self.kind == "date":
             return read_day(text, self.name)
+        if self.identifier is not None and self.scoped and "/" in text:
+            return SCOPED[self.name].read(self.name, text)
         if self.identifier is not None:
             return self.identifier.read(self.name, text)
         return text
