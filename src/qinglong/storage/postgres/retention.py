@@ -22,6 +22,9 @@ from __future__ import annotations
 from qinglong.domain.retention import PRUNE_BATCH, PRUNE_STATEMENTS, PruneReport, retention_ms
 from qinglong.errors import PermissionDenied
 from qinglong.storage.kernel import Database, Tx
+from qinglong.storage.retention import table_sizes
+
+__all__ = ["BUSY", "PgRetention", "table_sizes"]  # (table_sizes: storage/retention.py)
 
 _START = (-1, "")
 _CLAIMS_START = (-1, "", "", -1)
@@ -140,8 +143,3 @@ def _gate(tx: Tx) -> bool:
     row = tx.one("retention_gate")
     return bool(row and row["held"])
 
-
-def table_sizes(db: Database) -> dict[str, int]:
-    row = db.read("count retained rows", lambda tx: tx.one("retention_sizes"))
-    assert row is not None
-    return {"claims": int(str(row["claims"])), "run_events": int(str(row["run_events"]))}

@@ -87,8 +87,3 @@ class SqliteRetention:
     def __call__(self) -> int:
         return self.prune().deleted
 
-
-def table_sizes(db: Database) -> dict[str, int]:
-    row = db.read("count retained rows", lambda tx: tx.one("retention_sizes"))
-    assert row is not None
-    return {"claims": int(row["claims"]), "run_events": int(row["run_events"])}
