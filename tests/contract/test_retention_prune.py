@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+
 import pytest
 
 from qinglong.audit.checker import audit as audit_admissions
