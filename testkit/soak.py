@@ -48,6 +48,7 @@ from qinglong.storage.definitions.params import (
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.kernel import Tx
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.open import migrate_postgres
@@ -413,19 +414,21 @@ def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
             time.sleep(1.0)
     finally:
         connector.close()
-    from psycopg.rows import dict_row
-
-    from qinglong.storage.postgres.connection import QUERIES
-
-    with psycopg.connect(url, row_factory=dict_row) as conn:
-        now = int(conn.execute(QUERIES["audit_now"]).fetchone()["now_ms"])  # type: ignore[index]
-        report = check_execution(conn, QUERIES, now_ms=now, from_ms=0, to_ms=2**62,  # type: ignore[arg-type]
+    def judge(tx: Tx) -> tuple[ExecutionReport, int]:
+        report = check_execution(tx, now_ms=tx.now_ms(), from_ms=0, to_ms=2**62,
                                  stale_ms=soak.config.worker_lease_ms + 10_000)
-        lost = conn.execute("SELECT count(*) AS n FROM qinglong.run_attempts "
-                            "WHERE status = 'lost'").fetchone()
+        lost = tx.sql("SELECT count(*) AS n FROM qinglong.run_attempts "
+                      "WHERE status = 'lost'").fetchone()
+        return report, int(lost["n"]) if lost else 0
+
+    connector = SingleConnector(url, application_name="ql-soak-audit")
+    try:  # one snapshot, as `ql audit` reads
+        report, lost = open_postgres(connector).read("judge the execution", judge, snapshot=True)
+    finally:
+        connector.close()
     overlaps, with_output = command_overlaps(soak.command_ledger)
     return Execution(report=report, unsettled=unfinished, overlapping_processes=overlaps,
-                     runs_with_output=with_output, lost_attempts=int(lost["n"]) if lost else 0)
+                     runs_with_output=with_output, lost_attempts=lost)
 
 
 def run_soak(config: SoakConfig) -> SoakResult:
