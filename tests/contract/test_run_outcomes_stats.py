@@ -1,4 +1,4 @@
-"""Issue 18 (items 6 and 7), on every dialect: what stats count and what a Run records when
+"""Issue 18 (items 6 and 7), on every database: what stats count and what a Run records when
 its trigger's overlap policy ends it, and how long a retried Run lasted.
 
 - a ``lost`` Run is a failure in the stats and their success rate;
@@ -15,8 +15,6 @@ its trigger's overlap policy ends it, and how long a retried Run lasted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from qinglong.domain.lifecycle import Outcome
@@ -25,11 +23,8 @@ from qinglong.domain.trigger import Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.web_reads import PgWebReadStore
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import AttemptFinishParams, LeaseRescueParams, RunListParams
-from qinglong.storage.sqlite.web_reads import SqliteWebReadStore
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_retries_and_overlap import (
@@ -49,16 +44,9 @@ STOPPED_ON_REQUEST = Outcome(status=AttemptStatus.CANCELLED, error_code="CANCELL
 
 
 @pytest.fixture
-def pages(backend: Backend) -> Iterator[RunStore]:
-    if backend.dialect == "sqlite":
-        yield SqliteWebReadStore(backend.stores.db)  # type: ignore[attr-defined]
-        return
-    connector = SingleConnector(backend.db.url("ql_web"),  # type: ignore[attr-defined]
-                                application_name="contract-stats")
-    try:
-        yield PgWebReadStore(connector)
-    finally:
-        connector.close()
+def pages(backend: Backend) -> RunStore:
+    """Run reads as the HTTP API has them (as ql_web where the database has roles)."""
+    return RunStore(backend.database("ql_web", "contract-stats"), actor_id="web")
 
 
 def totals(backend: Backend, pages: RunStore) -> dict[str, object]:
@@ -233,7 +221,7 @@ def test_a_retried_run_lasts_from_its_first_attempts_start_to_its_last_attempts_
     assert (ended.run.started_at_ms, ended.run.finished_at_ms) == (first.started_at_ms,
                                                                    last.finished_at_ms)
     assert ended.run.duration_ms == whole
-    views = RunViews(backend.runs, lifecycle=backend.lifecycle)
+    views = RunViews(backend.runs)
     shown = views.run_show(run_id, tail_lines=0)["run"]
     assert isinstance(shown, dict) and shown["duration_ms"] == whole  # ql run show, the API
     [listed] = views.run_list(RunListParams(project_id="demo"))
