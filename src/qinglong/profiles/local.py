@@ -57,12 +57,12 @@ from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Database
 from qinglong.storage.notify import NotifyStore
+from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import RescuedAttempt
 from qinglong.storage.sqlite.connection import SqliteDatabase, check_single_name
 from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import check_schema
-from qinglong.storage.sqlite.retention import SqliteRetention
 
 INSTANCE_ID = "serve"  # one `ql serve` per database file at a time
 LOCAL_RENEW_EVERY_S = 1.0  # a cancel request is seen within a second
@@ -284,7 +284,7 @@ class LocalApp:
             )
             log_dir = config.effective_log_dir
             retention_ms = config.log_retention_days * 86_400_000
-            history = SqliteRetention(db, self._clock, days=config.retention_days)
+            history = open_retention(db, self._clock, days=config.retention_days)
 
             def prune() -> int:
                 return prune_log_dir(log_dir, self._clock.now_ms() - retention_ms) + history()
