@@ -1,4 +1,4 @@
-"""Issue 18, item 7, on every dialect: a backfill reaches back before the trigger's first
+"""Issue 18, item 7, on every database: a backfill reaches back before the trigger's first
 publish (the history of a migrated crontab) and admits one Run per occurrence there too, up
 to the cursor, which still bounds it."""
 

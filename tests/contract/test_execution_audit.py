@@ -1,4 +1,4 @@
-"""The execution audit (E1-E5) on every dialect: clean on Runs carried out by the lifecycle
+"""The execution audit (E1-E5) on every database: clean on Runs carried out by the lifecycle
 steps (success, retries, a lost attempt retried), and it names each broken shape."""
 
 from __future__ import annotations

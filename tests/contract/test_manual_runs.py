@@ -1,4 +1,4 @@
-"""RequestAdmissions contract (run now: `ql task run`, `ql trigger fire`) on every dialect.
+"""RequestAdmissions contract (run now: `ql task run`, `ql trigger fire`) on every database.
 
 A manual Run is admitted through the same rows as a scheduled one (queued Run, claimed first
 Attempt, run.created + run.queued), keyed by the client request id: a request sent again

@@ -1,4 +1,4 @@
-"""The reconciler's probe (``reconcile_pending``) on every dialect: one read that says
+"""The reconciler's probe (``reconcile_pending``) on every database: one read that says
 whether rescuing expired leases or queueing due retries could find anything. It must agree
 with those two steps: "false" while they would find nothing, "true" as soon as either would,
 so an idle reconciler cycle costs one read and a busy one loses nothing."""

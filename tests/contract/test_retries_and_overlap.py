@@ -1,5 +1,5 @@
 """RunStore contract, continued: retries as durable state, cancelling, draining,
-overlap policies enforced at dispatch, and concurrency limits -- on every dialect."""
+overlap policies enforced at dispatch, and concurrency limits -- on every database."""
 
 from __future__ import annotations
 

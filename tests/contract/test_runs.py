@@ -57,7 +57,7 @@ class Admitted:
 
 @pytest.fixture
 def admitted(backend: Backend) -> Admitted:
-    """Five queued-or-finished Runs across two projects, admitted by the dialect's scheduler.
+    """Five queued-or-finished Runs across two projects, admitted by the scheduler.
 
     | run | project/trigger | scheduled for | status    |
     | R1  | demo/t1         | base - 9 s    | queued    |
