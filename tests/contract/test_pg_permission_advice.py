@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from qinglong.errors import PermissionDenied
-from qinglong.storage.definitions.params import ProjectCreateParams
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import ProjectCreateParams
 from qinglong.storage.postgres.errors import permission_advice, roles_for_table
 from qinglong.storage.postgres.roles import APP_ROLES, PRIVILEGES, ROLES
 from qinglong.storage.runs import RunStore

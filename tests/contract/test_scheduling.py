@@ -278,7 +278,7 @@ def test_the_idempotency_key_is_unique(b: Backend) -> None:
     [item] = claim(b)
     commit(b, item)
     [run] = b.sql("SELECT * FROM runs")
-    with pytest.raises(Exception, match="(?i)unique") as refused:
+    with pytest.raises(Exception, match=r"(?i)unique") as refused:
         b.sql("INSERT INTO runs (id, project_id, task_id, task_revision, trigger_type, "
               "execution_origin, execution_owner, status, version, event_sequence, "
               "idempotency_key, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
