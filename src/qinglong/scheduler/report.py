@@ -1,4 +1,4 @@
-"""What one scheduler cycle did, and the per-cycle tally both coordinators share."""
+"""What one scheduler cycle did, its per-cycle tally and the running totals."""
 
 from __future__ import annotations
 
