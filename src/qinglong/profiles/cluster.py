@@ -66,9 +66,9 @@ from qinglong.storage.postgres.readiness import (
     session_findings,
     wrong_role_refusal,
 )
-from qinglong.storage.postgres.retention import PgRetention
 from qinglong.storage.postgres.roles import RUNTIME
 from qinglong.storage.postgres.topology import choose_primary
+from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import RescuedAttempt
@@ -260,7 +260,7 @@ class ClusterControl:
             notifier = Notifier(connector)
             logs = LogStore(db)
             retention_ms = s.log_retention_days * 86_400_000
-            history = PgRetention(db, days=s.retention_days)
+            history = open_retention(db, self._clock, days=s.retention_days)
 
             def prune() -> int:
                 return logs.log_prune(retention_ms, PRUNE_BATCH) + history()
