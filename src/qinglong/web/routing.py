@@ -72,6 +72,21 @@ IDENTIFIERS: dict[str, Identifier] = {
 }
 
 
+def _qualified(entity: re.Pattern[str]) -> re.Pattern[str]:
+    """``entity``, or ``PROJECT/entity`` (spaces around the slash allowed): how the panel and
+    the CLI show a task or a trigger."""
+    project, body = ids.PROJECT_ID.pattern.strip("^$"), entity.pattern.strip("^$")
+    return re.compile(rf"^(?:{project} */ *)?{body}$")
+
+
+# Query parameters that name a task or a trigger also take it qualified by its project.
+QUALIFIED: dict[str, Identifier] = {
+    name: Identifier(_qualified(ids.ENTITY_ID), ids.ENTITY_ID_RULE,
+                     f"{IDENTIFIERS[name].description}, or PROJECT/ID")
+    for name in ("task", "trigger")
+}
+
+
 def read_path(params: Mapping[str, str]) -> dict[str, str]:
     """The path parameters of a matched route, each checked by its identifier rule."""
     found: dict[str, str] = {}
@@ -104,6 +119,8 @@ class Query:
 
     @property
     def identifier(self) -> Identifier | None:
+        if self.kind == "qualified":
+            return QUALIFIED[self.name]
         return IDENTIFIERS.get(self.name) if self.kind == "str" else None
 
     def schema(self) -> dict[str, object]:

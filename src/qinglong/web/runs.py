@@ -151,8 +151,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/runs", list_runs, "List Runs, newest occurrence first, a page at "
              "a time", "runs", Level.READ, response=s.RunPageView,
              query=(Query("project", "str", "Only this project"),
-                    Query("task", "str", "Only Runs of this task (TASK or PROJECT/TASK)"),
-                    Query("trigger", "str", "Only Runs of this trigger (TRIGGER or "
+                    Query("task", "qualified", "Only Runs of this task (TASK or PROJECT/TASK)"),
+                    Query("trigger", "qualified", "Only Runs of this trigger (TRIGGER or "
                                             "PROJECT/TRIGGER)"),
                     Query("status", "choice", "Only this status",
                           choices=tuple(status.value for status in RunStatus)),
