@@ -72,18 +72,19 @@ IDENTIFIERS: dict[str, Identifier] = {
 }
 
 
-def _bare(pattern: re.Pattern[str]) -> str:
-    return pattern.pattern.removeprefix("^").removesuffix("$")
+def _qualified(entity: re.Pattern[str]) -> re.Pattern[str]:
+    """``entity``, or ``PROJECT/entity`` (spaces around the slash allowed): how the panel and
+    the CLI show a task or a trigger."""
+    project, body = ids.PROJECT_ID.pattern.strip("^$"), entity.pattern.strip("^$")
+    return re.compile(rf"^(?:{project} */ *)?{body}$")
 
 
-# A task or trigger filter may name its project as the panel and the CLI show one: PROJECT/ID
-# (spaces around the slash allowed).
-SCOPED = {name: Identifier(re.compile(rf"^{_bare(ids.PROJECT_ID)} */ *{_bare(rule.pattern)}$"),
-                           f"must be a {name} id or PROJECT/{name.upper()} (a project id is "
-                           f"{ids.PROJECT_ID_RULE.removeprefix('must be ')}; a {name} id is "
-                           f"{rule.rule.removeprefix('must be ')})",
-                           f"Project id, '/' and {name} id")
-          for name, rule in IDENTIFIERS.items() if name in ("task", "trigger")}
+# Query parameters that name a task or a trigger also take it qualified by its project.
+QUALIFIED: dict[str, Identifier] = {
+    name: Identifier(_qualified(ids.ENTITY_ID), ids.ENTITY_ID_RULE,
+                     f"{IDENTIFIERS[name].description}, or PROJECT/ID")
+    for name in ("task", "trigger")
+}
 
 
 def read_path(params: Mapping[str, str]) -> dict[str, str]:
@@ -109,7 +110,6 @@ class Query:
     choices: tuple[str, ...] = ()
     default: object = None
     required: bool = False
-    scoped: bool = False  # a task or trigger as its id or as PROJECT/ID (SCOPED)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -119,6 +119,8 @@ class Query:
 
     @property
     def identifier(self) -> Identifier | None:
+        if self.kind == "qualified":
+            return QUALIFIED[self.name]
         return IDENTIFIERS.get(self.name) if self.kind == "str" else None
 
     def schema(self) -> dict[str, object]:
@@ -135,9 +137,6 @@ class Query:
         elif self.kind == "date":
             schema = {"type": "string", "format": "date",
                       "description": f"{FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}"}
-        elif self.identifier is not None and self.scoped:
-            schema = {"anyOf": [{"type": "string", "pattern": self.identifier.pattern.pattern},
-                                {"type": "string", "pattern": SCOPED[self.name].pattern.pattern}]}
         elif self.identifier is not None:
             schema = {"type": "string", "pattern": self.identifier.pattern.pattern}
         else:
@@ -170,8 +169,6 @@ class Query:
             raise InvalidInput(self.name, f"is longer than {MAX_PARAMETER_CHARS} characters")
         if self.kind == "date":
             return read_day(text, self.name)
-        if self.identifier is not None and self.scoped and "/" in text:
-            return SCOPED[self.name].read(self.name, text)
         if self.identifier is not None:
             return self.identifier.read(self.name, text)
         return text

@@ -14,7 +14,7 @@ from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
 from qinglong.service.runs import LogPiece
 from qinglong.service.views import View
-from qinglong.storage.runs.params import RunListParams
+from qinglong.storage.ports import RunListParams
 from qinglong.web import schemas as s
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 from qinglong.web.sse import log_events
@@ -151,10 +151,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/runs", list_runs, "List Runs, newest occurrence first, a page at "
              "a time", "runs", Level.READ, response=s.RunPageView,
              query=(Query("project", "str", "Only this project"),
-                    Query("task", "str", "Only Runs of this task (TASK or PROJECT/TASK)",
-                          scoped=True),
-                    Query("trigger", "str", "Only Runs of this trigger (TRIGGER or "
-                                            "PROJECT/TRIGGER)", scoped=True),
+                    Query("task", "qualified", "Only Runs of this task (TASK or PROJECT/TASK)"),
+                    Query("trigger", "qualified", "Only Runs of this trigger (TRIGGER or "
+                                            "PROJECT/TRIGGER)"),
                     Query("status", "choice", "Only this status",
                           choices=tuple(status.value for status in RunStatus)),
                     Query("since", "instant", "Only Runs for occurrences at or after"),
