@@ -305,16 +305,16 @@ class Profiler:
 
 
 PROFILE_STEPS: list[tuple[str, tuple[str, ...]]] = [
-    ("in a scheduler cycle (run_cycle)", ("ClusterCoordinator.run_cycle (",)),
-    ("  claim statement (schedule_claim)", ("PgScheduleStore.schedule_claim (",)),
-    ("  admission transactions (schedule_commit)", ("PgScheduleStore.schedule_commit (",)),
-    ("    statements inside (_admit)", ("PgScheduleStore._admit (",)),
+    ("in a scheduler cycle (run_cycle)", ("Coordinator.run_cycle (",)),
+    ("  claim statement (schedule_claim)", ("ScheduleStore.schedule_claim (",)),
+    ("  admission transactions (BatchCommitter.commit)", ("BatchCommitter.commit (",)),
+    ("    statements inside (_admit)", ("BatchCommitter._admit (",)),
     ("    COMMIT", ("commit (qinglong/storage/postgres/connection.py",)),
     ("  pool checkout (PoolConnector.connection)", ("PoolConnector.connection (",)),
     ("    the pool's check query on checkout", ("ConnectionPool.check_connection (",)),
     ("  deadline timers (threading.Timer start)", ("deadline (qinglong/storage/postgres",
                                                    "Thread.start (")),
-    ("  next-due hint query", ("PgScheduleStore.schedule_next_due_in_ms (",)),
+    ("  next-due hint query", ("ScheduleStore.schedule_next_due_in_ms (",)),
     ("  decide (pure Python)", ("ScheduleClaim.decide (",)),
     ("  rows -> claims (claim_from_row)", ("claim_from_row (",)),
     ("waiting for PostgreSQL (psycopg Connection.wait)", ("Connection.wait (psycopg/",)),
@@ -345,7 +345,8 @@ def summarize_profile(path: Path) -> dict[str, Any]:
                     continue
                 counts[label] += samples
         for frame in set(frames):
-            if frame.startswith(("PgScheduleStore._admit (", "transact (", "insert_admission (")):
+            if frame.startswith(("BatchCommitter._admit (", "Database.transact (", "Writes.apply (",
+                                  "insert_admission (")):
                 lines[frame] = lines.get(frame, 0) + samples
         leaves[frames[-1]] = leaves.get(frames[-1], 0) + samples
     if not total:

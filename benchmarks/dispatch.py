@@ -350,17 +350,16 @@ def publish(admin: str, triggers: int) -> None:
     """The project, the task and the triggers, as ql_admin (the triggers in-process through the
     same service call `ql trigger publish` makes: 200 CLI starts would take minutes)."""
     from qinglong.clock import SystemClock
-    from qinglong.profiles.backends import open_backend
-    from qinglong.service.catalog import Catalog
-    from qinglong.storage.ports import TriggerPublishParams
+    from qinglong.profiles.open import open_services
+    from qinglong.storage.definitions.params import TriggerPublishParams
 
     ql("project", "create", PROJECT, "--database-url", admin)
     ql("task", "publish", "--database-url", admin, "--project", PROJECT, "--task", TASK,
        "--argv", "/bin/true")
     clock = SystemClock()
-    opened = open_backend(admin, clock)
+    opened = open_services(admin, clock)
     try:
-        catalog = Catalog(opened.definitions, clock)
+        catalog = opened.catalog
         for i in range(triggers):
             catalog.trigger_publish(TriggerPublishParams(
                 project_id=PROJECT, trigger_id=f"every-second-{i:03d}", task_id=TASK,

@@ -28,6 +28,7 @@ from psycopg.rows import dict_row
 
 from qinglong.domain.retention import DAY_MS, PRUNE_BATCH, PRUNE_STATEMENTS
 from qinglong.storage.postgres.connection import SingleConnector
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.retention import PgRetention, table_sizes
 from qinglong.storage.postgres.roles import provision_roles
@@ -128,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
                 fsync = conn.execute("SHOW fsync").fetchone()
                 mb_before = {t: relation_mb(conn, t) for t in ("trigger_schedule_claims", "run_events")}
             connector = SingleConnector(pg.dsn("ql_runtime", "bench"), application_name="bench")
+            db = open_postgres(connector)
             try:
-                before = table_sizes(connector)
-                pruner = PgRetention(connector, days=30)
+                before = table_sizes(db)
+                pruner = PgRetention(db, days=30)
                 passes, longest, claims, events = 0, 0.0, 0, 0
                 started = time.monotonic()
                 while True:
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                     if report.deleted == 0:
                         break
                 elapsed = time.monotonic() - started
-                after = table_sizes(connector)
+                after = table_sizes(db)
             finally:
                 connector.close()
             with psycopg.connect(pg.dsn("postgres", "bench"), autocommit=True,

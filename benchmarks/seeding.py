@@ -122,14 +122,13 @@ class Dataset:
         """The seed triggers through the product's own publish path (Catalog, as ql_admin),
         with a yearly expression and the product's default misfire policy."""
         from qinglong.clock import SystemClock
-        from qinglong.profiles.backends import open_backend
-        from qinglong.service.catalog import Catalog
-        from qinglong.storage.ports import TriggerPublishParams
+        from qinglong.profiles.open import open_services
+        from qinglong.storage.definitions.params import TriggerPublishParams
 
         clock = SystemClock()
-        opened = open_backend(self.admin, clock)
+        opened = open_services(self.admin, clock)
         try:
-            catalog = Catalog(opened.definitions, clock)
+            catalog = opened.catalog
             for n in range(seeds):
                 catalog.trigger_publish(TriggerPublishParams(
                     project_id=PROJECT, trigger_id=trigger_id(n), task_id=TASK,

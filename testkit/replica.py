@@ -28,7 +28,7 @@ from collections.abc import Callable
 from qinglong.clock import pause
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.storage.ports import CommitOutcome, CommitResult
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
 
 
 def pause_for(ms: int, fraction: float = 1.0) -> Callable[[], None] | None:

@@ -42,10 +42,16 @@ from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import CommandSpec, EnvEntry, ShellCommand
 from qinglong.errors import QinglongError
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.profiles.cluster_backend import migrate_postgres
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from qinglong.storage.kernel import Tx
 from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.postgres.open import migrate_postgres
 from testkit.cluster import Replica, Worker, percentile
 from testkit.pgproxy import PgProxy, ProxyMode
 from testkit.postgres import EmbeddedPostgres
@@ -130,7 +136,7 @@ class _Soak:
             self.server.allow_addresses(str(self.namespace.network), listen=[self.namespace.host_ip])
         migrate_postgres(self.server.dsn("postgres", DB))
         connector = SingleConnector(self.server.dsn("ql_admin", DB))
-        admin = PgDefinitionStore(connector)
+        admin = DefinitionStore(open_postgres(connector))
         admin.project_create(ProjectCreateParams(project_id="soak"))
         admin.task_publish(TaskPublishParams(project_id="soak", task_id="t", name="t", spec=CommandSpec(
             command=ShellCommand(command=BEAT, shell="/bin/bash"), timeout_ms=30_000,
@@ -262,7 +268,7 @@ class _Soak:
                     timezone="Asia/Shanghai")
             connector = SingleConnector(self.server.dsn("ql_admin", DB))
             try:
-                PgDefinitionStore(connector).trigger_publish(params)
+                DefinitionStore(open_postgres(connector)).trigger_publish(params)
             except QinglongError as exc:  # e.g. the database is restarting: an admin retries later
                 _log(f"republish {params.trigger_id} refused: {exc.code} {exc.message}")
                 self.faults["republish_refused"] += 1
@@ -388,14 +394,14 @@ def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
     run (its lease expired unrenewed) is rescued, not left for the audit to call stuck."""
     from qinglong.execution.reconciler import Reconciler
     from qinglong.storage.postgres.connection import SingleConnector
-    from qinglong.storage.postgres.runs import PgRunStore
+    from qinglong.storage.runs import RunStore
 
     url = soak.server.dsn("ql_runtime", DB)
     unfinished = -1
     deadline = time.monotonic() + timeout_s
     connector = SingleConnector(url, application_name="ql-soak-settle")
     try:
-        reconciler = Reconciler(PgRunStore(connector, actor_id="soak-settle"))
+        reconciler = Reconciler(RunStore(open_postgres(connector), actor_id="soak-settle"))
         while time.monotonic() < deadline:
             reconciler.run_cycle()
             with connector.connection() as conn:  # the reconciler's own session
@@ -408,19 +414,21 @@ def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
             time.sleep(1.0)
     finally:
         connector.close()
-    from psycopg.rows import dict_row
-
-    from qinglong.storage.postgres.connection import QUERIES
-
-    with psycopg.connect(url, row_factory=dict_row) as conn:
-        now = int(conn.execute(QUERIES["audit_now"]).fetchone()["now_ms"])  # type: ignore[index]
-        report = check_execution(conn, QUERIES, now_ms=now, from_ms=0, to_ms=2**62,  # type: ignore[arg-type]
+    def judge(tx: Tx) -> tuple[ExecutionReport, int]:
+        report = check_execution(tx, now_ms=tx.now_ms(), from_ms=0, to_ms=2**62,
                                  stale_ms=soak.config.worker_lease_ms + 10_000)
-        lost = conn.execute("SELECT count(*) AS n FROM qinglong.run_attempts "
-                            "WHERE status = 'lost'").fetchone()
+        lost = tx.sql("SELECT count(*) AS n FROM qinglong.run_attempts "
+                      "WHERE status = 'lost'").fetchone()
+        return report, int(lost["n"]) if lost else 0
+
+    connector = SingleConnector(url, application_name="ql-soak-audit")
+    try:  # one snapshot, as `ql audit` reads
+        report, lost = open_postgres(connector).read("judge the execution", judge, snapshot=True)
+    finally:
+        connector.close()
     overlaps, with_output = command_overlaps(soak.command_ledger)
     return Execution(report=report, unsettled=unfinished, overlapping_processes=overlaps,
-                     runs_with_output=with_output, lost_attempts=int(lost["n"]) if lost else 0)
+                     runs_with_output=with_output, lost_attempts=lost)
 
 
 def run_soak(config: SoakConfig) -> SoakResult:

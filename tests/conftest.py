@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.kernel import Database
+from qinglong.storage.runs import RunStore
 from qinglong.storage.sqlite.connection import SqliteDatabase
-from qinglong.storage.sqlite.definitions import SqliteDefinitionStore
+from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import migrate
-from qinglong.storage.sqlite.runs import SqliteRunStore
-from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
 from qinglong.testing import FakeClock
 
 pytest_plugins = ["tests.support.pg"]
@@ -84,11 +86,12 @@ def clock() -> FakeClock:
 
 @dataclass
 class SqliteStores:
-    db: SqliteDatabase
+    db: SqliteDatabase  # the file, for statements a test runs itself
+    database: Database  # the kernel every store is written over
     path: Path
-    definitions: SqliteDefinitionStore
-    schedules: SqliteScheduleStore
-    runs: SqliteRunStore
+    definitions: DefinitionStore
+    schedules: ScheduleStore
+    runs: RunStore
 
 
 @pytest.fixture
@@ -97,12 +100,15 @@ def sqlite_stores(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteStores]:
     db = SqliteDatabase(path, create=True)
     migrate(db, clock)
     counter = itertools.count(1)
+    database = open_sqlite(db, clock)
     stores = SqliteStores(
         db=db,
+        database=database,
         path=path,
-        definitions=SqliteDefinitionStore(db, clock),
-        schedules=SqliteScheduleStore(db, clock),
-        runs=SqliteRunStore(db, clock, new_id=lambda: f"00000000-0000-4000-8000-{next(counter):012d}"),
+        definitions=DefinitionStore(database),
+        schedules=ScheduleStore(database, actor_id="standalone"),
+        runs=RunStore(database, actor_id="standalone",
+                      new_id=lambda: f"00000000-0000-4000-8000-{next(counter):012d}"),
     )
     yield stores
     db.close()

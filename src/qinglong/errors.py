@@ -108,6 +108,12 @@ class ConnectionLost(StorageError):
     code = "QL_CONNECTION_LOST"
 
 
+class ServerNotWritable(StorageError):
+    """The server refused a write: it is a standby or read-only."""
+
+    code = "QL_SERVER_NOT_WRITABLE"
+
+
 class OutcomeUnknown(StorageError):
     """COMMIT was sent but its outcome is not known; durable facts must decide."""
 

@@ -36,7 +36,8 @@ from prometheus_client import (
 
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.errors import InvalidConfig
-from qinglong.storage.ports import AttemptLease, CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import AttemptLease, RescuedAttempt
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 OTHER = "_other"  # the bucket of keys beyond the cap (no project, task or trigger id starts with _)
@@ -304,14 +305,9 @@ class QueueMetrics:
         return True
 
 
-def queue_sample(row: Mapping[str, object] | None, now_ms: int) -> QueueSample:
-    """A ``metrics_queue`` row (``depth``, ``oldest_ms``) as a sample at ``now_ms``."""
-    if row is None:
-        return QueueSample(0, None)
-    depth = row.get("depth")
-    oldest = row.get("oldest_ms")
-    return QueueSample(int(depth) if isinstance(depth, int) else 0,
-                       None if not isinstance(oldest, int) else now_ms - oldest)
+def queue_sample(depth: int, oldest_ms: int | None, now_ms: int) -> QueueSample:
+    """Queue depth and the age of its oldest Run at ``now_ms``."""
+    return QueueSample(depth, None if oldest_ms is None else now_ms - oldest_ms)
 
 
 # -- publication (one process, several registries) ------------------------------------------

@@ -1,13 +1,18 @@
-"""The storage contract: one suite, every adapter that implements a port.
+"""The storage contract: one suite, every store written once over the storage kernel, on
+every database.
 
 Every case that takes ``backend`` runs once on SQLite and once per PostgreSQL server of the
 harness in tests/support/pg.py (embedded PostgreSQL 18 always, the system server on
 127.0.0.1:5432 when it answers). A missing embedded server is an error, never a skip.
 
-A ``Backend`` holds the ports under test (on PostgreSQL: definitions as ``ql_admin``, run
-reads as ``ql_runtime``) and dialect-neutral test hooks, each implemented per dialect:
-reading the clock the adapter stamps rows with, tampering with stored rows as the database
-owner, and admitting Runs through that dialect's own scheduler store and coordinator.
+A ``Backend`` holds the stores under test (on PostgreSQL: definitions as ``ql_admin``, run
+reads as ``ql_runtime``), the kernel of its database as any role (``database``), and test
+hooks, each implemented per dialect: reading the clock the store stamps rows with, letting
+it pass, and tampering with stored rows as the database owner. Runs are admitted through the
+one scheduling algorithm (``run_cycle``: the Coordinator over the ScheduleStore). A case that
+must behave differently asks ``backend.capabilities`` for the difference, never the dialect's
+name; a case that needs several processes serving the database at once (row locks, another
+replica's claims, a lost COMMIT reply) takes ``pg_backend`` instead.
 """
 
 from __future__ import annotations
@@ -20,27 +25,25 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from qinglong.clock import Clock, SystemClock
 from qinglong.domain.decision import Decision
-from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import (
-    CommitOutcome,
-    CommitResult,
-    DefinitionStore,
-    RunLifecycleStore,
-    RunReadStore,
-)
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.kernel import Capabilities, Database
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.roles import provision_roles
-from qinglong.storage.postgres.runs import PgRunStore
-from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.storage.postgres.web_pool import WebPool
+from qinglong.storage.runs import RunStore
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
 from tests.conftest import SqliteStores
@@ -63,15 +66,38 @@ CommittedHook = Callable[[object, Decision, CommitResult], None]
 
 
 class Backend(abc.ABC):
-    """The ports under test plus the per-dialect hooks the contract cases need."""
+    """The stores under test plus the per-dialect hooks the contract cases need."""
 
     name: str  # the pytest id: "sqlite", "pg:pg18-embedded", "pg:pg-system"
-    dialect: str  # "sqlite" | "postgresql"
-    executor_type: str  # what an admission's first Attempt is for on this dialect
-    claim_fenced: bool  # whether run.created carries the claim fence (cluster admission)
     definitions: DefinitionStore
-    runs: RunReadStore
-    lifecycle: RunLifecycleStore
+    runs: RunStore
+    lifecycle: RunStore
+    schedules: ScheduleStore
+    kernel: Database  # the kernel the scheduler's store is written over
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the database under test can do (the kernel's named flags)."""
+        return self.kernel.capabilities
+
+    @property
+    def executor_type(self) -> str:
+        """What an admission's first Attempt is for on this database."""
+        return self.capabilities.executor_type.value
+
+    @abc.abstractmethod
+    def clock(self) -> Clock:
+        """The clock to hand a service or a URL opener (the store's own clock on SQLite;
+        PostgreSQL stamps rows with the database clock whatever a process's clock says)."""
+
+    @abc.abstractmethod
+    def url(self, role: str = "ql_runtime") -> str:
+        """The database URL, as ``role`` where the database has roles."""
+
+    @abc.abstractmethod
+    def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
+        """Run one statement as the database owner (test-only): ``?`` placeholders on every
+        dialect; the rows it returns (none for a statement without a result)."""
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -90,11 +116,22 @@ class Backend(abc.ABC):
     # -- tampering (as the database owner; test-only) -------------------------------------
 
     @abc.abstractmethod
-    def tamper_trigger_spec(self, old: str, new: str) -> int:
-        """Replace ``old`` by ``new`` in the stored JSON of every trigger revision holding it.
+    def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
+        """Replace ``old`` by ``new`` in the stored JSON of every trigger revision holding it
+        (of ``trigger_id`` only, when given).
 
         Digests are left alone, so readers must refuse the rows. Returns the rows changed.
         """
+
+    @abc.abstractmethod
+    def drop_claims(self) -> None:
+        """Let go of every claim a schedule row holds, as if each had expired (a database
+        whose claims write nothing holds none)."""
+
+    @abc.abstractmethod
+    def refuse_writes(self, table: str, event: str = "INSERT", when: str | None = None) -> None:
+        """From now on the database refuses every ``event`` on ``table`` (of the rows
+        ``when`` holds for: a condition on ``NEW``) as a constraint would (test-only)."""
 
     @abc.abstractmethod
     def rename_task_revision(self, name: str) -> int:
@@ -128,11 +165,27 @@ class Backend(abc.ABC):
     def request_cancel(self, run_id: str) -> None:
         """Mark a Run as asked to be cancelled (the cancel verb comes with the workers)."""
 
-    # -- admission through this dialect's scheduler -------------------------------------
-
     @abc.abstractmethod
+    def database(self, role: str, application_name: str, *,
+                 settings: SessionSettings | None = None, pool: bool = False) -> Database:
+        """The kernel this backend's stores are written over, as ``role`` (PostgreSQL: a
+        connection of its own, closed with the backend, whose sessions take ``settings``, the
+        timeouts of a replica's or a worker's sessions, when given; with ``pool``, a pool of
+        connections as `ql web` opens it; SQLite: the one file)."""
+
+    def schedule_store(self, name: str = SCHEDULER_OWNER, **options: Any) -> ScheduleStore:
+        """A ScheduleStore as a replica opens it (``ql_runtime``, its session timeouts),
+        recording as ``name``; ``options`` go to the store (deadlines, seams)."""
+        return ScheduleStore(self.database("ql_runtime", name, settings=SessionSettings()),
+                             actor_id=name, **options)
+
+    # -- admission through the scheduler -------------------------------------------------
+
     def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
-        """One scheduler cycle of this dialect's coordinator over its schedule store."""
+        """One scheduler cycle of the coordinator over this database's schedule store."""
+        hook: Callable[[ScheduleClaim, Decision, CommitResult], None] = on_committed
+        return Coordinator(self.schedules, owner=SCHEDULER_OWNER, new_id=new_id,
+                           on_committed=hook, wake_hint=False).run_cycle()
 
     def admit(self, project_id: str, trigger_id: str, at_ms: int, *, run_id: str | None = None) -> str:
         """Make one trigger due at ``at_ms`` and admit that occurrence; returns the Run id.
@@ -162,33 +215,55 @@ class Backend(abc.ABC):
 @dataclass(eq=False)
 class SqliteBackend(Backend):
     stores: SqliteStores
-    clock: FakeClock
+    fake_clock: FakeClock
     name: str = "sqlite"
-    dialect: str = "sqlite"
-    executor_type: str = "local_process"
-    claim_fenced: bool = False
 
     def __post_init__(self) -> None:
         self.definitions = self.stores.definitions
         self.runs = self.stores.runs
         self.lifecycle = self.stores.runs
+        self.kernel = self.stores.database
+        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
+
+    def database(self, role: str, application_name: str, *,
+                 settings: SessionSettings | None = None, pool: bool = False) -> Database:
+        return self.stores.database
+
+    def clock(self) -> Clock:
+        return self.fake_clock
+
+    def url(self, role: str = "ql_runtime") -> str:
+        return f"sqlite:///{self.stores.path}"
+
+    def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
+        cursor = self.stores.db.connection().execute(statement, params)
+        return [dict(row) for row in cursor.fetchall()] if cursor.description else []
 
     def _execute(self, statement: str, params: tuple[object, ...] = ()) -> int:
         return self.stores.db.connection().execute(statement, params).rowcount
 
     def now_ms(self) -> int:
-        return self.clock.now_ms()
+        return self.fake_clock.now_ms()
 
     def let_time_pass(self) -> None:
-        self.clock.advance(1_000)
+        self.fake_clock.advance(1_000)
 
     def pass_time(self, ms: int) -> None:
-        self.clock.advance(ms)
+        self.fake_clock.advance(ms)
 
-    def tamper_trigger_spec(self, old: str, new: str) -> int:
+    def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
         return self._execute(
             "UPDATE trigger_revisions SET spec_json = replace(spec_json, ?, ?) "
-            "WHERE instr(spec_json, ?) > 0", (old, new, old))
+            "WHERE instr(spec_json, ?) > 0 AND trigger_id = coalesce(?, trigger_id)",
+            (old, new, old, trigger_id))
+
+    def drop_claims(self) -> None:
+        return None  # a claim writes nothing on a database one process serves
+
+    def refuse_writes(self, table: str, event: str = "INSERT", when: str | None = None) -> None:
+        condition = f"WHEN {when} " if when else ""
+        self._execute(f"CREATE TRIGGER refuse_{table} BEFORE {event} ON {table} {condition}"
+                      "BEGIN SELECT RAISE(ABORT, 'injected'); END")
 
     def rename_task_revision(self, name: str) -> int:
         return self._execute("UPDATE task_definition_revisions SET name = ?", (name,))
@@ -201,14 +276,14 @@ class SqliteBackend(Backend):
                              "?, ?) WHERE instr(plan_json, ?) > 0", (old, new, old))
 
     def age_leases(self, ms: int) -> None:
-        self.clock.advance(ms)
+        self.fake_clock.advance(ms)
 
     def request_cancel(self, run_id: str) -> None:
         assert self._execute("UPDATE runs SET cancel_requested_at_ms = 1 WHERE id = ?",
                              (run_id,)) == 1
 
     def age_retries(self, ms: int) -> None:
-        self.clock.advance(ms)
+        self.fake_clock.advance(ms)
 
     def set_global_limit(self, max_running: int | None) -> None:
         self._execute("DELETE FROM concurrency_limits")
@@ -221,10 +296,6 @@ class SqliteBackend(Backend):
             "WHERE project_id = ? AND trigger_id = ?", (at_ms, project_id, trigger_id))
         assert changed == 1
 
-    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
-        hook: Callable[[ScheduleCandidate, Decision, CommitResult], None] = on_committed
-        return LocalCoordinator(self.stores.schedules, self.clock, new_id=new_id,
-                                on_committed=hook).run_cycle()
 
 
 # --- PostgreSQL ------------------------------------------------------------------------
@@ -234,26 +305,39 @@ class SqliteBackend(Backend):
 class PgBackend(Backend):
     db: PgTestDatabase
     name: str
-    dialect: str = "postgresql"
-    executor_type: str = "remote_worker"
-    claim_fenced: bool = True
-    _connectors: list[SingleConnector] = field(default_factory=list)
+    _connectors: list[SingleConnector | WebPool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.definitions = PgDefinitionStore(self._connector("ql_admin", "contract-admin"))
-        self.runs = PgRunStore(self._connector("ql_runtime", "contract-reader"))
-        self.lifecycle = PgRunStore(self._connector("ql_runtime", "contract-lifecycle"),
-                                    actor_id="contract")
-        self.schedules = PgScheduleStore(
-            self._connector("ql_runtime", "contract-scheduler", SessionSettings()),
-            actor_id=SCHEDULER_OWNER)
+        self.definitions = DefinitionStore(self.database("ql_admin", "contract-admin"))
+        self.runs = RunStore(self.database("ql_runtime", "contract-reader"), actor_id="cluster")
+        self.lifecycle = RunStore(self.database("ql_runtime", "contract-lifecycle"),
+                                  actor_id="contract")
+        self.kernel = self.database("ql_runtime", SCHEDULER_OWNER, settings=SessionSettings())
+        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
 
-    def _connector(self, role: str, application_name: str,
-                   settings: SessionSettings | None = None) -> SingleConnector:
+    def database(self, role: str, application_name: str, *,
+                 settings: SessionSettings | None = None, pool: bool = False) -> Database:
+        """The kernel over one connection as ``role``, or a pool (closed with the backend)."""
+        if pool:
+            web = WebPool(self.db.url(role), application_name=application_name)
+            self._connectors.append(web)
+            web.open()
+            return open_postgres(web)
         connector = SingleConnector(self.db.url(role), application_name=application_name,
                                     settings=settings)
         self._connectors.append(connector)
-        return connector
+        return open_postgres(connector, index_scans_only=settings is not None)
+
+    def clock(self) -> Clock:
+        return SystemClock()
+
+    def url(self, role: str = "ql_runtime") -> str:
+        return self.db.url(role)
+
+    def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
+        if not params:
+            return self.db.execute(statement)
+        return self.db.execute(statement.replace("?", "%s"), list(params))
 
     def close(self) -> None:
         for connector in self._connectors:
@@ -274,11 +358,24 @@ class PgBackend(Backend):
         while (left := until - self.now_ms()) > 0:
             time.sleep(left / 1000)
 
-    def tamper_trigger_spec(self, old: str, new: str) -> int:
+    def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
         rows = self.db.execute(
             "UPDATE trigger_revisions SET spec_json = replace(spec_json::text, %s, %s)::jsonb "
-            "WHERE strpos(spec_json::text, %s) > 0 RETURNING revision", [old, new, old])
+            "WHERE strpos(spec_json::text, %s) > 0 AND trigger_id = coalesce(%s, trigger_id) "
+            "RETURNING revision", [old, new, old, trigger_id])
         return len(rows)
+
+    def drop_claims(self) -> None:
+        self.db.execute("UPDATE trigger_schedules SET claim_owner = NULL, claim_token = NULL, "
+                        "claim_expires_at_ms = NULL WHERE claim_token IS NOT NULL")
+
+    def refuse_writes(self, table: str, event: str = "INSERT", when: str | None = None) -> None:
+        self.db.execute(
+            f"CREATE FUNCTION qinglong.refuse_{table}() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = 'check_violation'; END $$")
+        condition = f"WHEN ({when}) " if when else ""
+        self.db.execute(f"CREATE TRIGGER refuse_{table} BEFORE {event} ON {table} FOR EACH ROW "
+                        f"{condition}EXECUTE FUNCTION qinglong.refuse_{table}()")
 
     def rename_task_revision(self, name: str) -> int:
         return len(self.db.execute(
@@ -320,11 +417,6 @@ class PgBackend(Backend):
             [at_ms, project_id, trigger_id])
         assert len(rows) == 1
 
-    def run_cycle(self, new_id: Callable[[], str], on_committed: CommittedHook) -> CycleReport:
-        hook: Callable[[ScheduleClaim, Decision, CommitResult], None] = on_committed
-        coordinator = ClusterCoordinator(self.schedules, owner=SCHEDULER_OWNER, new_id=new_id,
-                                         on_committed=hook, wake_hint=False)
-        return coordinator.run_cycle()
 
 
 EVERY_5_S = "*/5 * * * * *"
@@ -415,7 +507,7 @@ def _pg_backend(param: str, request: pytest.FixtureRequest,
 def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTargets) -> Iterator[Backend]:
     param = str(request.param)
     if param == "sqlite":
-        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), clock=clock)
+        yield SqliteBackend(stores=request.getfixturevalue("sqlite_stores"), fake_clock=clock)
         return
     with _pg_backend(param, request, contract_pg) as pg:
         yield pg
@@ -423,6 +515,8 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock, contract_pg: PgTar
 
 @pytest.fixture(params=[name for name in BACKENDS if name.startswith("pg:")])
 def pg_backend(request: pytest.FixtureRequest, contract_pg: PgTargets) -> Iterator[PgBackend]:
-    """A PostgreSQL backend only, on every server: for races that need row locks."""
+    """A database several processes serve at once (``Capabilities.shared``: PostgreSQL), on
+    every server: for races between sessions, row locks, other replicas' claims, roles and
+    COMMIT replies lost on the way back."""
     with _pg_backend(str(request.param), request, contract_pg) as pg:
         yield pg

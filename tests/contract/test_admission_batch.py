@@ -1,15 +1,20 @@
-"""The batched admission on every PostgreSQL server of the harness: many claimed rows in one
-SERIALIZABLE transaction, each with its own fence and facts re-verified at commit.
+"""The batched admission (ScheduleStore.schedule_commit_batch): many claimed rows in one
+transaction (SERIALIZABLE on PostgreSQL, where one set-based statement writes them all;
+``BEGIN IMMEDIATE`` on SQLite, row by row), each with its own fence and facts re-verified at
+commit.
 
-A row whose fence or facts fail is left out and reported raced (the rest commit); a failing
-row fails alone; admissions, misfire skips, pause records, initialisations and ineligible
-rows are written exactly as the single-row commit writes them; a serialization failure
-provoked by a concurrent transaction makes the batch fall back to halves; a COMMIT whose
-reply is lost is resolved row by row from durable facts.
+On every database: a row whose fence or facts fail is left out and reported raced (the rest
+commit); a failing row fails alone; admissions, misfire skips, pause records,
+initialisations and ineligible rows are written exactly as the single-row commit
+(``schedule_commit``, a batch of one) writes them. Where several processes serve the
+database (PostgreSQL): claims another replica took over are raced; a serialization failure
+provoked by a concurrent transaction, or a row locked past the lock timeout, makes the batch
+fall back to halves; a COMMIT whose reply is lost is resolved row by row from durable facts.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -20,20 +25,17 @@ from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import PAUSED_FATE, Disposition
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.errors import OutcomeUnknown, QinglongError, StorageError
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.storage.ports import (
-    ClaimCommitParams,
-    CommitResult,
+from qinglong.errors import Conflict, OutcomeUnknown, QinglongError
+from qinglong.scheduler.coordinator import Coordinator
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import ClaimCommitParams, CommitResult, ScheduleClaimParams
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    ScheduleClaimParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,
 )
-from qinglong.storage.postgres.connection import SessionSettings
-from qinglong.storage.postgres.scheduling import PgScheduleStore
-from tests.contract.conftest import PgBackend
+from tests.contract.conftest import Backend, PgBackend
 from tests.contract.test_manual_runs import wait_for
 from tests.support.held_commits import HeldCommits
 
@@ -44,10 +46,11 @@ Outcome = CommitResult | QinglongError
 
 @dataclass
 class Bed:
-    pg: PgBackend
+    pg: Backend  # (named for the PostgreSQL cases; any database where it is a Backend)
 
     def sql(self, statement: str, *params: object) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.pg.db.execute(statement, list(params))]
+        """As the database owner, ``?`` placeholders on every database."""
+        return [dict(r) for r in self.pg.sql(statement, *params)]
 
     def publish(self, trigger: str, *, project: str = "demo", misfire: str = "skip",
                 cron: str = YEARLY) -> None:
@@ -61,11 +64,10 @@ class Bed:
     def second_ago(self) -> int:
         return self.pg.now_ms() // 1000 * 1000 - 1000
 
-    def store(self, name: str, **kw: Any) -> PgScheduleStore:
-        connector = self.pg._connector("ql_runtime", name, SessionSettings())
-        return PgScheduleStore(connector, actor_id=name, **kw)
+    def store(self, name: str, **kw: Any) -> ScheduleStore:
+        return self.pg.schedule_store(name, **kw)
 
-    def claim(self, store: PgScheduleStore, owner: str, limit: int,
+    def claim(self, store: ScheduleStore, owner: str, limit: int,
               lease_ms: int = 30_000) -> list[ScheduleClaim]:
         claims = store.schedule_claim(ScheduleClaimParams(owner=owner, lease_ms=lease_ms,
                                                           limit=limit))
@@ -73,7 +75,7 @@ class Bed:
         return claims  # type: ignore[return-value]
 
     def runs(self, trigger: str | None = None) -> list[dict[str, Any]]:
-        where = "" if trigger is None else "WHERE r.trigger_id = %s"
+        where = "" if trigger is None else "WHERE r.trigger_id = ?"
         return self.sql(
             "SELECT r.*, e.payload ->> 'claim_token' AS token, e.payload ->> 'claim_owner' AS owner, "
             "(SELECT count(*) FROM run_attempts a WHERE a.run_id = r.id) AS attempts, "
@@ -83,8 +85,20 @@ class Bed:
             *([] if trigger is None else [trigger]))
 
     def schedule(self, trigger: str) -> dict[str, Any]:
-        [row] = self.sql("SELECT * FROM trigger_schedules WHERE trigger_id = %s", trigger)
+        [row] = self.sql("SELECT * FROM trigger_schedules WHERE trigger_id = ?", trigger)
         return row
+
+
+@dataclass
+class SharedBed(Bed):
+    pg: PgBackend
+
+
+def payload(value: object) -> dict[str, Any]:
+    """A stored JSON payload (jsonb comes back decoded, SQLite's JSON text does not)."""
+    decoded = json.loads(value) if isinstance(value, str) else value
+    assert isinstance(decoded, dict)
+    return decoded
 
 
 def decide(claims: list[ScheduleClaim], grace_ms: int = GRACE) -> list[ClaimCommitParams]:
@@ -107,14 +121,26 @@ def outcome_of(o: Outcome) -> str:
     return o.outcome.value if o.reason is None else f"{o.outcome.value}:{o.reason}"
 
 
-@pytest.fixture
-def bed(pg_backend: PgBackend) -> Bed:
-    d = pg_backend.definitions
+def _bed(backend: Backend) -> Bed:
+    d = backend.definitions
     for project in ("demo", "other"):
         d.project_create(ProjectCreateParams(project_id=project))
         d.task_publish(TaskPublishParams(project_id=project, task_id="hello", name="hello",
                                          spec=CommandSpec(command=ShellCommand(command="true"))))
-    return Bed(pg_backend)
+    return Bed(backend)
+
+
+@pytest.fixture
+def bed(backend: Backend) -> Bed:
+    """On every database."""
+    return _bed(backend)
+
+
+@pytest.fixture
+def shared(pg_backend: PgBackend) -> SharedBed:
+    """On a database several replicas serve at once (PostgreSQL)."""
+    _bed(pg_backend)
+    return SharedBed(pg_backend)
 
 
 def test_a_batch_admits_each_row_under_its_own_fence_in_one_transaction(bed: Bed) -> None:
@@ -135,7 +161,8 @@ def test_a_batch_admits_each_row_under_its_own_fence_in_one_transaction(bed: Bed
         assert isinstance(o, CommitResult) and o.run_id == run["id"] and not o.in_doubt
         assert (run["token"], run["owner"]) == (p.claim.fence.token, "r1")  # its own fence
         row = bed.schedule(p.claim.candidate.trigger_id)
-        assert row["claim_token"] is None and row["last_scheduled_at_ms"] == at
+        # no claim left on the row (SQLite's rows hold none: its claims write nothing)
+        assert row.get("claim_token") is None and row["last_scheduled_at_ms"] == at
         assert row["state_version"] == p.claim.candidate.state_version + 1
         assert row["next_fire_at_ms"] > at
     assert len({r["created_at_ms"] for r in runs}) == 1  # one transaction, one clock reading
@@ -169,8 +196,8 @@ def test_mixed_dispositions_write_what_the_single_row_commit_writes(bed: Bed) ->
             if cursor is not None:
                 bed.due(trigger, cursor, project=project)
             if paused is not None:
-                bed.sql("UPDATE trigger_schedules SET paused_from_ms = %s, paused_until_ms = %s "
-                        "WHERE trigger_id = %s", paused[0], paused[1], trigger)
+                bed.sql("UPDATE trigger_schedules SET paused_from_ms = ?, paused_until_ms = ? "
+                        "WHERE trigger_id = ?", paused[0], paused[1], trigger)
     store = bed.store("r1")
     claims = bed.claim(store, "r1", 2 * len(cases))
     assert len(claims) == 2 * len(cases)
@@ -187,20 +214,21 @@ def test_mixed_dispositions_write_what_the_single_row_commit_writes(bed: Bed) ->
         assert outcome_of(batch[a]) == outcome_of(single[b]) == outcome, suffix
         assert _normal(bed.schedule(a), a) == _normal(bed.schedule(b), b), suffix
         assert [_normal(r, a) for r in bed.runs(a)] == [_normal(r, b) for r in bed.runs(b)], suffix
-        misfires = "SELECT * FROM trigger_schedule_misfires WHERE trigger_id = %s ORDER BY due_at_ms"
+        misfires = "SELECT * FROM trigger_schedule_misfires WHERE trigger_id = ? ORDER BY due_at_ms"
         assert ([_normal(r, a) for r in bed.sql(misfires, a)]
                 == [_normal(r, b) for r in bed.sql(misfires, b)]), suffix
     policies = {r["policy"] for r in bed.sql("SELECT policy FROM trigger_schedule_misfires")}
     assert policies == {"skip", "fire_once", PAUSED_FATE}
     created = bed.sql("SELECT e.payload FROM run_events e JOIN runs r ON r.id = e.run_id "
                       "WHERE e.sequence = 1 AND r.trigger_id IN ('a-late-fire', 'b-late-fire')")
-    assert all(row["payload"]["misfired"] for row in created) and len(created) == 2
+    assert all(payload(row["payload"])["misfired"] for row in created) and len(created) == 2
 
 
-def test_stolen_and_changed_rows_are_raced_and_the_rest_of_the_batch_commits(bed: Bed) -> None:
+def test_stolen_and_changed_rows_are_raced_and_the_rest_of_the_batch_commits(shared: SharedBed) -> None:
     """t0, t1: their claims expired and another replica took them over; t6: republished and
     t7: paused while the claim was held (the write statement's fence finds the row changed).
     Each is raced alone; the other rows of the batch are admitted under their own fences."""
+    bed = shared
     at = bed.second_ago()
     for i in range(8):
         bed.publish(f"t{i}")
@@ -240,19 +268,24 @@ def test_an_expired_fence_in_a_locked_row_is_raced_alone(bed: Bed) -> None:
     at = bed.second_ago()
     for i in range(4):
         bed.publish(f"t{i}")
-        bed.due(f"t{i}", at if i < 2 else at - 1_000)  # t2, t3 a second older: claimed first
+        bed.due(f"t{i}", at if i < 2 else bed.pg.now_ms() + 3_600_000)  # t2, t3 not due yet
     store = bed.store("r1")
-    # the expiring claim last: taken first, it could expire before the lasting one is taken
-    lasting = bed.claim(store, "r1", 2)  # t2, t3
-    expiring = bed.claim(store, "r1", 2, lease_ms=1_000)  # t0, t1
+    # the expiring claim first, while only t0 and t1 are due
+    expiring = bed.claim(store, "r1", 2, lease_ms=1_000)
     assert [c.candidate.trigger_id for c in expiring] == ["t0", "t1"]
+    for trigger in ("t2", "t3"):
+        bed.due(trigger, at - 1_000)  # a second older than t0, t1: a claim takes them first
+    lasting = bed.claim(store, "r1", 2)
+    assert [c.candidate.trigger_id for c in lasting] == ["t2", "t3"]
+    before = bed.schedule("t0")
     bed.pg.pass_time(1_100)
     params = decide(expiring + lasting)
     got = by_trigger(params, store.schedule_commit_batch(params))
     assert {t: outcome_of(o) for t, o in got.items()} == {
         "t0": "raced:claim_expired", "t1": "raced:claim_expired",
         "t2": "admitted", "t3": "admitted"}
-    assert bed.schedule("t0")["claim_owner"] == "r1"  # nothing written for the expired ones
+    assert bed.schedule("t0") == before  # nothing written for the expired ones
+    assert before.get("claim_owner", "r1") == "r1"  # (where a claim is written: still r1's)
 
 
 def test_a_failing_row_fails_alone_and_its_claim_is_left_to_expire(bed: Bed) -> None:
@@ -260,10 +293,7 @@ def test_a_failing_row_fails_alone_and_its_claim_is_left_to_expire(bed: Bed) -> 
     for i in range(6):
         bed.publish(f"t{i}")
         bed.due(f"t{i}", at)
-    bed.sql("CREATE FUNCTION qinglong.boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            "IF NEW.trigger_id = 't3' THEN RAISE EXCEPTION 'injected' USING ERRCODE = 'P0001'; "
-            "END IF; RETURN NEW; END $$")
-    bed.sql("CREATE TRIGGER boom BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION qinglong.boom()")
+    bed.pg.refuse_writes("runs", "INSERT", "NEW.trigger_id = 't3'")
     retried: list[str] = []
     store = bed.store("r1", on_retry=retried.append)
     params = decide(bed.claim(store, "r1", 6))
@@ -272,23 +302,27 @@ def test_a_failing_row_fails_alone_and_its_claim_is_left_to_expire(bed: Bed) -> 
     assert {t: outcome_of(o) for t, o in got.items() if t != "t3"} == dict.fromkeys(
         ["t0", "t1", "t2", "t4", "t5"], "admitted")
     failed = got["t3"]
-    assert isinstance(failed, StorageError) and "P0001" in failed.message
+    assert isinstance(failed, Conflict) and "refused" in failed.message
+    code = bed.pg.kernel.error_code(failed)  # the database's own code for the refusal
+    assert code is not None
     assert [r["trigger_id"] for r in bed.runs()] == ["t0", "t1", "t2", "t4", "t5"]
     assert bed.schedule("t3") == before  # nothing written for it; its claim stays until expiry
-    assert set(retried) == {"P0001"}  # each split was heard as a retried attempt
+    assert set(retried) == {code}  # each split was heard as a retried attempt
     # Through the coordinator: every result is on record before the error ends the cycle.
-    bed.sql("UPDATE trigger_schedules SET next_fire_at_ms = %s, state_version = state_version + 1, "
-            "claim_owner = NULL, claim_token = NULL, claim_expires_at_ms = NULL", at + 1_000)
+    for i in range(6):
+        bed.due(f"t{i}", at + 1_000)
+    bed.pg.drop_claims()
     seen: list[str] = []
-    coordinator = ClusterCoordinator(store, owner="r1", budget=64, batch=64, wake_hint=False,
-                                     on_committed=lambda c, _d, r: seen.append(
-                                         f"{c.candidate.trigger_id}:{r.outcome.value}"))
-    with pytest.raises(StorageError, match="P0001"):
+    coordinator = Coordinator(store, owner="r1", budget=64, batch=64, wake_hint=False,
+                              on_committed=lambda c, _d, r: seen.append(
+                                  f"{c.candidate.trigger_id}:{r.outcome.value}"))
+    with pytest.raises(Conflict, match="refused"):
         coordinator.run_cycle()
     assert sorted(seen) == [f"t{i}:admitted" for i in (0, 1, 2, 4, 5)]
 
 
-def test_a_serialization_failure_from_a_concurrent_transaction_splits_the_batch(bed: Bed) -> None:
+def test_a_serialization_failure_from_a_concurrent_transaction_splits_the_batch(shared: SharedBed) -> None:
+    bed = shared
     at = bed.second_ago()
     for i in range(6):
         bed.publish(f"t{i}")
@@ -325,9 +359,10 @@ def test_a_serialization_failure_from_a_concurrent_transaction_splits_the_batch(
     assert len({r["created_at_ms"] for r in runs}) <= 2
 
 
-def test_a_row_locked_past_the_lock_timeout_splits_the_batch_and_waits_no_longer(bed: Bed) -> None:
+def test_a_row_locked_past_the_lock_timeout_splits_the_batch_and_waits_no_longer(shared: SharedBed) -> None:
     """A row someone holds locked longer than lock_timeout (1 s) fails the batch with 55P03
     (nothing written); its halves are tried again, and the rows not held commit at once."""
+    bed = shared
     at = bed.second_ago()
     for i in range(4):
         bed.publish(f"t{i}")
@@ -360,7 +395,7 @@ def test_a_row_locked_past_the_lock_timeout_splits_the_batch_and_waits_no_longer
     assert tx["t0"] == tx["t1"] < tx["t2"] == tx["t3"], tx
 
 
-def held_commits(bed: Bed) -> HeldCommits:
+def held_commits(bed: SharedBed) -> HeldCommits:
     """COMMITs that advance a schedule row wait inside COMMIT until the test lets them land
     (tests.support.held_commits): the client's deadline passes first, the reply is lost.
     Made after the claims, which write the schedule rows too."""
@@ -368,7 +403,8 @@ def held_commits(bed: Bed) -> HeldCommits:
 
 
 def test_a_lost_commit_reply_on_a_batch_is_resolved_row_by_row(
-        bed: Bed, monkeypatch: pytest.MonkeyPatch) -> None:
+        shared: SharedBed, monkeypatch: pytest.MonkeyPatch) -> None:
+    bed = shared
     at = bed.second_ago()
     for i in range(4):
         bed.publish(f"t{i}")
@@ -382,7 +418,7 @@ def test_a_lost_commit_reply_on_a_batch_is_resolved_row_by_row(
             held.release()
             wait_for(lambda: len(bed.runs()) == 4)
 
-        monkeypatch.setattr("qinglong.storage.postgres.admission_batch.pause", commit_lands)
+        monkeypatch.setattr("qinglong.storage.admission.batch.pause", commit_lands)
         outcomes = store.schedule_commit_batch(params)
     got = by_trigger(params, outcomes)
     assert {t: outcome_of(o) for t, o in got.items()} == {
@@ -396,7 +432,8 @@ def test_a_lost_commit_reply_on_a_batch_is_resolved_row_by_row(
                for o, r in zip(outcomes[1:], runs, strict=True))
 
 
-def test_a_lost_commit_reply_not_yet_visible_is_outcome_unknown_and_never_retried(bed: Bed) -> None:
+def test_a_lost_commit_reply_not_yet_visible_is_outcome_unknown_and_never_retried(shared: SharedBed) -> None:
+    bed = shared
     at = bed.second_ago()
     for i in range(3):
         bed.publish(f"t{i}")
@@ -416,7 +453,8 @@ def test_a_lost_commit_reply_not_yet_visible_is_outcome_unknown_and_never_retrie
     assert all(c.candidate.next_fire_at_ms != at for c in again)
 
 
-def test_a_lost_connection_ends_the_batch_for_every_row(bed: Bed) -> None:
+def test_a_lost_connection_ends_the_batch_for_every_row(shared: SharedBed) -> None:
+    bed = shared
     at = bed.second_ago()
     for i in range(4):
         bed.publish(f"t{i}")
@@ -428,7 +466,7 @@ def test_a_lost_connection_ends_the_batch_for_every_row(bed: Bed) -> None:
             [row] = bed.sql("SELECT pid FROM pg_stat_activity WHERE application_name = 'r1' "
                             "AND backend_xid IS NOT NULL AND datname = current_database()")
             killed.append(int(row["pid"]))
-            bed.sql("SELECT pg_terminate_backend(%s)", killed[0])
+            bed.sql("SELECT pg_terminate_backend(?)", killed[0])
 
     store = bed.store("r1", before_commit=terminate_own_backend)
     params = decide(bed.claim(store, "r1", 4))
@@ -448,17 +486,15 @@ def test_a_revision_tampered_with_after_the_claim_fails_its_row_alone(bed: Bed) 
         bed.due(f"t{i}", at)
     store = bed.store("r1")
     params = decide(bed.claim(store, "r1", 3))
-    changed = bed.sql("UPDATE trigger_revisions SET spec_json = replace(spec_json::text, "
-                      "'\"skip\"', '\"fire_once\"')::jsonb WHERE trigger_id = 't1' "
-                      "RETURNING revision")
-    assert len(changed) == 1
+    assert bed.pg.tamper_trigger_spec('"skip"', '"fire_once"', trigger_id="t1") == 1
     got = by_trigger(params, store.schedule_commit_batch(params))
     assert {t: outcome_of(o) for t, o in got.items()} == {
         "t0": "admitted", "t1": "error:QL_RECORD_CORRUPT", "t2": "admitted"}
     assert [r["trigger_id"] for r in bed.runs()] == ["t0", "t2"]
 
 
-def test_a_due_row_another_replica_holds_is_looked_at_again_within_a_second(bed: Bed) -> None:
+def test_a_due_row_another_replica_holds_is_looked_at_again_within_a_second(shared: SharedBed) -> None:
+    bed = shared
     bed.publish("t1")
     store = bed.store("b")
     bed.due("t1", bed.pg.now_ms() + 3_600_000)  # nothing due for an hour, nothing held
@@ -474,10 +510,11 @@ def test_a_due_row_another_replica_holds_is_looked_at_again_within_a_second(bed:
 
 
 def test_a_due_row_another_replicas_claim_has_locked_is_looked_at_again_within_a_second(
-        bed: Bed) -> None:
+        shared: SharedBed) -> None:
     """Replicas wake at the same due instant: one's claim skips the rows the other's claim
     has locked but not yet committed, and then reads them as due and unclaimed. That must
     not read as 'nothing scheduled' (a 5 s sleep, found by the failover fault test)."""
+    bed = shared
     bed.publish("t1")
     bed.due("t1", bed.second_ago())
     store = bed.store("b")

@@ -1,39 +1,28 @@
 """The AccountStore contract (the HTTP API's users, sessions, tokens, failed logins and audit
-log), on SQLite and on every PostgreSQL server (as ql_web), on each adapter's own clock."""
+log), on SQLite and on every PostgreSQL server (as ql_web), on each store's own clock."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from typing import cast
 
 import pytest
 
 from qinglong.errors import Conflict, NotFound
-from qinglong.storage.ports import (
-    AccountStore,
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import (
     AuditWriteParams,
     SessionCreateParams,
     TokenCreateParams,
     UserCreateParams,
     UserUpdateParams,
 )
-from qinglong.storage.postgres.accounts import PgAccountStore
-from qinglong.storage.sqlite.accounts import SqliteAccountStore
-from tests.contract.conftest import Backend, PgBackend, SqliteBackend
+from tests.contract.conftest import Backend
 
 D1, D2, D3 = "a" * 64, "b" * 64, "c" * 64
 HOUR = 3_600_000
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> Iterator[AccountStore]:
-    # (by dialect: pytest loads the conftest under another module name than an import would)
-    if backend.dialect == "sqlite":
-        sqlite = cast(SqliteBackend, backend)
-        yield SqliteAccountStore(sqlite.stores.db, sqlite.clock)
-        return
-    pg = cast(PgBackend, backend)
-    yield PgAccountStore(pg._connector("ql_web", "contract-web"))
+def accounts(backend: Backend) -> AccountStore:
+    return AccountStore(backend.database("ql_web", "contract-web"))
 
 
 def _user(accounts: AccountStore, name: str = "ann", role: str = "operator") -> None:

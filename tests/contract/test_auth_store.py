@@ -9,28 +9,23 @@ idle.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import cast
 
 import pytest
 
 from qinglong.errors import RateLimited, Unauthenticated
 from qinglong.service.accounts import Accounts, SessionPolicy
 from qinglong.service.hash_gate import HashGate
-from qinglong.storage.ports import (
-    AccountStore,
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import (
     DeviceCreateParams,
     SessionCreateParams,
     TokenCreateParams,
     UserCreateParams,
     UserUpdateParams,
 )
-from qinglong.storage.postgres.accounts import PgAccountStore
-from qinglong.storage.postgres.web_pool import WebPool
-from qinglong.storage.sqlite.accounts import SqliteAccountStore
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
-from tests.contract.conftest import Backend, PgBackend, SqliteBackend
+from tests.contract.conftest import Backend
 from tests.support.auth_flows import PASSWORD, WRONG, CountingHasher, wait_for
 
 HOUR = 3_600_000
@@ -38,18 +33,9 @@ D1, D2, D3, D4 = "1" * 64, "2" * 64, "3" * 64, "4" * 64
 
 
 @pytest.fixture
-def pooled(backend: Backend) -> Iterator[AccountStore]:
+def pooled(backend: Backend) -> AccountStore:
     """The store as `ql web` has it: on PostgreSQL a pool of 8 connections as ql_web."""
-    if backend.dialect == "sqlite":
-        sqlite = cast(SqliteBackend, backend)
-        yield SqliteAccountStore(sqlite.stores.db, sqlite.clock)
-        return
-    pool = WebPool(cast(PgBackend, backend).db.url("ql_web"), application_name="auth-contract")
-    pool.open()
-    try:
-        yield PgAccountStore(pool)
-    finally:
-        pool.close()
+    return AccountStore(backend.database("ql_web", "auth-contract", pool=True))
 
 
 def _user(store: AccountStore, name: str = "ann") -> None:
@@ -224,12 +210,8 @@ def test_devices_hold_until_they_expire_and_only_the_newest_are_kept(
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> Iterator[AccountStore]:
-    if backend.dialect == "sqlite":
-        sqlite = cast(SqliteBackend, backend)
-        yield SqliteAccountStore(sqlite.stores.db, sqlite.clock)
-        return
-    yield PgAccountStore(cast(PgBackend, backend)._connector("ql_web", "auth-contract"))
+def accounts(backend: Backend) -> AccountStore:
+    return AccountStore(backend.database("ql_web", "auth-contract"))
 
 
 def test_a_session_in_use_never_runs_idle(sqlite_stores: SqliteStores,
@@ -237,7 +219,7 @@ def test_a_session_in_use_never_runs_idle(sqlite_stores: SqliteStores,
     """`--session-idle 1m`: a request every 59 s keeps the session; a minute without one ends
     it. (How often a session in use is touched is the service's choice, so the fake clock of
     SQLite tells it exactly; the store's touch is the contract test's.)"""
-    accounts = Accounts(SqliteAccountStore(sqlite_stores.db, clock), hasher=CountingHasher(),
+    accounts = Accounts(AccountStore(sqlite_stores.database), hasher=CountingHasher(),
                         policy=SessionPolicy(lifetime_ms=HOUR, idle_ms=60_000))
     accounts.user_create("ann", "viewer", PASSWORD)
     secret = accounts.login("ann", PASSWORD, client=None).secret

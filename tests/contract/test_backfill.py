@@ -1,4 +1,4 @@
-"""BackfillStore contract (`ql trigger backfill`) on every dialect, through the service.
+"""RequestAdmissions contract (`ql trigger backfill`) on every database, through the service.
 
 A backfill judges its window against the trigger's current schedule and admits each of its
 occurrences that has no Run -- one transaction each, the rows of every admission (queued Run,
@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from qinglong.audit.model import AuditParams
-from qinglong.clock import SystemClock
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.backfill import BackfillRequest, utc_text
 from qinglong.domain.manual import ManualRequest
@@ -33,22 +32,22 @@ from qinglong.errors import (
     QinglongError,
 )
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.service.backfill import BackfillPlan, BackfillProgress, Backfills
-from qinglong.storage.ports import (
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import (
     BackfillAdmitParams,
     BackfillAdmitResult,
-    BackfillStore,
     CommitOutcome,
     CommitResult,
     ManualRunParams,
+)
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
-from qinglong.storage.postgres.backfill import PgBackfillStore
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.sqlite.backfill import SqliteBackfillStore
+from qinglong.testing import FakeClock
 from tests.contract.conftest import SCHEDULER_OWNER, Backend, PgBackend
 from tests.contract.test_execution_audit import audit as execution_audit
 from tests.contract.test_manual_runs import count_runs, manual_store, wait_for
@@ -62,31 +61,29 @@ def next_second(ms: int) -> int:
     return (ms // SECOND + 1) * SECOND
 
 
-def backfill_store(backend: Backend, role: str = "ql_runtime") -> tuple[BackfillStore,
-                                                                          list[SingleConnector]]:
-    if backend.dialect == "postgresql":
-        connector = SingleConnector(backend.db.url(role),  # type: ignore[attr-defined]
-                                    application_name="contract-backfill")
-        return PgBackfillStore(connector), [connector]
-    return SqliteBackfillStore(backend.stores.db, backend.clock), []  # type: ignore[attr-defined]
+def backfill_store(backend: Backend, role: str = "ql_runtime", **options: float) -> RequestAdmissions:
+    """The backfill store as ``role`` (a connection of its own on PostgreSQL, closed with the
+    backend); ``options`` go to the store (its deadlines)."""
+    return RequestAdmissions(backend.database(role, "contract-backfill"), **options)
 
 
 @dataclass
 class Bed:
     backend: Backend
-    store: BackfillStore
+    store: RequestAdmissions
     first: int  # the trigger's first occurrence: the first whole second after its publish
 
-    def service(self, store: BackfillStore | None = None) -> Backfills:
-        if self.backend.dialect == "sqlite":
-            clock = self.backend.clock  # type: ignore[attr-defined]
+    def service(self, store: RequestAdmissions | None = None) -> Backfills:
+        clock = self.backend.clock()
+        if isinstance(clock, FakeClock):
+            fake = clock
 
             def wait(seconds: float, stop: threading.Event) -> bool:
-                clock.advance(max(1, round(seconds * 1000)))  # pacing passes on the fake clock
+                fake.advance(max(1, round(seconds * 1000)))  # pacing passes on the fake clock
                 return stop.is_set()
 
             return Backfills(store or self.store, clock, wait=wait)
-        return Backfills(store or self.store, SystemClock())
+        return Backfills(store or self.store, clock)
 
     def request(self, from_ms: int, to_ms: int, *, actor: str = "alice",
                 trigger: str = "tick") -> BackfillRequest:
@@ -96,18 +93,14 @@ class Bed:
     def plan(self, from_ms: int, to_ms: int, **kwargs: Any) -> BackfillPlan:
         return self.service().plan(self.request(from_ms, to_ms, **kwargs))
 
-    def backfill(self, from_ms: int, to_ms: int, *, store: BackfillStore | None = None,
+    def backfill(self, from_ms: int, to_ms: int, *, store: RequestAdmissions | None = None,
                  stop: threading.Event | None = None, **kwargs: Any) -> BackfillProgress:
         service = self.service(store)
         plan = service.plan(self.request(from_ms, to_ms, **kwargs))
         return service.run(plan, rate=FAST, stop=stop or threading.Event())
 
     def rows(self, sql: str, *params: object) -> list[dict[str, Any]]:
-        if self.backend.dialect == "postgresql":
-            db = self.backend.db  # type: ignore[attr-defined]
-            return [dict(r) for r in db.execute(sql.replace("?", "%s"), list(params))]
-        connection = self.backend.stores.db.connection()  # type: ignore[attr-defined]
-        return [dict(r) for r in connection.execute(sql, params).fetchall()]
+        return [dict(r) for r in self.backend.sql(sql, *params)]
 
     def runs(self, trigger: str = "tick") -> list[tuple[int, str]]:
         """(scheduled_for_ms, trigger_type) of the trigger's Runs, in order."""
@@ -129,18 +122,14 @@ class Bed:
 
 def scheduler_admits(backend: Backend, at_ms: int) -> str:
     """The scheduler admits the occurrence of ``tick`` at ``at_ms`` (made due there, the
-    clock just past it) and nothing after it; returns the Run id. On PostgreSQL's real clock
-    a slow cycle may come after the next occurrence is due as well, and a full cycle would
-    admit that one too: there the cycle's budget is this one claim. SQLite's fake clock
-    stands at ``at_ms``."""
-    if backend.dialect != "postgresql":
-        return backend.admit("demo", "tick", at_ms)
+    clock just past it) and nothing after it; returns the Run id. On a real clock a slow
+    cycle may come after the next occurrence is due as well, and a full cycle would admit
+    that one too: the cycle's budget is this one claim."""
     backend.set_cursor("demo", "tick", at_ms)
     results: list[CommitResult] = []
-    coordinator = ClusterCoordinator(backend.schedules,  # type: ignore[attr-defined]
-                                     owner=SCHEDULER_OWNER, budget=1,
-                                     wake_hint=False,
-                                     on_committed=lambda _c, _d, result: results.append(result))
+    coordinator = Coordinator(backend.schedules, owner=SCHEDULER_OWNER, budget=1,
+                              wake_hint=False,
+                              on_committed=lambda _c, _d, result: results.append(result))
     report = coordinator.run_cycle()
     assert report.admitted == 1 and len(results) == 1, (report, results)
     [admitted] = results
@@ -157,12 +146,7 @@ def bed(backend: Backend) -> Iterator[Bed]:
     published = d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="tick", task_id="hello", expression="* * * * * *",
         timezone="UTC", overlap=Overlap(policy=OverlapPolicy.QUEUE, queue_limit=5)))
-    store, connectors = backfill_store(backend)
-    try:
-        yield Bed(backend, store, next_second(published.revision.created_at_ms))
-    finally:
-        for connector in connectors:
-            connector.close()
+    yield Bed(backend, backfill_store(backend), next_second(published.revision.created_at_ms))
 
 
 # --- admission -------------------------------------------------------------------------------
@@ -224,10 +208,10 @@ def test_a_rerun_is_a_no_op_and_a_wider_window_admits_only_the_rest(bed: Bed) ->
 def test_occurrences_with_a_scheduled_run_are_left_alone(bed: Bed) -> None:
     b, first = bed.backend, bed.first
     manual = None
-    if b.dialect == "sqlite":  # a Run fired by hand at the very instant of an occurrence
-        b.clock.set(first)  # type: ignore[attr-defined]
-        store, _ = manual_store(b)
-        manual = store.run_admit_manual(ManualRunParams(request=ManualRequest(
+    clock = b.clock()
+    if isinstance(clock, FakeClock):  # a Run fired by hand at the very instant of an occurrence
+        clock.set(first)
+        manual = manual_store(b).run_admit_manual(ManualRunParams(request=ManualRequest(
             project_id="demo", trigger_id="tick", request_id="by-hand", actor="carol"))).run_id
     scheduled = []
     for at in (first + SECOND, first + 3 * SECOND):
@@ -342,7 +326,7 @@ def test_a_stopped_backfill_carries_on_when_run_again(bed: Bed) -> None:
     class StopAfterThree:
         """The store, with Ctrl-C pressed during the third admission."""
 
-        def __init__(self, inner: BackfillStore) -> None:
+        def __init__(self, inner: RequestAdmissions) -> None:
             self.inner, self.calls = inner, 0
 
         def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -366,12 +350,6 @@ def test_a_stopped_backfill_carries_on_when_run_again(bed: Bed) -> None:
 # --- the audits ------------------------------------------------------------------------------
 
 
-def _audit_url(backend: Backend) -> str:
-    if backend.dialect == "postgresql":
-        return str(backend.db.url("ql_runtime"))  # type: ignore[attr-defined]
-    return f"sqlite:///{backend.stores.path}"  # type: ignore[attr-defined]
-
-
 def test_the_audit_explains_backfilled_occurrences_and_stays_clean(bed: Bed) -> None:
     b, first = bed.backend, bed.first
     # the scheduler moved on past first+2..4 without a trace (as a crash of an old release
@@ -379,14 +357,14 @@ def test_the_audit_explains_backfilled_occurrences_and_stays_clean(bed: Bed) -> 
     for at in (first, first + SECOND, first + 5 * SECOND):
         bed.until(at)
         scheduler_admits(b, at)
-    clock = b.clock if b.dialect == "sqlite" else SystemClock()  # type: ignore[attr-defined]
+    clock, url = b.clock(), b.url("ql_runtime")
     params = AuditParams(start_ms=first, end_ms=first + 5 * SECOND, settle_ms=0,
                          project_id="demo", trigger_id="tick")
-    before = run_audit(_audit_url(b), clock, params)
+    before = run_audit(url, clock, params)
     assert before.triggers[0].gaps_unexplained == [first + n * SECOND for n in (2, 3, 4)]
     progress = bed.backfill(first, first + 4 * SECOND)
     assert (progress.admitted, progress.existing) == (3, 2)
-    after = run_audit(_audit_url(b), clock, params)
+    after = run_audit(url, clock, params)
     assert after.ok, (after.triggers, after.execution)
     [tick] = after.triggers
     assert (tick.expected, tick.admitted, tick.gaps_backfilled, tick.duplicates, tick.spurious,
@@ -402,13 +380,15 @@ def test_the_audit_explains_backfilled_occurrences_and_stays_clean(bed: Bed) -> 
 def test_concurrent_backfills_admit_one_run_per_occurrence(bed: Bed) -> None:
     b, first = bed.backend, bed.first
     b.set_cursor("demo", "tick", first + 30 * SECOND)
-    twins = 2 if b.dialect == "postgresql" else 3
+    twins = 3
     barrier = threading.Barrier(twins)
     results: list[BackfillProgress] = []
     errors: list[BaseException] = []
 
+    stores = [backfill_store(b) for _ in range(twins)]
+
     def run(n: int) -> None:
-        store, connectors = backfill_store(b)
+        store = stores[n]
         try:
             plan = bed.service(store).plan(bed.request(first, first + 19 * SECOND,
                                                        actor=f"twin-{n}"))
@@ -416,9 +396,6 @@ def test_concurrent_backfills_admit_one_run_per_occurrence(bed: Bed) -> None:
             results.append(bed.service(store).run(plan, rate=FAST, stop=threading.Event()))
         except BaseException as exc:
             errors.append(exc)
-        finally:
-            for connector in connectors:
-                connector.close()
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(twins)]
     for thread in threads:
@@ -442,8 +419,10 @@ def test_twin_admissions_of_one_occurrence_at_the_same_instant_admit_one_run(bed
     results: list[list[BackfillAdmitResult]] = [[], []]
     errors: list[BaseException] = []
 
+    stores = [backfill_store(b) for _ in range(2)]
+
     def run(n: int) -> None:
-        store, connectors = backfill_store(b)
+        store = stores[n]
         try:
             for k in range(10):
                 barrier.wait(10)
@@ -452,9 +431,6 @@ def test_twin_admissions_of_one_occurrence_at_the_same_instant_admit_one_run(bed
         except BaseException as exc:
             errors.append(exc)
             barrier.abort()
-        finally:
-            for connector in connectors:
-                connector.close()
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
     for thread in threads:
@@ -481,20 +457,16 @@ def test_backfill_needs_ql_runtime_and_ql_admin_is_refused(pg_backend: PgBackend
         timezone="UTC"))
     first = next_second(published.revision.created_at_ms)
     pg_backend.set_cursor("demo", "tick", first + 5 * SECOND)
-    store, connectors = backfill_store(pg_backend, "ql_admin")
-    try:
-        request = BackfillRequest(project_id="demo", trigger_id="tick", from_ms=first,
-                                  to_ms=first + 2 * SECOND, actor="alice")
-        with pytest.raises(PermissionDenied) as refused:
-            Backfills(store, SystemClock()).plan(request)
-        assert "ql_admin" in refused.value.message
-        with pytest.raises(PermissionDenied):
-            store.backfill_admit(BackfillAdmitParams(
-                request=request, trigger_revision=1, occurrence_ms=first,
-                ids=AdmissionIds.new(lambda: "00000000-0000-4000-8000-000000000001")))
-    finally:
-        for connector in connectors:
-            connector.close()
+    store = backfill_store(pg_backend, "ql_admin")
+    request = BackfillRequest(project_id="demo", trigger_id="tick", from_ms=first,
+                              to_ms=first + 2 * SECOND, actor="alice")
+    with pytest.raises(PermissionDenied) as refused:
+        Backfills(store, pg_backend.clock()).plan(request)
+    assert "ql_admin" in refused.value.message
+    with pytest.raises(PermissionDenied):
+        store.backfill_admit(BackfillAdmitParams(
+            request=request, trigger_revision=1, occurrence_ms=first,
+            ids=AdmissionIds.new(lambda: "00000000-0000-4000-8000-000000000001")))
     assert pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 0}]
 
 
@@ -509,8 +481,6 @@ def test_a_lost_commit_reply_is_resolved_by_the_occurrences_key(
         timezone="UTC"))
     first = next_second(published.revision.created_at_ms)
     pg_backend.set_cursor("demo", "tick", first + 5 * SECOND)
-    connector = SingleConnector(pg_backend.db.url("ql_runtime"),
-                                application_name="contract-backfill")
     landed: list[int] = []
     with HeldCommits(pg_backend.db) as held:
         def commit_lands(_settle_s: float) -> None:
@@ -521,18 +491,15 @@ def test_a_lost_commit_reply_is_resolved_by_the_occurrences_key(
             wait_for(lambda: count_runs(pg_backend) == len(landed))
             held.hold()
 
-        monkeypatch.setattr("qinglong.storage.postgres.backfill.pause", commit_lands)
-        try:
-            store = PgBackfillStore(connector, commit_deadline_s=0.3)
-            request = BackfillRequest(project_id="demo", trigger_id="tick", from_ms=first,
-                                      to_ms=first + SECOND, actor="alice")
-            progress = Backfills(store, SystemClock()).run(
-                Backfills(store, SystemClock()).plan(request), rate=FAST, stop=threading.Event())
-            assert (progress.state, progress.admitted, progress.in_doubt) == ("done", 2, 2)
-            held.release()
-            again = store.backfill_admit(BackfillAdmitParams(request=request, trigger_revision=1,
-                                                             occurrence_ms=first))
-            assert (again.run_id, again.admitted) == (progress.runs[0][1], False)
-        finally:
-            connector.close()
+        monkeypatch.setattr("qinglong.storage.admission.on_request.pause", commit_lands)
+        store = backfill_store(pg_backend, commit_deadline_s=0.3)
+        request = BackfillRequest(project_id="demo", trigger_id="tick", from_ms=first,
+                                  to_ms=first + SECOND, actor="alice")
+        service = Backfills(store, pg_backend.clock())
+        progress = service.run(service.plan(request), rate=FAST, stop=threading.Event())
+        assert (progress.state, progress.admitted, progress.in_doubt) == ("done", 2, 2)
+        held.release()
+        again = store.backfill_admit(BackfillAdmitParams(request=request, trigger_revision=1,
+                                                         occurrence_ms=first))
+        assert (again.run_id, again.admitted) == (progress.runs[0][1], False)
     assert count_runs(pg_backend) == 2

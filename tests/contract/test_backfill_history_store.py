@@ -1,4 +1,4 @@
-"""Issue 18, item 7, on every dialect: a backfill reaches back before the trigger's first
+"""Issue 18, item 7, on every database: a backfill reaches back before the trigger's first
 publish (the history of a migrated crontab) and admits one Run per occurrence there too, up
 to the cursor, which still bounds it."""
 
@@ -10,7 +10,11 @@ import pytest
 
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from tests.contract.conftest import Backend
 from tests.contract.test_backfill import SECOND, Bed, backfill_store, next_second
 
@@ -24,12 +28,7 @@ def bed(backend: Backend) -> Iterator[Bed]:
     published = d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="tick", task_id="hello", expression="* * * * * *",
         timezone="UTC"))
-    store, connectors = backfill_store(backend)
-    try:
-        yield Bed(backend, store, next_second(published.revision.created_at_ms))
-    finally:
-        for connector in connectors:
-            connector.close()
+    yield Bed(backend, backfill_store(backend), next_second(published.revision.created_at_ms))
 
 
 def test_occurrences_before_the_first_publish_are_backfilled_once_each(bed: Bed) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from qinglong.domain.model import ProjectStatus
 from qinglong.errors import Conflict, NotFound
-from qinglong.storage.ports import ProjectCreateParams
+from qinglong.storage.definitions.params import ProjectCreateParams
 from tests.contract.conftest import Backend
 from tests.contract.test_definitions import publish_task, publish_trigger
 

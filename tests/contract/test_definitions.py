@@ -7,7 +7,11 @@ import pytest
 from qinglong.domain.model import ProjectStatus
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import Conflict, InvalidInput, NotFound, RecordCorrupt
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from tests.contract.conftest import Backend
 
 

@@ -1,17 +1,10 @@
-"""The execution audit (E1-E5) on every dialect: clean on Runs carried out by the lifecycle
+"""The execution audit (E1-E5) on every database: clean on Runs carried out by the lifecycle
 steps (success, retries, a lost attempt retried), and it names each broken shape."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
-import psycopg
-from psycopg.rows import dict_row
-
 from qinglong.audit.execution import ExecutionReport, check_execution
-from qinglong.storage.dbapi import Connection
-from qinglong.storage.ports import LeaseRescueParams
+from qinglong.storage.runs.params import LeaseRescueParams
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_retries_and_overlap import (
@@ -26,26 +19,12 @@ from tests.contract.test_retries_and_overlap import (
 STALE_MS = 10_000
 
 
-@contextlib.contextmanager
-def _connection(backend: Backend) -> Iterator[tuple[Connection, object]]:
-    if backend.dialect == "sqlite":
-        from qinglong.storage.sqlite.connection import QUERIES
-
-        with backend.stores.db.read("audit") as conn:  # type: ignore[attr-defined]
-            yield conn, QUERIES
-        return
-    from qinglong.storage.postgres.connection import QUERIES as PG_QUERIES
-
-    with psycopg.connect(backend.db.url("ql_runtime"),  # type: ignore[attr-defined]
-                         row_factory=dict_row) as pg:
-        yield pg, PG_QUERIES  # type: ignore[misc]
-
-
 def audit(backend: Backend, now_ms: int | None = None) -> ExecutionReport:
-    with _connection(backend) as (conn, queries):
-        return check_execution(conn, queries,  # type: ignore[arg-type]
-                               now_ms=now_ms if now_ms is not None else backend.now_ms(),
-                               from_ms=0, to_ms=2**62, stale_ms=STALE_MS)
+    """The execution audit in one read-only snapshot, as ``ql audit`` reads it (ql_runtime)."""
+    at = now_ms if now_ms is not None else backend.now_ms()
+    return backend.database("ql_runtime", "contract-audit").read(
+        "audit", lambda tx: check_execution(tx, now_ms=at, from_ms=0, to_ms=2**62,
+                                            stale_ms=STALE_MS), snapshot=True)
 
 
 def test_runs_carried_out_by_the_steps_are_clean(backend: Backend) -> None:

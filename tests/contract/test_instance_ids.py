@@ -1,66 +1,43 @@
 """Issue 18, item 3, at the store: an instance id is held by one live process at a time, on
-every dialect. A second holder is refused while the first one's heartbeat is younger than
+every database. A second holder is refused while the first one's heartbeat is younger than
 INSTANCE_STALE_MS (by the store's clock), a stale or cleanly stopped registration is free, a
 process registers again as itself (resume), and heartbeats and stops touch only the
 registration their own store made: a process never marks another one stopped."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import cast
-
 import pytest
 
 from qinglong.errors import InstanceHeld
-from qinglong.storage.ports import INSTANCE_STALE_MS, Instance, InstanceStore
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.instances import PgInstanceStore
-from qinglong.storage.sqlite.instances import SqliteInstanceStore
-from tests.contract.conftest import Backend, PgBackend, SqliteBackend
+from qinglong.storage.instances import INSTANCE_STALE_MS, Instance, InstanceStore
+from tests.contract.conftest import Backend
 
 
 class Stores:
-    """Instance stores on one backend, as separate processes would each have their own."""
+    """Instance stores on one backend, as separate processes would each have their own
+    (on PostgreSQL each over a connection of its own, as ql_worker)."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self._connectors: list[SingleConnector] = []
 
     def new(self) -> InstanceStore:
-        if self.backend.dialect == "sqlite":
-            sqlite = cast(SqliteBackend, self.backend)
-            return SqliteInstanceStore(sqlite.stores.db, sqlite.clock)
-        pg = cast(PgBackend, self.backend)
-        connector = SingleConnector(pg.db.url("ql_worker"), application_name="inst")
-        self._connectors.append(connector)
-        return PgInstanceStore(connector)
+        return InstanceStore(self.backend.database("ql_worker", "inst"))
 
     def silence(self, ms: int) -> None:
-        """Let ``ms`` pass without a heartbeat, in the clock the store judges age by (the
-        fake clock on SQLite; on PostgreSQL the rows are made older, the database clock
-        being real)."""
-        if self.backend.dialect == "sqlite":
-            cast(SqliteBackend, self.backend).clock.advance(ms)
-        else:
-            cast(PgBackend, self.backend).db.execute("UPDATE instances SET seen_at_ms = seen_at_ms - %s, "
-                                    "started_at_ms = started_at_ms - %s", [ms, ms])
+        """Let ``ms`` pass without a heartbeat, in the clock the store judges age by: the
+        rows are made that much older (the same on every database, whose clock may be
+        real)."""
+        self.backend.sql("UPDATE instances SET seen_at_ms = seen_at_ms - ?, "
+                         "started_at_ms = started_at_ms - ?", ms, ms)
 
     def row(self, instance_id: str) -> Instance:
         [found] = [i for i in self.new().instance_list() if i.instance_id == instance_id]
         return found
 
-    def close(self) -> None:
-        for connector in self._connectors:
-            connector.close()
-
 
 @pytest.fixture
-def stores(backend: Backend) -> Iterator[Stores]:
-    made = Stores(backend)
-    try:
-        yield made
-    finally:
-        made.close()
+def stores(backend: Backend) -> Stores:
+    return Stores(backend)
 
 
 def test_an_id_a_live_process_holds_is_refused_naming_the_holder(stores: Stores) -> None:

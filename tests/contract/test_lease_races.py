@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from qinglong.storage.ports import AttemptLease, LeaseRescueParams
 from qinglong.storage.postgres.connection import QUERIES
+from qinglong.storage.runs.params import AttemptLease, LeaseRescueParams
 from tests.contract.conftest import PgBackend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_runs import setup_definitions

@@ -1,7 +1,7 @@
-"""RunLifecycleStore contract: attempt leases and the fenced lifecycle steps, on every dialect.
+"""RunStore contract: attempt leases and the fenced lifecycle steps, on every database.
 
-Runs are admitted by each dialect's own scheduler (see test_runs.py). Leases are judged by
-the adapter's clock (the fake clock on SQLite, the database clock on PostgreSQL); a case
+Runs are admitted by the one scheduler (see test_runs.py). Leases are judged by the
+store's clock (the fake clock on SQLite, the database clock on PostgreSQL); a case
 that needs a lease to expire ages the leases through the backend hook instead of sleeping.
 """
 
@@ -15,7 +15,7 @@ from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.domain.model import RunDetail
 from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import IllegalTransition, InvalidInput, LeaseLost
-from qinglong.storage.ports import (
+from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
     AttemptRunningParams,

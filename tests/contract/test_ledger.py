@@ -1,6 +1,6 @@
 """The occurrence ledger (`ql trigger ledger`) on SQLite and PostgreSQL: the facts read by
-``RunReadStore.trigger_ledger_facts`` (as ql_runtime on PostgreSQL) and the fates the
-service gives each nominal occurrence after the dialect's own scheduler decided them --
+``RunStore.trigger_ledger_facts`` (as ql_runtime on PostgreSQL) and the fates the
+service gives each nominal occurrence after the scheduler decided them --
 admitted, dropped by a misfire, held back by a pause, archived, superseded by a new
 revision, a duplicate, or not decided yet.
 
@@ -21,14 +21,14 @@ from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from tests.contract.conftest import EVERY_5_S, Backend, misfired_cursor
 
 SECOND = 1_000
@@ -58,10 +58,7 @@ def bed_every_5_s(backend: Backend) -> Backend:
 
 def rows(b: Backend, sql: str, *params: object) -> list[dict[str, Any]]:
     """As the database owner (test-only reads and tampering)."""
-    if b.dialect == "postgresql":
-        return b.db.execute(sql.replace("?", "%s"), list(params))  # type: ignore[attr-defined,no-any-return]
-    cursor = b.stores.db.connection().execute(sql, params)  # type: ignore[attr-defined]
-    return [dict(r) for r in cursor.fetchall()] if cursor.description else []
+    return b.sql(sql, *params)
 
 
 def backdate(b: Backend, ms: int) -> int:

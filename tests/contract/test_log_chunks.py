@@ -1,6 +1,7 @@
-"""Output streamed off the workers into PostgreSQL: fenced by the Attempt's lease, stored
-once when sent twice, the tail trimmed to its budget with the head kept, and removed by
-retention only once the Attempt ended long enough ago."""
+"""Output streamed off the workers into the database (``Capabilities.logs_in_database``:
+PostgreSQL; `ql serve` writes log files instead): fenced by the Attempt's lease, stored once
+when sent twice, the tail trimmed to its budget with the head kept, and removed by retention
+only once the Attempt ended long enough ago."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from qinglong.execution.logship import assemble
-from qinglong.storage.ports import AttemptFinishParams, LogChunk
-from qinglong.storage.postgres.logs import PgLogStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import AttemptFinishParams, LogChunk
 from tests.contract.conftest import PgBackend
 from tests.contract.test_leases import SUCCEEDED, acquire, run_to_running
 from tests.contract.test_runs import setup_definitions
@@ -18,6 +19,7 @@ from tests.contract.test_runs import setup_definitions
 
 @pytest.fixture
 def pg(pg_backend: PgBackend) -> PgBackend:
+    assert pg_backend.capabilities.logs_in_database
     setup_definitions(pg_backend)
     base = pg_backend.now_ms() // 1000 * 1000
     pg_backend.admit("demo", "t1", base - 3_000)
@@ -25,8 +27,8 @@ def pg(pg_backend: PgBackend) -> PgBackend:
     return pg_backend
 
 
-def store(pg: PgBackend, role: str = "ql_worker") -> PgLogStore:
-    return PgLogStore(pg._connector(role, "contract-logs"))
+def store(pg: PgBackend, role: str = "ql_worker") -> LogStore:
+    return LogStore(pg.database(role, "contract-logs"))
 
 
 def test_chunks_are_fenced_and_stored_once(pg: PgBackend) -> None:

@@ -1,4 +1,4 @@
-"""ManualRunStore contract (run now: `ql task run`, `ql trigger fire`) on every dialect.
+"""RequestAdmissions contract (run now: `ql task run`, `ql trigger fire`) on every database.
 
 A manual Run is admitted through the same rows as a scheduled one (queued Run, claimed first
 Attempt, run.created + run.queued), keyed by the client request id: a request sent again
@@ -15,12 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 
 from qinglong.audit.model import AuditParams
-from qinglong.clock import SystemClock
 from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.manual import ManualRequest
 from qinglong.domain.runs import manual_idempotency_key
@@ -36,17 +33,13 @@ from qinglong.errors import (
     RequestIdConflict,
 )
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.storage.ports import (
-    ManualRunParams,
-    ManualRunResult,
-    ManualRunStore,
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import ManualRunParams, ManualRunResult
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.manual_runs import PgManualRunStore
-from qinglong.storage.sqlite.manual_runs import SqliteManualRunStore
 from tests.contract.conftest import Backend, PgBackend
 from tests.contract.test_execution_audit import audit as execution_audit
 from tests.contract.test_leases import acquire
@@ -59,7 +52,7 @@ YEARLY = "0 0 1 1 *"
 @dataclass
 class Manual:
     backend: Backend
-    store: ManualRunStore
+    store: RequestAdmissions
 
     def run(self, request_id: str, *, task: str | None = None, trigger: str | None = None,
             project: str = "demo", actor: str = "alice") -> ManualRunResult:
@@ -72,32 +65,21 @@ class Manual:
         columns = ("trigger_type, execution_origin, triggered_by, idempotency_key, trigger_id, "
                    "trigger_revision, scheduled_for_ms, created_at_ms, queued_at_ms, "
                    "overlap_policy, overlap_key, overlap_queue_limit")
-        if self.backend.dialect == "postgresql":
-            [row] = self.backend.db.execute(  # type: ignore[attr-defined]
-                f"SELECT {columns} FROM runs WHERE id = %s", [run_id])
-            return row
-        conn = self.backend.stores.db.connection()  # type: ignore[attr-defined]
-        row = conn.execute(f"SELECT {columns} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        assert row is not None
-        return dict(row)
+        [row] = self.backend.sql(f"SELECT {columns} FROM runs WHERE id = ?", run_id)
+        return row
 
     def counts(self) -> tuple[int, int, int]:
         """Runs, Attempts and events stored (a refusal changes none of them)."""
-        statement = ("SELECT (SELECT count(*) FROM runs) AS r, (SELECT count(*) FROM run_attempts)"
-                     " AS a, (SELECT count(*) FROM run_events) AS e")
-        if self.backend.dialect == "postgresql":
-            [row] = self.backend.db.execute(statement)  # type: ignore[attr-defined]
-        else:
-            row = self.backend.stores.db.connection().execute(statement).fetchone()  # type: ignore[attr-defined]
-        return int(row["r"]), int(row["a"]), int(row["e"])  # type: ignore[call-overload]
+        [row] = self.backend.sql(
+            "SELECT (SELECT count(*) FROM runs) AS r, (SELECT count(*) FROM run_attempts)"
+            " AS a, (SELECT count(*) FROM run_events) AS e")
+        return int(row["r"]), int(row["a"]), int(row["e"])
 
 
-def manual_store(backend: Backend, role: str = "ql_runtime") -> tuple[ManualRunStore, list[SingleConnector]]:
-    if backend.dialect == "postgresql":
-        connector = SingleConnector(backend.db.url(role),  # type: ignore[attr-defined]
-                                    application_name="contract-manual")
-        return PgManualRunStore(connector), [connector]
-    return SqliteManualRunStore(backend.stores.db, backend.clock), []  # type: ignore[attr-defined]
+def manual_store(backend: Backend, role: str = "ql_runtime", **options: float) -> RequestAdmissions:
+    """The run-now store as ``role`` (a connection of its own on PostgreSQL, closed with the
+    backend); ``options`` go to the store (its deadlines)."""
+    return RequestAdmissions(backend.database(role, "contract-manual"), **options)
 
 
 @pytest.fixture
@@ -114,12 +96,7 @@ def manual(backend: Backend) -> Iterator[Manual]:
         overlap=Overlap(policy=OverlapPolicy.QUEUE, queue_limit=2)))
     d.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="plain",
                                            task_id="hello", expression=YEARLY, timezone="UTC"))
-    store, connectors = manual_store(backend)
-    try:
-        yield Manual(backend, store)
-    finally:
-        for connector in connectors:
-            connector.close()
+    yield Manual(backend, manual_store(backend))
 
 
 # --- admission -------------------------------------------------------------------------------
@@ -284,24 +261,20 @@ def test_the_overlap_policy_applies_to_a_fired_run_at_dispatch(backend: Backend)
     d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="t1", task_id="job", expression=YEARLY, timezone="UTC",
         overlap=Overlap(policy=OverlapPolicy.SKIP)))
-    store, connectors = manual_store(backend)
-    try:
-        scheduled = backend.admit("demo", "t1", backend.now_ms() // 1000 * 1000 - 1000)
-        [lease] = acquire(backend, limit=1)
-        assert lease.fence.run_id == scheduled
-        fired = store.run_admit_manual(ManualRunParams(request=ManualRequest(
-            project_id="demo", trigger_id="t1", request_id="f", actor="alice")))
-        alone = store.run_admit_manual(ManualRunParams(request=ManualRequest(
-            project_id="demo", task_id="job", request_id="t", actor="alice")))
-        [next_lease] = acquire(backend)  # the task's own Run is no Run of the trigger
-        assert next_lease.fence.run_id == alone.run_id
-        skipped = backend.runs.run_get(fired.run_id)
-        assert (skipped.run.status, skipped.run.cancel_reason) == ("cancelled", "policy")
-        assert skipped.events[-1].payload["previous_run"] == scheduled
-        finish(backend, lease, SUCCEEDED)
-    finally:
-        for connector in connectors:
-            connector.close()
+    store = manual_store(backend)
+    scheduled = backend.admit("demo", "t1", backend.now_ms() // 1000 * 1000 - 1000)
+    [lease] = acquire(backend, limit=1)
+    assert lease.fence.run_id == scheduled
+    fired = store.run_admit_manual(ManualRunParams(request=ManualRequest(
+        project_id="demo", trigger_id="t1", request_id="f", actor="alice")))
+    alone = store.run_admit_manual(ManualRunParams(request=ManualRequest(
+        project_id="demo", task_id="job", request_id="t", actor="alice")))
+    [next_lease] = acquire(backend)  # the task's own Run is no Run of the trigger
+    assert next_lease.fence.run_id == alone.run_id
+    skipped = backend.runs.run_get(fired.run_id)
+    assert (skipped.run.status, skipped.run.cancel_reason) == ("cancelled", "policy")
+    assert skipped.events[-1].payload["previous_run"] == scheduled
+    finish(backend, lease, SUCCEEDED)
 
 
 def test_the_task_concurrency_limit_applies_to_manual_runs(backend: Backend) -> None:
@@ -309,33 +282,23 @@ def test_the_task_concurrency_limit_applies_to_manual_runs(backend: Backend) -> 
     d.project_create(ProjectCreateParams(project_id="demo"))
     d.task_publish(TaskPublishParams(project_id="demo", task_id="job", name="job", spec=CommandSpec(
         command=ShellCommand(command="true"), concurrency=1)))
-    store, connectors = manual_store(backend)
-    try:
-        admitted = []
-        for n in (1, 2):
-            admitted.append(store.run_admit_manual(ManualRunParams(request=ManualRequest(
-                project_id="demo", task_id="job", request_id=f"r{n}", actor="alice"))))
-            backend.let_time_pass()  # queued one after the other
-        first, second = admitted
-        [lease] = acquire(backend, limit=2)
-        assert lease.fence.run_id == first.run_id
-        assert acquire(backend) == []
-        assert backend.runs.run_get(second.run_id).run.status == "queued"  # waits its turn
-        finish(backend, lease, SUCCEEDED)
-        [turn] = acquire(backend)
-        assert turn.fence.run_id == second.run_id
-    finally:
-        for connector in connectors:
-            connector.close()
+    store = manual_store(backend)
+    admitted = []
+    for n in (1, 2):
+        admitted.append(store.run_admit_manual(ManualRunParams(request=ManualRequest(
+            project_id="demo", task_id="job", request_id=f"r{n}", actor="alice"))))
+        backend.let_time_pass()  # queued one after the other
+    first, second = admitted
+    [lease] = acquire(backend, limit=2)
+    assert lease.fence.run_id == first.run_id
+    assert acquire(backend) == []
+    assert backend.runs.run_get(second.run_id).run.status == "queued"  # waits its turn
+    finish(backend, lease, SUCCEEDED)
+    [turn] = acquire(backend)
+    assert turn.fence.run_id == second.run_id
 
 
 # --- the audits ---------------------------------------------------------------------------------
-
-
-def _audit_url(backend: Backend) -> str:
-    if backend.dialect == "postgresql":
-        return backend.db.url("ql_runtime")  # type: ignore[attr-defined]
-    return f"sqlite:///{backend.stores.path}"  # type: ignore[attr-defined]
 
 
 def test_both_audits_stay_clean_with_manual_runs_present(manual: Manual) -> None:
@@ -353,14 +316,15 @@ def test_both_audits_stay_clean_with_manual_runs_present(manual: Manual) -> None
     while backend.now_ms() < first:
         backend.let_time_pass()
     scheduled = backend.admit("demo", "minutely", first)
-    # Fired in the occurrence's second (on SQLite's fake clock: at the very same instant, so
-    # counted as an occurrence it would be a duplicate; on PostgreSQL's clock a little later,
-    # so counted it would be off the spec): it is neither.
+    # Fired in the occurrence's second (on a fake clock that did not move: at the very same
+    # instant, so counted as an occurrence it would be a duplicate; on a clock that moved on,
+    # a little later, so counted it would be off the spec): it is neither.
     fired = manual.run("f1", trigger="minutely")
     alone = manual.run("t1", task="bye")
     fired_at = manual.backend.runs.run_get(fired.run_id).run.scheduled_for_ms
     assert fired_at is not None
-    if backend.dialect == "sqlite":
+    assert first <= fired_at <= backend.now_ms()
+    if not backend.capabilities.database_clock:  # the node's clock: the test's fake clock
         assert fired_at == first
     leases = {lease.fence.run_id: lease for lease in acquire(backend, limit=3)}
     assert set(leases) == {scheduled, fired.run_id, alone.run_id}
@@ -371,8 +335,7 @@ def test_both_audits_stay_clean_with_manual_runs_present(manual: Manual) -> None
     assert (report.runs, report.ended, report.in_progress) == (3, 2, 1)
     # a window holding the one occurrence (and the fired Run, unless this machine was slow)
     end = max(first + 1, min(fired_at, first + 999))
-    clock = backend.clock if backend.dialect == "sqlite" else SystemClock()  # type: ignore[attr-defined]
-    audited = run_audit(_audit_url(backend), clock,
+    audited = run_audit(backend.url("ql_runtime"), backend.clock(),
                         AuditParams(start_ms=first, end_ms=end, settle_ms=0, project_id="demo",
                                     trigger_id="minutely"))
     assert audited.ok, (audited.triggers, audited.execution)
@@ -389,15 +352,11 @@ def test_run_now_needs_ql_runtime_and_ql_admin_is_refused(pg_backend: PgBackend)
     pg_backend.definitions.task_publish(TaskPublishParams(
         project_id="demo", task_id="hello", name="Hello",
         spec=CommandSpec(command=ShellCommand(command="true"))))
-    store, connectors = manual_store(pg_backend, "ql_admin")
-    try:
-        with pytest.raises(PermissionDenied) as refused:
-            store.run_admit_manual(ManualRunParams(request=ManualRequest(
-                project_id="demo", task_id="hello", request_id="r", actor="alice")))
-        assert "ql_admin" in refused.value.message
-    finally:
-        for connector in connectors:
-            connector.close()
+    store = manual_store(pg_backend, "ql_admin")
+    with pytest.raises(PermissionDenied) as refused:
+        store.run_admit_manual(ManualRunParams(request=ManualRequest(
+            project_id="demo", task_id="hello", request_id="r", actor="alice")))
+    assert "ql_admin" in refused.value.message
     assert pg_backend.db.execute("SELECT count(*) AS n FROM runs") == [{"n": 0}]
 
 
@@ -411,11 +370,12 @@ def test_twin_requests_racing_admit_one_run(pg_backend: PgBackend) -> None:
     results: list[ManualRunResult] = []
     errors: list[BaseException] = []
 
+    databases = [pg_backend.database("ql_runtime", f"contract-twin-{n}") for n in range(twins)]
+
     def send(n: int) -> None:
-        store, connectors = manual_store(pg_backend)
+        store = RequestAdmissions(databases[n])
         try:
-            with connectors[0].connection():
-                pass  # connected before the race starts
+            databases[n].now_ms()  # connected before the race starts
             barrier.wait(10)
             results.append(store.run_admit_manual(ManualRunParams(
                 request=ManualRequest(project_id="demo", task_id="hello", request_id="twin",
@@ -426,9 +386,6 @@ def test_twin_requests_racing_admit_one_run(pg_backend: PgBackend) -> None:
                                  queued_event_id=f"00000000-0000-4000-8000-00000000003{n}"))))
         except BaseException as exc:
             errors.append(exc)
-        finally:
-            for connector in connectors:
-                connector.close()
 
     threads = [threading.Thread(target=send, args=(n,)) for n in range(twins)]
     for thread in threads:
@@ -438,9 +395,9 @@ def test_twin_requests_racing_admit_one_run(pg_backend: PgBackend) -> None:
     assert errors == []
     assert len({r.run_id for r in results}) == 1 and len(results) == twins
     assert sum(r.admitted for r in results) == 1
-    with psycopg.connect(pg_backend.db.url("ql_runtime"), row_factory=dict_row) as conn:
-        rows = conn.execute("SELECT count(*) AS n FROM qinglong.runs").fetchall()
-    assert rows == [{"n": 1}]
+    assert pg_backend.database("ql_runtime", "contract-count").read(
+        "count", lambda tx: tx.sql("SELECT count(*) AS n FROM qinglong.runs").fetchall()) == [
+        {"n": 1}]
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
@@ -466,44 +423,36 @@ def _one_task(backend: PgBackend) -> None:
 def test_a_lost_commit_reply_that_landed_is_found_by_the_key(
         pg_backend: PgBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     _one_task(pg_backend)
-    connector = SingleConnector(pg_backend.db.url("ql_runtime"), application_name="contract-manual")
     with HeldCommits(pg_backend.db) as held:
         def commit_lands(_settle_s: float) -> None:
             """Where the store waits between the lost reply and its lookup: the commit lands."""
             held.release()
             wait_for(lambda: count_runs(pg_backend) == 1)
 
-        monkeypatch.setattr("qinglong.storage.postgres.manual_runs.pause", commit_lands)
-        try:
-            store = PgManualRunStore(connector, commit_deadline_s=0.3)
-            request = ManualRequest(project_id="demo", task_id="hello", request_id="lost-reply",
-                                    actor="alice")
-            result = store.run_admit_manual(ManualRunParams(request=request))
-            assert result.admitted and result.in_doubt
-            assert store.run_admit_manual(ManualRunParams(request=request)) == ManualRunResult(
-                run_id=result.run_id, admitted=False)
-        finally:
-            connector.close()
+        monkeypatch.setattr("qinglong.storage.admission.on_request.pause", commit_lands)
+        store = manual_store(pg_backend, commit_deadline_s=0.3)
+        request = ManualRequest(project_id="demo", task_id="hello", request_id="lost-reply",
+                                actor="alice")
+        result = store.run_admit_manual(ManualRunParams(request=request))
+        assert result.admitted and result.in_doubt
+        assert store.run_admit_manual(ManualRunParams(request=request)) == ManualRunResult(
+            run_id=result.run_id, admitted=False)
     assert count_runs(pg_backend) == 1
 
 
 def test_a_lost_commit_reply_not_yet_visible_says_to_retry_with_the_id(
         pg_backend: PgBackend) -> None:
     _one_task(pg_backend)
-    connector = SingleConnector(pg_backend.db.url("ql_runtime"), application_name="contract-manual")
     with HeldCommits(pg_backend.db) as held:
-        try:
-            store = PgManualRunStore(connector, commit_deadline_s=0.3, in_doubt_settle_s=0.1)
-            request = ManualRequest(project_id="demo", task_id="hello", request_id="unknown-1",
-                                    actor="alice")
-            with pytest.raises(OutcomeUnknown) as unknown:  # the lookup came before the commit
-                store.run_admit_manual(ManualRunParams(request=request))
-            assert "--request-id unknown-1" in unknown.value.message
-            assert count_runs(pg_backend) == 0
-            held.release()  # the commit lands after all
-            wait_for(lambda: count_runs(pg_backend) == 1)
-            again = store.run_admit_manual(ManualRunParams(request=request))  # the advised retry
-            assert not again.admitted
-        finally:
-            connector.close()
+        store = manual_store(pg_backend, commit_deadline_s=0.3, in_doubt_settle_s=0.1)
+        request = ManualRequest(project_id="demo", task_id="hello", request_id="unknown-1",
+                                actor="alice")
+        with pytest.raises(OutcomeUnknown) as unknown:  # the lookup came before the commit
+            store.run_admit_manual(ManualRunParams(request=request))
+        assert "--request-id unknown-1" in unknown.value.message
+        assert count_runs(pg_backend) == 0
+        held.release()  # the commit lands after all
+        wait_for(lambda: count_runs(pg_backend) == 1)
+        again = store.run_admit_manual(ManualRunParams(request=request))  # the advised retry
+        assert not again.admitted
     assert count_runs(pg_backend) == 1

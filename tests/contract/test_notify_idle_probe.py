@@ -1,4 +1,4 @@
-"""The dispatcher's probe on every dialect: one statement that tells whether a cycle could have
+"""The dispatcher's probe on every database: one statement that tells whether a cycle could have
 work. An idle database probes "nothing", and then every step, run anyway, finds nothing too;
 each kind of work (a rule and a Run outcome, a row committed behind the scan that settles, a
 misfire and its recovery, a due delivery, one due once its channel has cooled down, a tidy,
@@ -31,8 +31,11 @@ from qinglong.domain.decision import Decision
 from qinglong.notify.dispatcher import Dispatcher, NotifyReport, NotifySettings
 from qinglong.notify.events import RuleEvent
 from qinglong.notify.senders import Sender
-from qinglong.notify.wiring import cluster_service
-from qinglong.storage.notify_ports import (
+from qinglong.profiles.cluster import cluster_notify_service
+from qinglong.storage.admission.params import CommitResult
+from qinglong.storage.definitions.params import TriggerPublishParams
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.notify.params import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
@@ -40,9 +43,8 @@ from qinglong.storage.notify_ports import (
     OutboxProbeParams,
     RuleAddParams,
 )
-from qinglong.storage.ports import CommitResult, TriggerPublishParams
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
-from qinglong.storage.postgres.notify import PgNotifyStore
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
 from tests.contract.conftest import (
@@ -50,7 +52,6 @@ from tests.contract.conftest import (
     Backend,
     PgBackend,
     PgTargets,
-    SqliteBackend,
     _pg_backend,
     misfired_cursor,
 )
@@ -172,8 +173,7 @@ def notify_stores(backend: Backend) -> contextlib.AbstractContextManager[Notify]
 
 @pytest.fixture
 def probing(backend: Backend) -> Iterator[Probing]:
-    clock: Clock = cast(SqliteBackend, backend).clock if backend.dialect == "sqlite" \
-        else SystemClock()
+    clock = backend.clock()
     receiver = WebhookReceiver(SECRET).start()
     try:
         with notify_stores(backend) as n:
@@ -470,7 +470,7 @@ def test_the_tidy_is_asked_only_when_due_and_then_does_its_work(probing: Probing
 
 def test_the_dispatcher_asks_the_tidy_questions_on_the_tidy_schedule(probing: Probing) -> None:
     p = probing
-    # the schedule follows the dispatcher's monotonic clock: a fake one on every dialect
+    # the schedule follows the dispatcher's monotonic clock: a fake one on every database
     clock = p.clock if isinstance(p.clock, FakeClock) else FakeClock()
     dispatcher, store = p.dispatcher(clock, tidy_every_s=30.0, purge_every_s=3600.0)
 
@@ -558,10 +558,11 @@ def test_an_idle_cycle_sends_one_statement_and_no_transaction(pg_backend: PgBack
     try:
         with notify_stores(pg_backend) as n:
             _idle_with_rules(n, receiver)
-            dispatcher = Dispatcher(PgNotifyStore(connector), Sender(SystemClock()),
+            store = NotifyStore(open_postgres(connector, index_scans_only=True))
+            dispatcher = Dispatcher(store, Sender(SystemClock()),
                                     SystemClock(), owner="probe-test",
                                     settings=NotifySettings(settle_ms=UNSETTLED))
-            eager = Dispatcher(PgNotifyStore(connector), Sender(SystemClock()), SystemClock(),
+            eager = Dispatcher(store, Sender(SystemClock()), SystemClock(),
                                owner="probe-test",
                                settings=NotifySettings(settle_ms=UNSETTLED, tidy_every_s=0.0,
                                                        purge_every_s=0.0))
@@ -618,9 +619,9 @@ def test_the_server_logs_one_statement_per_idle_cycle_of_ql_control(
     pattern = re.compile(rf" ql-notify:{owner} LOG:  (?:statement|execute [^:]*): ?(.*)$")
     receiver = WebhookReceiver(SECRET).start()
     db.execute(f"ALTER DATABASE {db.name} SET log_statement = 'all'")
-    service = cluster_service(db.url("ql_runtime"), SystemClock(), owner=owner,
-                              stop_timeout_s=5.0, diagnostics=None,
-                              settings=NotifySettings(settle_ms=UNSETTLED))
+    # (its settle window, 5 minutes, outlasts the test: no row settles while it runs)
+    service = cluster_notify_service(db.url("ql_runtime"), SystemClock(), owner=owner,
+                                     stop_timeout_s=5.0, diagnostics=None)
 
     def logged(offset: int, expected: int) -> list[str]:
         deadline = time.monotonic() + 30  # returns as soon as they are there

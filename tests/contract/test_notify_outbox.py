@@ -1,4 +1,4 @@
-"""NotifyStore contract on every dialect: channels with write-only secrets, rules, the outbox
+"""NotifyStore contract on every database: channels with write-only secrets, rules, the outbox
 as the dispatcher fills it from Run outcomes and misfires (once per channel and event, rows
 committed behind the scan found once they settle), recoveries, leases, backoff and dead
 deliveries, and the dispatcher delivering signed documents to a real receiver.
@@ -13,8 +13,8 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -30,10 +30,12 @@ from qinglong.notify.events import RuleEvent
 from qinglong.notify.model import DeliveryStatus
 from qinglong.notify.senders import Sender
 from qinglong.notify.views import channel_view
-from qinglong.storage.notify_ports import (
+from qinglong.storage.admission.params import CommitResult
+from qinglong.storage.definitions.params import TriggerPublishParams
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.notify.params import (
     ChannelPutParams,
     DeliveryListParams,
-    NotifyStore,
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,
@@ -41,12 +43,8 @@ from qinglong.storage.notify_ports import (
     RuleAddParams,
     RuleRemoveParams,
 )
-from qinglong.storage.ports import CommitResult, TriggerPublishParams
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.notify import PgNotifyStore
-from qinglong.storage.sqlite.notify import SqliteNotifyStore
 from qinglong.testing import FakeClock
-from tests.contract.conftest import EVERY_5_S, Backend, PgBackend, SqliteBackend, misfired_cursor
+from tests.contract.conftest import EVERY_5_S, Backend, PgBackend, misfired_cursor
 from tests.contract.test_leases import acquire
 from tests.contract.test_retries_and_overlap import finish, publish
 from tests.support.test_notify_receivers import WebhookReceiver, independent_signature_ok
@@ -63,17 +61,12 @@ class Notify:
     backend: Backend
     admin: NotifyStore  # channels and rules (ql_admin on PostgreSQL)
     runtime: NotifyStore  # the outbox (ql_runtime on PostgreSQL)
-    connectors: list[SingleConnector] = field(default_factory=list)
     admitted: int = 0
     base_ms: int = 0
 
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """As the database owner (test-only tampering and counting); ``?`` placeholders."""
-        if self.backend.dialect == "sqlite":
-            db = cast(SqliteBackend, self.backend).stores.db
-            return [dict(row) for row in db.connection().execute(statement, params).fetchall()]
-        pg = cast(PgBackend, self.backend).db
-        return pg.execute(statement.replace("?", "%s"), list(params))  # type: ignore[return-value]
+        return self.backend.sql(statement, *params)
 
     def enqueue(self, settle_ms: int = UNSETTLED) -> int:
         return self.runtime.outbox_enqueue(OutboxEnqueueParams(settle_ms=settle_ms)).enqueued
@@ -85,21 +78,11 @@ class Notify:
 
 @contextlib.contextmanager
 def notify_stores(backend: Backend, name: str = "notify") -> Iterator[Notify]:
-    """The backend's NotifyStore as the admin and the runtime role (one store on SQLite)."""
-    if backend.dialect == "sqlite":
-        local = cast(SqliteBackend, backend)
-        store = SqliteNotifyStore(local.stores.db, local.clock)
-        yield Notify(backend=backend, admin=store, runtime=store)
-        return
-    db = cast(PgBackend, backend).db
-    admin = SingleConnector(db.url("ql_admin"), application_name=f"{name}-admin")
-    runtime = SingleConnector(db.url("ql_runtime"), application_name=f"{name}-runtime")
-    try:
-        yield Notify(backend=backend, admin=PgNotifyStore(admin), runtime=PgNotifyStore(runtime),
-                     connectors=[admin, runtime])
-    finally:
-        admin.close()
-        runtime.close()
+    """The backend's NotifyStore as the admin and the runtime role (where the database has
+    roles; each over a connection of its own on PostgreSQL, closed with the backend)."""
+    yield Notify(backend=backend,
+                 admin=NotifyStore(backend.database("ql_admin", f"{name}-admin")),
+                 runtime=NotifyStore(backend.database("ql_runtime", f"{name}-runtime")))
 
 
 @pytest.fixture
@@ -367,8 +350,8 @@ def test_the_dispatcher_delivers_signed_documents_and_retries_a_failing_receiver
     diagnostics: list[Diagnostic] = []
     # the dispatcher's clock (its channel cool-downs follow it): the store's fake one on
     # SQLite, a fake one of its own on PostgreSQL, so no real pause can end a cool-down early
-    clock = cast(SqliteBackend, notify.backend).clock if notify.backend.dialect == "sqlite" \
-        else FakeClock()
+    store_clock = notify.backend.clock()
+    clock = store_clock if isinstance(store_clock, FakeClock) else FakeClock()
     try:
         add_channel(notify, "ops", receiver.url, backoff_ms=200, max_backoff_ms=200)
         notify.admin.rule_add(RuleAddParams(channel="ops", project_id="demo", task_id=None,
@@ -389,7 +372,7 @@ def test_the_dispatcher_delivers_signed_documents_and_retries_a_failing_receiver
         assert (again.delivered, again.failed) == (0, 0)
         receiver.mode = "ok"
         notify.backend.pass_time(250)  # the failed delivery's backoff in the database
-        if notify.backend.dialect != "sqlite":
+        if clock is not store_clock:
             clock.advance(250)  # and the channel's cool-down in the dispatcher
         second = dispatcher.run_cycle()
         assert (second.delivered, second.failed) == (3, 0)
@@ -421,38 +404,29 @@ def test_replicas_never_hold_the_same_delivery_at_once(pg_backend: PgBackend) ->
                    "next_attempt_at_ms, created_at_ms, updated_at_ms) VALUES (%s, 'ops', %s, "
                    "'notify.test', 'demo', '{}'::jsonb, 0, 'pending', 0, 3, 0, 0, 0)",
                    [str(uuid.uuid4()), f"k{n}"])
-    connectors = [SingleConnector(db.url("ql_runtime"), application_name=f"replica-{i}")
-                  for i in range(4)]
+    stores = [NotifyStore(pg_backend.database("ql_runtime", f"replica-{i}")) for i in range(4)]
     claimed: dict[str, list[str]] = {}
-    start = threading.Barrier(len(connectors))
+    start = threading.Barrier(len(stores))
 
     def replica(index: int) -> None:
-        store = PgNotifyStore(connectors[index])
+        store = stores[index]
         start.wait()
         while (item := store.outbox_claim(OutboxClaimParams(owner=f"r{index}"))) is not None:
             claimed.setdefault(item.delivery.id, []).append(f"r{index}")
 
-    threads = [threading.Thread(target=replica, args=(i,)) for i in range(len(connectors))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-    finally:
-        for connector in connectors:
-            connector.close()
+    threads = [threading.Thread(target=replica, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
     assert len(claimed) == 40 and all(len(owners) == 1 for owners in claimed.values())
     assert len({owner for owners in claimed.values() for owner in owners}) > 1
 
 
 def test_ql_admin_manages_channels_but_cannot_read_the_outbox(pg_backend: PgBackend) -> None:
-    admin = SingleConnector(pg_backend.db.url("ql_admin"), application_name="admin")
-    try:
-        store = PgNotifyStore(admin)
-        store.channel_put(ChannelPutParams(spec=webhook("ops"), secret=SECRET))
-        with pytest.raises(PermissionDenied, match="notify_outbox"):
-            store.delivery_list(DeliveryListParams())
-        with pytest.raises(PermissionDenied):
-            store.outbox_enqueue(OutboxEnqueueParams(settle_ms=0))
-    finally:
-        admin.close()
+    store = NotifyStore(pg_backend.database("ql_admin", "admin"))
+    store.channel_put(ChannelPutParams(spec=webhook("ops"), secret=SECRET))
+    with pytest.raises(PermissionDenied, match="notify_outbox"):
+        store.delivery_list(DeliveryListParams())
+    with pytest.raises(PermissionDenied):
+        store.outbox_enqueue(OutboxEnqueueParams(settle_ms=0))

@@ -11,12 +11,11 @@ from __future__ import annotations
 import pytest
 
 from qinglong.errors import PermissionDenied
-from qinglong.storage.ports import ProjectCreateParams
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import ProjectCreateParams
 from qinglong.storage.postgres.errors import permission_advice, roles_for_table
 from qinglong.storage.postgres.roles import APP_ROLES, PRIVILEGES, ROLES
-from qinglong.storage.postgres.runs import PgRunStore
+from qinglong.storage.runs import RunStore
 from tests.contract.conftest import PgBackend
 from tests.contract.test_runs import setup_definitions
 
@@ -25,12 +24,10 @@ TABLES = sorted({table for tables in PRIVILEGES.values() for table in tables})
 
 def test_a_worker_that_publishes_is_told_to_connect_as_ql_admin_or_ql_web(
         pg_backend: PgBackend) -> None:
-    connector = SingleConnector(pg_backend.db.url("ql_worker"), application_name="advice")
-    try:
-        with pytest.raises(PermissionDenied) as refused:
-            PgDefinitionStore(connector).project_create(ProjectCreateParams(project_id="p2"))
-    finally:
-        connector.close()
+    assert pg_backend.capabilities.roles
+    store = DefinitionStore(pg_backend.database("ql_worker", "advice"))
+    with pytest.raises(PermissionDenied) as refused:
+        store.project_create(ProjectCreateParams(project_id="p2"))
     message = refused.value.message
     assert "permission denied for table projects (42501): the database role 'ql_worker' may " \
            "not do this; connect as ql_admin or ql_web instead" in message, message
@@ -41,12 +38,9 @@ def test_a_worker_that_publishes_is_told_to_connect_as_ql_admin_or_ql_web(
 def test_ql_admin_reading_runs_is_told_to_connect_as_ql_runtime_or_ql_web(
         pg_backend: PgBackend) -> None:
     setup_definitions(pg_backend)
-    connector = SingleConnector(pg_backend.db.url("ql_admin"), application_name="advice")
-    try:
-        with pytest.raises(PermissionDenied) as refused:
-            PgRunStore(connector).run_get("00000000-0000-4000-8000-000000000001")
-    finally:
-        connector.close()
+    store = RunStore(pg_backend.database("ql_admin", "advice"), actor_id="advice")
+    with pytest.raises(PermissionDenied) as refused:
+        store.run_get("00000000-0000-4000-8000-000000000001")
     message = refused.value.message
     assert "permission denied for table runs (42501): the database role 'ql_admin' may not " \
            "do this; connect as ql_runtime or ql_web instead" in message, message

@@ -1,4 +1,4 @@
-"""The reconciler's probe (``reconcile_pending``) on every dialect: one read that says
+"""The reconciler's probe (``reconcile_pending``) on every database: one read that says
 whether rescuing expired leases or queueing due retries could find anything. It must agree
 with those two steps: "false" while they would find nothing, "true" as soon as either would,
 so an idle reconciler cycle costs one read and a busy one loses nothing."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from qinglong.domain.runs import RunStatus
 from qinglong.execution.reconciler import Reconciler
-from qinglong.storage.ports import LeaseRescueParams
+from qinglong.storage.runs.params import LeaseRescueParams
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import LEASE_MS, acquire
 from tests.contract.test_retries_and_overlap import (

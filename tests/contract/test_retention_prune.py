@@ -1,4 +1,4 @@
-"""Retention (docs/retention.md) on every dialect: claim records (PostgreSQL) and the events of
+"""Retention (docs/retention.md) on every database: claim records (PostgreSQL) and the events of
 Runs that ended before the horizon are pruned; recent ones, the latest claim of a schedule row,
 claims of a trigger with an unfinished old Run and every event of an unfinished Run are kept;
 replicas pruning at once delete each row once; and the audit stays clean after pruning.
@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from typing import cast
 
 import pytest
 
 from qinglong.audit.checker import audit as audit_admissions
-from qinglong.audit.model import AuditParams
+from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.audit.source import read_input
 from qinglong.domain.retention import CLOCK_JUMP_PATIENCE, DAY_MS, PruneReport
 from qinglong.errors import PermissionDenied
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.retention import PgRetention
-from qinglong.storage.postgres.retention import table_sizes as pg_sizes
-from qinglong.storage.sqlite.retention import SqliteRetention
+from qinglong.storage.retention import Pruner, open_retention, table_sizes
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.contract.conftest import Backend, PgBackend, SqliteBackend
-from tests.contract.test_execution_audit import _connection
 from tests.contract.test_execution_audit import audit as audit_execution
 from tests.contract.test_leases import acquire
 from tests.contract.test_retries_and_overlap import SUCCEEDED, admit, finish, publish
@@ -35,39 +29,21 @@ from tests.contract.test_retries_and_overlap import SUCCEEDED, admit, finish, pu
 OLD_MS = 40 * DAY_MS  # past the 30-day retention the pruners run with
 RETENTION_DAYS = 30
 
+
 def _sql(backend: Backend, statement: str, params: tuple[object, ...] = ()) -> list[dict[str, object]]:
-    """As the database owner; ``?`` placeholders on both dialects."""
-    if backend.dialect == "sqlite":
-        conn = cast(SqliteBackend, backend).stores.db.connection()
-        return [dict(row) for row in conn.execute(statement, params).fetchall()]
-    return cast(PgBackend, backend).db.execute(statement.replace("?", "%s"), list(params))
+    """As the database owner; ``?`` placeholders on every database."""
+    return backend.sql(statement, *params)
 
 
-class _Pruner:
-    """The pruner of the backend's dialect, as `ql serve` / `ql control` (ql_runtime) run it."""
-
-    def __init__(self, backend: Backend, **kwargs: int) -> None:
-        self.connectors: list[SingleConnector] = []
-        if backend.dialect == "sqlite":
-            local = cast(SqliteBackend, backend)
-            self.prune = SqliteRetention(local.stores.db, local.clock, days=RETENTION_DAYS,
-                                         **kwargs).prune
-        else:
-            pg = cast(PgBackend, backend)
-            connector = SingleConnector(pg.db.url("ql_runtime"), application_name="retention")
-            self.connectors.append(connector)
-            self.prune = PgRetention(connector, days=RETENTION_DAYS, **kwargs).prune
-
-    def close(self) -> None:
-        for connector in self.connectors:
-            connector.close()
+def _pruner(backend: Backend, days: int = RETENTION_DAYS, **kwargs: int) -> Pruner:
+    """The database's pruner, as `ql serve` / `ql control` (ql_runtime) run it."""
+    return open_retention(backend.database("ql_runtime", "retention"), backend.clock(),
+                          days=days, **kwargs)
 
 
 @pytest.fixture
-def pruner(backend: Backend) -> Iterator[_Pruner]:
-    made = _Pruner(backend)
-    yield made
-    made.close()
+def pruner(backend: Backend) -> Pruner:
+    return _pruner(backend)
 
 
 def _events(backend: Backend, run_id: str) -> int:
@@ -81,7 +57,7 @@ def _age_runs(backend: Backend, run_ids: list[str], ms: int) -> None:
                       "queued_at_ms = queued_at_ms - ?, started_at_ms = started_at_ms - ?, "
                       "finished_at_ms = finished_at_ms - ? WHERE id = ?",
              (ms, ms, ms, ms, run_id))
-    if backend.dialect == "postgresql":
+    if backend.capabilities.shared:  # claims are logged: the fence evidence ages with its Run
         for run_id in run_ids:
             _sql(backend, "UPDATE trigger_schedule_claims c SET acquired_at_ms = acquired_at_ms - ?, "
                           "expires_at_ms = expires_at_ms - ? FROM run_events e "
@@ -100,7 +76,7 @@ def _carry_out(backend: Backend, trigger: str, count: int) -> list[str]:
 
 
 def test_events_of_runs_ended_before_the_horizon_go_the_rest_stay(
-        backend: Backend, pruner: _Pruner) -> None:
+        backend: Backend, pruner: Pruner) -> None:
     publish(backend, triggers=("t1", "t2", "t3"))
     old = _carry_out(backend, "t1", 3)
     recent = _carry_out(backend, "t2", 2)
@@ -127,15 +103,12 @@ def test_a_small_batch_sweeps_the_whole_history_over_several_passes(backend: Bac
     publish(backend)
     old = _carry_out(backend, "t1", 5)
     _age_runs(backend, old, OLD_MS)
-    made = _Pruner(backend, batch=2, statements=1)  # two Runs per statement, one per pass
-    try:
-        deleted = [made.prune().events for _ in range(4)]
-    finally:
-        made.close()
+    made = _pruner(backend, batch=2, statements=1)  # two Runs per statement, one per pass
+    deleted = [made.prune().events for _ in range(4)]
     assert sum(deleted) > 0 and all(_events(backend, run_id) == 0 for run_id in old), deleted
 
 
-def test_the_audit_judges_what_remains_after_pruning(backend: Backend, pruner: _Pruner) -> None:
+def test_the_audit_judges_what_remains_after_pruning(backend: Backend, pruner: Pruner) -> None:
     publish(backend, triggers=("t1", "t2"))
     old = _carry_out(backend, "t1", 3)
     recent = _carry_out(backend, "t2", 2)
@@ -206,14 +179,15 @@ def test_sqlite_skips_a_pass_after_the_wall_clock_jumped_ahead(
     """`ql serve` reads the horizon from its own clock: after the wall clock jumped a year
     ahead (the monotonic clock did not move with it), passes delete nothing and leave no
     mark, until the new clock has held for CLOCK_JUMP_PATIENCE passes."""
-    backend = SqliteBackend(stores=sqlite_stores, clock=clock)
+    backend = SqliteBackend(stores=sqlite_stores, fake_clock=clock)
+    assert not backend.capabilities.database_clock  # the horizon comes from the node's clock
     publish(backend, triggers=("t1",))
     runs = _carry_out(backend, "t1", 2)
-    clock = _JumpyClock(backend.clock)
-    pruner = SqliteRetention(backend.stores.db, clock, days=RETENTION_DAYS)
+    jumpy = _JumpyClock(clock)
+    pruner = open_retention(backend.kernel, jumpy, days=RETENTION_DAYS)
     assert pruner.prune().events == 0  # a first pass: the baseline
     marked = _sql(backend, "SELECT * FROM retention_marks")
-    clock.jump(365 * DAY_MS)
+    jumpy.jump(365 * DAY_MS)
     for _ in range(CLOCK_JUMP_PATIENCE):
         assert pruner.prune() == PruneReport()
     assert all(_events(backend, run_id) > 0 for run_id in runs)
@@ -239,10 +213,10 @@ class _JumpyClock:
         return self._inner.monotonic()
 
 
-def _admission_audit(backend: Backend):  # type: ignore[no-untyped-def]
-    with _connection(backend) as (conn, queries):
-        data = read_input(conn, queries, dialect=backend.dialect,  # type: ignore[arg-type]
-                          now_ms=backend.now_ms(), from_ms=0, to_ms=2**62)
+def _admission_audit(backend: Backend) -> AuditReport:
+    now = backend.now_ms()
+    data = backend.database("ql_runtime", "contract-audit").read(
+        "audit", lambda tx: read_input(tx, now_ms=now, from_ms=0, to_ms=2**62), snapshot=True)
     return audit_admissions(data, AuditParams(start_ms=0))
 
 
@@ -279,11 +253,7 @@ def test_old_claims_go_but_never_the_latest_claim_of_a_schedule_row(
                                   "WHERE trigger_id = 't1'")
     assert latest["claim_version"] == t1[-1] == aged[-1]
 
-    made = _Pruner(backend)
-    try:
-        report = made.prune()
-    finally:
-        made.close()
+    report = _pruner(backend).prune()
     assert report.claims == 2 + len(t3) - 1
     assert _claims(backend, "t1") == [v for v in t1 if v not in aged[:-1]]  # the latest stays
     assert _claims(backend, "t2") == t2  # recent
@@ -303,37 +273,30 @@ def test_the_claims_sweep_wraps_round_to_a_latest_claim_superseded_behind_it(
     backend.db.execute("UPDATE trigger_schedule_claims SET acquired_at_ms = acquired_at_ms - %s, "
                        "expires_at_ms = expires_at_ms - %s", [OLD_MS, OLD_MS])
     t1, t2 = _claims(backend, "t1"), _claims(backend, "t2")
-    made = _Pruner(backend, batch=1, statements=1)
-    try:
-        passes = 0
-        while len(_claims(backend, "t1")) + len(_claims(backend, "t2")) > 2:
-            made.prune()
-            passes += 1
-            assert passes <= 3 * (len(t1) + len(t2)), "the sweep stopped"
-        assert _claims(backend, "t1") == t1[-1:] and _claims(backend, "t2") == t2[-1:]
-        for _ in range(len(t1) + len(t2) + 2):  # the sweep passes both kept claims again
-            made.prune()
-        assert _claims(backend, "t1") == t1[-1:]
-        time.sleep(1.1)  # a later occurrence (the admissions above used the last seconds)
-        admit(backend, "t1", count=1)  # a new (young) claim supersedes the kept one
-        newest = _claims(backend, "t1")[-1]
-        for _ in range(3 * (len(t1) + len(t2)) + 2):
-            if _claims(backend, "t1") == [newest]:
-                break
-            made.prune()
-        assert _claims(backend, "t1") == [newest], "the superseded claim was never swept"
-        assert _claims(backend, "t2") == t2[-1:]
-    finally:
-        made.close()
+    made = _pruner(backend, batch=1, statements=1)
+    passes = 0
+    while len(_claims(backend, "t1")) + len(_claims(backend, "t2")) > 2:
+        made.prune()
+        passes += 1
+        assert passes <= 3 * (len(t1) + len(t2)), "the sweep stopped"
+    assert _claims(backend, "t1") == t1[-1:] and _claims(backend, "t2") == t2[-1:]
+    for _ in range(len(t1) + len(t2) + 2):  # the sweep passes both kept claims again
+        made.prune()
+    assert _claims(backend, "t1") == t1[-1:]
+    backend.pass_time(1_100)  # a later occurrence (the admissions above used the last seconds)
+    admit(backend, "t1", count=1)  # a new (young) claim supersedes the kept one
+    newest = _claims(backend, "t1")[-1]
+    for _ in range(3 * (len(t1) + len(t2)) + 2):
+        if _claims(backend, "t1") == [newest]:
+            break
+        made.prune()
+    assert _claims(backend, "t1") == [newest], "the superseded claim was never swept"
+    assert _claims(backend, "t2") == t2[-1:]
     assert first and second
 
 
 def _sizes(backend: PgBackend) -> dict[str, int]:
-    connector = SingleConnector(backend.db.url("ql_runtime"))
-    try:
-        return pg_sizes(connector)
-    finally:
-        connector.close()
+    return table_sizes(backend.database("ql_runtime", "retention-sizes"))
 
 
 def test_replicas_pruning_at_once_delete_each_row_once(pg_backend: PgBackend) -> None:
@@ -366,10 +329,10 @@ def test_replicas_pruning_at_once_delete_each_row_once(pg_backend: PgBackend) ->
     errors: list[BaseException] = []
     start = threading.Barrier(4)
 
-    def replica() -> None:
-        connector = SingleConnector(db.url("ql_runtime"), application_name="retention-race")
+    pruners = [_pruner(backend, batch=500, statements=3) for _ in range(4)]
+
+    def replica(pruner: Pruner) -> None:
         try:
-            pruner = PgRetention(connector, days=RETENTION_DAYS, batch=500, statements=3)
             start.wait()
             idle = 0
             while idle < 5:  # a pass that met another replica's statement ends early
@@ -380,10 +343,8 @@ def test_replicas_pruning_at_once_delete_each_row_once(pg_backend: PgBackend) ->
                     time.sleep(0.02)
         except BaseException as exc:  # reported below
             errors.append(exc)
-        finally:
-            connector.close()
 
-    threads = [threading.Thread(target=replica) for _ in range(4)]
+    threads = [threading.Thread(target=replica, args=(pruner,)) for pruner in pruners]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -402,27 +363,15 @@ def test_a_role_without_delete_is_told_once_and_nothing_is_pruned(pg_backend: Pg
     backend = pg_backend
     backend.db.execute("REVOKE DELETE ON qinglong.trigger_schedule_claims, qinglong.run_events "
                        "FROM ql_runtime")
-    connector = SingleConnector(backend.db.url("ql_runtime"), application_name="retention")
-    try:
-        pruner = PgRetention(connector, days=RETENTION_DAYS)
-        with pytest.raises(PermissionDenied, match="retention migration"):
-            pruner.prune()
-        assert pruner.prune().deleted == 0  # said once; then idle
-    finally:
-        connector.close()
+    pruner = _pruner(backend)
+    with pytest.raises(PermissionDenied, match="retention migration"):
+        pruner.prune()
+    assert pruner.prune().deleted == 0  # said once; then idle
 
 
 def test_zero_days_keeps_everything(backend: Backend) -> None:
     publish(backend)
     old = _carry_out(backend, "t1", 2)
     _age_runs(backend, old, 4000 * DAY_MS)
-    if backend.dialect == "sqlite":
-        local = cast(SqliteBackend, backend)
-        report = SqliteRetention(local.stores.db, local.clock, days=0).prune()
-    else:
-        connector = SingleConnector(cast(PgBackend, backend).db.url("ql_runtime"))
-        try:
-            report = PgRetention(connector, days=0).prune()
-        finally:
-            connector.close()
+    report = _pruner(backend, days=0).prune()
     assert report.deleted == 0 and all(_events(backend, run_id) > 0 for run_id in old)

@@ -1,5 +1,5 @@
-"""RunLifecycleStore contract, continued: retries as durable state, cancelling, draining,
-overlap policies enforced at dispatch, and concurrency limits -- on every dialect."""
+"""RunStore contract, continued: retries as durable state, cancelling, draining,
+overlap policies enforced at dispatch, and concurrency limits -- on every database."""
 
 from __future__ import annotations
 
@@ -15,14 +15,16 @@ from qinglong.domain.runs import AttemptStatus, RunStatus
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.domain.trigger import Overlap, OverlapPolicy
 from qinglong.errors import Conflict
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
     LeaseRenewParams,
     LeaseRescueParams,
-    ProjectCreateParams,
-    TaskPublishParams,
-    TriggerPublishParams,
 )
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running

@@ -1,4 +1,4 @@
-"""Issue 18 (items 6 and 7), on every dialect: what stats count and what a Run records when
+"""Issue 18 (items 6 and 7), on every database: what stats count and what a Run records when
 its trigger's overlap policy ends it, and how long a retried Run lasted.
 
 - a ``lost`` Run is a failure in the stats and their success rate;
@@ -15,8 +15,6 @@ its trigger's overlap policy ends it, and how long a retried Run lasted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from qinglong.domain.lifecycle import Outcome
@@ -25,15 +23,8 @@ from qinglong.domain.trigger import Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
-from qinglong.storage.ports import (
-    AttemptFinishParams,
-    LeaseRescueParams,
-    RunListParams,
-    RunPageStore,
-)
-from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.web_reads import PgWebReadStore
-from qinglong.storage.sqlite.web_reads import SqliteWebReadStore
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.params import AttemptFinishParams, LeaseRescueParams, RunListParams
 from tests.contract.conftest import Backend
 from tests.contract.test_leases import acquire, run_to_running
 from tests.contract.test_retries_and_overlap import (
@@ -53,19 +44,12 @@ STOPPED_ON_REQUEST = Outcome(status=AttemptStatus.CANCELLED, error_code="CANCELL
 
 
 @pytest.fixture
-def pages(backend: Backend) -> Iterator[RunPageStore]:
-    if backend.dialect == "sqlite":
-        yield SqliteWebReadStore(backend.stores.db)  # type: ignore[attr-defined]
-        return
-    connector = SingleConnector(backend.db.url("ql_web"),  # type: ignore[attr-defined]
-                                application_name="contract-stats")
-    try:
-        yield PgWebReadStore(connector)
-    finally:
-        connector.close()
+def pages(backend: Backend) -> RunStore:
+    """Run reads as the HTTP API has them (as ql_web where the database has roles)."""
+    return RunStore(backend.database("ql_web", "contract-stats"), actor_id="web")
 
 
-def totals(backend: Backend, pages: RunPageStore) -> dict[str, object]:
+def totals(backend: Backend, pages: RunStore) -> dict[str, object]:
     """The task's totals over the last week (the Runs were admitted just now)."""
     view = TaskStats(pages).per_day("demo", now_ms=backend.now_ms())
     [total] = view["totals"]  # type: ignore[misc]
@@ -81,7 +65,7 @@ def counts(total: dict[str, object]) -> tuple[object, ...]:
 # --- lost Runs are failures -----------------------------------------------------------------
 
 
-def test_a_lost_run_is_a_failure_in_the_stats(backend: Backend, pages: RunPageStore) -> None:
+def test_a_lost_run_is_a_failure_in_the_stats(backend: Backend, pages: RunStore) -> None:
     publish(backend)
     lost, good = admit(backend, count=2)
     leases = {lease.fence.run_id: lease for lease in acquire(backend)}
@@ -99,7 +83,7 @@ def test_a_lost_run_is_a_failure_in_the_stats(backend: Backend, pages: RunPageSt
 
 
 def test_a_run_the_skip_policy_cancelled_is_skipped_and_names_the_run_in_progress(
-        backend: Backend, pages: RunPageStore) -> None:
+        backend: Backend, pages: RunStore) -> None:
     publish(backend, overlap=Overlap(policy=OverlapPolicy.SKIP))
     first, second = admit(backend, count=2)
     [lease] = acquire(backend, limit=1)
@@ -117,7 +101,7 @@ def test_a_run_the_skip_policy_cancelled_is_skipped_and_names_the_run_in_progres
 
 
 def test_a_run_a_full_queue_cancelled_names_the_run_in_progress_and_the_limit(
-        backend: Backend, pages: RunPageStore) -> None:
+        backend: Backend, pages: RunStore) -> None:
     publish(backend, overlap=Overlap(policy=OverlapPolicy.QUEUE, queue_limit=1))
     first, _waiting, third = admit(backend, count=3)
     [lease] = acquire(backend, limit=1)
@@ -132,7 +116,7 @@ def test_a_run_a_full_queue_cancelled_names_the_run_in_progress_and_the_limit(
 
 
 def test_a_run_cancel_previous_stopped_names_the_newer_run_and_is_skipped(
-        backend: Backend, pages: RunPageStore) -> None:
+        backend: Backend, pages: RunStore) -> None:
     publish(backend, overlap=Overlap(policy=OverlapPolicy.CANCEL_PREVIOUS))
     first, second = admit(backend, count=2)
     [lease] = acquire(backend, limit=1)
@@ -175,7 +159,7 @@ def test_cancel_previous_of_a_run_waiting_for_its_retry_names_the_newer_run(
 
 
 def test_a_users_cancel_is_still_a_cancellation_and_says_so(
-        backend: Backend, pages: RunPageStore) -> None:
+        backend: Backend, pages: RunStore) -> None:
     publish(backend, overlap=Overlap(policy=OverlapPolicy.SKIP))
     running, queued = admit(backend, count=2)
     [lease] = acquire(backend, limit=1)
@@ -215,7 +199,7 @@ def test_a_prefix_too_short_or_ambiguous_says_so(backend: Backend) -> None:
 
 
 def test_a_retried_run_lasts_from_its_first_attempts_start_to_its_last_attempts_end(
-        backend: Backend, pages: RunPageStore) -> None:
+        backend: Backend, pages: RunStore) -> None:
     publish(backend, retry=RETRIES)
     [run_id] = admit(backend)
     finish(backend, acquire(backend)[0])  # attempt 1: runs, fails
@@ -237,7 +221,7 @@ def test_a_retried_run_lasts_from_its_first_attempts_start_to_its_last_attempts_
     assert (ended.run.started_at_ms, ended.run.finished_at_ms) == (first.started_at_ms,
                                                                    last.finished_at_ms)
     assert ended.run.duration_ms == whole
-    views = RunViews(backend.runs, lifecycle=backend.lifecycle)
+    views = RunViews(backend.runs)
     shown = views.run_show(run_id, tail_lines=0)["run"]
     assert isinstance(shown, dict) and shown["duration_ms"] == whole  # ql run show, the API
     [listed] = views.run_list(RunListParams(project_id="demo"))

@@ -1,9 +1,9 @@
-"""RunReadStore contract: listing with filters and bounds, reading by id or prefix, Run shape.
+"""RunStore contract: listing with filters and bounds, reading by id or prefix, Run shape.
 
-Runs are admitted the way each dialect admits them: SQLite through SqliteScheduleStore and
-a LocalCoordinator under the fake clock, PostgreSQL through PgScheduleStore and a
-ClusterCoordinator under the database clock. Triggers fire yearly, so nothing is due unless
-a case puts a trigger's cursor at a chosen instant (within the grace) and runs one cycle.
+Runs are admitted by the one scheduling algorithm (the Coordinator over the ScheduleStore:
+claim, decide, commit) under the store's clock: SQLite's fake clock, PostgreSQL's database
+clock. Triggers fire yearly, so nothing is due unless a case puts a trigger's cursor at a
+chosen instant (within the grace) and runs one cycle.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pytest
 from qinglong.domain.model import Run
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from tests.contract.conftest import SCHEDULER_OWNER, Backend
 
 YEARLY = "0 0 1 1 *"
@@ -57,7 +57,7 @@ class Admitted:
 
 @pytest.fixture
 def admitted(backend: Backend) -> Admitted:
-    """Five queued-or-finished Runs across two projects, admitted by the dialect's scheduler.
+    """Five queued-or-finished Runs across two projects, admitted by the scheduler.
 
     | run | project/trigger | scheduled for | status    |
     | R1  | demo/t1         | base - 9 s    | queued    |
@@ -228,10 +228,8 @@ def test_an_admitted_run_has_the_documented_shape(backend: Backend) -> None:
         "scheduled_for_ms": due,
         "misfired": False,
     }
-    if backend.claim_fenced:  # cluster admission records the claim it committed under
-        assert fence["claim_owner"] == SCHEDULER_OWNER
-        assert isinstance(fence["claim_version"], int) and fence["claim_version"] >= 1
-        assert str(uuid.UUID(str(fence["claim_token"]))) == fence["claim_token"]
-    else:
-        assert fence == {}
+    # every database records the claim the admission committed under
+    assert fence["claim_owner"] == SCHEDULER_OWNER
+    assert isinstance(fence["claim_version"], int) and fence["claim_version"] >= 1
+    assert str(uuid.UUID(str(fence["claim_token"]))) == fence["claim_token"]
     assert queued.payload == {"from_status": "created", "to_status": "queued", "version": 2}

@@ -1,5 +1,5 @@
-"""(Needs the plumbing in /tmp/trig-requests/plumbing.diff.) The audit and the ledger judge a
-cron trigger by its DST policy: the revision records carry the spec's config on both dialects,
+"""The audit and the ledger judge a cron trigger by its DST policy: the revision records
+carry the spec's config on every database,
 and over New York's 2027 DST nights (the standalone scheduler under a fake clock) `ql audit`
 finds every occurrence the policy asks for and nothing else, and the ledger lists them."""
 
@@ -12,7 +12,11 @@ from qinglong.audit.source import read_input
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.contract.conftest import Backend
@@ -30,7 +34,7 @@ def iso(at_ms: int) -> str:
     return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_revision_records_carry_the_config_on_every_dialect(backend: Backend) -> None:
+def test_revision_records_carry_the_config_on_every_database(backend: Backend) -> None:
     d = backend.definitions
     d.project_create(ProjectCreateParams(project_id="demo"))
     d.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
@@ -41,22 +45,9 @@ def test_revision_records_carry_the_config_on_every_dialect(backend: Backend) ->
     d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="plain", task_id="hello", expression="30 2 * * *",
         timezone=NY))
-    if backend.dialect == "postgresql":
-        from qinglong.storage.postgres.connection import QUERIES, connect
-
-        conn = connect(backend.db.url("ql_runtime"),  # type: ignore[attr-defined]
-                       application_name="trig-test")
-        try:
-            data = read_input(conn, QUERIES, dialect="postgresql", now_ms=backend.now_ms(),
-                              from_ms=0, to_ms=2**62)
-        finally:
-            conn.close()
-    else:
-        from qinglong.storage.sqlite.connection import QUERIES as SQLITE_QUERIES
-
-        with backend.stores.db.read("test") as conn:  # type: ignore[attr-defined]
-            data = read_input(conn, SQLITE_QUERIES, dialect="sqlite", now_ms=backend.now_ms(),
-                              from_ms=0, to_ms=2**62)
+    now = backend.now_ms()
+    data = backend.database("ql_runtime", "trig-test").read(
+        "audit", lambda tx: read_input(tx, now_ms=now, from_ms=0, to_ms=2**62), snapshot=True)
     configs = {r.trigger_id: dict(r.config) for r in data.revisions}
     assert configs["nightly"]["dst"] == {"gap": "skip", "overlap": "both"}
     assert "dst" not in configs["plain"] and configs["plain"]["expression"] == "30 2 * * *"

@@ -17,9 +17,13 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.service.ledger import TriggerLedger
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 
@@ -36,7 +40,8 @@ def ran(sqlite_stores: SqliteStores, clock: FakeClock) -> tuple[SqliteStores, in
     d.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id="spread", task_id="hello",
         expression=f"every 10m from {instant_text(anchor)}", jitter_s=300, jitter_random_s=60))
-    coordinator = LocalCoordinator(sqlite_stores.schedules, clock, new_id=lambda: str(uuid.uuid4()))
+    coordinator = Coordinator(sqlite_stores.schedules, owner="standalone:1",
+                              new_id=lambda: str(uuid.uuid4()))
     end = anchor + 120 * MINUTE
     while clock.now_ms() < end:
         coordinator.run_cycle()

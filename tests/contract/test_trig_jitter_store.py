@@ -1,4 +1,4 @@
-"""Jittered triggers through each dialect's own scheduler (SQLite and every PostgreSQL server):
+"""Jittered triggers through the one scheduler (on SQLite and every PostgreSQL server):
 the schedule row keeps the nominal cursor and its jittered instant, the row is not due before
 that instant, the Run keeps the nominal occurrence as `scheduled_for` and records the jittered
 instant, and a new revision without jitter clears it."""
@@ -16,12 +16,10 @@ from qinglong.domain.interval import ceil_second
 from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.ports import (
-    CommitOutcome,
-    CommitResult,
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,
@@ -48,26 +46,19 @@ def bed(backend: Backend) -> Backend:
 
 
 def rows(b: Backend, sql: str, *params: object) -> list[dict[str, Any]]:
-    if b.dialect == "postgresql":
-        return [dict(r) for r in b.db.execute(sql.replace("?", "%s"), list(params))]  # type: ignore[attr-defined]
-    return [dict(r) for r in b.stores.db.connection().execute(sql, params).fetchall()]  # type: ignore[attr-defined]
+    return [dict(r) for r in b.sql(sql, *params)]
 
 
 def cycle(b: Backend, budget: int = 16) -> list[tuple[Decision, CommitResult]]:
-    """One cycle of the dialect's own coordinator; every decision it committed. With a budget
-    of 1 the one row is decided once: a slow cycle does not go on to admit it as well."""
+    """One cycle of the coordinator; every decision it committed. With a budget of 1 the one
+    row is decided once: a slow cycle does not go on to admit it as well."""
     seen: list[tuple[Decision, CommitResult]] = []
 
     def hook(_item: object, decision: Decision, result: CommitResult) -> None:
         seen.append((decision, result))
 
-    if b.dialect == "postgresql":
-        ClusterCoordinator(b.schedules, owner=SCHEDULER_OWNER, budget=budget,  # type: ignore[attr-defined]
-                           new_id=lambda: str(uuid.uuid4()), on_committed=hook,
-                           wake_hint=False).run_cycle()
-    else:
-        LocalCoordinator(b.stores.schedules, b.clock, budget=budget,  # type: ignore[attr-defined]
-                         new_id=lambda: str(uuid.uuid4()), on_committed=hook).run_cycle()
+    Coordinator(b.schedules, owner=SCHEDULER_OWNER, budget=budget,
+                new_id=lambda: str(uuid.uuid4()), on_committed=hook, wake_hint=False).run_cycle()
     return seen
 
 

@@ -1,33 +1,30 @@
-"""Interval and one-shot triggers through each dialect's own scheduler, on SQLite and on every
+"""Interval and one-shot triggers through the one scheduler, on SQLite and on every
 PostgreSQL server: a one-shot trigger is admitted once (or dropped by its misfire policy) and is
 then done -- its row keeps the finished cursor, is never listed, claimed or hinted again, and
 lists show it as done -- an interval trigger walks its grid, both are judged by `ql audit`, and
-publishing keeps (or refuses) what it should on the adapter's own clock."""
+publishing keeps (or refuses) what it should on the store's own clock."""
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from qinglong.audit.model import AuditParams
-from qinglong.clock import SystemClock
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.interval import ceil_second
 from qinglong.domain.occurrences import DONE_CURSOR_MS, instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.ports import (
-    CommitOutcome,
-    CommitResult,
+from qinglong.storage.admission.params import CommitOutcome, CommitResult, ScheduleClaimParams
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    ScheduleListDueParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
@@ -51,9 +48,7 @@ def publish(b: Backend, trigger: str, expression: str | None = None, **extra: An
 
 
 def rows(b: Backend, sql: str, *params: object) -> list[dict[str, Any]]:
-    if b.dialect == "postgresql":
-        return [dict(r) for r in b.db.execute(sql.replace("?", "%s"), list(params))]  # type: ignore[attr-defined]
-    return [dict(r) for r in b.stores.db.connection().execute(sql, params).fetchall()]  # type: ignore[attr-defined]
+    return [dict(r) for r in b.sql(sql, *params)]
 
 
 def cursor(b: Backend, trigger: str) -> int | None:
@@ -70,7 +65,7 @@ def runs_of(b: Backend, trigger: str) -> list[int]:
 
 def cycle(b: Backend, grace_ms: int = 30_000,
           budget: int = 16) -> list[tuple[Decision, CommitResult]]:
-    """One cycle of the dialect's own coordinator; every decision it committed.
+    """One cycle of the coordinator; every decision it committed.
 
     With ``budget`` equal to the rows due, each row is decided at most once: the cycle does
     not claim a row again that a slow machine let fall due once more in the meantime."""
@@ -79,14 +74,8 @@ def cycle(b: Backend, grace_ms: int = 30_000,
     def hook(_item: object, decision: Decision, result: CommitResult) -> None:
         seen.append((decision, result))
 
-    if b.dialect == "postgresql":
-        ClusterCoordinator(b.schedules, owner=SCHEDULER_OWNER, grace_ms=grace_ms,  # type: ignore[attr-defined]
-                           budget=budget, new_id=lambda: str(uuid.uuid4()), on_committed=hook,
-                           wake_hint=False).run_cycle()
-    else:
-        LocalCoordinator(b.stores.schedules, b.clock, grace_ms=grace_ms,  # type: ignore[attr-defined]
-                         budget=budget, new_id=lambda: str(uuid.uuid4()),
-                         on_committed=hook).run_cycle()
+    Coordinator(b.schedules, owner=SCHEDULER_OWNER, grace_ms=grace_ms, budget=budget,
+                new_id=lambda: str(uuid.uuid4()), on_committed=hook, wake_hint=False).run_cycle()
     return seen
 
 
@@ -96,26 +85,19 @@ def view(b: Backend, trigger: str) -> dict[str, Any]:
 
 
 def next_due_hint(b: Backend) -> int | None:
-    if b.dialect == "postgresql":
-        return b.schedules.schedule_next_due_in_ms()  # type: ignore[attr-defined, no-any-return]
-    return b.stores.schedules.schedule_next_due_at(b.now_ms())  # type: ignore[attr-defined, no-any-return]
+    return b.schedules.schedule_next_due_in_ms()
 
 
 def listed_due(b: Backend) -> int:
-    """Rows the dialect would hand the scheduler now (SQLite lists, PostgreSQL would claim)."""
-    if b.dialect == "postgresql":
-        [row] = rows(b, "SELECT count(*) AS n FROM trigger_schedules "
-                        "WHERE next_fire_at_ms IS NULL OR next_fire_at_ms <= ?", b.now_ms())
-        return int(row["n"])
-    return len(b.stores.schedules.schedule_list_due(  # type: ignore[attr-defined]
-        ScheduleListDueParams(now_ms=b.now_ms(), limit=10)))
+    """Rows a claim would hand the scheduler now (the claims are let go of again)."""
+    claimed = b.schedules.schedule_claim(ScheduleClaimParams(owner=SCHEDULER_OWNER,
+                                                             lease_ms=30_000, limit=10))
+    b.drop_claims()
+    return len(claimed)
 
 
 def audit(b: Backend, start_ms: int, end_ms: int, trigger: str, grace_ms: int = 30_000) -> Any:
-    url = (str(b.db.url("ql_runtime")) if b.dialect == "postgresql"  # type: ignore[attr-defined]
-           else f"sqlite:///{b.stores.path}")  # type: ignore[attr-defined]
-    clock = SystemClock() if b.dialect == "postgresql" else b.clock  # type: ignore[attr-defined]
-    report = run_audit(url, clock, AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=0,
+    report = run_audit(b.url("ql_runtime"), b.clock(), AuditParams(start_ms=start_ms, end_ms=end_ms, settle_ms=0,
                                                grace_ms=grace_ms, project_id="demo",
                                                trigger_id=trigger))
     [found] = report.triggers
@@ -187,7 +169,7 @@ def test_a_late_one_shot_follows_its_misfire_policy_and_is_done(bed: Backend,
     assert view(b, "launch")["state"] == "done"
 
 
-def test_a_past_instant_is_refused_by_the_adapters_clock_unless_published_disabled(
+def test_a_past_instant_is_refused_by_the_stores_clock_unless_published_disabled(
         bed: Backend) -> None:
     b = bed
     past = ceil_second(b.now_ms()) - 10 * SECOND
@@ -237,8 +219,9 @@ def test_kinds_are_stored_with_their_schema(bed: Backend) -> None:
     publish(b, "nightly", "0 3 * * *", timezone="Europe/Berlin")
     specs = {r["trigger_id"]: r["spec_json"] for r in rows(
         b, "SELECT trigger_id, spec_json FROM trigger_revisions")}
-    decoded: Callable[[Any], Any] = (lambda v: v) if b.dialect == "postgresql" else __import__(
-        "json").loads
+    def decoded(value: Any) -> Any:  # jsonb comes back decoded, SQLite's JSON text does not
+        return json.loads(value) if isinstance(value, str) else value
+
     schemas = {t: decoded(v)["schema"] for t, v in specs.items()}
     assert schemas == {"beat": "qinglong/interval@v1", "launch": "qinglong/once@v1",
                        "nightly": "qinglong/cron@v1"}
@@ -270,34 +253,27 @@ def test_backfill_of_what_a_misfire_dropped_from_interval_and_one_shot_triggers(
     assert cursor(b, "launch") == DONE_CURSOR_MS
     resumed = cursor(b, "beat")  # the interval resumes here: nothing after it was decided
     assert resumed is not None and resumed > anchor + 3 * SECOND
-    store, connectors = backfill_store(b)
-    try:
-        clock = SystemClock() if b.dialect == "postgresql" else b.clock  # type: ignore[attr-defined]
-        service = Backfills(store, clock, wait=lambda _s, stop: stop.is_set())
-        for trigger, published in (("launch", launch), ("beat", beat)):
-            stop_at = cursor(b, trigger)
-            assert stop_at is not None
-            to_ms = min(stop_at - 1, b.now_ms())
-            request = BackfillRequest(project_id="demo", trigger_id=trigger,
-                                      from_ms=published.created_at_ms, to_ms=to_ms, actor="alice")
-            plan = service.plan(request)
-            view_ = plan_view(plan)
-            if trigger == "launch":
-                assert plan.to_admit == (at,) and view_["horizon"] is None
-                assert view_["kind"] == "once" and view_["cron"] is None
-            else:  # every second of the grid in the window that has no Run yet
-                grid = range(anchor, to_ms + 1, SECOND)
-                assert plan.to_admit == tuple(t for t in grid if t not in runs_of(b, "beat"))
-                assert len(plan.to_admit) >= 3
-            import threading
-
-            done = service.run(plan, rate=1000.0, stop=threading.Event())
-            assert done.state == "done" and done.admitted == len(plan.to_admit)
-            assert service.run(service.plan(request), rate=1000.0,
-                               stop=threading.Event()).admitted == 0  # nothing twice
-    finally:
-        for connector in connectors:
-            connector.close()
+    store = backfill_store(b)
+    service = Backfills(store, b.clock(), wait=lambda _s, stop: stop.is_set())
+    for trigger, published in (("launch", launch), ("beat", beat)):
+        stop_at = cursor(b, trigger)
+        assert stop_at is not None
+        to_ms = min(stop_at - 1, b.now_ms())
+        request = BackfillRequest(project_id="demo", trigger_id=trigger,
+                                  from_ms=published.created_at_ms, to_ms=to_ms, actor="alice")
+        plan = service.plan(request)
+        view_ = plan_view(plan)
+        if trigger == "launch":
+            assert plan.to_admit == (at,) and view_["horizon"] is None
+            assert view_["kind"] == "once" and view_["cron"] is None
+        else:  # every second of the grid in the window that has no Run yet
+            grid = range(anchor, to_ms + 1, SECOND)
+            assert plan.to_admit == tuple(t for t in grid if t not in runs_of(b, "beat"))
+            assert len(plan.to_admit) >= 3
+        done = service.run(plan, rate=1000.0, stop=threading.Event())
+        assert done.state == "done" and done.admitted == len(plan.to_admit)
+        assert service.run(service.plan(request), rate=1000.0,
+                           stop=threading.Event()).admitted == 0  # nothing twice
     assert runs_of(b, "launch") == [at]
     found = audit(b, at - SECOND, at, "launch", grace_ms=0)
     assert (found.expected, found.gaps_backfilled, found.admitted) == (1, 1, 0)

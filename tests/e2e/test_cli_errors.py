@@ -117,27 +117,45 @@ class Workspace:
 
 
 def _admit_runs(db_path: Path, trigger_id: str, run_ids: Sequence[str]) -> None:
-    """Admit one Run per id for ``trigger_id`` through the scheduling store (fixed ids)."""
+    """Admit one Run per id for ``trigger_id`` through the schedule store (fixed ids), each
+    decided at its occurrence: the store reads the (fake) clock set there."""
     from qinglong.domain.admission import AdmissionIds
     from qinglong.domain.decision import Disposition
-    from qinglong.storage.ports import CommitOutcome, ScheduleCommitParams, ScheduleListDueParams
+    from qinglong.domain.schedule import ScheduleClaim
+    from qinglong.storage.admission import ScheduleStore
+    from qinglong.storage.admission.params import (
+        ClaimCommitParams,
+        CommitOutcome,
+        ScheduleClaimParams,
+    )
     from qinglong.storage.sqlite.connection import SqliteDatabase
-    from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
+    from qinglong.storage.sqlite.driver import open_sqlite
     from qinglong.testing import FakeClock
 
+    clock = FakeClock(2**52)
     database = SqliteDatabase(db_path)
     try:
-        store = SqliteScheduleStore(database, FakeClock(0))
+        store = ScheduleStore(open_sqlite(database, clock), actor_id="standalone")
+
+        def claim() -> ScheduleClaim:
+            # a claim on SQLite writes nothing: claiming again is free
+            claims = store.schedule_claim(ScheduleClaimParams(owner="test", lease_ms=30_000,
+                                                              limit=100))
+            (found,) = [c for c in claims
+                        if isinstance(c, ScheduleClaim) and c.candidate.trigger_id == trigger_id]
+            return found
+
         for n, run_id in enumerate(run_ids):
-            due = store.schedule_list_due(ScheduleListDueParams(now_ms=2**52, limit=100))
-            (candidate,) = [c for c in due if c.trigger_id == trigger_id]
-            observed = candidate.next_fire_at_ms or candidate.trigger_published_at_ms + 1000
-            decision = candidate.decide(observed_at_ms=observed, grace_ms=30_000)
+            clock.set(2**52)  # everything due: find the trigger's cursor
+            candidate = claim().candidate
+            clock.set(candidate.next_fire_at_ms or candidate.trigger_published_at_ms + 1000)
+            claimed = claim()  # decided at the occurrence, when the claim was taken
+            decision = claimed.decide(grace_ms=30_000)
             assert decision.disposition is Disposition.ADMIT
             ids = AdmissionIds(run_id=run_id, attempt_id=f"attempt-{n}",
                                created_event_id=f"event-{n}-c", queued_event_id=f"event-{n}-q")
-            result = store.schedule_commit(ScheduleCommitParams(
-                candidate=candidate, decision=decision, ids=ids, committed_at_ms=observed))
+            result = store.schedule_commit(ClaimCommitParams(claim=claimed, decision=decision,
+                                                             ids=ids))
             assert result.outcome is CommitOutcome.ADMITTED
     finally:
         database.close()

@@ -16,9 +16,14 @@ from qinglong.audit.model import AuditParams
 from qinglong.clock import SystemClock
 from qinglong.domain.task import ArgvCommand, CommandSpec
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.driver import open_postgres
 from testkit.cluster import Replica, percentile
 from tests.support.pg import PgTestDatabase
 from tests.support.tools import libfaketime
@@ -49,7 +54,7 @@ def test_replicas_with_skewed_clocks_admit_on_database_time(pg_db: PgTestDatabas
         expected = 3600 if name == "ahead" else -90
         assert abs(offset_s - expected) < 5, f"{name}: replica clock offset {offset_s:.1f} s"
     connector = SingleConnector(pg_db.url("ql_admin"))
-    admin = PgDefinitionStore(connector)
+    admin = DefinitionStore(open_postgres(connector))
     admin.project_create(ProjectCreateParams(project_id="demo"))
     admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
                                          spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))

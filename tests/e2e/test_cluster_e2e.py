@@ -21,9 +21,10 @@ import pytest
 from psycopg.rows import dict_row
 
 from qinglong.domain.cron import CronSchedule
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.driver import open_postgres
 from testkit.cluster import Replica, percentile, tally
 from tests.support.pg import PgTestDatabase
 
@@ -57,7 +58,7 @@ def test_three_replicas_fifty_triggers_kill_and_restart_exactly_once(
     ql("trigger", "publish", "--project", "demo", "--trigger", "t00", "--task", "hello",
        "--cron", "* * * * * *", "--timezone", "UTC", "--misfire", "skip", "--database-url", admin)
     connector = SingleConnector(admin)
-    publisher = PgDefinitionStore(connector)  # the other 49 without 49 processes
+    publisher = DefinitionStore(open_postgres(connector))  # the other 49 without 49 processes
     for i in range(1, TRIGGERS):
         publisher.trigger_publish(TriggerPublishParams(
             project_id="demo", trigger_id=f"t{i:02d}", task_id="hello", expression="* * * * * *",

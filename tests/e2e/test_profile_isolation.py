@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
+# The PostgreSQL driver and its stores' SQL (storage/postgres/*), and the cluster profiles
+# (a `ql control` replica, a `ql worker`, and what only they use: their settings, instance
+# registration, the availability fence, LISTEN wake-ups and the run notifier).
 FORBIDDEN = ("psycopg", "psycopg_pool", "psycopg_binary", "qinglong.storage.postgres",
-             "qinglong.profiles.cluster", "qinglong.profiles.cluster_backend", "qinglong.scheduler.cluster")
+             "qinglong.profiles.cluster", "qinglong.profiles.cluster_config",
+             "qinglong.profiles.worker", "qinglong.profiles.worker_config",
+             "qinglong.profiles.registration", "qinglong.profiles.availability",
+             "qinglong.profiles.wakeups", "qinglong.profiles.run_notifier")
 
 SCRIPT = textwrap.dedent("""
     import json, sys
@@ -47,7 +53,9 @@ def test_sqlite_profiles_never_import_postgres_code(tmp_path: Path, profile: str
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     modules = json.loads(done.stderr.strip().splitlines()[-1])
-    assert "qinglong.profiles.local" in modules and "qinglong.storage.sqlite.scheduling" in modules
+    # the one coordinator and the one kernel, over the SQLite driver
+    assert {"qinglong.profiles.local", "qinglong.scheduler.coordinator", "qinglong.storage.kernel",
+            "qinglong.storage.sqlite.driver", "qinglong.storage.admission.schedules"} <= set(modules)
     loaded = [m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
     assert loaded == []
     runs = json.loads(done.stdout[done.stdout.index("["):done.stdout.rindex("]") + 1])

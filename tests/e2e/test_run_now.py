@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -202,7 +201,10 @@ def test_a_cluster_worker_runs_a_run_now_woken_by_its_notification(
     worker = Worker("w1", pg_db.url("ql_worker"), tmp_path, poll_ms=60_000).start()
     try:
         worker.wait_ready()
-        time.sleep(1.0)  # its listener is connected (a poke after LISTEN covers it anyway)
+        # its listener has LISTENed on both channels (the second LISTEN is its last statement)
+        wait_for(lambda: pg_db.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND "
+            "state = 'idle' AND query = 'LISTEN qinglong_cancel'"), 30, "the worker's listener")
         admitted = json.loads(ql_("task", "run", "--project", "demo", "--task", "hello",
                                   "--request-id", "cluster-1", "--json").stdout)
         fired = json.loads(ql_("trigger", "fire", "--project", "demo", "--trigger", "t1",

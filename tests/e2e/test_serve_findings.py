@@ -50,8 +50,9 @@ def test_a_second_server_through_a_symlink_is_refused_and_names_the_first(
     link.symlink_to(ql.cwd / "ql.db")
     first = serve(ql)
     try:
-        wait_for(lambda: (ql.cwd / "ql.db.serve.lock").exists(), 10, "the first server's lock")
-        time.sleep(0.5)
+        lock = ql.cwd / "ql.db.serve.lock"
+        wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.pid), 10,
+                 "the first server's lock (its pid written in it)")
         second = ql.run("serve", "--database-url", f"sqlite:///{link}", "--duration", "2s",
                         check=False)
         assert second.returncode == 4, second.stderr

@@ -15,21 +15,19 @@ from pathlib import Path
 import pytest
 
 from qinglong.clock import SystemClock
+from qinglong.domain.lifecycle import LeaseFence
 from qinglong.domain.model import RunDetail
 from qinglong.domain.task import ArgvCommand, CommandSpec, EnvEntry, ShellCommand
 from qinglong.errors import ConnectionLost
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.processes import make_handle, process_start_ticks, settle_orphan
-from qinglong.scheduler.local import LocalCoordinator
-from qinglong.storage.ports import (
-    AttemptRunningParams,
-    LeaseAcquireParams,
-    LeaseFence,
+from qinglong.scheduler.coordinator import Coordinator
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.params import AttemptRunningParams, LeaseAcquireParams, RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
 
@@ -48,7 +46,8 @@ def admit(stores: SqliteStores, clock: FakeClock, spec: CommandSpec, runs: int =
     d.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id=f"{task}-t", task_id=task,
                                            expression="* * * * * *", timezone="UTC"))
     clock.set(BASE_MS + (runs - 1) * 1000 + 10)
-    LocalCoordinator(stores.schedules, clock, new_id=lambda: str(uuid.UUID(int=next(IDS) + 1))).run_cycle()
+    Coordinator(stores.schedules, owner="standalone:1",  # decides at the clock's time
+                new_id=lambda: str(uuid.UUID(int=next(IDS) + 1))).run_cycle()
     listed = stores.runs.run_list(RunListParams(trigger_id=f"{task}-t", limit=1000, oldest_first=True))
     assert len(listed) == runs
     return [r.id for r in listed]

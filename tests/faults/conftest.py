@@ -18,9 +18,14 @@ from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
 from qinglong.domain.task import ArgvCommand, CommandSpec
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.storage.postgres.connection import SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
+from qinglong.storage.postgres.driver import open_postgres
 from testkit.cluster import Replica
 from tests.support.pg import PgTestDatabase
 
@@ -48,7 +53,7 @@ class FaultBed:
     db: PgTestDatabase
     tmp: Path
     ledger: Path
-    admin: PgDefinitionStore
+    admin: DefinitionStore
     _connector: SingleConnector
     replicas: list[Replica] = field(default_factory=list)
 
@@ -176,7 +181,7 @@ class FaultBed:
 @pytest.fixture
 def bed(pg_db: PgTestDatabase, tmp_path: Path) -> Iterator[FaultBed]:
     connector = SingleConnector(pg_db.url("ql_admin"))
-    admin = PgDefinitionStore(connector)
+    admin = DefinitionStore(open_postgres(connector))
     admin.project_create(ProjectCreateParams(project_id="demo"))
     admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
                                          spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))

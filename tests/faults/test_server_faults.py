@@ -22,11 +22,13 @@ import psycopg
 import pytest
 
 from qinglong.domain.task import ArgvCommand, CommandSpec
-from qinglong.profiles.cluster_backend import migrate_postgres
-from qinglong.storage.ports import ProjectCreateParams, ScheduleClaimParams, TaskPublishParams
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import ScheduleClaimParams
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import ProjectCreateParams, TaskPublishParams
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
-from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.postgres.open import migrate_postgres
 from testkit.netns import NetNamespace
 from testkit.postgres import EmbeddedPostgres
 from testkit.replication import Standby, set_asynchronous, set_synchronous
@@ -67,7 +69,7 @@ def prepare(primary: EmbeddedPostgres, tmp: Path) -> FaultBed:
     migrate_postgres(primary.dsn("postgres", DB))
     db = Dedicated(Server("127.0.0.1", primary.port), hosts=[("127.0.0.1", primary.port)])
     connector = SingleConnector(db.url("ql_admin"))
-    admin = PgDefinitionStore(connector)
+    admin = DefinitionStore(open_postgres(connector))
     admin.project_create(ProjectCreateParams(project_id="demo"))
     admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="hello",
                                          spec=CommandSpec(command=ArgvCommand(file="/bin/true"))))
@@ -111,7 +113,7 @@ def hold_claim(bed: FaultBed, lease_ms: int) -> Any:
     """Claim the one due row directly, as a replica that dies right after claiming would."""
     connector = SingleConnector(bed.db.url("ql_runtime"), settings=SessionSettings())
     try:
-        [claim] = PgScheduleStore(connector).schedule_claim(
+        [claim] = ScheduleStore(open_postgres(connector, index_scans_only=True)).schedule_claim(
             ScheduleClaimParams(owner="held-claim", lease_ms=lease_ms, limit=1))
     finally:
         connector.close()

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from qinglong.errors import QinglongError
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.storage.definitions.params import TriggerPublishParams
 from tests.faults.conftest import LEASE_MS, FaultBed
 
 pytestmark = pytest.mark.slow
@@ -24,9 +24,9 @@ TRIGGERS = 30
 STORM_S = 8.0
 
 
-# single: one row per claim statement, so every admission takes the single-row commit (its
-# own SERIALIZABLE transaction, which the storm makes fail serialization); batched: the fast
-# path commits a claim's rows together, locking them within milliseconds of the claim, so a
+# single: one row per claim statement, so every admission is a batch of one (its own
+# SERIALIZABLE transaction, retried before COMMIT, which the storm makes fail serialization);
+# batched: a claim's rows commit together, locked within milliseconds of the claim, so a
 # 30 ms pause after each claim opens the window in which a republish fences claims in flight.
 MODES = {
     "single": ("--batch", "1", "--hold-in-tx-ms", "30"),

@@ -46,7 +46,7 @@ from qinglong.domain.trigger import Overlap, OverlapPolicy
 from qinglong.errors import ConnectionLost
 from qinglong.execution.reconciler import DEFAULT_GRACE_MS
 from qinglong.profiles.cluster import RECONCILE_INTERVAL_S
-from qinglong.storage.ports import TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import TaskPublishParams, TriggerPublishParams
 from testkit.cluster import Replica, Worker
 from testkit.postgres import EmbeddedPostgres
 from tests.faults.conftest import FaultBed, wait_for

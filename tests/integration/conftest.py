@@ -9,19 +9,25 @@ from typing import Any
 import pytest
 
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
+from qinglong.storage.kernel import Database
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
-from qinglong.storage.postgres.definitions import PgDefinitionStore
-from qinglong.storage.postgres.runs import PgRunStore
-from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.runs import RunStore
 from tests.support.pg import PgTestDatabase
 
 
 @dataclass
 class Cluster:
     db: PgTestDatabase
-    admin: PgDefinitionStore
-    runs: PgRunStore
+    admin: DefinitionStore
+    runs: RunStore
     _connectors: list[SingleConnector] = field(default_factory=list)
 
     def connector(self, role: str = "ql_runtime", name: str = "test") -> SingleConnector:
@@ -29,8 +35,13 @@ class Cluster:
         self._connectors.append(connector)
         return connector
 
-    def store(self, name: str = "replica", **kw: object) -> PgScheduleStore:
-        return PgScheduleStore(self.connector(name=name), actor_id=name, **kw)  # type: ignore[arg-type]
+    def database(self, role: str = "ql_runtime", name: str = "test") -> Database:
+        """The kernel over a connection of its own, as a replica opens it (session settings
+        turn sequential scans off)."""
+        return open_postgres(self.connector(role, name), index_scans_only=True)
+
+    def store(self, name: str = "replica", **kw: object) -> ScheduleStore:
+        return ScheduleStore(self.database(name=name), actor_id=name, **kw)  # type: ignore[arg-type]
 
     def db_now(self) -> int:
         return int(self.db.execute(
@@ -62,7 +73,8 @@ class Cluster:
 def cluster(pg_db: PgTestDatabase) -> Iterator[Cluster]:
     admin_connector = SingleConnector(pg_db.url("ql_admin"), application_name="admin")
     runtime_connector = SingleConnector(pg_db.url("ql_runtime"), application_name="reader")
-    c = Cluster(db=pg_db, admin=PgDefinitionStore(admin_connector), runs=PgRunStore(runtime_connector))
+    c = Cluster(db=pg_db, admin=DefinitionStore(open_postgres(admin_connector)),
+                runs=RunStore(open_postgres(runtime_connector), actor_id="cluster"))
     c._connectors += [admin_connector, runtime_connector]
     c.admin.project_create(ProjectCreateParams(project_id="demo"))
     c.admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="Hello",

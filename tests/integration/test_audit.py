@@ -16,8 +16,8 @@ import pytest
 from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
 from qinglong.profiles.audit_backend import run_audit
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.storage.ports import TriggerPublishParams
+from qinglong.scheduler.coordinator import Coordinator
+from qinglong.storage.definitions.params import TriggerPublishParams
 from tests.integration.conftest import Cluster
 
 LEASE = 3_000
@@ -25,11 +25,11 @@ GRACE = 30_000
 
 
 def run_replicas(cluster: Cluster, seconds: float, replicas: int = 2) -> None:
-    coordinators = [ClusterCoordinator(cluster.store(f"a{n}"), owner=f"a{n}", lease_ms=LEASE,
+    coordinators = [Coordinator(cluster.store(f"a{n}"), owner=f"a{n}", lease_ms=LEASE,
                                        grace_ms=GRACE, budget=16) for n in range(replicas)]
     stop = threading.Event()
 
-    def loop(c: ClusterCoordinator) -> None:
+    def loop(c: Coordinator) -> None:
         while not stop.is_set():
             c.run_cycle()
             stop.wait(0.1)
@@ -114,15 +114,17 @@ def test_a_run_admitted_after_its_claim_was_taken_over_is_fenced_out(audited: Cl
         "SELECT payload FROM run_events WHERE run_id = %s AND sequence = 1", [run["id"]])[0]["payload"]
     version = int(payload["claim_version"])  # type: ignore[index]
     # Renumber the grant that admitted the Run and plant a newer grant acquired before the
-    # Run's commit: that is what a stale holder committing after a takeover looks like.
+    # Run's commit: that is what a stale holder committing after a takeover looks like. (The
+    # commit may come within a millisecond of its claim: the planted grant is dated by the
+    # Run's commit, one millisecond before it.)
     audited.db.execute(
         "UPDATE trigger_schedule_claims SET claim_version = claim_version + 100000 "
         "WHERE trigger_id = 't1' AND claim_version > %s", [version])
     audited.db.execute(
         "INSERT INTO trigger_schedule_claims SELECT project_id, trigger_id, trigger_revision, %s, "
-        "'thief', gen_random_uuid(), cursor_ms, acquired_at_ms + 1, expires_at_ms "
+        "'thief', gen_random_uuid(), cursor_ms, %s, expires_at_ms "
         "FROM trigger_schedule_claims WHERE trigger_id = 't1' AND claim_version = %s",
-        [version + 1, version])
+        [version + 1, int(run["created_at_ms"]) - 1, version])  # type: ignore[call-overload]
     t1 = next(t for t in check(audited).triggers if t.trigger_id == "t1")
     assert run["id"] in t1.fenced_out
 

@@ -12,7 +12,8 @@ import pytest
 
 from qinglong.audit.checker import default_end
 from qinglong.audit.source import read_input
-from qinglong.storage.postgres.connection import QUERIES, connect
+from qinglong.storage.postgres.connection import SingleConnector
+from qinglong.storage.postgres.driver import open_postgres
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
 from tests.integration.conftest import Cluster
 from tests.integration.test_audit import check, clone_run, first_run, run_replicas
@@ -39,12 +40,12 @@ def test_without_heartbeats_the_window_ends_at_the_last_decision(ran: Cluster) -
 
 def test_the_reader_sees_both_kinds_of_decision_evidence(ran: Cluster) -> None:
     """default_end reads the same records on PostgreSQL as on SQLite (Runs and misfires)."""
-    conn = connect(ran.db.url("ql_runtime"), application_name="test-audit")
+    connector = SingleConnector(ran.db.url("ql_runtime"), application_name="test-audit")
     try:
-        data = read_input(conn, QUERIES, dialect="postgresql", now_ms=ran.db_now(),
-                          from_ms=0, to_ms=2**62)
+        data = open_postgres(connector).read("audit", lambda tx: read_input(
+            tx, now_ms=ran.db_now(), from_ms=0, to_ms=2**62), snapshot=True)
     finally:
-        conn.close()
+        connector.close()
     end = default_end(data)
     assert end.source == "decision" and end.at_ms == max(r.created_at_ms for r in data.runs)
 

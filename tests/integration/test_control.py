@@ -19,7 +19,7 @@ from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import InvalidConfig
 from qinglong.profiles.cluster import Availability, ClusterControl, ControlSeams
 from qinglong.profiles.cluster_config import load_control_settings
-from qinglong.storage.ports import CommitResult
+from qinglong.storage.admission.params import CommitResult
 from tests.integration.conftest import Cluster
 
 WAIT = 20.0

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from qinglong.storage.postgres.accounts import PgAccountStore
-from qinglong.storage.postgres.web_pool import WebPool
 from tests.support.auth_flows import (
     flow_credentials_die_with_the_password,
     flow_login_flood,
@@ -37,13 +35,7 @@ def web(pg_db: PgTestDatabase, tmp_path: Path) -> Iterator[tuple[Server, People]
 
 def test_a_login_flood_checks_exactly_the_limit_and_the_real_user_gets_in(
         pg_db: PgTestDatabase) -> None:
-    url = pg_db.url("ql_web")
-    pool = WebPool(url, application_name="auth-flood")
-    pool.open()
-    try:
-        flow_login_flood(url, PgAccountStore(pool))
-    finally:
-        pool.close()
+    flow_login_flood(pg_db.url("ql_web"))  # the API's own accounts, over its pool as ql_web
 
 
 def test_a_new_password_or_disabling_revokes_tokens_and_enabling_revives_none(

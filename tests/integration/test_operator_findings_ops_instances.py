@@ -33,7 +33,8 @@ from qinglong.profiles.cluster import Availability, ClusterControl
 from qinglong.profiles.cluster_config import load_control_settings
 from qinglong.profiles.worker import WorkerApp
 from qinglong.profiles.worker_config import load_worker_settings
-from qinglong.storage.ports import INSTANCE_STALE_MS, CommitResult
+from qinglong.storage.admission.params import CommitResult
+from qinglong.storage.instances import INSTANCE_STALE_MS
 from testkit.cluster import Replica
 from tests.integration.conftest import Cluster
 

@@ -32,7 +32,7 @@ from qinglong.errors import NotReady
 from qinglong.execution.executor import RunFinished
 from qinglong.profiles.worker import WorkerApp
 from qinglong.profiles.worker_config import load_worker_settings
-from qinglong.storage.ports import TaskPublishParams
+from qinglong.storage.definitions.params import TaskPublishParams
 from qinglong.storage.postgres.readiness import audit
 from qinglong.storage.postgres.roles import RUNTIME, WORKER
 from tests.integration.conftest import Cluster

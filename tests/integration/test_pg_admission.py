@@ -14,16 +14,15 @@ from qinglong.domain.decision import Disposition
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import OutcomeUnknown, RecordCorrupt, StorageError
-from qinglong.scheduler.cluster import ClusterCoordinator
-from qinglong.storage.ports import (
+from qinglong.scheduler.coordinator import Coordinator
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import (
     ClaimCommitParams,
     CommitOutcome,
     CommitResult,
     ScheduleClaimParams,
-    TaskPublishParams,
-    TriggerPublishParams,
 )
-from qinglong.storage.postgres.scheduling import PgScheduleStore
+from qinglong.storage.definitions.params import TaskPublishParams, TriggerPublishParams
 from tests.integration.conftest import Cluster
 from tests.support.held_commits import HeldCommits as SharedHeldCommits
 
@@ -33,13 +32,13 @@ def new_ids() -> AdmissionIds:
                         created_event_id=str(uuid.uuid4()), queued_event_id=str(uuid.uuid4()))
 
 
-def claim_one(store: PgScheduleStore, owner: str = "r1", lease_ms: int = 30_000) -> ScheduleClaim | None:
+def claim_one(store: ScheduleStore, owner: str = "r1", lease_ms: int = 30_000) -> ScheduleClaim | None:
     claims = store.schedule_claim(ScheduleClaimParams(owner=owner, lease_ms=lease_ms, limit=1))
     assert all(isinstance(c, ScheduleClaim) for c in claims)
     return claims[0] if claims else None  # type: ignore[return-value]
 
 
-def commit(store: PgScheduleStore, claim: ScheduleClaim, grace_ms: int = 30_000) -> CommitResult:
+def commit(store: ScheduleStore, claim: ScheduleClaim, grace_ms: int = 30_000) -> CommitResult:
     decision = claim.decide(grace_ms=grace_ms)
     ids = new_ids() if decision.disposition is Disposition.ADMIT else None
     return store.schedule_commit(ClaimCommitParams(claim=claim, decision=decision, ids=ids))
@@ -99,14 +98,14 @@ def test_concurrent_coordinators_admit_each_occurrence_exactly_once(cluster: Clu
     for i in range(10):
         cluster.publish(f"t{i}")
     coordinators = [
-        ClusterCoordinator(cluster.store(f"r{n}"), owner=f"r{n}", lease_ms=5_000, budget=8, batch=2)
+        Coordinator(cluster.store(f"r{n}"), owner=f"r{n}", lease_ms=5_000, budget=8, batch=2)
         for n in range(3)
     ]
     stop = threading.Event()
     admitted = {c.owner: 0 for c in coordinators}
     errors: list[BaseException] = []
 
-    def loop(coordinator: ClusterCoordinator) -> None:
+    def loop(coordinator: Coordinator) -> None:
         while not stop.is_set():
             try:
                 admitted[coordinator.owner] += coordinator.run_cycle().admitted
@@ -142,7 +141,7 @@ def test_concurrent_coordinators_admit_each_occurrence_exactly_once(cluster: Clu
 def test_a_stop_request_ends_a_catching_up_cycle_after_the_claims_in_hand(cluster: Cluster) -> None:
     cluster.publish("t1")
     cluster.make_due("t1", cluster.db_now() // 1000 * 1000 - 10_000)  # ten seconds behind
-    coordinator = ClusterCoordinator(cluster.store(), owner="r1", lease_ms=5_000, budget=64, batch=1)
+    coordinator = Coordinator(cluster.store(), owner="r1", lease_ms=5_000, budget=64, batch=1)
     asked = 0
 
     def stop_requested() -> bool:
@@ -171,8 +170,12 @@ def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(cluster: Cl
     assert second is not None and second.fence.version == first.fence.version + 1
     assert second.fence.acquired_at_ms >= first.fence.expires_at_ms
     assert commit(b, second).outcome is CommitOutcome.ADVANCED
+    after_takeover = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
     stale = commit(a, first)
-    assert stale.outcome is CommitOutcome.RACED and stale.reason == "claim_superseded"
+    # A single commit is a batch of one: its claim is checked against the database clock
+    # before its row is written, so the old holder learns that its lease ran out.
+    assert stale.outcome is CommitOutcome.RACED and stale.reason == "claim_expired"
+    assert cluster.db.execute("SELECT * FROM trigger_schedules")[0] == after_takeover
 
 
 def test_own_claim_expired_by_database_time_races(cluster: Cluster) -> None:
@@ -195,7 +198,8 @@ def test_a_republished_trigger_fences_the_claim_in_flight(cluster: Cluster) -> N
     row = cluster.db.execute("SELECT * FROM trigger_schedules")[0]
     assert row["claim_token"] is None and row["claim_version"] == claim.fence.version + 1
     result = commit(store, claim)
-    assert result.outcome is CommitOutcome.RACED
+    # the claim is still live by the clock: its row's fence (the write's condition) refuses it
+    assert result.outcome is CommitOutcome.RACED and result.reason == "claim_superseded"
     assert cluster.count("runs") == 0
 
 
@@ -379,7 +383,7 @@ def test_an_in_doubt_commit_that_landed_is_reported_as_admitted(
     assert claim is not None
     with HeldCommits(cluster) as held:
         # where the store waits between the lost reply and its lookup, the commit lands
-        monkeypatch.setattr("qinglong.storage.postgres.scheduling.pause", lambda _s: held.land())
+        monkeypatch.setattr("qinglong.storage.admission.batch.pause", lambda _s: held.land())
         result = commit(store, claim)
     assert result.outcome is CommitOutcome.ADMITTED and result.in_doubt
     assert cluster.count("runs") == 1

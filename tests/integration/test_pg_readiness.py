@@ -24,9 +24,8 @@ import pytest
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from qinglong.errors import NotReady
+from qinglong.errors import NotReady, ServerNotWritable
 from qinglong.storage.postgres.connection import PgConnection, connect
-from qinglong.storage.postgres.errors import ServerNotWritable
 from qinglong.storage.postgres.migrate import MIGRATIONS, migrate
 from qinglong.storage.postgres.readiness import audit
 from qinglong.storage.postgres.roles import (

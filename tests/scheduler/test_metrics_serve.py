@@ -16,7 +16,11 @@ from qinglong.diagnostics import Diagnostic
 from qinglong.domain.task import ArgvCommand, CommandSpec
 from qinglong.metrics import OTHER, published
 from qinglong.profiles.local import LocalApp, LocalServeConfig
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
 

@@ -1,5 +1,5 @@
-"""The DST policy through the standalone scheduler (LocalCoordinator on SQLite) under a fake
-clock that walks, five minutes at a time, over New York's 2027 spring-forward night
+"""The DST policy through the standalone scheduler (the Coordinator on SQLite, deciding at
+its claims' times read from the store's clock) under a fake clock that walks, five minutes at a time, over New York's 2027 spring-forward night
 (2027-03-14 02:00 -> 03:00 EDT, 07:00Z) and fall-back night (2027-11-07 02:00 -> 01:00 EST,
 06:00Z), with a pause that spans the spring-forward change."""
 
@@ -13,16 +13,16 @@ import pytest
 
 from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.service.views import trigger_view
-from qinglong.storage.ports import (
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 
@@ -63,8 +63,8 @@ def stores(sqlite_stores: SqliteStores, clock: FakeClock) -> SqliteStores:
 
 def walk(stores: SqliteStores, clock: FakeClock, until: str,
          on_step: dict[int, object] | None = None) -> None:
-    coordinator = LocalCoordinator(stores.schedules, clock, budget=64,
-                                   new_id=lambda: str(uuid.uuid4()))
+    coordinator = Coordinator(stores.schedules, owner="standalone:1", budget=64,
+                              new_id=lambda: str(uuid.uuid4()))
     while clock.now_ms() < ms(until):
         action = (on_step or {}).get(clock.now_ms())
         if callable(action):

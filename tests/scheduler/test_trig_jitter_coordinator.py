@@ -13,13 +13,13 @@ from qinglong.domain.interval import ceil_second
 from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.scheduler.local import LocalCoordinator
-from qinglong.storage.ports import (
+from qinglong.scheduler.coordinator import Coordinator
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
-    RunListParams,
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.params import RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 
@@ -54,8 +54,8 @@ def test_jitter_near_the_grace(stores: SqliteStores, clock: FakeClock, late_ms: 
     stores.definitions.trigger_publish(TriggerPublishParams(
         project_id="demo", trigger_id=trigger, task_id="hello", misfire_policy=misfire,
         expression=f"every 1d from {instant_text(nominal)}", jitter_s=3600))
-    coordinator = LocalCoordinator(stores.schedules, clock, grace_ms=GRACE,
-                                   new_id=lambda: str(uuid.uuid4()))
+    coordinator = Coordinator(stores.schedules, owner="standalone:1", grace_ms=GRACE,
+                              new_id=lambda: str(uuid.uuid4()))
     coordinator.run_cycle()  # initialises: the cursor and its jittered instant
     clock.set(nominal + GRACE + 1_000)  # late by the nominal instant, not by the jittered one
     assert coordinator.run_cycle().claimed == 0
@@ -64,13 +64,15 @@ def test_jitter_near_the_grace(stores: SqliteStores, clock: FakeClock, late_ms: 
     found = stores.runs.run_list(RunListParams(project_id="demo", trigger_id=trigger, limit=10))
     assert [r.scheduled_for_ms for r in found] == [nominal] * runs
     records = stores.db.connection().execute(
-        "SELECT due_at_ms, skipped_through_ms, next_fire_at_ms, policy "
+        "SELECT due_at_ms, skipped_through_ms, next_fire_at_ms, policy, decided_at_ms "
         "FROM trigger_schedule_misfires").fetchall()
     if misfired:
         [record] = records
         assert (record["due_at_ms"], record["policy"]) == (nominal, misfire)
         assert record["skipped_through_ms"] == nominal + 86_400_000 - 1
         assert record["next_fire_at_ms"] == nominal + 86_400_000
+        # decided at the claim's time: the store read it from the (fake) node clock
+        assert record["decided_at_ms"] == nominal + offset + late_ms
     else:
         assert records == []
     [row] = stores.db.connection().execute(

@@ -1,6 +1,6 @@
 """What the authentication tests of issue 18 share (no tests here): an argon2 hasher that counts
 its verifications (the seam ``Accounts(hasher=...)`` takes), the API served in this process
-over a store of our choosing, a login client that sees every Set-Cookie, and the flows run on
+over the database a URL names, a login client that sees every Set-Cookie, and the flows run on
 SQLite and on PostgreSQL.
 """
 
@@ -19,7 +19,6 @@ from argon2 import PasswordHasher
 
 from qinglong.clock import SystemClock
 from qinglong.service.accounts import Accounts
-from qinglong.storage.ports import AccountStore
 from qinglong.web.backend import open_web_backend
 from qinglong.web.server import serve_api
 from tests.support.test_api_support import Auth, Http, People
@@ -71,13 +70,14 @@ class Served:
 
 
 @contextmanager
-def served(url: str, store: AccountStore) -> Iterator[Served]:
-    """The whole API (real uvicorn, real worker threads) over ``url``, its accounts over
-    ``store`` hashing with a CountingHasher."""
+def served(url: str) -> Iterator[Served]:
+    """The whole API (real uvicorn, real worker threads) over ``url``, its accounts (the web
+    backend's own store, as `ql web` opens it) hashing with a CountingHasher."""
     clock = SystemClock()
     backend = open_web_backend(url, clock)
     hasher = CountingHasher()
-    backend.accounts = Accounts(store, hasher=hasher)
+    backend.accounts = Accounts(backend.stores.accounts, policy=backend.accounts.policy,
+                                hasher=hasher)
     running = serve_api(backend, clock, "127.0.0.1:0", close_backend=True)
     try:
         yield Served(Http(running.port), backend.accounts, hasher)
@@ -136,12 +136,12 @@ def flood(port: int, username: str, password: str, attempts: int) -> list[Login]
     return [a for a in answers if a is not None]
 
 
-def flow_login_flood(url: str, store: AccountStore) -> None:
+def flow_login_flood(url: str) -> None:
     """100 wrong passwords for one user at once: exactly 5 verifications (the user's limit),
     never more than the gate's 2 at a time; the other 95 are refused with 429 and Retry-After
     without hashing. The real user, from the browser that logged in before (its device
     cookie), still gets in; without the device cookie the name is locked."""
-    with served(url, store) as site:
+    with served(url) as site:
         site.accounts.user_create("victim", "operator", PASSWORD)
         before = login_raw(site.http.port, "victim", PASSWORD)
         assert before.status == 200, before.body

@@ -24,9 +24,9 @@ from typing import Any
 import jsonschema
 
 from qinglong.clock import SystemClock
-from qinglong.service.accounts import Level
+from qinglong.profiles.open import open_services
+from qinglong.service.accounts import Accounts, Level
 from qinglong.web.app import api_endpoints
-from qinglong.web.backend import open_accounts
 from qinglong.web.routing import Endpoint
 
 PASSWORD = "correct horse battery staple"
@@ -225,6 +225,12 @@ class People:
 
     tokens: dict[str, Auth] = field(default_factory=dict)  # by role, and "admin-read", ...
     token_ids: dict[str, str] = field(default_factory=dict)
+
+
+def open_accounts(url: str, clock: SystemClock) -> tuple[Accounts, Callable[[], None]]:
+    """The accounts of the database ``url`` names, and how to close them."""
+    services = open_services(url, clock)
+    return services.accounts, services.close
 
 
 def make_people(accounts_url: str) -> People:
@@ -646,6 +652,8 @@ def flow_bad_input(http: Http, people: People, db: Database) -> None:
                              ("/api/v1/runs?since=yesterday", "since"),
                              ("/api/v1/runs?colour=red", "colour"),
                              ("/api/v1/runs?limit=1&limit=2", "limit"),
+                             ("/api/v1/runs?trigger=Demo/yearly", "trigger"),
+                             ("/api/v1/runs?task=demo/hello/x", "task"),
                              ("/api/v1/projects/demo/tasks?include_deleted=maybe",
                               "include_deleted"),
                              ("/api/v1/projects/Demo/tasks", "project"),
@@ -698,6 +706,9 @@ def flow_pages(http: Http, people: People) -> None:
     assert walk("order=newest", 24) == ids  # an exact last page: no empty page after it
     manual_by_task = [r["id"] for r in runs if r["trigger"] is None]
     assert walk("task=hello&trigger=yearly", 3) == [r["id"] for r in runs if r["trigger"]]
+    # a filter as the panel and the CLI show it: PROJECT/ID (spaces around the slash allowed)
+    assert walk("trigger=demo/yearly", 3) == [r["id"] for r in runs if r["trigger"]]
+    assert walk("task=demo%20/%20hello&order=newest", 5) == ids
     assert walk("status=queued&task=hello&order=newest", 4) == ids
     assert len(manual_by_task) == 23
 

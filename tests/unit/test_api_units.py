@@ -27,7 +27,7 @@ from qinglong.service.accounts import (
 from qinglong.service.preview import schedule_preview
 from qinglong.service.run_pages import decode_cursor, encode_cursor
 from qinglong.service.stats import TaskStats
-from qinglong.storage.ports import RunBucket, RunBucketParams, RunPageParams
+from qinglong.storage.runs.params import RunBucket, RunBucketParams, RunPageParams
 from qinglong.web.app import api_endpoints
 from qinglong.web.openapi import build_openapi, operation_id
 from qinglong.web.problems import problem_body, status_for

@@ -632,6 +632,27 @@ def test_same_occurrences_as_the_scheduler(case: tuple[str, str, int, int]) -> N
     assert_same_as_product(*case)
 
 
+# L standing in a list with other days (docs/reference/cron.md), from calendar facts: 2028
+# is a leap year (February has 29 days); 2028-04-29 and -30 are a Saturday and a Sunday.
+L_LIST_CASES = [
+    ("0 0 L,15 2 *", ["2028-02-15T00:00:00Z", "2028-02-29T00:00:00Z"]),
+    ("0 0 29,L 2 *", ["2028-02-29T00:00:00Z"]),  # the 29th is the last day: once
+    ("0 0 L,30 4 *", ["2028-04-30T00:00:00Z"]),
+    ("0 0 L,LW 4 *", ["2028-04-28T00:00:00Z", "2028-04-30T00:00:00Z"]),
+    ("0 0 1,L 1,2 *", ["2028-01-01T00:00:00Z", "2028-01-31T00:00:00Z",
+                       "2028-02-01T00:00:00Z", "2028-02-29T00:00:00Z"]),
+    ("0 0 L,1-3/2 2 *", ["2028-02-01T00:00:00Z", "2028-02-03T00:00:00Z",
+                         "2028-02-29T00:00:00Z"]),
+]
+
+
+@pytest.mark.parametrize(("expr", "expected"), L_LIST_CASES)
+def test_l_in_a_list_of_days(expr: str, expected: list[str]) -> None:
+    start, end = "2028-01-01T00:00:00Z", "2028-04-30T23:59:59Z"
+    assert expand(expr, "UTC", start, end) == expected
+    assert [iso(t) for t in product_occurrences(expr, "UTC", ms(start), ms(end))] == expected
+
+
 @pytest.mark.parametrize("expr", ["* * L,1,3/1 * *", "* * 1,3-31,L * *", "0 0 L,1,3-31 * *"])
 def test_a_day_list_with_l_is_not_read_as_every_day(expr: str) -> None:
     # The list names the 1st, the 3rd to the 31st and the last day: never the 2nd.

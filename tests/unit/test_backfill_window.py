@@ -30,7 +30,7 @@ from qinglong.domain.task import (
 from qinglong.domain.trigger import CronTriggerSpec, Overlap, OverlapPolicy, new_trigger_revision
 from qinglong.errors import InvalidInput, NotRunnable
 from qinglong.service.backfill import BackfillProgress, Backfills, summary_view
-from qinglong.storage.ports import BackfillAdmitParams, BackfillAdmitResult
+from qinglong.storage.admission.params import BackfillAdmitParams, BackfillAdmitResult
 from qinglong.testing import FakeClock
 
 T0 = 1_799_913_600_000  # 2027-01-14T08:00:00Z

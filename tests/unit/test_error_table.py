@@ -25,6 +25,7 @@ EXPECTED = {
     errors.OutcomeUnknown: (1, 504),
     errors.DatabaseCorrupt: (1, 500),
     errors.ConnectionLost: (1, 503),
+    errors.ServerNotWritable: (1, 503),
     errors.StorageError: (1, 503),
     errors.RecordCorrupt: (1, 500),
     errors.Unauthenticated: (2, 401),

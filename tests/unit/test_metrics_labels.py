@@ -29,7 +29,8 @@ from qinglong.metrics import (
     trigger_label_limit,
     withdraw,
 )
-from qinglong.storage.ports import AttemptLease, CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import AttemptLease, RescuedAttempt
 from qinglong.testing import FakeClock
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -213,7 +214,7 @@ def test_queue_depth_is_read_at_most_every_few_seconds() -> None:
 
     def read() -> QueueSample:
         reads.append(1)
-        return queue_sample({"depth": 7, "oldest_ms": clock.now_ms() - 12_000}, clock.now_ms())
+        return queue_sample(7, clock.now_ms() - 12_000, clock.now_ms())
 
     assert metrics.refresh(read)
     assert not metrics.refresh(read)
@@ -223,7 +224,7 @@ def test_queue_depth_is_read_at_most_every_few_seconds() -> None:
     samples = scrape(generate_latest(registry))
     assert value(samples, "ql_queue_depth") == 7
     assert value(samples, "ql_queue_oldest_age_seconds") == 12
-    assert queue_sample({"depth": 0, "oldest_ms": None}, 5) == QueueSample(0, None)
+    assert queue_sample(0, None, 5) == QueueSample(0, None)
 
 
 @pytest.mark.parametrize(("raw", "expected"), [(None, 100), ("", 100), ("0", 0), ("2500", 2500)])

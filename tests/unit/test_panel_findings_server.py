@@ -14,7 +14,7 @@ import pytest
 from qinglong.cli import params
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.errors import InvalidInput
-from qinglong.profiles.working_directory import check_directory_here
+from qinglong.service.working_directory import check_directory_here
 from qinglong.testing.clock import FakeClock
 from qinglong.web.definitions import UNTIL_RULE, _until
 from qinglong.web.runs import _scoped
@@ -54,14 +54,14 @@ def test_a_working_directory_must_exist_here_only_where_commands_run_here(
         tmp_path: Path) -> None:
     missing = str(tmp_path / "gone")
     with pytest.raises(InvalidInput) as caught:
-        check_directory_here(missing, "sqlite")
+        check_directory_here(missing, True)
     assert caught.value.field == "working-directory"
     assert caught.value.rule == (f"directory {missing!r} does not exist on this host "
                                  "(commands of the SQLite profiles run here)")
-    check_directory_here(str(tmp_path), "sqlite")
-    check_directory_here(missing, "postgresql")  # the workers' hosts: not visible from here
-    check_directory_here(None, "sqlite")
-    check_directory_here("relative", "sqlite")  # the task's own rule refuses it
+    check_directory_here(str(tmp_path), True)
+    check_directory_here(missing, False)  # the workers' hosts: not visible from here
+    check_directory_here(None, True)
+    check_directory_here("relative", True)  # the task's own rule refuses it
 
 
 def test_the_runs_filter_reads_project_slash_trigger() -> None:

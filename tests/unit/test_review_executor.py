@@ -21,7 +21,7 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import LeaseLost
 from qinglong.execution.executor import Executor
 from qinglong.profiles.local import LOCAL_LEASE_MS, LocalApp, LocalServeConfig
-from qinglong.storage.ports import (
+from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptRunningParams,
     LeaseRenewal,

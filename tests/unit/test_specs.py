@@ -120,15 +120,16 @@ def test_argv_command_argument_rules(args: tuple[object, ...], field: str, fragm
 
 def test_argv_command_total_size_counts_utf8_bytes_of_file_and_args() -> None:
     # file "/x" is 2 bytes; the limit is 64 KiB in total.
-    assert ArgvCommand(file="/x", args=("a" * (64 * KIB - 2),))
+    assert ArgvCommand(file="/x", args=("a" * (64 * KIB - 2),)).argv() == ["/x", "a" * (64 * KIB - 2)]
     too_big = "a" * (64 * KIB - 1)
     invalid("command", "65536 bytes in total")(lambda: ArgvCommand(file="/x", args=(too_big,)))
     # split over several arguments
-    assert ArgvCommand(file="/x", args=("a" * (32 * KIB), "b" * (32 * KIB - 2)))
+    split = ("a" * (32 * KIB), "b" * (32 * KIB - 2))
+    assert ArgvCommand(file="/x", args=split).args == split
     halves = ("a" * (32 * KIB), "b" * (32 * KIB - 1))
     invalid("command")(lambda: ArgvCommand(file="/x", args=halves))
     # 'é' is 2 bytes: 32767 of them plus the file is exactly 64 KiB, one more is too much
-    assert ArgvCommand(file="/x", args=("é" * (32 * KIB - 1),))
+    assert ArgvCommand(file="/x", args=("é" * (32 * KIB - 1),)).args == ("é" * (32 * KIB - 1),)
     invalid("command")(lambda: ArgvCommand(file="/x", args=("é" * (32 * KIB),)))
 
 
@@ -169,8 +170,8 @@ def test_shell_command_text_rules(command: object, fragment: str) -> None:
 
 
 def test_shell_command_of_exactly_64_kib_is_accepted() -> None:
-    assert ShellCommand(command="x" * (64 * KIB))
-    assert ShellCommand(command="é" * (32 * KIB))
+    assert ShellCommand(command="x" * (64 * KIB)).command == "x" * (64 * KIB)
+    assert ShellCommand(command="é" * (32 * KIB)).command == "é" * (32 * KIB)
 
 
 # --- EnvEntry -----------------------------------------------------------------------------
@@ -255,12 +256,14 @@ def test_environment_entry_count_limit() -> None:
 
 
 def test_environment_total_size_counts_names_and_values_in_utf8_bytes() -> None:
-    assert CommandSpec(command=ECHO, environment=env(("A", "x" * (64 * KIB - 1))))
+    whole = CommandSpec(command=ECHO, environment=env(("A", "x" * (64 * KIB - 1))))
+    assert whole.environment[0].value == "x" * (64 * KIB - 1)
     invalid("environment", "65536 bytes")(
         lambda: CommandSpec(command=ECHO, environment=env(("A", "x" * (64 * KIB))))
     )
     half = 32 * KIB - 1
-    assert CommandSpec(command=ECHO, environment=env(("A", "x" * half), ("B", "y" * half)))
+    two = CommandSpec(command=ECHO, environment=env(("A", "x" * half), ("B", "y" * half)))
+    assert [len(entry.value) for entry in two.environment] == [half, half]
     invalid("environment")(
         lambda: CommandSpec(
             command=ECHO, environment=env(("A", "x" * half), ("B", "y" * (half + 1)))

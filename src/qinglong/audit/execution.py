@@ -22,7 +22,7 @@ from typing import Any
 
 from qinglong.domain.retention import trusted_mark
 from qinglong.domain.runs import ENDED_RUN, TERMINAL_RUN, RunStatus
-from qinglong.storage.dbapi import Connection, Queries
+from qinglong.storage.kernel import Tx
 
 
 @dataclass(slots=True)
@@ -54,19 +54,19 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def check_execution(conn: Connection, queries: Queries, *, now_ms: int, from_ms: int,
-                    to_ms: int, stale_ms: int) -> ExecutionReport:
+def check_execution(tx: Tx, *, now_ms: int, from_ms: int, to_ms: int,
+                    stale_ms: int) -> ExecutionReport:
     """Judge E1-E5 over the Runs scheduled in [from_ms, to_ms] as of ``now_ms``; a lease or a
     retry overdue by more than ``stale_ms`` is stuck."""
     window: Mapping[str, object] = {"from_ms": from_ms, "to_ms": to_ms}
     report = ExecutionReport()
     marks = {r["subject"]: int(r["pruned_before_ms"])
-             for r in conn.execute(queries["audit_retention_marks"]).fetchall()}
+             for r in tx.all("audit_retention_marks")}
     events_mark = trusted_mark(marks.get("run_events"), now_ms)
-    for row in conn.execute(queries["audit_run_execution"], window).fetchall():
+    for row in tx.all("audit_run_execution", window):
         _judge_run(report, row, now_ms, stale_ms, events_mark)
     spans: dict[str, list[tuple[int, int, int]]] = {}
-    for row in conn.execute(queries["audit_attempt_spans"], window).fetchall():
+    for row in tx.all("audit_attempt_spans", window):
         finished = _int(row["finished_at_ms"])
         spans.setdefault(row["run_id"], []).append(
             (int(row["attempt"]), int(row["started_at_ms"]),

@@ -2,7 +2,7 @@
 
 Only the audit's own queries are used (``audit_*`` blocks in each adapter's ``.sql``
 files); the rows map onto plain records here, so the checker never sees a driver. A driver
-error while reading becomes a QinglongError of the database's own adapter (for PostgreSQL:
+error while reading becomes a QinglongError of the database's own driver (for PostgreSQL:
 a role that may not SELECT a table is QL_PERMISSION_DENIED naming the table).
 """
 
@@ -25,8 +25,7 @@ from qinglong.audit.model import (
     TriggerRevisionRecord,
 )
 from qinglong.domain.retention import trusted_mark
-from qinglong.errors import QinglongError
-from qinglong.storage.dbapi import Connection, Queries
+from qinglong.storage.kernel import Tx
 
 # Claims and misfires are read this far around the window: enough to cover any claim that
 # could have admitted a Run in it (a lease plus the longest grace).
@@ -47,49 +46,25 @@ def _config(value: Any) -> dict[str, object]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def _translate(exc: Exception, dialect: str, query: str, conn: Connection) -> QinglongError | None:
-    """The adapter's own translation of a driver error (imported only for its dialect, so the
-    SQLite path never loads PostgreSQL code); None when ``exc`` is not a driver error."""
-    if isinstance(exc, QinglongError):
-        return None
-    if dialect == "postgresql":
-        from qinglong.storage.postgres.errors import translate_driver_error
-
-        return translate_driver_error(exc, f"audit: reading {query} needs SELECT", conn)
-    import sqlite3
-
-    from qinglong.storage.sqlite.errors import translate as sqlite_translate
-
-    return sqlite_translate(exc, f"audit: read {query}") if isinstance(exc, sqlite3.Error) else None
-
-
-def read_input(conn: Connection, queries: Queries, *, dialect: str, now_ms: int,
-               from_ms: int, to_ms: int) -> AuditInput:
+def read_input(tx: Tx, *, now_ms: int, from_ms: int, to_ms: int) -> AuditInput:
+    """Everything the checker judges, read in ``tx`` (one snapshot)."""
     def rows(name: str, params: Mapping[str, object] | None = None) -> list[Any]:
-        try:
-            return list(conn.execute(queries[name], params or {}).fetchall())
-        except Exception as exc:
-            translated = _translate(exc, dialect, name, conn)
-            if translated is None:
-                raise
-            raise translated from exc
+        return tx.all(name, params)
 
     window = {"from_ms": from_ms, "to_ms": RUNS_UNTIL_MS}
     evidence = {"from_ms": from_ms - EVIDENCE_MARGIN_MS, "to_ms": to_ms + EVIDENCE_MARGIN_MS}
     claims = None
-    if "audit_claims" in queries:
+    if tx.capabilities.shared:  # only replicas that share the database write claims
         claims = tuple(ClaimRecord(
             project_id=r["project_id"], trigger_id=r["trigger_id"],
             trigger_revision=int(r["trigger_revision"]), version=int(r["claim_version"]),
             owner=r["claim_owner"], token=r["claim_token"], cursor_ms=_opt(r["cursor_ms"]),
             acquired_at_ms=int(r["acquired_at_ms"]), expires_at_ms=int(r["expires_at_ms"]),
         ) for r in rows("audit_claims", evidence))
-    marks: dict[str, int] = {}
-    if "audit_retention_marks" in queries:
-        marks = {r["subject"]: int(r["pruned_before_ms"]) for r in rows("audit_retention_marks")}
+    marks = {r["subject"]: int(r["pruned_before_ms"]) for r in rows("audit_retention_marks")}
     trusted = {subject: trusted_mark(mark, now_ms) for subject, mark in marks.items()}
     return AuditInput(
-        dialect=dialect,
+        dialect=tx.capabilities.name,
         now_ms=now_ms,
         claims_pruned_before_ms=trusted.get("claims"),
         events_pruned_before_ms=trusted.get("run_events"),

@@ -6,16 +6,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from qinglong.clock import SystemClock
-from qinglong.profiles.backends import Backend, open_backend
+from qinglong.profiles.open import open_services
 from qinglong.service.catalog import Catalog
+from qinglong.service.container import Services
 from qinglong.service.runs import RunViews
 
 CLOCK = SystemClock()
 
 
 @contextmanager
-def backend(database_url: str) -> Iterator[Backend]:
-    opened = open_backend(database_url, CLOCK)
+def services(database_url: str) -> Iterator[Services]:
+    opened = open_services(database_url, CLOCK)
     try:
         yield opened
     finally:
@@ -24,11 +25,11 @@ def backend(database_url: str) -> Iterator[Backend]:
 
 @contextmanager
 def catalog(database_url: str) -> Iterator[Catalog]:
-    with backend(database_url) as opened:
-        yield Catalog(opened.definitions, CLOCK)
+    with services(database_url) as opened:
+        yield opened.catalog
 
 
 @contextmanager
 def run_views(database_url: str) -> Iterator[RunViews]:
-    with backend(database_url) as opened:
-        yield RunViews(opened.runs, lifecycle=opened.lifecycle, logs=opened.logs)
+    with services(database_url) as opened:
+        yield opened.runs

@@ -10,7 +10,7 @@ import click
 
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.errors import InvalidInput
-from qinglong.profiles.backends import DEFAULT_DATABASE_URL
+from qinglong.profiles.open import DEFAULT_DATABASE_URL
 from qinglong.security import check_url_has_no_password
 
 F = TypeVar("F", bound=Callable[..., Any])

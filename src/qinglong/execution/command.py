@@ -17,7 +17,7 @@ from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.runs import AttemptStatus
 from qinglong.execution.logs import CappedLogPump, private_dir, private_file, private_opener
 from qinglong.execution.processes import kill_group
-from qinglong.storage.ports import AttemptLease
+from qinglong.storage.runs.params import AttemptLease
 
 KILL_GRACE_S = 2.0
 STRAGGLER_WAIT_S = 2.0

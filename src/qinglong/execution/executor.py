@@ -33,7 +33,9 @@ from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BY
 from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
 from qinglong.execution.processes import kill_group, make_handle, settle_orphan
 from qinglong.execution.reaper import GroupReaper
-from qinglong.storage.ports import (
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
     AttemptRunningParams,
@@ -42,8 +44,6 @@ from qinglong.storage.ports import (
     LeaseRenewParams,
     LeaseRescueParams,
     RescuedAttempt,
-    RunLifecycleStore,
-    RunLogStore,
 )
 
 MIN_CONCURRENCY = 1
@@ -100,7 +100,7 @@ class _Job:
 class Executor:
     def __init__(
         self,
-        store: RunLifecycleStore,
+        store: RunStore,
         clock: Clock,
         *,
         owner: str,
@@ -113,7 +113,7 @@ class Executor:
         on_finished: Callable[[RunFinished], None] | None = None,
         inherited_env: Mapping[str, str] | None = None,
         requeue_on_drain: bool = False,
-        log_store: RunLogStore | None = None,
+        log_store: LogStore | None = None,
         renew_every_s: float | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as

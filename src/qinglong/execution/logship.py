@@ -28,7 +28,8 @@ from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.errors import QinglongError
-from qinglong.storage.ports import LogChunk, RunLogStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import LogChunk
 
 CHUNK_BYTES = 64 * 1024
 # after the log store refused output, an executor is not healthy and takes no new work for
@@ -56,7 +57,7 @@ class LostOutput:
 
 
 class LogShipper:
-    def __init__(self, store: RunLogStore, fence: LeaseFence, cap: int, clock: Clock, *,
+    def __init__(self, store: LogStore, fence: LeaseFence, cap: int, clock: Clock, *,
                  flush_interval_s: float = FLUSH_INTERVAL_S,
                  diagnostics: DiagnosticSink | None = None,
                  on_failure: Callable[[QinglongError], None] | None = None) -> None:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from qinglong.domain.schedule import check_budget
-from qinglong.storage.ports import LeaseRescueParams, RescuedAttempt, RunLifecycleStore
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.params import LeaseRescueParams, RescuedAttempt
 
 DEFAULT_GRACE_MS = 5_000
 DEFAULT_LIMIT = 64
@@ -27,7 +28,7 @@ class ReconcileReport:
 
 
 class Reconciler:
-    def __init__(self, store: RunLifecycleStore, *, grace_ms: int = DEFAULT_GRACE_MS,
+    def __init__(self, store: RunStore, *, grace_ms: int = DEFAULT_GRACE_MS,
                  limit: int = DEFAULT_LIMIT,
                  on_rescued: Callable[[RescuedAttempt], None] | None = None,
                  on_promoted: Callable[[list[str]], None] | None = None,

@@ -30,8 +30,8 @@ from qinglong.errors import PermissionDenied, StorageError
 from qinglong.notify.channels import JITTER
 from qinglong.notify.model import ClaimedDelivery, DeliveryStatus
 from qinglong.notify.senders import Sender, SendResult
-from qinglong.storage.notify_ports import (
-    NotifyStore,
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.notify.params import (
     OutboxClaimParams,
     OutboxEnqueueParams,
     OutboxMaintainParams,

@@ -23,10 +23,16 @@ from prometheus_client import Counter, Gauge, ProcessCollector
 
 from qinglong.api.health import HttpServer, create_app
 from qinglong.clock import Clock, SystemClock
-from qinglong.diagnostics import Diagnostic, diagnostic_from
+from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.errors import ConnectionLost, InstanceHeld, NotReady, QinglongError
+from qinglong.errors import (
+    ConnectionLost,
+    InstanceHeld,
+    NotReady,
+    QinglongError,
+    ServerNotWritable,
+)
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult
 from qinglong.metrics import (
@@ -39,30 +45,33 @@ from qinglong.metrics import (
     new_registry,
     queue_sample,
 )
-from qinglong.notify.wiring import NotifyService, cluster_service
+from qinglong.notify.wiring import NotifyService, notify_service
 from qinglong.profiles.availability import Availability, AvailabilityFence
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.run_notifier import Notifier
 from qinglong.profiles.wakeups import ScheduleWakeups
-from qinglong.scheduler.cluster import ClusterCoordinator
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import CommitOutcome, CommitResult, Registration, RescuedAttempt
-from qinglong.storage.postgres.connection import QUERIES, PoolConnector, SessionSettings
-from qinglong.storage.postgres.errors import ServerNotWritable
-from qinglong.storage.postgres.instances import PgInstanceStore
-from qinglong.storage.postgres.logs import PgLogStore
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.instances import InstanceStore, Registration
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, SingleConnector
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.readiness import (
     audit,
+    corrupt_runs,
     refuses_start,
     session_findings,
     wrong_role_refusal,
 )
-from qinglong.storage.postgres.retention import PgRetention
 from qinglong.storage.postgres.roles import RUNTIME
-from qinglong.storage.postgres.runs import PgRunStore, corrupt_runs
-from qinglong.storage.postgres.scheduling import PgScheduleStore
 from qinglong.storage.postgres.topology import choose_primary
+from qinglong.storage.retention import open_retention
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import RescuedAttempt
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 RECONCILE_INTERVAL_S = 2.0
@@ -105,12 +114,23 @@ class Metrics:
         self.queue = QueueMetrics(self.registry, (clock or SystemClock()).monotonic)
 
 
-def read_queue(connector: PoolConnector) -> QueueSample:
+def read_queue(runs: RunStore) -> QueueSample:
     """Queue depth by the database clock (one statement along runs_status_idx)."""
-    with connector.connection() as conn:
-        row = conn.execute(QUERIES["metrics_queue"], {"cap": QUEUE_COUNT_CAP}).fetchone()
-    now = row.get("now_ms") if row is not None else None
-    return queue_sample(row, int(now) if isinstance(now, int) else 0)
+    return queue_sample(*runs.queue_depth(QUEUE_COUNT_CAP))
+
+
+def cluster_notify_service(url: str, clock: Clock, *, owner: str, stop_timeout_s: float,
+                           diagnostics: DiagnosticSink | None) -> NotifyService:
+    """A replica's dispatcher, on a connection of its own (opened on first use, reopened
+    after a failure) so it never takes one from the scheduler's pool."""
+    connector = SingleConnector(url, application_name=f"ql-notify:{owner}"[:63],
+                                settings=SessionSettings(statement_timeout_ms=5_000,
+                                                         lock_timeout_ms=1_000,
+                                                         idle_in_transaction_timeout_ms=10_000,
+                                                         transaction_timeout_ms=20_000))
+    store = NotifyStore(open_postgres(connector, index_scans_only=True))
+    return notify_service(store, clock, owner=owner, stop_timeout_s=stop_timeout_s,
+                          diagnostics=diagnostics, close=connector.close)
 
 
 @dataclass
@@ -118,7 +138,8 @@ class _Activation:
     connector: PoolConnector
     lifecycle: PacedLoop[CycleReport]
     reconciling: PacedLoop[ReconcileReport]
-    coordinator: ClusterCoordinator
+    coordinator: Coordinator
+    runs: RunStore
     notifier: Notifier
     wakeups: ScheduleWakeups
     heartbeat: Heartbeat
@@ -152,7 +173,7 @@ class ClusterControl:
         self._last_report: CycleReport | None = None
         self._activations = 0
         self._http: HttpServer | None = None
-        self._instances: PgInstanceStore | None = None
+        self._instances: InstanceStore | None = None
         self._registration: Registration | None = None  # kept across activations
 
     # -- HTTP -------------------------------------------------------------------------
@@ -218,11 +239,12 @@ class ClusterControl:
                 if corrupt:
                     raise NotReady(corrupt, "runs in an impossible state block activation: "
                                    + ", ".join(corrupt[:4]) + (" and more" if len(corrupt) > 4 else ""))
-            store = PgScheduleStore(connector, actor_id=s.owner_id,
+            db = open_postgres(connector, index_scans_only=True)
+            store = ScheduleStore(db, actor_id=s.owner_id,
                                     commit_deadline_s=s.commit_deadline_ms / 1000,
                                     before_commit=self._seams.before_commit,
                                     on_retry=lambda state: self._metrics.retries.labels(state).inc())
-            coordinator = ClusterCoordinator(
+            coordinator = Coordinator(
                 store, owner=s.owner_id, lease_ms=s.lease_ms, budget=s.budget, batch=s.batch,
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
                 after_claim=self._seams.after_claim,
@@ -234,11 +256,11 @@ class ClusterControl:
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 on_report=self._report, idle_cap_s=wakeups.idle_cap_s,
             )
-            runs = PgRunStore(connector, actor_id=s.owner_id)
+            runs = RunStore(db, actor_id=s.owner_id)
             notifier = Notifier(connector)
-            logs = PgLogStore(connector)
+            logs = LogStore(db)
             retention_ms = s.log_retention_days * 86_400_000
-            history = PgRetention(connector, days=s.retention_days)
+            history = open_retention(db, self._clock, days=s.retention_days)
 
             def prune() -> int:
                 return logs.log_prune(retention_ms, PRUNE_BATCH) + history()
@@ -250,10 +272,10 @@ class ClusterControl:
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
                 name="ql-reconciler",
             )
-            notifying = cluster_service(target, self._clock, owner=s.owner_id,
+            notifying = cluster_notify_service(target, self._clock, owner=s.owner_id,
                                         stop_timeout_s=s.stop_timeout_ms / 1000,
                                         diagnostics=self._diagnostic)
-            instances = PgInstanceStore(connector,
+            instances = InstanceStore(db,
                                         commit_deadline_s=s.commit_deadline_ms / 1000)
             registration = register(
                 instances, s.owner_id, "control", stop=stop or threading.Event(),
@@ -273,6 +295,7 @@ class ClusterControl:
             raise
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
                                        reconciling=reconciling, coordinator=coordinator,
+                                       runs=runs,
                                        notifier=notifier, wakeups=wakeups, heartbeat=heartbeat,
                                        notifying=notifying)
         self._activations += 1
@@ -297,7 +320,7 @@ class ClusterControl:
                     "process: another process took it over"))
         self._trip("owner id taken over by another process")
 
-    def _cycle(self, coordinator: ClusterCoordinator, stop_requested: Callable[[], bool]) -> CycleReport:
+    def _cycle(self, coordinator: Coordinator, stop_requested: Callable[[], bool]) -> CycleReport:
         if not self._fence.ready:
             return CycleReport()  # unavailable: no claims, no admissions
         return self._guarded(lambda: coordinator.run_cycle(stop_requested))
@@ -311,7 +334,7 @@ class ClusterControl:
             # the queue gauge is a hint: a failed reading keeps the last one (the reconciler's
             # own statements report a lost database)
             with contextlib.suppress(QinglongError, psycopg.Error):
-                self._metrics.queue.refresh(lambda: read_queue(activation.connector))
+                self._metrics.queue.refresh(lambda: read_queue(activation.runs))
         return report
 
     def _guarded(self, cycle: Callable[[], R]) -> R:

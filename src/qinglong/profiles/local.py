@@ -25,7 +25,7 @@ from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, check_grace
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_days
-from qinglong.domain.schedule import ScheduleCandidate, check_budget
+from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim, check_budget
 from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import (
@@ -40,9 +40,7 @@ from qinglong.metrics import (
     QUEUE_COUNT_CAP,
     Caps,
     ExecutionMetrics,
-    LeaseTargets,
     QueueMetrics,
-    QueueSample,
     RescueMetrics,
     SchedulerMetrics,
     new_registry,
@@ -50,26 +48,28 @@ from qinglong.metrics import (
     queue_sample,
     withdraw,
 )
-from qinglong.notify.wiring import NotifyService, local_service
-from qinglong.scheduler.local import LocalCoordinator
+from qinglong.notify.wiring import NotifyService, notify_service
+from qinglong.profiles.lease_recording import LeaseRecordingRunStore
+from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.ports import (
-    AttemptLease,
-    CommitOutcome,
-    CommitResult,
-    LeaseAcquireParams,
-    RescuedAttempt,
-)
-from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase, check_single_name
-from qinglong.storage.sqlite.instances import SqliteInstanceStore
+from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.instances import InstanceStore
+from qinglong.storage.kernel import Database
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.retention import open_retention
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.params import RescuedAttempt
+from qinglong.storage.sqlite.connection import SqliteDatabase, check_single_name
+from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import check_schema
-from qinglong.storage.sqlite.retention import SqliteRetention
-from qinglong.storage.sqlite.runs import SqliteRunStore
-from qinglong.storage.sqlite.scheduling import SqliteScheduleStore
 
 INSTANCE_ID = "serve"  # one `ql serve` per database file at a time
 LOCAL_RENEW_EVERY_S = 1.0  # a cancel request is seen within a second
 LOCAL_LEASE_MS = 15_000  # an executor gone this long (plus the grace) is declared lost
+# How long a decision may wait for its commit: one process serves the file, so a claim is
+# only ever taken over by this process's next cycle, after a commit that did not happen.
+LOCAL_CLAIM_LEASE_MS = 30_000
 RECONCILE_INTERVAL_S = 2.0
 HEARTBEAT_INTERVAL_S = 5.0
 FATAL_CODES = frozenset({DatabaseCorrupt.code})
@@ -203,28 +203,6 @@ class LocalMetrics:
         self.queue = QueueMetrics(self.registry, clock.monotonic)
 
 
-class LeaseRecordingSqliteRunStore(SqliteRunStore):
-    """SqliteRunStore that remembers what each leased Run runs (project, task, trigger), so a
-    finished Run is counted under its task and trigger."""
-
-    def __init__(self, db: SqliteDatabase, clock: Clock, *, actor_id: str,
-                 targets: LeaseTargets) -> None:
-        super().__init__(db, clock, actor_id=actor_id)
-        self._targets = targets
-
-    def lease_acquire(self, params: LeaseAcquireParams) -> list[AttemptLease]:
-        leases = super().lease_acquire(params)
-        self._targets.remember(leases)
-        return leases
-
-
-def read_queue(db: SqliteDatabase, clock: Clock) -> QueueSample:
-    """Queue depth (one statement along runs_queued_idx), aged by the node clock."""
-    with db.read("read the queue depth") as conn:
-        row = conn.execute(QUERIES["metrics_queue"], {"cap": QUEUE_COUNT_CAP}).fetchone()
-    return queue_sample(row, clock.now_ms())
-
-
 class LocalApp:
     def __init__(self, config: LocalServeConfig, clock: Clock, observer: LocalObserver) -> None:
         self._config = config.validated()
@@ -232,12 +210,13 @@ class LocalApp:
         self._observer = observer
         self.metrics = LocalMetrics(clock, self._config.metrics_trigger_labels)
         self.metrics.execution.capacity.set(self._config.concurrency)
-        self._db: SqliteDatabase | None = None
+        self._file: SqliteDatabase | None = None
+        self._db: Database | None = None
         self._lock = ServeLock(config.database_path)
         self._lifecycle: PacedLoop[CycleReport] | None = None
         self._executor: Executor | None = None
         self._reconciling: PacedLoop[ReconcileReport] | None = None
-        self._instances: SqliteInstanceStore | None = None
+        self._instances: InstanceStore | None = None
         self._notifying: NotifyService | None = None  # the notification dispatcher
         self._beat_at = 0.0
         self.failed = threading.Event()
@@ -249,9 +228,10 @@ class LocalApp:
         if self._db is not None:
             return
         try:
-            db = SqliteDatabase(self._config.database_path)
-            self._db = db
-            check_schema(db)
+            file = SqliteDatabase(self._config.database_path)
+            self._file = file
+            check_schema(file)
+            self._db = open_sqlite(file, self._clock)
             self._lock.acquire()
             check_log_dir(self._config.effective_log_dir)
         except BaseException:
@@ -264,13 +244,12 @@ class LocalApp:
         db = self._db
         assert db is not None
         try:
-            self._instances = SqliteInstanceStore(db, self._clock)
+            self._instances = InstanceStore(db)
             # the lock proves no other `ql serve` runs: a registration it left is taken over
             self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(),
                                            os.getpid(), locked=True)
-            run_store = LeaseRecordingSqliteRunStore(
-                db, self._clock, actor_id=config.profile.name,
-                targets=self.metrics.execution.targets)
+            run_store = LeaseRecordingRunStore(db, actor_id=config.profile.name,
+                                               targets=self.metrics.execution.targets)
             executor = Executor(
                 run_store,
                 self._clock,
@@ -287,9 +266,10 @@ class LocalApp:
             reconciled = executor.recover()
             for attempt in reconciled:
                 self._observer.reconciled(attempt)
-            coordinator = LocalCoordinator(
-                SqliteScheduleStore(db, self._clock, actor_id=config.profile.name),
-                self._clock,
+            coordinator = Coordinator(
+                ScheduleStore(db, actor_id=config.profile.name),
+                owner=f"{config.profile.name}:{os.getpid()}",
+                lease_ms=LOCAL_CLAIM_LEASE_MS,
                 budget=config.effective_budget,
                 grace_ms=config.grace_ms,
                 on_committed=self._committed,
@@ -304,7 +284,7 @@ class LocalApp:
             )
             log_dir = config.effective_log_dir
             retention_ms = config.log_retention_days * 86_400_000
-            history = SqliteRetention(db, self._clock, days=config.retention_days)
+            history = open_retention(db, self._clock, days=config.retention_days)
 
             def prune() -> int:
                 return prune_log_dir(log_dir, self._clock.now_ms() - retention_ms) + history()
@@ -313,15 +293,17 @@ class LocalApp:
                                         executor, attempt),
                                     on_promoted=lambda _runs: executor.poke(), prune=prune)
             reconciling: PacedLoop[ReconcileReport] = PacedLoop(
-                lambda: self._reconcile(reconciler, db), interval_s=RECONCILE_INTERVAL_S,
+                lambda: self._reconcile(reconciler, run_store), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=config.stop_timeout_s, diagnostics=self._diagnostic,
                 name="ql-reconciler")
             self._executor = executor
             self._lifecycle = lifecycle
             self._reconciling = reconciling
-            self._notifying = local_service(db, self._clock, owner=INSTANCE_ID,
-                                            stop_timeout_s=config.stop_timeout_s,
-                                            diagnostics=self._diagnostic)
+            notify = NotifyStore(db)
+            notify.outbox_release()  # under the lock: a previous server's sends are due again
+            self._notifying = notify_service(notify, self._clock, owner=INSTANCE_ID,
+                                             stop_timeout_s=config.stop_timeout_s,
+                                             diagnostics=self._diagnostic)
             executor.start()
             reconciling.start()
             self._notifying.start()
@@ -337,11 +319,11 @@ class LocalApp:
         self.metrics.rescue.observe(attempt)
         self._observer.reconciled(attempt)
 
-    def _reconcile(self, reconciler: Reconciler, db: SqliteDatabase) -> ReconcileReport:
+    def _reconcile(self, reconciler: Reconciler, runs: RunStore) -> ReconcileReport:
         report = reconciler.run_cycle()
         # the queue gauge is a hint: a failed reading keeps the last one
         with contextlib.suppress(QinglongError):
-            self.metrics.queue.refresh(lambda: read_queue(db, self._clock))
+            self.metrics.queue.refresh(lambda: queue_sample(*runs.queue_depth(QUEUE_COUNT_CAP)))
         return report
 
     def _finished(self, finished: RunFinished) -> None:
@@ -367,7 +349,8 @@ class LocalApp:
             except QinglongError as exc:
                 self._diagnostic(Diagnostic(source="serve", code=exc.code, message=exc.message))
 
-    def _committed(self, candidate: ScheduleCandidate, decision: Decision, result: CommitResult) -> None:
+    def _committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
+        candidate = claim.candidate
         self.metrics.scheduler.committed(candidate.project_id, candidate.trigger_id, decision,
                                          result)
         if result.outcome is CommitOutcome.ADMITTED and self._executor is not None:
@@ -393,7 +376,10 @@ class LocalApp:
                                                      message=exc.message))
         self._instances = None
         if self._db is not None:
-            self._db.close()
+            self._db.close()  # closes the file
             self._db = None
+        elif self._file is not None:
+            self._file.close()
+        self._file = None
         self._lock.release()
         return result

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 
 from qinglong.errors import InstanceHeld, QinglongError
-from qinglong.storage.ports import InstanceStore, Registration
+from qinglong.storage.instances import InstanceStore, Registration
 
 HEARTBEAT_INTERVAL_S = 5.0  # well inside INSTANCE_STALE_MS (30 s)
 WATCH_INTERVAL_S = 1.0  # how often a start looks at the registration it waits for

@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings
 from qinglong.api.health import parse_listen
 from qinglong.domain.identifiers import OWNER_ID
 from qinglong.errors import InvalidConfig
-from qinglong.profiles.backends import url_kind
+from qinglong.storage.open import capabilities_of
 
 S = TypeVar("S", bound=BaseSettings)
 
@@ -54,7 +54,7 @@ def process_name(value: str) -> str:
 
 def postgres_url(command: str, hint: str) -> Callable[[str], str]:
     def check(value: str) -> str:
-        if url_kind(value) != "postgresql":
+        if not capabilities_of(value).shared:
             raise ValueError(f"{command} needs a postgresql:// URL{hint}")
         return value
 

@@ -32,13 +32,13 @@ from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.errors import AlreadyRunning, NotReady, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.ids import new_uuid
-from qinglong.metrics import Caps, ExecutionMetrics, LeaseTargets, new_registry
+from qinglong.metrics import Caps, ExecutionMetrics, new_registry
+from qinglong.profiles.lease_recording import LeaseRecordingRunStore
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.worker_config import WorkerSettings
-from qinglong.storage.ports import AttemptLease, LeaseAcquireParams, Registration
+from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, conninfo
-from qinglong.storage.postgres.instances import PgInstanceStore
-from qinglong.storage.postgres.logs import PgLogStore
+from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.readiness import (
     audit,
     refuses_start,
@@ -46,8 +46,8 @@ from qinglong.storage.postgres.readiness import (
     wrong_role_refusal,
 )
 from qinglong.storage.postgres.roles import WORKER
-from qinglong.storage.postgres.runs import PgRunStore
 from qinglong.storage.postgres.topology import choose_primary
+from qinglong.storage.runs.logs import LogStore
 
 
 class WorkerObserver(Protocol):
@@ -76,20 +76,6 @@ class WorkerMetrics:
                               registry=self.registry)
         self.duration = Counter("ql_worker_run_seconds_total", "Time spent running commands",
                                 registry=self.registry)
-
-
-class LeaseRecordingRunStore(PgRunStore):
-    """PgRunStore that remembers what each leased Run runs (project, task, trigger), so a
-    finished Run is counted under its task and trigger."""
-
-    def __init__(self, connector: PoolConnector, *, actor_id: str, targets: LeaseTargets) -> None:
-        super().__init__(connector, actor_id=actor_id)
-        self._targets = targets
-
-    def lease_acquire(self, params: LeaseAcquireParams) -> list[AttemptLease]:
-        leases = super().lease_acquire(params)
-        self._targets.remember(leases)
-        return leases
 
 
 class Listener:
@@ -145,7 +131,7 @@ class WorkerApp:
         self._connector: PoolConnector | None = None
         self._executor: Executor | None = None
         self._listener: Listener | None = None
-        self._instances: PgInstanceStore | None = None
+        self._instances: InstanceStore | None = None
         self._registration: Registration | None = None
         self._heartbeat: Heartbeat | None = None
         self._stop: threading.Event | None = None
@@ -222,7 +208,8 @@ class WorkerApp:
                 findings = audit(conn, expected=WORKER) + session_findings(conn, s.lease_ms)
                 if findings:
                     raise wrong_role_refusal(findings, "ql worker") or NotReady(findings)
-            instances = PgInstanceStore(connector)
+            db = open_postgres(connector, index_scans_only=True)
+            instances = InstanceStore(db)
             registration = register(
                 instances, s.worker_id, "worker", stop=stop,
                 waiting=lambda held: self._set_state("unavailable", waiting_reason(held)))
@@ -239,13 +226,13 @@ class WorkerApp:
             self._spool = tempfile.TemporaryDirectory(prefix="ql-worker-")
         spool = Path(s.log_dir or (self._spool.name if self._spool else "."))
         executor = Executor(
-            LeaseRecordingRunStore(connector, actor_id=self.session,
+            LeaseRecordingRunStore(db, actor_id=self.session,
                                    targets=self.metrics.execution.targets),
             self._clock, owner=self.session,
             log_dir=spool, concurrency=s.slots, lease_ms=s.lease_ms,
             log_max_bytes=s.log_max_bytes, poll_interval_s=s.poll_ms / 1000,
             diagnostics=self._diagnostic, on_finished=self._finished, requeue_on_drain=True,
-            log_store=PgLogStore(connector),
+            log_store=LogStore(db),
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)

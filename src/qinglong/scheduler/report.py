@@ -1,4 +1,4 @@
-"""What one scheduler cycle did, and the per-cycle tally both coordinators share."""
+"""What one scheduler cycle did, its per-cycle tally and the running totals."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Disposition
 from qinglong.errors import RecordCorrupt
-from qinglong.storage.ports import CommitOutcome, CommitResult, CorruptScheduleRow
+from qinglong.storage.admission.params import CommitOutcome, CommitResult, CorruptScheduleRow
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,8 +29,8 @@ from qinglong.service.logins import USERNAME, LoginLimits, PasswordChecks, diges
 from qinglong.service.passwords import check_password
 from qinglong.service.times import rfc3339
 from qinglong.service.views import View
-from qinglong.storage.ports import (
-    AccountStore,
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
     AuditWriteParams,

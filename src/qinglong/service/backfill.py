@@ -25,7 +25,8 @@ from qinglong.domain.backfill import (
 from qinglong.errors import QinglongError
 from qinglong.service.times import rfc3339
 from qinglong.service.views import View
-from qinglong.storage.ports import BackfillAdmitParams, BackfillStore
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import BackfillAdmitParams
 
 DEFAULT_PROGRESS_EVERY_S = 3.0
 
@@ -72,7 +73,7 @@ class BackfillProgress:
 
 
 class Backfills:
-    def __init__(self, store: BackfillStore, clock: Clock, *,
+    def __init__(self, store: RequestAdmissions, clock: Clock, *,
                  wait: Callable[[float, threading.Event], bool] = _wait_for_stop) -> None:
         self._store = store
         self._clock = clock

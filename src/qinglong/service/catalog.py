@@ -11,8 +11,8 @@ from qinglong.domain.task import ArgvCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service import views
 from qinglong.service.views import View
-from qinglong.storage.ports import (
-    DefinitionStore,
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     ProjectPauseParams,
     TaskPublishParams,
@@ -63,6 +63,13 @@ class Catalog:
 
     def project_unarchive(self, project_id: str) -> View:
         return views.project_view(self._store.project_unarchive(project_id))
+
+    def global_limit_get(self) -> int | None:
+        """The cluster-wide limit of Runs in progress (None: no limit)."""
+        return self._store.global_limit_get()
+
+    def global_limit_set(self, max_running: int | None) -> None:
+        self._store.global_limit_set(max_running)
 
     # -- tasks --------------------------------------------------------------------------
 

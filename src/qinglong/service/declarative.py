@@ -61,8 +61,8 @@ from qinglong.service.definition_plan import (
     action_of,
     spec_key,
 )
-from qinglong.storage.ports import (
-    DefinitionStore,
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
     TriggerPublishParams,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from qinglong.domain.model import ProjectStatus
 from qinglong.service.definition_env import STORED_NOTE, exported_env
 from qinglong.service.definition_model import DesiredProject, DesiredTask, DesiredTrigger
-from qinglong.storage.ports import DefinitionStore
+from qinglong.storage.definitions import DefinitionStore
 
 
 def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None = None

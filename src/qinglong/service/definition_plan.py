@@ -10,7 +10,11 @@ from enum import StrEnum
 from qinglong.errors import QinglongError
 from qinglong.service.definition_fields import FieldChange
 from qinglong.service.definition_model import Where
-from qinglong.storage.ports import ProjectCreateParams, TaskPublishParams, TriggerPublishParams
+from qinglong.storage.definitions.params import (
+    ProjectCreateParams,
+    TaskPublishParams,
+    TriggerPublishParams,
+)
 
 # --- plans ---------------------------------------------------------------------------
 

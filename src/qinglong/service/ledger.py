@@ -25,7 +25,7 @@ Each occurrence gets the first fate that applies:
   the scheduler had decided it;
 * ``missing``: none of these: a gap ``ql audit`` reports.
 
-Everything here is pure: the facts come from ``RunReadStore.trigger_ledger_facts``.
+Everything here is pure: the facts come from ``RunStore.trigger_ledger_facts``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from qinglong.domain.trigger import MisfirePolicy, TriggerSpec, stored_schedule
 from qinglong.errors import InvalidInput
 from qinglong.service.times import in_zone, rfc3339
 from qinglong.service.views import View
-from qinglong.storage.ports import RunReadStore
+from qinglong.storage.runs import RunStore
 
 MAX_OCCURRENCES = 100_000  # a window holding more nominal occurrences is refused
 MAX_LIMIT = 10_000
@@ -295,7 +295,7 @@ def ledger_view(ledger: Ledger, limit: int = DEFAULT_LIMIT) -> View:
 class TriggerLedger:
     """The ledger as the surfaces ask for it (the CLI; the HTTP API can reuse it)."""
 
-    def __init__(self, runs: RunReadStore) -> None:
+    def __init__(self, runs: RunStore) -> None:
         self._runs = runs
 
     def ledger(self, project_id: str, trigger_id: str, *, now_ms: int,

@@ -27,7 +27,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from qinglong.errors import RateLimited, Unauthenticated
 from qinglong.service.hash_gate import HashGate
-from qinglong.storage.ports import AccountStore, DeviceCreateParams, User
+from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import DeviceCreateParams, User
 
 USERNAME = re.compile(r"^[a-z0-9][a-z0-9._@-]{0,63}$")
 DEVICE_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")

@@ -9,11 +9,13 @@ from qinglong.domain.manual import ManualRequest
 from qinglong.ids import new_uuid
 from qinglong.service import views
 from qinglong.service.views import View
-from qinglong.storage.ports import ManualRunParams, ManualRunStore, RunReadStore
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import ManualRunParams
+from qinglong.storage.runs import RunStore
 
 
 class ManualRuns:
-    def __init__(self, store: ManualRunStore, runs: RunReadStore, *,
+    def __init__(self, store: RequestAdmissions, runs: RunStore, *,
                  new_request_id: Callable[[], str] = new_uuid) -> None:
         self._store = store
         self._runs = runs

@@ -16,7 +16,8 @@ from dataclasses import replace
 from qinglong.errors import InvalidInput
 from qinglong.service import views
 from qinglong.service.views import View
-from qinglong.storage.ports import RunListParams, RunPageParams, RunPageStore
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.params import RunListParams, RunPageParams
 
 MAX_PAGE = 1000
 _CURSOR_VERSION = 1
@@ -45,7 +46,7 @@ def decode_cursor(cursor: str, oldest_first: bool) -> tuple[int, str]:
 
 
 class RunPages:
-    def __init__(self, store: RunPageStore) -> None:
+    def __init__(self, store: RunStore) -> None:
         self._store = store
 
     def page(self, filters: RunListParams, cursor: str | None = None) -> View:

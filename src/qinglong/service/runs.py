@@ -15,12 +15,9 @@ from qinglong.execution.logs import tail
 from qinglong.execution.logship import assemble
 from qinglong.service import views
 from qinglong.service.views import View
-from qinglong.storage.ports import (
-    RunLifecycleStore,
-    RunListParams,
-    RunLogStore,
-    RunReadStore,
-)
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import RunListParams
 
 FOLLOW_POLL_S = 0.5
 
@@ -63,11 +60,13 @@ def lost_marker(lost: tuple[int, str]) -> str:
 
 
 class RunViews:
-    def __init__(self, runs: RunReadStore, *, lifecycle: RunLifecycleStore,
-                 logs: RunLogStore | None = None) -> None:
+    def __init__(self, runs: RunStore, *, logs: LogStore | None = None) -> None:
         self._runs = runs
-        self._lifecycle = lifecycle
         self._logs = logs
+
+    def acting_as(self, actor: str) -> RunViews:
+        """The same views, whose cancels are recorded as ``actor``."""
+        return RunViews(self._runs.acting_as(actor), logs=self._logs)
 
     def run_list(self, params: RunListParams) -> list[View]:
         return [views.run_view(run) for run in self._runs.run_list(params)]
@@ -88,7 +87,7 @@ class RunViews:
         return views.run_detail_view(detail, lines, location)
 
     def run_cancel(self, run_id: str, reason: str = "user") -> View:
-        status = self._lifecycle.run_cancel(run_id, reason)
+        status = self._runs.run_cancel(run_id, reason)
         detail = self._runs.run_get(run_id)
         return {**views.run_view(detail.run),
                 "cancel": "done" if status is RunStatus.CANCELLED else "requested"}

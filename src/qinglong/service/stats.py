@@ -21,7 +21,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from qinglong.domain.timezones import canonical_timezone, zone_info
 from qinglong.errors import InvalidInput
 from qinglong.service.views import View
-from qinglong.storage.ports import RunBucketParams, RunPageStore
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.params import RunBucketParams
 
 DAY_MS = 86_400_000
 SLICE_MS = 900_000
@@ -41,7 +42,7 @@ def _day_start_ms(day: date, zone: str) -> int:
 
 
 class TaskStats:
-    def __init__(self, store: RunPageStore) -> None:
+    def __init__(self, store: RunStore) -> None:
         self._store = store
 
     def per_day(self, project_id: str, *, now_ms: int, task_id: str | None = None,

@@ -23,7 +23,6 @@ from qinglong.domain.task import (
 )
 from qinglong.domain.trigger import TriggerRevision, trigger_revision_from_row
 from qinglong.errors import InvalidInput, RecordCorrupt
-from qinglong.storage.ports import CorruptScheduleRow, Instance
 
 
 def _json(value: Any, what: str) -> dict[str, object]:
@@ -117,16 +116,6 @@ def pause_from_row(row: Mapping[str, Any], prefix: str = "") -> Pause | None:
         return Pause(from_ms=int(begun), until_ms=None if until is None else int(until))
     except InvalidInput as exc:
         raise RecordCorrupt(f"schedule row pause: {exc.message}") from exc
-
-
-def candidate_or_corrupt(row: Mapping[str, Any]) -> ScheduleCandidate | CorruptScheduleRow:
-    """Like candidate_from_row, but a row that fails verification comes back as a value."""
-    try:
-        return candidate_from_row(row)
-    except RecordCorrupt as exc:
-        return CorruptScheduleRow(
-            project_id=row["project_id"], trigger_id=row["trigger_id"], problem=exc.message
-        )
 
 
 def schedule_state(row: Mapping[str, Any], prefix: str = "") -> ScheduleState | None:
@@ -224,12 +213,3 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
 
 def payload_text(payload: Mapping[str, object]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
-
-
-def instance_from_row(row: Mapping[str, Any]) -> Instance:
-    stopped = row["stopped_at_ms"]
-    return Instance(
-        instance_id=row["instance_id"], role=row["role"], host=row["host"], pid=int(row["pid"]),
-        started_at_ms=int(row["started_at_ms"]), seen_at_ms=int(row["seen_at_ms"]),
-        stopped_at_ms=None if stopped is None else int(stopped),
-    )

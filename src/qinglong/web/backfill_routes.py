@@ -7,7 +7,7 @@ from __future__ import annotations
 from qinglong.domain.backfill import MAX_OCCURRENCES, BackfillRequest
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.service.accounts import Level
-from qinglong.service.backfill import Backfills, plan_view, summary_view
+from qinglong.service.backfill import plan_view, summary_view
 from qinglong.web import schemas as s
 from qinglong.web.problems import problem_body
 from qinglong.web.routing import Call, Endpoint, Reply, read_instant
@@ -22,7 +22,7 @@ def backfill(call: Call) -> Reply:
         trigger_id=entity_id(call.path["trigger"], "trigger"),
         from_ms=read_instant(body.from_, "from"), to_ms=read_instant(body.to, "to"),
         actor=call.who.username)
-    backfills = Backfills(call.backend.backfill, call.clock)
+    backfills = call.backend.backfills
     plan = backfills.plan(request)  # refuses (writing nothing) a window that is not the past
     if body.dry_run:
         return Reply({**plan_view(plan), "dry_run": True})

@@ -11,12 +11,12 @@ from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.task import ArgvCommand, EnvEntry, ShellCommand
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
-from qinglong.profiles.working_directory import check_directory_here
 from qinglong.service.accounts import Level
 from qinglong.service.catalog import TaskPublishRequest as PublishTask
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
 from qinglong.service.views import View
-from qinglong.storage.ports import (
+from qinglong.service.working_directory import check_directory_here
+from qinglong.storage.definitions.params import (
     ProjectPauseParams,
     TriggerPauseParams,
     TriggerPublishParams,
@@ -185,7 +185,7 @@ def publish_task(call: Call) -> Reply:
     body: s.TaskPublishRequest = call.body
     project, task = _task(call)
     keep_shell = isinstance(body.command, s.ShellCommandRequest) and body.command.shell is None
-    check_directory_here(body.working_directory, call.backend.kind)  # as `ql task publish`
+    check_directory_here(body.working_directory, call.backend.commands_run_here)  # as the CLI
     view = call.backend.catalog.task_publish(PublishTask(
         project_id=project, task_id=task, patch=task_patch(body), name=body.name,
         enabled=body.enabled, repin_triggers=body.repin_triggers, keep_shell=keep_shell))

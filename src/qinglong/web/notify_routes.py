@@ -37,7 +37,7 @@ from qinglong.notify.model import DeliveryStatus
 from qinglong.notify.templates import parse_body_template
 from qinglong.notify.views import channel_view, delivery_view, rule_view
 from qinglong.service.accounts import Level
-from qinglong.storage.notify_ports import (
+from qinglong.storage.notify.params import (
     MAX_LIST,
     ChannelPutParams,
     DeliveryListParams,

@@ -14,7 +14,7 @@ from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
 from qinglong.service.runs import LogPiece
 from qinglong.service.views import View
-from qinglong.storage.ports import RunListParams
+from qinglong.storage.runs.params import RunListParams
 from qinglong.web import schemas as s
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 from qinglong.web.sse import log_events

@@ -72,7 +72,7 @@ class RunningApi:
             self._beat.join(5.0)
         if self.instance_id is not None:
             try:
-                self.backend.instances.instance_stop(self.instance_id)
+                self.backend.processes.stopped(self.instance_id)
             except QinglongError:
                 pass  # the database is away: it will see the heartbeat stop
         if self.close_backend:
@@ -94,8 +94,7 @@ def serve_api(backend: WebBackend, clock: Clock, listen: str, *, close_backend: 
                          close_backend=close_backend)
     if instance_id is not None:
         try:
-            backend.instances.instance_start(instance_id, "web", socket.gethostname(),
-                                             os.getpid())
+            backend.processes.register(instance_id, "web", socket.gethostname(), os.getpid())
         except BaseException:
             running.stop()
             raise
@@ -104,7 +103,7 @@ def serve_api(backend: WebBackend, clock: Clock, listen: str, *, close_backend: 
         def beat() -> None:
             while not stopping.wait(HEARTBEAT_S):
                 try:
-                    backend.instances.instance_beat(instance_id)
+                    backend.processes.beat(instance_id)
                 except QinglongError as exc:
                     if diagnostics is not None:
                         diagnostics(Diagnostic(source="web", code=exc.code, message=exc.message))

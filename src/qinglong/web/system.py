@@ -15,8 +15,8 @@ from qinglong import __version__
 from qinglong import metrics as ql_metrics
 from qinglong.errors import QinglongError, StorageError
 from qinglong.service.accounts import Level
+from qinglong.service.processes import INSTANCE_STALE_MS, Instance
 from qinglong.service.times import rfc3339
-from qinglong.storage.ports import INSTANCE_STALE_MS, Instance
 from qinglong.web import schemas as s
 from qinglong.web.problems import problem_response, status_for
 from qinglong.web.routing import Call, Endpoint, Reply
@@ -50,9 +50,9 @@ def instance_view(item: Instance, now_ms: int) -> dict[str, object]:
 def health(call: Call) -> Reply:
     now_ms = call.clock.now_ms()
     call.backend.ping()
-    return Reply({"status": "ok", "profile": call.backend.kind, "version": __version__,
+    return Reply({"status": "ok", "profile": call.backend.profile, "version": __version__,
                   "time": rfc3339(now_ms),
-                  "instances": [instance_view(i, now_ms) for i in call.backend.instances.instance_list()]})
+                  "instances": [instance_view(i, now_ms) for i in call.backend.processes.listed()]})
 
 
 INSTANCE_ROLES = ("control", "worker", "web", "serve")
@@ -83,7 +83,7 @@ def instances_registry(call: Call) -> CollectorRegistry:
     for role in INSTANCE_ROLES:
         alive.labels(role).set(0)
     now_ms = call.clock.now_ms()
-    for item in call.backend.instances.instance_list():
+    for item in call.backend.processes.listed():
         if item.stopped_at_ms is None and now_ms - item.seen_at_ms <= ALIVE_WITHIN_MS:
             alive.labels(item.role).inc()
     return registry

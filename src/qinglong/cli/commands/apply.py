@@ -12,12 +12,11 @@ from typing import NoReturn
 
 import click
 
-from qinglong.cli.context import CLOCK, backend
+from qinglong.cli.context import CLOCK, services
 from qinglong.cli.output import emit_json, say, warn
 from qinglong.cli.params import DURATION, database_url_option, json_option
 from qinglong.errors import InvalidInput
 from qinglong.service.crontab import crontab_definitions
-from qinglong.service.declarative import Declarative
 from qinglong.service.definition_model import DefinitionErrors, Definitions
 from qinglong.service.definition_plan import Action, ApplyStopped, Change, Plan
 from qinglong.service.env_changes import LABELS
@@ -118,11 +117,11 @@ def _apply(definitions: Definitions, *, database_url: str, dry_run: bool, prune:
     if notes is not None and not as_json:
         for note in notes:
             warn(f"note: {note}")
-    with backend(database_url) as opened:
-        service = Declarative(opened.definitions)
+    with services(database_url) as opened:
+        service = opened.declarative
         try:
             plan = service.plan(definitions, prune=prune, environ=os.environ,
-                                cwd_must_exist=opened.kind == "sqlite", now_ms=CLOCK.now_ms())
+                                cwd_must_exist=opened.commands_run_here, now_ms=CLOCK.now_ms())
         except DefinitionErrors as exc:
             _fail_issues(exc, as_json)
         if not dry_run:
@@ -214,8 +213,8 @@ def export(projects: tuple[str, ...], output: str | None, database_url: str) -> 
     """
     from qinglong.service.definition_yaml_write import dump_projects
 
-    with backend(database_url) as opened:
-        exported, notes = Declarative(opened.definitions).export(list(projects) or None)
+    with services(database_url) as opened:
+        exported, notes = opened.declarative.export(list(projects) or None)
     text = dump_projects(exported)
     for note in notes:
         warn(f"note: {note}")

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import click
 
 from qinglong.cli.commands.trigger import trigger, trigger_option
-from qinglong.cli.context import CLOCK, backend
+from qinglong.cli.context import CLOCK, services
 from qinglong.cli.output import emit_json, say, warn, when
 from qinglong.cli.params import (
     Instant,
@@ -32,7 +32,6 @@ from qinglong.domain.manual import actor_name
 from qinglong.service.backfill import (
     BackfillPlan,
     BackfillProgress,
-    Backfills,
     plan_view,
     summary_view,
 )
@@ -119,8 +118,8 @@ def backfill(project: str, trigger_id: str, from_ms: int, to_ms: int, rate: floa
     """
     request = BackfillRequest(project_id=project, trigger_id=trigger_id, from_ms=from_ms,
                               to_ms=to_ms, actor=actor_name(actor, "--actor"))
-    with backend(database_url) as opened:
-        backfills = Backfills(opened.backfill, CLOCK)
+    with services(database_url) as opened:
+        backfills = opened.backfills
         plan = backfills.plan(request)
         if dry_run:
             if as_json:

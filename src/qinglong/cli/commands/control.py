@@ -18,7 +18,8 @@ from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import RescuedAttempt
 
 if TYPE_CHECKING:
     from qinglong.profiles.cluster import ControlSeams

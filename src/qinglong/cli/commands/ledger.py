@@ -8,10 +8,10 @@ from __future__ import annotations
 import click
 
 from qinglong.cli.commands.trigger import trigger, trigger_option
-from qinglong.cli.context import CLOCK, backend
+from qinglong.cli.context import CLOCK, services
 from qinglong.cli.output import emit_json, emit_table, say
 from qinglong.cli.params import Instant, database_url_option, json_option, project_option
-from qinglong.service.ledger import DEFAULT_LIMIT, MAX_LIMIT, TriggerLedger
+from qinglong.service.ledger import DEFAULT_LIMIT, MAX_LIMIT
 
 
 def _time_text(local: str, at: str) -> str:
@@ -61,8 +61,8 @@ def ledger(project: str, trigger_id: str, from_ms: int | None, to_ms: int | None
     100,000 occurrences is refused (exit 2): choose a narrower one.
     """
     now_ms = CLOCK.now_ms()
-    with backend(database_url) as opened:
-        view = TriggerLedger(opened.runs).ledger(project, trigger_id, now_ms=now_ms,
+    with services(database_url) as opened:
+        view = opened.ledger.ledger(project, trigger_id, now_ms=now_ms,
                                                  from_ms=from_ms, to_ms=to_ms, limit=limit)
     if as_json:
         emit_json(view)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from qinglong.cli.context import backend
+from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, say
 from qinglong.cli.params import database_url_option, json_option
 from qinglong.domain.task import MAX_CONCURRENCY
@@ -23,8 +23,8 @@ def limits() -> None:
 @json_option
 def show(database_url: str, as_json: bool) -> None:
     """Show the global limit."""
-    with backend(database_url) as opened:
-        value = opened.definitions.global_limit_get()
+    with services(database_url) as opened:
+        value = opened.catalog.global_limit_get()
     if as_json:
         emit_json({"global": value})
         return
@@ -43,9 +43,9 @@ def set_limits(global_limit: int | None, no_global: bool, database_url: str,
     are not stopped; new ones wait in the queue while the limit is reached."""
     if (global_limit is None) == (not no_global):
         raise click.UsageError("give exactly one of --global N and --no-global")
-    with backend(database_url) as opened:
-        opened.definitions.global_limit_set(None if no_global else global_limit)
-        value = opened.definitions.global_limit_get()
+    with services(database_url) as opened:
+        opened.catalog.global_limit_set(None if no_global else global_limit)
+        value = opened.catalog.global_limit_get()
     if as_json:
         emit_json({"global": value})
         return

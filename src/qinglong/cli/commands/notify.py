@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from qinglong.cli.context import CLOCK
+from qinglong.cli.context import CLOCK, services
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import DURATION, database_url_option, json_option
 from qinglong.errors import DeliveryFailed, InvalidInput, QinglongError
@@ -43,10 +43,10 @@ from qinglong.notify.events import DEFAULT_EVENTS, known_events, parse_events
 from qinglong.notify.model import Channel, DeliveryStatus
 from qinglong.notify.templates import parse_body_template
 from qinglong.notify.views import channel_view, delivery_view, rule_view
-from qinglong.storage.notify_ports import (
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.notify.params import (
     ChannelPutParams,
     DeliveryListParams,
-    NotifyStore,
     RuleAddParams,
     RuleRemoveParams,
 )
@@ -54,13 +54,8 @@ from qinglong.storage.notify_ports import (
 
 @contextlib.contextmanager
 def _store(database_url: str) -> Iterator[NotifyStore]:
-    from qinglong.notify.wiring import open_store  # the dispatcher's modules load on use
-
-    store, close = open_store(database_url, CLOCK)
-    try:
-        yield store
-    finally:
-        close()
+    with services(database_url) as opened:
+        yield opened.stores.notify
 
 
 @contextlib.contextmanager

@@ -26,9 +26,10 @@ from qinglong.execution.logs import (
     DEFAULT_LOG_RETENTION_DAYS,
     MAX_LOG_RETENTION_DAYS,
 )
-from qinglong.profiles.backends import url_kind
 from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
-from qinglong.storage.ports import CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.profiles.open import capabilities_of
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.runs.params import RescuedAttempt
 
 if TYPE_CHECKING:
     from qinglong.web.server import RunningApi
@@ -173,7 +174,7 @@ def serve(
     --drain-timeout, cancels what is left, and exits 0. After a crash, the next
     start marks Runs that were executing as lost, each with an event.
     """
-    if url_kind(database_url) != "sqlite":
+    if capabilities_of(database_url).shared:
         raise InvalidInput("database-url", "ql serve runs on SQLite; use `ql control` for PostgreSQL")
     from qinglong.storage.sqlite.connection import sqlite_path_from_url
 

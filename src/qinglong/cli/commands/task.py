@@ -30,9 +30,9 @@ from qinglong.domain.task import (
     environment_from_pairs,
 )
 from qinglong.errors import InvalidInput
-from qinglong.profiles.backends import url_kind
-from qinglong.profiles.working_directory import check_directory_here
+from qinglong.profiles.open import commands_run_here
 from qinglong.service.catalog import TaskPublishRequest
+from qinglong.service.working_directory import check_directory_here
 
 
 @click.group()
@@ -139,7 +139,7 @@ def _secret_entries(pairs: tuple[str, ...]) -> tuple[EnvEntry, ...]:
 
 def _check_cwd_here(cwd: str | None, database_url: str) -> None:
     """On SQLite the commands run on this host, so a working directory must exist here."""
-    check_directory_here(cwd, url_kind(database_url))
+    check_directory_here(cwd, commands_run_here(database_url))
 
 
 @task.command(cls=_PublishCommand, context_settings={"allow_interspersed_args": False})
@@ -251,7 +251,7 @@ def publish(
     repinned = result["repinned_triggers"]
     if isinstance(repinned, list) and repinned:
         say("re-pinned triggers: " + ", ".join(repinned))
-    if cwd is not None and url_kind(database_url) != "sqlite":
+    if cwd is not None and not commands_run_here(database_url):
         warn(f"note: {cwd!r} must exist on every worker host that runs this task")
 
 

@@ -43,7 +43,11 @@ from qinglong.domain.trigger import (
     text_kind,
 )
 from qinglong.errors import InvalidInput
-from qinglong.storage.ports import TriggerPauseParams, TriggerPublishParams, TriggerResumeParams
+from qinglong.storage.definitions.params import (
+    TriggerPauseParams,
+    TriggerPublishParams,
+    TriggerResumeParams,
+)
 
 MAX_PREVIEW = 1000
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from qinglong.cli.context import CLOCK
+from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, emit_table, say
 from qinglong.cli.params import database_url_option, default_actor, json_option
 from qinglong.errors import InvalidInput
@@ -27,13 +27,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @contextmanager
 def accounts(database_url: str) -> Iterator[Accounts]:
-    from qinglong.web.backend import open_accounts
-
-    opened, close = open_accounts(database_url, CLOCK)
-    try:
-        yield opened
-    finally:
-        close()
+    with services(database_url) as opened:
+        yield opened.accounts
 
 
 def cli_principal() -> Principal:

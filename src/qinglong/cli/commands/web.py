@@ -14,7 +14,7 @@ from qinglong.cli.context import CLOCK
 from qinglong.cli.params import DURATION, check_cli_url
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
-from qinglong.profiles.backends import DEFAULT_DATABASE_URL
+from qinglong.profiles.open import DEFAULT_DATABASE_URL
 from qinglong.security import redact_url
 
 DEFAULT_LISTEN = "127.0.0.1:8080"

@@ -23,7 +23,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from qinglong.clock import pause
-from qinglong.errors import ConnectionLost, InvalidInput, StorageError
+from qinglong.errors import ConnectionLost, InvalidInput
+from qinglong.storage.kernel import CommitNotAcknowledged, CommitReceipt, CommitRejected
 from qinglong.storage.postgres.errors import connection_gone, translate
 from qinglong.storage.sqlfile import load_queries
 
@@ -288,28 +289,6 @@ class PoolConnector:
 
 
 # --- transactions --------------------------------------------------------------------
-
-
-class CommitNotAcknowledged(StorageError):
-    """COMMIT was sent and no success reply arrived: the outcome is unknown."""
-
-    code = "QL_OUTCOME_UNKNOWN"
-
-
-class CommitRejected(StorageError):
-    """The server answered COMMIT with an error: the transaction rolled back."""
-
-    code = "QL_COMMIT_REJECTED"
-
-    def __init__(self, message: str, sqlstate: str | None) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
-
-
-@dataclass(frozen=True, slots=True)
-class CommitReceipt:
-    durable: bool  # False when the server warned that the commit may not be replicated
-    warnings: tuple[str, ...]
 
 
 def _sever(conn: PgConnection) -> None:

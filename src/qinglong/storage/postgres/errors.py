@@ -17,6 +17,7 @@ from qinglong.errors import (
     ConnectionLost,
     PermissionDenied,
     QinglongError,
+    ServerNotWritable,
     StorageError,
     TransientStorageError,
 )
@@ -26,12 +27,6 @@ RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 CONNECTION_SQLSTATES = frozenset({"25P03", "25P04", "57P01", "57P02", "57P03", "57P04"})
 READ_ONLY_SQLSTATE = "25006"
 CONFLICT_SQLSTATES = frozenset({"23505", "23503", "23514"})
-
-
-class ServerNotWritable(StorageError):
-    """The server refused a write: it is a standby or read-only."""
-
-    code = "QL_SERVER_NOT_WRITABLE"
 
 
 def sqlstate(exc: BaseException) -> str | None:

@@ -16,9 +16,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import psycopg
+
 from qinglong.errors import AlreadyRunning, NotReady, QinglongError
 from qinglong.storage.migrations import audit_history, pending
 from qinglong.storage.postgres.connection import QUERIES, PgConnection
+from qinglong.storage.postgres.errors import translate
 from qinglong.storage.postgres.migrate import MIGRATIONS, history
 from qinglong.storage.postgres.roles import APP_ROLES, MIGRATION, PRIVILEGES, ROLES
 
@@ -222,3 +225,12 @@ def session_findings(conn: PgConnection, lease_ms: int) -> list[str]:
         if not 0 < transaction < lease_ms:
             findings.append("transaction-timeout-not-below-lease")
     return findings
+
+
+def corrupt_runs(conn: PgConnection, limit: int = 16) -> list[str]:
+    """Findings for Runs in a shape no lifecycle step can produce (they block activation)."""
+    try:
+        rows = conn.execute(QUERIES["lifecycle_corrupt"], {"limit": limit}).fetchall()
+    except psycopg.Error as exc:
+        raise translate(exc, "check run shapes", conn) from exc
+    return [f"run-corrupt:{row['run_id']}:{row['status']}:{row['problem']}" for row in rows]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from qinglong.domain.retention import PRUNE_BATCH, PRUNE_STATEMENTS, PruneReport, retention_ms
 from qinglong.errors import PermissionDenied
-from qinglong.storage.dbapi import fetch_one
-from qinglong.storage.postgres.connection import QUERIES, Connector, PgConnection
-from qinglong.storage.postgres.transactions import serializable
+from qinglong.storage.kernel import Database, Tx
+from qinglong.storage.retention import table_sizes
+
+__all__ = ["BUSY", "PgRetention", "table_sizes"]  # (table_sizes: storage/retention.py)
 
 _START = (-1, "")
 _CLAIMS_START = (-1, "", "", -1)
@@ -33,9 +34,9 @@ BUSY = -1  # a statement that found another replica pruning scanned nothing of i
 class PgRetention:
     """Prunes claim records and Run events past ``days`` of retention (0: never)."""
 
-    def __init__(self, connector: Connector, *, days: int, batch: int = PRUNE_BATCH,
+    def __init__(self, db: Database, *, days: int, batch: int = PRUNE_BATCH,
                  statements: int = PRUNE_STATEMENTS) -> None:
-        self._connector = connector
+        self._db = db
         self._retention_ms = retention_ms(days)
         self._batch = batch
         self._statements = statements
@@ -81,8 +82,8 @@ class PgRetention:
     def _check_allowed(self) -> bool:
         """Once: may this role delete? If not, say so once (a diagnostic) and prune nothing."""
         if self._allowed is None:
-            with self._connector.connection() as conn:
-                row = fetch_one(conn, QUERIES["retention_allowed"])
+            row = self._db.read("check the retention privileges",
+                                lambda tx: tx.one("retention_allowed"))
             self._allowed = bool(row and row["allowed"])
             if not self._allowed:
                 raise PermissionDenied(
@@ -95,11 +96,11 @@ class PgRetention:
     def _prune_claims(self, retention: int) -> tuple[int, int, tuple[int, str, str, int] | None]:
         after_ms, after_project, after_trigger, after_version = self._claims_after
 
-        def work(conn: PgConnection) -> tuple[int, int, tuple[int, str, str, int] | None]:
-            if not _gate(conn):
+        def work(tx: Tx) -> tuple[int, int, tuple[int, str, str, int] | None]:
+            if not _gate(tx):
                 return 0, BUSY, None  # another replica is pruning: end this pass
-            horizon = _mark(conn, "claims", retention)
-            row = fetch_one(conn, QUERIES["retention_prune_claims"], {
+            horizon = _mark(tx, "claims", retention)
+            row = tx.one("retention_prune_claims", {
                 "horizon_ms": horizon, "limit": self._batch, "after_ms": after_ms,
                 "after_project": after_project, "after_trigger": after_trigger,
                 "after_version": after_version})
@@ -109,17 +110,17 @@ class PgRetention:
                           str(row["last_trigger"]), int(str(row["last_version"]))))
             return int(str(row["deleted"])), int(str(row["scanned"])), last
 
-        return serializable(self._connector, "prune claim records past retention", work,
-                            isolation="read committed")
+        return self._db.write("prune claim records past retention", work,
+                              isolation="read committed")
 
     def _prune_events(self, retention: int) -> tuple[int, int, tuple[int, str] | None]:
         after_ms, after_id = self._after
 
-        def work(conn: PgConnection) -> tuple[int, int, tuple[int, str] | None]:
-            if not _gate(conn):
+        def work(tx: Tx) -> tuple[int, int, tuple[int, str] | None]:
+            if not _gate(tx):
                 return 0, 0, None  # another replica is pruning: end this pass
-            horizon = _mark(conn, "run_events", retention)
-            row = fetch_one(conn, QUERIES["retention_prune_events"], {
+            horizon = _mark(tx, "run_events", retention)
+            row = tx.one("retention_prune_events", {
                 "horizon_ms": horizon, "limit": self._batch,
                 "after_ms": after_ms, "after_id": after_id})
             assert row is not None
@@ -127,25 +128,18 @@ class PgRetention:
                     else (int(str(row["last_ms"])), str(row["last_id"])))
             return int(str(row["deleted"])), int(str(row["scanned"])), last
 
-        return serializable(self._connector, "prune run events past retention", work,
-                            isolation="read committed")
+        return self._db.write("prune run events past retention", work,
+                              isolation="read committed")
 
 
-def _mark(conn: PgConnection, subject: str, retention: int) -> int:
+def _mark(tx: Tx, subject: str, retention: int) -> int:
     """This statement's horizon, recorded in retention_marks in the same transaction."""
-    row = fetch_one(conn, QUERIES["retention_mark"],
-                    {"subject": subject, "retention_ms": retention})
+    row = tx.one("retention_mark", {"subject": subject, "retention_ms": retention})
     assert row is not None
     return int(str(row["horizon_ms"]))
 
 
-def _gate(conn: PgConnection) -> bool:
-    row = fetch_one(conn, QUERIES["retention_gate"])
+def _gate(tx: Tx) -> bool:
+    row = tx.one("retention_gate")
     return bool(row and row["held"])
 
-
-def table_sizes(connector: Connector) -> dict[str, int]:
-    with connector.connection() as conn:
-        row = fetch_one(conn, QUERIES["retention_sizes"])
-    assert row is not None
-    return {"claims": int(str(row["claims"])), "run_events": int(str(row["run_events"]))}

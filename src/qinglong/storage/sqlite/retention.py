@@ -18,13 +18,13 @@ from qinglong.domain.retention import (
     PruneReport,
     retention_ms,
 )
-from qinglong.storage.sqlite.connection import QUERIES, SqliteDatabase
+from qinglong.storage.kernel import Database, Tx
 
 
 class SqliteRetention:
     """Prunes ``run_events`` past ``days`` of retention (0: never)."""
 
-    def __init__(self, db: SqliteDatabase, clock: Clock, *, days: int,
+    def __init__(self, db: Database, clock: Clock, *, days: int,
                  batch: int = PRUNE_BATCH, statements: int = PRUNE_STATEMENTS) -> None:
         self._db = db
         self._clock = clock
@@ -41,22 +41,33 @@ class SqliteRetention:
         if self._retention_ms is None or self._clock_jumped():
             return PruneReport()
         horizon = self._clock.now_ms() - self._retention_ms
+
+        def one_slice(tx: Tx) -> tuple[int, int | None, int]:
+            return self._slice(tx, horizon)
+
         events = statements = 0
         while statements < self._statements:
             statements += 1
-            with self._db.write("prune run events past retention") as conn:
-                row = conn.execute(QUERIES["retention_events_slice"],
-                                   {"after": self._after, "scan": self._batch}).fetchone()
-                scanned, upto = int(row["scanned"]), row["upto"]
-                if upto is not None:
-                    conn.execute(QUERIES["retention_mark"], {"horizon_ms": horizon})
-                    events += conn.execute(QUERIES["retention_prune_events"], {
-                        "after": self._after, "upto": int(upto), "horizon_ms": horizon}).rowcount
-            if scanned < self._batch:
+            scanned, upto, deleted = self._db.write("prune run events past retention",
+                                                    one_slice)
+            events += deleted
+            if scanned < self._batch or upto is None:
                 self._after = 0
                 break
-            self._after = int(upto)
+            self._after = upto
         return PruneReport(events=events, statements=statements)
+
+    def _slice(self, tx: Tx, horizon: int) -> tuple[int, int | None, int]:
+        """One slice of the sweep: Runs scanned, the last rowid scanned, events deleted."""
+        row = tx.one("retention_events_slice", {"after": self._after, "scan": self._batch})
+        assert row is not None
+        scanned, upto = int(row["scanned"]), row["upto"]
+        if upto is None:
+            return scanned, None, 0
+        tx.execute("retention_mark", {"horizon_ms": horizon})
+        deleted = tx.execute("retention_prune_events", {
+            "after": self._after, "upto": int(upto), "horizon_ms": horizon}).rowcount
+        return scanned, int(upto), deleted
 
     def _clock_jumped(self) -> bool:
         """Whether the wall clock ran ahead of the monotonic clock since the last pass by more
@@ -76,8 +87,3 @@ class SqliteRetention:
     def __call__(self) -> int:
         return self.prune().deleted
 
-
-def table_sizes(db: SqliteDatabase) -> dict[str, int]:
-    with db.read("count retained rows") as conn:
-        row = conn.execute(QUERIES["retention_sizes"]).fetchone()
-    return {"claims": int(row["claims"]), "run_events": int(row["run_events"])}

@@ -1,6 +1,7 @@
--- The batched admission of claimed schedule rows (storage/postgres/admission_batch.py): one
+-- The batched admission of claimed schedule rows (storage/admission/batch.py): one
 -- SERIALIZABLE transaction re-reads the facts of every claimed row and writes every
--- admission of the batch with set-based statements. Every row keeps its own fence.
+-- admission of the batch with one set-based statement (storage/admission/writes.py). Every
+-- row keeps its own fence.
 
 -- name: schedule_facts_batch
 -- The database clock, and every fact of the definitions the decisions of a batch used, for
@@ -64,7 +65,8 @@ ORDER BY w.ord;
 -- and the token without implying it is not null, so that no index of trigger_schedules can
 -- serve the update (reading its pages makes concurrent admissions falsely conflict). The
 -- token the caller sends is never null, so the comparison is the fence's equality. Each
--- row arrives as a JSON array of its columns in the order named here (admission_batch.py).
+-- row arrives as a JSON array of its columns in the order named here (writes.py: MOVE_COLUMNS,
+-- RUN_COLUMNS, ...; tests/contract/test_query_names.py compares them).
 WITH moves AS (
     SELECT *
     FROM (

@@ -1,7 +1,3 @@
--- name: audit_now
--- The database clock, for the window's default end.
-SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms;
-
 -- name: audit_trigger_revisions
 -- Every trigger revision with its cron spec (the audit's schedule history).
 SELECT project_id, trigger_id, revision, task_id, task_revision, enabled, created_at_ms,

@@ -240,10 +240,6 @@ SELECT (SELECT count(*) FROM qinglong.runs WHERE status IN ('dispatching', 'runn
 -- taken leaves that Run for now (never waits, so two acquisitions cannot deadlock).
 SELECT pg_try_advisory_xact_lock(20812, hashtext(%(key)s)) AS locked;
 
--- name: notify_cancel
--- Tell the workers at once that a Run was asked to stop (a hint: renewals carry it too).
-SELECT pg_notify('qinglong_cancel', %(run_id)s);
-
 -- name: notify_runs
 -- Tell the workers that Runs were queued (a hint: they poll too).
 SELECT pg_notify('qinglong_runs', '');

@@ -4,11 +4,6 @@
 -- read and nothing more. The rows themselves are written by run_insert, attempt_insert and
 -- event_insert, as for every admission.
 
--- name: manual_session
--- Index scans only in this transaction: a sequential scan under SERIALIZABLE predicate-locks
--- a whole table (see prepare_session; CLI sessions do not set it).
-SELECT set_config('enable_seqscan', 'off', true) AS seqscan;
-
 -- name: manual_run_by_key
 -- The Run a request id admitted, by its idempotency key (unique within a project).
 SELECT id, task_id, trigger_id, trigger_type
@@ -41,8 +36,3 @@ WHERE h.project_id = %(project_id)s AND h.trigger_id = %(trigger_id)s;
 SELECT * FROM qinglong.task_execution_revisions
 WHERE project_id = %(project_id)s AND task_id = %(task_id)s
   AND source_revision = %(source_revision)s AND executor_type = %(executor_type)s;
-
--- name: manual_notify_runs
--- Wake the workers (LISTEN qinglong_runs) after a manual Run committed: a hint, never needed
--- for correctness (they poll).
-SELECT pg_notify('qinglong_runs', '');

@@ -8,10 +8,6 @@ RETURNING *;
 -- One project by id.
 SELECT * FROM qinglong.projects WHERE id = %(id)s;
 
--- name: project_get_for_update
--- One project by id, locked for a publish.
-SELECT * FROM qinglong.projects WHERE id = %(id)s FOR SHARE;
-
 -- name: project_list
 -- Every project, by id.
 SELECT * FROM qinglong.projects ORDER BY id;

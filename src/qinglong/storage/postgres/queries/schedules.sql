@@ -110,47 +110,6 @@ JOIN qinglong.trigger_revisions tr
   ON tr.project_id = c.project_id AND tr.trigger_id = c.trigger_id AND tr.revision = c.trigger_revision
 ORDER BY c.next_fire_at_ms NULLS FIRST, c.project_id, c.trigger_id;
 
--- name: schedule_lock_for_commit
--- Lock the claimed row version and re-read every fact its decision used (inside the
--- SERIALIZABLE tx). The row is found by its physical address from the claim, so no index page
--- of trigger_schedules is read (index page reads make concurrent admissions falsely conflict);
--- if the row changed since the claim, that version is gone and the commit is raced.
-SELECT s.ctid::text AS row_locator, s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
-       s.claim_owner, s.claim_token::text AS claim_token, s.claim_version,
-       s.updated_at_ms AS claim_acquired_at_ms, s.claim_expires_at_ms,
-       s.paused_from_ms, s.paused_until_ms,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms,
-       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
-       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
-       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms
-FROM qinglong.trigger_schedules s
-JOIN qinglong.triggers h
-  ON h.project_id = s.project_id AND h.trigger_id = s.trigger_id
- AND h.current_revision = s.trigger_revision
-JOIN qinglong.trigger_revisions tr
-  ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id
- AND tr.revision = s.trigger_revision
-JOIN qinglong.task_definitions th
-  ON th.project_id = tr.project_id AND th.task_id = tr.task_id
- AND th.current_revision = tr.task_revision
-JOIN qinglong.task_definition_revisions kr
-  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
-JOIN qinglong.projects p ON p.id = s.project_id
-WHERE s.ctid = %(row_locator)s::tid
-  AND s.project_id = %(project_id)s AND s.trigger_id = %(trigger_id)s
-  AND p.status = 'active' AND tr.enabled AND kr.enabled
-  AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1')
-FOR UPDATE OF s;
-
--- name: execution_revision_for_commit
--- The pinned remote_worker execution revision of the claimed task revision.
-SELECT * FROM qinglong.task_execution_revisions
-WHERE project_id = %(project_id)s AND task_id = %(task_id)s
-  AND source_revision = %(source_revision)s AND executor_type = 'remote_worker';
-
 -- name: schedule_advance_fenced
 -- Advance the cursor and clear the claim under the full fence.
 UPDATE qinglong.trigger_schedules
@@ -222,9 +181,3 @@ SELECT least((SELECT min(s.next_fire_at_ms) FROM qinglong.trigger_schedules s
                  AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= o.now_ms))
             ) - o.now_ms AS due_in_ms
 FROM observed o;
-
--- name: notify_schedules
--- Sent inside every definition transaction (publish, delete, pause, resume, archive...), so
--- it is delivered only if that commits: the replicas LISTENing on qinglong_schedules look at
--- once instead of at their next idle wake-up. A hint only: polling stays the truth.
-SELECT pg_notify('qinglong_schedules', '');

@@ -112,3 +112,16 @@ SELECT current_setting('idle_in_transaction_session_timeout') AS idle_in_transac
 -- name: now_ms
 -- One reading of the database clock in epoch milliseconds.
 SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms;
+
+-- name: wake
+-- A wake-up sent inside a transaction (storage/wakeups.py): delivered only if it commits.
+SELECT pg_notify(%(channel)s, %(payload)s);
+
+-- name: serializable_session
+-- Index scans only in this transaction: a sequential scan under SERIALIZABLE predicate-locks
+-- a whole table (see prepare_session, which long-lived sessions set for good).
+SELECT set_config('enable_seqscan', 'off', true) AS seqscan;
+
+-- name: ping
+-- One round trip to the database (readiness).
+SELECT 1 AS ok;

@@ -1,6 +1,9 @@
 -- name: instance_holder
--- The registration of an id as it is (read in the write transaction of instance_start).
-SELECT role, host, pid, seen_at_ms FROM instances WHERE instance_id = :instance_id;
+-- Who holds an id a registration was refused for, and how long it has been silent (read in
+-- the write transaction of instance_start, at :now_ms).
+SELECT h.role, h.host, h.pid, h.seen_at_ms, o.now_ms
+FROM (SELECT :now_ms AS now_ms) o
+LEFT JOIN instances h ON h.instance_id = :instance_id;
 
 -- name: instance_start
 -- Register a process under an id, one live holder per id. The id is taken when it is new,

@@ -1,62 +1,40 @@
--- name: schedule_list_due
--- Due or uninitialised schedule rows whose trigger can fire, oldest cursor first (due: the
--- cursor has come, and with jitter its jittered instant too).
-SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
-       s.paused_from_ms, s.paused_until_ms,
+-- name: schedule_claim
+-- Claim up to :limit due or uninitialised rows whose trigger can fire, oldest cursor first
+-- (due: the cursor has come, and with jitter its jittered instant too), at one reading of the
+-- node clock (:now_ms). One process serves the file, so a claim writes nothing: its fence is
+-- the row's state version, which the commit compares (schedule_advance_fenced), and a token
+-- drawn for it (a random UUID, as PostgreSQL's claim draws: run.created records it; the
+-- sub-select names the row, so SQLite draws one per row, not one per statement); the
+-- lease it states bounds how long the decision may wait for its commit.
+SELECT NULL AS row_locator, s.project_id, s.trigger_id, s.trigger_revision,
+       s.next_fire_at_ms, s.state_version, s.paused_from_ms, s.paused_until_ms,
+       :owner AS claim_owner,
+       (SELECT lower(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-4' || substr(h, 14, 3)
+                     || '-' || substr('89ab', 1 + abs(random()) % 4, 1) || substr(h, 18, 3)
+                     || '-' || substr(h, 21, 12))
+        FROM (SELECT hex(randomblob(16)) AS h WHERE s.trigger_id IS NOT NULL)) AS claim_token,
+       s.state_version AS claim_version, :now_ms AS claim_acquired_at_ms,
+       :now_ms + :lease_ms AS claim_expires_at_ms,
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
        tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
        tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
        tr.created_at_ms AS t_created_at_ms
 FROM trigger_schedules s
-JOIN triggers h
-  ON h.project_id = s.project_id AND h.trigger_id = s.trigger_id
- AND h.current_revision = s.trigger_revision
+JOIN eligible_triggers e
+  ON e.project_id = s.project_id AND e.trigger_id = s.trigger_id
+ AND e.trigger_revision = s.trigger_revision
 JOIN trigger_revisions tr
   ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id
  AND tr.revision = s.trigger_revision
-JOIN task_definitions th
-  ON th.project_id = tr.project_id AND th.task_id = tr.task_id
- AND th.current_revision = tr.task_revision
-JOIN task_definition_revisions kr
-  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
- AND kr.content_digest = tr.task_content_digest
-JOIN projects p ON p.id = s.project_id
 WHERE (s.next_fire_at_ms IS NULL OR s.next_fire_at_ms <= :now_ms)
   AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= :now_ms)
   AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= :now_ms)
-  AND p.status = 'active' AND tr.enabled = 1 AND kr.enabled = 1
 ORDER BY s.next_fire_at_ms, s.project_id, s.trigger_id
 LIMIT :limit;
 
--- name: schedule_get_for_commit
--- Re-read one schedule row with every fact its decision used (inside the admission tx).
-SELECT s.project_id, s.trigger_id, s.trigger_revision, s.next_fire_at_ms, s.state_version,
-       s.paused_from_ms, s.paused_until_ms,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms,
-       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
-       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
-       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms
-FROM trigger_schedules s
-JOIN triggers h
-  ON h.project_id = s.project_id AND h.trigger_id = s.trigger_id
- AND h.current_revision = s.trigger_revision
-JOIN trigger_revisions tr
-  ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id
- AND tr.revision = s.trigger_revision
-JOIN task_definitions th
-  ON th.project_id = tr.project_id AND th.task_id = tr.task_id
- AND th.current_revision = tr.task_revision
-JOIN task_definition_revisions kr
-  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
-JOIN projects p ON p.id = s.project_id
-WHERE s.project_id = :project_id AND s.trigger_id = :trigger_id
-  AND p.status = 'active' AND tr.enabled = 1 AND kr.enabled = 1;
-
--- name: schedule_advance
--- Move the cursor by compare-and-set on revision, state version and the cursor itself.
+-- name: schedule_advance_fenced
+-- Advance the cursor under the claim's fence: the row's revision, state version (the claim
+-- version here) and cursor are still the claimed ones, and the claim has not expired.
 UPDATE trigger_schedules
 SET next_fire_at_ms = :next_fire_at_ms,
     next_due_at_ms = :next_due_at_ms,
@@ -65,19 +43,22 @@ SET next_fire_at_ms = :next_fire_at_ms,
     updated_at_ms = max(updated_at_ms, :now_ms)
 WHERE project_id = :project_id AND trigger_id = :trigger_id
   AND trigger_revision = :trigger_revision AND state_version = :state_version
-  AND next_fire_at_ms IS :cursor_ms;
+  AND state_version = :claim_version
+  AND next_fire_at_ms IS :cursor_ms
+  AND :claim_expires_at_ms > :now_ms;
 
--- name: schedule_next_due_at
--- The earliest future cursor, jittered instant or end of a timed pause (a wake-up hint for the
--- cadence); a
--- finished schedule's cursor (:done_cursor_ms, see domain/occurrences.py) is no due time.
-SELECT min(at_ms) AS next_due_at_ms FROM (
+-- name: schedule_next_due_in
+-- Milliseconds from now (:now_ms) to the earliest future cursor, jittered instant or end of a
+-- timed pause (a wake-up hint for the cadence); a finished schedule's cursor
+-- (:done_cursor_ms, see domain/occurrences.py) is no due time. One process serves the file,
+-- so no row is held by anyone else: :due_recheck_ms is not needed here.
+SELECT min(at_ms) - :now_ms AS due_in_ms FROM (
     SELECT min(next_fire_at_ms) AS at_ms FROM trigger_schedules
-    WHERE next_fire_at_ms > :after_ms AND next_fire_at_ms < :done_cursor_ms
+    WHERE next_fire_at_ms > :now_ms AND next_fire_at_ms < :done_cursor_ms
     UNION ALL
-    SELECT min(next_due_at_ms) FROM trigger_schedules WHERE next_due_at_ms > :after_ms
+    SELECT min(next_due_at_ms) FROM trigger_schedules WHERE next_due_at_ms > :now_ms
     UNION ALL
-    SELECT min(paused_until_ms) FROM trigger_schedules WHERE paused_until_ms > :after_ms
+    SELECT min(paused_until_ms) FROM trigger_schedules WHERE paused_until_ms > :now_ms
 );
 
 -- name: schedule_misfire_insert
@@ -88,3 +69,57 @@ INSERT INTO trigger_schedule_misfires
 VALUES
     (:project_id, :trigger_id, :trigger_revision, :due_at_ms, :skipped_through_ms,
      :next_fire_at_ms, :policy, :run_id, :decided_at_ms);
+
+-- name: schedule_facts_batch
+-- The clock, and every fact of the definitions the decisions of a batch used, for each
+-- claimed row (by its key and the trigger revision it was claimed at; the arrays come as JSON
+-- text, in the same order): whether the trigger can still fire, the trigger and task
+-- revisions to re-verify, and the pinned local_process execution revision.
+WITH w AS (
+    SELECT p.key AS ord, p.value AS project_id, t.value AS trigger_id,
+           r.value AS trigger_revision
+    FROM json_each(:project_ids) p
+    JOIN json_each(:trigger_ids) t ON t.key = p.key
+    JOIN json_each(:trigger_revisions) r ON r.key = p.key
+)
+SELECT w.ord, :now_ms AS now_ms, w.project_id, w.trigger_id,
+       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
+       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
+       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
+       tr.created_at_ms AS t_created_at_ms,
+       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
+       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
+       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
+       e.trigger_id IS NOT NULL AS eligible,
+       x.project_id AS e_project_id, x.task_id AS e_task_id,
+       x.source_revision AS e_source_revision, x.source_content_digest AS e_source_content_digest,
+       x.task_revision AS e_task_revision, x.executor_type AS e_executor_type,
+       x.plan_schema AS e_plan_schema, x.plan_json AS e_plan_json,
+       x.content_digest AS e_content_digest, x.created_at_ms AS e_created_at_ms
+FROM w
+LEFT JOIN eligible_triggers e
+  ON e.project_id = w.project_id AND e.trigger_id = w.trigger_id
+ AND e.trigger_revision = w.trigger_revision
+LEFT JOIN trigger_revisions tr
+  ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
+ AND tr.revision = w.trigger_revision
+LEFT JOIN task_definition_revisions kr
+  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
+LEFT JOIN task_execution_revisions x
+  ON x.project_id = tr.project_id AND x.task_id = tr.task_id
+ AND x.source_revision = tr.task_revision AND x.executor_type = 'local_process'
+ORDER BY w.ord;
+
+-- name: schedule_state_get
+-- The durable state of one schedule row (for resolving an in-doubt commit).
+SELECT trigger_revision, next_fire_at_ms, state_version, NULL AS claim_token,
+       state_version AS claim_version
+FROM trigger_schedules
+WHERE project_id = :project_id AND trigger_id = :trigger_id;
+
+-- name: run_find_by_key
+-- An admitted Run by its idempotency key, with the claim that admitted it.
+SELECT r.id, json_extract(e.payload, '$.claim_token') AS claim_token
+FROM runs r
+LEFT JOIN run_events e ON e.run_id = r.id AND e.sequence = 1
+WHERE r.project_id = :project_id AND r.idempotency_key = :key;

@@ -26,3 +26,7 @@ VALUES (:migration_id, 'sqlite-main', 'sqlite', :checksum, :applied_at_ms);
 -- The tables in the file that are not SQLite's own.
 SELECT name FROM sqlite_master
 WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name;
+
+-- name: ping
+-- One round trip to the database (readiness).
+SELECT 1 AS ok;

@@ -1,0 +1,91 @@
+"""Every use case over one database: what the CLI, the HTTP API and the panel call.
+
+``Services`` is built from the stores of one database (profiles/open.py opens it); a surface
+never reaches past it into storage.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from qinglong.clock import Clock
+from qinglong.domain.task import ExecutorType
+from qinglong.service.accounts import Accounts, SessionPolicy
+from qinglong.service.backfill import Backfills
+from qinglong.service.catalog import Catalog
+from qinglong.service.declarative import Declarative
+from qinglong.service.ledger import TriggerLedger
+from qinglong.service.manual import ManualRuns
+from qinglong.service.processes import Processes
+from qinglong.service.run_pages import RunPages
+from qinglong.service.runs import RunViews
+from qinglong.service.stats import TaskStats
+from qinglong.storage.kernel import Capabilities, Tx
+from qinglong.storage.notify import NotifyStore
+from qinglong.storage.stores import Stores
+
+
+@dataclass(slots=True, kw_only=True)
+class Services:
+    stores: Stores
+    clock: Clock
+    session_policy: SessionPolicy | None = None
+    catalog: Catalog = field(init=False)
+    runs: RunViews = field(init=False)
+    manual: ManualRuns = field(init=False)
+    backfills: Backfills = field(init=False)
+    ledger: TriggerLedger = field(init=False)
+    pages: RunPages = field(init=False)
+    stats: TaskStats = field(init=False)
+    accounts: Accounts = field(init=False)
+    declarative: Declarative = field(init=False)
+    processes: Processes = field(init=False)
+
+    def __post_init__(self) -> None:
+        stores = self.stores
+        self.catalog = Catalog(stores.definitions, self.clock)
+        self.runs = RunViews(stores.runs, logs=stores.logs)
+        self.manual = ManualRuns(stores.admissions, stores.runs)
+        self.backfills = Backfills(stores.admissions, self.clock)
+        self.ledger = TriggerLedger(stores.runs)
+        self.pages = RunPages(stores.runs)
+        self.stats = TaskStats(stores.runs)
+        self.accounts = Accounts(stores.accounts, policy=self.session_policy)
+        self.declarative = Declarative(stores.definitions)
+        self.processes = Processes(stores.instances)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.stores.capabilities
+
+    @property
+    def commands_run_here(self) -> bool:
+        """Whether this database's Runs execute on this host (a local executor), so a
+        working directory can be checked where it is published."""
+        return self.capabilities.executor_type is ExecutorType.LOCAL_PROCESS
+
+    @property
+    def profile(self) -> str:
+        """Which kind of database this is ("sqlite", "postgresql"), for the health view."""
+        return self.capabilities.name
+
+    @property
+    def notify(self) -> NotifyStore:
+        """Notification channels, rules and deliveries."""
+        return self.stores.notify
+
+    def ping(self) -> None:
+        """One round trip to the database (readiness)."""
+        self.stores.db.read("check the database", lambda tx: tx.one("ping"))
+
+    def runs_for(self, actor: str) -> RunViews:
+        """Run views whose cancels are recorded as ``actor``."""
+        return self.runs.acting_as(actor)
+
+    def transaction(self, action: str) -> AbstractContextManager[Tx]:
+        """A unit of work: every use case called in it commits together (or not at all)."""
+        return self.stores.transaction(action)
+
+    def close(self) -> None:
+        self.stores.close()

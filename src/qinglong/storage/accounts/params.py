@@ -1,0 +1,134 @@
+"""The verbs' parameters and records of the account store (storage/accounts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class User:
+    username: str
+    role: str  # viewer | operator | admin
+    password_hash: str  # argon2 (encoded, with its parameters and salt)
+    created_at_ms: int
+    updated_at_ms: int
+    disabled_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserCreateParams:
+    username: str
+    role: str
+    password_hash: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserUpdateParams:
+    """Change what is given (None keeps it). A new password hash or ``disabled`` True also
+    ends the user's sessions, forgets the user's login devices and revokes the user's tokens
+    (recorded as revoked by ``by``; None: by the user themselves)."""
+
+    username: str
+    role: str | None = None
+    password_hash: str | None = None
+    disabled: bool | None = None
+    by: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    """A browser session, found by the SHA-256 digest of its cookie's secret."""
+
+    id_digest: str
+    username: str
+    role: str  # the user's role now
+    created_at_ms: int
+    expires_at_ms: int
+    idle_expires_at_ms: int
+    seen_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionCreateParams:
+    id_digest: str
+    username: str
+    lifetime_ms: int  # absolute, from creation
+    idle_ms: int  # ends this long after it was last seen
+    client: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiToken:
+    id: str  # the public part of the token
+    username: str
+    role: str  # its user's role now
+    user_disabled: bool
+    name: str
+    scope: str  # read | operate | admin
+    secret_digest: str
+    created_at_ms: int
+    expires_at_ms: int | None
+    last_used_at_ms: int | None
+    revoked_at_ms: int | None
+    revoked_by: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenCreateParams:
+    id: str
+    username: str
+    name: str
+    scope: str
+    secret_digest: str
+    lifetime_ms: int | None  # None: until revoked
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoginAttempt:
+    """An attempt to log in, admitted or not. Admitted: one failure is already recorded per
+    subject (``failure_ids``), to be taken back if the password proves right. Refused:
+    ``retry_after_ms`` until the subject that refused it admits one again."""
+
+    failure_ids: tuple[str, ...] = ()
+    retry_after_ms: int | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.retry_after_ms is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceCreateParams:
+    id_digest: str  # SHA-256 of the device cookie's secret
+    username: str
+    lifetime_ms: int
+    keep: int  # the user's newest devices kept; older ones are forgotten
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    id: int
+    at_ms: int
+    actor: str
+    via: str  # session | token | cli
+    token_id: str | None
+    action: str  # e.g. task.publish, trigger.pause, run.cancel, run.now
+    project_id: str | None
+    target: str | None
+    detail: Mapping[str, object]
+    client: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditWriteParams:
+    actor: str
+    via: str
+    action: str
+    token_id: str | None = None
+    project_id: str | None = None
+    target: str | None = None
+    detail: Mapping[str, object] = field(default_factory=dict)
+    client: str | None = None
+
+

@@ -1,0 +1,194 @@
+"""The one admission writer: every Run comes into being here.
+
+A scheduled occurrence, a manual Run and a backfilled occurrence all write the rows
+``domain/admission.py`` builds (the queued Run, its first Attempt, ``run.created`` and
+``run.queued``) with ``insert_admission``. A scheduled admission also moves its schedule row
+under the claim's full fence and records what a misfire dropped or a pause held back
+(``misfire_record``); ``Writes`` collects those of a batch and ``Writes.apply`` writes them:
+
+- with one set-based statement (``schedule_admit_batch``) where the dialect has one
+  (``Capabilities.set_based_admission``: PostgreSQL): the rows advanced come back, and the
+  Runs, Attempts, events and misfire records of exactly those rows are inserted;
+- otherwise row by row with the same effect: each schedule row is advanced under its fence
+  (``schedule_advance_fenced``), and only a row that advanced gets its other rows.
+
+Either way a row whose fence no longer holds writes nothing and is reported as not done.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import cast
+
+from qinglong.domain.admission import AdmissionRows
+from qinglong.domain.decision import PAUSED_FATE, Decision, Disposition
+from qinglong.domain.occurrences import cursor_for_storage
+from qinglong.domain.schedule import ScheduleClaim
+from qinglong.errors import StorageError
+from qinglong.storage import records
+from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.kernel import Tx
+
+Key = tuple[str, str]  # (project_id, trigger_id)
+# The batch's rows as JSON text: compact, and without the reference-cycle check (the rows
+# are plain dicts and lists built here, never cyclic).
+_ENCODE = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
+
+# The columns of each row the set-based statement takes, in the order of its JSON arrays
+# (postgres/queries/admission_batch.sql, schedule_admit_batch; a test compares them).
+MOVE_COLUMNS = ("row_locator", "project_id", "trigger_id", "trigger_revision", "state_version",
+                "cursor_ms", "claim_owner", "claim_token", "claim_version",
+                "claim_expires_at_ms", "next_fire_at_ms", "next_due_at_ms", "scheduled_for_ms")
+RUN_COLUMNS = ("id", "project_id", "task_id", "task_revision", "task_name", "task_snapshot_ref",
+               "trigger_id", "trigger_revision", "trigger_type", "execution_origin",
+               "execution_owner", "triggered_by", "scheduled_for_ms", "status", "version",
+               "event_sequence", "priority", "idempotency_key", "created_at_ms", "queued_at_ms",
+               "overlap_policy", "overlap_key", "overlap_queue_limit")
+ATTEMPT_COLUMNS = ("id", "run_id", "attempt", "status", "executor_type", "callback_sequence",
+                   "created_at_ms")  # after project_id, trigger_id
+EVENT_COLUMNS = ("id", "run_id", "sequence", "type", "dedupe_key", "actor_type", "actor_id",
+                 "attempt_id", "payload", "created_at_ms")  # after project_id, trigger_id
+MISFIRE_COLUMNS = ("project_id", "trigger_id", "trigger_revision", "due_at_ms",
+                   "skipped_through_ms", "next_fire_at_ms", "policy", "run_id", "claim_version",
+                   "decided_at_ms")
+
+
+def insert_admission(tx: Tx, rows: AdmissionRows) -> None:
+    """Insert an admitted Run, its first Attempt and its two events: the step that creates
+    a Run (in the caller's transaction)."""
+    tx.execute("run_insert", rows.run)
+    tx.execute("attempt_insert", rows.attempt)
+    insert_events(tx, rows.events)
+
+
+def insert_events(tx: Tx, events: tuple[dict[str, object], ...]) -> None:
+    for event in events:
+        payload = cast(Mapping[str, object], event["payload"])
+        tx.execute("event_insert", {**event, "payload": records.payload_text(payload)})
+
+
+def misfire_record(claim: ScheduleClaim, decision: Decision,
+                   run_id: str | None) -> list[dict[str, object]]:
+    """What a decision records beside its move: the stretch a pause held back, and the
+    stretch a misfire dropped (with the Run it admitted instead, under ``fire_once``)."""
+    candidate, fence = claim.candidate, claim.fence
+    base = {"project_id": candidate.project_id, "trigger_id": candidate.trigger_id,
+            "trigger_revision": candidate.trigger_revision, "claim_version": fence.version,
+            "decided_at_ms": decision.observed_at_ms}
+    records_: list[dict[str, object]] = []
+    if decision.paused_from_ms is not None:
+        records_.append({**base, "due_at_ms": decision.paused_from_ms,
+                         "skipped_through_ms": decision.paused_through_ms,
+                         "next_fire_at_ms": decision.due_at_ms, "policy": PAUSED_FATE,
+                         "run_id": None})
+    if decision.misfired:
+        records_.append({**base, "due_at_ms": decision.due_at_ms,
+                         "skipped_through_ms": decision.skipped_through_ms,
+                         "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
+                         "policy": candidate.spec.misfire_policy.value, "run_id": run_id})
+    return records_
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """Everything one claimed row writes if its fence still holds."""
+
+    key: Key
+    move: dict[str, object]
+    admission: AdmissionRows | None
+    misfires: list[dict[str, object]]
+    result: CommitResult
+
+
+@dataclass(slots=True)
+class Writes:
+    """The writes of a batch of claimed rows, by the index of each row in the batch."""
+
+    planned: dict[int, Planned] = field(default_factory=dict)
+
+    def add(self, index: int, claim: ScheduleClaim, decision: Decision,
+            admission: AdmissionRows | None, *, now_ms: int) -> None:
+        candidate, fence = claim.candidate, claim.fence
+        run_id = admission.run["id"] if admission is not None else None
+        move: dict[str, object] = {
+            "row_locator": claim.row_locator, "project_id": candidate.project_id,
+            "trigger_id": candidate.trigger_id, "trigger_revision": candidate.trigger_revision,
+            "state_version": candidate.state_version, "cursor_ms": candidate.next_fire_at_ms,
+            "claim_owner": fence.owner, "claim_token": fence.token,
+            "claim_version": fence.version, "claim_expires_at_ms": fence.expires_at_ms,
+            "next_fire_at_ms": cursor_for_storage(decision.next_fire_at_ms),
+            "next_due_at_ms": decision.next_due_at_ms,
+            "scheduled_for_ms": decision.scheduled_for_ms, "now_ms": now_ms,
+        }
+        if admission is not None:
+            assert isinstance(run_id, str)
+            result = CommitResult(outcome=CommitOutcome.ADMITTED,
+                                  disposition=decision.disposition, run_id=run_id,
+                                  attempt_id=str(admission.attempt["id"]))
+        else:
+            assert decision.disposition is not Disposition.ADMIT
+            result = CommitResult(outcome=CommitOutcome.ADVANCED, disposition=decision.disposition)
+        self.planned[index] = Planned(
+            key=(candidate.project_id, candidate.trigger_id), move=move, admission=admission,
+            misfires=misfire_record(claim, decision, run_id if isinstance(run_id, str) else None),
+            result=result)
+
+    def apply(self, tx: Tx, *, now_ms: int) -> set[Key]:
+        """Write every planned row whose fence still holds; the keys of those written."""
+        if not self.planned:
+            return set()
+        if tx.capabilities.set_based_admission:
+            return self._apply_set_based(tx, now_ms)
+        done: set[Key] = set()
+        for planned in self.planned.values():
+            if tx.execute("schedule_advance_fenced", planned.move).rowcount != 1:
+                continue  # taken over, reset, paused: this row writes nothing
+            done.add(planned.key)
+            if planned.admission is not None:
+                insert_admission(tx, planned.admission)
+            for misfire in planned.misfires:
+                tx.execute("schedule_misfire_insert", misfire)
+        return done
+
+    def _apply_set_based(self, tx: Tx, now_ms: int) -> set[Key]:
+        moves: list[list[object]] = []
+        runs: list[list[object]] = []
+        attempts: list[list[object]] = []
+        events: list[list[object]] = []
+        misfires: list[list[object]] = []
+        for planned in self.planned.values():
+            project_id, trigger_id = planned.key
+            moves.append([planned.move[name] for name in MOVE_COLUMNS])
+            if planned.admission is not None:
+                rows = planned.admission
+                runs.append([rows.run[name] for name in RUN_COLUMNS])
+                attempts.append([project_id, trigger_id,
+                                 *[rows.attempt[name] for name in ATTEMPT_COLUMNS]])
+                events.extend([project_id, trigger_id, *[event[name] for name in EVENT_COLUMNS]]
+                              for event in rows.events)
+            misfires.extend([misfire[name] for name in MISFIRE_COLUMNS]
+                            for misfire in planned.misfires)
+        advanced = tx.all("schedule_admit_batch", {
+            "now_ms": now_ms, "row_locators": [move[0] for move in moves],
+            "moves": _ENCODE(moves), "runs": _ENCODE(runs), "attempts": _ENCODE(attempts),
+            "events": _ENCODE(events), "misfires": _ENCODE(misfires),
+        })
+        done = {(row["project_id"], row["trigger_id"]) for row in advanced}
+        if advanced and (int(advanced[0]["runs"]), int(advanced[0]["attempts"]),
+                         int(advanced[0]["events"]),
+                         int(advanced[0]["misfires"])) != self._shape(done):
+            raise StorageError("admit occurrences: the batch did not write the shape it planned")
+        return done
+
+    def _shape(self, done: set[Key]) -> tuple[int, int, int, int]:
+        """Runs, Attempts, events and misfire rows the rows in ``done`` write."""
+        runs = events = misfires = 0
+        for planned in self.planned.values():
+            if planned.key in done:
+                if planned.admission is not None:
+                    runs += 1
+                    events += len(planned.admission.events)
+                misfires += len(planned.misfires)
+        return runs, runs, events, misfires
