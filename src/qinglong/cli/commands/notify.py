@@ -12,50 +12,44 @@ from pathlib import Path
 
 import click
 
-from qinglong.cli.context import CLOCK, services
+from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import DURATION, database_url_option, json_option
-from qinglong.errors import DeliveryFailed, InvalidInput, QinglongError
-from qinglong.ids import new_uuid
-from qinglong.notify import payload as documents
-from qinglong.notify.channels import (
+from qinglong.domain.notify.channels import (
     DEFAULT_ATTEMPTS,
     DEFAULT_BACKOFF_MS,
     DEFAULT_MAX_BACKOFF_MS,
     DEFAULT_TIMEOUT_MS,
     MAX_ATTEMPTS,
-    PRESETS,
-    ChannelSpec,
     EmailTarget,
     HttpMethod,
-    RetryPolicy,
     SmtpSecurity,
     Target,
     TemplateTarget,
     WebhookTarget,
+    channel_spec,
     check_name,
     check_secret,
-    missing_secret,
     parse_header,
-    preset_target,
 )
-from qinglong.notify.events import DEFAULT_EVENTS, known_events, parse_events
-from qinglong.notify.model import Channel, DeliveryStatus
-from qinglong.notify.templates import parse_body_template
-from qinglong.notify.views import channel_view, delivery_view, rule_view
-from qinglong.storage.notify import NotifyStore
-from qinglong.storage.notify.params import (
-    ChannelPutParams,
-    DeliveryListParams,
-    RuleAddParams,
-    RuleRemoveParams,
+from qinglong.domain.notify.events import DEFAULT_EVENTS, known_events, parse_events
+from qinglong.domain.notify.model import Channel, DeliveryStatus
+from qinglong.domain.notify.presets import PRESETS, preset_target
+from qinglong.domain.notify.templates import parse_body_template
+from qinglong.errors import DeliveryFailed, InvalidInput
+from qinglong.service.notification_views import (
+    channel_view,
+    delivery_view,
+    rule_view,
+    sent_test_view,
 )
+from qinglong.service.notifications import Notifications
 
 
 @contextlib.contextmanager
-def _store(database_url: str) -> Iterator[NotifyStore]:
+def _notifications(database_url: str) -> Iterator[Notifications]:
     with services(database_url) as opened:
-        yield opened.stores.notify
+        yield opened.notifications
 
 
 @contextlib.contextmanager
@@ -262,35 +256,18 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
         target = _target(webhook, email, template, preset, headers, method, body_template,
                          content_type, params, smtp_host, smtp_port, smtp_security, smtp_user,
                          sender, recipients)
-        retry = RetryPolicy(
-            max_attempts=DEFAULT_ATTEMPTS if max_attempts is None else max_attempts,
-            backoff_ms=DEFAULT_BACKOFF_MS if retry_backoff is None else retry_backoff,
-            max_backoff_ms=(max(DEFAULT_MAX_BACKOFF_MS, retry_backoff or 0)
-                            if retry_max_backoff is None else retry_max_backoff))
-        spec = ChannelSpec(name=name, target=target, retry=retry,
-                           timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout)
+        spec = channel_spec(name, target, timeout_ms=timeout, max_attempts=max_attempts,
+                            backoff_ms=retry_backoff, max_backoff_ms=retry_max_backoff)
     secret = _read_secret(secret_env, secret_file, secret_stdin)
     if no_secret and (secret is not None or not replace):
         raise click.UsageError("--no-secret goes with --replace, without a new secret")
-    missing = missing_secret(target, "--smtp-user")
-    with _store(database_url) as store:
-        if missing and secret is None:
-            kept = False
-            if replace and not no_secret:
-                with contextlib.suppress(QinglongError):
-                    kept = store.channel_get(name).secret_set
-            if not kept:
-                raise InvalidInput(_FIELDS["secret"], missing)
-        existed = False
-        if replace:
-            with contextlib.suppress(QinglongError):
-                existed = bool(store.channel_get(name))
-        item = store.channel_put(ChannelPutParams(spec=spec, secret=secret,
-                                                  keep_secret=not no_secret, replace=replace))
+    with _notifications(database_url) as notifications, _naming({"secret": _FIELDS["secret"]}):
+        saved = notifications.save_channel(spec, secret, replace=replace, drop_secret=no_secret,
+                                           smtp_user_field="--smtp-user")
     if as_json:
-        emit_json(channel_view(item))
+        emit_json(channel_view(saved.channel))
         return
-    _say_channel("replaced" if existed else "added", item)
+    _say_channel("replaced" if saved.replaced else "added", saved.channel)
 
 
 @channel.command("list")
@@ -298,17 +275,18 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
 @json_option
 def channel_list(database_url: str, as_json: bool) -> None:
     """List the channels (secrets show as set or not set, never their value)."""
-    with _store(database_url) as store:
-        items = store.channel_list()
-        rules = store.rule_list()
+    with _notifications(database_url) as notifications:
+        entries = notifications.channels()
     if as_json:
-        emit_json([channel_view(item, [r for r in rules if r.channel == item.name])
-                   for item in items])
+        emit_json([channel_view(entry.channel, entry.rules) for entry in entries])
         return
-    emit_table([(item.name, item.spec.kind.value + (f":{t.preset}" if isinstance(
-        t := item.spec.target, TemplateTarget) and t.preset else ""), item.spec.target.shown,
-        "set" if item.secret_set else "-", sum(r.channel == item.name for r in rules))
-        for item in items], ["NAME", "KIND", "TARGET", "SECRET", "RULES"])
+    rows = []
+    for entry in entries:
+        item, target = entry.channel, entry.channel.spec.target
+        preset = target.preset if isinstance(target, TemplateTarget) else None
+        rows.append((item.name, item.spec.kind.value + (f":{preset}" if preset else ""),
+                     target.shown, "set" if item.secret_set else "-", len(entry.rules)))
+    emit_table(rows, ["NAME", "KIND", "TARGET", "SECRET", "RULES"])
 
 
 @channel.command("show")
@@ -317,9 +295,9 @@ def channel_list(database_url: str, as_json: bool) -> None:
 @json_option
 def channel_show(name: str, database_url: str, as_json: bool) -> None:
     """Show channel NAME and its rules (its secret shows as set or not set)."""
-    with _store(database_url) as store:
-        item = store.channel_get(name)
-        rules = store.rule_list(channel=name)
+    with _notifications(database_url) as notifications:
+        entry = notifications.channel(name)
+    item, rules = entry.channel, entry.rules
     view = channel_view(item, rules)
     if as_json:
         emit_json(view)
@@ -346,8 +324,8 @@ def channel_show(name: str, database_url: str, as_json: bool) -> None:
 def channel_remove(name: str, database_url: str, as_json: bool) -> None:
     """Remove channel NAME and its rules; its secret is erased. Deliveries still waiting for
     it are not sent (they end dead); the delivered ones stay listed."""
-    with _store(database_url) as store:
-        item = store.channel_remove(name)
+    with _notifications(database_url) as notifications:
+        item = notifications.remove_channel(name)
     if as_json:
         emit_json({**channel_view(item), "removed": True})
         return
@@ -381,9 +359,8 @@ def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple
     happens after it was added."""
     with _naming(_FIELDS):
         wanted = parse_events(events) if events else DEFAULT_EVENTS
-    with _store(database_url) as store:
-        rules = store.rule_add(RuleAddParams(channel=channel_name, project_id=project,
-                                             task_id=task_id, events=wanted))
+    with _notifications(database_url) as notifications:
+        rules = notifications.add_rule(channel_name, project, task_id, wanted)
     if as_json:
         emit_json([rule_view(r) for r in rules])
         return
@@ -400,8 +377,8 @@ def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple
 def rule_list(channel_name: str | None, project: str | None, database_url: str,
               as_json: bool) -> None:
     """List the rules."""
-    with _store(database_url) as store:
-        rules = store.rule_list(channel=channel_name, project_id=project)
+    with _notifications(database_url) as notifications:
+        rules = notifications.rules(channel=channel_name, project_id=project)
     if as_json:
         emit_json([rule_view(r) for r in rules])
         return
@@ -424,9 +401,8 @@ def rule_remove(channel_name: str, project: str, task_id: str | None, events: tu
     """Stop telling CHANNEL about PROJECT (or TASK): the whole rule, or some --events."""
     with _naming(_FIELDS):
         wanted = parse_events(events) if events else None
-    with _store(database_url) as store:
-        removed = store.rule_remove(RuleRemoveParams(channel=channel_name, project_id=project,
-                                                     task_id=task_id, events=wanted))
+    with _notifications(database_url) as notifications:
+        removed = notifications.remove_rule(channel_name, project, task_id, wanted)
     if as_json:
         emit_json({"removed": removed})
         return
@@ -443,25 +419,18 @@ def rule_remove(channel_name: str, project: str, task_id: str | None, events: tu
 def notify_test(channel_name: str, database_url: str, as_json: bool) -> None:
     """Send a test notification to CHANNEL now (event notify.test, not through the outbox)
     and print what the receiver answered. Exit 1 when it was not delivered."""
-    with _store(database_url) as store:
-        spec, secret = store.channel_for_send(channel_name)
-    document = documents.build(documents.probe_event(CLOCK.now_ms()), delivery_id=new_uuid(),
-                               channel=channel_name)
-    from qinglong.notify.senders import Sender  # smtplib, ssl and http.client load on use
-
-    result = Sender(CLOCK).send(spec, secret, document)
+    with _notifications(database_url) as notifications:
+        sent = notifications.send_test(channel_name)
     if as_json:
-        emit_json({"channel": channel_name, "id": document["id"], "event": document["event"],
-                   "delivered": result.ok, "status": result.status, "detail": result.detail,
-                   "elapsed_ms": result.elapsed_ms})
-        if not result.ok:
+        emit_json(sent_test_view(sent))
+        if not sent.delivered:
             raise click.exceptions.Exit(1)
         return
-    if not result.ok:
-        raise DeliveryFailed(f"test notification to {channel_name} failed: {result.detail} "
-                             f"({result.elapsed_ms} ms)")
-    say(f"delivered to {channel_name}: {result.detail} ({result.elapsed_ms} ms; delivery id "
-        f"{document['id']})")
+    if not sent.delivered:
+        raise DeliveryFailed(f"test notification to {channel_name} failed: {sent.detail} "
+                             f"({sent.elapsed_ms} ms)")
+    say(f"delivered to {channel_name}: {sent.detail} ({sent.elapsed_ms} ms; delivery id "
+        f"{sent.id})")
 
 
 @notify.command("deliveries")
@@ -475,10 +444,10 @@ def deliveries(status: str | None, channel_name: str | None, limit: int, databas
                as_json: bool) -> None:
     """The outbox, newest first: each notification for each channel, with its status
     (pending, sending, delivered, dead), attempts and last error."""
-    with _store(database_url) as store:
-        items = store.delivery_list(DeliveryListParams(
+    with _notifications(database_url) as notifications:
+        items = notifications.deliveries(
             status=None if status is None else DeliveryStatus(status), channel=channel_name,
-            limit=limit))
+            limit=limit)
     if as_json:
         emit_json([delivery_view(item) for item in items])
         return
@@ -500,8 +469,8 @@ def deliveries(status: str | None, channel_name: str | None, limit: int, databas
 @json_option
 def retry(delivery_id: str, database_url: str, as_json: bool) -> None:
     """Send a dead DELIVERY again (its id, or the start of it), from its first attempt."""
-    with _naming(_FIELDS), _store(database_url) as store:
-        item = store.delivery_retry(delivery_id)
+    with _naming(_FIELDS), _notifications(database_url) as notifications:
+        item = notifications.retry_delivery(delivery_id)
     if as_json:
         emit_json(delivery_view(item))
         return
