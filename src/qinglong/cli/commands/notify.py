@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
+from qinglong.cli.commands.notify_targets import FIELDS, naming, read_secret, target_from_options
 from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import DURATION, database_url_option, json_option
@@ -21,22 +20,17 @@ from qinglong.domain.notify.channels import (
     DEFAULT_MAX_BACKOFF_MS,
     DEFAULT_TIMEOUT_MS,
     MAX_ATTEMPTS,
-    EmailTarget,
     HttpMethod,
     SmtpSecurity,
-    Target,
     TemplateTarget,
     WebhookTarget,
     channel_spec,
     check_name,
-    check_secret,
-    parse_header,
 )
 from qinglong.domain.notify.events import DEFAULT_EVENTS, known_events, parse_events
 from qinglong.domain.notify.model import Channel, DeliveryStatus
-from qinglong.domain.notify.presets import PRESETS, preset_target
-from qinglong.domain.notify.templates import parse_body_template
-from qinglong.errors import DeliveryFailed, InvalidInput
+from qinglong.domain.notify.presets import PRESETS
+from qinglong.errors import DeliveryFailed
 from qinglong.service.notification_views import (
     channel_view,
     delivery_view,
@@ -50,27 +44,6 @@ from qinglong.service.notifications import Notifications
 def _notifications(database_url: str) -> Iterator[Notifications]:
     with services(database_url) as opened:
         yield opened.notifications
-
-
-@contextlib.contextmanager
-def _naming(options: dict[str, str]) -> Iterator[None]:
-    """Errors about a field name the option that set it."""
-    try:
-        yield
-    except InvalidInput as exc:
-        option = options.get(exc.field)
-        if option is None:
-            raise
-        raise InvalidInput(option, exc.rule) from None
-
-
-_FIELDS = {"header": "--header", "smtp-host": "--smtp-host", "smtp-port": "--smtp-port",
-           "smtp-user": "--smtp-user", "from": "--from", "to": "--to", "param": "--param",
-           "body-template": "--body-template", "content-type": "--content-type",
-           "events": "--events", "max-attempts": "--max-attempts",
-           "retry-backoff": "--retry-backoff", "retry-max-backoff": "--retry-max-backoff",
-           "timeout": "--timeout", "channel": "CHANNEL", "preset": "--preset",
-           "secret": "--secret-env/--secret-file/--secret-stdin", "delivery": "DELIVERY"}
 
 
 @click.group()
@@ -90,86 +63,6 @@ def notify() -> None:
 def channel() -> None:
     """Where notifications go. Secrets (an HMAC key, an SMTP password, a bot token) are
     read from an environment variable, a file or stdin, stored, and never printed."""
-
-
-def _read_secret(env: str | None, file: Path | None, stdin: bool) -> str | None:
-    given = [flag for flag, value in (("--secret-env", env), ("--secret-file", file),
-                                      ("--secret-stdin", stdin)) if value]
-    if len(given) > 1:
-        raise click.UsageError(f"give at most one of {', '.join(given)}")
-    if env:
-        value = os.environ.get(env)
-        if value is None:
-            raise InvalidInput("--secret-env", f"the environment variable {env} is not set")
-        return check_secret(value.strip(), "--secret-env")
-    if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-            raise InvalidInput("--secret-file", f"cannot read {str(file)!r} ({reason})") from None
-        return check_secret(text.strip(), "--secret-file")
-    if stdin:
-        return check_secret(sys.stdin.readline().strip(), "--secret-stdin")
-    return None
-
-
-def _pairs(values: tuple[str, ...], option: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for text in values:
-        name, found, value = text.partition("=")
-        if not found or not name.strip():
-            raise InvalidInput(option, f"{text!r} is not NAME=VALUE")
-        pairs.append((name.strip(), value))
-    return tuple(pairs)
-
-
-def _refuse(kind: str, **given: object) -> None:
-    extra = [name for name, value in given.items() if value not in (None, (), False)]
-    if extra:
-        options = ", ".join("--" + name.replace("_", "-") for name in extra)
-        verb = "does" if len(extra) == 1 else "do"
-        raise click.UsageError(f"{options} {verb} not apply to a {kind} channel")
-
-
-def _target(webhook: str | None, email: bool, template: str | None, preset: str | None,
-            headers: tuple[str, ...], method: str | None, body_template: str | None,
-            content_type: str | None, params: tuple[str, ...], smtp_host: str | None,
-            smtp_port: int | None, smtp_security: str | None, smtp_user: str | None,
-            sender: str | None, recipients: tuple[str, ...]) -> Target:
-    kinds = [flag for flag, value in (("--webhook", webhook), ("--email", email),
-                                      ("--template", template), ("--preset", preset)) if value]
-    if len(kinds) != 1:
-        raise click.UsageError("give exactly one of --webhook URL, --email, --template URL and "
-                               "--preset telegram|bark")
-    smtp = {"smtp_host": smtp_host, "smtp_port": smtp_port, "smtp_security": smtp_security,
-            "smtp_user": smtp_user, "from": sender, "to": recipients}
-    http = {"method": method, "body_template": body_template, "content_type": content_type}
-    if webhook is not None:
-        _refuse("webhook", param=params, **http, **smtp)
-        with _naming({**_FIELDS, "url": "--webhook"}):
-            return WebhookTarget(url=webhook, headers=tuple(parse_header(h) for h in headers))
-    if email:
-        _refuse("email", header=headers, param=params, **http)
-        if not smtp_host or not sender or not recipients:
-            raise click.UsageError("an email channel needs --smtp-host, --from and --to")
-        with _naming(_FIELDS):
-            return EmailTarget(host=smtp_host, port=smtp_port,
-                               security=SmtpSecurity(smtp_security or SmtpSecurity.STARTTLS),
-                               username=smtp_user, sender=sender, recipients=recipients)
-    if preset is not None:
-        _refuse("preset", header=headers, **http, **smtp)
-        with _naming(_FIELDS):
-            return preset_target(preset, dict(_pairs(params, "--param")))
-    assert template is not None
-    _refuse("template", **smtp)
-    with _naming({**_FIELDS, "url": "--template"}):
-        return TemplateTarget(
-            url=template, method=HttpMethod(method or HttpMethod.POST),
-            body=None if body_template is None else parse_body_template(body_template),
-            content_type=content_type or "application/json",
-            headers=tuple(parse_header(h) for h in headers),
-            params=_pairs(params, "--param"))
 
 
 def _say_channel(verb: str, item: Channel) -> None:
@@ -251,17 +144,17 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
     ql notify channel add chat --template 'https://chat.example.com/hooks/{project}' \\
         --body-template '{"text": "{title}: {summary}"}'
     """
-    with _naming(_FIELDS):
+    with naming(FIELDS):
         check_name(name)
-        target = _target(webhook, email, template, preset, headers, method, body_template,
-                         content_type, params, smtp_host, smtp_port, smtp_security, smtp_user,
-                         sender, recipients)
+        target = target_from_options(webhook, email, template, preset, headers, method,
+                                     body_template, content_type, params, smtp_host, smtp_port,
+                                     smtp_security, smtp_user, sender, recipients)
         spec = channel_spec(name, target, timeout_ms=timeout, max_attempts=max_attempts,
                             backoff_ms=retry_backoff, max_backoff_ms=retry_max_backoff)
-    secret = _read_secret(secret_env, secret_file, secret_stdin)
+    secret = read_secret(secret_env, secret_file, secret_stdin)
     if no_secret and (secret is not None or not replace):
         raise click.UsageError("--no-secret goes with --replace, without a new secret")
-    with _notifications(database_url) as notifications, _naming({"secret": _FIELDS["secret"]}):
+    with _notifications(database_url) as notifications, naming({"secret": FIELDS["secret"]}):
         saved = notifications.save_channel(spec, secret, replace=replace, drop_secret=no_secret,
                                            smtp_user_field="--smtp-user")
     if as_json:
@@ -357,7 +250,7 @@ def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple
     a failure the task retries is notified once, after its last attempt. misfired and
     recovered concern the triggers of the project (or of the task). A rule covers what
     happens after it was added."""
-    with _naming(_FIELDS):
+    with naming(FIELDS):
         wanted = parse_events(events) if events else DEFAULT_EVENTS
     with _notifications(database_url) as notifications:
         rules = notifications.add_rule(channel_name, project, task_id, wanted)
@@ -399,7 +292,7 @@ def rule_list(channel_name: str | None, project: str | None, database_url: str,
 def rule_remove(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
                 database_url: str, as_json: bool) -> None:
     """Stop telling CHANNEL about PROJECT (or TASK): the whole rule, or some --events."""
-    with _naming(_FIELDS):
+    with naming(FIELDS):
         wanted = parse_events(events) if events else None
     with _notifications(database_url) as notifications:
         removed = notifications.remove_rule(channel_name, project, task_id, wanted)
@@ -469,7 +362,7 @@ def deliveries(status: str | None, channel_name: str | None, limit: int, databas
 @json_option
 def retry(delivery_id: str, database_url: str, as_json: bool) -> None:
     """Send a dead DELIVERY again (its id, or the start of it), from its first attempt."""
-    with _naming(_FIELDS), _notifications(database_url) as notifications:
+    with naming(FIELDS), _notifications(database_url) as notifications:
         item = notifications.retry_delivery(delivery_id)
     if as_json:
         emit_json(delivery_view(item))

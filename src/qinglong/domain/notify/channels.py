@@ -3,8 +3,8 @@
 Three kinds: ``webhook`` (a JSON POST in our versioned shape, HMAC-signed with the channel's
 secret), ``email`` (SMTP, the secret is the password) and ``template`` (any HTTP endpoint: a
 URL template and a JSON body template filled from the event). The presets ``telegram`` and
-``bark`` are templates written for those services (``presets``). A channel's secret is kept apart from its
-spec: it is written, used to send, and never shown.
+``bark`` are templates written for those services (``presets``). A channel's secret is kept
+apart from its spec: it is written, used to send, and never shown.
 """
 
 from __future__ import annotations
