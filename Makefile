@@ -32,6 +32,7 @@ demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 
 test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=3 workers (the timed tests on one of them); prints the slowest tests
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 -m "not long" $(PYTEST_ARGS)
 
 test-long: $(STAMP) ## The real-scale runs make test leaves out (marked long): e.g. a webhook receiver down for a full minute
@@ -59,12 +60,13 @@ bench: $(STAMP) ## Admission benchmark (issue 7): own PostgreSQL 18, ceiling, bu
 bench-dispatch: $(STAMP) ## Worker dispatch benchmark: own PostgreSQL 18, 1 replica + 2 workers, 3 x 60 s, prints a table (~8 min); BENCH_ARGS="..."
 	$(BIN)/python -m benchmarks.dispatch --seconds 60 --runs 3 $(BENCH_ARGS)
 
-lint: $(STAMP) ## ruff and mypy --strict on src/
+lint: $(STAMP) ## ruff, mypy --strict on src/, and the import contracts (lint-imports)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP) ## mypy --strict on src/
 	$(BIN)/mypy
 
 clean: ## Remove the virtual environment and caches
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

@@ -28,8 +28,8 @@ import pytest
 from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
+from qinglong.domain.notify.events import RuleEvent
 from qinglong.notify.dispatcher import Dispatcher, NotifyReport, NotifySettings
-from qinglong.notify.events import RuleEvent
 from qinglong.notify.senders import Sender
 from qinglong.profiles.cluster import cluster_notify_service
 from qinglong.storage.admission.params import CommitResult

@@ -22,14 +22,14 @@ from qinglong.clock import SystemClock
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.lifecycle import Outcome
+from qinglong.domain.notify.channels import ChannelSpec, RetryPolicy, WebhookTarget
+from qinglong.domain.notify.events import RuleEvent
+from qinglong.domain.notify.model import DeliveryStatus
 from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from qinglong.notify.channels import ChannelSpec, RetryPolicy, WebhookTarget
 from qinglong.notify.dispatcher import Dispatcher, NotifySettings
-from qinglong.notify.events import RuleEvent
-from qinglong.notify.model import DeliveryStatus
 from qinglong.notify.senders import Sender
-from qinglong.notify.views import channel_view
+from qinglong.service.notification_views import channel_view
 from qinglong.storage.admission.params import CommitResult
 from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.notify import NotifyStore

@@ -25,8 +25,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from qinglong.clock import SystemClock
+from qinglong.profiles.web import open_web_backend
 from qinglong.web.app import create_web_app
-from qinglong.web.backend import open_web_backend
 from qinglong.web.routing import Call, Endpoint, Reply
 from tests.e2e.test_api_sqlite import Site, _database, migrated
 from tests.support.ql import Ql, wait_for

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from argon2 import PasswordHasher
 
 from qinglong.clock import SystemClock
+from qinglong.profiles.web import open_web_backend
 from qinglong.service.accounts import Accounts
-from qinglong.web.backend import open_web_backend
 from qinglong.web.server import serve_api
 from tests.support.test_api_support import Auth, Http, People
 

@@ -22,7 +22,7 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from qinglong.notify import signing
+from qinglong.domain.notify import signing
 
 
 @dataclass

@@ -17,9 +17,9 @@ from qinglong.cli.output import json_text, shown
 from qinglong.domain import identifiers as ids
 from qinglong.domain import retry, task
 from qinglong.domain.manual import REQUEST_ID, request_id
+from qinglong.domain.notify import channels
 from qinglong.domain.text import NotJson, check_json_value, strict_json
 from qinglong.errors import InvalidInput
-from qinglong.notify import channels
 from qinglong.service.accounts import USERNAME, check_username
 from qinglong.web.app import api_endpoints
 from qinglong.web.openapi import build_openapi
@@ -291,7 +291,7 @@ def test_json_output_escapes_what_json_leaves_raw_and_reads_back_the_same() -> N
 ])
 def test_a_body_template_given_on_the_command_line_is_read_as_strictly(text: str,
                                                                         rule: str) -> None:
-    from qinglong.notify.templates import parse_body_template
+    from qinglong.domain.notify.templates import parse_body_template
 
     with pytest.raises(InvalidInput) as refused:
         parse_body_template(text)

@@ -9,9 +9,8 @@ import json
 
 import pytest
 
-from qinglong.errors import InvalidInput, RecordCorrupt
-from qinglong.notify import payload, signing, templates
-from qinglong.notify.channels import (
+from qinglong.domain.notify import payload, signing, templates
+from qinglong.domain.notify.channels import (
     ChannelSpec,
     EmailTarget,
     HttpMethod,
@@ -21,11 +20,12 @@ from qinglong.notify.channels import (
     WebhookTarget,
     check_http_url,
     parse_header,
-    preset_target,
     spec_from_stored,
 )
-from qinglong.notify.events import DEFAULT_EVENTS, RuleEvent, parse_events
-from qinglong.notify.payload import MisfireFacts, NotifyEvent, RunFacts
+from qinglong.domain.notify.events import DEFAULT_EVENTS, RuleEvent, parse_events
+from qinglong.domain.notify.payload import MisfireFacts, NotifyEvent, RunFacts
+from qinglong.domain.notify.presets import preset_target
+from qinglong.errors import InvalidInput, RecordCorrupt
 
 # --- events ---------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
-"""Notifications: channels (a signed webhook, SMTP email, webhook templates such as Telegram
-and Bark), rules that attach them to projects and tasks, and the dispatcher that delivers from
-a durable outbox (see docs/controls/notifications.md).
+"""Notification delivery: the I/O over the notification model (``domain/notify``).
 
-The pure parts (events, channel specs, templates, payloads, signatures) import nothing but the
-domain; ``senders`` does the network I/O; ``dispatcher`` is the loop's cycle over the
-NotifyStore port (``storage/notify_ports.py``); ``wiring`` builds it for each profile.
+``senders`` does the network I/O (an HTTP request, an SMTP transaction); ``dispatcher`` is the
+loop's cycle over the notify store (``storage/notify``): enqueue what rules want, send what is
+due, retry with backoff; ``wiring`` builds that loop for each profile. The operations the
+CLI, the HTTP API and the panel call (channels, rules, a test send, deliveries) are
+``service/notifications``.
 """

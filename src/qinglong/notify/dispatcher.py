@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
+from qinglong.domain.notify.channels import JITTER
+from qinglong.domain.notify.model import ClaimedDelivery, DeliveryStatus
 from qinglong.errors import PermissionDenied, StorageError
-from qinglong.notify.channels import JITTER
-from qinglong.notify.model import ClaimedDelivery, DeliveryStatus
 from qinglong.notify.senders import Sender, SendResult
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.notify.params import (

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 from qinglong import __version__
 from qinglong.clock import Clock
-from qinglong.notify import payload as documents
-from qinglong.notify import signing, templates
-from qinglong.notify.channels import (
+from qinglong.domain.notify import payload as documents
+from qinglong.domain.notify import signing, templates
+from qinglong.domain.notify.channels import (
     ChannelSpec,
     EmailTarget,
     SmtpSecurity,

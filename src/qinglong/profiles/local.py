@@ -31,6 +31,7 @@ from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import (
     DEFAULT_LOG_BYTES,
     DEFAULT_LOG_RETENTION_DAYS,
+    MAX_LOG_RETENTION_DAYS,
     private_dir,
     prune_log_dir,
 )
@@ -60,9 +61,18 @@ from qinglong.storage.notify import NotifyStore
 from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import RescuedAttempt
-from qinglong.storage.sqlite.connection import SqliteDatabase, check_single_name
+from qinglong.storage.sqlite.connection import (
+    SqliteDatabase,
+    check_single_name,
+    sqlite_path_from_url,
+)
 from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import check_schema
+
+# `ql serve` reads from here the bounds of its log options and the file a URL names, too.
+__all__ = ["DEFAULT_LOG_BYTES", "DEFAULT_LOG_RETENTION_DAYS", "LOCAL_LEASE_MS",
+           "MAX_LOG_RETENTION_DAYS", "PROFILES", "LocalApp", "LocalMetrics", "LocalObserver",
+           "LocalServeConfig", "sqlite_path_from_url"]
 
 INSTANCE_ID = "serve"  # one `ql serve` per database file at a time
 LOCAL_RENEW_EVERY_S = 1.0  # a cancel request is seen within a second

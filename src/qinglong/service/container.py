@@ -17,12 +17,12 @@ from qinglong.service.catalog import Catalog
 from qinglong.service.declarative import Declarative
 from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
+from qinglong.service.notifications import Notifications
 from qinglong.service.processes import Processes
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
 from qinglong.storage.kernel import Capabilities, Tx
-from qinglong.storage.notify import NotifyStore
 from qinglong.storage.stores import Stores
 
 
@@ -41,6 +41,7 @@ class Services:
     accounts: Accounts = field(init=False)
     declarative: Declarative = field(init=False)
     processes: Processes = field(init=False)
+    notifications: Notifications = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
@@ -54,6 +55,7 @@ class Services:
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
         self.declarative = Declarative(stores.definitions)
         self.processes = Processes(stores.instances)
+        self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -69,11 +71,6 @@ class Services:
     def profile(self) -> str:
         """Which kind of database this is ("sqlite", "postgresql"), for the health view."""
         return self.capabilities.name
-
-    @property
-    def notify(self) -> NotifyStore:
-        """Notification channels, rules and deliveries."""
-        return self.stores.notify
 
     def ping(self) -> None:
         """One round trip to the database (readiness)."""

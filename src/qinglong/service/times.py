@@ -7,14 +7,10 @@ import os
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfoNotFoundError
 
+from qinglong.domain.instants import rfc3339
 from qinglong.domain.timezones import zone_info
 
-
-def rfc3339(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return (datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"))
+__all__ = ["in_zone", "local_and_utc", "rfc3339", "viewer_zone"]  # rfc3339: domain/instants.py
 
 
 def in_zone(ms: int, zone: str) -> str:

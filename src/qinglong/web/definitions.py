@@ -13,15 +13,15 @@ from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.accounts import Level
 from qinglong.service.catalog import TaskPublishRequest as PublishTask
-from qinglong.service.preview import MAX_PREVIEW, schedule_preview
-from qinglong.service.views import View
-from qinglong.service.working_directory import check_directory_here
-from qinglong.storage.definitions.params import (
+from qinglong.service.params import (
     ProjectPauseParams,
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.service.preview import MAX_PREVIEW, schedule_preview
+from qinglong.service.views import View
+from qinglong.service.working_directory import check_directory_here
 from qinglong.web import schemas as s
 from qinglong.web.routing import Call, Endpoint, Query, Reply, read_instant
 

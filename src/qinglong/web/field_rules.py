@@ -16,7 +16,7 @@ from pydantic_core import CoreSchema
 from qinglong.domain import identifiers as ids
 from qinglong.domain import jitter, retry, task, trigger
 from qinglong.domain.manual import REQUEST_ID
-from qinglong.notify import channels
+from qinglong.domain.notify import channels
 from qinglong.service import accounts
 
 

@@ -10,40 +10,31 @@ import json
 from collections.abc import Iterator
 
 from qinglong.domain.identifiers import entity_id, project_id
-from qinglong.errors import InvalidInput, NotFound
-from qinglong.ids import new_uuid
-from qinglong.notify import payload as documents
-from qinglong.notify.channels import (
-    DEFAULT_ATTEMPTS,
-    DEFAULT_BACKOFF_MS,
-    DEFAULT_MAX_BACKOFF_MS,
-    DEFAULT_TIMEOUT_MS,
+from qinglong.domain.notify.channels import (
     ChannelSpec,
     EmailTarget,
     HttpMethod,
-    RetryPolicy,
     SmtpSecurity,
     Target,
     TemplateTarget,
     WebhookTarget,
+    channel_spec,
     check_name,
-    check_secret,
-    missing_secret,
     parse_header,
-    preset_target,
 )
-from qinglong.notify.events import DEFAULT_EVENTS, parse_events
-from qinglong.notify.model import DeliveryStatus
-from qinglong.notify.templates import parse_body_template
-from qinglong.notify.views import channel_view, delivery_view, rule_view
+from qinglong.domain.notify.events import DEFAULT_EVENTS, parse_events
+from qinglong.domain.notify.model import DeliveryStatus
+from qinglong.domain.notify.presets import preset_target
+from qinglong.domain.notify.templates import parse_body_template
+from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
-from qinglong.storage.notify.params import (
-    MAX_LIST,
-    ChannelPutParams,
-    DeliveryListParams,
-    RuleAddParams,
-    RuleRemoveParams,
+from qinglong.service.notification_views import (
+    channel_view,
+    delivery_view,
+    rule_view,
+    sent_test_view,
 )
+from qinglong.service.notifications import MAX_LIST
 from qinglong.web import schemas as s
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 
@@ -117,17 +108,9 @@ def _target(body: s.ChannelRequest) -> Target:
 def _spec(body: s.ChannelRequest) -> ChannelSpec:
     with _naming(_FIELDS):
         check_name(body.name)
-        target = _target(body)
-        backoff = body.retry_backoff_ms
-        retry = RetryPolicy(
-            max_attempts=DEFAULT_ATTEMPTS if body.max_attempts is None else body.max_attempts,
-            backoff_ms=DEFAULT_BACKOFF_MS if backoff is None else backoff,
-            max_backoff_ms=(max(DEFAULT_MAX_BACKOFF_MS, backoff or 0)
-                            if body.retry_max_backoff_ms is None
-                            else body.retry_max_backoff_ms))
-        return ChannelSpec(name=body.name, target=target, retry=retry,
-                           timeout_ms=DEFAULT_TIMEOUT_MS if body.timeout_ms is None
-                           else body.timeout_ms)
+        return channel_spec(body.name, _target(body), timeout_ms=body.timeout_ms,
+                            max_attempts=body.max_attempts, backoff_ms=body.retry_backoff_ms,
+                            max_backoff_ms=body.retry_max_backoff_ms)
 
 
 def _channel(call: Call) -> str:
@@ -139,69 +122,41 @@ def _channel(call: Call) -> str:
 
 
 def list_channels(call: Call) -> Reply:
-    store = call.backend.notify
-    rules = store.rule_list()
-    return Reply([channel_view(item, [r for r in rules if r.channel == item.name])
-                  for item in store.channel_list()])
+    return Reply([channel_view(entry.channel, entry.rules)
+                  for entry in call.backend.notifications.channels()])
 
 
 def show_channel(call: Call) -> Reply:
-    name = _channel(call)
-    store = call.backend.notify
-    item = store.channel_get(name)
-    return Reply(channel_view(item, store.rule_list(channel=name)))
+    entry = call.backend.notifications.channel(_channel(call))
+    return Reply(channel_view(entry.channel, entry.rules))
 
 
 def put_channel(call: Call) -> Reply:
     body: s.ChannelRequest = call.body
     spec = _spec(body)
-    secret = check_secret(body.secret)
-    if body.drop_secret and (secret is not None or not body.replace):
-        raise InvalidInput("drop_secret", "goes with replace, without a new secret")
-    store = call.backend.notify
-    existed = kept = False
-    if body.replace:
-        try:
-            current = store.channel_get(spec.name)
-        except NotFound:
-            pass
-        else:
-            existed, kept = True, current.secret_set
-    missing = missing_secret(spec.target, "smtp_user")
-    if missing and secret is None and not (kept and not body.drop_secret):
-        raise InvalidInput("secret", missing)
-    item = store.channel_put(ChannelPutParams(spec=spec, secret=secret,
-                                              keep_secret=not body.drop_secret,
-                                              replace=body.replace))
+    notifications = call.backend.notifications
+    saved = notifications.save_channel(spec, body.secret, replace=body.replace,
+                                       drop_secret=body.drop_secret, smtp_user_field="smtp_user")
     call.audit("notify.channel.put", target=f"channel {spec.name}",
-               detail={"kind": spec.kind.value, "replaced": existed,
-                       "secret": "set" if secret is not None else "erased" if body.drop_secret
-                       else "kept" if kept else "none"})
-    return Reply(channel_view(item, store.rule_list(channel=spec.name)),
-                 200 if existed else 201)
+               detail={"kind": spec.kind.value, "replaced": saved.replaced,
+                       "secret": saved.secret.value})
+    return Reply(channel_view(saved.channel, notifications.rules(channel=spec.name)),
+                 200 if saved.replaced else 201)
 
 
 def remove_channel(call: Call) -> Reply:
     name = _channel(call)
-    item = call.backend.notify.channel_remove(name)
+    item = call.backend.notifications.remove_channel(name)
     call.audit("notify.channel.remove", target=f"channel {name}")
     return Reply({**channel_view(item), "removed": True})
 
 
 def send_test(call: Call) -> Reply:
     name = _channel(call)
-    spec, secret = call.backend.notify.channel_for_send(name)
-    document = documents.build(documents.probe_event(call.clock.now_ms()),
-                               delivery_id=new_uuid(), channel=name)
-    from qinglong.notify.senders import Sender  # smtplib, ssl and http.client load on use
-
-    result = Sender(call.clock).send(spec, secret, document)
-    view = {"channel": name, "id": document["id"], "event": document["event"],
-            "delivered": result.ok, "status": result.status, "detail": result.detail,
-            "elapsed_ms": result.elapsed_ms}
+    sent = call.backend.notifications.send_test(name)
     call.audit("notify.test", target=f"channel {name}",
-               detail={"delivered": result.ok, "status": result.status})
-    return Reply(view)
+               detail={"delivered": sent.delivered, "status": sent.status})
+    return Reply(sent_test_view(sent))
 
 
 # --- rules ------------------------------------------------------------------------------
@@ -209,7 +164,7 @@ def send_test(call: Call) -> Reply:
 
 def list_rules(call: Call) -> Reply:
     q = call.query
-    return Reply([rule_view(r) for r in call.backend.notify.rule_list(
+    return Reply([rule_view(r) for r in call.backend.notifications.rules(
         channel=q["channel"], project_id=q["project"])])
 
 
@@ -227,8 +182,7 @@ def add_rule(call: Call) -> Reply:
     body: s.RuleRequest = call.body
     _rule_target(body)
     events = parse_events(body.events, "events") if body.events else DEFAULT_EVENTS
-    rules = call.backend.notify.rule_add(RuleAddParams(
-        channel=body.channel, project_id=body.project, task_id=body.task, events=events))
+    rules = call.backend.notifications.add_rule(body.channel, body.project, body.task, events)
     call.audit("notify.rule.add", project=body.project, target=f"channel {body.channel}",
                detail={"task": body.task, "events": [e.value for e in events]})
     return Reply([rule_view(r) for r in rules], 201)
@@ -238,8 +192,8 @@ def remove_rule(call: Call) -> Reply:
     body: s.RuleRequest = call.body
     _rule_target(body)
     events = parse_events(body.events, "events") if body.events else None
-    removed = call.backend.notify.rule_remove(RuleRemoveParams(
-        channel=body.channel, project_id=body.project, task_id=body.task, events=events))
+    removed = call.backend.notifications.remove_rule(body.channel, body.project, body.task,
+                                                      events)
     call.audit("notify.rule.remove", project=body.project, target=f"channel {body.channel}",
                detail={"task": body.task, "events": None if events is None
                        else [e.value for e in events], "removed": removed})
@@ -252,9 +206,9 @@ def remove_rule(call: Call) -> Reply:
 def list_deliveries(call: Call) -> Reply:
     q = call.query
     status = q["status"]
-    return Reply([delivery_view(item) for item in call.backend.notify.delivery_list(
-        DeliveryListParams(status=None if status is None else DeliveryStatus(status),
-                           channel=q["channel"], limit=q["limit"]))])
+    return Reply([delivery_view(item) for item in call.backend.notifications.deliveries(
+        status=None if status is None else DeliveryStatus(status), channel=q["channel"],
+        limit=q["limit"])])
 
 
 def retry_delivery(call: Call) -> Reply:
@@ -262,7 +216,7 @@ def retry_delivery(call: Call) -> Reply:
     if len(given) > 36:
         raise InvalidInput("delivery", "is not a delivery id (or the start of one)")
     with _naming(_FIELDS):
-        item = call.backend.notify.delivery_retry(given)
+        item = call.backend.notifications.retry_delivery(given)
     call.audit("notify.retry", target=f"delivery {item.id}", detail={"channel": item.channel})
     return Reply(delivery_view(item))
 

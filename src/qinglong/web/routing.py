@@ -24,10 +24,10 @@ from starlette.responses import Response
 
 from qinglong.clock import Clock
 from qinglong.domain import identifiers as ids
+from qinglong.domain.notify.channels import NAME as CHANNEL_NAME
+from qinglong.domain.notify.channels import NAME_RULE as CHANNEL_NAME_RULE
 from qinglong.domain.text import MAX_JSON_INT, MIN_JSON_INT, NotJson, check_text, strict_json
 from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
-from qinglong.notify.channels import NAME as CHANNEL_NAME
-from qinglong.notify.channels import NAME_RULE as CHANNEL_NAME_RULE
 from qinglong.service.accounts import USERNAME_RULE, Level, Principal
 from qinglong.service.logins import USERNAME
 from qinglong.web.backend import WebBackend

@@ -12,9 +12,9 @@ from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.runs import RunStatus
 from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
+from qinglong.service.params import RunListParams
 from qinglong.service.runs import LogPiece
 from qinglong.service.views import View
-from qinglong.storage.runs.params import RunListParams
 from qinglong.web import schemas as s
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 from qinglong.web.sse import log_events

@@ -15,9 +15,8 @@ from qinglong.api.health import HttpServer, parse_listen
 from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic
 from qinglong.errors import InvalidConfig, QinglongError
-from qinglong.service.accounts import SessionPolicy
 from qinglong.web.app import create_web_app
-from qinglong.web.backend import WEB_POOL_SIZE, WebBackend, open_web_backend
+from qinglong.web.backend import WebBackend
 from qinglong.web.transport import Network, Transport
 
 HEARTBEAT_S = 5.0
@@ -113,18 +112,3 @@ def serve_api(backend: WebBackend, clock: Clock, listen: str, *, close_backend: 
         running._beat = threading.Thread(target=beat, name="ql-web-heartbeat", daemon=True)
         running._beat.start()
     return running
-
-
-def open_and_serve(database_url: str, clock: Clock, listen: str, *,
-                   pool_size: int = WEB_POOL_SIZE, session_policy: SessionPolicy | None = None,
-                   instance_id: str | None = None,
-                   diagnostics: Callable[[Diagnostic], None] | None = None,
-                   trusted_proxies: tuple[Network, ...] = ()) -> RunningApi:
-    backend = open_web_backend(database_url, clock, pool_size=pool_size,
-                               session_policy=session_policy)
-    try:
-        return serve_api(backend, clock, listen, close_backend=True, instance_id=instance_id,
-                         diagnostics=diagnostics, trusted_proxies=trusted_proxies)
-    except BaseException:
-        backend.close()
-        raise

@@ -18,8 +18,7 @@ from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.storage.admission.params import CommitOutcome, CommitResult
-from qinglong.storage.runs.params import RescuedAttempt
+from qinglong.profiles.reports import CommitOutcome, CommitResult, RescuedAttempt
 
 if TYPE_CHECKING:
     from qinglong.profiles.cluster import ControlSeams

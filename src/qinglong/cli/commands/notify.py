@@ -5,78 +5,45 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
-from qinglong.cli.context import CLOCK, services
+from qinglong.cli.commands.notify_targets import FIELDS, naming, read_secret, target_from_options
+from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import DURATION, database_url_option, json_option
-from qinglong.errors import DeliveryFailed, InvalidInput, QinglongError
-from qinglong.ids import new_uuid
-from qinglong.notify import payload as documents
-from qinglong.notify.channels import (
+from qinglong.domain.notify.channels import (
     DEFAULT_ATTEMPTS,
     DEFAULT_BACKOFF_MS,
     DEFAULT_MAX_BACKOFF_MS,
     DEFAULT_TIMEOUT_MS,
     MAX_ATTEMPTS,
-    PRESETS,
-    ChannelSpec,
-    EmailTarget,
     HttpMethod,
-    RetryPolicy,
     SmtpSecurity,
-    Target,
     TemplateTarget,
     WebhookTarget,
+    channel_spec,
     check_name,
-    check_secret,
-    missing_secret,
-    parse_header,
-    preset_target,
 )
-from qinglong.notify.events import DEFAULT_EVENTS, known_events, parse_events
-from qinglong.notify.model import Channel, DeliveryStatus
-from qinglong.notify.templates import parse_body_template
-from qinglong.notify.views import channel_view, delivery_view, rule_view
-from qinglong.storage.notify import NotifyStore
-from qinglong.storage.notify.params import (
-    ChannelPutParams,
-    DeliveryListParams,
-    RuleAddParams,
-    RuleRemoveParams,
+from qinglong.domain.notify.events import DEFAULT_EVENTS, known_events, parse_events
+from qinglong.domain.notify.model import Channel, DeliveryStatus
+from qinglong.domain.notify.presets import PRESETS
+from qinglong.errors import DeliveryFailed
+from qinglong.service.notification_views import (
+    channel_view,
+    delivery_view,
+    rule_view,
+    sent_test_view,
 )
+from qinglong.service.notifications import Notifications
 
 
 @contextlib.contextmanager
-def _store(database_url: str) -> Iterator[NotifyStore]:
+def _notifications(database_url: str) -> Iterator[Notifications]:
     with services(database_url) as opened:
-        yield opened.stores.notify
-
-
-@contextlib.contextmanager
-def _naming(options: dict[str, str]) -> Iterator[None]:
-    """Errors about a field name the option that set it."""
-    try:
-        yield
-    except InvalidInput as exc:
-        option = options.get(exc.field)
-        if option is None:
-            raise
-        raise InvalidInput(option, exc.rule) from None
-
-
-_FIELDS = {"header": "--header", "smtp-host": "--smtp-host", "smtp-port": "--smtp-port",
-           "smtp-user": "--smtp-user", "from": "--from", "to": "--to", "param": "--param",
-           "body-template": "--body-template", "content-type": "--content-type",
-           "events": "--events", "max-attempts": "--max-attempts",
-           "retry-backoff": "--retry-backoff", "retry-max-backoff": "--retry-max-backoff",
-           "timeout": "--timeout", "channel": "CHANNEL", "preset": "--preset",
-           "secret": "--secret-env/--secret-file/--secret-stdin", "delivery": "DELIVERY"}
+        yield opened.notifications
 
 
 @click.group()
@@ -96,86 +63,6 @@ def notify() -> None:
 def channel() -> None:
     """Where notifications go. Secrets (an HMAC key, an SMTP password, a bot token) are
     read from an environment variable, a file or stdin, stored, and never printed."""
-
-
-def _read_secret(env: str | None, file: Path | None, stdin: bool) -> str | None:
-    given = [flag for flag, value in (("--secret-env", env), ("--secret-file", file),
-                                      ("--secret-stdin", stdin)) if value]
-    if len(given) > 1:
-        raise click.UsageError(f"give at most one of {', '.join(given)}")
-    if env:
-        value = os.environ.get(env)
-        if value is None:
-            raise InvalidInput("--secret-env", f"the environment variable {env} is not set")
-        return check_secret(value.strip(), "--secret-env")
-    if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-            raise InvalidInput("--secret-file", f"cannot read {str(file)!r} ({reason})") from None
-        return check_secret(text.strip(), "--secret-file")
-    if stdin:
-        return check_secret(sys.stdin.readline().strip(), "--secret-stdin")
-    return None
-
-
-def _pairs(values: tuple[str, ...], option: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for text in values:
-        name, found, value = text.partition("=")
-        if not found or not name.strip():
-            raise InvalidInput(option, f"{text!r} is not NAME=VALUE")
-        pairs.append((name.strip(), value))
-    return tuple(pairs)
-
-
-def _refuse(kind: str, **given: object) -> None:
-    extra = [name for name, value in given.items() if value not in (None, (), False)]
-    if extra:
-        options = ", ".join("--" + name.replace("_", "-") for name in extra)
-        verb = "does" if len(extra) == 1 else "do"
-        raise click.UsageError(f"{options} {verb} not apply to a {kind} channel")
-
-
-def _target(webhook: str | None, email: bool, template: str | None, preset: str | None,
-            headers: tuple[str, ...], method: str | None, body_template: str | None,
-            content_type: str | None, params: tuple[str, ...], smtp_host: str | None,
-            smtp_port: int | None, smtp_security: str | None, smtp_user: str | None,
-            sender: str | None, recipients: tuple[str, ...]) -> Target:
-    kinds = [flag for flag, value in (("--webhook", webhook), ("--email", email),
-                                      ("--template", template), ("--preset", preset)) if value]
-    if len(kinds) != 1:
-        raise click.UsageError("give exactly one of --webhook URL, --email, --template URL and "
-                               "--preset telegram|bark")
-    smtp = {"smtp_host": smtp_host, "smtp_port": smtp_port, "smtp_security": smtp_security,
-            "smtp_user": smtp_user, "from": sender, "to": recipients}
-    http = {"method": method, "body_template": body_template, "content_type": content_type}
-    if webhook is not None:
-        _refuse("webhook", param=params, **http, **smtp)
-        with _naming({**_FIELDS, "url": "--webhook"}):
-            return WebhookTarget(url=webhook, headers=tuple(parse_header(h) for h in headers))
-    if email:
-        _refuse("email", header=headers, param=params, **http)
-        if not smtp_host or not sender or not recipients:
-            raise click.UsageError("an email channel needs --smtp-host, --from and --to")
-        with _naming(_FIELDS):
-            return EmailTarget(host=smtp_host, port=smtp_port,
-                               security=SmtpSecurity(smtp_security or SmtpSecurity.STARTTLS),
-                               username=smtp_user, sender=sender, recipients=recipients)
-    if preset is not None:
-        _refuse("preset", header=headers, **http, **smtp)
-        with _naming(_FIELDS):
-            return preset_target(preset, dict(_pairs(params, "--param")))
-    assert template is not None
-    _refuse("template", **smtp)
-    with _naming({**_FIELDS, "url": "--template"}):
-        return TemplateTarget(
-            url=template, method=HttpMethod(method or HttpMethod.POST),
-            body=None if body_template is None else parse_body_template(body_template),
-            content_type=content_type or "application/json",
-            headers=tuple(parse_header(h) for h in headers),
-            params=_pairs(params, "--param"))
 
 
 def _say_channel(verb: str, item: Channel) -> None:
@@ -257,40 +144,23 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
     ql notify channel add chat --template 'https://chat.example.com/hooks/{project}' \\
         --body-template '{"text": "{title}: {summary}"}'
     """
-    with _naming(_FIELDS):
+    with naming(FIELDS):
         check_name(name)
-        target = _target(webhook, email, template, preset, headers, method, body_template,
-                         content_type, params, smtp_host, smtp_port, smtp_security, smtp_user,
-                         sender, recipients)
-        retry = RetryPolicy(
-            max_attempts=DEFAULT_ATTEMPTS if max_attempts is None else max_attempts,
-            backoff_ms=DEFAULT_BACKOFF_MS if retry_backoff is None else retry_backoff,
-            max_backoff_ms=(max(DEFAULT_MAX_BACKOFF_MS, retry_backoff or 0)
-                            if retry_max_backoff is None else retry_max_backoff))
-        spec = ChannelSpec(name=name, target=target, retry=retry,
-                           timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout)
-    secret = _read_secret(secret_env, secret_file, secret_stdin)
+        target = target_from_options(webhook, email, template, preset, headers, method,
+                                     body_template, content_type, params, smtp_host, smtp_port,
+                                     smtp_security, smtp_user, sender, recipients)
+        spec = channel_spec(name, target, timeout_ms=timeout, max_attempts=max_attempts,
+                            backoff_ms=retry_backoff, max_backoff_ms=retry_max_backoff)
+    secret = read_secret(secret_env, secret_file, secret_stdin)
     if no_secret and (secret is not None or not replace):
         raise click.UsageError("--no-secret goes with --replace, without a new secret")
-    missing = missing_secret(target, "--smtp-user")
-    with _store(database_url) as store:
-        if missing and secret is None:
-            kept = False
-            if replace and not no_secret:
-                with contextlib.suppress(QinglongError):
-                    kept = store.channel_get(name).secret_set
-            if not kept:
-                raise InvalidInput(_FIELDS["secret"], missing)
-        existed = False
-        if replace:
-            with contextlib.suppress(QinglongError):
-                existed = bool(store.channel_get(name))
-        item = store.channel_put(ChannelPutParams(spec=spec, secret=secret,
-                                                  keep_secret=not no_secret, replace=replace))
+    with _notifications(database_url) as notifications, naming({"secret": FIELDS["secret"]}):
+        saved = notifications.save_channel(spec, secret, replace=replace, drop_secret=no_secret,
+                                           smtp_user_field="--smtp-user")
     if as_json:
-        emit_json(channel_view(item))
+        emit_json(channel_view(saved.channel))
         return
-    _say_channel("replaced" if existed else "added", item)
+    _say_channel("replaced" if saved.replaced else "added", saved.channel)
 
 
 @channel.command("list")
@@ -298,17 +168,18 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
 @json_option
 def channel_list(database_url: str, as_json: bool) -> None:
     """List the channels (secrets show as set or not set, never their value)."""
-    with _store(database_url) as store:
-        items = store.channel_list()
-        rules = store.rule_list()
+    with _notifications(database_url) as notifications:
+        entries = notifications.channels()
     if as_json:
-        emit_json([channel_view(item, [r for r in rules if r.channel == item.name])
-                   for item in items])
+        emit_json([channel_view(entry.channel, entry.rules) for entry in entries])
         return
-    emit_table([(item.name, item.spec.kind.value + (f":{t.preset}" if isinstance(
-        t := item.spec.target, TemplateTarget) and t.preset else ""), item.spec.target.shown,
-        "set" if item.secret_set else "-", sum(r.channel == item.name for r in rules))
-        for item in items], ["NAME", "KIND", "TARGET", "SECRET", "RULES"])
+    rows = []
+    for entry in entries:
+        item, target = entry.channel, entry.channel.spec.target
+        preset = target.preset if isinstance(target, TemplateTarget) else None
+        rows.append((item.name, item.spec.kind.value + (f":{preset}" if preset else ""),
+                     target.shown, "set" if item.secret_set else "-", len(entry.rules)))
+    emit_table(rows, ["NAME", "KIND", "TARGET", "SECRET", "RULES"])
 
 
 @channel.command("show")
@@ -317,9 +188,9 @@ def channel_list(database_url: str, as_json: bool) -> None:
 @json_option
 def channel_show(name: str, database_url: str, as_json: bool) -> None:
     """Show channel NAME and its rules (its secret shows as set or not set)."""
-    with _store(database_url) as store:
-        item = store.channel_get(name)
-        rules = store.rule_list(channel=name)
+    with _notifications(database_url) as notifications:
+        entry = notifications.channel(name)
+    item, rules = entry.channel, entry.rules
     view = channel_view(item, rules)
     if as_json:
         emit_json(view)
@@ -346,8 +217,8 @@ def channel_show(name: str, database_url: str, as_json: bool) -> None:
 def channel_remove(name: str, database_url: str, as_json: bool) -> None:
     """Remove channel NAME and its rules; its secret is erased. Deliveries still waiting for
     it are not sent (they end dead); the delivered ones stay listed."""
-    with _store(database_url) as store:
-        item = store.channel_remove(name)
+    with _notifications(database_url) as notifications:
+        item = notifications.remove_channel(name)
     if as_json:
         emit_json({**channel_view(item), "removed": True})
         return
@@ -379,11 +250,10 @@ def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple
     a failure the task retries is notified once, after its last attempt. misfired and
     recovered concern the triggers of the project (or of the task). A rule covers what
     happens after it was added."""
-    with _naming(_FIELDS):
+    with naming(FIELDS):
         wanted = parse_events(events) if events else DEFAULT_EVENTS
-    with _store(database_url) as store:
-        rules = store.rule_add(RuleAddParams(channel=channel_name, project_id=project,
-                                             task_id=task_id, events=wanted))
+    with _notifications(database_url) as notifications:
+        rules = notifications.add_rule(channel_name, project, task_id, wanted)
     if as_json:
         emit_json([rule_view(r) for r in rules])
         return
@@ -400,8 +270,8 @@ def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple
 def rule_list(channel_name: str | None, project: str | None, database_url: str,
               as_json: bool) -> None:
     """List the rules."""
-    with _store(database_url) as store:
-        rules = store.rule_list(channel=channel_name, project_id=project)
+    with _notifications(database_url) as notifications:
+        rules = notifications.rules(channel=channel_name, project_id=project)
     if as_json:
         emit_json([rule_view(r) for r in rules])
         return
@@ -422,11 +292,10 @@ def rule_list(channel_name: str | None, project: str | None, database_url: str,
 def rule_remove(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
                 database_url: str, as_json: bool) -> None:
     """Stop telling CHANNEL about PROJECT (or TASK): the whole rule, or some --events."""
-    with _naming(_FIELDS):
+    with naming(FIELDS):
         wanted = parse_events(events) if events else None
-    with _store(database_url) as store:
-        removed = store.rule_remove(RuleRemoveParams(channel=channel_name, project_id=project,
-                                                     task_id=task_id, events=wanted))
+    with _notifications(database_url) as notifications:
+        removed = notifications.remove_rule(channel_name, project, task_id, wanted)
     if as_json:
         emit_json({"removed": removed})
         return
@@ -443,25 +312,18 @@ def rule_remove(channel_name: str, project: str, task_id: str | None, events: tu
 def notify_test(channel_name: str, database_url: str, as_json: bool) -> None:
     """Send a test notification to CHANNEL now (event notify.test, not through the outbox)
     and print what the receiver answered. Exit 1 when it was not delivered."""
-    with _store(database_url) as store:
-        spec, secret = store.channel_for_send(channel_name)
-    document = documents.build(documents.probe_event(CLOCK.now_ms()), delivery_id=new_uuid(),
-                               channel=channel_name)
-    from qinglong.notify.senders import Sender  # smtplib, ssl and http.client load on use
-
-    result = Sender(CLOCK).send(spec, secret, document)
+    with _notifications(database_url) as notifications:
+        sent = notifications.send_test(channel_name)
     if as_json:
-        emit_json({"channel": channel_name, "id": document["id"], "event": document["event"],
-                   "delivered": result.ok, "status": result.status, "detail": result.detail,
-                   "elapsed_ms": result.elapsed_ms})
-        if not result.ok:
+        emit_json(sent_test_view(sent))
+        if not sent.delivered:
             raise click.exceptions.Exit(1)
         return
-    if not result.ok:
-        raise DeliveryFailed(f"test notification to {channel_name} failed: {result.detail} "
-                             f"({result.elapsed_ms} ms)")
-    say(f"delivered to {channel_name}: {result.detail} ({result.elapsed_ms} ms; delivery id "
-        f"{document['id']})")
+    if not sent.delivered:
+        raise DeliveryFailed(f"test notification to {channel_name} failed: {sent.detail} "
+                             f"({sent.elapsed_ms} ms)")
+    say(f"delivered to {channel_name}: {sent.detail} ({sent.elapsed_ms} ms; delivery id "
+        f"{sent.id})")
 
 
 @notify.command("deliveries")
@@ -475,10 +337,10 @@ def deliveries(status: str | None, channel_name: str | None, limit: int, databas
                as_json: bool) -> None:
     """The outbox, newest first: each notification for each channel, with its status
     (pending, sending, delivered, dead), attempts and last error."""
-    with _store(database_url) as store:
-        items = store.delivery_list(DeliveryListParams(
+    with _notifications(database_url) as notifications:
+        items = notifications.deliveries(
             status=None if status is None else DeliveryStatus(status), channel=channel_name,
-            limit=limit))
+            limit=limit)
     if as_json:
         emit_json([delivery_view(item) for item in items])
         return
@@ -500,8 +362,8 @@ def deliveries(status: str | None, channel_name: str | None, limit: int, databas
 @json_option
 def retry(delivery_id: str, database_url: str, as_json: bool) -> None:
     """Send a dead DELIVERY again (its id, or the start of it), from its first attempt."""
-    with _naming(_FIELDS), _store(database_url) as store:
-        item = store.delivery_retry(delivery_id)
+    with naming(FIELDS), _notifications(database_url) as notifications:
+        item = notifications.retry_delivery(delivery_id)
     if as_json:
         emit_json(delivery_view(item))
         return

@@ -7,7 +7,7 @@ import click
 from qinglong.cli.context import CLOCK, catalog
 from qinglong.cli.output import emit_json, emit_table, say
 from qinglong.cli.params import Instant, actor_option, database_url_option, json_option
-from qinglong.storage.definitions.params import ProjectPauseParams
+from qinglong.service.params import ProjectPauseParams
 
 
 @click.group()

@@ -11,7 +11,7 @@ from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import Instant, database_url_option, json_option
 from qinglong.domain.runs import RunStatus
 from qinglong.errors import StorageError
-from qinglong.storage.runs.params import RunListParams
+from qinglong.service.params import RunListParams
 
 
 @click.group()

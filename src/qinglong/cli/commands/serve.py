@@ -20,16 +20,17 @@ from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidInput, StorageError
-from qinglong.execution.executor import RunFinished
-from qinglong.execution.logs import (
+from qinglong.profiles.local import (
     DEFAULT_LOG_BYTES,
     DEFAULT_LOG_RETENTION_DAYS,
     MAX_LOG_RETENTION_DAYS,
+    PROFILES,
+    LocalApp,
+    LocalServeConfig,
+    sqlite_path_from_url,
 )
-from qinglong.profiles.local import PROFILES, LocalApp, LocalServeConfig
 from qinglong.profiles.open import capabilities_of
-from qinglong.storage.admission.params import CommitOutcome, CommitResult
-from qinglong.storage.runs.params import RescuedAttempt
+from qinglong.profiles.reports import CommitOutcome, CommitResult, RescuedAttempt, RunFinished
 
 if TYPE_CHECKING:
     from qinglong.web.server import RunningApi
@@ -176,8 +177,6 @@ def serve(
     """
     if capabilities_of(database_url).shared:
         raise InvalidInput("database-url", "ql serve runs on SQLite; use `ql control` for PostgreSQL")
-    from qinglong.storage.sqlite.connection import sqlite_path_from_url
-
     config = LocalServeConfig(
         database_path=sqlite_path_from_url(database_url),
         profile=PROFILES[profile],
@@ -246,7 +245,7 @@ def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool
                trusted: tuple[Network, ...] = ()) -> RunningApi:
     """The HTTP API over the same SQLite file, on its own connections (a Run admitted through
     it is picked up at the executor's next poll)."""
-    from qinglong.web.server import open_and_serve
+    from qinglong.profiles.web import open_and_serve
 
     api = open_and_serve(database_url, CLOCK, listen, trusted_proxies=trusted)
     host = listen.rpartition(":")[0]

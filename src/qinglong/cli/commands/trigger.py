@@ -43,7 +43,7 @@ from qinglong.domain.trigger import (
     text_kind,
 )
 from qinglong.errors import InvalidInput
-from qinglong.storage.definitions.params import (
+from qinglong.service.params import (
     TriggerPauseParams,
     TriggerPublishParams,
     TriggerResumeParams,

@@ -72,8 +72,9 @@ def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tup
     """
     from qinglong.domain.identifiers import owner_id
     from qinglong.errors import InvalidConfig
+    from qinglong.profiles.web import open_and_serve
     from qinglong.service.accounts import SessionPolicy
-    from qinglong.web.server import check_bind, instance_name, open_and_serve
+    from qinglong.web.server import check_bind, instance_name
     from qinglong.web.transport import parse_trusted_proxies
 
     check_cli_url(database_url)

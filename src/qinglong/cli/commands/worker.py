@@ -18,7 +18,7 @@ from qinglong.cli.params import DURATION
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.errors import InvalidInput
-from qinglong.execution.executor import RunFinished
+from qinglong.profiles.reports import RunFinished
 
 F = TypeVar("F", bound=Callable[..., Any])
 

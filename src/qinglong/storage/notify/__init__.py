@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from qinglong.domain.notify.channels import ChannelSpec
+from qinglong.domain.notify.model import Channel, ClaimedDelivery, Delivery, Rule
 from qinglong.errors import StorageError
 from qinglong.ids import new_uuid
-from qinglong.notify.channels import ChannelSpec
-from qinglong.notify.model import Channel, ClaimedDelivery, Delivery, Rule
 from qinglong.storage.kernel import Database
 from qinglong.storage.notify.params import (
     ChannelPutParams,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qinglong.notify.channels import ChannelSpec
-from qinglong.notify.events import RuleEvent
-from qinglong.notify.model import DeliveryStatus
+from qinglong.domain.notify.channels import ChannelSpec
+from qinglong.domain.notify.events import RuleEvent
+from qinglong.domain.notify.model import DeliveryStatus
 
 MAX_LIST = 10_000
 

@@ -17,14 +17,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from qinglong.domain.notify import payload as documents
+from qinglong.domain.notify.channels import DEFAULT_ATTEMPTS, ChannelSpec, spec_from_stored
+from qinglong.domain.notify.events import ALL_TASKS, RuleEvent
+from qinglong.domain.notify.model import Channel, ClaimedDelivery, Delivery, DeliveryStatus, Rule
+from qinglong.domain.notify.payload import MisfireFacts, NotifyEvent, RecoveryFacts, RunFacts
 from qinglong.domain.runs import EXECUTION_ORIGIN_SCHEDULED
 from qinglong.errors import Conflict, InvalidInput, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
-from qinglong.notify import payload as documents
-from qinglong.notify.channels import DEFAULT_ATTEMPTS, ChannelSpec, spec_from_stored
-from qinglong.notify.events import ALL_TASKS, RuleEvent
-from qinglong.notify.model import Channel, ClaimedDelivery, Delivery, DeliveryStatus, Rule
-from qinglong.notify.payload import MisfireFacts, NotifyEvent, RecoveryFacts, RunFacts
 from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Tx
 from qinglong.storage.notify.params import (

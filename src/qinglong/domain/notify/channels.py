@@ -3,8 +3,8 @@
 Three kinds: ``webhook`` (a JSON POST in our versioned shape, HMAC-signed with the channel's
 secret), ``email`` (SMTP, the secret is the password) and ``template`` (any HTTP endpoint: a
 URL template and a JSON body template filled from the event). The presets ``telegram`` and
-``bark`` are templates written for those services. A channel's secret is kept apart from its
-spec: it is written, used to send, and never shown.
+``bark`` are templates written for those services (``presets``). A channel's secret is kept
+apart from its spec: it is written, used to send, and never shown.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
+from qinglong.domain.notify import templates
 from qinglong.errors import InvalidInput, RecordCorrupt
-from qinglong.notify import templates
 
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?$")
 NAME_RULE = ("must be 1-64 lowercase letters, digits, '-' or '_', starting and ending with a "
@@ -293,6 +293,20 @@ class ChannelSpec:
                            "timeout_ms": self.timeout_ms}, sort_keys=True)
 
 
+def channel_spec(name: str, target: Target, *, timeout_ms: int | None = None,
+                 max_attempts: int | None = None, backoff_ms: int | None = None,
+                 max_backoff_ms: int | None = None) -> ChannelSpec:
+    """A spec from what a surface was given (None: the default). The backoff cap defaults to
+    no less than the backoff given."""
+    retry = RetryPolicy(
+        max_attempts=DEFAULT_ATTEMPTS if max_attempts is None else max_attempts,
+        backoff_ms=DEFAULT_BACKOFF_MS if backoff_ms is None else backoff_ms,
+        max_backoff_ms=(max(DEFAULT_MAX_BACKOFF_MS, backoff_ms or 0) if max_backoff_ms is None
+                        else max_backoff_ms))
+    return ChannelSpec(name=name, target=target, retry=retry,
+                       timeout_ms=DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms)
+
+
 def _target_doc(target: Target) -> dict[str, Any]:
     if isinstance(target, WebhookTarget):
         return {"url": target.url, "headers": [list(h) for h in target.headers]}
@@ -333,46 +347,6 @@ def spec_from_stored(name: str, kind: str, config: str | Mapping[str, Any]) -> C
     except (ValueError, KeyError, TypeError, InvalidInput) as exc:
         raise RecordCorrupt(f"notification channel {name!r} is stored in a shape this version "
                             f"cannot read ({type(exc).__name__})") from None
-
-
-# --- presets --------------------------------------------------------------------------------
-
-TELEGRAM_SERVER = "https://api.telegram.org"
-BARK_SERVER = "https://api.day.app"
-PRESETS = ("telegram", "bark")
-
-
-def _server(params: dict[str, str], default: str) -> str:
-    server = params.pop("server", default).rstrip("/")
-    check_http_url(server, "param")
-    if "{" in server or "}" in server:
-        raise InvalidInput("param", "server must not contain braces")
-    return server
-
-
-def preset_target(preset: str, params: Mapping[str, str]) -> TemplateTarget:
-    """The template a preset stands for. ``telegram``: the secret is the bot token, the
-    parameter ``chat_id`` is required (``server`` for a self-hosted Bot API). ``bark``: the
-    secret is the device key (``server`` and ``group`` optional)."""
-    rest = dict(params)
-    if preset == "telegram":
-        server = _server(rest, TELEGRAM_SERVER)
-        if "chat_id" not in rest:
-            raise InvalidInput("param", "the telegram preset needs --param chat_id=ID")
-        return TemplateTarget(
-            url=server + "/bot{secret}/sendMessage",
-            body={"chat_id": "{chat_id}", "text": "{title}\n{summary}",
-                  "disable_web_page_preview": True},
-            params=tuple(sorted(rest.items())), preset=preset)
-    if preset == "bark":
-        server = _server(rest, BARK_SERVER)
-        rest.setdefault("group", "qinglong")
-        return TemplateTarget(
-            url=server + "/push",
-            body={"device_key": "{secret}", "title": "{title}", "body": "{summary}",
-                  "group": "{group}"},
-            params=tuple(sorted(rest.items())), preset=preset)
-    raise InvalidInput("preset", f"unknown preset {preset!r}; use {', '.join(PRESETS)}")
 
 
 def missing_secret(target: Target, smtp_user_field: str) -> str | None:

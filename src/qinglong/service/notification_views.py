@@ -1,4 +1,5 @@
-"""The JSON shapes of channels, rules and deliveries (``ql notify ... --json``).
+"""The JSON shapes of channels, rules, deliveries and a test send (``ql notify ... --json``
+and the /api/v1/notify routes).
 
 A channel's secret never appears: only whether one is set (``"secret": "set"`` or
 ``"not set"``). Instants appear as RFC 3339 (``*_at``) and epoch milliseconds (``*_at_ms``).
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from qinglong.notify.channels import EmailTarget, TemplateTarget, WebhookTarget
-from qinglong.notify.model import Channel, Delivery, Rule
+from qinglong.domain.notify.channels import EmailTarget, TemplateTarget, WebhookTarget
+from qinglong.domain.notify.model import Channel, Delivery, Rule
+from qinglong.service.notifications import SentTest
 from qinglong.service.times import rfc3339
 
 View = dict[str, object]
@@ -83,3 +85,9 @@ def delivery_view(delivery: Delivery) -> View:
         "finished_at": rfc3339(delivery.finished_at_ms),
         "finished_at_ms": delivery.finished_at_ms,
     }
+
+
+def sent_test_view(sent: SentTest) -> View:
+    return {"channel": sent.channel, "id": sent.id, "event": sent.event,
+            "delivered": sent.delivered, "status": sent.status, "detail": sent.detail,
+            "elapsed_ms": sent.elapsed_ms}

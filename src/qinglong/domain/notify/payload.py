@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from qinglong.notify.events import TEST_EVENT
-from qinglong.service.times import rfc3339
+from qinglong.domain.instants import rfc3339
+from qinglong.domain.notify.events import TEST_EVENT
 
 SCHEMA = "qinglong/notification@v1"
 MAX_TEXT = 1000  # summaries are cut to this many characters

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from qinglong.notify.channels import ChannelSpec
-from qinglong.notify.events import RuleEvent
+from qinglong.domain.notify.channels import ChannelSpec
+from qinglong.domain.notify.events import RuleEvent
 
 
 class DeliveryStatus(StrEnum):

@@ -1,0 +1,41 @@
+"""The HTTP API as a process serves it: its backend opened over the database a URL names (the
+SQLite file for `ql serve --http` and `ql web` on SQLite, a connection pool as ``ql_web`` for
+`ql web` on PostgreSQL), and served on a listen address until stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from qinglong.clock import Clock
+from qinglong.diagnostics import Diagnostic
+from qinglong.profiles.open import OpenOptions, Role, open_services
+from qinglong.service.accounts import SessionPolicy
+from qinglong.storage.open import WEB_POOL_SIZE
+from qinglong.web.backend import WebBackend
+from qinglong.web.server import RunningApi, serve_api
+from qinglong.web.transport import Network
+
+__all__ = ["WEB_POOL_SIZE", "open_and_serve", "open_web_backend"]
+
+
+def open_web_backend(url: str, clock: Clock, *, pool_size: int = WEB_POOL_SIZE,
+                     session_policy: SessionPolicy | None = None,
+                     application_name: str = "ql-web") -> WebBackend:
+    services = open_services(url, clock, role=Role.WEB, options=OpenOptions(
+        application_name=application_name, pool_size=pool_size))
+    return WebBackend(stores=services.stores, clock=clock, session_policy=session_policy)
+
+
+def open_and_serve(database_url: str, clock: Clock, listen: str, *,
+                   pool_size: int = WEB_POOL_SIZE, session_policy: SessionPolicy | None = None,
+                   instance_id: str | None = None,
+                   diagnostics: Callable[[Diagnostic], None] | None = None,
+                   trusted_proxies: tuple[Network, ...] = ()) -> RunningApi:
+    backend = open_web_backend(database_url, clock, pool_size=pool_size,
+                               session_policy=session_policy)
+    try:
+        return serve_api(backend, clock, listen, close_backend=True, instance_id=instance_id,
+                         diagnostics=diagnostics, trusted_proxies=trusted_proxies)
+    except BaseException:
+        backend.close()
+        raise
