@@ -63,6 +63,7 @@ from qinglong.storage.runs.params import RescuedAttempt
 from qinglong.storage.sqlite.connection import SqliteDatabase, check_single_name
 from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import check_schema
+from qinglong.storage.wakeups import Wakeups
 
 INSTANCE_ID = "serve"  # one `ql serve` per database file at a time
 LOCAL_RENEW_EVERY_S = 1.0  # a cancel request is seen within a second
@@ -221,6 +222,9 @@ class LocalApp:
         self._beat_at = 0.0
         self.failed = threading.Event()
         self.failure: Diagnostic | None = None
+        # the process's one notifier: a commit here (the scheduler's, the HTTP API's)
+        # wakes the loop it concerns at once (storage/wakeups.py)
+        self.wakeups = Wakeups()
 
     def open(self) -> None:
         """The database, its schema, the single-serve lock and the log directory: what must
@@ -231,7 +235,7 @@ class LocalApp:
             file = SqliteDatabase(self._config.database_path)
             self._file = file
             check_schema(file)
-            self._db = open_sqlite(file, self._clock)
+            self._db = open_sqlite(file, self._clock, self.wakeups.publish)
             self._lock.acquire()
             check_log_dir(self._config.effective_log_dir)
         except BaseException:
@@ -298,6 +302,10 @@ class LocalApp:
                 name="ql-reconciler")
             self._executor = executor
             self._lifecycle = lifecycle
+            # this process's commits (its HTTP API's too: open it with wakeups.publish) wake
+            # the loop that waits for them
+            self.wakeups.subscribe("runs", lambda _payload: executor.poke())
+            self.wakeups.subscribe("schedules", lambda _payload: lifecycle.wake())
             self._reconciling = reconciling
             notify = NotifyStore(db)
             notify.outbox_release()  # under the lock: a previous server's sends are due again

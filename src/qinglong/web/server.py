@@ -8,7 +8,7 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from qinglong.api.health import HttpServer, parse_listen
@@ -16,6 +16,7 @@ from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic
 from qinglong.errors import InvalidConfig, QinglongError
 from qinglong.service.accounts import SessionPolicy
+from qinglong.storage.kernel import Wake
 from qinglong.web.app import create_web_app
 from qinglong.web.backend import WEB_POOL_SIZE, WebBackend, open_web_backend
 from qinglong.web.transport import Network, Transport
@@ -119,9 +120,12 @@ def open_and_serve(database_url: str, clock: Clock, listen: str, *,
                    pool_size: int = WEB_POOL_SIZE, session_policy: SessionPolicy | None = None,
                    instance_id: str | None = None,
                    diagnostics: Callable[[Diagnostic], None] | None = None,
-                   trusted_proxies: tuple[Network, ...] = ()) -> RunningApi:
+                   trusted_proxies: tuple[Network, ...] = (),
+                   on_commit: Callable[[Sequence[Wake]], None] | None = None) -> RunningApi:
+    """``on_commit`` hears what the API's commits change (`ql serve --http`: its own loops
+    wake at once for a Run admitted or a trigger published over the API)."""
     backend = open_web_backend(database_url, clock, pool_size=pool_size,
-                               session_policy=session_policy)
+                               session_policy=session_policy, on_commit=on_commit)
     try:
         return serve_api(backend, clock, listen, close_backend=True, instance_id=instance_id,
                          diagnostics=diagnostics, trusted_proxies=trusted_proxies)
