@@ -19,7 +19,7 @@ FORBIDDEN = ("psycopg", "psycopg_pool", "psycopg_binary", "qinglong.storage.post
              "qinglong.profiles.cluster", "qinglong.profiles.cluster_config",
              "qinglong.profiles.worker", "qinglong.profiles.worker_config",
              "qinglong.profiles.registration", "qinglong.profiles.availability",
-             "qinglong.profiles.wakeups", "qinglong.profiles.run_notifier")
+             "qinglong.profiles.run_notifier")
 
 SCRIPT = textwrap.dedent("""
     import json, sys

@@ -50,7 +50,6 @@ from qinglong.profiles.availability import Availability, AvailabilityFence
 from qinglong.profiles.cluster_config import ControlSettings
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.run_notifier import Notifier
-from qinglong.profiles.wakeups import ScheduleWakeups
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.admission import ScheduleStore
@@ -59,6 +58,7 @@ from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.postgres.listener import Listener
 from qinglong.storage.postgres.readiness import (
     audit,
     corrupt_runs,
@@ -72,9 +72,11 @@ from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import RescuedAttempt
+from qinglong.storage.wakeups import Wakeups
 
 FENCE_TRIPPING = (ConnectionLost, ServerNotWritable, NotReady)
 RECONCILE_INTERVAL_S = 2.0
+IDLE_CAP_S = 5.0  # the longest a listening replica sleeps between cycles
 PRUNE_BATCH = 200  # Attempts whose output is removed per pass (one pass a minute)
 
 
@@ -141,7 +143,7 @@ class _Activation:
     coordinator: Coordinator
     runs: RunStore
     notifier: Notifier
-    wakeups: ScheduleWakeups
+    listener: Listener
     heartbeat: Heartbeat
     notifying: NotifyService | None = None  # the notification dispatcher
 
@@ -175,12 +177,21 @@ class ClusterControl:
         self._http: HttpServer | None = None
         self._instances: InstanceStore | None = None
         self._registration: Registration | None = None  # kept across activations
+        # the process's one notifier: wake-ups from other processes arrive through the
+        # activation's LISTEN connection (storage/postgres/listener.py)
+        self._wakeups = Wakeups()
+        self._unsubscribe: Callable[[], None] = lambda: None
 
     # -- HTTP -------------------------------------------------------------------------
 
     def _ready(self) -> tuple[bool, str]:
         state, reason = self._fence.state
         return state is Availability.READY, reason
+
+    def _idle_cap_s(self) -> float | None:
+        """The scheduler's longest sleep while wake-ups from other processes are reliable
+        (None: poll at the interval). It also bounds the replica's heartbeat gap."""
+        return IDLE_CAP_S if self._wakeups.reliable else None
 
     def _status(self) -> dict[str, Any]:
         state, reason = self._fence.state
@@ -193,8 +204,8 @@ class ClusterControl:
             "reason": reason,
             "activations": self._activations,
             "wakeups": None if activation is None else {
-                "listening": activation.wakeups.listening,
-                "notifications": activation.wakeups.notifications,
+                "listening": self._wakeups.reliable,
+                "notifications": self._wakeups.received,
             },
             "last_cycle": None if report is None else {
                 "claimed": report.claimed, "admitted": report.admitted, "raced": report.raced,
@@ -239,7 +250,7 @@ class ClusterControl:
                 if corrupt:
                     raise NotReady(corrupt, "runs in an impossible state block activation: "
                                    + ", ".join(corrupt[:4]) + (" and more" if len(corrupt) > 4 else ""))
-            db = open_postgres(connector, index_scans_only=True)
+            db = open_postgres(connector, self._wakeups.publish, index_scans_only=True)
             store = ScheduleStore(db, actor_id=s.owner_id,
                                     commit_deadline_s=s.commit_deadline_ms / 1000,
                                     before_commit=self._seams.before_commit,
@@ -249,13 +260,15 @@ class ClusterControl:
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,
                 after_claim=self._seams.after_claim,
             )
-            wakeups = ScheduleWakeups(target, f"ql-listen:{s.owner_id}"[:63],
-                                      wake=lambda: lifecycle.wake())
+            listener = Listener(target, f"ql-listen:{s.owner_id}"[:63], self._wakeups,
+                                topics=("schedules",))
             lifecycle = PacedLoop(
                 lambda: self._cycle(coordinator, lifecycle.stop_requested), interval_s=s.interval_ms / 1000,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,
-                on_report=self._report, idle_cap_s=wakeups.idle_cap_s,
+                on_report=self._report, idle_cap_s=self._idle_cap_s,
             )
+            self._unsubscribe = self._wakeups.subscribe("schedules",
+                                                        lambda _payload: lifecycle.wake())
             runs = RunStore(db, actor_id=s.owner_id)
             notifier = Notifier(connector)
             logs = LogStore(db)
@@ -296,14 +309,14 @@ class ClusterControl:
         self._activation = _Activation(connector=connector, lifecycle=lifecycle,
                                        reconciling=reconciling, coordinator=coordinator,
                                        runs=runs,
-                                       notifier=notifier, wakeups=wakeups, heartbeat=heartbeat,
+                                       notifier=notifier, listener=listener, heartbeat=heartbeat,
                                        notifying=notifying)
         self._activations += 1
         self._metrics.activations.inc()
         self._fence.activated()
         self._metrics.ready.set(1)
         notifier.start()
-        wakeups.start()
+        listener.start()
         lifecycle.start()
         reconciling.start()
         notifying.start()
@@ -360,7 +373,8 @@ class ClusterControl:
             return StopResult.STOPPED
         result = activation.lifecycle.stop()
         activation.heartbeat.stop()
-        activation.wakeups.stop()
+        activation.listener.stop()
+        self._unsubscribe()
         activation.reconciling.stop()
         activation.notifier.stop()
         if activation.notifying is not None:

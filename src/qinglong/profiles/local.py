@@ -68,6 +68,7 @@ from qinglong.storage.sqlite.connection import (
 )
 from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import check_schema
+from qinglong.storage.wakeups import Wakeups
 
 # `ql serve` reads from here the bounds of its log options and the file a URL names, too.
 __all__ = ["DEFAULT_LOG_BYTES", "DEFAULT_LOG_RETENTION_DAYS", "LOCAL_LEASE_MS",
@@ -231,6 +232,9 @@ class LocalApp:
         self._beat_at = 0.0
         self.failed = threading.Event()
         self.failure: Diagnostic | None = None
+        # the process's one notifier: a commit here (the scheduler's, the HTTP API's)
+        # wakes the loop it concerns at once (storage/wakeups.py)
+        self.wakeups = Wakeups()
 
     def open(self) -> None:
         """The database, its schema, the single-serve lock and the log directory: what must
@@ -241,7 +245,7 @@ class LocalApp:
             file = SqliteDatabase(self._config.database_path)
             self._file = file
             check_schema(file)
-            self._db = open_sqlite(file, self._clock)
+            self._db = open_sqlite(file, self._clock, self.wakeups.publish)
             self._lock.acquire()
             check_log_dir(self._config.effective_log_dir)
         except BaseException:
@@ -308,6 +312,10 @@ class LocalApp:
                 name="ql-reconciler")
             self._executor = executor
             self._lifecycle = lifecycle
+            # this process's commits (its HTTP API's too: open it with wakeups.publish) wake
+            # the loop that waits for them
+            self.wakeups.subscribe("runs", lambda _payload: executor.poke())
+            self.wakeups.subscribe("schedules", lambda _payload: lifecycle.wake())
             self._reconciling = reconciling
             notify = NotifyStore(db)
             notify.outbox_release()  # under the lock: a previous server's sends are due again

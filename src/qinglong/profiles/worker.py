@@ -23,7 +23,6 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-import psycopg
 from prometheus_client import Counter, Gauge, ProcessCollector
 
 from qinglong.api.health import HttpServer, create_app
@@ -37,8 +36,9 @@ from qinglong.profiles.lease_recording import LeaseRecordingRunStore
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.worker_config import WorkerSettings
 from qinglong.storage.instances import InstanceStore, Registration
-from qinglong.storage.postgres.connection import PoolConnector, SessionSettings, conninfo
+from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
 from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.postgres.listener import Listener
 from qinglong.storage.postgres.readiness import (
     audit,
     refuses_start,
@@ -48,6 +48,7 @@ from qinglong.storage.postgres.readiness import (
 from qinglong.storage.postgres.roles import WORKER
 from qinglong.storage.postgres.topology import choose_primary
 from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.wakeups import Wakeups
 
 
 class WorkerObserver(Protocol):
@@ -78,43 +79,11 @@ class WorkerMetrics:
                                 registry=self.registry)
 
 
-class Listener:
-    """LISTENs for 'Runs were queued' and 'cancel this Run' on its own connection. Only a
-    hint: polling is the truth, so a lost notification costs at most a poll interval (and a
-    lost cancel at most a renewal)."""
-
-    def __init__(self, url: str, application_name: str, executor: Executor) -> None:
-        self._url = url
-        self._application_name = application_name
-        self._executor = executor
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="ql-listen", daemon=True)
-        self.notifications = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(conninfo(self._url, application_name=self._application_name),
-                                     autocommit=True) as conn:
-                    conn.execute("LISTEN qinglong_runs")
-                    conn.execute("LISTEN qinglong_cancel")
-                    self._executor.poke()  # anything queued while we were not listening
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=1.0):
-                            self.notifications += 1
-                            if note.channel == "qinglong_cancel":
-                                self._executor.cancel(note.payload)
-                            else:
-                                self._executor.poke()
-            except psycopg.Error:
-                self._stop.wait(1.0)  # the database is away: polling carries on meanwhile
+def _cancel(executor: Executor, run_id: str) -> None:
+    """A Run asked to stop: its command is stopped if it runs here (none is named after a
+    reconnect: the next renewal tells which)."""
+    if run_id:
+        executor.cancel(run_id)
 
 
 class WorkerApp:
@@ -131,6 +100,7 @@ class WorkerApp:
         self._connector: PoolConnector | None = None
         self._executor: Executor | None = None
         self._listener: Listener | None = None
+        self._wakeups = Wakeups()  # the process's one notifier (storage/wakeups.py)
         self._instances: InstanceStore | None = None
         self._registration: Registration | None = None
         self._heartbeat: Heartbeat | None = None
@@ -157,7 +127,7 @@ class WorkerApp:
                 "slots": self._settings.slots,
                 "running": executor.active() if executor else 0,
                 "started": executor.started if executor else 0,
-                "notifications": self._listener.notifications if self._listener else 0}
+                "notifications": self._wakeups.received}
 
     def start_http(self) -> int:
         app = create_app(ready=self._ready, status=self._status, registry=self.metrics.registry)
@@ -236,7 +206,10 @@ class WorkerApp:
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)
-        self._listener = Listener(target, f"{name}:listen"[:63], executor)
+        self._wakeups.subscribe("runs", lambda _payload: executor.poke())
+        self._wakeups.subscribe("cancel", lambda run_id: _cancel(executor, run_id))
+        self._listener = Listener(target, f"{name}:listen"[:63], self._wakeups,
+                                  topics=("runs", "cancel"))
         executor.start()
         self._listener.start()
         self._heartbeat = Heartbeat(

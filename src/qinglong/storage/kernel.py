@@ -362,6 +362,27 @@ class Database:
                 return self._driver.error_code(candidate)
         return None
 
+    @property
+    def in_unit(self) -> bool:
+        """Whether this thread is inside a unit of work (its store calls join it)."""
+        return self._current() is not None
+
+    def unit(self, action: str, work: Callable[[], T], *,
+             isolation: Isolation = "serializable", attempts: int = DEFAULT_ATTEMPTS) -> T:
+        """Run ``work`` as one unit of work (``transaction``): every store call it makes
+        commits together, or none does. A conflict (or a COMMIT the server refused) runs
+        the whole unit again, up to ``attempts`` times; a lost COMMIT reply is
+        OutcomeUnknown, never retried."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.transaction(action, isolation=isolation):
+                    return work()
+            except TransientStorageError as exc:
+                if attempt >= attempts or isinstance(exc, OutcomeUnknown):
+                    raise
+                backoff(attempt)
+        raise AssertionError("unreachable: the last attempt either returns or raises")
+
     def now_ms(self) -> int:
         """One reading of this database's clock, outside any transaction."""
         return self.read("read the clock", lambda tx: tx.now_ms())

@@ -14,7 +14,8 @@ Topics:
 - ``schedules``: definitions changed (publish, delete, pause, resume, archive): the
   scheduler looks at once.
 - ``runs``: Runs were queued: executors and workers look for work.
-- ``cancel``: a Run was asked to stop (payload: its id).
+- ``cancel``: a Run was asked to stop (payload: its id; empty after a reconnect: look at
+  every Run in hand at the next renewal).
 """
 
 from __future__ import annotations
@@ -53,10 +54,6 @@ class Wakeups:
                 subscribers = tuple(self._subscribers.get(wake.topic, ()))
             for subscriber in subscribers:
                 subscriber(wake.payload)
-
-    def wake_all(self) -> None:
-        """Wake every subscriber once: what was sent while nobody listened."""
-        self.publish([Wake(topic) for topic in TOPICS])
 
     @property
     def reliable(self) -> bool:

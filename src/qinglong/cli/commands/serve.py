@@ -215,7 +215,7 @@ def serve(
         try:
             if listen is not None:
                 api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events,
-                                 trusted=trusted)
+                                 trusted=trusted, app=app)
         except BaseException:
             app.stop(clean=False)
             raise
@@ -242,12 +242,14 @@ def serve(
 
 
 def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool,
-               trusted: tuple[Network, ...] = ()) -> RunningApi:
-    """The HTTP API over the same SQLite file, on its own connections (a Run admitted through
-    it is picked up at the executor's next poll)."""
+               app: LocalApp, trusted: tuple[Network, ...] = ()) -> RunningApi:
+    """The HTTP API over the same SQLite file, on its own connections; its commits wake this
+    process's loops (a Run admitted through it starts at once, a trigger published through it
+    is decided at once)."""
     from qinglong.profiles.web import open_and_serve
 
-    api = open_and_serve(database_url, CLOCK, listen, trusted_proxies=trusted)
+    api = open_and_serve(database_url, CLOCK, listen, trusted_proxies=trusted,
+                         on_commit=app.wakeups.publish)
     host = listen.rpartition(":")[0]
     if json_events:
         click.echo(json.dumps({"at_ms": CLOCK.now_ms(), "event": "http", "host": host,

@@ -111,7 +111,11 @@ class RequestAdmissions:
         """Run an admission keyed by an idempotency key: a plain Conflict means a concurrent
         twin committed the same key first, so one more round looks again; a rejected COMMIT
         wrote nothing; a lost COMMIT reply is settled by ``in_doubt`` (a lookup of the key),
-        never by a retry."""
+        never by a retry. Inside a unit of work (an API request whose audit row commits with
+        the admission) the admission joins it: the unit's commit is the admission's, and a
+        client that did not hear it sends the same request id again."""
+        if self._db.in_unit:
+            return self._db.write(action, work)
         for round_ in range(1, ROUNDS + 1):
             try:
                 result, _ = self._db.transact(action, work, attempts=ATTEMPTS,
