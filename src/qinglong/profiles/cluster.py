@@ -37,14 +37,14 @@ from qinglong.loops import PacedLoop, StopResult
 from qinglong.notify.wiring import NotifyService
 from qinglong.profiles.availability import Availability, AvailabilityFence
 from qinglong.profiles.cluster_config import ControlSettings
-from qinglong.profiles.registration import Heartbeat, register, waiting_reason
-from qinglong.profiles.replica import (
+from qinglong.profiles.control_parts import (
     ControlObserver,
     ControlSeams,
     Metrics,
     cluster_notify_service,
     read_queue,
 )
+from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.run_notifier import Notifier
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
