@@ -185,17 +185,22 @@ class TriggerSpec:
         return self.schedule.expression
 
     @property
-    def cron_expression(self) -> str | None:
-        return self.schedule.expression if isinstance(self.schedule, CronSchedule) else None
-
-    @property
     def timezone(self) -> str:
         return self.schedule.timezone
 
     @property
+    def cron(self) -> CronSchedule | None:
+        """The schedule of a cron trigger (None for the other kinds)."""
+        return self.schedule if isinstance(self.schedule, CronSchedule) else None
+
+    @property
+    def cron_expression(self) -> str | None:
+        return None if self.cron is None else self.cron.expression
+
+    @property
     def dst(self) -> DstPolicy | None:
         """The DST policy of a cron trigger (None for the other kinds)."""
-        return self.schedule.dst if isinstance(self.schedule, CronSchedule) else None
+        return None if self.cron is None else self.cron.dst
 
     def envelope(self) -> dict[str, object]:
         config: dict[str, object] = {
