@@ -49,7 +49,11 @@ def migrate(conn: PgConnection) -> MigrateReport:
             conn.execute("RESET ROLE")
 
 
-def _lock(conn: PgConnection) -> None:
+def _begin_locked(conn: PgConnection) -> None:
+    """Begin a transaction with bounded lock waits that holds the migration lock (NotReady
+    when another migration runner holds it)."""
+    conn.execute("BEGIN")
+    conn.execute(QUERIES["migration_timeouts"])
     locked = conn.execute(QUERIES["migration_try_lock"]).fetchone()
     if not locked or not locked["locked"]:
         raise NotReady(["migration-lock-held"], "another migration runner holds the lock")
@@ -57,9 +61,7 @@ def _lock(conn: PgConnection) -> None:
 
 def _migrate(conn: PgConnection) -> MigrateReport:
     try:
-        conn.execute("BEGIN")
-        conn.execute(QUERIES["migration_timeouts"])
-        _lock(conn)
+        _begin_locked(conn)
         conn.execute(QUERIES["ledger_bootstrap"])
         conn.execute("COMMIT")
     except NotReady:
@@ -71,9 +73,7 @@ def _migrate(conn: PgConnection) -> MigrateReport:
     applied: list[str] = []
     for migration in MIGRATIONS:
         try:
-            conn.execute("BEGIN")
-            conn.execute(QUERIES["migration_timeouts"])
-            _lock(conn)
+            _begin_locked(conn)
             done = history(conn)
             findings = audit_history(done, MIGRATIONS)
             if findings:
