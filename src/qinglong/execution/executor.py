@@ -103,14 +103,15 @@ class Executor:
         self.log_refusals = LogRefusals(clock)  # a log store refusing output: no new work
         self._reaper = GroupReaper()
         self._leases = LeaseKeeper(
-            store, clock, owner=owner, lease_ms=lease_ms,
+            store=store, clock=clock, owner=owner, lease_ms=lease_ms,
             every_s=min(lease_ms / 3000, renew_every_s or lease_ms / 3000),
             jobs=self._listed_jobs, finished=self._finished, diagnostics=diagnostics)
-        self._runner = JobRunner(store, clock, RunnerSettings(
-            log_dir=log_dir.absolute(), log_max_bytes=log_max_bytes, lease_ms=lease_ms,
-            workdir=os.getcwd(),
-            inherited=dict(os.environ if inherited_env is None else inherited_env),
-            requeue_on_drain=requeue_on_drain, log_store=log_store),
+        self._runner = JobRunner(
+            store=store, clock=clock, settings=RunnerSettings(
+                log_dir=log_dir.absolute(), log_max_bytes=log_max_bytes, lease_ms=lease_ms,
+                workdir=os.getcwd(),
+                inherited=dict(os.environ if inherited_env is None else inherited_env),
+                requeue_on_drain=requeue_on_drain, log_store=log_store),
             reaper=self._reaper, log_refusals=self.log_refusals, stopping=self._stopping,
             diagnostics=diagnostics)
         self.started = 0  # commands started (for metrics)

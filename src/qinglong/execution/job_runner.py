@@ -52,17 +52,15 @@ class RunnerSettings:
     log_store: LogStore | None
 
 
+@dataclasses.dataclass(eq=False, kw_only=True)
 class JobRunner:
-    def __init__(self, store: RunStore, clock: Clock, settings: RunnerSettings, *,
-                 reaper: GroupReaper, log_refusals: LogRefusals, stopping: threading.Event,
-                 diagnostics: DiagnosticSink | None) -> None:
-        self._store = store
-        self._clock = clock
-        self._settings = settings
-        self._reaper = reaper
-        self._log_refusals = log_refusals
-        self._stopping = stopping
-        self._diagnostics = diagnostics
+    store: RunStore
+    clock: Clock
+    settings: RunnerSettings
+    reaper: GroupReaper
+    log_refusals: LogRefusals
+    stopping: threading.Event
+    diagnostics: DiagnosticSink | None
 
     def run(self, job: Job) -> Outcome | None:
         """Run the job's command and record how it ended: the outcome recorded, or None when
@@ -74,20 +72,20 @@ class JobRunner:
             with job.lock:
                 job.exited = True  # whatever it started has ended; only the record is left
             if (outcome is not None and job.stop_reason == "shutdown"
-                    and self._settings.requeue_on_drain):
-                self.persist(job, lambda: self._store.attempt_interrupt(lease.fence, "drain"))
+                    and self.settings.requeue_on_drain):
+                self.persist(job, lambda: self.store.attempt_interrupt(lease.fence, "drain"))
                 return dataclasses.replace(outcome, error_code="INTERRUPTED",
                                            error_summary="queued again after a drain")
             if outcome is not None:
                 finished = AttemptFinishParams(fence=lease.fence, outcome=outcome)
-                self.persist(job, lambda: self._store.attempt_finish(finished))
+                self.persist(job, lambda: self.store.attempt_finish(finished))
             return outcome
         except LeaseLost as exc:
             if job.process is not None:
                 kill_group(job.process.pid, signal.SIGKILL)
-            emit(self._diagnostics, diagnostic_from("executor", exc))
+            emit(self.diagnostics, diagnostic_from("executor", exc))
         except Exception as exc:  # noqa: BLE001 - isolation boundary
-            emit(self._diagnostics, diagnostic_from("executor", exc))
+            emit(self.diagnostics, diagnostic_from("executor", exc))
         return None
 
     def persist(self, job: Job, write: Callable[[], None]) -> None:
@@ -95,7 +93,7 @@ class JobRunner:
         is idempotent under its fence, and the job stays listed (so its lease is still
         renewed) while it is retried; after a lease length of failures it is left to the
         reconciler."""
-        deadline = self._clock.monotonic() + self._settings.lease_ms / 1000
+        deadline = self.clock.monotonic() + self.settings.lease_ms / 1000
         while True:
             try:
                 write()
@@ -103,31 +101,31 @@ class JobRunner:
             except (LeaseLost, DatabaseCorrupt):
                 raise
             except StorageError as exc:
-                if job.stop_reason == "lease_lost" or self._clock.monotonic() >= deadline:
+                if job.stop_reason == "lease_lost" or self.clock.monotonic() >= deadline:
                     raise
-                emit(self._diagnostics, diagnostic_from("executor", exc))
+                emit(self.diagnostics, diagnostic_from("executor", exc))
                 pause(PERSIST_RETRY_S)
 
     def _execute(self, job: Job) -> Outcome | None:
         """Run the job's command; the outcome to record, or None when it was given back."""
         lease = job.lease
-        if self._stopping.is_set():
-            self._store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
+        if self.stopping.is_set():
+            self.store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
             return None
         # Durable before the spawn; a passing storage fault (a pool briefly exhausted by a
         # burst of starts) is retried within the lease, never left to the reconciler.
-        self.persist(job, lambda: self._store.attempt_start(lease.fence))
+        self.persist(job, lambda: self.store.attempt_start(lease.fence))
         if lease.execution is None:
             return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
-        log = command.prepare_log(self._settings.log_dir, lease)
+        log = command.prepare_log(self.settings.log_dir, lease)
         if isinstance(log, Outcome):
             return log
-        log_store = self._settings.log_store
+        log_store = self.settings.log_store
         if log_store is None:
             return self._run_command(job, log, None)
-        shipper = LogShipper(log_store, lease.fence, self._settings.log_max_bytes, self._clock,
-                             diagnostics=self._diagnostics,
-                             on_failure=self._log_refusals.refused)
+        shipper = LogShipper(log_store, lease.fence, self.settings.log_max_bytes, self.clock,
+                             diagnostics=self.diagnostics,
+                             on_failure=self.log_refusals.refused)
         shipper.start()
         try:
             outcome = self._run_command(job, log, shipper)
@@ -140,7 +138,7 @@ class JobRunner:
             shipper.close()
             with contextlib.suppress(OSError):
                 log.unlink()
-        return noting_lost_output(outcome, shipper, lease.fence.run_id, self._diagnostics)
+        return noting_lost_output(outcome, shipper, lease.fence.run_id, self.diagnostics)
 
     def _run_command(self, job: Job, log: Path, shipper: LogShipper | None) -> Outcome | None:
         lease = job.lease
@@ -148,13 +146,13 @@ class JobRunner:
         if job.stop_reason == "lease_lost":  # lost before it began: never start it
             raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
                             "started")
-        spawned = command.spawn(lease, log, default_cwd=self._settings.workdir,
-                                inherited=self._settings.inherited,
-                                log_max_bytes=self._settings.log_max_bytes,
+        spawned = command.spawn(lease, log, default_cwd=self.settings.workdir,
+                                inherited=self.settings.inherited,
+                                log_max_bytes=self.settings.log_max_bytes,
                                 tap=shipper.feed if shipper is not None else None)
         if isinstance(spawned, Outcome):
             return spawned
-        self._reaper.watch(spawned.process.pid)
+        self.reaper.watch(spawned.process.pid)
         with job.lock:
             job.process = spawned.process
             pending = job.stop_reason
@@ -166,12 +164,12 @@ class JobRunner:
             log_path=None if shipper is not None else str(log))
         try:
             # retried like an ending: giving up here kills a command that already started
-            self.persist(job, lambda: self._store.attempt_running(running))
+            self.persist(job, lambda: self.store.attempt_running(running))
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()
             command.collect(spawned)
-            self._reaper.forget(spawned.process.pid)
+            self.reaper.forget(spawned.process.pid)
             raise
         timeout_ms = lease.execution.plan.timeout_ms
         timed_out = False
@@ -183,9 +181,9 @@ class JobRunner:
         command.collect(spawned)
         with job.lock:
             job.exited = True
-        self._reaper.forget(spawned.process.pid)
+        self.reaper.forget(spawned.process.pid)
         if spawned.pump.error is not None:
-            emit(self._diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
+            emit(self.diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
                                                message=f"run {lease.fence.run_id}: "
                                                        f"{spawned.pump.error}"))
         return job_outcome(job, spawned.process.returncode, timed_out, timeout_ms)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
@@ -23,50 +24,51 @@ from qinglong.storage.runs.params import LeaseRenewParams
 SELF_FENCE_MARGIN = 0.2  # stop commands when this fraction of a lease is left unrenewed
 
 
+@dataclass(eq=False, kw_only=True)
 class LeaseKeeper:
     """Keeps the leases of the jobs ``jobs()`` lists until ``finished`` is set; ``failing``
     while the store refuses renewals (the executor takes no new work then)."""
 
-    def __init__(self, store: RunStore, clock: Clock, *, owner: str, lease_ms: int,
-                 every_s: float, jobs: Callable[[], list[Job]], finished: threading.Event,
-                 diagnostics: DiagnosticSink | None) -> None:
-        self._store = store
-        self._clock = clock
-        self._owner = owner
-        self._lease_ms = lease_ms
-        self._every_s = every_s
-        self._jobs = jobs
-        self._finished = finished
-        self._diagnostics = diagnostics
-        self._renewed_at = clock.monotonic()
-        self.failing = False
+    store: RunStore
+    clock: Clock
+    owner: str
+    lease_ms: int
+    every_s: float
+    jobs: Callable[[], list[Job]]
+    finished: threading.Event
+    diagnostics: DiagnosticSink | None
+    failing: bool = field(default=False, init=False)
+    _renewed_at: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._renewed_at = self.clock.monotonic()
 
     def renew_loop(self) -> None:
-        interval = self._every_s  # at least three renewals per lease
+        interval = self.every_s  # at least three renewals per lease
         retry = min(interval, 1.0)  # after a failure, try again soon
-        while not self._finished.wait(retry if self.failing else interval):
+        while not self.finished.wait(retry if self.failing else interval):
             try:
                 self._renew_once()
                 self.failing = False
             except Exception as exc:  # noqa: BLE001 - isolation boundary
                 self.failing = True
-                emit(self._diagnostics, diagnostic_from("executor", exc))
+                emit(self.diagnostics, diagnostic_from("executor", exc))
 
     def watchdog_loop(self) -> None:
         """Self-fencing that no hung renewal can delay: once the leases may be about to run
         out unrenewed, every command is killed (someone else may own its Run soon)."""
-        tick = min(0.5, self._lease_ms / 10_000)
-        while not self._finished.wait(tick):
+        tick = min(0.5, self.lease_ms / 10_000)
+        while not self.finished.wait(tick):
             self._self_fence_if_due()
 
     def _renew_once(self) -> None:
-        jobs = {job.lease.fence.attempt_id: job for job in self._jobs()}
+        jobs = {job.lease.fence.attempt_id: job for job in self.jobs()}
         if not jobs:
-            self._renewed_at = self._clock.monotonic()
+            self._renewed_at = self.clock.monotonic()
             return
-        sent_at = self._clock.monotonic()
-        renewal = self._store.lease_renew(LeaseRenewParams(
-            owner=self._owner, lease_ms=self._lease_ms,
+        sent_at = self.clock.monotonic()
+        renewal = self.store.lease_renew(LeaseRenewParams(
+            owner=self.owner, lease_ms=self.lease_ms,
             fences=tuple(job.lease.fence for job in jobs.values())))
         self._renewed_at = sent_at
         for fence in renewal.lost:
@@ -74,7 +76,7 @@ class LeaseKeeper:
             if job.exited:  # its ending was being recorded: the lease ended with it
                 continue
             if job.stop_reason is None:
-                emit(self._diagnostics, Diagnostic(
+                emit(self.diagnostics, Diagnostic(
                     source="executor", code=LeaseLost.code,
                     message=f"run {fence.run_id}: lease lost; stopping its command"))
             job.stop("lease_lost", signal.SIGKILL)
@@ -84,11 +86,11 @@ class LeaseKeeper:
     def _self_fence_if_due(self) -> None:
         """Leases not renewed for most of their length: stop every command before they can
         run out (the database would hand the Runs to someone else)."""
-        unrenewed = self._clock.monotonic() - self._renewed_at
-        if unrenewed < self._lease_ms / 1000 * (1 - SELF_FENCE_MARGIN):
+        unrenewed = self.clock.monotonic() - self._renewed_at
+        if unrenewed < self.lease_ms / 1000 * (1 - SELF_FENCE_MARGIN):
             return
-        for job in [job for job in self._jobs() if job.stop_reason != "lease_lost"]:
-            emit(self._diagnostics, Diagnostic(
+        for job in [job for job in self.jobs() if job.stop_reason != "lease_lost"]:
+            emit(self.diagnostics, Diagnostic(
                 source="executor", code=LeaseLost.code,
                 message=f"run {job.lease.fence.run_id}: leases not renewed for {unrenewed:.1f} s; "
                         "stopping its command before the lease runs out"))
