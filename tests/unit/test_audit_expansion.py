@@ -408,7 +408,7 @@ def test_refuses_a_window_that_needs_too_many_iterations(monkeypatch: pytest.Mon
     def must_not_iterate(*args: object) -> None:
         raise AssertionError("the window should be refused before iterating")
 
-    monkeypatch.setattr(expansion, "_matching_walls", must_not_iterate)
+    monkeypatch.setattr(expansion, "matching_walls", must_not_iterate)
     # every second for 60 days: 5,184,000 wall times
     with pytest.raises(ValueError, match="window too large"):
         nominal_occurrences("* * * * * *", "UTC", ms("2026-01-01T00:00:00Z"),
@@ -438,7 +438,7 @@ def test_the_bound_counts_matching_times_not_seconds(monkeypatch: pytest.MonkeyP
         walked.append(args)
         return iter(())
 
-    monkeypatch.setattr(expansion, "_matching_walls", record_walk)
+    monkeypatch.setattr(expansion, "matching_walls", record_walk)
     assert nominal_occurrences("* * * * * *", "UTC", ms("2026-01-01T00:00:00Z"),
                                ms("2026-02-19T23:59:59Z")) == []
     assert len(walked) == 1

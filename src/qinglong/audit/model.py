@@ -143,7 +143,7 @@ class AuditInput:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditParams:
     start_ms: int | None = None  # None: the earliest publish time
-    end_ms: int | None = None  # None: see checker.default_end (now, or the last evidence)
+    end_ms: int | None = None  # None: see window.default_end (now, or the last evidence)
     settle_ms: int = 5_000  # occurrences later than end - settle are not required yet
     grace_ms: int = 30_000
     lease_ms: int = 30_000
@@ -205,7 +205,7 @@ class AuditReport:
     grace_ms: int
     lease_ms: int
     triggers: list[TriggerReport]
-    end_source: str = "option"  # what ended the window: see checker.END_SOURCES
+    end_source: str = "option"  # what ended the window: see window.END_SOURCES
     ledger: LedgerReport | None = None
     execution: ExecutionReport | None = None
     notes: list[str] = field(default_factory=list)

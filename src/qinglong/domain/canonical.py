@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from qinglong.errors import InvalidInput, RecordCorrupt
 
@@ -69,3 +70,28 @@ def verify_digest(expected: str, actual: str, what: str) -> None:
     """Fail closed when a stored digest does not match the recomputed one."""
     if expected != actual:
         raise RecordCorrupt(f"{what} failed its content digest check")
+
+
+class Digested(Protocol):
+    """A record that carries the content digest computed when it was built."""
+
+    @property
+    def content_digest(self) -> str: ...
+
+
+DigestedT = TypeVar("DigestedT", bound=Digested)
+
+
+def rebuild_verified(what: str, row: Mapping[str, object],
+                     build: Callable[[], DigestedT]) -> DigestedT:
+    """A stored record rebuilt by ``build`` (which validates it and computes its digest),
+    failing closed: a record that no longer validates, or whose digest is not the row's
+    ``content_digest``, is RecordCorrupt (``what`` names it)."""
+    try:
+        record = build()
+    except InvalidInput as exc:
+        raise RecordCorrupt(f"{what} is malformed ({exc.message})") from exc
+    except (TypeError, ValueError, KeyError) as exc:
+        raise RecordCorrupt(f"{what} is malformed") from exc
+    verify_digest(str(row["content_digest"]), record.content_digest, what)
+    return record

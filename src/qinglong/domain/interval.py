@@ -25,6 +25,7 @@ from qinglong.domain.occurrences import (
     check_instant,
     instant_text,
     parse_instant,
+    stored_schedule,
 )
 from qinglong.domain.timezones import canonical_timezone, zone_info
 from qinglong.errors import InvalidInput, InvalidSchedule
@@ -113,17 +114,8 @@ class IntervalSchedule:
     @classmethod
     def stored(cls, text: str, timezone: str) -> IntervalSchedule:
         """Read back from a digest-verified revision: the canonical text only."""
-        try:
-            every_s, anchor_ms = _parse_text(text, None)
-            zone_info(timezone)
-        except (InvalidInput, LookupError, OSError, ValueError) as exc:
-            why = f" ({exc})" if isinstance(exc, InvalidInput) else ""
-            raise InvalidSchedule("every", f"stored schedule {text!r} in {timezone!r} cannot be "
-                                           f"computed{why}") from exc
-        schedule = cls(every_s, anchor_ms, timezone)
-        if schedule.expression != text:
-            raise InvalidSchedule("every", f"stored schedule {text!r} is not in canonical form")
-        return schedule
+        return stored_schedule("every", text, timezone, lambda: _parse_text(text, None),
+                               lambda parts: cls(*parts, timezone))
 
     @property
     def expression(self) -> str:

@@ -20,11 +20,12 @@ domain says None, and every view shows the trigger as done, never this instant.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from qinglong.errors import InvalidInput
+from qinglong.domain.timezones import zone_info
+from qinglong.errors import InvalidInput, InvalidSchedule
 
 LAST_INSTANT_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z: no occurrence is later
 DONE_CURSOR_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z: the cursor of a finished row
@@ -52,6 +53,28 @@ class Schedule(OccurrenceSource, Protocol):
     def first_at_or_after(self, at_ms: int) -> int | None: ...
 
     def iter_after(self, after_ms: int) -> Iterator[int]: ...
+
+
+P = TypeVar("P")
+S = TypeVar("S", bound=Schedule)
+
+
+def stored_schedule(kind: str, text: str, timezone: str, parse: Callable[[], P],
+                    make: Callable[[P], S]) -> S:
+    """A schedule read back from a digest-verified revision: ``parse`` reads its text, ``make``
+    builds it, and only its canonical text is accepted. A text or zone that cannot be
+    computed, or a text not in canonical form, is InvalidSchedule (``kind``: every, at)."""
+    try:
+        parts = parse()
+        zone_info(timezone)
+    except (InvalidInput, LookupError, OSError, ValueError) as exc:
+        why = f" ({exc})" if isinstance(exc, InvalidInput) else ""
+        raise InvalidSchedule(kind, f"stored schedule {text!r} in {timezone!r} cannot be "
+                                    f"computed{why}") from exc
+    schedule = make(parts)
+    if schedule.expression != text:
+        raise InvalidSchedule(kind, f"stored schedule {text!r} is not in canonical form")
+    return schedule
 
 
 def cursor_for_storage(next_fire_at_ms: int | None) -> int:

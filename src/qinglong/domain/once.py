@@ -19,9 +19,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from qinglong.domain.cron import DstNote, Occurrence
-from qinglong.domain.occurrences import check_instant, instant_text, parse_instant
+from qinglong.domain.occurrences import (
+    check_instant,
+    instant_text,
+    parse_instant,
+    stored_schedule,
+)
 from qinglong.domain.timezones import canonical_timezone, zone_info
-from qinglong.errors import InvalidInput, InvalidSchedule
+from qinglong.errors import InvalidSchedule
 
 KIND = "once"
 
@@ -59,17 +64,8 @@ class OnceSchedule:
     @classmethod
     def stored(cls, text: str, timezone: str) -> OnceSchedule:
         """Read back from a digest-verified revision: the canonical text only."""
-        try:
-            at_ms = _parse_text(text)
-            zone_info(timezone)
-        except (InvalidInput, LookupError, OSError, ValueError) as exc:
-            why = f" ({exc})" if isinstance(exc, InvalidInput) else ""
-            raise InvalidSchedule("at", f"stored schedule {text!r} in {timezone!r} cannot be "
-                                        f"computed{why}") from exc
-        schedule = cls(at_ms, timezone)
-        if schedule.expression != text:
-            raise InvalidSchedule("at", f"stored schedule {text!r} is not in canonical form")
-        return schedule
+        return stored_schedule("at", text, timezone, lambda: _parse_text(text),
+                               lambda at_ms: cls(at_ms, timezone))
 
     @property
     def expression(self) -> str:

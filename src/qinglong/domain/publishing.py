@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from qinglong.domain.cron import CronSchedule, DstPolicy, check_dst_applies
 from qinglong.domain.interval import IntervalSchedule
@@ -255,6 +256,16 @@ def _merged_retry(current: RetryPolicy, changes: Mapping[str, object]) -> RetryP
     return dataclasses.replace(current, **changes)  # type: ignore[arg-type]
 
 
+V = TypeVar("V")
+
+
+def _cleared_or_set(clear: bool, given: V | None, current: V | None) -> V | None:
+    """An optional setting after a patch: cleared, set to what is given, or kept."""
+    if clear:
+        return None
+    return given if given is not None else current
+
+
 def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSpec:
     """The spec a publish asks for: ``patch`` applied to ``current``."""
     if current is None:
@@ -272,28 +283,19 @@ def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSp
         environment.pop(name, None)
     for entry in patch.env_set:
         environment[entry.name] = entry
-    if patch.clear_working_directory:
-        working_directory = None
-    elif patch.working_directory is not None:
-        working_directory = patch.working_directory
-    else:
-        working_directory = current.working_directory if current else None
     command = patch.command or (current.command if current else None)
     assert command is not None
-    if patch.clear_concurrency:
-        concurrency = None
-    elif patch.concurrency is not None:
-        concurrency = patch.concurrency
-    else:
-        concurrency = current.concurrency if current else None
     return CommandSpec(
         command=command,
         environment=tuple(environment.values()),
-        working_directory=working_directory,
+        working_directory=_cleared_or_set(patch.clear_working_directory,
+                                          patch.working_directory,
+                                          current.working_directory if current else None),
         timeout_ms=patch.timeout_ms if patch.timeout_ms is not None else (
             current.timeout_ms if current else DEFAULT_TIMEOUT_MS),
         retry=_merged_retry(current.retry if current else RetryPolicy(), patch.retry),
         idempotent=patch.idempotent if patch.idempotent is not None else (
             current.idempotent if current else False),
-        concurrency=concurrency,
+        concurrency=_cleared_or_set(patch.clear_concurrency, patch.concurrency,
+                                    current.concurrency if current else None),
     )

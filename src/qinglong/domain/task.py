@@ -1,252 +1,74 @@
-"""Task definitions: the `qinglong/command@v1` spec, task revisions and execution revisions.
+"""Task definitions: task revisions of the `qinglong/command@v1` spec.
 
 A task revision is immutable and carries a SHA-256 content digest over its canonical
 JSON. Publishing it also compiles an execution revision: the exact plan an executor
 runs, with its own digest. Both digests are recomputed on every read.
+
+The spec itself is in ``domain/command_spec.py`` and execution revisions are in
+``domain/execution_revision.py``; their public names are importable from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 
-from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
+from qinglong.domain.canonical import canonical_json, content_digest, rebuild_verified
+from qinglong.domain.command_spec import (
+    ALLOWED_SHELLS,
+    DEFAULT_TIMEOUT_MS,
+    MAX_ARGS,
+    MAX_COMMAND_BYTES,
+    MAX_CONCURRENCY,
+    MAX_ENV_BYTES,
+    MAX_ENV_ENTRIES,
+    MAX_PATH_BYTES,
+    MAX_TIMEOUT_MS,
+    MIN_TIMEOUT_MS,
+    TASK_SPEC_SCHEMA,
+    ArgvCommand,
+    CommandSpec,
+    ShellCommand,
+    parse_command_config,
+    parse_task_envelope,
+)
+from qinglong.domain.execution_revision import (
+    EXECUTION_DIGEST_PREFIX,
+    EXECUTION_PLAN_SCHEMA,
+    ExecutionRevision,
+    ExecutorType,
+    compile_execution_revision,
+    execution_revision_from_row,
+    execution_task_revision,
+    plan_json_text,
+)
 from qinglong.domain.identifiers import display_name, entity_id, project_id
-from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task_env import (
     ENV_NAME,
     RESERVED_ENV_PREFIX,
     EnvEntry,
-    env_json,
     environment_from_pairs,
-    parse_env_entry,
-    plain_text,
 )
 from qinglong.errors import InvalidInput, RecordCorrupt
 
-TASK_SPEC_SCHEMA = "qinglong/command@v1"
+# The spec, execution revisions and environment entries live in their own modules; these
+# names are imported from here too.
+__all__ = [
+    "ALLOWED_SHELLS", "DEFAULT_TIMEOUT_MS", "ENV_NAME", "EXECUTION_DIGEST_PREFIX",
+    "EXECUTION_PLAN_SCHEMA", "MAX_ARGS", "MAX_COMMAND_BYTES", "MAX_CONCURRENCY",
+    "MAX_ENV_BYTES", "MAX_ENV_ENTRIES", "MAX_PATH_BYTES", "MAX_REVISION", "MAX_TIMEOUT_MS",
+    "MIN_TIMEOUT_MS", "RESERVED_ENV_PREFIX", "TASK_DIGEST_PREFIX", "TASK_KIND",
+    "TASK_SPEC_SCHEMA", "ArgvCommand", "CommandSpec", "EnvEntry", "ExecutionRevision",
+    "ExecutorType", "ShellCommand", "TaskRevision", "check_revision",
+    "compile_execution_revision", "environment_from_pairs", "execution_revision_from_row",
+    "execution_task_revision", "new_task_revision", "parse_command_config",
+    "parse_task_envelope", "plan_json_text", "spec_json_text", "task_content",
+    "task_revision_from_row",
+]
+
 TASK_KIND = "command"
 TASK_DIGEST_PREFIX = "qinglong.task-definition.v1"
-EXECUTION_DIGEST_PREFIX = "qinglong.task-execution-revision.v1"
-EXECUTION_PLAN_SCHEMA = "qinglong/command-execution@v1"
-
-ALLOWED_SHELLS = ("/bin/sh", "/bin/bash")
-MAX_ARGS = 256
-MAX_COMMAND_BYTES = 64 * 1024
-MAX_PATH_BYTES = 4096
-MAX_ENV_ENTRIES = 256
-MAX_ENV_BYTES = 64 * 1024
-MIN_TIMEOUT_MS = 1
-MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
-DEFAULT_TIMEOUT_MS = 3600 * 1000
 MAX_REVISION = 2**31 - 1
-MAX_CONCURRENCY = 10_000
-
-
-class ExecutorType(StrEnum):
-    LOCAL_PROCESS = "local_process"
-    REMOTE_WORKER = "remote_worker"
-
-
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8"))
-
-
-def _absolute_path(value: object, field: str) -> str:
-    text = plain_text(value, field, allow_empty=False)
-    if not text.startswith("/"):
-        raise InvalidInput(field, "must be an absolute path")
-    if _utf8_len(text) > MAX_PATH_BYTES:
-        raise InvalidInput(field, f"must be at most {MAX_PATH_BYTES} bytes")
-    return text
-
-
-def _exact_keys(obj: Mapping[str, object], field: str, required: set[str], optional: set[str]) -> None:
-    keys = set(obj)
-    missing = required - keys
-    if missing:
-        raise InvalidInput(field, f"missing key {min(missing)!r}")
-    extra = keys - required - optional
-    if extra:
-        raise InvalidInput(field, f"unknown key {min(extra)!r}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ArgvCommand:
-    """Run ``file`` directly with ``args`` (no shell)."""
-
-    file: str
-    args: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        _absolute_path(self.file, "command.file")
-        if not isinstance(self.args, list | tuple):
-            raise InvalidInput("command.args", "must be a list of strings")
-        object.__setattr__(self, "args", tuple(self.args))
-        if len(self.args) > MAX_ARGS:
-            raise InvalidInput("command.args", f"at most {MAX_ARGS} arguments")
-        total = _utf8_len(self.file)
-        for index, arg in enumerate(self.args):
-            total += _utf8_len(plain_text(arg, f"command.args[{index}]"))
-        if total > MAX_COMMAND_BYTES:
-            raise InvalidInput("command", f"must be at most {MAX_COMMAND_BYTES} bytes in total")
-
-    def argv(self) -> list[str]:
-        return [self.file, *self.args]
-
-    def to_json(self) -> dict[str, object]:
-        return {"kind": "argv", "file": self.file, "args": list(self.args)}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellCommand:
-    """Run ``command`` through ``/bin/sh -c`` or ``/bin/bash -c``."""
-
-    command: str
-    shell: str = "/bin/sh"
-
-    def __post_init__(self) -> None:
-        text = plain_text(self.command, "command.command", allow_empty=False)
-        if not text.strip():
-            raise InvalidInput("command.command", "must not be blank")
-        if _utf8_len(text) > MAX_COMMAND_BYTES:
-            raise InvalidInput("command.command", f"must be at most {MAX_COMMAND_BYTES} bytes")
-        if self.shell not in ALLOWED_SHELLS:
-            raise InvalidInput("command.shell", "must be /bin/sh or /bin/bash")
-
-    def argv(self) -> list[str]:
-        return [self.shell, "-c", self.command]
-
-    def to_json(self) -> dict[str, object]:
-        return {"kind": "shell", "command": self.command, "shell": self.shell}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommandSpec:
-    """The `qinglong/command@v1` task spec."""
-
-    command: ArgvCommand | ShellCommand
-    environment: tuple[EnvEntry, ...] = ()
-    working_directory: str | None = None
-    timeout_ms: int = DEFAULT_TIMEOUT_MS
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    idempotent: bool = False  # safe to run twice: a lost Attempt may be retried
-    concurrency: int | None = None  # at most this many Runs of the task at once
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.retry, RetryPolicy):
-            raise InvalidInput("retry", "must be a retry policy")
-        if not isinstance(self.idempotent, bool):
-            raise InvalidInput("idempotent", "must be true or false")
-        if self.concurrency is not None and (
-                not isinstance(self.concurrency, int) or isinstance(self.concurrency, bool)
-                or not 1 <= self.concurrency <= MAX_CONCURRENCY):
-            raise InvalidInput("concurrency", f"must be between 1 and {MAX_CONCURRENCY}")
-        if len(self.environment) > MAX_ENV_ENTRIES:
-            raise InvalidInput("environment", f"at most {MAX_ENV_ENTRIES} entries")
-        names = [entry.name for entry in self.environment]
-        if len(set(names)) != len(names):
-            duplicate = next(n for n in names if names.count(n) > 1)
-            raise InvalidInput("environment", f"name {duplicate!r} is given more than once")
-        size = sum(_utf8_len(e.name) + _utf8_len(e.value) for e in self.environment)
-        if size > MAX_ENV_BYTES:
-            raise InvalidInput("environment", f"must be at most {MAX_ENV_BYTES} bytes in total")
-        if names != sorted(names):
-            object.__setattr__(
-                self, "environment", tuple(sorted(self.environment, key=lambda e: e.name))
-            )
-        if self.working_directory is not None:
-            _absolute_path(self.working_directory, "working-directory")
-        if (
-            not isinstance(self.timeout_ms, int)
-            or isinstance(self.timeout_ms, bool)
-            or not MIN_TIMEOUT_MS <= self.timeout_ms <= MAX_TIMEOUT_MS
-        ):
-            raise InvalidInput("timeout", "must be between 1 ms and 365 days")
-
-    def config_json(self, *, entry_kinds: bool = True) -> dict[str, object]:
-        """The canonical JSON config; without ``entry_kinds`` (an execution plan: the executor
-        needs names and values only) no entry says whether it is plain."""
-        config: dict[str, object] = {
-            "command": self.command.to_json(),
-            "environment": [env_json(e, entry_kinds) for e in self.environment],
-            "timeoutMs": self.timeout_ms,
-        }
-        if self.working_directory is not None:
-            config["workingDirectory"] = self.working_directory
-        # Optional parts are written only when set, so revisions published before they
-        # existed keep their canonical form (and digest).
-        if not self.retry.default:
-            config["retry"] = self.retry.to_json()
-        if self.idempotent:
-            config["idempotent"] = True
-        if self.concurrency is not None:
-            config["concurrency"] = self.concurrency
-        return config
-
-    def envelope(self) -> dict[str, object]:
-        return {"schema": TASK_SPEC_SCHEMA, "config": self.config_json()}
-
-
-def _parse_command(value: object) -> ArgvCommand | ShellCommand:
-    if not isinstance(value, Mapping):
-        raise InvalidInput("command", "must be an object")
-    kind = value.get("kind")
-    if kind == "argv":
-        _exact_keys(value, "command", {"kind", "file", "args"}, set())
-        args = value["args"]
-        if not isinstance(args, list):
-            raise InvalidInput("command.args", "must be a list of strings")
-        return ArgvCommand(file=value["file"], args=tuple(args))
-    if kind == "shell":
-        _exact_keys(value, "command", {"kind", "command", "shell"}, set())
-        return ShellCommand(command=value["command"], shell=value["shell"])
-    raise InvalidInput("command.kind", "must be 'argv' or 'shell'")
-
-
-def parse_command_config(config: object) -> CommandSpec:
-    """Build a CommandSpec from its JSON config (exact shape, every bound checked)."""
-    if not isinstance(config, Mapping):
-        raise InvalidInput("spec.config", "must be an object")
-    _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"},
-                {"workingDirectory", "retry", "idempotent", "concurrency"})
-    environment = config["environment"]
-    if not isinstance(environment, list):
-        raise InvalidInput("environment", "must be a list")
-    entries = []
-    for item in environment:
-        if not isinstance(item, Mapping):
-            raise InvalidInput("environment", "entries must be objects")
-        _exact_keys(item, "environment", {"name", "value"}, {"plain"})
-        entries.append(parse_env_entry(item))
-    timeout = config["timeoutMs"]
-    if not isinstance(timeout, int) or isinstance(timeout, bool):
-        raise InvalidInput("timeout", "must be an integer number of milliseconds")
-    retry = RetryPolicy.parse(config["retry"]) if "retry" in config else RetryPolicy()
-    if "retry" in config and retry.default:
-        raise InvalidInput("retry", "is not in canonical form (the default is left out)")
-    idempotent = config.get("idempotent", False)
-    if "idempotent" in config and idempotent is not True:
-        raise InvalidInput("idempotent", "is written only as true")
-    return CommandSpec(
-        command=_parse_command(config["command"]),
-        environment=tuple(entries),
-        working_directory=config.get("workingDirectory"),
-        timeout_ms=timeout,
-        retry=retry,
-        idempotent=idempotent,
-        concurrency=config.get("concurrency"),
-    )
-
-
-def parse_task_envelope(envelope: object) -> CommandSpec:
-    if not isinstance(envelope, Mapping):
-        raise InvalidInput("spec", "must be an object")
-    _exact_keys(envelope, "spec", {"schema", "config"}, set())
-    if envelope["schema"] != TASK_SPEC_SCHEMA:
-        raise InvalidInput("spec.schema", f"only {TASK_SPEC_SCHEMA} is supported")
-    return parse_command_config(envelope["config"])
 
 
 def check_revision(value: object, field: str) -> int:
@@ -336,144 +158,16 @@ def task_revision_from_row(row: Mapping[str, object], spec_envelope: object) -> 
     what = f"task revision {row['project_id']}/{row['task_id']}@{row['revision']}"
     if row.get("kind") != TASK_KIND:
         raise RecordCorrupt(f"{what} has an unknown kind")
-    try:
-        spec = parse_task_envelope(spec_envelope)
-        record = new_task_revision(
-            project=str(row["project_id"]),
-            task=str(row["task_id"]),
-            revision=int(row["revision"]),  # type: ignore[call-overload]
-            name=str(row["name"]),
-            spec=spec,
-            enabled=bool(row["enabled"]),
-            created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
-        )
-    except InvalidInput as exc:
-        raise RecordCorrupt(f"{what} is malformed ({exc.message})") from exc
-    except (TypeError, ValueError, KeyError) as exc:
-        raise RecordCorrupt(f"{what} is malformed") from exc
-    verify_digest(str(row["content_digest"]), record.content_digest, what)
-    return record
-
-
-# --- execution revisions -------------------------------------------------------------
-
-
-def execution_task_revision(source_revision: int, source_digest: str) -> str:
-    return f"qltd:v1:{source_revision}:{source_digest}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionRevision:
-    """The digest-verified plan an executor runs, compiled from one task revision."""
-
-    project_id: str
-    task_id: str
-    source_revision: int
-    source_content_digest: str
-    task_revision: str
-    executor_type: ExecutorType
-    plan: CommandSpec
-    content_digest: str
-    created_at_ms: int
-    plan_schema: str = EXECUTION_PLAN_SCHEMA
-
-    def plan_json(self) -> dict[str, object]:
-        return self.plan.config_json(entry_kinds=False)
-
-    def argv(self) -> list[str]:
-        return self.plan.command.argv()
-
-
-def _execution_content(
-    *,
-    project_id: str,
-    task_id: str,
-    source_revision: int,
-    source_content_digest: str,
-    executor_type: str,
-    plan: CommandSpec,
-) -> dict[str, object]:
-    return {
-        "projectId": project_id,
-        "taskId": task_id,
-        "taskRevision": execution_task_revision(source_revision, source_content_digest),
-        "sourceRevision": source_revision,
-        "sourceContentDigest": source_content_digest,
-        "executorType": executor_type,
-        "planSchema": EXECUTION_PLAN_SCHEMA,
-        "plan": plan.config_json(entry_kinds=False),
-    }
-
-
-def compile_execution_revision(
-    task: TaskRevision, executor_type: ExecutorType, created_at_ms: int
-) -> ExecutionRevision:
-    content = _execution_content(
-        project_id=task.project_id,
-        task_id=task.task_id,
-        source_revision=task.revision,
-        source_content_digest=task.content_digest,
-        executor_type=executor_type.value,
-        plan=task.spec,
-    )
-    return ExecutionRevision(
-        project_id=task.project_id,
-        task_id=task.task_id,
-        source_revision=task.revision,
-        source_content_digest=task.content_digest,
-        task_revision=execution_task_revision(task.revision, task.content_digest),
-        executor_type=executor_type,
-        plan=task.spec,
-        content_digest=content_digest(EXECUTION_DIGEST_PREFIX, content),
-        created_at_ms=created_at_ms,
-    )
-
-
-def execution_revision_from_row(
-    row: Mapping[str, object], plan_json: object
-) -> ExecutionRevision:
-    """Rebuild a stored execution revision and verify its digest and identity."""
-    what = f"execution revision {row['project_id']}/{row['task_id']}@{row['source_revision']}"
-    try:
-        executor_type = ExecutorType(str(row["executor_type"]))
-        plan = parse_command_config(plan_json)
-        source_revision = int(row["source_revision"])  # type: ignore[call-overload]
-        source_digest = str(row["source_content_digest"])
-        content = _execution_content(
-            project_id=str(row["project_id"]),
-            task_id=str(row["task_id"]),
-            source_revision=source_revision,
-            source_content_digest=source_digest,
-            executor_type=executor_type.value,
-            plan=plan,
-        )
-    except (InvalidInput, ValueError, TypeError, KeyError) as exc:
-        raise RecordCorrupt(f"{what} is malformed") from exc
-    if row.get("plan_schema") != EXECUTION_PLAN_SCHEMA:
-        raise RecordCorrupt(f"{what} has an unknown plan schema")
-    if row.get("task_revision") != execution_task_revision(source_revision, source_digest):
-        raise RecordCorrupt(f"{what} has a wrong task revision reference")
-    verify_digest(str(row["content_digest"]), content_digest(EXECUTION_DIGEST_PREFIX, content), what)
-    return ExecutionRevision(
-        project_id=str(row["project_id"]),
-        task_id=str(row["task_id"]),
-        source_revision=source_revision,
-        source_content_digest=source_digest,
-        task_revision=str(row["task_revision"]),
-        executor_type=executor_type,
-        plan=plan,
-        content_digest=str(row["content_digest"]),
+    return rebuild_verified(what, row, lambda: new_task_revision(
+        spec=parse_task_envelope(spec_envelope),
+        project=str(row["project_id"]),
+        task=str(row["task_id"]),
+        revision=int(row["revision"]),  # type: ignore[call-overload]
+        name=str(row["name"]),
+        enabled=bool(row["enabled"]),
         created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
-    )
+    ))
 
 
 def spec_json_text(spec: CommandSpec) -> str:
     return canonical_json(spec.envelope())
-
-
-def plan_json_text(revision: ExecutionRevision) -> str:
-    return canonical_json(revision.plan_json())
-
-
-# Environment entries live in task_env; these names are imported from here too.
-__all__ = ["ENV_NAME", "RESERVED_ENV_PREFIX", "EnvEntry", "environment_from_pairs"]

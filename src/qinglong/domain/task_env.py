@@ -1,5 +1,5 @@
 """A task's environment entries: plain values and secrets, their canonical JSON, and the
-command line's ``NAME=value`` form (``domain/task.py`` holds the spec they belong to)."""
+command line's ``NAME=value`` form (``domain/command_spec.py`` holds the spec they belong to)."""
 
 from __future__ import annotations
 

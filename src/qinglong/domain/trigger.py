@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qinglong.domain.canonical import canonical_json, content_digest, verify_digest
+from qinglong.domain.canonical import canonical_json, content_digest, rebuild_verified
 from qinglong.domain.cron import CronSchedule, DstPolicy
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.interval import IntervalSchedule
 from qinglong.domain.jitter import Delay, Jitter
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.task import check_revision
-from qinglong.errors import InvalidInput, InvalidSchedule, RecordCorrupt
+from qinglong.errors import InvalidInput, InvalidSchedule
 
 TRIGGER_SPEC_SCHEMA = "qinglong/cron@v1"
 INTERVAL_SPEC_SCHEMA = "qinglong/interval@v1"
@@ -185,17 +185,22 @@ class TriggerSpec:
         return self.schedule.expression
 
     @property
-    def cron_expression(self) -> str | None:
-        return self.schedule.expression if isinstance(self.schedule, CronSchedule) else None
-
-    @property
     def timezone(self) -> str:
         return self.schedule.timezone
 
     @property
+    def cron(self) -> CronSchedule | None:
+        """The schedule of a cron trigger (None for the other kinds)."""
+        return self.schedule if isinstance(self.schedule, CronSchedule) else None
+
+    @property
+    def cron_expression(self) -> str | None:
+        return None if self.cron is None else self.cron.expression
+
+    @property
     def dst(self) -> DstPolicy | None:
         """The DST policy of a cron trigger (None for the other kinds)."""
-        return self.schedule.dst if isinstance(self.schedule, CronSchedule) else None
+        return None if self.cron is None else self.cron.dst
 
     def envelope(self) -> dict[str, object]:
         config: dict[str, object] = {
@@ -371,21 +376,14 @@ def new_trigger_revision(
 def trigger_revision_from_row(row: Mapping[str, object], spec_envelope: object) -> TriggerRevision:
     """Rebuild a stored trigger revision and verify its digest (RecordCorrupt if it fails)."""
     what = f"trigger revision {row['project_id']}/{row['trigger_id']}@{row['revision']}"
-    try:
-        record = new_trigger_revision(
-            project=str(row["project_id"]),
-            trigger=str(row["trigger_id"]),
-            revision=int(row["revision"]),  # type: ignore[call-overload]
-            task=str(row["task_id"]),
-            task_revision=int(row["task_revision"]),  # type: ignore[call-overload]
-            task_content_digest=str(row["task_content_digest"]),
-            spec=parse_trigger_envelope(spec_envelope, stored=True),
-            enabled=bool(row["enabled"]),
-            created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
-        )
-    except InvalidInput as exc:
-        raise RecordCorrupt(f"{what} is malformed ({exc.message})") from exc
-    except (TypeError, ValueError, KeyError) as exc:
-        raise RecordCorrupt(f"{what} is malformed") from exc
-    verify_digest(str(row["content_digest"]), record.content_digest, what)
-    return record
+    return rebuild_verified(what, row, lambda: new_trigger_revision(
+        project=str(row["project_id"]),
+        trigger=str(row["trigger_id"]),
+        revision=int(row["revision"]),  # type: ignore[call-overload]
+        task=str(row["task_id"]),
+        task_revision=int(row["task_revision"]),  # type: ignore[call-overload]
+        task_content_digest=str(row["task_content_digest"]),
+        spec=parse_trigger_envelope(spec_envelope, stored=True),
+        enabled=bool(row["enabled"]),
+        created_at_ms=int(row["created_at_ms"]),  # type: ignore[call-overload]
+    ))

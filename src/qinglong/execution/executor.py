@@ -9,92 +9,45 @@ Leases are renewed together, one store call for all of them. A lease the store s
 gone (or one that could not be renewed before it would expire) stops its command at once:
 the process group is killed (self-fencing), because someone else may own the Run now.
 A Run someone asked to cancel is stopped the same way and recorded ``cancelled``.
+
+This module dispatches (leases, threads, drain and stop); one job is run and recorded by
+``execution/job_runner.py``, leases are renewed and self-fenced by
+``execution/lease_keeper.py``, and a job's state is in ``execution/jobs.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from qinglong.clock import Clock, pause
-from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
-from qinglong.domain.lifecycle import Outcome, check_attempt_lease
-from qinglong.domain.runs import AttemptStatus
-from qinglong.errors import DatabaseCorrupt, InvalidConfig, LeaseLost, StorageError
+from qinglong.clock import Clock
+from qinglong.diagnostics import DiagnosticSink, diagnostic_from, emit
+from qinglong.domain.lifecycle import check_attempt_lease
+from qinglong.errors import InvalidConfig
 from qinglong.execution import command
+from qinglong.execution.job_runner import JobRunner, RunnerSettings
+from qinglong.execution.jobs import Job, RunFinished
+from qinglong.execution.lease_keeper import LeaseKeeper
 from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BYTES
-from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
-from qinglong.execution.processes import kill_group, make_handle, settle_orphan
+from qinglong.execution.logship import LogRefusals
+from qinglong.execution.processes import settle_orphan
 from qinglong.execution.reaper import GroupReaper
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import (
-    AttemptFinishParams,
-    AttemptLease,
-    AttemptRunningParams,
     LeaseAcquireParams,
-    LeaseReleaseParams,
-    LeaseRenewParams,
     LeaseRescueParams,
     RescuedAttempt,
 )
 
+__all__ = ["DEFAULT_LEASE_MS", "MAX_CONCURRENCY", "MIN_CONCURRENCY", "Executor", "RunFinished"]
+
 MIN_CONCURRENCY = 1
 MAX_CONCURRENCY = 256
 DEFAULT_LEASE_MS = 60_000
-SELF_FENCE_MARGIN = 0.2  # stop commands when this fraction of a lease is left unrenewed
-PERSIST_RETRY_S = 0.5  # pause between tries to record an ending through a storage fault
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunFinished:
-    run_id: str
-    trigger_id: str | None
-    scheduled_for_ms: int | None
-    status: str
-    exit_code: int | None
-    duration_ms: int
-    error_summary: str | None
-
-
-@dataclass(slots=True)
-class _Job:
-    lease: AttemptLease
-    process: subprocess.Popen[bytes] | None = None
-    started: bool = False
-    stop_reason: str | None = None  # shutdown | lease_lost | cancel
-    # Nothing left to stop: the command has exited and been reaped, or the job is done with
-    # it (never started, or given back) and is recording how it ended -- a renewal that finds
-    # the lease gone then sees that ending, not a lost lease.
-    exited: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def stop(self, reason: str, sig: signal.Signals = signal.SIGTERM) -> None:
-        with self.lock:
-            if self.exited:
-                return
-            if self.stop_reason is None:
-                self.stop_reason = reason
-            process = self.process
-        if process is not None:
-            kill_group(process.pid, sig)
-            if sig is not signal.SIGKILL:  # a command that ignores SIGTERM is killed after a grace
-                timer = threading.Timer(command.KILL_GRACE_S, self._kill_if_running, [process])
-                timer.daemon = True
-                timer.start()
-
-    def _kill_if_running(self, process: subprocess.Popen[bytes]) -> None:
-        with self.lock:
-            if self.exited:
-                return
-        kill_group(process.pid, signal.SIGKILL)
 
 
 class Executor:
@@ -134,30 +87,33 @@ class Executor:
         self._store = store
         self._clock = clock
         self._owner = owner
-        self._log_dir = log_dir.absolute()
         self._concurrency = concurrency
         self._lease_ms = lease_ms
-        self._log_max_bytes = log_max_bytes
         self._poll_interval_s = poll_interval_s
         self._diagnostics = diagnostics
         self._on_finished = on_finished
-        self._inherited = dict(os.environ if inherited_env is None else inherited_env)
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, Job] = {}
         self._jobs_lock = threading.Lock()
         self._idle = threading.Condition(self._jobs_lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._finished = threading.Event()  # stopped and drained: renewals end
         self._threads: list[threading.Thread] = []
-        self._workdir = os.getcwd()
-        self._renewed_at = clock.monotonic()
-        self._requeue_on_drain = requeue_on_drain
-        self._log_store = log_store
-        self._renewals_failing = False
         self._dispatch_failing = False
         self.log_refusals = LogRefusals(clock)  # a log store refusing output: no new work
-        self._renew_every_s = min(lease_ms / 3000, renew_every_s or lease_ms / 3000)
         self._reaper = GroupReaper()
+        self._leases = LeaseKeeper(
+            store=store, clock=clock, owner=owner, lease_ms=lease_ms,
+            every_s=min(lease_ms / 3000, renew_every_s or lease_ms / 3000),
+            jobs=self._listed_jobs, finished=self._finished, diagnostics=diagnostics)
+        self._runner = JobRunner(
+            store=store, clock=clock, settings=RunnerSettings(
+                log_dir=log_dir.absolute(), log_max_bytes=log_max_bytes, lease_ms=lease_ms,
+                workdir=os.getcwd(),
+                inherited=dict(os.environ if inherited_env is None else inherited_env),
+                requeue_on_drain=requeue_on_drain, log_store=log_store),
+            reaper=self._reaper, log_refusals=self.log_refusals, stopping=self._stopping,
+            diagnostics=diagnostics)
         self.started = 0  # commands started (for metrics)
 
     @property
@@ -179,8 +135,9 @@ class Executor:
         if self._threads:
             return
         self._reaper.start()
-        for target, name in ((self._dispatch_loop, "ql-executor"), (self._renew_loop, "ql-lease"),
-                             (self._watchdog_loop, "ql-lease-watchdog")):
+        for target, name in ((self._dispatch_loop, "ql-executor"),
+                             (self._leases.renew_loop, "ql-lease"),
+                             (self._leases.watchdog_loop, "ql-lease-watchdog")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -197,7 +154,7 @@ class Executor:
     def healthy(self) -> bool:
         """False while the store refuses renewals or acquisitions, or refused output lately
         (LogRefusals); no new work is taken then."""
-        return not (self._renewals_failing or self._dispatch_failing
+        return not (self._leases.failing or self._dispatch_failing
                     or self.log_refusals.active)
 
     def cancel(self, run_id: str) -> bool:
@@ -263,7 +220,7 @@ class Executor:
         while not self._stopping.is_set():
             try:
                 # a store we cannot renew with, or that refuses output, gives no work
-                if not (self._renewals_failing or self.log_refusals.active):
+                if not (self._leases.failing or self.log_refusals.active):
                     self._dispatch_once()
                 self._dispatch_failing = False
             except Exception as exc:  # noqa: BLE001 - isolation boundary
@@ -281,7 +238,7 @@ class Executor:
                 LeaseAcquireParams(owner=self._owner, lease_ms=self._lease_ms, limit=free))
             for lease in leases:
                 self.started += 1
-                job = _Job(lease=lease)
+                job = Job(lease=lease)
                 with self._jobs_lock:
                     self._jobs[lease.fence.run_id] = job
                 threading.Thread(target=self._run_job, args=(job,), name="ql-run",
@@ -289,89 +246,17 @@ class Executor:
             if len(leases) < free:
                 return
 
-    # -- leases -----------------------------------------------------------------------
-
-    def _renew_loop(self) -> None:
-        interval = self._renew_every_s  # at least three renewals per lease
-        retry = min(interval, 1.0)  # after a failure, try again soon
-        while not self._finished.wait(retry if self._renewals_failing else interval):
-            try:
-                self._renew_once()
-                self._renewals_failing = False
-            except Exception as exc:  # noqa: BLE001 - isolation boundary
-                self._renewals_failing = True
-                emit(self._diagnostics, diagnostic_from("executor", exc))
-
-    def _watchdog_loop(self) -> None:
-        """Self-fencing that no hung renewal can delay: once the leases may be about to run
-        out unrenewed, every command is killed (someone else may own its Run soon)."""
-        tick = min(0.5, self._lease_ms / 10_000)
-        while not self._finished.wait(tick):
-            self._self_fence_if_due()
-
-    def _renew_once(self) -> None:
-        with self._jobs_lock:
-            jobs = {job.lease.fence.attempt_id: job for job in self._jobs.values()}
-        if not jobs:
-            self._renewed_at = self._clock.monotonic()
-            return
-        sent_at = self._clock.monotonic()
-        renewal = self._store.lease_renew(LeaseRenewParams(
-            owner=self._owner, lease_ms=self._lease_ms,
-            fences=tuple(job.lease.fence for job in jobs.values())))
-        self._renewed_at = sent_at
-        for fence in renewal.lost:
-            job = jobs[fence.attempt_id]
-            if job.exited:  # its ending was being recorded: the lease ended with it
-                continue
-            if job.stop_reason is None:
-                emit(self._diagnostics, Diagnostic(
-                    source="executor", code=LeaseLost.code,
-                    message=f"run {fence.run_id}: lease lost; stopping its command"))
-            job.stop("lease_lost", signal.SIGKILL)
-        for fence in renewal.cancel_requested:
-            jobs[fence.attempt_id].stop("cancel")
-
-    def _self_fence_if_due(self) -> None:
-        """Leases not renewed for most of their length: stop every command before they can
-        run out (the database would hand the Runs to someone else)."""
-        unrenewed = self._clock.monotonic() - self._renewed_at
-        if unrenewed < self._lease_ms / 1000 * (1 - SELF_FENCE_MARGIN):
-            return
-        with self._jobs_lock:
-            jobs = [job for job in self._jobs.values() if job.stop_reason != "lease_lost"]
-        for job in jobs:
-            emit(self._diagnostics, Diagnostic(
-                source="executor", code=LeaseLost.code,
-                message=f"run {job.lease.fence.run_id}: leases not renewed for {unrenewed:.1f} s; "
-                        "stopping its command before the lease runs out"))
-            job.stop("lease_lost", signal.SIGKILL)
-
     # -- one job ----------------------------------------------------------------------
 
-    def _run_job(self, job: _Job) -> None:
+    def _listed_jobs(self) -> list[Job]:
+        with self._jobs_lock:
+            return list(self._jobs.values())
+
+    def _run_job(self, job: Job) -> None:
         started = self._clock.monotonic()
         lease = job.lease
-        outcome: Outcome | None = None
         try:
-            outcome = self._execute(job)
-            with job.lock:
-                job.exited = True  # whatever it started has ended; only the record is left
-            if outcome is not None and job.stop_reason == "shutdown" and self._requeue_on_drain:
-                self._persist(job, lambda: self._store.attempt_interrupt(lease.fence, "drain"))
-                outcome = dataclasses.replace(outcome, error_code="INTERRUPTED",
-                                              error_summary="queued again after a drain")
-            elif outcome is not None:
-                finished = AttemptFinishParams(fence=lease.fence, outcome=outcome)
-                self._persist(job, lambda: self._store.attempt_finish(finished))
-        except LeaseLost as exc:
-            if job.process is not None:
-                kill_group(job.process.pid, signal.SIGKILL)
-            emit(self._diagnostics, diagnostic_from("executor", exc))
-            outcome = None
-        except Exception as exc:  # noqa: BLE001 - isolation boundary
-            emit(self._diagnostics, diagnostic_from("executor", exc))
-            outcome = None
+            outcome = self._runner.run(job)
         finally:
             with self._idle:
                 self._jobs.pop(lease.fence.run_id, None)
@@ -388,118 +273,3 @@ class Executor:
                 ))
             except Exception as exc:  # noqa: BLE001 - isolation boundary
                 emit(self._diagnostics, diagnostic_from("executor", exc))
-
-    def _persist(self, job: _Job, write: Callable[[], None]) -> None:
-        """Record a step (start, running, ending) despite a passing storage fault: each step
-        is idempotent under its fence, and the job stays listed (so its lease is still
-        renewed) while it is retried; after a lease length of failures it is left to the
-        reconciler."""
-        deadline = self._clock.monotonic() + self._lease_ms / 1000
-        while True:
-            try:
-                write()
-                return
-            except (LeaseLost, DatabaseCorrupt):
-                raise
-            except StorageError as exc:
-                if job.stop_reason == "lease_lost" or self._clock.monotonic() >= deadline:
-                    raise
-                emit(self._diagnostics, diagnostic_from("executor", exc))
-                pause(PERSIST_RETRY_S)
-
-    def _execute(self, job: _Job) -> Outcome | None:
-        """Run the job's command; the outcome to record, or None when it was given back."""
-        lease = job.lease
-        if self._stopping.is_set():
-            self._store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
-            return None
-        # Durable before the spawn; a passing storage fault (a pool briefly exhausted by a
-        # burst of starts) is retried within the lease, never left to the reconciler.
-        self._persist(job, lambda: self._store.attempt_start(lease.fence))
-        if lease.execution is None:
-            return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
-        log = command.prepare_log(self._log_dir, lease)
-        if isinstance(log, Outcome):
-            return log
-        shipper = None
-        if self._log_store is not None:
-            shipper = LogShipper(self._log_store, lease.fence, self._log_max_bytes, self._clock,
-                                 diagnostics=self._diagnostics,
-                                 on_failure=self.log_refusals.refused)
-            shipper.start()
-        if shipper is None:
-            return self._run_command(job, log, None)
-        try:
-            outcome = self._run_command(job, log, shipper)
-            if outcome is not None and outcome.log_path is not None:
-                # the command never started: ship the note the spool file holds
-                with contextlib.suppress(OSError):
-                    shipper.feed(log.read_bytes())
-                outcome = dataclasses.replace(outcome, log_path=None)
-        finally:
-            shipper.close()
-            with contextlib.suppress(OSError):
-                log.unlink()
-        return noting_lost_output(outcome, shipper, lease.fence.run_id, self._diagnostics)
-
-    def _run_command(self, job: _Job, log: Path, shipper: LogShipper | None) -> Outcome | None:
-        lease = job.lease
-        assert lease.execution is not None
-        if job.stop_reason == "lease_lost":  # lost before it began: never start it
-            raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
-                            "started")
-        spawned = command.spawn(lease, log, default_cwd=self._workdir, inherited=self._inherited,
-                                log_max_bytes=self._log_max_bytes,
-                                tap=shipper.feed if shipper is not None else None)
-        if isinstance(spawned, Outcome):
-            return spawned
-        self._reaper.watch(spawned.process.pid)
-        with job.lock:
-            job.process = spawned.process
-            pending = job.stop_reason
-        if pending is not None:
-            kill_group(spawned.process.pid, signal.SIGTERM)
-        running = AttemptRunningParams(
-            fence=lease.fence, pid=spawned.process.pid,
-            executor_handle=make_handle(spawned.process.pid),
-            log_path=None if shipper is not None else str(log))
-        try:
-            # retried like an ending: giving up here kills a command that already started
-            self._persist(job, lambda: self._store.attempt_running(running))
-        except BaseException:
-            kill_group(spawned.process.pid, signal.SIGKILL)
-            spawned.process.wait()
-            command.collect(spawned)
-            self._reaper.forget(spawned.process.pid)
-            raise
-        timeout_ms = lease.execution.plan.timeout_ms
-        timed_out = False
-        try:
-            spawned.process.wait(timeout=timeout_ms / 1000)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            command.terminate(spawned.process)
-        command.collect(spawned)
-        with job.lock:
-            job.exited = True
-        self._reaper.forget(spawned.process.pid)
-        if spawned.pump.error is not None:
-            emit(self._diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
-                                               message=f"run {lease.fence.run_id}: "
-                                                       f"{spawned.pump.error}"))
-        return self._outcome(job, spawned.process.returncode, timed_out, timeout_ms)
-
-    @staticmethod
-    def _outcome(job: _Job, code: int, timed_out: bool, timeout_ms: int) -> Outcome:
-        if job.stop_reason == "lease_lost":
-            raise LeaseLost(f"run {job.lease.fence.run_id}: the lease was lost while it ran")
-        if job.stop_reason == "shutdown":
-            return Outcome(status=AttemptStatus.CANCELLED, error_code="SHUTDOWN",
-                           error_summary="stopped by executor shutdown", cancel_reason="shutdown")
-        if job.stop_reason == "cancel":
-            return Outcome(status=AttemptStatus.CANCELLED, error_code="CANCELLED",
-                           error_summary="cancelled on request", cancel_reason="user")
-        if timed_out:
-            return Outcome(status=AttemptStatus.TIMED_OUT, error_code="TIMEOUT",
-                           error_summary=f"killed after the {timeout_ms} ms timeout")
-        return command.exit_outcome(code)

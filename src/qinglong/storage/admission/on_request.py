@@ -22,7 +22,7 @@ whose reply was lost is never retried: the key says whether it landed. Workers a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from qinglong.clock import pause
 from qinglong.domain.admission import AdmissionIds
@@ -38,7 +38,13 @@ from qinglong.storage.admission.params import (
 )
 from qinglong.storage.kernel import CommitNotAcknowledged, CommitRejected, Database, Tx
 
-T = TypeVar("T")
+
+class Admission(Protocol):
+    @property
+    def admitted(self) -> bool: ...
+
+
+A = TypeVar("A", bound=Admission)
 ATTEMPTS = 5  # conflicts retried before COMMIT, per round
 ROUNDS = 2  # a unique-key loss to a concurrent twin is settled by one more round
 BACKFILL_HINT = "run the same backfill again: it admits at most one Run per occurrence"
@@ -61,19 +67,16 @@ class RequestAdmissions:
         hint = (f"run the same command again with --request-id {request.request_id}: it "
                 "admits at most one Run")
 
-        def work(tx: Tx) -> ManualRunResult:
-            result = manual.admit_manual(tx, request, ids=ids, now_ms=tx.now_ms(),
-                                         executor_type=self._executor_type)
-            if result.admitted:
-                tx.wake("runs")
-            return result
+        def admit(tx: Tx) -> ManualRunResult:
+            return manual.admit_manual(tx, request, ids=ids, now_ms=tx.now_ms(),
+                                       executor_type=self._executor_type)
 
         def in_doubt() -> ManualRunResult:
             found = self._look_up("run now", hint,
                                   lambda tx: manual.find_admitted(tx, request))
             return ManualRunResult(run_id=found, admitted=found == ids.run_id, in_doubt=True)
 
-        return self._admit_by_key("run now", work, hint, in_doubt)
+        return self._admit_by_key("run now", admit, hint, in_doubt)
 
     # -- backfill -----------------------------------------------------------------------
 
@@ -90,30 +93,35 @@ class RequestAdmissions:
         ids = params.ids or AdmissionIds.new(self._new_id)
         action = f"backfill of {utc_text(params.occurrence_ms)}"
 
-        def work(tx: Tx) -> BackfillAdmitResult:
-            result = backfill.admit_backfill(tx, params, ids=ids, now_ms=tx.now_ms(),
-                                             executor_type=self._executor_type)
-            if result.admitted:
-                tx.wake("runs")
-            return result
+        def admit(tx: Tx) -> BackfillAdmitResult:
+            return backfill.admit_backfill(tx, params, ids=ids, now_ms=tx.now_ms(),
+                                           executor_type=self._executor_type)
 
         def in_doubt() -> BackfillAdmitResult:
             found = self._look_up(action, BACKFILL_HINT, lambda tx: backfill.find_by_key(
                 tx, params.request, params.occurrence_ms))
             return BackfillAdmitResult(run_id=found, admitted=found == ids.run_id, in_doubt=True)
 
-        return self._admit_by_key("backfill", work, BACKFILL_HINT, in_doubt)
+        return self._admit_by_key("backfill", admit, BACKFILL_HINT, in_doubt)
 
     # -- the keyed admission ------------------------------------------------------------
 
-    def _admit_by_key(self, action: str, work: Callable[[Tx], T], hint: str,
-                      in_doubt: Callable[[], T]) -> T:
-        """Run an admission keyed by an idempotency key: a plain Conflict means a concurrent
-        twin committed the same key first, so one more round looks again; a rejected COMMIT
-        wrote nothing; a lost COMMIT reply is settled by ``in_doubt`` (a lookup of the key),
-        never by a retry. Inside a unit of work (an API request whose audit row commits with
-        the admission) the admission joins it: the unit's commit is the admission's, and a
-        client that did not hear it sends the same request id again."""
+    def _admit_by_key(self, action: str, admit: Callable[[Tx], A], hint: str,
+                      in_doubt: Callable[[], A]) -> A:
+        """Run an admission keyed by an idempotency key, waking workers (``runs``) when it
+        admitted a Run: a plain Conflict means a concurrent twin committed the same key first,
+        so one more round looks again; a rejected COMMIT wrote nothing; a lost COMMIT reply is
+        settled by ``in_doubt`` (a lookup of the key), never by a retry. Inside a unit of work
+        (an API request whose audit row commits with the admission) the admission joins it:
+        the unit's commit is the admission's, and a client that did not hear it sends the
+        same request id again."""
+
+        def work(tx: Tx) -> A:
+            result = admit(tx)
+            if result.admitted:
+                tx.wake("runs")
+            return result
+
         if self._db.in_unit:
             return self._db.write(action, work)
         for round_ in range(1, ROUNDS + 1):

@@ -12,6 +12,7 @@ from qinglong.domain.task import ExecutionRevision, TaskRevision
 from qinglong.domain.trigger import TriggerRevision
 from qinglong.errors import NotFound, NotRunnable, RecordCorrupt
 from qinglong.storage import records
+from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Tx
 
 
@@ -24,13 +25,20 @@ def active_project(tx: Tx, project_id: str) -> None:
                           "`ql project unarchive`")
 
 
+def _current(tx: Tx, query: str, kind: str, key: dict[str, str]) -> Row:
+    """The row of a trigger's or task's current revision (``kind``), NotFound when there is
+    none or it is deleted."""
+    row = tx.one(query, key)
+    if row is None or row["h_deleted_at_ms"] is not None:
+        raise NotFound(kind, key[f"{kind}_id"])
+    return row
+
+
 def enabled_trigger(tx: Tx, project_id: str, trigger_id: str, *, instead: str = "") -> TriggerRevision:
     """The trigger's current revision, refused unless it is there and enabled (``instead``:
     what else the user may do, said with the refusal)."""
-    row = tx.one("manual_trigger_current", {"project_id": project_id, "trigger_id": trigger_id})
-    if row is None or row["h_deleted_at_ms"] is not None:
-        raise NotFound("trigger", trigger_id)
-    trigger = records.trigger_revision(row)
+    trigger = records.trigger_revision(_current(tx, "manual_trigger_current", "trigger", {
+        "project_id": project_id, "trigger_id": trigger_id}))
     if not trigger.enabled:
         raise NotRunnable(f"trigger {project_id}/{trigger_id} is disabled; `ql trigger enable` "
                           f"it first{instead}")
@@ -39,10 +47,8 @@ def enabled_trigger(tx: Tx, project_id: str, trigger_id: str, *, instead: str = 
 
 def enabled_task(tx: Tx, project_id: str, task_id: str, *, of: str = "") -> TaskRevision:
     """The task's current revision, refused unless it is there and enabled."""
-    row = tx.one("manual_task_current", {"project_id": project_id, "task_id": task_id})
-    if row is None or row["h_deleted_at_ms"] is not None:
-        raise NotFound("task", task_id)
-    task = records.task_revision(row)
+    task = records.task_revision(_current(tx, "manual_task_current", "task", {
+        "project_id": project_id, "task_id": task_id}))
     if not task.enabled:
         raise NotRunnable(f"task {project_id}/{task_id}{of} is disabled; `ql task enable` it "
                           "first")

@@ -63,24 +63,23 @@ class DefinitionWriter:
         return records.project_from_row(row)
 
     def project_archive(self, project: str) -> Project:
-        project_id(project)
-        row = self._one("project_archive", {"id": project, "now_ms": self._now_ms})
-        if row is None:
-            if self._one("project_get", {"id": project}) is None:
-                raise NotFound("project", project)
-            raise Conflict(f"project {project!r} is already archived")
-        self._tx.execute("project_archival_open", {"id": project, "now_ms": self._now_ms})
-        return records.project_from_row(row)
+        return self._project_status(project, "project_archive", "project_archival_open",
+                                    "is already archived")
 
     def project_unarchive(self, project: str) -> Project:
+        return self._project_status(project, "project_unarchive", "project_archival_close",
+                                    "is not archived")
+
+    def _project_status(self, project: str, change: str, archival: str, refusal: str) -> Project:
+        """Archive or restore a project (``change``) and open or close its archival record
+        (``archival``); Conflict, saying it ``refusal``, when it is already so."""
         project_id(project)
-        row = self._one("project_unarchive", {"id": project, "now_ms": self._now_ms})
+        row = self._one(change, {"id": project, "now_ms": self._now_ms})
         if row is None:
             if self._one("project_get", {"id": project}) is None:
                 raise NotFound("project", project)
-            raise Conflict(f"project {project!r} is not archived")
-        self._tx.execute("project_archival_close",
-                           {"id": project, "now_ms": self._now_ms})
+            raise Conflict(f"project {project!r} {refusal}")
+        self._tx.execute(archival, {"id": project, "now_ms": self._now_ms})
         return records.project_from_row(row)
 
     # -- limits -----------------------------------------------------------------------

@@ -3,6 +3,8 @@ a try-lock advisory lock (a second runner fails fast), drift refused and never r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -49,47 +51,45 @@ def migrate(conn: PgConnection) -> MigrateReport:
             conn.execute("RESET ROLE")
 
 
-def _lock(conn: PgConnection) -> None:
-    locked = conn.execute(QUERIES["migration_try_lock"]).fetchone()
-    if not locked or not locked["locked"]:
-        raise NotReady(["migration-lock-held"], "another migration runner holds the lock")
+@contextmanager
+def _locked_transaction(conn: PgConnection) -> Iterator[None]:
+    """A transaction with bounded lock waits that holds the migration lock (NotReady when
+    another migration runner holds it), rolled back when it fails."""
+    try:
+        conn.execute("BEGIN")
+        conn.execute(QUERIES["migration_timeouts"])
+        locked = conn.execute(QUERIES["migration_try_lock"]).fetchone()
+        if not locked or not locked["locked"]:
+            raise NotReady(["migration-lock-held"], "another migration runner holds the lock")
+        yield
+    except (NotReady, psycopg.Error):
+        rollback_quietly(conn)
+        raise
 
 
 def _migrate(conn: PgConnection) -> MigrateReport:
     try:
-        conn.execute("BEGIN")
-        conn.execute(QUERIES["migration_timeouts"])
-        _lock(conn)
-        conn.execute(QUERIES["ledger_bootstrap"])
-        conn.execute("COMMIT")
-    except NotReady:
-        rollback_quietly(conn)
-        raise
+        with _locked_transaction(conn):
+            conn.execute(QUERIES["ledger_bootstrap"])
+            conn.execute("COMMIT")
     except psycopg.Error as exc:
-        rollback_quietly(conn)
         raise translate(exc, "create the migration ledger", conn) from exc
     applied: list[str] = []
     for migration in MIGRATIONS:
         try:
-            conn.execute("BEGIN")
-            conn.execute(QUERIES["migration_timeouts"])
-            _lock(conn)
-            done = history(conn)
-            findings = audit_history(done, MIGRATIONS)
-            if findings:
-                raise NotReady(findings, "migration history drift: " + ", ".join(findings))
-            if migration not in pending(done, MIGRATIONS):
-                conn.execute("ROLLBACK")
-                continue
-            conn.execute(migration.sql.encode("utf-8"))
-            conn.execute(QUERIES["ledger_insert"],
-                         {"migration_id": migration.id, "checksum": migration.checksum})
-            conn.execute("COMMIT")
-        except NotReady:
-            rollback_quietly(conn)
-            raise
+            with _locked_transaction(conn):
+                done = history(conn)
+                findings = audit_history(done, MIGRATIONS)
+                if findings:
+                    raise NotReady(findings, "migration history drift: " + ", ".join(findings))
+                if migration not in pending(done, MIGRATIONS):
+                    conn.execute("ROLLBACK")
+                    continue
+                conn.execute(migration.sql.encode("utf-8"))
+                conn.execute(QUERIES["ledger_insert"],
+                             {"migration_id": migration.id, "checksum": migration.checksum})
+                conn.execute("COMMIT")
         except psycopg.Error as exc:
-            rollback_quietly(conn)
             detail = exc.diag.message_primary if exc.diag else None
             if detail and not isinstance(exc, psycopg.OperationalError):
                 raise StorageError(f"migration {migration.id} failed: {detail}") from exc

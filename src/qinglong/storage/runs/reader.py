@@ -40,6 +40,13 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
                    triggered_by=row["triggered_by"])
 
 
+def check_project(tx: Tx, project: str) -> None:
+    """A project named by a read: a valid id of a project that exists (NotFound if not)."""
+    project_id(project)
+    if tx.one("project_get", {"id": project}) is None:
+        raise NotFound("project", project)
+
+
 class RunReader:
     def __init__(self, tx: Tx) -> None:
         self._tx = tx
@@ -63,33 +70,34 @@ class RunReader:
         raise NotFound("run", run_id)
 
     def run_list(self, params: RunListParams) -> list[Run]:
-        if not 1 <= params.limit <= MAX_LIST_LIMIT:
+        return self.run_page(params, None, until="--until")
+
+    def run_page(self, filters: RunListParams, after: tuple[int, str] | None, *,
+                 until: str = "until") -> list[Run]:
+        """Runs by ``filters``, newest first unless ``oldest_first``, after the Run at
+        ``after`` (its time and id) when given; the time of a Run is its occurrence (or, for a
+        Run of no occurrence, when it was created). ``until`` is what a refusal calls the
+        upper bound (the command line's option, or the API's parameter)."""
+        if not 1 <= filters.limit <= MAX_LIST_LIMIT:
             raise InvalidInput("limit", f"must be between 1 and {MAX_LIST_LIMIT}")
-        if params.trigger_id is not None:
-            entity_id(params.trigger_id, "trigger")
-        if params.task_id is not None:
-            entity_id(params.task_id, "task")
-        if params.status is not None and params.status not in {s.value for s in RunStatus}:
+        if filters.trigger_id is not None:
+            entity_id(filters.trigger_id, "trigger")
+        if filters.task_id is not None:
+            entity_id(filters.task_id, "task")
+        if filters.status is not None and filters.status not in {s.value for s in RunStatus}:
             raise InvalidInput("status", "must be one of " + ", ".join(s.value for s in RunStatus))
-        if (params.since_ms is not None and params.until_ms is not None
-                and params.since_ms > params.until_ms):
-            raise InvalidInput("since", "must not be after --until")
-        if params.project_id is not None:
-            project_id(params.project_id)
-            if self._tx.one("project_get", {"id": params.project_id}) is None:
-                raise NotFound("project", params.project_id)
-        rows = self._tx.all("run_list",
-            {
-                "project_id": params.project_id,
-                "task_id": params.task_id,
-                "trigger_id": params.trigger_id,
-                "status": params.status,
-                "since_ms": params.since_ms,
-                "until_ms": params.until_ms,
-                "limit": params.limit,
-                "oldest_first": params.oldest_first,
-            },
-        )
+        if (filters.since_ms is not None and filters.until_ms is not None
+                and filters.since_ms > filters.until_ms):
+            raise InvalidInput("since", f"must not be after {until}")
+        if filters.project_id is not None:
+            check_project(self._tx, filters.project_id)
+        after_ms, after_id = after if after is not None else (None, None)
+        query = "run_page_oldest_first" if filters.oldest_first else "run_page_newest_first"
+        rows = self._tx.all(query, {
+            "project_id": filters.project_id, "task_id": filters.task_id,
+            "trigger_id": filters.trigger_id, "status": filters.status,
+            "since_ms": filters.since_ms, "until_ms": filters.until_ms, "limit": filters.limit,
+            "after_ms": after_ms, "after_id": after_id})
         return [run_from_row(row) for row in rows]
 
     def run_get(self, run_id: str) -> RunDetail:

@@ -1,8 +1,9 @@
--- Reads the HTTP API and the panel add (storage/runs/pages.py): pages of Runs after a
--- cursor, and per-task counts of Runs in time buckets.
+-- Run reads by filter (storage/runs/reader.py, pages.py): pages of Runs after a cursor (the
+-- first page without one: `ql run list`), and per-task counts of Runs in time buckets.
 
 -- name: run_page_newest_first
--- A page of Runs newest first, after the Run (after_ms, after_id) when given.
+-- A page of Runs newest first, after the Run (after_ms, after_id) when given. The time of a
+-- Run is its occurrence (or, for a Run of no occurrence, when it was created).
 SELECT r.*,
        (SELECT a.exit_code FROM qinglong.run_attempts a WHERE a.run_id = r.id
          ORDER BY a.attempt DESC LIMIT 1) AS exit_code

@@ -28,27 +28,6 @@ VALUES
     (%(id)s, %(run_id)s, %(sequence)s, %(type)s, %(dedupe_key)s, %(actor_type)s, %(actor_id)s,
      %(attempt_id)s, %(payload)s, %(created_at_ms)s);
 
--- name: run_list
--- Runs filtered by project, task, trigger, status and time; newest first unless oldest_first.
--- The time of a Run is its occurrence (or, for a Run of no occurrence, when it was created).
-SELECT r.*,
-       (SELECT a.exit_code FROM qinglong.run_attempts a WHERE a.run_id = r.id
-         ORDER BY a.attempt DESC LIMIT 1) AS exit_code
-FROM qinglong.runs r
-WHERE (%(project_id)s::varchar IS NULL OR r.project_id = %(project_id)s::varchar)
-  AND (%(task_id)s::varchar IS NULL OR r.task_id = %(task_id)s::varchar)
-  AND (%(trigger_id)s::varchar IS NULL OR r.trigger_id = %(trigger_id)s::varchar)
-  AND (%(status)s::varchar IS NULL OR r.status = %(status)s::varchar)
-  AND (%(since_ms)s::bigint IS NULL
-       OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= %(since_ms)s::bigint)
-  AND (%(until_ms)s::bigint IS NULL
-       OR coalesce(r.scheduled_for_ms, r.created_at_ms) < %(until_ms)s::bigint)
-ORDER BY
-    CASE WHEN %(oldest_first)s THEN coalesce(r.scheduled_for_ms, r.created_at_ms) END ASC,
-    CASE WHEN %(oldest_first)s THEN r.id END ASC,
-    coalesce(r.scheduled_for_ms, r.created_at_ms) DESC, r.id DESC
-LIMIT %(limit)s;
-
 -- name: run_get
 -- One Run by id.
 SELECT * FROM qinglong.runs WHERE id = %(run_id)s;

@@ -25,25 +25,6 @@ VALUES
     (:id, :run_id, :sequence, :type, :dedupe_key, :actor_type, :actor_id, :attempt_id, :payload,
      :created_at_ms);
 
--- name: run_list
--- Runs filtered by project, task, trigger, status and time; newest first unless oldest_first.
--- The time of a Run is its occurrence (or, for a Run of no occurrence, when it was created).
-SELECT r.*,
-       (SELECT a.exit_code FROM run_attempts a WHERE a.run_id = r.id
-         ORDER BY a.attempt DESC LIMIT 1) AS exit_code
-FROM runs r
-WHERE (:project_id IS NULL OR r.project_id = :project_id)
-  AND (:task_id IS NULL OR r.task_id = :task_id)
-  AND (:trigger_id IS NULL OR r.trigger_id = :trigger_id)
-  AND (:status IS NULL OR r.status = :status)
-  AND (:since_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= :since_ms)
-  AND (:until_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) < :until_ms)
-ORDER BY
-    CASE WHEN :oldest_first THEN coalesce(r.scheduled_for_ms, r.created_at_ms) END ASC,
-    CASE WHEN :oldest_first THEN r.id END ASC,
-    coalesce(r.scheduled_for_ms, r.created_at_ms) DESC, r.id DESC
-LIMIT :limit;
-
 -- name: run_get
 -- One Run by id.
 SELECT * FROM runs WHERE id = :run_id;

@@ -1,0 +1,189 @@
+"""Running one leased job: spawn its command and supervise it to its end, recording every
+step under the Attempt's lease before it takes effect.
+
+``starting`` is durable before the child is spawned and ``running`` right after, so a crash
+at any point leaves an Attempt that a reconciler settles visibly (an unstarted lease is
+offered again; a started Attempt is ``lost``). Each record is retried through a passing
+storage fault within a lease length (`JobRunner.persist`). Output goes to a local log file,
+or, with a log store (cluster workers), is shipped there while the command runs and the
+local file is only a spool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from qinglong.clock import Clock, pause
+from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
+from qinglong.domain.lifecycle import Outcome
+from qinglong.errors import DatabaseCorrupt, LeaseLost, StorageError
+from qinglong.execution import command
+from qinglong.execution.jobs import Job, job_outcome
+from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
+from qinglong.execution.processes import kill_group, make_handle
+from qinglong.execution.reaper import GroupReaper
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.runs.params import (
+    AttemptFinishParams,
+    AttemptRunningParams,
+    LeaseReleaseParams,
+)
+
+PERSIST_RETRY_S = 0.5  # pause between tries to record an ending through a storage fault
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerSettings:
+    """What every job of one executor runs with."""
+
+    log_dir: Path
+    log_max_bytes: int
+    lease_ms: int
+    workdir: str  # the working directory of a command whose task names none
+    inherited: Mapping[str, str]  # the environment commands start from
+    requeue_on_drain: bool
+    log_store: LogStore | None
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class JobRunner:
+    store: RunStore
+    clock: Clock
+    settings: RunnerSettings
+    reaper: GroupReaper
+    log_refusals: LogRefusals
+    stopping: threading.Event
+    diagnostics: DiagnosticSink | None
+
+    def run(self, job: Job) -> Outcome | None:
+        """Run the job's command and record how it ended: the outcome recorded, or None when
+        the job was given back or its ending could not be recorded (the reconciler settles
+        it then)."""
+        lease = job.lease
+        try:
+            outcome = self._execute(job)
+            with job.lock:
+                job.exited = True  # whatever it started has ended; only the record is left
+            if (outcome is not None and job.stop_reason == "shutdown"
+                    and self.settings.requeue_on_drain):
+                self.persist(job, lambda: self.store.attempt_interrupt(lease.fence, "drain"))
+                return dataclasses.replace(outcome, error_code="INTERRUPTED",
+                                           error_summary="queued again after a drain")
+            if outcome is not None:
+                finished = AttemptFinishParams(fence=lease.fence, outcome=outcome)
+                self.persist(job, lambda: self.store.attempt_finish(finished))
+            return outcome
+        except LeaseLost as exc:
+            if job.process is not None:
+                kill_group(job.process.pid, signal.SIGKILL)
+            emit(self.diagnostics, diagnostic_from("executor", exc))
+        except Exception as exc:  # noqa: BLE001 - isolation boundary
+            emit(self.diagnostics, diagnostic_from("executor", exc))
+        return None
+
+    def persist(self, job: Job, write: Callable[[], None]) -> None:
+        """Record a step (start, running, ending) despite a passing storage fault: each step
+        is idempotent under its fence, and the job stays listed (so its lease is still
+        renewed) while it is retried; after a lease length of failures it is left to the
+        reconciler."""
+        deadline = self.clock.monotonic() + self.settings.lease_ms / 1000
+        while True:
+            try:
+                write()
+                return
+            except (LeaseLost, DatabaseCorrupt):
+                raise
+            except StorageError as exc:
+                if job.stop_reason == "lease_lost" or self.clock.monotonic() >= deadline:
+                    raise
+                emit(self.diagnostics, diagnostic_from("executor", exc))
+                pause(PERSIST_RETRY_S)
+
+    def _execute(self, job: Job) -> Outcome | None:
+        """Run the job's command; the outcome to record, or None when it was given back."""
+        lease = job.lease
+        if self.stopping.is_set():
+            self.store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
+            return None
+        # Durable before the spawn; a passing storage fault (a pool briefly exhausted by a
+        # burst of starts) is retried within the lease, never left to the reconciler.
+        self.persist(job, lambda: self.store.attempt_start(lease.fence))
+        if lease.execution is None:
+            return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
+        log = command.prepare_log(self.settings.log_dir, lease)
+        if isinstance(log, Outcome):
+            return log
+        log_store = self.settings.log_store
+        if log_store is None:
+            return self._run_command(job, log, None)
+        shipper = LogShipper(log_store, lease.fence, self.settings.log_max_bytes, self.clock,
+                             diagnostics=self.diagnostics,
+                             on_failure=self.log_refusals.refused)
+        shipper.start()
+        try:
+            outcome = self._run_command(job, log, shipper)
+            if outcome is not None and outcome.log_path is not None:
+                # the command never started: ship the note the spool file holds
+                with contextlib.suppress(OSError):
+                    shipper.feed(log.read_bytes())
+                outcome = dataclasses.replace(outcome, log_path=None)
+        finally:
+            shipper.close()
+            with contextlib.suppress(OSError):
+                log.unlink()
+        return noting_lost_output(outcome, shipper, lease.fence.run_id, self.diagnostics)
+
+    def _run_command(self, job: Job, log: Path, shipper: LogShipper | None) -> Outcome | None:
+        lease = job.lease
+        assert lease.execution is not None
+        if job.stop_reason == "lease_lost":  # lost before it began: never start it
+            raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
+                            "started")
+        spawned = command.spawn(lease, log, default_cwd=self.settings.workdir,
+                                inherited=self.settings.inherited,
+                                log_max_bytes=self.settings.log_max_bytes,
+                                tap=shipper.feed if shipper is not None else None)
+        if isinstance(spawned, Outcome):
+            return spawned
+        self.reaper.watch(spawned.process.pid)
+        with job.lock:
+            job.process = spawned.process
+            pending = job.stop_reason
+        if pending is not None:
+            kill_group(spawned.process.pid, signal.SIGTERM)
+        running = AttemptRunningParams(
+            fence=lease.fence, pid=spawned.process.pid,
+            executor_handle=make_handle(spawned.process.pid),
+            log_path=None if shipper is not None else str(log))
+        try:
+            # retried like an ending: giving up here kills a command that already started
+            self.persist(job, lambda: self.store.attempt_running(running))
+        except BaseException:
+            kill_group(spawned.process.pid, signal.SIGKILL)
+            spawned.process.wait()
+            command.collect(spawned)
+            self.reaper.forget(spawned.process.pid)
+            raise
+        timeout_ms = lease.execution.plan.timeout_ms
+        timed_out = False
+        try:
+            spawned.process.wait(timeout=timeout_ms / 1000)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            command.terminate(spawned.process)
+        command.collect(spawned)
+        with job.lock:
+            job.exited = True
+        self.reaper.forget(spawned.process.pid)
+        if spawned.pump.error is not None:
+            emit(self.diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
+                                               message=f"run {lease.fence.run_id}: "
+                                                       f"{spawned.pump.error}"))
+        return job_outcome(job, spawned.process.returncode, timed_out, timeout_ms)
