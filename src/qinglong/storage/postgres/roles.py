@@ -61,6 +61,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "triggers": frozenset({S}),
         "trigger_revisions": frozenset({S}),
         "trigger_schedules": frozenset({S, U}),
+        "eligible_triggers": frozenset({S}),  # the view the claim and the commit ask (0012)
         # retention deletes claim records and the events of ended Runs past its horizon,
         # and records that horizon (0010_retention)
         "trigger_schedule_claims": frozenset({S, I, D}),

@@ -24,10 +24,7 @@ SELECT w.ord, o.now_ms, w.project_id, w.trigger_id,
        kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
        kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
        kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
-       coalesce(h.trigger_id IS NOT NULL AND th.task_id IS NOT NULL AND kr.revision IS NOT NULL
-                AND p.status = 'active' AND tr.enabled AND kr.enabled
-                AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1',
-                                                  'qinglong/once@v1'), false) AS eligible,
+       el.trigger_id IS NOT NULL AS eligible,
        e.project_id AS e_project_id, e.task_id AS e_task_id,
        e.source_revision AS e_source_revision, e.source_content_digest AS e_source_content_digest,
        e.task_revision AS e_task_revision, e.executor_type AS e_executor_type,
@@ -36,18 +33,14 @@ SELECT w.ord, o.now_ms, w.project_id, w.trigger_id,
 FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revisions)s::integer[])
      WITH ORDINALITY AS w(project_id, trigger_id, trigger_revision, ord)
 CROSS JOIN observed o
-LEFT JOIN qinglong.triggers h
-  ON h.project_id = w.project_id AND h.trigger_id = w.trigger_id
- AND h.current_revision = w.trigger_revision
+LEFT JOIN qinglong.eligible_triggers el
+  ON el.project_id = w.project_id AND el.trigger_id = w.trigger_id
+ AND el.trigger_revision = w.trigger_revision
 LEFT JOIN qinglong.trigger_revisions tr
   ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
  AND tr.revision = w.trigger_revision
-LEFT JOIN qinglong.task_definitions th
-  ON th.project_id = tr.project_id AND th.task_id = tr.task_id
- AND th.current_revision = tr.task_revision
 LEFT JOIN qinglong.task_definition_revisions kr
   ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
-LEFT JOIN qinglong.projects p ON p.id = w.project_id
 LEFT JOIN LATERAL (
     SELECT * FROM qinglong.task_execution_revisions x
     WHERE x.project_id = tr.project_id AND x.task_id = tr.task_id

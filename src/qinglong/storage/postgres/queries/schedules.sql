@@ -19,22 +19,9 @@ uninitialised AS (SELECT * FROM (
       AND s.updated_at_ms <= (SELECT now_ms FROM observed)
       AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
       AND s.state_version < 2147483647 AND s.claim_version < 2147483647
-      AND (SELECT true
-           FROM qinglong.triggers h
-           JOIN qinglong.trigger_revisions tr
-             ON tr.project_id = h.project_id AND tr.trigger_id = h.trigger_id
-            AND tr.revision = h.current_revision
-           JOIN qinglong.task_definitions th
-             ON th.project_id = tr.project_id AND th.task_id = tr.task_id
-            AND th.current_revision = tr.task_revision
-           JOIN qinglong.task_definition_revisions kr
-             ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id
-            AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
-           JOIN qinglong.projects p ON p.id = h.project_id
-           WHERE h.project_id = s.project_id AND h.trigger_id = s.trigger_id
-             AND h.current_revision = s.trigger_revision
-             AND p.status = 'active' AND tr.enabled AND kr.enabled
-             AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1'))
+      AND (SELECT true FROM qinglong.eligible_triggers e
+           WHERE e.project_id = s.project_id AND e.trigger_id = s.trigger_id
+             AND e.trigger_revision = s.trigger_revision)
     ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED
@@ -51,22 +38,9 @@ due AS (SELECT * FROM (
       AND s.updated_at_ms <= (SELECT now_ms FROM observed)
       AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
       AND s.state_version < 2147483647 AND s.claim_version < 2147483647
-      AND (SELECT true
-           FROM qinglong.triggers h
-           JOIN qinglong.trigger_revisions tr
-             ON tr.project_id = h.project_id AND tr.trigger_id = h.trigger_id
-            AND tr.revision = h.current_revision
-           JOIN qinglong.task_definitions th
-             ON th.project_id = tr.project_id AND th.task_id = tr.task_id
-            AND th.current_revision = tr.task_revision
-           JOIN qinglong.task_definition_revisions kr
-             ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id
-            AND kr.revision = tr.task_revision AND kr.content_digest = tr.task_content_digest
-           JOIN qinglong.projects p ON p.id = h.project_id
-           WHERE h.project_id = s.project_id AND h.trigger_id = s.trigger_id
-             AND h.current_revision = s.trigger_revision
-             AND p.status = 'active' AND tr.enabled AND kr.enabled
-             AND tr.spec_json ->> 'schema' IN ('qinglong/cron@v1', 'qinglong/interval@v1', 'qinglong/once@v1'))
+      AND (SELECT true FROM qinglong.eligible_triggers e
+           WHERE e.project_id = s.project_id AND e.trigger_id = s.trigger_id
+             AND e.trigger_revision = s.trigger_revision)
     ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
     LIMIT greatest(0, %(limit)s - (SELECT count(*) FROM uninitialised))
     FOR UPDATE OF s SKIP LOCKED

@@ -1,7 +1,8 @@
--- The one statement of what lets a trigger fire (storage/schedules): its current revision
--- is enabled, pins its task's current revision (same digest), that revision is enabled, and
--- its project is active. The scheduler's claim and commit, run now and backfill all ask this
--- view, so the rule lives in one place per dialect.
+-- The one statement of what lets a trigger fire (storage/admission): its head's current
+-- revision is enabled and of a schedule kind this version decides, it pins its task's current
+-- revision with that revision's digest, that revision is enabled, and its project is active.
+-- The claim and the commit of the scheduler ask this view, so the rule lives in one place
+-- (PostgreSQL has the same view, its migration 0012).
 CREATE VIEW eligible_triggers AS
 SELECT h.project_id, h.trigger_id, h.current_revision AS trigger_revision
 FROM triggers h
@@ -15,4 +16,6 @@ JOIN task_definition_revisions kr
   ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
  AND kr.content_digest = tr.task_content_digest
 JOIN projects p ON p.id = h.project_id
-WHERE p.status = 'active' AND tr.enabled = 1 AND kr.enabled = 1;
+WHERE p.status = 'active' AND tr.enabled = 1 AND kr.enabled = 1
+  AND json_extract(tr.spec_json, '$.schema') IN ('qinglong/cron@v1', 'qinglong/interval@v1',
+                                                 'qinglong/once@v1');
