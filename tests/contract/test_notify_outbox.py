@@ -29,7 +29,7 @@ from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from qinglong.notify.dispatcher import Dispatcher, NotifySettings
 from qinglong.notify.senders import Sender
-from qinglong.service.notification_views import channel_view
+from qinglong.service.views.notify import channel_view
 from qinglong.storage.admission.params import CommitResult
 from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.notify import NotifyStore

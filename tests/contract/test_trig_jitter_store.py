@@ -17,7 +17,7 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.coordinator import Coordinator
-from qinglong.service.views import trigger_view
+from qinglong.service.views.triggers import trigger_view
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,

@@ -21,7 +21,7 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.coordinator import Coordinator
-from qinglong.service.views import trigger_view
+from qinglong.service.views.triggers import trigger_view
 from qinglong.storage.admission.params import CommitOutcome, CommitResult, ScheduleClaimParams
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,

@@ -14,7 +14,7 @@ import pytest
 from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.coordinator import Coordinator
-from qinglong.service.views import trigger_view
+from qinglong.service.views.triggers import trigger_view
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,

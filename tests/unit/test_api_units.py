@@ -32,7 +32,7 @@ from qinglong.web.app import api_endpoints
 from qinglong.web.openapi import build_openapi, operation_id
 from qinglong.web.problems import problem_body, status_for
 from qinglong.web.routing import Query, read_body, read_instant, read_query
-from qinglong.web.schemas import BackfillRequest, ChannelRequest, TaskPublishRequest
+from qinglong.web.requests import BackfillRequest, ChannelRequest, TaskPublishRequest
 from qinglong.web.server import check_bind, is_loopback
 
 # --- cursors -----------------------------------------------------------------------------------
