@@ -31,8 +31,8 @@ from qinglong.storage.runs.params import RunBucket, RunBucketParams, RunPagePara
 from qinglong.web.app import api_endpoints
 from qinglong.web.openapi import build_openapi, operation_id
 from qinglong.web.problems import problem_body, status_for
-from qinglong.web.routing import Query, read_body, read_instant, read_query
 from qinglong.web.requests import BackfillRequest, ChannelRequest, TaskPublishRequest
+from qinglong.web.routing import Query, read_body, read_instant, read_query
 from qinglong.web.server import check_bind, is_loopback
 
 # --- cursors -----------------------------------------------------------------------------------

@@ -164,11 +164,11 @@ def _window(plan: BackfillPlan) -> dict[str, Any]:
     }
 
 
-def plan_view(plan: BackfillPlan, *, dry_run: bool | None = None) -> BackfillView:
-    """The window and what it holds (the whole answer of a dry run, ``dry_run`` True)."""
-    more: dict[str, Any] = {} if dry_run is None else {"dry_run": dry_run}
+def plan_view(plan: BackfillPlan) -> BackfillView:
+    """The window and what it holds (the whole answer of a dry run)."""
     return BackfillView(**_window(plan), already_had_run=len(plan.existing),
-                        to_admit=len(plan.to_admit), to_admit_ms=list(plan.to_admit), **more)
+                        to_admit=len(plan.to_admit), to_admit_ms=list(plan.to_admit),
+                        dry_run=True)
 
 
 def summary_view(plan: BackfillPlan, progress: BackfillProgress, rate: float) -> BackfillView:

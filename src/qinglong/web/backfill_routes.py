@@ -27,7 +27,7 @@ def backfill(call: Call) -> Reply:
     backfills = call.backend.backfills
     plan = backfills.plan(request)  # refuses (writing nothing) a window that is not the past
     if body.dry_run:
-        return Reply(plan_view(plan, dry_run=True))
+        return Reply(plan_view(plan))
     progress = backfills.run(plan, rate=API_RATE, stop=call.backend.closing)
     if progress.admitted:
         for poke in call.backend.on_admitted:

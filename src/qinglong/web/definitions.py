@@ -21,8 +21,6 @@ from qinglong.service.params import (
 )
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
 from qinglong.service.views import reports, tasks, triggers
-from qinglong.service.views.tasks import TaskPublishView
-from qinglong.service.views.triggers import TriggerPublishView
 from qinglong.service.working_directory import check_directory_here
 from qinglong.web import requests as rq
 from qinglong.web.routing import Call, Endpoint, Query, Reply, read_instant
@@ -46,7 +44,7 @@ def _trigger(call: Call) -> tuple[str, str]:
     return _project(call), entity_id(call.path["trigger"], "trigger")
 
 
-def _published(view: TaskPublishView | TriggerPublishView) -> Reply:
+def _published(view: tasks.TaskPublishView | triggers.TriggerPublishView) -> Reply:
     return Reply(view, 201 if view.created else 200)
 
 
@@ -257,7 +255,7 @@ def _overlap(body: rq.TriggerPublishRequest) -> Overlap | None:
 
 
 def _publish_trigger(call: Call, params: TriggerPublishParams,
-                     action: str) -> TriggerPublishView:
+                     action: str) -> triggers.TriggerPublishView:
     view = call.backend.catalog.trigger_publish(params)
     call.audit(action, project=params.project_id, target=f"trigger {params.trigger_id}",
                detail={"revision": view.revision, "created": view.created,

@@ -122,7 +122,7 @@ class BackfillView(ViewModel):
     already_had_run: int
     to_admit: int | None = Field(default=None, description="Dry run: how many would be admitted")
     to_admit_ms: list[int] | None = Field(default=None, description="Dry run: their instants")
-    dry_run: bool | None = None
+    dry_run: bool
     state: Annotated[str | None, one_of("done", "interrupted", "failed", None)] = Field(
         default=None, description="interrupted: the server stopped; failed: see error")
     rate: float | None = Field(default=None, description="Admissions per second at most")
