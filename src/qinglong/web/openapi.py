@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document, built from the route table: every route with its parameters,
 its request body and its responses (the success shape and the problem shape of every error
 it can give), the schemas generated from the request models (``web.requests``) and the
-service's views (``service.views``), the same models the answers are serialized from. Every pattern and bound the server
-checks is stated from the definition it checks with: path parameters from
-``routing.IDENTIFIERS``, query parameters from their ``Query``, body fields from the models."""
+service's views (``service.views``), the same models the answers are serialized from.
+Every pattern and bound the server checks is stated from the definition it checks with: path
+parameters from ``routing.IDENTIFIERS``, query parameters from their ``Query``, body fields
+from the models."""
 
 from __future__ import annotations
 
