@@ -11,7 +11,7 @@ underscore and serialized under its JSON name (``from_`` -> ``from``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,20 +50,6 @@ class ViewModel(BaseModel):
         """This view as ``cls`` (a view that extends this one's class) with ``more``."""
         given = {name: getattr(self, name) for name in self.model_fields_set}
         return cls(**given, **more)
-
-    # Read access by JSON name, as the views were read when they were dicts (kept for the
-    # tests that still read them so; the surfaces read attributes).
-    def __getitem__(self, key: str) -> Any:
-        return self.to_json()[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.to_json()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.to_json().get(key, default)
-
-    def keys(self) -> Iterator[str]:
-        return iter(self.to_json())
 
 
 def jsonable(value: object) -> object:
