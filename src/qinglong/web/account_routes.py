@@ -11,7 +11,6 @@ from qinglong.service.accounts import (
     principal_view,
 )
 from qinglong.service.views import accounts as views
-from qinglong.service.views.accounts import AuditPageView
 from qinglong.web import requests as rq
 from qinglong.web.auth import (
     clear_session_cookie,
@@ -117,7 +116,7 @@ def audit_log(call: Call) -> Reply:
                                                limit + 1)
     shown = entries[:limit]
     more = len(entries) > limit
-    return Reply(AuditPageView(items=shown, next_cursor=str(shown[-1].id) if more else None))
+    return Reply(views.AuditPageView(items=shown, next_cursor=str(shown[-1].id) if more else None))
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (

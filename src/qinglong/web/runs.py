@@ -16,7 +16,6 @@ from qinglong.service.params import RunListParams
 from qinglong.service.runs import LogPiece
 from qinglong.service.views import reports
 from qinglong.service.views import runs as run_views
-from qinglong.service.views.runs import RunNowView
 from qinglong.web import requests as rq
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 from qinglong.web.sse import log_events
@@ -74,7 +73,7 @@ def _request_id(call: Call) -> str | None:
     return body.request_id if body.request_id is not None else header
 
 
-def _admitted(call: Call, view: RunNowView, target: str) -> Reply:
+def _admitted(call: Call, view: run_views.RunNowView, target: str) -> Reply:
     if view.admitted:
         for poke in call.backend.on_admitted:
             poke()
