@@ -27,9 +27,6 @@ def backfill(call: Call) -> Reply:
     if body.dry_run:
         return Reply({**plan_view(plan), "dry_run": True})
     progress = backfills.run(plan, rate=API_RATE, stop=call.backend.closing)
-    if progress.admitted:
-        for poke in call.backend.on_admitted:
-            poke()
     view = summary_view(plan, progress, API_RATE)
     target = f"trigger {request.trigger_id}"
     if progress.error is not None:
@@ -58,5 +55,6 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/api/v1/projects/{project}/triggers/{trigger}/backfill", backfill,
              "Backfill a trigger: admit its past occurrences in a window that have no Run, "
              "one Run each", "triggers", Level.OPERATE, body=s.BackfillRequest,
-             response=s.BackfillView, also=(201,), description=DESCRIPTION),
+             response=s.BackfillView, also=(201,), description=DESCRIPTION,
+             atomic=False),  # admits in chunks, each its own commit
 )

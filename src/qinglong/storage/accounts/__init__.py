@@ -97,6 +97,10 @@ class AccountStore:
     def token_get(self, token_id: str) -> ApiToken | None:
         return self._read("read token", lambda rows: rows.token_get(token_id))
 
+    def token_get_at(self, token_id: str) -> tuple[ApiToken | None, int]:
+        """The token and the clock's now, in one read (authenticating a request)."""
+        return self._read("read token", lambda rows: (rows.token_get(token_id), rows.now_ms))
+
     def token_used(self, token_id: str, touch_after_ms: int) -> None:
         self._write("record token use", lambda rows: rows.token_used(token_id, touch_after_ms))
 
