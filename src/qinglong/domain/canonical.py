@@ -88,7 +88,9 @@ class Sealable(Digested, Protocol):
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
-    def content(self) -> dict[str, object]: ...
+    def content(self) -> dict[str, object]:
+        """What the digest covers: the record as JSON, ``content_digest`` and
+        ``created_at_ms`` aside."""
 
 
 SealableT = TypeVar("SealableT", bound=Sealable)

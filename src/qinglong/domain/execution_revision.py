@@ -44,7 +44,6 @@ class ExecutionRevision:
     plan_schema: str = EXECUTION_PLAN_SCHEMA
 
     def content(self) -> dict[str, object]:
-        """What the digest covers (``content_digest`` and ``created_at_ms`` aside)."""
         return {
             "projectId": self.project_id,
             "taskId": self.task_id,

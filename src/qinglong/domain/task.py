@@ -91,7 +91,6 @@ class TaskRevision:
     kind: str = TASK_KIND
 
     def content(self) -> dict[str, object]:
-        """What the digest covers (``content_digest`` and ``created_at_ms`` aside)."""
         return {
             "projectId": self.project_id,
             "taskId": self.task_id,

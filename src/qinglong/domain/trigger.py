@@ -291,7 +291,6 @@ class TriggerRevision:
     created_at_ms: int
 
     def content(self) -> dict[str, object]:
-        """What the digest covers (``content_digest`` and ``created_at_ms`` aside)."""
         return {
             "projectId": self.project_id,
             "triggerId": self.trigger_id,
