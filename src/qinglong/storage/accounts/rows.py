@@ -4,12 +4,11 @@ of its clock (taken when first needed). Rows map to the records of ``params``.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from qinglong.domain.text import MAX_JSON_INT
 from qinglong.errors import Conflict, InvalidInput, NotFound
-from qinglong.ids import new_uuid
 from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
@@ -23,7 +22,7 @@ from qinglong.storage.accounts.params import (
     UserCreateParams,
     UserUpdateParams,
 )
-from qinglong.storage.kernel import Tx
+from qinglong.storage.units import TxUnit
 
 
 def _opt(value: Any) -> int | None:
@@ -64,25 +63,8 @@ def audit_from_row(row: Mapping[str, Any]) -> AuditEntry:
                       client=row["client"])
 
 
-class AccountRows:
+class AccountRows(TxUnit):
     """One unit of account work in ``tx``, at one reading of the store's clock."""
-
-    def __init__(self, tx: Tx, *, new_id: Callable[[], str] = new_uuid) -> None:
-        self._tx = tx
-        self._now_ms: int | None = None
-        self._new_id = new_id
-
-    @property
-    def now_ms(self) -> int:
-        if self._now_ms is None:
-            self._now_ms = self._tx.now_ms()
-        return self._now_ms
-
-    def _one(self, name: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return self._tx.one(name, params)
-
-    def _run(self, name: str, params: Mapping[str, Any]) -> int:
-        return self._tx.execute(name, params).rowcount
 
     # -- users ---------------------------------------------------------------------------
 
@@ -101,7 +83,7 @@ class AccountRows:
         return None if row is None else user_from_row(row)
 
     def user_list(self) -> list[User]:
-        return [user_from_row(row) for row in self._tx.all("account_user_list")]
+        return [user_from_row(row) for row in self._all("account_user_list")]
 
     def user_update(self, params: UserUpdateParams) -> User:
         changed = self._run("account_user_update", {
