@@ -75,10 +75,7 @@ SELECT c.row_ctid::text AS row_locator,
        c.claim_owner, c.claim_token::text AS claim_token, c.claim_version,
        c.updated_at_ms AS claim_acquired_at_ms, c.claim_expires_at_ms,
        c.paused_from_ms, c.paused_until_ms,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms
+-- include: trigger_revision_columns
 FROM claimed c
 JOIN qinglong.trigger_revisions tr
   ON tr.project_id = c.project_id AND tr.trigger_id = c.trigger_id AND tr.revision = c.trigger_revision
