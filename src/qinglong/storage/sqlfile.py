@@ -40,8 +40,9 @@ def _split(text: str, source: str) -> tuple[dict[str, list[str]], dict[str, list
     return blocks, fragments
 
 
-def _sql(lines: list[str]) -> str:
-    return "\n".join(line for line in lines if not line.strip().startswith("--")).strip()
+def _sql(lines: list[str], strip: str | None = None) -> str:
+    """The lines but comments, without the blank lines (``strip``: the characters) around."""
+    return "\n".join(line for line in lines if not line.strip().startswith("--")).strip(strip)
 
 
 def _expand(lines: list[str], fragments: Mapping[str, str], source: str) -> list[str]:
@@ -62,8 +63,8 @@ def _fragments(lines: Mapping[str, list[str]], source: str) -> dict[str, str]:
     for name, body in lines.items():
         if any(_INCLUDE.match(line.strip()) for line in body):
             raise ValueError(f"{source}: SQL fragment {name!r} includes another")
-        found[name] = _sql(body)
-        if not found[name]:
+        found[name] = _sql(body, "\n")  # its indentation kept, to read well where spliced
+        if not found[name].strip():
             raise ValueError(f"{source}: SQL fragment {name!r} is empty")
     return found
 
