@@ -6,6 +6,8 @@ broken, never a password, a URL with credentials, or a command's environment.
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 
 class QinglongError(Exception):
     """Something went wrong in qinglong."""
@@ -136,6 +138,7 @@ class AlreadyRunning(QinglongError):
     code = "QL_ALREADY_RUNNING"
 
 
+@dataclass(eq=False, repr=False)
 class InstanceHeld(AlreadyRunning):
     """Another live process holds this instance id (``--owner-id``, ``--worker-id``, ``--name``).
 
@@ -144,20 +147,22 @@ class InstanceHeld(AlreadyRunning):
 
     code = "QL_INSTANCE_HELD"
 
-    def __init__(self, instance_id: str = "", *, role: str = "", host: str = "", pid: int = 0,
-                 seen_at_ms: int = 0, silent_ms: int = 0, stale_ms: int = 0) -> None:
-        self.instance_id = instance_id
-        self.role = role
-        self.host = host
-        self.pid = pid
-        self.seen_at_ms = seen_at_ms
-        self.silent_ms = silent_ms
-        self.stale_ms = stale_ms
+    instance_id: str = ""
+    _: KW_ONLY
+    role: str = ""
+    host: str = ""
+    pid: int = 0
+    seen_at_ms: int = 0
+    silent_ms: int = 0
+    stale_ms: int = 0
+
+    def __post_init__(self) -> None:
         super().__init__(
-            f"instance id {instance_id!r} is held by a live {role or 'qinglong'} process (pid "
-            f"{pid} on {host or '?'}, last heartbeat {silent_ms / 1000:.1f} s ago): each process "
-            "needs an id of its own; stop that process or choose another id (the id of a "
-            f"process that crashed is free {stale_ms // 1000} s after its last heartbeat)")
+            f"instance id {self.instance_id!r} is held by a live {self.role or 'qinglong'} "
+            f"process (pid {self.pid} on {self.host or '?'}, last heartbeat "
+            f"{self.silent_ms / 1000:.1f} s ago): each process needs an id of its own; stop that "
+            "process or choose another id (the id of a process that crashed is free "
+            f"{self.stale_ms // 1000} s after its last heartbeat)")
 
 
 class NotRunnable(Conflict):

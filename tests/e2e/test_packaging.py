@@ -46,6 +46,7 @@ def test_the_wheel_ships_no_fault_injection_machinery(tmp_path: Path) -> None:
                                                                          "qinglong.testing.clock"]
     # the SQL files the adapters load are in the wheel
     assert "qinglong/storage/postgres/queries/lifecycle.sql" in names
+    assert "qinglong/storage/common/queries/columns.sql" in names  # fragments both include
     assert "qinglong/storage/sqlite/migrations/0002_lifecycle.sql" in names
 
 

@@ -7,11 +7,12 @@ A digest is SHA-256 over ``<domain prefix> NUL <canonical JSON>`` as lowercase h
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from qinglong.errors import InvalidInput, RecordCorrupt
 
@@ -80,6 +81,25 @@ class Digested(Protocol):
 
 
 DigestedT = TypeVar("DigestedT", bound=Digested)
+
+
+class Sealable(Digested, Protocol):
+    """A dataclass record whose digest is taken over its own canonical ``content()``."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def content(self) -> dict[str, object]:
+        """What the digest covers: the record as JSON, ``content_digest`` and
+        ``created_at_ms`` aside."""
+
+
+SealableT = TypeVar("SealableT", bound=Sealable)
+
+
+def sealed(record: SealableT, prefix: str) -> SealableT:
+    """``record`` with its ``content_digest`` set: the digest of ``record.content()`` under
+    ``prefix`` (how every revision gets its digest, when it is made and when it is read)."""
+    return dataclasses.replace(record, content_digest=content_digest(prefix, record.content()))
 
 
 def rebuild_verified(what: str, row: Mapping[str, object],

@@ -121,26 +121,11 @@ def decide(
     due_of = delay.due if delay is not None else _nominal
     due = cursor_ms if cursor_ms is not None else occurrences.next_after(published_at_ms - 1)
     if due is None:  # nothing from the publish time on (a one-shot instant already past)
-        return Decision(
-            disposition=Disposition.INITIALIZE,
-            observed_at_ms=observed_at_ms,
-            due_at_ms=published_at_ms,
-            next_fire_at_ms=None,
-            scheduled_for_ms=None,
-            misfired=False,
-        )
+        return _initialize(observed_at_ms, published_at_ms, None, None)
     if due_of(due) > observed_at_ms:
         if cursor_ms is not None:
             raise InvalidInput("cursor", "is not due at the observation time")
-        return Decision(
-            disposition=Disposition.INITIALIZE,
-            observed_at_ms=observed_at_ms,
-            due_at_ms=due,
-            next_fire_at_ms=due,
-            scheduled_for_ms=None,
-            misfired=False,
-            next_due_at_ms=due_of(due) if delay is not None else None,
-        )
+        return _initialize(observed_at_ms, due, due, due_of(due) if delay is not None else None)
     paused: tuple[int, int] | None = None
     if pause is not None and pause.from_ms <= due_of(due):
         if pause.in_effect_at(observed_at_ms):
@@ -170,46 +155,42 @@ def _decide_due(
 ) -> Decision:
     paused_from, paused_through = paused if paused is not None else (None, None)
     due_of = delay.due if delay is not None else _nominal
-
-    def due_of_next(next_ms: int | None) -> int | None:
-        return due_of(next_ms) if delay is not None and next_ms is not None else None
-
     jittered = due_of(due) if delay is not None else None
-    if observed_at_ms - due_of(due) <= grace_ms:
+    skipped_through: int | None = None  # misfire only
+    if observed_at_ms - due_of(due) <= grace_ms:  # on time
+        admit, misfired = True, False
         following = occurrences.next_after(due)
-        return Decision(
-            disposition=Disposition.ADMIT,
-            observed_at_ms=observed_at_ms,
-            due_at_ms=due,
-            next_fire_at_ms=following,
-            scheduled_for_ms=due,
-            misfired=False,
-            paused_from_ms=paused_from,
-            paused_through_ms=paused_through,
-            next_due_at_ms=due_of_next(following),
-            jittered_for_ms=jittered,
-        )
-    resume_from = observed_at_ms - grace_ms  # the oldest instant still on time
-    admit = policy is MisfirePolicy.FIRE_ONCE
-    if delay is None:
-        following = occurrences.next_after(resume_from - 1)
-        skipped_through = resume_from - 1
-    else:  # the first occurrence whose jittered instant is still on time
-        following = first_due_at_or_after(occurrences, resume_from, after_ms=due, delay=delay)
-        skipped_through = following - 1 if following is not None else max(due, resume_from - 1)
+    else:
+        resume_from = observed_at_ms - grace_ms  # the oldest instant still on time
+        admit, misfired = policy is MisfirePolicy.FIRE_ONCE, True
+        if delay is None:
+            following = occurrences.next_after(resume_from - 1)
+            skipped_through = resume_from - 1
+        else:  # the first occurrence whose jittered instant is still on time
+            following = first_due_at_or_after(occurrences, resume_from, after_ms=due, delay=delay)
+            skipped_through = following - 1 if following is not None else max(due, resume_from - 1)
     return Decision(
         disposition=Disposition.ADMIT if admit else Disposition.SKIP,
         observed_at_ms=observed_at_ms,
         due_at_ms=due,
         next_fire_at_ms=following,
         scheduled_for_ms=due if admit else None,
-        misfired=True,
+        misfired=misfired,
         skipped_through_ms=skipped_through,
         paused_from_ms=paused_from,
         paused_through_ms=paused_through,
-        next_due_at_ms=due_of_next(following),
+        next_due_at_ms=due_of(following) if delay is not None and following is not None else None,
         jittered_for_ms=jittered if admit else None,
     )
+
+
+def _initialize(observed_at_ms: int, due_at_ms: int, next_fire_at_ms: int | None,
+                next_due_at_ms: int | None) -> Decision:
+    """Set the cursor and admit nothing: a row seen for the first time (``next_fire_at_ms`` its
+    first occurrence, None when there is none)."""
+    return Decision(disposition=Disposition.INITIALIZE, observed_at_ms=observed_at_ms,
+                    due_at_ms=due_at_ms, next_fire_at_ms=next_fire_at_ms, scheduled_for_ms=None,
+                    misfired=False, next_due_at_ms=next_due_at_ms)
 
 
 def first_due_at_or_after(occurrences: OccurrenceSource, at_ms: int, *, after_ms: int,

@@ -1,5 +1,7 @@
 """Durations as people write them (``500ms``, ``30s``, ``1h30m``, ``1.5h``, ``2d4h``): the one
-grammar the CLI's options, the HTTP API and the panel read (the panel's script mirrors it)."""
+grammar the CLI's options, the HTTP API, definition files and the panel read (the panel's
+script mirrors it), and the shortest text for a duration (what definition files are written
+with)."""
 
 from __future__ import annotations
 
@@ -35,3 +37,13 @@ def parse_duration_ms(text: str) -> int:
     if total > MAX_DURATION_MS:
         raise ValueError(f"{text!r} is too long")
     return int(total)
+
+
+def format_duration(ms: int) -> str:
+    """The shortest text ``parse_duration_ms`` reads back as ``ms``: ``1h30m``, ``500ms``."""
+    parts, rest = [], ms
+    for unit, size in _UNIT_MS.items():
+        if rest >= size:
+            count, rest = divmod(rest, size)
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"

@@ -35,22 +35,23 @@ OWNER_ID_RULE = (
 )
 
 
-def project_id(value: str, field: str = "project") -> str:
-    if not isinstance(value, str) or not PROJECT_ID.fullmatch(value):
-        raise InvalidInput(field, PROJECT_ID_RULE)
+def matching(value: object, field: str, pattern: re.Pattern[str], rule: str) -> str:
+    """``value`` when it is a string ``pattern`` matches, else InvalidInput(field, rule)."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise InvalidInput(field, rule)
     return value
+
+
+def project_id(value: str, field: str = "project") -> str:
+    return matching(value, field, PROJECT_ID, PROJECT_ID_RULE)
 
 
 def entity_id(value: str, field: str) -> str:
-    if not isinstance(value, str) or not ENTITY_ID.fullmatch(value):
-        raise InvalidInput(field, ENTITY_ID_RULE)
-    return value
+    return matching(value, field, ENTITY_ID, ENTITY_ID_RULE)
 
 
 def owner_id(value: str, field: str = "owner-id") -> str:
-    if not isinstance(value, str) or not OWNER_ID.fullmatch(value):
-        raise InvalidInput(field, OWNER_ID_RULE)
-    return value
+    return matching(value, field, OWNER_ID, OWNER_ID_RULE)
 
 
 def display_name(value: str, field: str = "name") -> str:

@@ -9,25 +9,19 @@ the first time instead of admitting a second one.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.domain.identifiers import OWNER_ID, OWNER_ID_RULE, entity_id, matching, project_id
 from qinglong.domain.runs import TRIGGER_TYPE_MANUAL, manual_idempotency_key
 from qinglong.errors import InvalidInput
 
-REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-REQUEST_ID_RULE = (
-    "must be 1-128 characters of letters, digits, '.', '_', ':' and '-', "
-    "starting with a letter or digit"
-)
+# A request id is chosen by the client as an owner id is: the same characters, as long.
+REQUEST_ID, REQUEST_ID_RULE = OWNER_ID, OWNER_ID_RULE
 MAX_ACTOR = 128
 
 
 def request_id(value: str, field: str = "request-id") -> str:
-    if not isinstance(value, str) or not REQUEST_ID.fullmatch(value):
-        raise InvalidInput(field, REQUEST_ID_RULE)
-    return value
+    return matching(value, field, REQUEST_ID, REQUEST_ID_RULE)
 
 
 def actor_name(value: str, field: str = "actor") -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from qinglong.domain.canonical import canonical_json, content_digest, rebuild_verified
+from qinglong.domain.canonical import canonical_json, rebuild_verified, sealed
 from qinglong.domain.command_spec import (
     ALLOWED_SHELLS,
     DEFAULT_TIMEOUT_MS,
@@ -62,8 +62,7 @@ __all__ = [
     "ExecutorType", "ShellCommand", "TaskRevision", "check_revision",
     "compile_execution_revision", "environment_from_pairs", "execution_revision_from_row",
     "execution_task_revision", "new_task_revision", "parse_command_config",
-    "parse_task_envelope", "plan_json_text", "spec_json_text", "task_content",
-    "task_revision_from_row",
+    "parse_task_envelope", "plan_json_text", "spec_json_text", "task_revision_from_row",
 ]
 
 TASK_KIND = "command"
@@ -92,32 +91,19 @@ class TaskRevision:
     kind: str = TASK_KIND
 
     def content(self) -> dict[str, object]:
-        return task_content(
-            project_id=self.project_id,
-            task_id=self.task_id,
-            revision=self.revision,
-            name=self.name,
-            spec=self.spec,
-            enabled=self.enabled,
-        )
+        return {
+            "projectId": self.project_id,
+            "taskId": self.task_id,
+            "revision": self.revision,
+            "name": self.name,
+            "kind": TASK_KIND,
+            "spec": self.spec.envelope(),
+            "enabled": self.enabled,
+        }
 
     def same_definition(self, other: TaskRevision) -> bool:
         """True when both revisions define the same task (revision number aside)."""
         return (self.name, self.spec, self.enabled) == (other.name, other.spec, other.enabled)
-
-
-def task_content(
-    *, project_id: str, task_id: str, revision: int, name: str, spec: CommandSpec, enabled: bool
-) -> dict[str, object]:
-    return {
-        "projectId": project_id,
-        "taskId": task_id,
-        "revision": revision,
-        "name": name,
-        "kind": TASK_KIND,
-        "spec": spec.envelope(),
-        "enabled": enabled,
-    }
 
 
 def new_task_revision(
@@ -134,23 +120,9 @@ def new_task_revision(
     entity_id(task, "task")
     check_revision(revision, "revision")
     display_name(name)
-    digest = content_digest(
-        TASK_DIGEST_PREFIX,
-        task_content(
-            project_id=project, task_id=task, revision=revision, name=name, spec=spec,
-            enabled=enabled,
-        ),
-    )
-    return TaskRevision(
-        project_id=project,
-        task_id=task,
-        revision=revision,
-        name=name,
-        spec=spec,
-        enabled=enabled,
-        content_digest=digest,
-        created_at_ms=created_at_ms,
-    )
+    return sealed(TaskRevision(project_id=project, task_id=task, revision=revision, name=name,
+                               spec=spec, enabled=enabled, content_digest="",
+                               created_at_ms=created_at_ms), TASK_DIGEST_PREFIX)
 
 
 def task_revision_from_row(row: Mapping[str, object], spec_envelope: object) -> TaskRevision:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qinglong.domain.canonical import canonical_json, content_digest, rebuild_verified
+from qinglong.domain.canonical import canonical_json, rebuild_verified, sealed
 from qinglong.domain.cron import CronSchedule, DstPolicy
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.interval import IntervalSchedule
@@ -290,6 +290,18 @@ class TriggerRevision:
     content_digest: str
     created_at_ms: int
 
+    def content(self) -> dict[str, object]:
+        return {
+            "projectId": self.project_id,
+            "triggerId": self.trigger_id,
+            "revision": self.revision,
+            "taskId": self.task_id,
+            "taskRevision": self.task_revision,
+            "taskContentDigest": self.task_content_digest,
+            "spec": self.spec.envelope(),
+            "enabled": self.enabled,
+        }
+
     def same_definition(self, other: TriggerRevision) -> bool:
         return (
             self.task_id,
@@ -304,29 +316,6 @@ class TriggerRevision:
             other.spec,
             other.enabled,
         )
-
-
-def trigger_content(
-    *,
-    project_id: str,
-    trigger_id: str,
-    revision: int,
-    task_id: str,
-    task_revision: int,
-    task_content_digest: str,
-    spec: TriggerSpec,
-    enabled: bool,
-) -> dict[str, object]:
-    return {
-        "projectId": project_id,
-        "triggerId": trigger_id,
-        "revision": revision,
-        "taskId": task_id,
-        "taskRevision": task_revision,
-        "taskContentDigest": task_content_digest,
-        "spec": spec.envelope(),
-        "enabled": enabled,
-    }
 
 
 def new_trigger_revision(
@@ -346,31 +335,11 @@ def new_trigger_revision(
     entity_id(task, "task")
     check_revision(revision, "revision")
     check_revision(task_revision, "task revision")
-    digest = content_digest(
-        TRIGGER_DIGEST_PREFIX,
-        trigger_content(
-            project_id=project,
-            trigger_id=trigger,
-            revision=revision,
-            task_id=task,
-            task_revision=task_revision,
-            task_content_digest=task_content_digest,
-            spec=spec,
-            enabled=enabled,
-        ),
-    )
-    return TriggerRevision(
-        project_id=project,
-        trigger_id=trigger,
-        revision=revision,
-        task_id=task,
-        task_revision=task_revision,
-        task_content_digest=task_content_digest,
-        spec=spec,
-        enabled=enabled,
-        content_digest=digest,
-        created_at_ms=created_at_ms,
-    )
+    return sealed(TriggerRevision(project_id=project, trigger_id=trigger, revision=revision,
+                                  task_id=task, task_revision=task_revision,
+                                  task_content_digest=task_content_digest, spec=spec,
+                                  enabled=enabled, content_digest="",
+                                  created_at_ms=created_at_ms), TRIGGER_DIGEST_PREFIX)
 
 
 def trigger_revision_from_row(row: Mapping[str, object], spec_envelope: object) -> TriggerRevision:

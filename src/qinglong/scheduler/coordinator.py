@@ -113,9 +113,9 @@ class Coordinator:
                 self._after_claim()
             decided: list[ClaimCommitParams] = []
             for item in fresh:
-                tally.claimed += 1
+                tally.counts["claimed"] += 1
                 if isinstance(item, CorruptScheduleRow):
-                    tally.errors += 1
+                    tally.counts["errors"] += 1
                     failed.add(_key(item))
                     emit(self._diagnostics, corrupt_row_diagnostic(item))
                     continue
@@ -150,7 +150,7 @@ class Coordinator:
         try:
             decision = claim.decide(grace_ms=self._grace_ms)
         except InvalidSchedule as exc:
-            tally.errors += 1
+            tally.counts["errors"] += 1
             emit(self._diagnostics, diagnostic_from("scheduler", exc))
             return None
         ids = AdmissionIds.new(self._new_id) if decision.disposition is Disposition.ADMIT else None

@@ -26,36 +26,36 @@ class CycleReport:
     last_observed_at_ms: int | None = None
 
 
+COUNTS = ("claimed", "initialized", "admitted", "skipped", "raced", "errors")  # CycleReport's
+
+
 @dataclass(slots=True)
 class Tally:
-    claimed: int = 0
-    initialized: int = 0
-    admitted: int = 0
-    skipped: int = 0
-    raced: int = 0
-    errors: int = 0
+    """The cycle in progress: its ``counts`` (under the COUNTS names), the claims' observation
+    times and why claims raced."""
+
+    counts: Counter[str] = field(default_factory=Counter)
     observed: list[int] = field(default_factory=list)
     raced_reasons: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def claimed(self) -> int:
+        return self.counts["claimed"]
+
     def record(self, result: CommitResult) -> None:
         if result.outcome is CommitOutcome.RACED:
-            self.raced += 1
+            self.counts["raced"] += 1
             self.raced_reasons[result.reason or "unknown"] += 1
         elif result.outcome is CommitOutcome.ADMITTED:
-            self.admitted += 1
+            self.counts["admitted"] += 1
         elif result.disposition is Disposition.INITIALIZE:
-            self.initialized += 1
+            self.counts["initialized"] += 1
         else:
-            self.skipped += 1
+            self.counts["skipped"] += 1
 
     def report(self, *, budget: int, next_due_in_ms: int | None) -> CycleReport:
         return CycleReport(
-            claimed=self.claimed,
-            initialized=self.initialized,
-            admitted=self.admitted,
-            skipped=self.skipped,
-            raced=self.raced,
-            errors=self.errors,
+            **self.counts,
             saturated=self.claimed >= budget,
             next_due_in_ms=next_due_in_ms,
             first_observed_at_ms=self.observed[0] if self.observed else None,
@@ -75,7 +75,7 @@ class Stats:
     def add(self, report: CycleReport, raced_reasons: Counter[str]) -> None:
         with self._lock:
             self._counts["cycles"] += 1
-            for name in ("claimed", "admitted", "initialized", "skipped", "raced", "errors"):
+            for name in COUNTS:
                 self._counts[name] += getattr(report, name)
             for reason, n in raced_reasons.items():
                 self._counts[f"raced:{reason}"] += n

@@ -276,11 +276,10 @@ class Accounts:
         shape = TOKEN_SHAPE.fullmatch(token)
         if shape is None:
             return None
-        found = self._store.token_get(shape.group(1))
+        found, now_ms = self._store.token_get_at(shape.group(1))
         if (found is None or not hmac.compare_digest(found.secret_digest, digest(token))
                 or found.revoked_at_ms is not None or found.user_disabled):
             return None
-        now_ms = self._store.now_ms()
         if found.expires_at_ms is not None and found.expires_at_ms <= now_ms:
             return None
         if found.last_used_at_ms is None or now_ms - found.last_used_at_ms >= TOUCH_AFTER_MS:

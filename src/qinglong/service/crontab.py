@@ -32,12 +32,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from qinglong.domain.cron import CronSchedule, normalize_expression
+from qinglong.domain.durations import format_duration
 from qinglong.domain.identifiers import project_id
 from qinglong.domain.task import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, EnvEntry, ShellCommand
 from qinglong.domain.timezones import canonical_timezone
 from qinglong.domain.trigger import MisfirePolicy, Overlap, TriggerSpec
 from qinglong.errors import InvalidInput
-from qinglong.service.definition_fields import format_duration
 from qinglong.service.definition_model import (
     Definitions,
     DesiredProject,

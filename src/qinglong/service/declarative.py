@@ -265,31 +265,19 @@ class Declarative:
     def _extras(self, want: DesiredProject, tasks_now: Mapping[str, TaskView],
                 triggers_now: Mapping[str, TriggerView], prune: bool) -> list[Change]:
         """Enabled tasks and triggers the files do not name: disabled with --prune."""
-        changes = []
-        for trigger_id, view in sorted(triggers_now.items()):
-            current = view.revision
-            if trigger_id in want.triggers or view.deleted_at_ms is not None or not current.enabled:
-                continue
-            changes.append(Change(
-                kind="trigger", project_id=want.project_id, item_id=trigger_id,
-                action=Action.DISABLE if prune else Action.KEPT, pruned=prune,
-                fields=(FieldChange("enabled", True, False),) if prune else (),
-                phase=PHASE_STOP_TRIGGERS, revision=current.revision,
-                params=TriggerPublishParams(project_id=want.project_id, trigger_id=trigger_id,
-                                            enabled=False) if prune else None))
-        for task_id, task_view in sorted(tasks_now.items()):
-            task = task_view.revision
-            if task_id in want.tasks or task_view.deleted_at_ms is not None or not task.enabled:
-                continue
-            changes.append(Change(
-                kind="task", project_id=want.project_id, item_id=task_id,
-                action=Action.DISABLE if prune else Action.KEPT, pruned=prune,
-                fields=(FieldChange("enabled", True, False),) if prune else (),
-                phase=PHASE_TASKS, revision=task.revision,
-                params=TaskPublishParams(project_id=want.project_id, task_id=task_id,
-                                         name=task.name, spec=task.spec, enabled=False,
-                                         expected_revision=task.revision) if prune else None))
-        return changes
+        project = want.project_id
+        changes = [_left_over(
+            "trigger", project, trigger_id, view, PHASE_STOP_TRIGGERS,
+            TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=False)
+            if prune else None)
+            for trigger_id, view in sorted(triggers_now.items()) if trigger_id not in want.triggers]
+        changes += [_left_over(
+            "task", project, task_id, view, PHASE_TASKS,
+            TaskPublishParams(project_id=project, task_id=task_id, name=view.revision.name,
+                              spec=view.revision.spec, enabled=False,
+                              expected_revision=view.revision.revision) if prune else None)
+            for task_id, view in sorted(tasks_now.items()) if task_id not in want.tasks]
+        return [change for change in changes if change is not None]
 
     # -- apply --------------------------------------------------------------------------
 
@@ -331,3 +319,16 @@ class Declarative:
 
 
 __all__ = ["Declarative"]
+
+
+def _left_over(kind: str, project_id: str, item_id: str, view: TaskView | TriggerView, phase: int,
+               disable: WriteParams | None) -> Change | None:
+    """A task or trigger the files do not name: None when it is deleted or disabled already,
+    else kept, or disabled by ``disable`` (with --prune)."""
+    if view.deleted_at_ms is not None or not view.revision.enabled:
+        return None
+    pruned = disable is not None
+    return Change(kind=kind, project_id=project_id, item_id=item_id,
+                  action=Action.DISABLE if pruned else Action.KEPT, pruned=pruned,
+                  fields=(FieldChange("enabled", True, False),) if pruned else (),
+                  phase=phase, revision=view.revision.revision, params=disable)

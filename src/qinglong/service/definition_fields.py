@@ -1,56 +1,18 @@
-"""Definitions field by field: durations as files write them, a task or trigger as the file's
-keys, and the differences a plan shows (``before -> after``)."""
+"""Definitions field by field: a task or trigger as the file's keys, and the differences
+a plan shows (``before -> after``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from qinglong.domain.cron import DstGap, DstOverlap
+from qinglong.domain.durations import format_duration
 from qinglong.domain.interval import IntervalSchedule, format_every
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.domain.trigger import MisfirePolicy, OverlapPolicy, TriggerSpec
-
-# --- durations -------------------------------------------------------------------------
-
-_PART = re.compile(r"\s*(\d{1,15}(?:\.\d{1,6})?)\s*(ms|s|m|h|d)")
-_UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
-_UNITS = list(_UNIT_MS)
-
-
-def parse_duration(text: str) -> int:
-    """``500ms``, ``30s``, ``1h30m``, ``1d`` (the CLI's grammar) in milliseconds."""
-    hint = (f"{text!r} is not a duration; use numbers with units (d, h, m, s, ms), largest "
-            "first: 500ms, 30s, 5m, 1h30m, 1d")
-    position, total, last = 0, 0.0, -1
-    stripped = text.rstrip()
-    while position < len(stripped):
-        match = _PART.match(stripped, position)
-        if not match:
-            raise ValueError(hint)
-        unit = _UNITS.index(match.group(2))
-        if unit <= last:
-            raise ValueError(hint)
-        last = unit
-        total += float(match.group(1)) * _UNIT_MS[match.group(2)]
-        position = match.end()
-    if last < 0 or total != int(total) or total > 2**53 - 1:
-        raise ValueError(hint)
-    return int(total)
-
-
-def format_duration(ms: int) -> str:
-    """The shortest text ``parse_duration`` reads back as ``ms``: ``1h30m``, ``500ms``."""
-    parts, rest = [], ms
-    for unit, size in _UNIT_MS.items():
-        if rest >= size:
-            count, rest = divmod(rest, size)
-            parts.append(f"{count}{unit}")
-    return "".join(parts) or "0s"
-
 
 # --- field-by-field views (what a plan shows) -------------------------------------------
 

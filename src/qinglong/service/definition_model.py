@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ArgvCommand, ShellCommand
@@ -96,7 +97,25 @@ class EnvValue:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DesiredTask:
+class Placed:
+    """Where a task or trigger was given: ``where`` (its document and line), ``lines`` (where
+    each of its keys was), and ``path``, how errors name its fields: "tasks.hello" (files), ""
+    (crontab)."""
+
+    where: Where | None = None
+    path: str = ""
+    lines: Mapping[str, Where] = field(default_factory=dict)
+
+    def at(self, key: str) -> Where | None:
+        """Where ``key`` was given (a nested key, ``retry.backoff``: where its parent was)."""
+        return self.lines.get(key.split(".", 1)[0], self.where)
+
+    def field_name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DesiredTask(Placed):
     project_id: str
     task_id: str
     name: str
@@ -108,19 +127,10 @@ class DesiredTask:
     idempotent: bool = False
     concurrency: int | None = None
     enabled: bool = True
-    where: Where | None = None
-    path: str = ""  # how errors name the task's fields: "tasks.hello" (files), "" (crontab)
-    lines: Mapping[str, Where] = field(default_factory=dict)  # where each key was given
-
-    def at(self, key: str) -> Where | None:
-        return self.lines.get(key.split(".", 1)[0], self.where)
-
-    def field_name(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DesiredTrigger:
+class DesiredTrigger(Placed):
     project_id: str
     trigger_id: str
     task_id: str
@@ -130,15 +140,6 @@ class DesiredTrigger:
     # stored anchor is kept when the trigger already is an interval trigger, else the publish
     # time anchors it (as for `ql trigger publish --every` without --anchor).
     keep_anchor: bool = False
-    where: Where | None = None
-    path: str = ""
-    lines: Mapping[str, Where] = field(default_factory=dict)
-
-    def at(self, key: str) -> Where | None:
-        return self.lines.get(key, self.where)
-
-    def field_name(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
 
 
 @dataclass(slots=True, kw_only=True)
@@ -171,17 +172,8 @@ def merge_projects(documents: Iterable[DesiredProject], issues: Issues) -> Defin
                 issues.add(doc.where, "name", f"project {doc.project_id!r} is named "
                            f"{into.name!r} at {into.where}")
             into.name = doc.name
-        for task_id, task in doc.tasks.items():
-            if task_id in into.tasks:
-                issues.add(task.where, task.path or task_id,
-                           f"task {task_id!r} is defined twice (also at {into.tasks[task_id].where})")
-            into.tasks[task_id] = task
-        for trigger_id, trigger in doc.triggers.items():
-            if trigger_id in into.triggers:
-                issues.add(trigger.where, trigger.path or trigger_id,
-                           f"trigger {trigger_id!r} is defined twice "
-                           f"(also at {into.triggers[trigger_id].where})")
-            into.triggers[trigger_id] = trigger
+        _add_items("task", doc.tasks, into.tasks, issues)
+        _add_items("trigger", doc.triggers, into.triggers, issues)
     for project in projects.values():
         for trigger in project.triggers.values():
             if trigger.task_id not in project.tasks:
@@ -190,3 +182,16 @@ def merge_projects(documents: Iterable[DesiredProject], issues: Issues) -> Defin
                            f"{project.project_id!r} (define it under tasks)")
     return Definitions(projects=projects)
 
+
+PlacedT = TypeVar("PlacedT", bound=Placed)
+
+
+def _add_items(kind: str, items: Mapping[str, PlacedT], into: dict[str, PlacedT],
+               issues: Issues) -> None:
+    """A document's tasks (or triggers) added to its project's: an id given twice is an issue
+    (the later definition is kept)."""
+    for item_id, item in items.items():
+        if item_id in into:
+            issues.add(item.where, item.path or item_id,
+                       f"{kind} {item_id!r} is defined twice (also at {into[item_id].where})")
+        into[item_id] = item

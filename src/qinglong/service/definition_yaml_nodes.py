@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
+from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.text import SURROGATE_RULE, has_lone_surrogate
 from qinglong.errors import InvalidInput
-from qinglong.service.definition_fields import parse_duration
 from qinglong.service.definition_model import Issues, Where
 
 T = TypeVar("T")
@@ -229,7 +229,7 @@ class Fields:
         if text is None:
             return None
         try:
-            return parse_duration(text)
+            return parse_duration_ms(text)
         except ValueError as exc:
             self.fail(key, str(exc))
             return None

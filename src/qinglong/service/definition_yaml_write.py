@@ -9,6 +9,7 @@ from typing import Any
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from qinglong.domain.cron import CronSchedule, DstGap, DstOverlap
+from qinglong.domain.durations import format_duration
 from qinglong.domain.interval import IntervalSchedule, format_every
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
@@ -17,7 +18,6 @@ from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ShellCommand
 from qinglong.domain.timezones import UTC_NAME
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, MisfirePolicy, OverlapPolicy
 from qinglong.service.definition_env import STORED
-from qinglong.service.definition_fields import format_duration
 from qinglong.service.definition_model import (
     API_VERSION,
     DesiredProject,

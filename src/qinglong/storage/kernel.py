@@ -206,6 +206,14 @@ class Database:
         tx: Tx | None = getattr(self._local, "tx", None)
         return tx
 
+    def _joined(self, action: str, tx: Tx, work: Callable[[Tx], T]) -> T:
+        """``work`` inside the unit of work ``tx``: a database error is named by this store
+        call (``action``), as outside a unit; the unit rolls back (and may run again)."""
+        try:
+            return work(tx)
+        except self._driver.error as exc:
+            raise self._driver.translate(exc, action, tx.raw) from exc
+
     # -- reads ------------------------------------------------------------------------
 
     def read(self, action: str, work: Callable[[Tx], T], *, snapshot: bool = False,
@@ -215,7 +223,7 @@ class Database:
         by itself, under ``deadline_s`` when given."""
         current = self._current()
         if current is not None:
-            return work(current)
+            return self._joined(action, current, work)
         driver = self._driver
         with driver.connection() as conn:
             try:
@@ -245,7 +253,7 @@ class Database:
         """One write transaction, retried after conflicts; see the module docstring."""
         current = self._current()
         if current is not None:
-            return work(current)
+            return self._joined(action, current, work)
         try:
             result, _ = self.transact(action, work, isolation=isolation, attempts=attempts,
                                       commit_deadline_s=commit_deadline_s)

@@ -129,7 +129,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "that, 429 with Retry-After, before the password is checked. Also 429 "
                          "(Retry-After: 1) while the server checks too many passwords at once. "
                          "Over plain HTTP to an address that is not loopback, 403 "
-                         "QL_INSECURE_TRANSPORT: a browser would drop the Secure cookie."),
+                         "QL_INSECURE_TRANSPORT: a browser would drop the Secure cookie.",
+             atomic=False),  # a refused login keeps its count (the throttle)
     Endpoint("GET", "/api/v1/session", whoami, "Who you are, and how you proved it",
              "accounts", Level.READ, response=views.PrincipalView),
     Endpoint("DELETE", "/api/v1/session", logout, "Log out (ends the session)", "accounts",

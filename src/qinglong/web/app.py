@@ -4,7 +4,8 @@ Every request goes the same way: credentials (token or session cookie) -> authen
 (nothing but /livez, /readyz and the login answers without it: 401) -> the route's scope
 (403) -> the CSRF token of a session write (403) -> the path parameters, the query string
 and the JSON body, read strictly (400, 413, 415, 422; see routing) -> the handler, on a
-worker thread (the service layer is blocking) -> JSON, or a problem object for any error. An
+worker thread (the service layer is blocking; a write as one unit of work with its audit
+row, see ``Endpoint.atomic``) -> JSON, or a problem object for any error. An
 unknown route or method is 404 or 405 only for someone authenticated. Every answer, whoever
 made it, carries the security headers (guard.AnswerGuard). A panel can be added by passing
 more endpoints or mounting more routes; it gets the same authentication.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from functools import cache
+from functools import cache, partial
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -137,7 +138,12 @@ class _Dispatcher:
                     path=path, query=query, body=body,
                     headers=request.headers, client=request.client.host if request.client else None,
                     session_secret=found.session if found else None)
-        result = await run_in_threadpool(endpoint.handler, call)
+        if endpoint.in_one_transaction:
+            action = f"{endpoint.method} {endpoint.path}"
+            result = await run_in_threadpool(
+                self._backend.stores.db.unit, action, partial(endpoint.handler, call))
+        else:
+            result = await run_in_threadpool(endpoint.handler, call)
         if isinstance(result, Response):
             return result
         if result.status == 204:

@@ -1,5 +1,7 @@
 """What the HTTP API serves from: every use case over one database (service/container.py),
-plus what the web surface adds (who to tell when a Run was admitted, whether it is stopping).
+plus what the web surface adds: whether it is stopping (a long backfill ends early). Who
+hears of a Run admitted or a trigger published over the API is the database's business (its
+commits wake the processes serving it: storage/wakeups.py).
 
 ``profiles/web.py`` opens it: the SQLite file for `ql serve --http` (and `ql web` on a
 SQLite file), a connection pool as ``ql_web`` for `ql web` on PostgreSQL.
@@ -8,7 +10,6 @@ SQLite file), a connection pool as ``ql_web`` for `ql web` on PostgreSQL.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from qinglong.service.container import Services
@@ -16,6 +17,5 @@ from qinglong.service.container import Services
 
 @dataclass(slots=True, kw_only=True)
 class WebBackend(Services):
-    on_admitted: list[Callable[[], None]] = field(default_factory=list)  # e.g. poke `ql serve`
     closing: threading.Event = field(default_factory=threading.Event)  # set when stopping
 

@@ -29,9 +29,6 @@ def backfill(call: Call) -> Reply:
     if body.dry_run:
         return Reply(plan_view(plan))
     progress = backfills.run(plan, rate=API_RATE, stop=call.backend.closing)
-    if progress.admitted:
-        for poke in call.backend.on_admitted:
-            poke()
     view = summary_view(plan, progress, API_RATE)
     target = f"trigger {request.trigger_id}"
     if progress.error is not None:
@@ -61,5 +58,6 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/api/v1/projects/{project}/triggers/{trigger}/backfill", backfill,
              "Backfill a trigger: admit its past occurrences in a window that have no Run, "
              "one Run each", "triggers", Level.OPERATE, body=rq.BackfillRequest,
-             response=BackfillView, also=(201,), description=DESCRIPTION),
+             response=BackfillView, also=(201,), description=DESCRIPTION,
+             atomic=False),  # admits in chunks, each its own commit
 )

@@ -243,7 +243,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "notify.test, not through the outbox) and say what the receiver answered",
              "notify", Level.OPERATE, body=rq.Empty, response=views.NotifyTestView,
              description="200 either way: delivered says whether the receiver accepted it "
-                         "(the send is bounded by the channel's timeout)."),
+                         "(the send is bounded by the channel's timeout).",
+             atomic=False),  # no transaction held open while the receiver answers
     Endpoint("GET", N + "/rules", list_rules, "List notification rules", "notify", Level.READ,
              response=views.RuleView, many=True,
              query=(Query("channel", "str", "Only this channel"),

@@ -241,7 +241,8 @@ class Call:
 
     def audit(self, action: str, *, project: str | None = None, target: str | None = None,
               detail: dict[str, object] | None = None) -> None:
-        """Record what this call did, and who asked (after it succeeded)."""
+        """Record what this call did, and who asked: in the call's unit of work, so the row
+        commits with the change (``Endpoint.atomic``)."""
         self.backend.accounts.audit(self.who, action, project=project, target=target,
                                     detail=detail, client=self.client)
 
@@ -266,10 +267,19 @@ class Endpoint:
     media: str = "application/json"  # or text/plain, text/event-stream (one of ``medias``)
     medias: tuple[str, ...] = ()
     description: str = ""
+    # a write runs as one unit of work: what the handler changes and its audit row commit
+    # together or not at all (a conflict runs the handler again). False only for a write that
+    # must keep what it wrote when it refuses (the login's failure count), that waits on
+    # something outside the database (a test notification) or that commits in steps (backfill)
+    atomic: bool = True
 
     @property
     def writes(self) -> bool:
         return self.method not in ("GET", "HEAD", "OPTIONS")
+
+    @property
+    def in_one_transaction(self) -> bool:
+        return self.writes and self.atomic
 
 
 def read_query(endpoint: Endpoint, params: Mapping[str, str], names: list[str]) -> dict[str, Any]:

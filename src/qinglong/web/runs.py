@@ -74,9 +74,6 @@ def _request_id(call: Call) -> str | None:
 
 
 def _admitted(call: Call, view: run_views.RunNowView, target: str) -> Reply:
-    if view.admitted:
-        for poke in call.backend.on_admitted:
-            poke()
     call.audit("run.now", project=view.project, target=target,
                detail={"run": view.id, "request_id": view.request_id,
                        "admitted": view.admitted})

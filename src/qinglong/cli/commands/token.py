@@ -26,7 +26,7 @@ def token() -> None:
 def create(username: str, name: str, scope: str, expires_in: int | None, database_url: str,
            as_json: bool) -> None:
     """Create a token and print it: this is the only time it is shown."""
-    with accounts(database_url) as opened:
+    with accounts(database_url, unit="create token") as opened:
         view = opened.token_create(username, name=name, scope=scope, lifetime_ms=expires_in)
         opened.audit(cli_principal(), "token.create", target=f"token {view.id}",
                      detail={"username": username, "name": name, "scope": scope})
@@ -59,7 +59,7 @@ def list_tokens(username: str | None, database_url: str, as_json: bool) -> None:
 @json_option
 def revoke(token_id: str, database_url: str, as_json: bool) -> None:
     """Revoke token ID (the 16 characters after qlt_): it stops working at once."""
-    with accounts(database_url) as opened:
+    with accounts(database_url, unit="revoke token") as opened:
         principal = cli_principal()
         view = opened.token_revoke(token_id, principal.username)
         opened.audit(principal, "token.revoke", target=f"token {token_id}",

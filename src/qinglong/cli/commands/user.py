@@ -26,9 +26,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextmanager
-def accounts(database_url: str) -> Iterator[Accounts]:
+def accounts(database_url: str, unit: str | None = None) -> Iterator[Accounts]:
+    """The accounts of ``database_url``; with ``unit``, every change the block makes (the
+    change and its audit row) commits together when the block ends, or none does."""
     with services(database_url) as opened:
-        yield opened.accounts
+        if unit is None:
+            yield opened.accounts
+            return
+        with opened.transaction(unit):
+            yield opened.accounts
 
 
 def cli_principal() -> Principal:
@@ -114,7 +120,7 @@ def create(username: str, role: str, password_file: Path | None, database_url: s
     common or easily guessed one: docs/security.md#passwords) is hashed with argon2; it never
     appears on the command line."""
     password = read_password(password_file, username=username)
-    with accounts(database_url) as opened:
+    with accounts(database_url, unit="create user") as opened:
         view = opened.user_create(username, role, password)
         opened.audit(cli_principal(), "user.create", target=f"user {username}",
                      detail={"role": role})
@@ -158,7 +164,7 @@ def update(username: str, role: str | None, new_password: bool, password_file: P
     if password_file is not None and not new_password:
         raise click.UsageError("--password-file goes with --new-password")
     password = read_password(password_file, username=username) if new_password else None
-    with accounts(database_url) as opened:
+    with accounts(database_url, unit="update user") as opened:
         principal = cli_principal()
         view = opened.user_update(username, role=role, password=password, disabled=disabled,
                                   by=principal.username)

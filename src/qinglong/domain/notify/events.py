@@ -23,17 +23,10 @@ class RuleEvent(StrEnum):
 
     @property
     def wire(self) -> str:
-        return WIRE_EVENTS[self]
+        """``run.failed``; the misfire pair is about a trigger: ``trigger.misfired``."""
+        return ("run." if self in RUN_EVENTS else "trigger.") + self.value
 
 
-WIRE_EVENTS: dict[RuleEvent, str] = {
-    RuleEvent.FAILED: "run.failed",
-    RuleEvent.TIMED_OUT: "run.timed_out",
-    RuleEvent.LOST: "run.lost",
-    RuleEvent.CANCELLED: "run.cancelled",
-    RuleEvent.MISFIRED: "trigger.misfired",
-    RuleEvent.RECOVERED: "trigger.recovered",
-}
 RUN_EVENTS = (RuleEvent.FAILED, RuleEvent.TIMED_OUT, RuleEvent.LOST, RuleEvent.CANCELLED)
 TEST_EVENT = "notify.test"  # what `ql notify test` sends
 # A rule without an explicit list: every failure and the misfire/recovery pair; cancellations

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from qinglong.domain.text import MAX_JSON_INT
 from qinglong.errors import Conflict, InvalidInput, NotFound
-from qinglong.ids import new_uuid
 from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
@@ -23,7 +22,9 @@ from qinglong.storage.accounts.params import (
     UserCreateParams,
     UserUpdateParams,
 )
-from qinglong.storage.kernel import Tx
+from qinglong.storage.units import TxUnit
+
+R = TypeVar("R")
 
 
 def _opt(value: Any) -> int | None:
@@ -64,44 +65,38 @@ def audit_from_row(row: Mapping[str, Any]) -> AuditEntry:
                       client=row["client"])
 
 
-class AccountRows:
+class AccountRows(TxUnit):
     """One unit of account work in ``tx``, at one reading of the store's clock."""
-
-    def __init__(self, tx: Tx, *, new_id: Callable[[], str] = new_uuid) -> None:
-        self._tx = tx
-        self._now_ms: int | None = None
-        self._new_id = new_id
-
-    @property
-    def now_ms(self) -> int:
-        if self._now_ms is None:
-            self._now_ms = self._tx.now_ms()
-        return self._now_ms
-
-    def _one(self, name: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return self._tx.one(name, params)
-
-    def _run(self, name: str, params: Mapping[str, Any]) -> int:
-        return self._tx.execute(name, params).rowcount
 
     # -- users ---------------------------------------------------------------------------
 
-    def user_create(self, params: UserCreateParams) -> User:
-        if self.user_get(params.username) is not None:
-            raise Conflict(f"user {params.username!r} already exists")
-        self._run("account_user_insert", {"username": params.username, "role": params.role,
-                                          "password_hash": params.password_hash,
-                                          "now_ms": self.now_ms})
-        created = self.user_get(params.username)
+    def _insert_new(self, what: str, read: Callable[[], R | None], insert: str,
+                    params: Mapping[str, Any]) -> R:
+        """Insert a row that must not exist yet (else Conflict naming ``what``), and read it
+        back as its record."""
+        if read() is not None:
+            raise Conflict(f"{what} already exists")
+        self._run(insert, params)
+        created = read()
         assert created is not None
         return created
+
+    def _user_exists(self, username: str) -> None:
+        if self.user_get(username) is None:
+            raise NotFound("user", username)
+
+    def user_create(self, params: UserCreateParams) -> User:
+        return self._insert_new(f"user {params.username!r}",
+                                lambda: self.user_get(params.username), "account_user_insert",
+                                {"username": params.username, "role": params.role,
+                                 "password_hash": params.password_hash, "now_ms": self.now_ms})
 
     def user_get(self, username: str) -> User | None:
         row = self._one("account_user_get", {"username": username})
         return None if row is None else user_from_row(row)
 
     def user_list(self) -> list[User]:
-        return [user_from_row(row) for row in self._tx.all("account_user_list")]
+        return [user_from_row(row) for row in self._all("account_user_list")]
 
     def user_update(self, params: UserUpdateParams) -> User:
         changed = self._run("account_user_update", {
@@ -130,8 +125,7 @@ class AccountRows:
     # -- sessions ------------------------------------------------------------------------
 
     def session_create(self, params: SessionCreateParams) -> Session:
-        if self.user_get(params.username) is None:
-            raise NotFound("user", params.username)
+        self._user_exists(params.username)
         self._run("account_session_insert", {
             "id_digest": params.id_digest, "username": params.username,
             "lifetime_ms": params.lifetime_ms, "idle_ms": params.idle_ms,
@@ -158,17 +152,13 @@ class AccountRows:
     # -- tokens --------------------------------------------------------------------------
 
     def token_create(self, params: TokenCreateParams) -> ApiToken:
-        if self.user_get(params.username) is None:
-            raise NotFound("user", params.username)
-        if self.token_get(params.id) is not None:
-            raise Conflict(f"token id {params.id!r} already exists")
-        self._run("account_token_insert", {
-            "id": params.id, "username": params.username, "name": params.name,
-            "scope": params.scope, "secret_digest": params.secret_digest,
-            "lifetime_ms": params.lifetime_ms, "now_ms": self.now_ms})
-        created = self.token_get(params.id)
-        assert created is not None
-        return created
+        self._user_exists(params.username)
+        return self._insert_new(f"token id {params.id!r}", lambda: self.token_get(params.id),
+                                "account_token_insert",
+                                {"id": params.id, "username": params.username,
+                                 "name": params.name, "scope": params.scope,
+                                 "secret_digest": params.secret_digest,
+                                 "lifetime_ms": params.lifetime_ms, "now_ms": self.now_ms})
 
     def token_get(self, token_id: str) -> ApiToken | None:
         row = self._one("account_token_get", {"id": token_id})
@@ -180,7 +170,7 @@ class AccountRows:
 
     def token_list(self, username: str | None) -> list[ApiToken]:
         return [token_from_row(row) for row in
-                self._tx.all("account_token_list", {"username": username})]
+                self._all("account_token_list", {"username": username})]
 
     def token_revoke(self, token_id: str, by: str) -> ApiToken:
         if self.token_get(token_id) is None:
@@ -225,8 +215,7 @@ class AccountRows:
                                                 "now_ms": self.now_ms}) is not None
 
     def device_create(self, params: DeviceCreateParams) -> None:
-        if self.user_get(params.username) is None:
-            raise NotFound("user", params.username)
+        self._user_exists(params.username)
         self._run("account_device_insert", {
             "id_digest": params.id_digest, "username": params.username,
             "lifetime_ms": params.lifetime_ms, "now_ms": self.now_ms})
@@ -250,5 +239,5 @@ class AccountRows:
     def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]:
         if before_id is not None and not 0 <= before_id <= MAX_JSON_INT:  # a 64-bit row id
             raise InvalidInput("cursor", "is not a cursor this API gave out")
-        return [audit_from_row(row) for row in self._tx.all(
+        return [audit_from_row(row) for row in self._all(
             "account_audit_list", {"before_id": before_id, "limit": limit})]

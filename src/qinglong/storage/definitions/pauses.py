@@ -6,9 +6,9 @@ which the scheduler reads: what the pause holds back is decided when it ends.
 
 from __future__ import annotations
 
-from qinglong.domain.identifiers import actor_name, entity_id, project_id
+from qinglong.domain.identifiers import actor_name, project_id
 from qinglong.domain.model import TriggerView
-from qinglong.errors import Conflict, InvalidInput, NotFound
+from qinglong.errors import Conflict, InvalidInput
 from qinglong.storage.definitions.params import (
     ProjectPauseParams,
     TriggerPauseParams,
@@ -24,7 +24,7 @@ MAX_PAUSE_REASON = 1024
 def trigger_pause(w: DefinitionWriter, params: TriggerPauseParams) -> TriggerView:
     """Pause a trigger from now (until ``until_ms``, or until resumed). Pausing a paused
     trigger again changes when its pause ends and why; the pause keeps its start."""
-    key = _live_trigger(w, params.project_id, params.trigger_id)
+    key = w.live_key("trigger", params.project_id, params.trigger_id)
     until = params.until_ms
     if until is not None and (not isinstance(until, int) or isinstance(until, bool)
                               or until <= w.now_ms):
@@ -53,7 +53,7 @@ def trigger_pause(w: DefinitionWriter, params: TriggerPauseParams) -> TriggerVie
 
 def trigger_resume(w: DefinitionWriter, params: TriggerResumeParams) -> TriggerView:
     """End the trigger's pause now; the occurrence in progress follows the misfire policy."""
-    key = _live_trigger(w, params.project_id, params.trigger_id)
+    key = w.live_key("trigger", params.project_id, params.trigger_id)
     open_pause = w.tx.one("trigger_pause_open", {**key, "now_ms": w.now_ms})
     if open_pause is None:
         raise Conflict(f"trigger {params.trigger_id!r} is not paused")
@@ -98,14 +98,3 @@ def _project_triggers(w: DefinitionWriter, project: str) -> list[str]:
     if not triggers:
         raise Conflict(f"project {project!r} has no triggers")
     return triggers
-
-def _live_trigger(w: DefinitionWriter, project: str, trigger: str) -> dict[str, str]:
-    project_id(project)
-    entity_id(trigger, "trigger")
-    w.active_project(project)
-    key = {"project_id": project, "trigger_id": trigger}
-    head = w.tx.one("trigger_head_get", key)
-    if head is None or head["deleted_at_ms"] is not None:
-        raise NotFound("trigger", trigger)
-    return key
-

@@ -56,7 +56,7 @@ class DefinitionReader:
                                   {"project_id": project, "task_id": task}).fetchall()
         return [records.task_revision(row) for row in rows]
 
-    def trigger_list(self, project: str | None, trigger_id: str | None,
+    def trigger_list(self, project: str | None, trigger_id: str | None = None,
                      include_deleted: bool = False) -> list[TriggerView]:
         if project is not None:
             project_id(project)

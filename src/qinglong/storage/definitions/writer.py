@@ -9,7 +9,7 @@ resets a trigger's schedule row so that no claim taken before it can commit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from qinglong.domain.identifiers import display_name, entity_id, project_id
 from qinglong.domain.model import Project, ProjectStatus, TaskView, TriggerView
@@ -40,6 +40,9 @@ from qinglong.storage.kernel import Tx
 def _spec_extras(params: TriggerPublishParams) -> dict[str, Any]:
     return {name: getattr(params, name)
             for name in ("dst_gap", "dst_overlap", "jitter_s", "jitter_random_s")}
+
+
+_HEAD_GET = {"task": "task_head_get", "trigger": "trigger_head_get"}
 
 
 class DefinitionWriter:
@@ -93,6 +96,18 @@ class DefinitionWriter:
             raise InvalidInput("max_running", f"must be between 1 and {MAX_CONCURRENCY}")
         self._tx.execute("global_limit_set",
                            {"max_running": max_running, "now_ms": self._now_ms})
+
+    def live_key(self, kind: Literal["task", "trigger"], project: str, name: str) -> dict[str, str]:
+        """The key of a task or trigger of an active project that is not deleted (else
+        NotFound), its names checked first."""
+        project_id(project)
+        entity_id(name, kind)
+        self.active_project(project)
+        key = {"project_id": project, f"{kind}_id": name}
+        head = self._one(_HEAD_GET[kind], key)
+        if head is None or head["deleted_at_ms"] is not None:
+            raise NotFound(kind, name)
+        return key
 
     def active_project(self, project: str) -> Project:
         row = self._one("project_get", {"id": project})
@@ -271,14 +286,9 @@ class DefinitionWriter:
     def trigger_delete(self, project: str, trigger: str) -> TriggerView:
         """Stop a trigger (a disabled revision, so the scheduler and the audit see it end)
         and hide it; its revisions stay."""
-        project_id(project)
-        entity_id(trigger, "trigger")
-        self.active_project(project)
-        key = {"project_id": project, "trigger_id": trigger}
-        head = self._one("trigger_head_get", key)
+        key = self.live_key("trigger", project, trigger)
         current = self.current_trigger(project, trigger)
-        if head is None or current is None or head["deleted_at_ms"] is not None:
-            raise NotFound("trigger", trigger)
+        assert current is not None  # a head has its current revision
         if current.enabled:
             task = self.current_task(project, current.task_id)
             assert task is not None
@@ -294,14 +304,9 @@ class DefinitionWriter:
 
     def task_delete(self, project: str, task: str) -> TaskView:
         """Stop a task (a disabled revision) and hide it; refused while triggers use it."""
-        project_id(project)
-        entity_id(task, "task")
-        self.active_project(project)
-        key = {"project_id": project, "task_id": task}
-        head = self._one("task_head_get", key)
+        key = self.live_key("task", project, task)
         current = self.current_task(project, task)
-        if head is None or current is None or head["deleted_at_ms"] is not None:
-            raise NotFound("task", task)
+        assert current is not None  # a head has its current revision
         bound = [row["trigger_id"] for row in
                  self._tx.execute("trigger_ids_for_task", key).fetchall()]
         if bound:

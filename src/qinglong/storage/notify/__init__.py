@@ -18,72 +18,34 @@ same row at the same time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
-from qinglong.domain.notify.channels import ChannelSpec
-from qinglong.domain.notify.model import Channel, ClaimedDelivery, Delivery, Rule
 from qinglong.errors import StorageError
 from qinglong.ids import new_uuid
 from qinglong.storage.kernel import Database
 from qinglong.storage.notify.params import (
-    ChannelPutParams,
-    DeliveryListParams,
     EnqueueReport,
-    MaintainReport,
-    OutboxClaimParams,
     OutboxEnqueueParams,
-    OutboxMaintainParams,
     OutboxProbe,
     OutboxProbeParams,
-    OutboxRecordParams,
-    RuleAddParams,
-    RuleRemoveParams,
 )
 from qinglong.storage.notify.writer import SOURCES, NotifyWriter, probe
+from qinglong.storage.units import UnitStore, reads, writes
 
-T = TypeVar("T")
 
-
-class NotifyStore:
+class NotifyStore(UnitStore[NotifyWriter]):
     def __init__(self, db: Database, *, new_id: Callable[[], str] = new_uuid) -> None:
-        self._db = db
-        self._new_id = new_id
-
-    def _write(self, action: str, work: Callable[[NotifyWriter], T]) -> T:
-        return self._db.write(action, lambda tx: work(NotifyWriter(tx, new_id=self._new_id)),
-                              isolation="read committed")
-
-    def _read(self, action: str, work: Callable[[NotifyWriter], T]) -> T:
-        return self._db.read(action, lambda tx: work(NotifyWriter(tx, new_id=self._new_id)))
-
-    def now_ms(self) -> int:
-        return self._db.now_ms()
+        super().__init__(db, NotifyWriter, new_id=new_id)
 
     # -- channels and rules -------------------------------------------------------------
 
-    def channel_put(self, params: ChannelPutParams) -> Channel:
-        return self._write("save a notification channel", lambda w: w.channel_put(params))
-
-    def channel_get(self, name: str) -> Channel:
-        return self._read("read a notification channel", lambda w: w.channel_get(name))
-
-    def channel_list(self) -> list[Channel]:
-        return self._read("list notification channels", lambda w: w.channel_list())
-
-    def channel_for_send(self, name: str) -> tuple[ChannelSpec, str | None]:
-        return self._read("read a notification channel", lambda w: w.channel_for_send(name))
-
-    def channel_remove(self, name: str) -> Channel:
-        return self._write("remove a notification channel", lambda w: w.channel_remove(name))
-
-    def rule_add(self, params: RuleAddParams) -> list[Rule]:
-        return self._write("add a notification rule", lambda w: w.rule_add(params))
-
-    def rule_list(self, channel: str | None = None, project_id: str | None = None) -> list[Rule]:
-        return self._read("list notification rules", lambda w: w.rule_list(channel, project_id))
-
-    def rule_remove(self, params: RuleRemoveParams) -> int:
-        return self._write("remove a notification rule", lambda w: w.rule_remove(params))
+    channel_put = writes("save a notification channel", NotifyWriter.channel_put)
+    channel_get = reads("read a notification channel", NotifyWriter.channel_get)
+    channel_list = reads("list notification channels", NotifyWriter.channel_list)
+    channel_for_send = reads("read a notification channel", NotifyWriter.channel_for_send)
+    channel_remove = writes("remove a notification channel", NotifyWriter.channel_remove)
+    rule_add = writes("add a notification rule", NotifyWriter.rule_add)
+    rule_list = reads("list notification rules", NotifyWriter.rule_list)
+    rule_remove = writes("remove a notification rule", NotifyWriter.rule_remove)
 
     # -- the outbox ---------------------------------------------------------------------
 
@@ -94,21 +56,11 @@ class NotifyStore:
                              enqueued=sum(r.enqueued for r in reports),
                              saturated=any(r.saturated for r in reports))
 
-    def outbox_recoveries(self, limit: int) -> int:
-        return self._write("look for recovered triggers", lambda w: w.recoveries(limit))
-
-    def outbox_claim(self, params: OutboxClaimParams) -> ClaimedDelivery | None:
-        return self._write("lease a notification", lambda w: w.claim(params))
-
-    def outbox_record(self, params: OutboxRecordParams) -> Delivery | None:
-        return self._write("record a notification attempt", lambda w: w.record(params))
-
-    def outbox_maintain(self, params: OutboxMaintainParams) -> MaintainReport:
-        return self._write("tidy the notification outbox", lambda w: w.maintain(params))
-
-    def outbox_next_due_in_ms(self, skip_channels: tuple[str, ...] = ()) -> int | None:
-        return self._read("read the next notification due",
-                          lambda w: w.next_due_in_ms(skip_channels))
+    outbox_recoveries = writes("look for recovered triggers", NotifyWriter.recoveries)
+    outbox_claim = writes("lease a notification", NotifyWriter.claim)
+    outbox_record = writes("record a notification attempt", NotifyWriter.record)
+    outbox_maintain = writes("tidy the notification outbox", NotifyWriter.maintain)
+    outbox_next_due_in_ms = reads("read the next notification due", NotifyWriter.next_due_in_ms)
 
     def outbox_probe(self, params: OutboxProbeParams) -> OutboxProbe:
         """One statement, no transaction held (an idle dispatcher cycle sends only this)."""
@@ -123,11 +75,8 @@ class NotifyStore:
         return self._db.write("release notification leases", lambda tx: tx.execute(
             "notify_outbox_release", tx.clock_args()).rowcount)
 
-    def delivery_list(self, params: DeliveryListParams) -> list[Delivery]:
-        return self._read("list notification deliveries", lambda w: w.delivery_list(params))
-
-    def delivery_retry(self, delivery_id: str) -> Delivery:
-        return self._write("retry a notification", lambda w: w.delivery_retry(delivery_id))
+    delivery_list = reads("list notification deliveries", NotifyWriter.delivery_list)
+    delivery_retry = writes("retry a notification", NotifyWriter.delivery_retry)
 
 
 def _enqueue(params: OutboxEnqueueParams, source: str) -> Callable[[NotifyWriter], EnqueueReport]:

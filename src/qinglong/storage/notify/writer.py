@@ -14,7 +14,6 @@ further look a no-op.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from qinglong.domain.notify import payload as documents
@@ -24,7 +23,6 @@ from qinglong.domain.notify.model import Channel, ClaimedDelivery, Delivery, Del
 from qinglong.domain.notify.payload import MisfireFacts, NotifyEvent, RecoveryFacts, RunFacts
 from qinglong.domain.runs import EXECUTION_ORIGIN_SCHEDULED
 from qinglong.errors import Conflict, InvalidInput, NotFound, RecordCorrupt
-from qinglong.ids import new_uuid
 from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Tx
 from qinglong.storage.notify.params import (
@@ -41,6 +39,7 @@ from qinglong.storage.notify.params import (
     RuleAddParams,
     RuleRemoveParams,
 )
+from qinglong.storage.units import TxUnit
 
 SOURCES = ("run_outcomes", "misfires")
 _PAGE = {"run_outcomes": "notify_outcomes_page", "misfires": "notify_misfires_page"}
@@ -94,27 +93,8 @@ def _max_attempts(row: Row) -> int:
         return DEFAULT_ATTEMPTS  # its sends will fail, visibly, with the same error
 
 
-class NotifyWriter:
-    def __init__(self, tx: Tx, *, new_id: Callable[[], str] = new_uuid) -> None:
-        self._tx = tx
-        self._now_ms: int | None = None
-        self._new_id = new_id
-
-    @property
-    def now_ms(self) -> int:
-        """One reading of the store's clock for the whole transaction."""
-        if self._now_ms is None:
-            self._now_ms = self._tx.now_ms()
-        return self._now_ms
-
-    def _one(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        return self._tx.one(name, params)
-
-    def _all(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        return self._tx.all(name, params)
-
-    def _run(self, name: str, params: Mapping[str, Any]) -> int:
-        return self._tx.execute(name, params).rowcount
+class NotifyWriter(TxUnit):
+    """One unit of notify work in ``tx``, at one reading of the store's clock."""
 
     # -- channels -----------------------------------------------------------------------
 

@@ -19,16 +19,47 @@ timeout) does not stop the other.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from qinglong.domain.retention import PRUNE_BATCH, PRUNE_STATEMENTS, PruneReport, retention_ms
 from qinglong.errors import PermissionDenied
+from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Database, Tx
 from qinglong.storage.retention import table_sizes
 
 __all__ = ["BUSY", "PgRetention", "table_sizes"]  # (table_sizes: storage/retention.py)
 
-_START = (-1, "")
-_CLAIMS_START = (-1, "", "", -1)
 BUSY = -1  # a statement that found another replica pruning scanned nothing of its own
+Cursor = tuple[int | str, ...]
+
+
+@dataclass(slots=True)
+class _Sweep:
+    """One table's sweep: its statement, the columns of the order it walks (each returned as
+    ``last_<name>`` and passed back as ``after_<name>``), and where it stands."""
+
+    action: str
+    subject: str  # its row of retention_marks
+    query: str
+    order: tuple[tuple[str, type[int | str]], ...]
+    wraps: bool  # at the end it starts over (else nothing behind it becomes prunable later)
+    after: Cursor = ()
+
+    def __post_init__(self) -> None:
+        self.after = self.start
+
+    @property
+    def start(self) -> Cursor:
+        return tuple(-1 if kind is int else "" for _, kind in self.order)
+
+    def arguments(self) -> dict[str, int | str]:
+        return {f"after_{name}": value for (name, _), value in zip(self.order, self.after,
+                                                                   strict=True)}
+
+    def reached(self, row: Row) -> Cursor | None:
+        if row["last_ms"] is None:
+            return None
+        return tuple(kind(str(row[f"last_{name}"])) for name, kind in self.order)
 
 
 class PgRetention:
@@ -40,8 +71,13 @@ class PgRetention:
         self._retention_ms = retention_ms(days)
         self._batch = batch
         self._statements = statements
-        self._after: tuple[int, str] = _START
-        self._claims_after: tuple[int, str, str, int] = _CLAIMS_START
+        self._claims = _Sweep("prune claim records past retention", "claims",
+                              "retention_prune_claims", wraps=True,
+                              order=(("ms", int), ("project", str), ("trigger", str),
+                                     ("version", int)))
+        self._events = _Sweep("prune run events past retention", "run_events",
+                              "retention_prune_events", wraps=False,
+                              order=(("ms", int), ("id", str)))
         self._allowed: bool | None = None
 
     def prune(self) -> PruneReport:
@@ -49,32 +85,17 @@ class PgRetention:
         early once a statement finds less than a batch."""
         if self._retention_ms is None or not self._check_allowed():
             return PruneReport()
-        claims = events = statements = 0
         failure: Exception | None = None
+        claims = claim_statements = 0
         try:  # each table on its own: a failure on one does not stop the other
-            for _ in range(self._statements):
-                statements += 1
-                deleted, scanned, reached = self._prune_claims(self._retention_ms)
-                claims += deleted
-                if reached is not None:
-                    self._claims_after = reached
-                if scanned < self._batch:
-                    if scanned != BUSY:  # the end: the next sweep starts over
-                        self._claims_after = _CLAIMS_START
-                    break
+            claims, claim_statements = self._sweep(self._claims, self._retention_ms)
         except Exception as exc:  # noqa: BLE001 - raised after the events had their turn
             failure = exc
-        for _ in range(self._statements):
-            statements += 1
-            deleted, scanned, last = self._prune_events(self._retention_ms)
-            events += deleted
-            if last is not None:
-                self._after = last
-            if scanned < self._batch:
-                break
+        events, event_statements = self._sweep(self._events, self._retention_ms)
         if failure is not None:
             raise failure
-        return PruneReport(claims=claims, events=events, statements=statements)
+        return PruneReport(claims=claims, events=events,
+                           statements=claim_statements + event_statements)
 
     def __call__(self) -> int:
         return self.prune().deleted
@@ -93,43 +114,36 @@ class PgRetention:
                     "replica restarts")
         return self._allowed
 
-    def _prune_claims(self, retention: int) -> tuple[int, int, tuple[int, str, str, int] | None]:
-        after_ms, after_project, after_trigger, after_version = self._claims_after
+    def _sweep(self, sweep: _Sweep, retention: int) -> tuple[int, int]:
+        """Up to ``statements`` statements of one sweep: (rows deleted, statements run)."""
+        deleted = statements = 0
+        for _ in range(self._statements):
+            statements += 1
+            count, scanned, reached = self._prune(sweep, retention)
+            deleted += count
+            if reached is not None:
+                sweep.after = reached
+            if scanned < self._batch:
+                if sweep.wraps and scanned != BUSY:  # the end: the next sweep starts over
+                    sweep.after = sweep.start
+                break
+        return deleted, statements
 
-        def work(tx: Tx) -> tuple[int, int, tuple[int, str, str, int] | None]:
+    def _prune(self, sweep: _Sweep, retention: int) -> tuple[int, int, Cursor | None]:
+        """One statement: rows deleted, rows scanned (BUSY: another replica is pruning), and
+        where the slice ended."""
+        arguments = sweep.arguments()
+
+        def work(tx: Tx) -> tuple[int, int, Cursor | None]:
             if not _gate(tx):
                 return 0, BUSY, None  # another replica is pruning: end this pass
-            horizon = _mark(tx, "claims", retention)
-            row = tx.one("retention_prune_claims", {
-                "horizon_ms": horizon, "limit": self._batch, "after_ms": after_ms,
-                "after_project": after_project, "after_trigger": after_trigger,
-                "after_version": after_version})
+            horizon = _mark(tx, sweep.subject, retention)
+            row = tx.one(sweep.query, {"horizon_ms": horizon, "limit": self._batch,
+                                       **arguments})
             assert row is not None
-            last = (None if row["last_ms"] is None
-                    else (int(str(row["last_ms"])), str(row["last_project"]),
-                          str(row["last_trigger"]), int(str(row["last_version"]))))
-            return int(str(row["deleted"])), int(str(row["scanned"])), last
+            return int(str(row["deleted"])), int(str(row["scanned"])), sweep.reached(row)
 
-        return self._db.write("prune claim records past retention", work,
-                              isolation="read committed")
-
-    def _prune_events(self, retention: int) -> tuple[int, int, tuple[int, str] | None]:
-        after_ms, after_id = self._after
-
-        def work(tx: Tx) -> tuple[int, int, tuple[int, str] | None]:
-            if not _gate(tx):
-                return 0, 0, None  # another replica is pruning: end this pass
-            horizon = _mark(tx, "run_events", retention)
-            row = tx.one("retention_prune_events", {
-                "horizon_ms": horizon, "limit": self._batch,
-                "after_ms": after_ms, "after_id": after_id})
-            assert row is not None
-            last = (None if row["last_ms"] is None
-                    else (int(str(row["last_ms"])), str(row["last_id"])))
-            return int(str(row["deleted"])), int(str(row["scanned"])), last
-
-        return self._db.write("prune run events past retention", work,
-                              isolation="read committed")
+        return self._db.write(sweep.action, work, isolation="read committed")
 
 
 def _mark(tx: Tx, subject: str, retention: int) -> int:

@@ -31,29 +31,42 @@ APP_ROLES = (ADMIN, RUNTIME, WORKER_INGRESS, WORKER, WEB)
 S, I, U, D = "SELECT", "INSERT", "UPDATE", "DELETE"
 
 
+# What every application role reads: which migrations and capabilities the schema has.
+_SCHEMA_FACTS = {
+    "schema_migrations": frozenset({S}),
+    "schema_capabilities": frozenset({S}),
+}
+# Publishing definitions (ql_admin, and ql_web for the HTTP API): heads, their immutable
+# revisions, schedule rows, archivals and pauses.
+_PUBLISHING = {
+    "projects": frozenset({S, I, U}),
+    "task_definitions": frozenset({S, I, U}),
+    "triggers": frozenset({S, I, U}),
+    "trigger_schedules": frozenset({S, I, U}),
+    "task_definition_revisions": frozenset({S, I}),
+    "task_execution_revisions": frozenset({S, I}),
+    "trigger_revisions": frozenset({S, I}),
+    "project_archivals": frozenset({S, I, U}),
+    "trigger_pauses": frozenset({S, I, U}),
+}
+# Managing notification channels and rules (ql_admin, ql_web).
+_NOTIFY_SETTINGS = {
+    "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
+    "notify_rules": frozenset({S, I, D}),
+}
+
 # The exact privileges of each application role on every table of the schema;
 # a table missing from a role's map means no privilege at all.
 PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
     ADMIN: {
-        "schema_migrations": frozenset({S}),
-        "schema_capabilities": frozenset({S}),
-        "projects": frozenset({S, I, U}),
-        "task_definitions": frozenset({S, I, U}),
-        "triggers": frozenset({S, I, U}),
-        "trigger_schedules": frozenset({S, I, U}),
-        "task_definition_revisions": frozenset({S, I}),
-        "task_execution_revisions": frozenset({S, I}),
-        "trigger_revisions": frozenset({S, I}),
+        **_SCHEMA_FACTS,
+        **_PUBLISHING,
+        **_NOTIFY_SETTINGS,
         "instances": frozenset({S}),
-        "project_archivals": frozenset({S, I, U}),
         "concurrency_limits": frozenset({S, I, U, D}),
-        "trigger_pauses": frozenset({S, I, U}),
-        "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
-        "notify_rules": frozenset({S, I, D}),
     },
     RUNTIME: {
-        "schema_migrations": frozenset({S}),
-        "schema_capabilities": frozenset({S}),
+        **_SCHEMA_FACTS,
         "projects": frozenset({S}),
         "task_definitions": frozenset({S}),
         "task_definition_revisions": frozenset({S}),
@@ -84,15 +97,13 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "notify_recoveries": frozenset({S, I, U, D}),
     },
     WORKER_INGRESS: {
-        "schema_migrations": frozenset({S}),
-        "schema_capabilities": frozenset({S}),
+        **_SCHEMA_FACTS,
         "run_attempts": frozenset({S}),
     },
     # ql_worker runs what the scheduler admitted: it reads the execution plan it is leased,
     # moves Runs and Attempts through their steps, appends events and log chunks.
     WORKER: {
-        "schema_migrations": frozenset({S}),
-        "schema_capabilities": frozenset({S}),
+        **_SCHEMA_FACTS,
         "task_execution_revisions": frozenset({S}),
         "concurrency_limits": frozenset({S}),
         "runs": frozenset({S, U}),
@@ -106,17 +117,9 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
     # keeps the accounts, manages notification channels and rules as ql_admin does, lists the
     # outbox and retries a dead delivery (0009_web_controls).
     WEB: {
-        "schema_migrations": frozenset({S}),
-        "schema_capabilities": frozenset({S}),
-        "projects": frozenset({S, I, U}),
-        "task_definitions": frozenset({S, I, U}),
-        "triggers": frozenset({S, I, U}),
-        "trigger_schedules": frozenset({S, I, U}),
-        "project_archivals": frozenset({S, I, U}),
-        "trigger_pauses": frozenset({S, I, U}),
-        "task_definition_revisions": frozenset({S, I}),
-        "task_execution_revisions": frozenset({S, I}),
-        "trigger_revisions": frozenset({S, I}),
+        **_SCHEMA_FACTS,
+        **_PUBLISHING,
+        **_NOTIFY_SETTINGS,
         "runs": frozenset({S, I, U}),
         "run_attempts": frozenset({S, I, U}),
         "run_events": frozenset({S, I}),
@@ -129,8 +132,6 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "login_failures": frozenset({S, I, D}),
         "login_devices": frozenset({S, I, D}),  # 0011_login_devices
         "audit_log": frozenset({S, I}),
-        "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
-        "notify_rules": frozenset({S, I, D}),
         "notify_outbox": frozenset({S, U}),  # listed; a dead delivery made pending again
     },
 }

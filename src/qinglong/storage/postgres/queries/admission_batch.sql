@@ -17,19 +17,9 @@ WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
 SELECT w.ord, o.now_ms, w.project_id, w.trigger_id,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms,
-       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
-       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
-       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
        el.trigger_id IS NOT NULL AS eligible,
-       e.project_id AS e_project_id, e.task_id AS e_task_id,
-       e.source_revision AS e_source_revision, e.source_content_digest AS e_source_content_digest,
-       e.task_revision AS e_task_revision, e.executor_type AS e_executor_type,
-       e.plan_schema AS e_plan_schema, e.plan_json AS e_plan_json,
-       e.content_digest AS e_content_digest, e.created_at_ms AS e_created_at_ms
+-- include: revision_facts_columns
+-- include: trigger_revision_columns
 FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revisions)s::integer[])
      WITH ORDINALITY AS w(project_id, trigger_id, trigger_revision, ord)
 CROSS JOIN observed o
@@ -42,11 +32,11 @@ LEFT JOIN qinglong.trigger_revisions tr
 LEFT JOIN qinglong.task_definition_revisions kr
   ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
 LEFT JOIN LATERAL (
-    SELECT * FROM qinglong.task_execution_revisions x
-    WHERE x.project_id = tr.project_id AND x.task_id = tr.task_id
-      AND x.source_revision = tr.task_revision AND x.executor_type = 'remote_worker'
+    SELECT * FROM qinglong.task_execution_revisions er
+    WHERE er.project_id = tr.project_id AND er.task_id = tr.task_id
+      AND er.source_revision = tr.task_revision AND er.executor_type = 'remote_worker'
     LIMIT 1
-) e ON true
+) x ON true
 ORDER BY w.ord;
 
 -- name: schedule_admit_batch

@@ -1,9 +1,9 @@
 -- Run reads by filter (storage/runs/reader.py, pages.py): pages of Runs after a cursor (the
 -- first page without one: `ql run list`), and per-task counts of Runs in time buckets.
 
--- name: run_page_newest_first
--- A page of Runs newest first, after the Run (after_ms, after_id) when given. The time of a
--- Run is its occurrence (or, for a Run of no occurrence, when it was created).
+-- fragment: run_page_filtered
+-- The Runs (with the exit code of their latest Attempt) that the filters of a page keep;
+-- each page adds its cursor and order.
 SELECT r.*,
        (SELECT a.exit_code FROM qinglong.run_attempts a WHERE a.run_id = r.id
          ORDER BY a.attempt DESC LIMIT 1) AS exit_code
@@ -16,6 +16,11 @@ WHERE (%(project_id)s::varchar IS NULL OR r.project_id = %(project_id)s::varchar
        OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= %(since_ms)s::bigint)
   AND (%(until_ms)s::bigint IS NULL
        OR coalesce(r.scheduled_for_ms, r.created_at_ms) < %(until_ms)s::bigint)
+
+-- name: run_page_newest_first
+-- A page of Runs newest first, after the Run (after_ms, after_id) when given. The time of a
+-- Run is its occurrence (or, for a Run of no occurrence, when it was created).
+-- include: run_page_filtered
   AND (%(after_ms)s::bigint IS NULL
        OR (coalesce(r.scheduled_for_ms, r.created_at_ms), r.id)
           < (%(after_ms)s::bigint, %(after_id)s::varchar))
@@ -24,18 +29,7 @@ LIMIT %(limit)s;
 
 -- name: run_page_oldest_first
 -- The same, oldest first.
-SELECT r.*,
-       (SELECT a.exit_code FROM qinglong.run_attempts a WHERE a.run_id = r.id
-         ORDER BY a.attempt DESC LIMIT 1) AS exit_code
-FROM qinglong.runs r
-WHERE (%(project_id)s::varchar IS NULL OR r.project_id = %(project_id)s::varchar)
-  AND (%(task_id)s::varchar IS NULL OR r.task_id = %(task_id)s::varchar)
-  AND (%(trigger_id)s::varchar IS NULL OR r.trigger_id = %(trigger_id)s::varchar)
-  AND (%(status)s::varchar IS NULL OR r.status = %(status)s::varchar)
-  AND (%(since_ms)s::bigint IS NULL
-       OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= %(since_ms)s::bigint)
-  AND (%(until_ms)s::bigint IS NULL
-       OR coalesce(r.scheduled_for_ms, r.created_at_ms) < %(until_ms)s::bigint)
+-- include: run_page_filtered
   AND (%(after_ms)s::bigint IS NULL
        OR (coalesce(r.scheduled_for_ms, r.created_at_ms), r.id)
           > (%(after_ms)s::bigint, %(after_id)s::varchar))

@@ -1,3 +1,17 @@
+-- fragment: schedule_claimable
+-- A row either branch of schedule_claim may take (after its own cursor condition): not held
+-- by a live claim, not written after the statement's clock reading, not paused, its counters
+-- not at their bounds, and its trigger eligible at the revision it is pinned to; in the
+-- branches' common order.
+      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= (SELECT now_ms FROM observed))
+      AND s.updated_at_ms <= (SELECT now_ms FROM observed)
+      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
+      AND s.state_version < 2147483647 AND s.claim_version < 2147483647
+      AND (SELECT true FROM qinglong.eligible_triggers e
+           WHERE e.project_id = s.project_id AND e.trigger_id = s.trigger_id
+             AND e.trigger_revision = s.trigger_revision)
+    ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
+
 -- name: schedule_claim
 -- Claim up to %(limit)s due rows in one auto-committed statement with one database-clock
 -- reading: eligible rows only (due: the cursor has come, and with jitter its jittered instant
@@ -15,14 +29,7 @@ uninitialised AS (SELECT * FROM (
     SELECT s.project_id, s.trigger_id
     FROM qinglong.trigger_schedules s
     WHERE s.next_fire_at_ms IS NULL
-      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= (SELECT now_ms FROM observed))
-      AND s.updated_at_ms <= (SELECT now_ms FROM observed)
-      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
-      AND s.state_version < 2147483647 AND s.claim_version < 2147483647
-      AND (SELECT true FROM qinglong.eligible_triggers e
-           WHERE e.project_id = s.project_id AND e.trigger_id = s.trigger_id
-             AND e.trigger_revision = s.trigger_revision)
-    ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
+-- include: schedule_claimable
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED
 ) locked LIMIT 256),
@@ -34,14 +41,7 @@ due AS (SELECT * FROM (
     FROM qinglong.trigger_schedules s
     WHERE s.next_fire_at_ms <= (SELECT now_ms FROM observed)
       AND (s.next_due_at_ms IS NULL OR s.next_due_at_ms <= (SELECT now_ms FROM observed))
-      AND (s.claim_token IS NULL OR s.claim_expires_at_ms <= (SELECT now_ms FROM observed))
-      AND s.updated_at_ms <= (SELECT now_ms FROM observed)
-      AND (s.paused_from_ms IS NULL OR s.paused_until_ms <= (SELECT now_ms FROM observed))
-      AND s.state_version < 2147483647 AND s.claim_version < 2147483647
-      AND (SELECT true FROM qinglong.eligible_triggers e
-           WHERE e.project_id = s.project_id AND e.trigger_id = s.trigger_id
-             AND e.trigger_revision = s.trigger_revision)
-    ORDER BY s.next_fire_at_ms NULLS FIRST, s.project_id, s.trigger_id
+-- include: schedule_claimable
     LIMIT greatest(0, %(limit)s - (SELECT count(*) FROM uninitialised))
     FOR UPDATE OF s SKIP LOCKED
 ) locked LIMIT 256),
@@ -75,10 +75,7 @@ SELECT c.row_ctid::text AS row_locator,
        c.claim_owner, c.claim_token::text AS claim_token, c.claim_version,
        c.updated_at_ms AS claim_acquired_at_ms, c.claim_expires_at_ms,
        c.paused_from_ms, c.paused_until_ms,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms
+-- include: trigger_revision_columns
 FROM claimed c
 JOIN qinglong.trigger_revisions tr
   ON tr.project_id = c.project_id AND tr.trigger_id = c.trigger_id AND tr.revision = c.trigger_revision

@@ -105,12 +105,7 @@ ORDER BY created_at_ms LIMIT :limit;
 
 -- name: notify_outcomes_match
 -- Run outcomes in (after, upto] that a rule wants and no outbox row holds yet, per channel.
-SELECT e.id AS event_id, e.type AS event_type, e.created_at_ms AS occurred_at_ms,
-       e.payload AS event_payload, r.id AS run_id, r.project_id, r.task_id, r.trigger_id,
-       r.task_name, r.execution_origin, r.triggered_by, r.scheduled_for_ms,
-       r.created_at_ms AS run_created_at_ms, r.started_at_ms, r.finished_at_ms,
-       r.attempts_spent, r.error_code, r.error_summary, r.cancel_reason,
-       c.name AS channel, c.kind, c.config_json
+-- include: run_outcome_columns
 FROM run_events e
 JOIN runs r ON r.id = e.run_id
 JOIN notify_rules n ON n.project_id = r.project_id AND n.task_id IN ('*', r.task_id)

@@ -1,9 +1,9 @@
 -- Run reads by filter (storage/runs/reader.py, pages.py): pages of Runs after a cursor (the
 -- first page without one: `ql run list`), and per-task counts of Runs in time buckets.
 
--- name: run_page_newest_first
--- A page of Runs newest first, after the Run (after_ms, after_id) when given. The time of a
--- Run is its occurrence (or, for a Run of no occurrence, when it was created).
+-- fragment: run_page_filtered
+-- The Runs (with the exit code of their latest Attempt) that the filters of a page keep;
+-- each page adds its cursor and order.
 SELECT r.*,
        (SELECT a.exit_code FROM run_attempts a WHERE a.run_id = r.id
          ORDER BY a.attempt DESC LIMIT 1) AS exit_code
@@ -14,6 +14,11 @@ WHERE (:project_id IS NULL OR r.project_id = :project_id)
   AND (:status IS NULL OR r.status = :status)
   AND (:since_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= :since_ms)
   AND (:until_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) < :until_ms)
+
+-- name: run_page_newest_first
+-- A page of Runs newest first, after the Run (after_ms, after_id) when given. The time of a
+-- Run is its occurrence (or, for a Run of no occurrence, when it was created).
+-- include: run_page_filtered
   AND (:after_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) < :after_ms
        OR (coalesce(r.scheduled_for_ms, r.created_at_ms) = :after_ms AND r.id < :after_id))
 ORDER BY coalesce(r.scheduled_for_ms, r.created_at_ms) DESC, r.id DESC
@@ -21,16 +26,7 @@ LIMIT :limit;
 
 -- name: run_page_oldest_first
 -- The same, oldest first.
-SELECT r.*,
-       (SELECT a.exit_code FROM run_attempts a WHERE a.run_id = r.id
-         ORDER BY a.attempt DESC LIMIT 1) AS exit_code
-FROM runs r
-WHERE (:project_id IS NULL OR r.project_id = :project_id)
-  AND (:task_id IS NULL OR r.task_id = :task_id)
-  AND (:trigger_id IS NULL OR r.trigger_id = :trigger_id)
-  AND (:status IS NULL OR r.status = :status)
-  AND (:since_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) >= :since_ms)
-  AND (:until_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) < :until_ms)
+-- include: run_page_filtered
   AND (:after_ms IS NULL OR coalesce(r.scheduled_for_ms, r.created_at_ms) > :after_ms
        OR (coalesce(r.scheduled_for_ms, r.created_at_ms) = :after_ms AND r.id > :after_id))
 ORDER BY coalesce(r.scheduled_for_ms, r.created_at_ms) ASC, r.id ASC

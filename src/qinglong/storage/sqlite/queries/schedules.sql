@@ -15,10 +15,7 @@ SELECT NULL AS row_locator, s.project_id, s.trigger_id, s.trigger_revision,
         FROM (SELECT hex(randomblob(16)) AS h WHERE s.trigger_id IS NOT NULL)) AS claim_token,
        s.state_version AS claim_version, :now_ms AS claim_acquired_at_ms,
        :now_ms + :lease_ms AS claim_expires_at_ms,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms
+-- include: trigger_revision_columns
 FROM trigger_schedules s
 JOIN eligible_triggers e
   ON e.project_id = s.project_id AND e.trigger_id = s.trigger_id
@@ -83,23 +80,13 @@ WITH w AS (
     JOIN json_each(:trigger_revisions) r ON r.key = p.key
 )
 SELECT w.ord, :now_ms AS now_ms, w.project_id, w.trigger_id,
-       tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
-       tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
-       tr.created_at_ms AS t_created_at_ms,
-       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
-       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
-       kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
-       e.trigger_id IS NOT NULL AS eligible,
-       x.project_id AS e_project_id, x.task_id AS e_task_id,
-       x.source_revision AS e_source_revision, x.source_content_digest AS e_source_content_digest,
-       x.task_revision AS e_task_revision, x.executor_type AS e_executor_type,
-       x.plan_schema AS e_plan_schema, x.plan_json AS e_plan_json,
-       x.content_digest AS e_content_digest, x.created_at_ms AS e_created_at_ms
+       el.trigger_id IS NOT NULL AS eligible,
+-- include: revision_facts_columns
+-- include: trigger_revision_columns
 FROM w
-LEFT JOIN eligible_triggers e
-  ON e.project_id = w.project_id AND e.trigger_id = w.trigger_id
- AND e.trigger_revision = w.trigger_revision
+LEFT JOIN eligible_triggers el
+  ON el.project_id = w.project_id AND el.trigger_id = w.trigger_id
+ AND el.trigger_revision = w.trigger_revision
 LEFT JOIN trigger_revisions tr
   ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
  AND tr.revision = w.trigger_revision

@@ -1,0 +1,1 @@
+"""SQL fragments both dialects write the same way (``queries/*.sql``; see storage/sqlfile.py)."""
