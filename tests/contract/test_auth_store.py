@@ -134,7 +134,7 @@ def test_a_device_that_logged_in_before_passes_the_lock_on_the_name(
     with pytest.raises(RateLimited):
         accounts.login("ann", PASSWORD, client="10.0.0.1")  # no device: the name is locked
     again = accounts.login("ann", PASSWORD, client="10.0.0.1", device=device)
-    assert again.device is None and again.view["username"] == "ann"
+    assert again.device is None and again.view.username == "ann"
     with pytest.raises(RateLimited):  # ann's device is no key to another name
         accounts.login("bob", PASSWORD, client="10.0.0.1", device=device)
     for _ in range(5):  # a stolen device cookie: 5 guesses, then the device is locked too

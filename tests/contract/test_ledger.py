@@ -95,7 +95,7 @@ def cursor(b: Backend) -> int:
 def ledger(b: Backend, from_ms: int, to_ms: int | None = None, *,
            now_ms: int | None = None) -> dict[str, Any]:
     return TriggerLedger(b.runs).ledger("demo", "tick", now_ms=now_ms or b.now_ms(),
-                                        from_ms=from_ms, to_ms=to_ms, limit=10_000)
+                                        from_ms=from_ms, to_ms=to_ms, limit=10_000).to_json()
 
 
 def fates(view: dict[str, Any]) -> dict[int, str]:

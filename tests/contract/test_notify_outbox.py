@@ -29,7 +29,7 @@ from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from qinglong.notify.dispatcher import Dispatcher, NotifySettings
 from qinglong.notify.senders import Sender
-from qinglong.service.notification_views import channel_view
+from qinglong.service.views.notify import channel_view
 from qinglong.storage.admission.params import CommitResult
 from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.notify import NotifyStore
@@ -122,7 +122,7 @@ def test_a_channel_keeps_its_secret_and_never_shows_it(notify: Notify) -> None:
     channel = notify.admin.channel_get("ops")
     assert channel.secret_set and channel.version == 1
     assert SECRET not in repr(channel) + repr(channel_view(channel, []))
-    assert channel_view(channel)["secret"] == "set"
+    assert channel_view(channel).secret == "set"
     with pytest.raises(Conflict, match="--replace"):
         add_channel(notify, "ops")
     changed = webhook("ops", "https://hooks.example.com/x")

@@ -51,8 +51,8 @@ def pages(backend: Backend) -> RunStore:
 
 def totals(backend: Backend, pages: RunStore) -> dict[str, object]:
     """The task's totals over the last week (the Runs were admitted just now)."""
-    view = TaskStats(pages).per_day("demo", now_ms=backend.now_ms())
-    [total] = view["totals"]  # type: ignore[misc]
+    view = TaskStats(pages).per_day("demo", now_ms=backend.now_ms()).to_json()
+    [total] = view["totals"]
     assert isinstance(total, dict) and total["task"] == "job"
     return total
 
@@ -222,9 +222,9 @@ def test_a_retried_run_lasts_from_its_first_attempts_start_to_its_last_attempts_
                                                                    last.finished_at_ms)
     assert ended.run.duration_ms == whole
     views = RunViews(backend.runs)
-    shown = views.run_show(run_id, tail_lines=0)["run"]
-    assert isinstance(shown, dict) and shown["duration_ms"] == whole  # ql run show, the API
+    shown = views.run_show(run_id, tail_lines=0).run
+    assert shown.duration_ms == whole  # ql run show, the API
     [listed] = views.run_list(RunListParams(project_id="demo"))
-    assert listed["duration_ms"] == whole  # ql run list
+    assert listed.duration_ms == whole  # ql run list
     total = totals(backend, pages)
     assert (total["total_duration_ms"], total["max_duration_ms"]) == (whole, whole)

@@ -71,10 +71,10 @@ def test_the_audit_and_the_ledger_follow_the_policy(dst_stores: SqliteStores,  #
     ledger = TriggerLedger(stores.runs)
     skip = ledger.ledger("demo", "skip", now_ms=clock.now_ms(), from_ms=ms("2027-03-13T12:00:00Z"),
                          to_ms=ms("2027-03-15T12:00:00Z"))
-    assert [(o["at"][:19], o["fate"]) for o in skip["occurrences"]] == [
+    assert [(o.at[:19], o.fate) for o in skip.occurrences] == [
         ("2027-03-15T06:30:00", "ran")]
     both = ledger.ledger("demo", "both", now_ms=clock.now_ms(), from_ms=ms("2027-11-06T12:00:00Z"),
                          to_ms=ms("2027-11-08T12:00:00Z"))
-    assert sorted((o["at"][:19], o["fate"]) for o in both["occurrences"]) == [
+    assert sorted((o.at[:19], o.fate) for o in both.occurrences) == [
         ("2027-11-07T05:30:00", "ran"), ("2027-11-07T06:30:00", "ran"),
         ("2027-11-08T06:30:00", "ran")]

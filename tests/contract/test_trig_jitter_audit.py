@@ -88,7 +88,7 @@ def test_the_ledger_shows_the_jittered_instants(ran: tuple[SqliteStores, int],
     stores, anchor = ran
     view = TriggerLedger(stores.runs).ledger("demo", "spread", now_ms=clock.now_ms(),
                                              from_ms=anchor, to_ms=anchor + 110 * MINUTE)
-    entries = sorted(view["occurrences"], key=lambda o: o["at_ms"])
+    entries = sorted(view.to_json()["occurrences"], key=lambda o: o["at_ms"])
     assert [o["fate"] for o in entries] == ["ran"] * 12
     offsets = [o["due_at_ms"] - o["at_ms"] for o in entries]
     assert all(0 <= off <= 300_000 for off in offsets) and len(set(offsets)) > 1

@@ -17,7 +17,7 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.coordinator import Coordinator
-from qinglong.service.views import trigger_view
+from qinglong.service.views.triggers import JitterView, trigger_view
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
@@ -89,9 +89,9 @@ def test_a_jittered_occurrence_is_due_at_its_jittered_instant(bed: Backend) -> N
                                         "next_due_at_ms": nominal + offset}
     [listed] = b.definitions.trigger_list("demo", trigger)
     shown = trigger_view(listed, now_ms=b.now_ms(), next_count=2)
-    assert shown["next_fire_at_ms"] == [nominal, nominal + 3_600_000]
-    assert shown["next_due_at_ms"] == [nominal + offset, nominal + 3_600_000 + offset]
-    assert shown["jitter"] == {"max_s": BOUND_S, "random_s": 0, "stable_s": offset // SECOND}
+    assert shown.next_fire_at_ms == [nominal, nominal + 3_600_000]
+    assert shown.next_due_at_ms == [nominal + offset, nominal + 3_600_000 + offset]
+    assert shown.jitter == JitterView(max_s=BOUND_S, random_s=0, stable_s=offset // SECOND)
     wait_until(b, nominal)  # the nominal instant has come, the jittered one has not
     assert b.now_ms() < nominal + offset
     assert cycle(b) == []

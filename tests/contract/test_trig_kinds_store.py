@@ -21,7 +21,7 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.coordinator import Coordinator
-from qinglong.service.views import trigger_view
+from qinglong.service.views.triggers import trigger_view
 from qinglong.storage.admission.params import CommitOutcome, CommitResult, ScheduleClaimParams
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
@@ -81,7 +81,7 @@ def cycle(b: Backend, grace_ms: int = 30_000,
 
 def view(b: Backend, trigger: str) -> dict[str, Any]:
     [found] = b.definitions.trigger_list("demo", trigger)
-    return trigger_view(found, now_ms=b.now_ms(), next_count=3)
+    return trigger_view(found, now_ms=b.now_ms(), next_count=3).to_json()
 
 
 def next_due_hint(b: Backend) -> int | None:
@@ -264,8 +264,8 @@ def test_backfill_of_what_a_misfire_dropped_from_interval_and_one_shot_triggers(
         plan = service.plan(request)
         view_ = plan_view(plan)
         if trigger == "launch":
-            assert plan.to_admit == (at,) and view_["horizon"] is None
-            assert view_["kind"] == "once" and view_["cron"] is None
+            assert plan.to_admit == (at,) and view_.horizon is None
+            assert view_.kind == "once" and view_.cron is None
         else:  # every second of the grid in the window that has no Run yet
             grid = range(anchor, to_ms + 1, SECOND)
             assert plan.to_admit == tuple(t for t in grid if t not in runs_of(b, "beat"))

@@ -35,7 +35,7 @@ def _token(path: Path) -> str:
         made = accounts.token_create("admin", name="t", scope="admin", lifetime_ms=None)
     finally:
         file.close()
-    return str(made["token"])
+    return made.token
 
 
 def _post(port: int, token: str, path: str, body: dict[str, object]) -> int:

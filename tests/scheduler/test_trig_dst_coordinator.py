@@ -14,7 +14,7 @@ import pytest
 from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.scheduler.coordinator import Coordinator
-from qinglong.service.views import trigger_view
+from qinglong.service.views.triggers import DstView, trigger_view
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
     TaskPublishParams,
@@ -116,7 +116,7 @@ def test_the_gap_and_overlap_policies_and_a_pause_across_the_change(
     # views show the policy
     [skip_view] = d.trigger_list("demo", "skip")
     shown = trigger_view(skip_view, now_ms=clock.now_ms(), next_count=1)
-    assert shown["dst"] == {"gap": "skip", "overlap": "first"}
+    assert shown.dst == DstView(gap="skip", overlap="first")
 
     clock.set(ms("2027-11-06T12:00:00Z"))  # months later: one catch-up cycle skips the rest
     walk(stores, clock, "2027-11-08T12:00:00Z")

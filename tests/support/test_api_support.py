@@ -241,12 +241,12 @@ def make_people(accounts_url: str) -> People:
             accounts.user_create(role, role, PASSWORD)
             made = accounts.token_create(role, name=f"{role} token", scope=ROLE_SCOPE[role],
                                          lifetime_ms=None)
-            people.tokens[role] = Auth(token=str(made["token"]), label=f"{role} token")
-            people.token_ids[role] = str(made["id"])
+            people.tokens[role] = Auth(token=made.token, label=f"{role} token")
+            people.token_ids[role] = made.id
         for scope in ("read", "operate"):
             made = accounts.token_create("admin", name=f"admin {scope}", scope=scope,
                                          lifetime_ms=None)
-            people.tokens[f"admin-{scope}"] = Auth(token=str(made["token"]),
+            people.tokens[f"admin-{scope}"] = Auth(token=made.token,
                                                    label=f"admin's {scope} token")
     finally:
         close()
@@ -591,7 +591,7 @@ def strangers(http: Http, admin: Auth, db: Database, accounts_url: str) -> list[
         Auth(cookie=gone.cookie, csrf=gone.csrf, label="logged-out session"),
         Auth(token=str(made["token"]), label="revoked token"),
         Auth(token=str(old["token"]), label="expired token"),
-        Auth(token=str(leaver["token"]), label="disabled user's token"),
+        Auth(token=leaver.token, label="disabled user's token"),
     ]
     return found
 

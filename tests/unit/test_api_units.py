@@ -31,8 +31,8 @@ from qinglong.storage.runs.params import RunBucket, RunBucketParams, RunPagePara
 from qinglong.web.app import api_endpoints
 from qinglong.web.openapi import build_openapi, operation_id
 from qinglong.web.problems import problem_body, status_for
+from qinglong.web.requests import BackfillRequest, ChannelRequest, TaskPublishRequest
 from qinglong.web.routing import Query, read_body, read_instant, read_query
-from qinglong.web.schemas import BackfillRequest, ChannelRequest, TaskPublishRequest
 from qinglong.web.server import check_bind, is_loopback
 
 # --- cursors -----------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def test_stats_fold_quarter_hours_into_local_days_across_a_dst_change() -> None:
     ])
     view = TaskStats(store).per_day("demo", now_ms=midnight_9th + 3_600_000,
                                     from_day="2026-03-07", to_day="2026-03-09",
-                                    timezone="America/New_York")
+                                    timezone="America/New_York").to_json()
     assert store.asked[0].bucket_ms == 900_000
     assert [(d["task"], d["date"], d["runs"], d["successes"], d["failures"],
              d["max_duration_ms"]) for d in view["days"]] == [  # type: ignore[union-attr]
@@ -98,7 +98,7 @@ def test_stats_fold_quarter_hours_into_local_days_across_a_dst_change() -> None:
 
 def test_stats_default_to_the_last_seven_utc_days_and_refuse_long_windows() -> None:
     store = _Buckets([])
-    view = TaskStats(store).per_day("demo", now_ms=1_799_913_600_000)  # 2027-01-14T08:00Z
+    view = TaskStats(store).per_day("demo", now_ms=1_799_913_600_000).to_json()  # 2027-01-14
     assert (view["from"], view["to"], view["days"]) == ("2027-01-08", "2027-01-14", [])
     assert store.asked[0].bucket_ms == 86_400_000
     assert store.asked[0].to_ms - store.asked[0].from_ms == 7 * 86_400_000
@@ -115,11 +115,11 @@ def test_stats_default_to_the_last_seven_utc_days_and_refuse_long_windows() -> N
 
 def test_a_preview_marks_the_dst_gap_and_overlap() -> None:
     spring = schedule_preview("30 2 * * *", "Europe/Berlin", count=3,
-                              after_ms=1_774_569_600_000)  # 2026-03-27T00:00Z
+                              after_ms=1_774_569_600_000).to_json()  # 2026-03-27T00:00Z
     marks = [(o["local"], o["dst"]) for o in spring["occurrences"]]  # type: ignore[union-attr]
     assert marks[2] == ("2026-03-29T03:00:00+02:00", "gap-shifted")
     autumn = schedule_preview("30 2 * * *", "Europe/Berlin", count=3,
-                              after_ms=1_792_713_600_000)  # 2026-10-23T00:00Z
+                              after_ms=1_792_713_600_000).to_json()  # 2026-10-23T00:00Z
     assert [o["dst"] for o in autumn["occurrences"]][-1] == "overlap-first"  # type: ignore[index]
     assert (spring["kind"], spring["cron"], spring["timezone"]) == (
         "cron", "30 2 * * *", "Europe/Berlin")

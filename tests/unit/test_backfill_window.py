@@ -204,7 +204,7 @@ def test_admissions_are_paced_to_the_rate_on_the_clock_and_existing_runs_cost_no
     assert gaps == [0.5] * 8  # two a second, evenly
     assert progress.elapsed_s == pytest.approx(4.005)
     assert reports == [(7, 1)]  # every 3 s: once, after the admission at 3 s
-    view = summary_view(plan, progress, 2)
+    view = summary_view(plan, progress, 2).to_json()
     assert (view["admitted"], view["already_had_run"], view["skipped"], view["state"],
             view["next_ms"]) == (9, 1, 0, "done", None)
     runs = view["runs"]

@@ -146,7 +146,7 @@ def test_a_duplicate_shows_every_run() -> None:
     [entry] = build_ledger(data, from_ms=minute(1), to_ms=minute(1)).entries
     assert entry.fate is Fate.DUPLICATE
     assert [r.id for r in entry.runs] == ["a-first", "b-second", "c-backfill"]
-    view = ledger_view(build_ledger(data, from_ms=minute(1), to_ms=minute(1)))
+    view = ledger_view(build_ledger(data, from_ms=minute(1), to_ms=minute(1))).to_json()
     [shown] = view["occurrences"]  # type: ignore[misc]
     assert shown["runs"] == [{"id": "a-first", "status": "succeeded", "type": "cron"},
                              {"id": "b-second", "status": "queued", "type": "cron"},
@@ -222,7 +222,7 @@ def test_a_wall_clock_trigger_across_both_transitions_in_berlin() -> None:
                  now_ms=ms("2026-12-01T00:00:00+00:00"))
     spring = build_ledger(data, from_ms=ms("2026-03-28T00:00:00+00:00"),
                           to_ms=ms("2026-03-30T23:59:59+00:00"))
-    view = ledger_view(spring)
+    view = ledger_view(spring).to_json()
     assert [o["local"] for o in reversed(view["occurrences"])] == [  # type: ignore[call-overload]
         "2026-03-28T02:30:00+01:00",
         "2026-03-29T03:00:00+02:00",  # 02:30 does not exist: fires at the end of the gap
@@ -241,7 +241,7 @@ def test_an_interval_trigger_repeats_the_fall_back_hour() -> None:
                  now_ms=ms("2026-12-01T00:00:00+00:00"))
     ledger = build_ledger(data, from_ms=ms("2026-10-25T01:45:00+02:00"),
                           to_ms=ms("2026-10-25T03:00:00+01:00"))
-    view = ledger_view(ledger)
+    view = ledger_view(ledger).to_json()
     assert [o["local"] for o in reversed(view["occurrences"])] == [  # type: ignore[call-overload]
         "2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00",
         "2026-10-25T02:00:00+01:00", "2026-10-25T02:30:00+01:00",
@@ -257,7 +257,7 @@ def test_upcoming_occurrences_follow_the_window_and_count_in_the_view() -> None:
                  cursor=LedgerCursor(trigger_revision=1, next_fire_at_ms=minute(5)),
                  now_ms=minute(4) + 30 * SECOND)
     ledger = build_ledger(data, from_ms=minute(0), to_ms=minute(4) + 30 * SECOND, upcoming=3)
-    view = ledger_view(ledger, limit=4)
+    view = ledger_view(ledger, limit=4).to_json()
     shown = view["occurrences"]
     assert [(o["at_ms"], o["fate"]) for o in shown] == [  # type: ignore[attr-defined]
         (minute(7), "pending"), (minute(6), "pending"), (minute(5), "pending"),
@@ -306,10 +306,11 @@ def test_the_service_defaults_to_the_last_hour_and_the_next_three() -> None:
     store = _Store(facts(cursor=LedgerCursor(trigger_revision=1, next_fire_at_ms=minute(91)),
                          runs=tuple(run(minute(n)) for n in range(91)), now_ms=now))
     service = TriggerLedger(store)  # type: ignore[arg-type]
-    view = service.ledger("demo", "tick", now_ms=now, limit=100)
+    view = service.ledger("demo", "tick", now_ms=now, limit=100).to_json()
     assert store.asked == [("demo", "tick", now - HOUR, FAR_FUTURE_MS)]
     assert view["counts"] == {"pending": 3, "ran": 60}  # 08:31 .. 09:30, then 09:31-09:33
-    explicit = service.ledger("demo", "tick", now_ms=now, from_ms=minute(10), to_ms=minute(20))
+    explicit = service.ledger("demo", "tick", now_ms=now, from_ms=minute(10),
+                              to_ms=minute(20)).to_json()
     assert store.asked[-1] == ("demo", "tick", minute(10), minute(20))
     assert explicit["counts"] == {"ran": 11} and explicit["not_shown"] == 0
     with pytest.raises(InvalidInput, match="after --to"):
@@ -323,7 +324,7 @@ def test_the_open_window_ends_at_the_stores_clock_not_the_callers() -> None:
     store = _Store(facts(cursor=LedgerCursor(trigger_revision=1, next_fire_at_ms=minute(91)),
                          runs=tuple(run(minute(n)) for n in range(91)), now_ms=store_now))
     view = TriggerLedger(store).ledger(  # type: ignore[arg-type]
-        "demo", "tick", now_ms=minute(90) + 1, limit=100)
+        "demo", "tick", now_ms=minute(90) + 1, limit=100).to_json()
     shown = [(o["at_ms"], o["fate"]) for o in view["occurrences"]]  # type: ignore[attr-defined]
     assert shown[:5] == [(minute(95), "pending"), (minute(94), "pending"),
                          (minute(93), "pending"), (minute(92), "due"), (minute(91), "due")]

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from qinglong.service.times import local_and_utc, rfc3339, viewer_zone
+from qinglong.service.views.base import ViewModel
 
 __all__ = ["emit_json", "emit_table", "rfc3339", "say", "shown", "warn", "when"]
 
@@ -51,6 +52,8 @@ def when(ms: int | None) -> str:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, ViewModel):  # a view: its JSON form, as the HTTP API serves it
+        return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):

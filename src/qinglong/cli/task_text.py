@@ -3,20 +3,20 @@ command as it runs, durations with units, the retry policy in words, yes/no."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-# The view's fields (service/views.py) by the names `ql task show` gives them.
+from qinglong.service.views.tasks import Change, CommandView, RetryView
+
+# The view's fields (service.views.tasks) by the names `ql task show` gives them.
 _LABELS = {"working_directory": "cwd", "timeout_ms": "timeout", "concurrency": "limit"}
 
 
-def command_text(view: Mapping[str, object]) -> str:
-    """``view`` holds ``command`` (a task view) or is the command view itself."""
-    command = view.get("command", view)
-    assert isinstance(command, dict)
-    if command["kind"] == "argv":
-        return " ".join(str(word) for word in command["argv"])
-    shell = "" if command["shell"] == "/bin/sh" else f"[{command['shell']}] "
-    return f"{shell}{command['command']}"
+def command_text(command: CommandView) -> str:
+    """The command as it runs: its argv, or its shell text (with the shell unless /bin/sh)."""
+    if command.kind == "argv":
+        return " ".join(command.argv or ())
+    shell = "" if command.shell == "/bin/sh" else f"[{command.shell}] "
+    return f"{shell}{command.command}"
 
 
 def timeout_text(ms: object) -> str:
@@ -27,16 +27,15 @@ def timeout_text(ms: object) -> str:
     return f"{ms}ms"
 
 
-def retry_text(retry: object) -> str:
-    assert isinstance(retry, dict)
-    if retry["max_attempts"] == 1:
+def retry_text(retry: RetryView) -> str:
+    if retry.max_attempts == 1:
         return "no (1 attempt)"
-    codes = retry["on_exit_codes"]
+    codes = retry.on_exit_codes
     on = "any failure" if codes == "any" else "exit " + ",".join(str(c) for c in codes)
-    return (f"up to {retry['max_attempts']} attempts on {on}"
-            + (" or timeout" if retry["on_timeout"] else "")
-            + f", backoff {timeout_text(retry['backoff_ms'])}"
-            + f" .. {timeout_text(retry['max_backoff_ms'])}")
+    return (f"up to {retry.max_attempts} attempts on {on}"
+            + (" or timeout" if retry.on_timeout else "")
+            + f", backoff {timeout_text(retry.backoff_ms)}"
+            + f" .. {timeout_text(retry.max_backoff_ms)}")
 
 
 def _yes_no(value: object) -> str:
@@ -51,17 +50,19 @@ def cwd_text(value: object) -> str:
     return "(the executor directory)" if value is None else str(value)
 
 
+# A change carries a command's and a retry policy's JSON forms (as ``--json`` shows them).
 _VALUES: dict[str, Callable[[object], str]] = {
-    "command": lambda value: command_text({"command": value}),
-    "timeout_ms": timeout_text, "retry": retry_text, "enabled": _yes_no,
+    "command": lambda value: command_text(CommandView.model_validate(value)),
+    "timeout_ms": timeout_text, "retry": lambda value: retry_text(RetryView.model_validate(value)),
+    "enabled": _yes_no,
     "idempotent": _yes_no, "concurrency": limit_text, "working_directory": cwd_text,
 }
 
 
-def change_text(change: Mapping[str, object]) -> str:
+def change_text(change: Change) -> str:
     """One change of a task's revision diff: ``timeout: 1h -> 5m``, ``env.TOKEN: (set) ->
     -`` (an environment entry's value never shows)."""
-    field = str(change["field"])
+    field = change.field
     render = _VALUES.get(field)
     if field.startswith("environment."):
         label = "env." + field.split(".", 1)[1]
@@ -73,4 +74,4 @@ def change_text(change: Mapping[str, object]) -> str:
             return render(value)
         return "-" if value is None else str(value)
 
-    return f"{label}: {text(change['from'])} -> {text(change['to'])}"
+    return f"{label}: {text(change.from_)} -> {text(change.to)}"

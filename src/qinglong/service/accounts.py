@@ -28,7 +28,15 @@ from qinglong.service.hash_gate import PROCESS_GATE, HashGate
 from qinglong.service.logins import USERNAME, LoginLimits, PasswordChecks, digest
 from qinglong.service.passwords import check_password
 from qinglong.service.times import rfc3339
-from qinglong.service.views import View
+from qinglong.service.views.accounts import (
+    AuditEntryView,
+    PrincipalView,
+    SessionView,
+    TokenCreatedView,
+    TokenView,
+    UserView,
+)
+from qinglong.service.views.base import instant
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
     ApiToken,
@@ -111,7 +119,7 @@ class Principal:
 class LoginResult:
     secret: str  # the cookie value: shown to the browser, never stored
     csrf_token: str
-    view: View
+    view: SessionView
     device: str | None = None  # a new device cookie (None: the browser's own still holds)
 
 
@@ -145,11 +153,12 @@ def csrf_matches(secret: str, token: str) -> bool:
 # --- views --------------------------------------------------------------------------------
 
 
-def user_view(user: User) -> View:
-    return {"username": user.username, "role": user.role,
-            "disabled": user.disabled_at_ms is not None,
-            "created_at": rfc3339(user.created_at_ms), "updated_at": rfc3339(user.updated_at_ms),
-            "disabled_at": rfc3339(user.disabled_at_ms)}
+def user_view(user: User) -> UserView:
+    return UserView(username=user.username, role=user.role,
+                    disabled=user.disabled_at_ms is not None,
+                    created_at=instant(user.created_at_ms),
+                    updated_at=instant(user.updated_at_ms),
+                    disabled_at=rfc3339(user.disabled_at_ms))
 
 
 def token_state(token: ApiToken, now_ms: int) -> str:
@@ -160,26 +169,27 @@ def token_state(token: ApiToken, now_ms: int) -> str:
     return "active"
 
 
-def token_view(token: ApiToken, now_ms: int) -> View:
-    return {"id": token.id, "name": token.name, "username": token.username,
-            "scope": token.scope, "state": token_state(token, now_ms),
-            "created_at": rfc3339(token.created_at_ms),
-            "expires_at": rfc3339(token.expires_at_ms),
-            "last_used_at": rfc3339(token.last_used_at_ms),
-            "revoked_at": rfc3339(token.revoked_at_ms), "revoked_by": token.revoked_by}
+def token_view(token: ApiToken, now_ms: int) -> TokenView:
+    return TokenView(id=token.id, name=token.name, username=token.username,
+                     scope=token.scope, state=token_state(token, now_ms),
+                     created_at=instant(token.created_at_ms),
+                     expires_at=rfc3339(token.expires_at_ms),
+                     last_used_at=rfc3339(token.last_used_at_ms),
+                     revoked_at=rfc3339(token.revoked_at_ms), revoked_by=token.revoked_by)
 
 
-def principal_view(principal: Principal) -> View:
-    return {"username": principal.username, "role": principal.role, "via": principal.via,
-            "token_id": principal.token_id, "scope": principal.effective_scope,
-            "expires_at": rfc3339(principal.expires_at_ms)}
+def principal_view(principal: Principal) -> PrincipalView:
+    return PrincipalView(username=principal.username, role=principal.role, via=principal.via,
+                         token_id=principal.token_id, scope=principal.effective_scope,
+                         expires_at=rfc3339(principal.expires_at_ms))
 
 
-def audit_view(entry: AuditEntry) -> View:
-    return {"id": entry.id, "at": rfc3339(entry.at_ms), "at_ms": entry.at_ms,
-            "actor": entry.actor, "via": entry.via, "token_id": entry.token_id,
-            "action": entry.action, "project": entry.project_id, "target": entry.target,
-            "detail": dict(entry.detail), "client": entry.client}
+def audit_view(entry: AuditEntry) -> AuditEntryView:
+    return AuditEntryView(id=entry.id, at=instant(entry.at_ms), at_ms=entry.at_ms,
+                          actor=entry.actor, via=entry.via, token_id=entry.token_id,
+                          action=entry.action, project=entry.project_id,
+                          target=entry.target, detail=dict(entry.detail),
+                          client=entry.client)
 
 
 # --- the service --------------------------------------------------------------------------
@@ -204,19 +214,19 @@ class Accounts:
 
     # -- users ---------------------------------------------------------------------------
 
-    def user_create(self, username: str, role: str, password: str) -> View:
+    def user_create(self, username: str, role: str, password: str) -> UserView:
         name = check_username(username)
         user = self._store.user_create(UserCreateParams(
             username=name, role=check_role(role),
             password_hash=self._hasher.hash(check_password(password, username=name))))
         return user_view(user)
 
-    def user_list(self) -> list[View]:
+    def user_list(self) -> list[UserView]:
         return [user_view(user) for user in self._store.user_list()]
 
     def user_update(self, username: str, *, role: str | None = None,
                     password: str | None = None, disabled: bool | None = None,
-                    by: str | None = None) -> View:
+                    by: str | None = None) -> UserView:
         """Change a user; a new password or disabling ends the user's sessions and revokes
         the user's tokens (as revoked by ``by``)."""
         name = check_username(username)
@@ -245,7 +255,8 @@ class Accounts:
                               expires_at_ms=session.expires_at_ms)
         csrf = csrf_token_for(secret)
         return LoginResult(secret=secret, csrf_token=csrf, device=verified.new_device,
-                           view={**principal_view(principal), "csrf_token": csrf})
+                           view=principal_view(principal).extended(SessionView,
+                                                                    csrf_token=csrf))
 
     def logout(self, principal: Principal) -> None:
         if principal.session_digest is not None:
@@ -280,7 +291,7 @@ class Accounts:
     # -- tokens --------------------------------------------------------------------------
 
     def token_create(self, username: str, *, name: str, scope: str,
-                     lifetime_ms: int | None) -> View:
+                     lifetime_ms: int | None) -> TokenCreatedView:
         """A new token of ``username``, its secret in the view (shown this once)."""
         check_username(username)
         if not isinstance(name, str) or not 1 <= len(name) <= TOKEN_NAME_MAX \
@@ -301,9 +312,10 @@ class Accounts:
         created = self._store.token_create(TokenCreateParams(
             id=token_id, username=username, name=name, scope=scope,
             secret_digest=digest(token), lifetime_ms=lifetime_ms))
-        return {**token_view(created, created.created_at_ms), "token": token}
+        return token_view(created, created.created_at_ms).extended(TokenCreatedView,
+                                                                   token=token)
 
-    def token_list(self, username: str | None) -> list[View]:
+    def token_list(self, username: str | None) -> list[TokenView]:
         now_ms = self._store.now_ms()
         return [token_view(t, now_ms) for t in self._store.token_list(username)]
 
@@ -313,11 +325,11 @@ class Accounts:
             raise NotFound("token", str(token_id))
         return found
 
-    def token_revoke(self, token_id: str, by: str) -> View:
+    def token_revoke(self, token_id: str, by: str) -> TokenView:
         revoked = self._store.token_revoke(self.token_get(token_id).id, by)
         return token_view(revoked, self._store.now_ms())
 
-    def token_revoke_as(self, who: Principal, token_id: str) -> View:
+    def token_revoke_as(self, who: Principal, token_id: str) -> TokenView:
         """Revoke a token ``who`` may see: their own, or (with the admin scope) anyone's. A
         token they may not see answers exactly as one that does not exist."""
         found = self._store.token_get(token_id) if isinstance(token_id, str) else None
@@ -335,7 +347,7 @@ class Accounts:
             action=action, project_id=project, target=target, detail=detail or {},
             client=client))
 
-    def audit_list(self, before_id: int | None, limit: int) -> list[View]:
+    def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntryView]:
         if not 1 <= limit <= MAX_AUDIT_PAGE:
             raise InvalidInput("limit", f"must be between 1 and {MAX_AUDIT_PAGE}")
         return [audit_view(entry) for entry in self._store.audit_list(before_id, limit)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from qinglong.clock import Clock
 from qinglong.domain.backfill import (
@@ -24,7 +25,8 @@ from qinglong.domain.backfill import (
 )
 from qinglong.errors import QinglongError
 from qinglong.service.times import rfc3339
-from qinglong.service.views import View
+from qinglong.service.views.base import instant
+from qinglong.service.views.reports import BackfilledRun, BackfillView
 from qinglong.storage.admission import RequestAdmissions
 from qinglong.storage.admission.params import BackfillAdmitParams
 
@@ -139,10 +141,9 @@ class Backfills:
         return progress
 
 
-def plan_view(plan: BackfillPlan) -> View:
-    """The window and what it holds (the whole answer of a dry run)."""
+def _window(plan: BackfillPlan) -> dict[str, Any]:
+    """The fields of the window, the plan's and the summary's alike."""
     request, target = plan.request, plan.target
-    to_admit = plan.to_admit
     return {
         "project": request.project_id,
         "trigger": request.trigger_id,
@@ -151,36 +152,38 @@ def plan_view(plan: BackfillPlan) -> View:
         "schedule": target.trigger.spec.expression,
         "cron": target.trigger.spec.cron_expression,
         "timezone": target.trigger.spec.timezone,
-        "from": rfc3339(request.from_ms),
+        "from_": instant(request.from_ms),
         "from_ms": request.from_ms,
-        "to": rfc3339(request.to_ms),
+        "to": instant(request.to_ms),
         "to_ms": request.to_ms,
         # occurrences from here on are the scheduler's (None: it has decided every one)
         "horizon": None if target.finished else rfc3339(target.horizon_ms),
         "horizon_ms": None if target.finished else target.horizon_ms,
         "actor": request.actor,
         "occurrences": len(plan.occurrences),
-        "already_had_run": len(plan.existing),
-        "to_admit": len(to_admit),
-        "to_admit_ms": list(to_admit),
     }
 
 
-def summary_view(plan: BackfillPlan, progress: BackfillProgress, rate: float) -> View:
-    view = plan_view(plan)
-    del view["to_admit_ms"]
-    return {
-        **view,
-        "dry_run": False,
-        "state": progress.state,
-        "rate": rate,
-        "admitted": progress.admitted,
-        "already_had_run": progress.existing,
-        "skipped": progress.skipped,
-        "in_doubt": progress.in_doubt,
-        "next": rfc3339(progress.next_ms),
-        "next_ms": progress.next_ms,
-        "elapsed_ms": round(progress.elapsed_s * 1000),
-        "runs": [{"scheduled_for": rfc3339(at), "scheduled_for_ms": at, "run_id": run_id}
-                 for at, run_id in progress.runs],
-    }
+def plan_view(plan: BackfillPlan) -> BackfillView:
+    """The window and what it holds (the whole answer of a dry run)."""
+    return BackfillView(**_window(plan), already_had_run=len(plan.existing),
+                        to_admit=len(plan.to_admit), to_admit_ms=list(plan.to_admit),
+                        dry_run=True)
+
+
+def summary_view(plan: BackfillPlan, progress: BackfillProgress, rate: float) -> BackfillView:
+    return BackfillView(
+        **_window(plan),
+        already_had_run=progress.existing,
+        to_admit=len(plan.to_admit),
+        dry_run=False,
+        state=progress.state,
+        rate=rate,
+        admitted=progress.admitted,
+        skipped=progress.skipped,
+        in_doubt=progress.in_doubt,
+        next=rfc3339(progress.next_ms),
+        next_ms=progress.next_ms,
+        elapsed_ms=round(progress.elapsed_s * 1000),
+        runs=[BackfilledRun(scheduled_for=instant(at), scheduled_for_ms=at, run_id=run_id)
+              for at, run_id in progress.runs])

@@ -9,8 +9,20 @@ from qinglong.domain.model import TaskView
 from qinglong.domain.publishing import TaskPatch, merged_task_spec
 from qinglong.domain.task import ArgvCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
-from qinglong.service import views
-from qinglong.service.views import View
+from qinglong.service.views.tasks import (
+    ProjectView,
+    TaskDiffView,
+    TaskHistoryEntry,
+    TaskPublishView,
+    TaskShowView,
+    project_view,
+    task_diff,
+    task_revision_view,
+    task_view,
+)
+from qinglong.service.views.tasks import TaskView as TaskViewModel
+from qinglong.service.views.triggers import TriggerPublishView, trigger_revision_view, trigger_view
+from qinglong.service.views.triggers import TriggerView as TriggerViewModel
 from qinglong.storage.definitions import DefinitionStore
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
@@ -51,18 +63,18 @@ class Catalog:
 
     # -- projects -----------------------------------------------------------------------
 
-    def project_create(self, project_id: str, name: str | None = None) -> View:
-        return views.project_view(
+    def project_create(self, project_id: str, name: str | None = None) -> ProjectView:
+        return project_view(
             self._store.project_create(ProjectCreateParams(project_id=project_id, name=name)))
 
-    def project_list(self) -> list[View]:
-        return [views.project_view(p) for p in self._store.project_list()]
+    def project_list(self) -> list[ProjectView]:
+        return [project_view(p) for p in self._store.project_list()]
 
-    def project_archive(self, project_id: str) -> View:
-        return views.project_view(self._store.project_archive(project_id))
+    def project_archive(self, project_id: str) -> ProjectView:
+        return project_view(self._store.project_archive(project_id))
 
-    def project_unarchive(self, project_id: str) -> View:
-        return views.project_view(self._store.project_unarchive(project_id))
+    def project_unarchive(self, project_id: str) -> ProjectView:
+        return project_view(self._store.project_unarchive(project_id))
 
     def global_limit_get(self) -> int | None:
         """The cluster-wide limit of Runs in progress (None: no limit)."""
@@ -73,7 +85,7 @@ class Catalog:
 
     # -- tasks --------------------------------------------------------------------------
 
-    def task_publish(self, request: TaskPublishRequest) -> View:
+    def task_publish(self, request: TaskPublishRequest) -> TaskPublishView:
         """Publish what the request changes on top of the current revision (compare-and-set
         on that revision, so a concurrent publish is never silently overwritten)."""
         head = self._current_task(request.project_id, request.task_id)
@@ -93,8 +105,9 @@ class Catalog:
             enabled=enabled, repin_triggers=request.repin_triggers,
             expected_revision=current.revision if current else None,
         ))
-        return {**views.task_revision_view(result.revision), "created": result.created,
-                "restored": result.restored, "repinned_triggers": list(result.repinned_triggers)}
+        return task_revision_view(result.revision).extended(
+            TaskPublishView, created=result.created, restored=result.restored,
+            repinned_triggers=list(result.repinned_triggers))
 
     def _current_task(self, project_id: str, task_id: str) -> TaskView | None:
         """The task's head (a deleted one too), or None for a task never published."""
@@ -105,28 +118,29 @@ class Catalog:
                 return None
             raise
 
-    def task_set_enabled(self, project_id: str, task_id: str, enabled: bool) -> View:
+    def task_set_enabled(self, project_id: str, task_id: str,
+                         enabled: bool) -> TaskPublishView:
         current = self._store.task_get(project_id, task_id)
         if current.deleted_at_ms is not None:
             raise NotFound("task", task_id)
         return self.task_publish(TaskPublishRequest(project_id=project_id, task_id=task_id,
                                                     patch=TaskPatch(), enabled=enabled))
 
-    def task_list(self, project_id: str, include_deleted: bool = False) -> list[View]:
-        return [views.task_view(t) for t in self._store.task_list(project_id, include_deleted)]
+    def task_list(self, project_id: str, include_deleted: bool = False) -> list[TaskViewModel]:
+        return [task_view(t) for t in self._store.task_list(project_id, include_deleted)]
 
-    def task_show(self, project_id: str, task_id: str) -> View:
+    def task_show(self, project_id: str, task_id: str) -> TaskShowView:
         """The current revision, every revision before it, and what each one changed."""
         current = self._store.task_get(project_id, task_id)
         history = self._store.task_history(project_id, task_id)
-        revisions = []
-        for index, revision in enumerate(history):
-            entry = views.task_revision_view(revision)
-            entry["changes"] = (views.task_diff(history[index - 1], revision) if index else [])
-            revisions.append(entry)
-        return {**views.task_view(current), "history": revisions}
+        revisions = [
+            task_revision_view(revision).extended(
+                TaskHistoryEntry, changes=task_diff(history[index - 1], revision) if index else [])
+            for index, revision in enumerate(history)]
+        return task_view(current).extended(TaskShowView, history=revisions)
 
-    def task_diff(self, project_id: str, task_id: str, old: int | None, new: int | None) -> View:
+    def task_diff(self, project_id: str, task_id: str, old: int | None,
+                  new: int | None) -> TaskDiffView:
         history = {r.revision: r for r in self._store.task_history(project_id, task_id)}
         last = max(history)
         to = last if new is None else new
@@ -134,43 +148,44 @@ class Catalog:
         for field, number in (("from", since), ("to", to)):
             if number not in history:
                 raise InvalidInput(field, f"task {task_id!r} has revisions 1 to {last}")
-        return {"project": project_id, "task": task_id, "from": since, "to": to,
-                "changes": views.task_diff(history[since], history[to])}
+        return TaskDiffView(project=project_id, task=task_id, from_=since, to=to,
+                            changes=task_diff(history[since], history[to]))
 
-    def task_delete(self, project_id: str, task_id: str) -> View:
-        return views.task_view(self._store.task_delete(project_id, task_id))
+    def task_delete(self, project_id: str, task_id: str) -> TaskViewModel:
+        return task_view(self._store.task_delete(project_id, task_id))
 
     # -- triggers -----------------------------------------------------------------------
 
-    def trigger_publish(self, params: TriggerPublishParams) -> View:
+    def trigger_publish(self, params: TriggerPublishParams) -> TriggerPublishView:
         result = self._store.trigger_publish(params)
-        return {**views.trigger_revision_view(result.revision), "created": result.created,
-                "restored": result.restored}
+        return trigger_revision_view(result.revision).extended(
+            TriggerPublishView, created=result.created, restored=result.restored)
 
     def trigger_list(self, project_id: str | None, *, next_count: int = 1,
-                     include_deleted: bool = False, trigger_id: str | None = None) -> list[View]:
+                     include_deleted: bool = False,
+                     trigger_id: str | None = None) -> list[TriggerViewModel]:
         now = self._clock.now_ms()
-        return [views.trigger_view(v, now_ms=now, next_count=next_count)
+        return [trigger_view(v, now_ms=now, next_count=next_count)
                 for v in self._store.trigger_list(project_id, trigger_id, include_deleted)]
 
-    def trigger_pause(self, params: TriggerPauseParams) -> View:
-        return views.trigger_view(self._store.trigger_pause(params),
+    def trigger_pause(self, params: TriggerPauseParams) -> TriggerViewModel:
+        return trigger_view(self._store.trigger_pause(params),
                                   now_ms=self._clock.now_ms(), next_count=1)
 
-    def trigger_resume(self, params: TriggerResumeParams) -> View:
-        return views.trigger_view(self._store.trigger_resume(params),
+    def trigger_resume(self, params: TriggerResumeParams) -> TriggerViewModel:
+        return trigger_view(self._store.trigger_resume(params),
                                   now_ms=self._clock.now_ms(), next_count=1)
 
-    def project_pause(self, params: ProjectPauseParams) -> list[View]:
+    def project_pause(self, params: ProjectPauseParams) -> list[TriggerViewModel]:
         now = self._clock.now_ms()
-        return [views.trigger_view(v, now_ms=now, next_count=1)
+        return [trigger_view(v, now_ms=now, next_count=1)
                 for v in self._store.project_pause(params)]
 
-    def project_resume(self, params: ProjectPauseParams) -> list[View]:
+    def project_resume(self, params: ProjectPauseParams) -> list[TriggerViewModel]:
         now = self._clock.now_ms()
-        return [views.trigger_view(v, now_ms=now, next_count=1)
+        return [trigger_view(v, now_ms=now, next_count=1)
                 for v in self._store.project_resume(params)]
 
-    def trigger_delete(self, project_id: str, trigger_id: str) -> View:
-        return views.trigger_view(self._store.trigger_delete(project_id, trigger_id),
+    def trigger_delete(self, project_id: str, trigger_id: str) -> TriggerViewModel:
+        return trigger_view(self._store.trigger_delete(project_id, trigger_id),
                                   now_ms=self._clock.now_ms(), next_count=0)

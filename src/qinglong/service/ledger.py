@@ -36,6 +36,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from qinglong.domain.decision import PAUSED_FATE
 from qinglong.domain.jitter import Delay
@@ -45,7 +46,8 @@ from qinglong.domain.runs import TRIGGER_TYPE_MANUAL
 from qinglong.domain.trigger import MisfirePolicy, TriggerSpec, stored_schedule
 from qinglong.errors import InvalidInput
 from qinglong.service.times import in_zone, rfc3339
-from qinglong.service.views import View
+from qinglong.service.views.base import instant
+from qinglong.service.views.reports import LedgerOccurrence, LedgerRunView, LedgerView
 from qinglong.storage.runs import RunStore
 
 MAX_OCCURRENCES = 100_000  # a window holding more nominal occurrences is refused
@@ -259,37 +261,30 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-def entry_view(entry: Entry) -> View:
-    view: View = {
-        "at": rfc3339(entry.at_ms),
-        "at_ms": entry.at_ms,
-        "local": in_zone(entry.at_ms, entry.revision.timezone),
-        "revision": entry.revision.revision,
-        "fate": entry.fate.value,
-        "runs": [{"id": run.id, "status": run.status, "type": run.trigger_type}
-                 for run in entry.runs],
-    }
+def entry_view(entry: Entry) -> LedgerOccurrence:
+    due: dict[str, Any] = {}
     if entry.due_ms is not None:  # a trigger with jitter: when it became due
-        view.update(due_at=rfc3339(entry.due_ms), due_at_ms=entry.due_ms)
-    return view
+        due.update(due_at=rfc3339(entry.due_ms), due_at_ms=entry.due_ms)
+    return LedgerOccurrence(
+        at=instant(entry.at_ms), at_ms=entry.at_ms,
+        local=in_zone(entry.at_ms, entry.revision.timezone),
+        revision=entry.revision.revision, fate=entry.fate.value,
+        runs=[LedgerRunView(id=run.id, status=run.status, type=run.trigger_type)
+              for run in entry.runs], **due)
 
 
-def ledger_view(ledger: Ledger, limit: int = DEFAULT_LIMIT) -> View:
+def ledger_view(ledger: Ledger, limit: int = DEFAULT_LIMIT) -> LedgerView:
     """The most recent ``limit`` occurrences, newest first; ``not_shown`` counts the earlier
     ones left out and ``counts`` the fates of all of them."""
     check_limit(limit)
     shown = ledger.entries[-limit:]
-    return {
-        "project": ledger.project_id,
-        "trigger": ledger.trigger_id,
-        "from": rfc3339(ledger.from_ms),
-        "from_ms": ledger.from_ms,
-        "to": rfc3339(ledger.to_ms),
-        "to_ms": ledger.to_ms,
-        "occurrences": [entry_view(entry) for entry in reversed(shown)],
-        "not_shown": len(ledger.entries) - len(shown),
-        "counts": dict(sorted(Counter(e.fate.value for e in ledger.entries).items())),
-    }
+    return LedgerView(
+        project=ledger.project_id, trigger=ledger.trigger_id,
+        from_=instant(ledger.from_ms), from_ms=ledger.from_ms,
+        to=instant(ledger.to_ms), to_ms=ledger.to_ms,
+        occurrences=[entry_view(entry) for entry in reversed(shown)],
+        not_shown=len(ledger.entries) - len(shown),
+        counts=dict(sorted(Counter(e.fate.value for e in ledger.entries).items())))
 
 
 class TriggerLedger:
@@ -300,7 +295,7 @@ class TriggerLedger:
 
     def ledger(self, project_id: str, trigger_id: str, *, now_ms: int,
                from_ms: int | None = None, to_ms: int | None = None,
-               limit: int = DEFAULT_LIMIT) -> View:
+               limit: int = DEFAULT_LIMIT) -> LedgerView:
         """Without ``to_ms`` the window ends at ``now_ms`` and the next UPCOMING occurrences
         follow it; without ``from_ms`` it starts DEFAULT_SPAN_MS before its end."""
         check_limit(limit)

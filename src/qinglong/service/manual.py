@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 from qinglong.domain.manual import ManualRequest
 from qinglong.ids import new_uuid
-from qinglong.service import views
-from qinglong.service.views import View
+from qinglong.service.views.runs import RunNowView, run_view
 from qinglong.storage.admission import RequestAdmissions
 from qinglong.storage.admission.params import ManualRunParams
 from qinglong.storage.runs import RunStore
@@ -29,20 +28,20 @@ class ManualRuns:
                              request_id=request_id if request_id is not None
                              else self._new_request_id(), actor=actor)
 
-    def admit(self, request: ManualRequest) -> View:
+    def admit(self, request: ManualRequest) -> RunNowView:
         """Admit the Run ``request`` asks for (or find the one it admitted before): the Run's
         view, with ``admitted`` False when nothing new was written."""
         result = self._store.run_admit_manual(ManualRunParams(request=request))
         detail = self._runs.run_get(result.run_id)
-        return {**views.run_view(detail.run), "admitted": result.admitted,
-                "in_doubt": result.in_doubt}
+        return run_view(detail.run).extended(RunNowView, admitted=result.admitted,
+                                             in_doubt=result.in_doubt)
 
     def task_run(self, project_id: str, task_id: str, *, actor: str,
-                 request_id: str | None = None) -> View:
+                 request_id: str | None = None) -> RunNowView:
         return self.admit(self.request(project_id, actor=actor, request_id=request_id,
                                        task_id=task_id))
 
     def trigger_fire(self, project_id: str, trigger_id: str, *, actor: str,
-                     request_id: str | None = None) -> View:
+                     request_id: str | None = None) -> RunNowView:
         return self.admit(self.request(project_id, actor=actor, request_id=request_id,
                                        trigger_id=trigger_id))

@@ -10,8 +10,8 @@ from qinglong.domain.cron import DstNote, Occurrence
 from qinglong.domain.timezones import zone_info
 from qinglong.domain.trigger import parse_schedule, text_kind
 from qinglong.errors import InvalidInput
-from qinglong.service.times import rfc3339
-from qinglong.service.views import View
+from qinglong.service.views.base import instant
+from qinglong.service.views.reports import PreviewOccurrence, PreviewView
 
 MAX_PREVIEW = 1000
 
@@ -30,7 +30,7 @@ def note_text(occurrence: Occurrence, offset_changed: bool) -> str:
     return text
 
 
-def schedule_preview(text: str, timezone: str, *, count: int, after_ms: int) -> View:
+def schedule_preview(text: str, timezone: str, *, count: int, after_ms: int) -> PreviewView:
     """The next ``count`` occurrences after ``after_ms`` (an interval without ``from`` is
     anchored there); each with its local and UTC time, its DST mark (gap-shifted,
     overlap-first, overlap-second) and a note for people."""
@@ -39,16 +39,17 @@ def schedule_preview(text: str, timezone: str, *, count: int, after_ms: int) -> 
     kind = text_kind(text)
     schedule = parse_schedule(text, timezone, default_anchor_ms=after_ms)
     zone = zone_info(schedule.timezone)
-    rows: list[View] = []
+    rows: list[PreviewOccurrence] = []
     previous_offset = None
     for index, occurrence in enumerate(schedule.occurrences(after_ms, count), start=1):
         local = datetime.fromtimestamp(occurrence.at_ms / 1000, UTC).astimezone(zone)
         offset = local.utcoffset()
         changed = previous_offset is not None and offset != previous_offset
         previous_offset = offset
-        rows.append({"n": index, "local": local.isoformat(), "utc": rfc3339(occurrence.at_ms),
-                     "at_ms": occurrence.at_ms, "dst": occurrence.note.value or None,
-                     "note": note_text(occurrence, changed)})
-    return {"kind": kind, "schedule": schedule.expression,
-            "cron": schedule.expression if kind == "cron" else None,
-            "timezone": schedule.timezone, "occurrences": rows}
+        rows.append(PreviewOccurrence(
+            n=index, local=local.isoformat(), utc=instant(occurrence.at_ms),
+            at_ms=occurrence.at_ms, dst=occurrence.note.value or None,
+            note=note_text(occurrence, changed)))
+    return PreviewView(kind=kind, schedule=schedule.expression,
+                       cron=schedule.expression if kind == "cron" else None,
+                       timezone=schedule.timezone, occurrences=rows)

@@ -14,8 +14,7 @@ import json
 from dataclasses import replace
 
 from qinglong.errors import InvalidInput
-from qinglong.service import views
-from qinglong.service.views import View
+from qinglong.service.views.runs import RunPageView, run_view
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import RunListParams, RunPageParams
 
@@ -49,7 +48,7 @@ class RunPages:
     def __init__(self, store: RunStore) -> None:
         self._store = store
 
-    def page(self, filters: RunListParams, cursor: str | None = None) -> View:
+    def page(self, filters: RunListParams, cursor: str | None = None) -> RunPageView:
         if not 1 <= filters.limit <= MAX_PAGE:
             raise InvalidInput("limit", f"must be between 1 and {MAX_PAGE}")
         after = None if cursor is None else decode_cursor(cursor, filters.oldest_first)
@@ -61,4 +60,4 @@ class RunPages:
             last = shown[-1]
             at = last.scheduled_for_ms if last.scheduled_for_ms is not None else last.created_at_ms
             next_cursor = encode_cursor(at, last.id, filters.oldest_first)
-        return {"items": [views.run_view(run) for run in shown], "next_cursor": next_cursor}
+        return RunPageView(items=[run_view(run) for run in shown], next_cursor=next_cursor)

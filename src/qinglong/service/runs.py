@@ -13,8 +13,14 @@ from qinglong.domain.runs import ENDED_RUN, RunStatus
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.execution.logs import tail
 from qinglong.execution.logship import assemble
-from qinglong.service import views
-from qinglong.service.views import View
+from qinglong.service.views.runs import (
+    LogLocation,
+    RunCancelView,
+    RunDetailView,
+    RunView,
+    run_detail_view,
+    run_view,
+)
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import RunListParams
@@ -22,17 +28,17 @@ from qinglong.storage.runs.params import RunListParams
 FOLLOW_POLL_S = 0.5
 
 
-def log_location(path: str | None, in_database: bool = False) -> View:
+def log_location(path: str | None, in_database: bool = False) -> LogLocation:
     """Where the last attempt's output is, and whether this machine can read it there."""
     if in_database:
-        return {"path": None, "readable": True, "stored": "database", "note": None}
+        return LogLocation(path=None, readable=True, stored="database", note=None)
     if path is None:
-        return {"path": None, "readable": False, "stored": None,
-                "note": "no log was recorded for this attempt"}
+        return LogLocation(path=None, readable=False, stored=None,
+                           note="no log was recorded for this attempt")
     readable = Path(path).is_file()
     note = None if readable else (f"the log {path!r} is not on this machine (it is kept where "
                                   "the attempt ran)")
-    return {"path": path, "readable": readable, "stored": "file", "note": note}
+    return LogLocation(path=path, readable=readable, stored="file", note=note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +74,10 @@ class RunViews:
         """The same views, whose cancels are recorded as ``actor``."""
         return RunViews(self._runs.acting_as(actor), logs=self._logs)
 
-    def run_list(self, params: RunListParams) -> list[View]:
-        return [views.run_view(run) for run in self._runs.run_list(params)]
+    def run_list(self, params: RunListParams) -> list[RunView]:
+        return [run_view(run) for run in self._runs.run_list(params)]
 
-    def run_show(self, run_id: str, tail_lines: int = 20) -> View:
+    def run_show(self, run_id: str, tail_lines: int = 20) -> RunDetailView:
         detail = self._runs.run_get(run_id)
         last = detail.attempts[-1] if detail.attempts else None
         if last is not None and last.log_path is None and self._logs is not None:
@@ -80,17 +86,17 @@ class RunViews:
             if lost is not None:  # the tail ends with the note `ql run logs` prints
                 text += lost_marker(lost)
             lines = text.splitlines()[-tail_lines:] if tail_lines else []
-            return views.run_detail_view(detail, lines, log_location(None, in_database=True))
+            return run_detail_view(detail, lines, log_location(None, in_database=True))
         path = last.log_path if last is not None else None
         location = log_location(path)
-        lines = tail(Path(path), tail_lines) if path and location["readable"] else []
-        return views.run_detail_view(detail, lines, location)
+        lines = tail(Path(path), tail_lines) if path and location.readable else []
+        return run_detail_view(detail, lines, location)
 
-    def run_cancel(self, run_id: str, reason: str = "user") -> View:
+    def run_cancel(self, run_id: str, reason: str = "user") -> RunCancelView:
         status = self._runs.run_cancel(run_id, reason)
         detail = self._runs.run_get(run_id)
-        return {**views.run_view(detail.run),
-                "cancel": "done" if status is RunStatus.CANCELLED else "requested"}
+        return run_view(detail.run).extended(
+            RunCancelView, cancel="done" if status is RunStatus.CANCELLED else "requested")
 
     def attempt_for_log(self, detail: RunDetail, number: int | None) -> Attempt:
         if not detail.attempts:

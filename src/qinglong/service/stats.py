@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from qinglong.domain.timezones import canonical_timezone, zone_info
 from qinglong.errors import InvalidInput
-from qinglong.service.views import View
+from qinglong.service.views.reports import DayCounts, DayRow, StatsView
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import RunBucketParams
 
@@ -47,7 +48,7 @@ class TaskStats:
 
     def per_day(self, project_id: str, *, now_ms: int, task_id: str | None = None,
                 from_day: str | None = None, to_day: str | None = None,
-                timezone: str = "UTC") -> View:
+                timezone: str = "UTC") -> StatsView:
         """Per task and local day from ``from_day`` to ``to_day`` (both included; default:
         the last 7 days up to today in ``timezone``). Days without a Run are left out;
         ``totals`` sums each task over the window."""
@@ -75,14 +76,14 @@ class TaskStats:
                 "cancelled": bucket.cancelled, "skipped": bucket.skipped,
                 "total_duration_ms": bucket.total_duration_ms}, bucket.max_duration_ms)
         totals: dict[str, dict[str, int | None]] = defaultdict(_empty)
-        rows: list[View] = []
+        rows: list[DayRow] = []
         for (task, day), counts in sorted(days.items()):
-            rows.append({"task": task, "date": day.isoformat(), **_with_rate(counts)})
+            rows.append(DayRow(task=task, date=day.isoformat(), **_with_rate(counts)))
             _add(totals[task], {key: counts[key] for key in SUMMED}, counts["max_duration_ms"])
-        return {"project": project_id, "task": task_id, "timezone": zone,
-                "from": first.isoformat(), "to": last.isoformat(), "days": rows,
-                "totals": [{"task": task, **_with_rate(counts)}
-                           for task, counts in sorted(totals.items())]}
+        return StatsView(project=project_id, task=task_id, timezone=zone,
+                         from_=first.isoformat(), to=last.isoformat(), days=rows,
+                         totals=[DayCounts(task=task, **_with_rate(counts))
+                                 for task, counts in sorted(totals.items())])
 
 
 SUMMED = ("runs", "successes", "failures", "cancelled", "skipped", "total_duration_ms")
@@ -108,5 +109,6 @@ def success_rate(counts: dict[str, int | None]) -> float | None:
     return None if ended == 0 else round(int(counts["successes"] or 0) / ended, 4)
 
 
-def _with_rate(counts: dict[str, int | None]) -> View:
+def _with_rate(counts: dict[str, int | None]) -> dict[str, Any]:
+    """The counts of a day or of the window, with their success rate."""
     return {**counts, "success_rate": success_rate(counts)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from qinglong.errors import Forbidden, InvalidInput
 from qinglong.service.accounts import (
@@ -10,13 +10,15 @@ from qinglong.service.accounts import (
     check_username,
     principal_view,
 )
-from qinglong.web import schemas as s
+from qinglong.service.views import accounts as views
+from qinglong.web import requests as rq
 from qinglong.web.auth import (
     clear_session_cookie,
     device_cookie,
     set_device_cookie,
     set_session_cookie,
 )
+from qinglong.web.problems import JsonAnswer
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 
 TOKENS = "/api/v1/tokens"
@@ -24,11 +26,11 @@ USERS = "/api/v1/users"
 
 
 def login(call: Call) -> Response:
-    body: s.LoginRequest = call.body
+    body: rq.LoginRequest = call.body
     accounts = call.backend.accounts
     result = accounts.login(body.username, body.password, client=call.client,
                             device=device_cookie(call.headers))
-    response = JSONResponse(result.view, headers={"Cache-Control": "no-store"})
+    response = JsonAnswer(result.view, headers={"Cache-Control": "no-store"})
     if result.device is not None:  # first, so the session cookie is the last Set-Cookie
         set_device_cookie(response, result.device, accounts.limits.device_lifetime_ms // 1000)
     set_session_cookie(response, result.secret, accounts.policy.lifetime_ms // 1000)
@@ -54,7 +56,7 @@ def list_tokens(call: Call) -> Reply:
 
 
 def create_token(call: Call) -> Reply:
-    body: s.TokenCreateRequest = call.body
+    body: rq.TokenCreateRequest = call.body
     who = call.who
     if who.via == "token" and who.level < Level.ADMIN:
         raise Forbidden("a token can create tokens only with the admin scope: log in, or use "
@@ -64,7 +66,7 @@ def create_token(call: Call) -> Reply:
         who.require(Level.ADMIN)
     view = call.backend.accounts.token_create(owner, name=body.name, scope=body.scope,
                                               lifetime_ms=body.expires_in_ms)
-    call.audit("token.create", target=f"token {view['id']}",
+    call.audit("token.create", target=f"token {view.id}",
                detail={"username": owner, "name": body.name, "scope": body.scope})
     return Reply(view, 201)
 
@@ -75,8 +77,7 @@ def revoke_token(call: Call) -> Reply:
     if len(token_id) > 32:
         raise InvalidInput("token", "is not a token id (the 16 characters after qlt_)")
     view = accounts.token_revoke_as(call.who, token_id)  # one you may not see: 404, as unknown
-    call.audit("token.revoke", target=f"token {view['id']}",
-               detail={"username": view["username"]})
+    call.audit("token.revoke", target=f"token {view.id}", detail={"username": view.username})
     return Reply(view)
 
 
@@ -85,14 +86,14 @@ def list_users(call: Call) -> Reply:
 
 
 def create_user(call: Call) -> Reply:
-    body: s.UserCreateRequest = call.body
+    body: rq.UserCreateRequest = call.body
     view = call.backend.accounts.user_create(body.username, body.role, body.password)
     call.audit("user.create", target=f"user {body.username}", detail={"role": body.role})
     return Reply(view, 201)
 
 
 def update_user(call: Call) -> Reply:
-    body: s.UserUpdateRequest = call.body
+    body: rq.UserUpdateRequest = call.body
     username = check_username(call.path["username"])
     if username == call.who.username and (body.disabled or body.role not in (None, "admin")):
         raise InvalidInput("username", "an admin cannot disable or demote themselves "
@@ -115,13 +116,13 @@ def audit_log(call: Call) -> Reply:
                                                limit + 1)
     shown = entries[:limit]
     more = len(entries) > limit
-    return Reply({"items": shown, "next_cursor": str(shown[-1]["id"]) if more else None})
+    return Reply(views.AuditPageView(items=shown, next_cursor=str(shown[-1].id) if more else None))
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/api/v1/session", login, "Log in: a session cookie (HttpOnly, Secure, "
-             "SameSite=Strict) and its CSRF token", "accounts", None, body=s.LoginRequest,
-             response=s.SessionView,
+             "SameSite=Strict) and its CSRF token", "accounts", None, body=rq.LoginRequest,
+             response=views.SessionView,
              description="Failed logins are limited per user name (5 in 15 minutes) and per "
                          "client address (30), or, for a browser that sends the device cookie "
                          "`ql_device` of an earlier login of that user, per device (5): beyond "
@@ -131,32 +132,32 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "QL_INSECURE_TRANSPORT: a browser would drop the Secure cookie.",
              atomic=False),  # a refused login keeps its count (the throttle)
     Endpoint("GET", "/api/v1/session", whoami, "Who you are, and how you proved it",
-             "accounts", Level.READ, response=s.PrincipalView),
+             "accounts", Level.READ, response=views.PrincipalView),
     Endpoint("DELETE", "/api/v1/session", logout, "Log out (ends the session)", "accounts",
              Level.READ, status=204),
     Endpoint("GET", TOKENS, list_tokens, "List your API tokens (all=true: everyone's, admins "
-             "only)", "accounts", Level.READ, response=s.TokenView, many=True,
+             "only)", "accounts", Level.READ, response=views.TokenView, many=True,
              query=(Query("all", "bool", "Every user's tokens (admins)", default=False),)),
     Endpoint("POST", TOKENS, create_token, "Create an API token: the token is in this answer "
-             "only", "accounts", Level.READ, body=s.TokenCreateRequest,
-             response=s.TokenCreatedView, status=201,
+             "only", "accounts", Level.READ, body=rq.TokenCreateRequest,
+             response=views.TokenCreatedView, status=201,
              description="With a session; with a token only if its scope is admin. The scope "
                          "can be at most your role's. Another user's token: admins only."),
     Endpoint("DELETE", TOKENS + "/{token}", revoke_token, "Revoke an API token (yours; anyone's "
-             "for admins)", "accounts", Level.READ, response=s.TokenView,
+             "for admins)", "accounts", Level.READ, response=views.TokenView,
              description="Another user's token, without the admin scope, answers 404 like a "
                          "token that does not exist."),
     Endpoint("GET", USERS, list_users, "List users", "accounts", Level.ADMIN,
-             response=s.UserView, many=True),
+             response=views.UserView, many=True),
     Endpoint("POST", USERS, create_user, "Create a user", "accounts", Level.ADMIN,
-             body=s.UserCreateRequest, response=s.UserView, status=201),
+             body=rq.UserCreateRequest, response=views.UserView, status=201),
     Endpoint("PATCH", USERS + "/{username}", update_user, "Change a user's role, password or "
              "disabled state (a new password or disabling ends their sessions and revokes their "
              "tokens)", "accounts",
-             Level.ADMIN, body=s.UserUpdateRequest, response=s.UserView),
+             Level.ADMIN, body=rq.UserUpdateRequest, response=views.UserView),
     Endpoint("GET", "/api/v1/audit", audit_log, "The audit log: who published, paused, "
              "cancelled or ran what, newest first", "accounts", Level.ADMIN,
-             response=s.AuditPageView,
+             response=views.AuditPageView,
              query=(Query("limit", "int", "Entries per page", 1, 1000, default=100),
                     Query("cursor", "str", "next_cursor of the previous page"))),
 )

@@ -8,7 +8,9 @@ from qinglong.domain.backfill import MAX_OCCURRENCES, BackfillRequest
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.service.accounts import Level
 from qinglong.service.backfill import plan_view, summary_view
-from qinglong.web import schemas as s
+from qinglong.service.views.reports import BackfillView
+from qinglong.service.views.system import Problem
+from qinglong.web import requests as rq
 from qinglong.web.problems import problem_body
 from qinglong.web.routing import Call, Endpoint, Reply, read_instant
 
@@ -16,7 +18,7 @@ API_RATE = 200.0  # admissions per second: a full window (10,000) answers within
 
 
 def backfill(call: Call) -> Reply:
-    body: s.BackfillRequest = call.body
+    body: rq.BackfillRequest = call.body
     request = BackfillRequest(
         project_id=project_id(call.path["project"]),
         trigger_id=entity_id(call.path["trigger"], "trigger"),
@@ -25,16 +27,17 @@ def backfill(call: Call) -> Reply:
     backfills = call.backend.backfills
     plan = backfills.plan(request)  # refuses (writing nothing) a window that is not the past
     if body.dry_run:
-        return Reply({**plan_view(plan), "dry_run": True})
+        return Reply(plan_view(plan))
     progress = backfills.run(plan, rate=API_RATE, stop=call.backend.closing)
     view = summary_view(plan, progress, API_RATE)
     target = f"trigger {request.trigger_id}"
     if progress.error is not None:
         if not progress.admitted:
             raise progress.error  # nothing was written: the error is the answer
-        view["error"] = problem_body(progress.error)
+        view = view.model_copy(update={"error": Problem.model_validate(
+            problem_body(progress.error))})
     call.audit("trigger.backfill", project=request.project_id, target=target,
-               detail={"from": view["from"], "to": view["to"], "state": view["state"],
+               detail={"from": view.from_, "to": view.to, "state": view.state,
                        "admitted": progress.admitted, "already_had_run": progress.existing,
                        "skipped": progress.skipped})
     return Reply(view, 201 if progress.admitted else 200)
@@ -54,7 +57,7 @@ DESCRIPTION = (
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/api/v1/projects/{project}/triggers/{trigger}/backfill", backfill,
              "Backfill a trigger: admit its past occurrences in a window that have no Run, "
-             "one Run each", "triggers", Level.OPERATE, body=s.BackfillRequest,
-             response=s.BackfillView, also=(201,), description=DESCRIPTION,
+             "one Run each", "triggers", Level.OPERATE, body=rq.BackfillRequest,
+             response=BackfillView, also=(201,), description=DESCRIPTION,
              atomic=False),  # admits in chunks, each its own commit
 )

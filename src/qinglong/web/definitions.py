@@ -20,9 +20,9 @@ from qinglong.service.params import (
     TriggerResumeParams,
 )
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
-from qinglong.service.views import View
+from qinglong.service.views import reports, tasks, triggers
 from qinglong.service.working_directory import check_directory_here
-from qinglong.web import schemas as s
+from qinglong.web import requests as rq
 from qinglong.web.routing import Call, Endpoint, Query, Reply, read_instant
 
 P = "/api/v1/projects/{project}"
@@ -44,8 +44,8 @@ def _trigger(call: Call) -> tuple[str, str]:
     return _project(call), entity_id(call.path["trigger"], "trigger")
 
 
-def _published(view: View) -> Reply:
-    return Reply(view, 201 if view["created"] else 200)
+def _published(view: tasks.TaskPublishView | triggers.TriggerPublishView) -> Reply:
+    return Reply(view, 201 if view.created else 200)
 
 
 # --- projects ---------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def list_projects(call: Call) -> Reply:
 
 
 def create_project(call: Call) -> Reply:
-    body: s.ProjectCreateRequest = call.body
+    body: rq.ProjectCreateRequest = call.body
     view = call.backend.catalog.project_create(body.id, body.name)
     call.audit("project.create", project=body.id, target=f"project {body.id}")
     return Reply(view, 201)
@@ -65,7 +65,7 @@ def create_project(call: Call) -> Reply:
 def show_project(call: Call) -> Reply:
     wanted = _project(call)
     for view in call.backend.catalog.project_list():
-        if view["id"] == wanted:
+        if view.id == wanted:
             return Reply(view)
     raise NotFound("project", wanted)
 
@@ -82,7 +82,7 @@ def _project_change(action: str) -> Endpoint:
     text = ("Archive a project: none of its triggers fire until it is unarchived"
             if action == "archive" else "Unarchive a project: its triggers fire again")
     return Endpoint("POST", f"{P}/{action}", handler, text, "projects", Level.ADMIN,
-                    body=s.Empty, response=s.ProjectView)
+                    body=rq.Empty, response=tasks.ProjectView)
 
 
 UNTIL_RULE = ("must be a duration from now (10m, 2h, 1d), an RFC 3339 time (e.g. "
@@ -109,7 +109,7 @@ def _until(call: Call, value: str | int | None) -> int | None:
 
 
 def pause_project(call: Call) -> Reply:
-    body: s.PauseRequest = call.body
+    body: rq.PauseRequest = call.body
     project = _project(call)
     views = call.backend.catalog.project_pause(ProjectPauseParams(
         project_id=project, actor=call.who.username, until_ms=_until(call, body.until),
@@ -144,16 +144,16 @@ def task_diff(call: Call) -> Reply:
                                                 call.query["to"]))
 
 
-def _command(body: s.TaskPublishRequest) -> ArgvCommand | ShellCommand | None:
+def _command(body: rq.TaskPublishRequest) -> ArgvCommand | ShellCommand | None:
     given = body.command
-    if isinstance(given, s.ShellCommandRequest):
+    if isinstance(given, rq.ShellCommandRequest):
         return ShellCommand(command=given.command, shell=given.shell or "/bin/sh")
-    if isinstance(given, s.ArgvCommandRequest):
+    if isinstance(given, rq.ArgvCommandRequest):
         return ArgvCommand(file=given.argv[0], args=tuple(given.argv[1:]))
     return None
 
 
-def _retry(body: s.TaskPublishRequest) -> dict[str, object]:
+def _retry(body: rq.TaskPublishRequest) -> dict[str, object]:
     if body.retry is None:
         return {}
     given = {name: getattr(body.retry, name) for name in body.retry.model_fields_set}
@@ -163,7 +163,7 @@ def _retry(body: s.TaskPublishRequest) -> dict[str, object]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-def task_patch(body: s.TaskPublishRequest) -> TaskPatch:
+def task_patch(body: rq.TaskPublishRequest) -> TaskPatch:
     given = body.model_fields_set
     return TaskPatch(
         command=_command(body),
@@ -182,16 +182,16 @@ def task_patch(body: s.TaskPublishRequest) -> TaskPatch:
 
 
 def publish_task(call: Call) -> Reply:
-    body: s.TaskPublishRequest = call.body
+    body: rq.TaskPublishRequest = call.body
     project, task = _task(call)
-    keep_shell = isinstance(body.command, s.ShellCommandRequest) and body.command.shell is None
+    keep_shell = isinstance(body.command, rq.ShellCommandRequest) and body.command.shell is None
     check_directory_here(body.working_directory, call.backend.commands_run_here)  # as the CLI
     view = call.backend.catalog.task_publish(PublishTask(
         project_id=project, task_id=task, patch=task_patch(body), name=body.name,
         enabled=body.enabled, repin_triggers=body.repin_triggers, keep_shell=keep_shell))
     call.audit("task.publish", project=project, target=f"task {task}",
-               detail={"revision": view["revision"], "created": view["created"],
-                       "restored": view["restored"],
+               detail={"revision": view.revision, "created": view.created,
+                       "restored": view.restored,
                        "environment_set": sorted((body.environment or {}).keys())})
     return _published(view)
 
@@ -203,13 +203,13 @@ def _task_switch(enabled: bool) -> Endpoint:
         project, task = _task(call)
         view = call.backend.catalog.task_set_enabled(project, task, enabled)
         call.audit(f"task.{word}", project=project, target=f"task {task}",
-                   detail={"revision": view["revision"], "created": view["created"]})
+                   detail={"revision": view.revision, "created": view.created})
         return Reply(view)
 
     text = ("Enable a task (its triggers are re-pinned)" if enabled
             else "Disable a task: publishes a disabled revision; its triggers stop")
-    return Endpoint("POST", f"{T}/{word}", handler, text, "tasks", Level.OPERATE, body=s.Empty,
-                    response=s.TaskPublishView)
+    return Endpoint("POST", f"{T}/{word}", handler, text, "tasks", Level.OPERATE, body=rq.Empty,
+                    response=tasks.TaskPublishView)
 
 
 def delete_task(call: Call) -> Reply:
@@ -244,7 +244,7 @@ def show_trigger(call: Call) -> Reply:
     return Reply(found[0])
 
 
-def _overlap(body: s.TriggerPublishRequest) -> Overlap | None:
+def _overlap(body: rq.TriggerPublishRequest) -> Overlap | None:
     if body.overlap is None:
         if body.overlap_queue_limit is not None:
             raise InvalidInput("overlap_queue_limit", "give it with overlap queue")
@@ -254,16 +254,17 @@ def _overlap(body: s.TriggerPublishRequest) -> Overlap | None:
                    else body.overlap_queue_limit)
 
 
-def _publish_trigger(call: Call, params: TriggerPublishParams, action: str) -> View:
+def _publish_trigger(call: Call, params: TriggerPublishParams,
+                     action: str) -> triggers.TriggerPublishView:
     view = call.backend.catalog.trigger_publish(params)
     call.audit(action, project=params.project_id, target=f"trigger {params.trigger_id}",
-               detail={"revision": view["revision"], "created": view["created"],
-                       "restored": view["restored"]})
+               detail={"revision": view.revision, "created": view.created,
+                       "restored": view.restored})
     return view
 
 
 def publish_trigger(call: Call) -> Reply:
-    body: s.TriggerPublishRequest = call.body
+    body: rq.TriggerPublishRequest = call.body
     project, trigger = _trigger(call)
     if body.task is not None:
         entity_id(body.task, "task")
@@ -286,11 +287,11 @@ def _trigger_switch(enabled: bool) -> Endpoint:
     text = ("Start a disabled trigger again, pinned to its task's current revision" if enabled
             else "Stop a trigger: publishes a disabled revision")
     return Endpoint("POST", f"{G}/{word}", handler, text, "triggers", Level.OPERATE,
-                    body=s.Empty, response=s.TriggerPublishView)
+                    body=rq.Empty, response=triggers.TriggerPublishView)
 
 
 def pause_trigger(call: Call) -> Reply:
-    body: s.PauseRequest = call.body
+    body: rq.PauseRequest = call.body
     project, trigger = _trigger(call)
     view = call.backend.catalog.trigger_pause(TriggerPauseParams(
         project_id=project, trigger_id=trigger, actor=call.who.username,
@@ -339,58 +340,58 @@ def preview(call: Call) -> Reply:
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/projects", list_projects, "List projects", "projects", Level.READ,
-             response=s.ProjectView, many=True),
+             response=tasks.ProjectView, many=True),
     Endpoint("POST", "/api/v1/projects", create_project, "Create a project", "projects",
-             Level.ADMIN, body=s.ProjectCreateRequest, response=s.ProjectView, status=201),
+             Level.ADMIN, body=rq.ProjectCreateRequest, response=tasks.ProjectView, status=201),
     Endpoint("GET", P, show_project, "Show a project", "projects", Level.READ,
-             response=s.ProjectView),
+             response=tasks.ProjectView),
     _project_change("archive"),
     _project_change("unarchive"),
     Endpoint("POST", f"{P}/pause", pause_project, "Pause every trigger of a project",
-             "projects", Level.OPERATE, body=s.PauseRequest, response=s.TriggerView, many=True),
+             "projects", Level.OPERATE, body=rq.PauseRequest, response=triggers.TriggerView, many=True),
     Endpoint("POST", f"{P}/resume", resume_project, "Resume the paused triggers of a project",
-             "projects", Level.OPERATE, body=s.Empty, response=s.TriggerView, many=True),
+             "projects", Level.OPERATE, body=rq.Empty, response=triggers.TriggerView, many=True),
     Endpoint("GET", f"{P}/tasks", list_tasks, "List the tasks of a project (current revisions; "
-             "environment names only)", "tasks", Level.READ, response=s.TaskView, many=True,
+             "environment names only)", "tasks", Level.READ, response=tasks.TaskView, many=True,
              query=(ALL,)),
     Endpoint("GET", T, show_task, "Show a task with every revision and what each changed",
-             "tasks", Level.READ, response=s.TaskShowView),
+             "tasks", Level.READ, response=tasks.TaskShowView),
     Endpoint("POST", f"{T}/revisions", publish_task,
              "Publish a task revision (what is left out keeps its value; a no-op when nothing "
-             "changes: 200, else 201)", "tasks", Level.ADMIN, body=s.TaskPublishRequest,
-             response=s.TaskPublishView, also=(201,)),
+             "changes: 200, else 201)", "tasks", Level.ADMIN, body=rq.TaskPublishRequest,
+             response=tasks.TaskPublishView, also=(201,)),
     Endpoint("GET", f"{T}/diff", task_diff, "What changed between two revisions of a task",
-             "tasks", Level.READ, response=s.TaskDiffView,
+             "tasks", Level.READ, response=tasks.TaskDiffView,
              query=(Query("from", "int", "Older revision (default: the one before to)", 1),
                     Query("to", "int", "Newer revision (default: the latest)", 1))),
     _task_switch(True),
     _task_switch(False),
     Endpoint("DELETE", T, delete_task, "Delete a task (refused while triggers use it)", "tasks",
-             Level.ADMIN, response=s.TaskView),
+             Level.ADMIN, response=tasks.TaskView),
     Endpoint("GET", "/api/v1/triggers", list_all_triggers,
              "List triggers with their state and next fire times", "triggers", Level.READ,
-             response=s.TriggerView, many=True,
+             response=triggers.TriggerView, many=True,
              query=(Query("project", "str", "Only this project"), NEXT, ALL)),
     Endpoint("GET", f"{P}/triggers", list_triggers, "List the triggers of a project",
-             "triggers", Level.READ, response=s.TriggerView, many=True, query=(NEXT, ALL)),
+             "triggers", Level.READ, response=triggers.TriggerView, many=True, query=(NEXT, ALL)),
     Endpoint("GET", G, show_trigger, "Show a trigger: its state and next fire times",
-             "triggers", Level.READ, response=s.TriggerView, query=(NEXT,)),
+             "triggers", Level.READ, response=triggers.TriggerView, query=(NEXT,)),
     Endpoint("POST", f"{G}/revisions", publish_trigger,
              "Publish a trigger revision (its schedule restarts from now; a no-op when nothing "
-             "changes: 200, else 201)", "triggers", Level.ADMIN, body=s.TriggerPublishRequest,
-             response=s.TriggerPublishView, also=(201,)),
+             "changes: 200, else 201)", "triggers", Level.ADMIN, body=rq.TriggerPublishRequest,
+             response=triggers.TriggerPublishView, also=(201,)),
     _trigger_switch(True),
     _trigger_switch(False),
     Endpoint("POST", f"{G}/pause", pause_trigger, "Pause a trigger from now, until resumed or "
-             "until a time", "triggers", Level.OPERATE, body=s.PauseRequest,
-             response=s.TriggerView),
+             "until a time", "triggers", Level.OPERATE, body=rq.PauseRequest,
+             response=triggers.TriggerView),
     Endpoint("POST", f"{G}/resume", resume_trigger, "End a trigger's pause now", "triggers",
-             Level.OPERATE, body=s.Empty, response=s.TriggerView),
+             Level.OPERATE, body=rq.Empty, response=triggers.TriggerView),
     Endpoint("DELETE", G, delete_trigger, "Delete a trigger", "triggers", Level.ADMIN,
-             response=s.TriggerView),
+             response=triggers.TriggerView),
     Endpoint("GET", f"{G}/ledger", trigger_ledger,
              "The occurrence ledger: every nominal time in a window and its fate", "triggers",
-             Level.READ, response=s.LedgerView,
+             Level.READ, response=reports.LedgerView,
              query=(Query("from", "instant", "Start of the window (default: an hour before its "
                                              "end)"),
                     Query("to", "instant", "End of the window (default: now, then the next 3 "
@@ -399,7 +400,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                           default=50))),
     Endpoint("GET", "/api/v1/cron/preview", preview,
              "The next occurrences of a schedule in a zone, with DST marks", "triggers",
-             Level.READ, response=s.PreviewView,
+             Level.READ, response=reports.PreviewView,
              query=(Query("cron", "str", "A cron expression, e.g. 30 2 * * *"),
                     Query("schedule", "str", "Or any schedule: a cron expression, every "
                                              "DURATION [from TIME], at TIME"),

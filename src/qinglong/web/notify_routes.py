@@ -28,14 +28,16 @@ from qinglong.domain.notify.presets import preset_target
 from qinglong.domain.notify.templates import parse_body_template
 from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
-from qinglong.service.notification_views import (
+from qinglong.service.notifications import MAX_LIST
+from qinglong.service.views import notify as views
+from qinglong.service.views.notify import (
+    RuleRemovedView,
     channel_view,
     delivery_view,
     rule_view,
     sent_test_view,
 )
-from qinglong.service.notifications import MAX_LIST
-from qinglong.web import schemas as s
+from qinglong.web import requests as rq
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 
 N = "/api/v1/notify"
@@ -61,7 +63,7 @@ def _naming(fields: dict[str, str]) -> Iterator[None]:
         raise InvalidInput(name, exc.rule) from None
 
 
-def _refuse(kind: str, body: s.ChannelRequest, *names: str) -> None:
+def _refuse(kind: str, body: rq.ChannelRequest, *names: str) -> None:
     given = body.model_fields_set
     for name in names:
         if name in given and getattr(body, name) not in (None, [], {}, False):
@@ -73,7 +75,7 @@ _SMTP = ("smtp_host", "smtp_port", "smtp_security", "smtp_user", "from_", "to")
 _TEMPLATE = ("method", "body_template", "content_type")
 
 
-def _target(body: s.ChannelRequest) -> Target:
+def _target(body: rq.ChannelRequest) -> Target:
     headers = tuple(parse_header(text, "headers") for text in body.headers)
     params = tuple(body.params.items())
     if body.kind == "webhook":
@@ -105,7 +107,7 @@ def _target(body: s.ChannelRequest) -> Target:
                           headers=headers, params=params)
 
 
-def _spec(body: s.ChannelRequest) -> ChannelSpec:
+def _spec(body: rq.ChannelRequest) -> ChannelSpec:
     with _naming(_FIELDS):
         check_name(body.name)
         return channel_spec(body.name, _target(body), timeout_ms=body.timeout_ms,
@@ -132,7 +134,7 @@ def show_channel(call: Call) -> Reply:
 
 
 def put_channel(call: Call) -> Reply:
-    body: s.ChannelRequest = call.body
+    body: rq.ChannelRequest = call.body
     spec = _spec(body)
     notifications = call.backend.notifications
     saved = notifications.save_channel(spec, body.secret, replace=body.replace,
@@ -148,7 +150,7 @@ def remove_channel(call: Call) -> Reply:
     name = _channel(call)
     item = call.backend.notifications.remove_channel(name)
     call.audit("notify.channel.remove", target=f"channel {name}")
-    return Reply({**channel_view(item), "removed": True})
+    return Reply(channel_view(item).extended(views.ChannelView, removed=True))
 
 
 def send_test(call: Call) -> Reply:
@@ -168,7 +170,7 @@ def list_rules(call: Call) -> Reply:
         channel=q["channel"], project_id=q["project"])])
 
 
-def _rule_target(body: s.RuleRequest) -> None:
+def _rule_target(body: rq.RuleRequest) -> None:
     with _naming({"channel": "channel"}):
         check_name(body.channel)
     project_id(body.project)
@@ -179,7 +181,7 @@ def _rule_target(body: s.RuleRequest) -> None:
 
 
 def add_rule(call: Call) -> Reply:
-    body: s.RuleRequest = call.body
+    body: rq.RuleRequest = call.body
     _rule_target(body)
     events = parse_events(body.events, "events") if body.events else DEFAULT_EVENTS
     rules = call.backend.notifications.add_rule(body.channel, body.project, body.task, events)
@@ -189,7 +191,7 @@ def add_rule(call: Call) -> Reply:
 
 
 def remove_rule(call: Call) -> Reply:
-    body: s.RuleRequest = call.body
+    body: rq.RuleRequest = call.body
     _rule_target(body)
     events = parse_events(body.events, "events") if body.events else None
     removed = call.backend.notifications.remove_rule(body.channel, body.project, body.task,
@@ -197,7 +199,7 @@ def remove_rule(call: Call) -> Reply:
     call.audit("notify.rule.remove", project=body.project, target=f"channel {body.channel}",
                detail={"task": body.task, "events": None if events is None
                        else [e.value for e in events], "removed": removed})
-    return Reply({"removed": removed})
+    return Reply(RuleRemovedView(removed=removed))
 
 
 # --- deliveries -------------------------------------------------------------------------
@@ -227,40 +229,40 @@ SECRETS = ("The secret (an HMAC key, an SMTP password, a bot token, a device key
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", N + "/channels", list_channels, "List notification channels with their "
              "rules (secrets show as set or not set)", "notify", Level.READ,
-             response=s.ChannelView, many=True),
+             response=views.ChannelView, many=True),
     Endpoint("POST", N + "/channels", put_channel, "Add a notification channel (replace: "
              "change an existing one; 201 when added, 200 when replaced)", "notify",
-             Level.ADMIN, body=s.ChannelRequest, response=s.ChannelView, status=201,
+             Level.ADMIN, body=rq.ChannelRequest, response=views.ChannelView, status=201,
              also=(200,), description=SECRETS),
     Endpoint("GET", C, show_channel, "Show a notification channel and its rules", "notify",
-             Level.READ, response=s.ChannelView),
+             Level.READ, response=views.ChannelView),
     Endpoint("DELETE", C, remove_channel, "Remove a channel and its rules; its secret is "
              "erased and deliveries still waiting for it are not sent", "notify", Level.ADMIN,
-             response=s.ChannelView),
+             response=views.ChannelView),
     Endpoint("POST", C + "/test", send_test, "Send a test notification now (event "
              "notify.test, not through the outbox) and say what the receiver answered",
-             "notify", Level.OPERATE, body=s.Empty, response=s.NotifyTestView,
+             "notify", Level.OPERATE, body=rq.Empty, response=views.NotifyTestView,
              description="200 either way: delivered says whether the receiver accepted it "
                          "(the send is bounded by the channel's timeout).",
              atomic=False),  # no transaction held open while the receiver answers
     Endpoint("GET", N + "/rules", list_rules, "List notification rules", "notify", Level.READ,
-             response=s.RuleView, many=True,
+             response=views.RuleView, many=True,
              query=(Query("channel", "str", "Only this channel"),
                     Query("project", "str", "Only this project"))),
     Endpoint("POST", N + "/rules", add_rule, "Tell a channel about events of a project (or of "
              "one task); a rule covers what happens after it was added", "notify",
-             Level.ADMIN, body=s.RuleRequest, response=s.RuleView, many=True, status=201),
+             Level.ADMIN, body=rq.RuleRequest, response=views.RuleView, many=True, status=201),
     Endpoint("POST", N + "/rules/remove", remove_rule, "Stop telling a channel about a "
              "project (or task): the whole rule, or some events", "notify", Level.ADMIN,
-             body=s.RuleRequest, response=s.RuleRemovedView),
+             body=rq.RuleRequest, response=views.RuleRemovedView),
     Endpoint("GET", N + "/deliveries", list_deliveries, "The outbox, newest first: each "
              "notification for each channel with its status, attempts and last error",
-             "notify", Level.READ, response=s.DeliveryView, many=True,
+             "notify", Level.READ, response=views.DeliveryView, many=True,
              query=(Query("status", "choice", "Only this status",
                           choices=tuple(status.value for status in DeliveryStatus)),
                     Query("channel", "str", "Only this channel"),
                     Query("limit", "int", "How many", 1, MAX_LIST, default=50))),
     Endpoint("POST", N + "/deliveries/{delivery}/retry", retry_delivery, "Send a dead "
              "delivery again from its first attempt (its id, or the start of it)", "notify",
-             Level.OPERATE, body=s.Empty, response=s.DeliveryView),
+             Level.OPERATE, body=rq.Empty, response=views.DeliveryView),
 )

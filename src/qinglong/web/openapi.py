@@ -1,8 +1,10 @@
 """The OpenAPI 3.1 document, built from the route table: every route with its parameters,
 its request body and its responses (the success shape and the problem shape of every error
-it can give), the schemas generated from ``web.schemas``. Every pattern and bound the server
-checks is stated from the definition it checks with: path parameters from
-``routing.IDENTIFIERS``, query parameters from their ``Query``, body fields from the models."""
+it can give), the schemas generated from the request models (``web.requests``) and the
+service's views (``service.views``), the same models the answers are serialized from.
+Every pattern and bound the server checks is stated from the definition it checks with: path
+parameters from ``routing.IDENTIFIERS``, query parameters from their ``Query``, body fields
+from the models."""
 
 from __future__ import annotations
 
@@ -12,15 +14,15 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from qinglong import __version__
-from qinglong.web import schemas as s
+from qinglong.service.views.system import EndEventData, LogEventData, Problem
+from qinglong.web.requests import LoginRequest
 from qinglong.web.routing import IDENTIFIERS, Endpoint
 
 REF = "#/components/schemas/{model}"
 _PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
 PROBLEM_MEDIA = "application/problem+json"
 EVENT_STREAM = "text/event-stream"
-EVENTS: dict[str, type[Any]] = {"log": s.LogEventData, "end": s.EndEventData,
-                                 "error": s.Problem}
+EVENTS: dict[str, type[Any]] = {"log": LogEventData, "end": EndEventData, "error": Problem}
 EVENTS_TEXT = ("Server-sent events: `log` events (data: {\"text\": ...}) while the output "
                "grows, then `end` (data: {\"status\": ...}) when the Run has ended, or `error` "
                "(data: a Problem); comment lines keep the stream alive.")
@@ -32,7 +34,7 @@ def _ref(model: type[Any]) -> dict[str, object]:
 
 def _problem(description: str) -> dict[str, object]:
     return {"description": description,
-            "content": {PROBLEM_MEDIA: {"schema": _ref(s.Problem)}}}
+            "content": {PROBLEM_MEDIA: {"schema": _ref(Problem)}}}
 
 
 def _responses(endpoint: Endpoint) -> dict[str, object]:
@@ -54,7 +56,7 @@ def _responses(endpoint: Endpoint) -> dict[str, object]:
                                     "session)")
         responses["403"] = _problem("The role or token scope is not enough, or a session "
                                     "write without its CSRF token")
-    elif endpoint.body is s.LoginRequest:
+    elif endpoint.body is LoginRequest:
         responses["401"] = _problem("Wrong user name or password")
         responses["429"] = _problem("Too many failed logins (see Retry-After)")
     if endpoint.path.startswith("/api/"):
@@ -126,10 +128,13 @@ def _operation(endpoint: Endpoint) -> dict[str, object]:
 
 
 def build_openapi(endpoints: tuple[Endpoint, ...]) -> dict[str, object]:
-    models = {e.body for e in endpoints if e.body is not None} | set(s.RESPONSE_MODELS)
-    _, top = models_json_schema([(model, "validation") for model in
-                                 sorted(models, key=lambda m: m.__name__)],
-                                ref_template=REF)
+    bodies = {e.body for e in endpoints if e.body is not None}
+    answers = {e.response for e in endpoints if e.response is not None} | set(EVENTS.values())
+    # requests as they are read, answers as they are written (``from_`` is sent as ``from``)
+    _, top = models_json_schema(
+        [*((model, "validation") for model in sorted(bodies, key=lambda m: m.__name__)),
+         *((model, "serialization") for model in sorted(answers, key=lambda m: m.__name__))],
+        ref_template=REF)
     paths: dict[str, dict[str, object]] = {}
     for endpoint in endpoints:
         paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = _operation(endpoint)

@@ -23,6 +23,7 @@ from qinglong.errors import (
     Unauthenticated,
 )
 from qinglong.service.errors import http_status_for, problem
+from qinglong.service.views.base import jsonable
 
 PROBLEM_MEDIA = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -73,10 +74,11 @@ def json_bytes(content: Any) -> bytes:
 
 
 class JsonAnswer(JSONResponse):
-    """A JSON answer rendered by ``json_bytes``."""
+    """A JSON answer rendered by ``json_bytes``: the one place a reply's body (a view, a list
+    of views, or plain JSON) becomes JSON, each view as its JSON form."""
 
     def render(self, content: Any) -> bytes:
-        return json_bytes(content)
+        return json_bytes(jsonable(content))
 
 
 def field_name(field: str) -> str:

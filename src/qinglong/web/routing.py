@@ -31,7 +31,7 @@ from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, Unsupport
 from qinglong.service.accounts import USERNAME_RULE, Level, Principal
 from qinglong.service.logins import USERNAME
 from qinglong.web.backend import WebBackend
-from qinglong.web.schemas import Request
+from qinglong.web.requests import Request
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_PARAMETER_CHARS = 1024

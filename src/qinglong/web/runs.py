@@ -14,8 +14,9 @@ from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
 from qinglong.service.params import RunListParams
 from qinglong.service.runs import LogPiece
-from qinglong.service.views import View
-from qinglong.web import schemas as s
+from qinglong.service.views import reports
+from qinglong.service.views import runs as run_views
+from qinglong.web import requests as rq
 from qinglong.web.routing import Call, Endpoint, Query, Reply
 from qinglong.web.sse import log_events
 
@@ -59,24 +60,24 @@ def show_run(call: Call) -> Reply:
 
 def cancel_run(call: Call) -> Reply:
     view = call.backend.runs_for(call.who.username).run_cancel(_run_id(call), "user")
-    call.audit("run.cancel", project=str(view["project"]), target=f"run {view['id']}",
-               detail={"cancel": view["cancel"], "status": view["status"]})
+    call.audit("run.cancel", project=view.project, target=f"run {view.id}",
+               detail={"cancel": view.cancel, "status": view.status})
     return Reply(view)
 
 
 def _request_id(call: Call) -> str | None:
-    body: s.RunNowRequest = call.body
+    body: rq.RunNowRequest = call.body
     header = call.headers.get("idempotency-key")
     if header is not None and body.request_id is not None and header != body.request_id:
         raise InvalidInput("request_id", "differs from the Idempotency-Key header: send one")
     return body.request_id if body.request_id is not None else header
 
 
-def _admitted(call: Call, view: View, target: str) -> Reply:
-    call.audit("run.now", project=str(view["project"]), target=target,
-               detail={"run": view["id"], "request_id": view["request_id"],
-                       "admitted": view["admitted"]})
-    return Reply(view, 201 if view["admitted"] else 200)
+def _admitted(call: Call, view: run_views.RunNowView, target: str) -> Reply:
+    call.audit("run.now", project=view.project, target=target,
+               detail={"run": view.id, "request_id": view.request_id,
+                       "admitted": view.admitted})
+    return Reply(view, 201 if view.admitted else 200)
 
 
 def run_task(call: Call) -> Reply:
@@ -99,11 +100,8 @@ def run_logs(call: Call) -> Response:
     run_id = _run_id(call)
     runs = call.backend.runs
     detail = runs.run_show(run_id, 0)  # NotFound before anything is streamed
-    run = detail["run"]
-    assert isinstance(run, dict)
-    full_id = str(run["id"])
-    attempts = detail["attempts"]
-    assert isinstance(attempts, list)
+    full_id = detail.run.id
+    attempts = detail.attempts
     attempt = call.query["attempt"]
     if not attempts:
         raise InvalidInput("attempt", "the Run has no attempt")
@@ -124,9 +122,7 @@ def run_logs(call: Call) -> Response:
         return runs.log_stream(full_id, attempt=attempt, follow=True, wait=wait)
 
     def status() -> str:
-        shown = runs.run_show(full_id, 0)["run"]
-        assert isinstance(shown, dict)
-        return str(shown["status"])
+        return runs.run_show(full_id, 0).run.status
 
     return StreamingResponse(log_events(stream, status, closing=call.backend.closing),
                              media_type=EVENT_STREAM,
@@ -146,7 +142,7 @@ RUN_NOW = ("Client request id: the body's request_id or the Idempotency-Key head
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/runs", list_runs, "List Runs, newest occurrence first, a page at "
-             "a time", "runs", Level.READ, response=s.RunPageView,
+             "a time", "runs", Level.READ, response=run_views.RunPageView,
              query=(Query("project", "str", "Only this project"),
                     Query("task", "qualified", "Only Runs of this task (TASK or PROJECT/TASK)"),
                     Query("trigger", "qualified", "Only Runs of this trigger (TRIGGER or "
@@ -161,12 +157,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                     Query("cursor", "str", "next_cursor of the previous page"))),
     Endpoint("GET", R, show_run, "Show a Run (a full id or a unique prefix of 8+ characters) "
              "with its attempts, events and log tail", "runs", Level.READ,
-             response=s.RunDetailView,
+             response=run_views.RunDetailView,
              query=(Query("tail", "int", "Lines of the last attempt's log", 0, 10_000,
                           default=20),)),
     Endpoint("POST", f"{R}/cancel", cancel_run, "Cancel a Run (one nobody runs ends at once; a "
-             "running one is asked to stop)", "runs", Level.OPERATE, body=s.Empty,
-             response=s.RunCancelView),
+             "running one is asked to stop)", "runs", Level.OPERATE, body=rq.Empty,
+             response=run_views.RunCancelView),
     Endpoint("GET", f"{R}/logs", run_logs, "An attempt's output: whole or its tail as text, or "
              "followed live as server-sent events (follow=true or Accept: text/event-stream: "
              "events log {text}, then end {status}; comments keep the stream alive)", "runs",
@@ -178,14 +174,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                     Query("follow", "bool", "Stream until the Run ends", default=False))),
     Endpoint("POST", "/api/v1/projects/{project}/tasks/{task}/run", run_task,
              "Run a task now: one manual Run of its current revision", "runs", Level.OPERATE,
-             body=s.RunNowRequest, response=s.RunNowView, also=(201,), description=RUN_NOW),
+             body=rq.RunNowRequest, response=run_views.RunNowView, also=(201,), description=RUN_NOW),
     Endpoint("POST", "/api/v1/projects/{project}/triggers/{trigger}/fire", fire_trigger,
              "Fire a trigger now, outside its schedule", "runs", Level.OPERATE,
-             body=s.RunNowRequest, response=s.RunNowView, also=(201,), description=RUN_NOW),
+             body=rq.RunNowRequest, response=run_views.RunNowView, also=(201,), description=RUN_NOW),
     Endpoint("GET", "/api/v1/projects/{project}/stats", task_stats,
              "Per task and day: Runs, successes, failures, cancellations, overlap skips, the "
              "success rate, total and longest duration (a Run counts on the day it was admitted)", "stats", Level.READ,
-             response=s.StatsView,
+             response=reports.StatsView,
              query=(Query("task", "str", "Only this task"),
                     Query("from", "date", "First day (default: 6 days before to)"),
                     Query("to", "date", "Last day, included (default: today)"),

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Gauge, ProcessCollector
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 
 from qinglong import __version__
 from qinglong import metrics as ql_metrics
@@ -17,8 +17,9 @@ from qinglong.errors import QinglongError, StorageError
 from qinglong.service.accounts import Level
 from qinglong.service.processes import INSTANCE_STALE_MS, Instance
 from qinglong.service.times import rfc3339
-from qinglong.web import schemas as s
-from qinglong.web.problems import problem_response, status_for
+from qinglong.service.views.base import instant
+from qinglong.service.views.system import HealthView, InstanceView, Liveness
+from qinglong.web.problems import JsonAnswer, problem_response, status_for
 from qinglong.web.routing import Call, Endpoint, Reply
 
 ALIVE_WITHIN_MS = INSTANCE_STALE_MS  # seen this recently (and not stopped): alive
@@ -26,7 +27,7 @@ ALIVE_WITHIN_MS = INSTANCE_STALE_MS  # seen this recently (and not stopped): ali
 
 def livez(call: Call) -> Reply:
     del call
-    return Reply({"status": "alive"})
+    return Reply(Liveness(status="alive"))
 
 
 def readyz(call: Call) -> Response:
@@ -37,22 +38,23 @@ def readyz(call: Call) -> Response:
         return problem_response(exc if status_for(exc) == 503 else StorageError(exc.message))
     except Exception:  # noqa: BLE001 - an untranslated driver error: not ready all the same
         return problem_response(StorageError("the database does not answer"))
-    return JSONResponse({"status": "ready"})
+    return JsonAnswer(Liveness(status="ready"))
 
 
-def instance_view(item: Instance, now_ms: int) -> dict[str, object]:
-    return {"id": item.instance_id, "role": item.role, "host": item.host, "pid": item.pid,
-            "started_at": rfc3339(item.started_at_ms), "seen_at": rfc3339(item.seen_at_ms),
-            "stopped_at": rfc3339(item.stopped_at_ms),
-            "alive": item.stopped_at_ms is None and now_ms - item.seen_at_ms <= ALIVE_WITHIN_MS}
+def instance_view(item: Instance, now_ms: int) -> InstanceView:
+    return InstanceView(
+        id=item.instance_id, role=item.role, host=item.host, pid=item.pid,
+        started_at=instant(item.started_at_ms), seen_at=instant(item.seen_at_ms),
+        stopped_at=rfc3339(item.stopped_at_ms),
+        alive=item.stopped_at_ms is None and now_ms - item.seen_at_ms <= ALIVE_WITHIN_MS)
 
 
 def health(call: Call) -> Reply:
     now_ms = call.clock.now_ms()
     call.backend.ping()
-    return Reply({"status": "ok", "profile": call.backend.profile, "version": __version__,
-                  "time": rfc3339(now_ms),
-                  "instances": [instance_view(i, now_ms) for i in call.backend.processes.listed()]})
+    return Reply(HealthView(
+        status="ok", profile=call.backend.profile, version=__version__, time=instant(now_ms),
+        instances=[instance_view(i, now_ms) for i in call.backend.processes.listed()]))
 
 
 INSTANCE_ROLES = ("control", "worker", "web", "serve")
@@ -191,12 +193,12 @@ def docs_page(document: dict[str, object]) -> str:
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/livez", livez, "Alive while the process runs (no authentication)",
-             "system", None, response=s.Liveness),
+             "system", None, response=Liveness),
     Endpoint("GET", "/readyz", readyz, "Ready while the database answers (no authentication)",
-             "system", None, response=s.Liveness),
+             "system", None, response=Liveness),
     Endpoint("GET", "/api/v1/health", health, "Health: the database, and the processes "
              "serving it (replicas, workers, web servers)", "system", Level.READ,
-             response=s.HealthView),
+             response=HealthView),
     Endpoint("GET", "/metrics", metrics, "Prometheus metrics of this process (text exposition "
              "format; docs/metrics.md)", "system", Level.READ, media="text/plain",
              medias=("text/plain",)),

@@ -123,7 +123,7 @@ def backfill(project: str, trigger_id: str, from_ms: int, to_ms: int, rate: floa
         plan = backfills.plan(request)
         if dry_run:
             if as_json:
-                emit_json({**plan_view(plan), "dry_run": True})
+                emit_json(plan_view(plan))
                 return
             _say_plan(plan, None)
             if plan.to_admit:

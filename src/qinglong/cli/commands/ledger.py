@@ -67,30 +67,29 @@ def ledger(project: str, trigger_id: str, from_ms: int | None, to_ms: int | None
     if as_json:
         emit_json(view)
         return
-    occurrences = view["occurrences"]
-    assert isinstance(occurrences, list)
-    end = "now" if to_ms is None else view["to"]
-    say(f"{project}/{trigger_id}: occurrences from {view['from']} to {end}"
+    occurrences = view.occurrences
+    end = "now" if to_ms is None else view.to
+    say(f"{project}/{trigger_id}: occurrences from {view.from_} to {end}"
         + (" and the next ones" if to_ms is None else "") + ", newest first")
     rows = []
     for item in occurrences:
-        runs = item["runs"]
-        late = (item.get("due_at_ms", item["at_ms"]) - item["at_ms"]) // 1000
+        runs = item.runs
+        due_ms = item.at_ms if item.due_at_ms is None else item.due_at_ms
+        late = (due_ms - item.at_ms) // 1000
         rows.append((
-            _time_text(item["local"], item["at"]) + (f" +{late}s jitter" if late else ""),
-            item["fate"],
-            ", ".join(_short(run["id"]) for run in runs) or "-",
-            ", ".join(run["status"] if run["type"] == "cron" else f"{run['status']} ({run['type']})"
+            _time_text(item.local, item.at) + (f" +{late}s jitter" if late else ""),
+            item.fate,
+            ", ".join(_short(run.id) for run in runs) or "-",
+            ", ".join(run.status if run.type == "cron" else f"{run.status} ({run.type})"
                       for run in runs) or "-",
         ))
     emit_table(rows, ["TIME", "FATE", "RUN", "STATUS"])
-    counts = view["counts"]
-    assert isinstance(counts, dict)
+    counts = view.counts
     total = sum(counts.values())
     if total:
         say(f"{total} occurrence(s): " + ", ".join(f"{n} {fate}" for fate, n in counts.items()))
-    not_shown = view["not_shown"]
-    if isinstance(not_shown, int) and not_shown:
+    not_shown = view.not_shown
+    if not_shown:
         say(f"{not_shown} earlier occurrence(s) in the window not shown (--limit {limit}; "
             f"raise it, up to {MAX_LIMIT:,}, or move --from/--to)")
 

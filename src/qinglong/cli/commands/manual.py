@@ -19,7 +19,7 @@ from qinglong.cli.output import emit_json, say, when
 from qinglong.cli.params import database_url_option, json_option, project_option
 from qinglong.domain.manual import MAX_ACTOR, ManualRequest, actor_name, request_id
 from qinglong.ids import new_uuid
-from qinglong.service.views import View
+from qinglong.service.views.runs import RunNowView
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,15 +63,15 @@ def _admit(database_url: str, as_json: bool, request: ManualRequest, again: str)
     _say_admitted(view, request, again)
 
 
-def _say_admitted(view: View, request: ManualRequest, again: str) -> None:
-    run_id = str(view["id"])
+def _say_admitted(view: RunNowView, request: ManualRequest, again: str) -> None:
+    run_id = view.id
     target = request.target
-    if view["admitted"]:
-        say(f"admitted run {run_id} ({target}, requested by {view['requested_by']})")
+    if view.admitted:
+        say(f"admitted run {run_id} ({target}, requested by {view.requested_by})")
     else:
-        say(f"already admitted: run {run_id} ({target}, requested by {view['requested_by']} at "
-            f"{when(view['created_at_ms'])}, now {view['status']}); nothing new was admitted")  # type: ignore[arg-type]
-    if view["in_doubt"]:
+        say(f"already admitted: run {run_id} ({target}, requested by {view.requested_by} at "
+            f"{when(view.created_at_ms)}, now {view.status}); nothing new was admitted")
+    if view.in_doubt:
         say("(the database's reply to COMMIT was lost; the Run was found by its request id)")
     say(f"request id {request.request_id}: `{again} --request-id {request.request_id}` never "
         f"admits a second Run; `ql run show {run_id[:13]}` follows this one")

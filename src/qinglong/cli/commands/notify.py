@@ -31,13 +31,15 @@ from qinglong.domain.notify.events import DEFAULT_EVENTS, known_events, parse_ev
 from qinglong.domain.notify.model import Channel, DeliveryStatus
 from qinglong.domain.notify.presets import PRESETS
 from qinglong.errors import DeliveryFailed
-from qinglong.service.notification_views import (
+from qinglong.service.notifications import Notifications
+from qinglong.service.views.notify import (
+    ChannelView,
     channel_view,
     delivery_view,
     rule_view,
     sent_test_view,
+    target_view,
 )
-from qinglong.service.notifications import Notifications
 
 
 @contextlib.contextmanager
@@ -196,12 +198,12 @@ def channel_show(name: str, database_url: str, as_json: bool) -> None:
         emit_json(view)
         return
     say(f"channel   {item.name} ({item.spec.kind.value})")
-    for key, value in dict(view[item.spec.kind.value]).items():  # type: ignore[call-overload]
+    for key, value in target_view(item).to_json().items():
         if value not in (None, [], {}):
             shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) \
                 else value
             say(f"  {key:<13} {shown}")
-    say(f"secret    {view['secret']}")
+    say(f"secret    {view.secret}")
     retry = item.spec.retry
     say(f"retries   {retry.max_attempts} attempts, backoff {retry.backoff_ms} ms doubling to "
         f"{retry.max_backoff_ms} ms; timeout {item.spec.timeout_ms} ms")
@@ -220,7 +222,7 @@ def channel_remove(name: str, database_url: str, as_json: bool) -> None:
     with _notifications(database_url) as notifications:
         item = notifications.remove_channel(name)
     if as_json:
-        emit_json({**channel_view(item), "removed": True})
+        emit_json(channel_view(item).extended(ChannelView, removed=True))
         return
     say(f"removed channel {name} and its rules; deliveries still waiting for it will not be sent")
 

@@ -27,7 +27,7 @@ def create(project_id: str, name: str | None, database_url: str, as_json: bool) 
     if as_json:
         emit_json(created)
     else:
-        say(f"created project {created['id']}")
+        say(f"created project {created.id}")
 
 
 @project.command("list")
@@ -40,7 +40,7 @@ def list_projects(database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(items)
     else:
-        emit_table([(i["id"], i["name"], i["status"], i["created_at"]) for i in items],
+        emit_table([(i.id, i.name, i.status, i.created_at) for i in items],
                    ["PROJECT", "NAME", "STATUS", "CREATED"])
 
 
@@ -55,7 +55,7 @@ def archive(project_id: str, database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(archived)
     else:
-        say(f"archived project {archived['id']}")
+        say(f"archived project {archived.id}")
 
 
 @project.command()
@@ -73,7 +73,7 @@ def unarchive(project_id: str, database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(restored)
     else:
-        say(f"unarchived project {restored['id']}")
+        say(f"unarchived project {restored.id}")
 
 
 @project.command()
@@ -97,7 +97,9 @@ def pause(project_id: str, until_ms: int | None, reason: str | None, actor: str,
     if as_json:
         emit_json(views)
     else:
-        until = "until resumed" if until_ms is None else f"until {views[0]['pause']['until']}"  # type: ignore[index]
+        held = views[0].pause if views else None
+        until = ("until resumed" if until_ms is None or held is None
+                 else f"until {held.until}")
         say(f"paused {len(views)} trigger(s) of project {project_id} {until}")
 
 

@@ -12,6 +12,7 @@ from qinglong.cli.params import Instant, database_url_option, json_option
 from qinglong.domain.runs import RunStatus
 from qinglong.errors import StorageError
 from qinglong.service.params import RunListParams
+from qinglong.service.views.runs import RunView
 
 
 @click.group()
@@ -31,12 +32,12 @@ def _duration_text(ms: object) -> str:
     return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
-def _origin_text(item: dict[str, object]) -> str:
+def _origin_text(item: RunView) -> str:
     """``cron`` for a scheduled Run, ``manual:WHO`` for one somebody asked for (run now),
     ``backfill:WHO`` for a past occurrence somebody backfilled."""
-    if item["requested_by"] is not None:
-        return f"{item['trigger_type']}:{item['requested_by']}"
-    return str(item["trigger_type"])
+    if item.requested_by is not None:
+        return f"{item.trigger_type}:{item.requested_by}"
+    return item.trigger_type
 
 
 @run.command("list")
@@ -69,14 +70,14 @@ def list_runs(
     emit_table(
         [
             (
-                str(item["id"])[:13],
-                f"{item['project']}/{item['trigger'] or '-'}",
-                item["task"],
-                when(item["scheduled_for_ms"]),  # type: ignore[arg-type]
-                item["status"],
-                "-" if item["exit_code"] is None else item["exit_code"],
-                _duration_text(item["duration_ms"]),
-                "-" if item["admission_lag_ms"] is None else item["admission_lag_ms"],
+                item.id[:13],
+                f"{item.project}/{item.trigger or '-'}",
+                item.task,
+                when(item.scheduled_for_ms),
+                item.status,
+                "-" if item.exit_code is None else item.exit_code,
+                _duration_text(item.duration_ms),
+                "-" if item.admission_lag_ms is None else item.admission_lag_ms,
                 _origin_text(item),
             )
             for item in items
@@ -99,52 +100,49 @@ def show(run_id: str, tail_lines: int, database_url: str, as_json: bool) -> None
     if as_json:
         emit_json(view)
         return
-    item = view["run"]
-    assert isinstance(item, dict)
-    say(f"run        {item['id']}")
-    if item["trigger"] is not None:
-        say(f"trigger    {item['project']}/{item['trigger']} (revision {item['trigger_revision']})")
+    item = view.run
+    say(f"run        {item.id}")
+    if item.trigger is not None:
+        say(f"trigger    {item.project}/{item.trigger} (revision {item.trigger_revision})")
     else:
-        say(f"trigger    {item['project']}/- (run now of the task)")
-    if item["trigger_type"] == "backfill":
-        say(f"origin     backfill of a past occurrence, requested by {item['requested_by']}")
-    elif item["requested_by"] is not None:
-        say(f"origin     manual, requested by {item['requested_by']} "
-            f"(request id {item['request_id']})")
+        say(f"trigger    {item.project}/- (run now of the task)")
+    if item.trigger_type == "backfill":
+        say(f"origin     backfill of a past occurrence, requested by {item.requested_by}")
+    elif item.requested_by is not None:
+        say(f"origin     manual, requested by {item.requested_by} "
+            f"(request id {item.request_id})")
     else:
-        say(f"origin     {item['trigger_type']} (scheduled)")
-    say(f"task       {item['task']} ({item['task_name']}) {str(item['task_revision'])[:24]}")
-    say(f"scheduled  {when(item['scheduled_for_ms'])}")
-    error = f" ({item['error_code']}: {item['error_summary']})" if item["error_code"] else ""
-    say(f"status     {item['status']}{error}")
-    say(f"admitted   {when(item['created_at_ms'])}")
-    for label, key in (("started", "started_at"), ("finished", "finished_at")):
-        if item[key]:
-            say(f"{label:<10} {item[key]}")
-    if item["duration_ms"] is not None:
-        say(f"duration   {_duration_text(item['duration_ms'])}")
-    log = view["log"]
-    assert isinstance(log, dict)
-    stored = "(database)" if log["stored"] == "database" else "-"
-    for attempt in view["attempts"]:  # type: ignore[attr-defined]
-        exit_text = "-" if attempt["exit_code"] is None else str(attempt["exit_code"])
-        worker = f"  worker {attempt['worker']}" if attempt["worker"] else ""
-        say(f"attempt {attempt['attempt']}  {attempt['status']}  pid {attempt['pid'] or '-'}  "
-            f"exit {exit_text}{worker}  log {attempt['log_path'] or stored}")
+        say(f"origin     {item.trigger_type} (scheduled)")
+    say(f"task       {item.task} ({item.task_name}) {item.task_revision[:24]}")
+    say(f"scheduled  {when(item.scheduled_for_ms)}")
+    error = f" ({item.error_code}: {item.error_summary})" if item.error_code else ""
+    say(f"status     {item.status}{error}")
+    say(f"admitted   {when(item.created_at_ms)}")
+    for label, at in (("started", item.started_at), ("finished", item.finished_at)):
+        if at:
+            say(f"{label:<10} {at}")
+    if item.duration_ms is not None:
+        say(f"duration   {_duration_text(item.duration_ms)}")
+    log = view.log
+    stored = "(database)" if log.stored == "database" else "-"
+    for attempt in view.attempts:
+        exit_text = "-" if attempt.exit_code is None else str(attempt.exit_code)
+        worker = f"  worker {attempt.worker}" if attempt.worker else ""
+        say(f"attempt {attempt.attempt}  {attempt.status}  pid {attempt.pid or '-'}  "
+            f"exit {exit_text}{worker}  log {attempt.log_path or stored}")
     say("events:")
-    for event in view["events"]:  # type: ignore[attr-defined]
-        payload = json.dumps(event["payload"], sort_keys=True, separators=(", ", ": "))
-        say(f"  {event['sequence']:>3}  {event['at']}  {event['type']:<30} {event['actor']:<22} "
+    for event in view.events:
+        payload = json.dumps(event.payload, sort_keys=True, separators=(", ", ": "))
+        say(f"  {event.sequence:>3}  {event.at}  {event.type:<30} {event.actor:<22} "
             f"{payload}")
-    lines = view["log_tail"]
-    assert isinstance(lines, list)
+    lines = view.log_tail
     if lines:
-        where = log["path"] or "(kept in the database)"
+        where = log.path or "(kept in the database)"
         say(f"log {where} (last {len(lines)} lines; `ql run logs` prints it all):")
         for line in lines:
             say("  | " + line)
-    elif log["note"] and tail_lines:
-        say(f"log: {log['note']}")
+    elif log.note and tail_lines:
+        say(f"log: {log.note}")
 
 
 @run.command()
@@ -161,11 +159,11 @@ def cancel(run_id: str, database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(view)
         return
-    if view["cancel"] == "done":
-        say(f"run {view['id']} cancelled")
+    if view.cancel == "done":
+        say(f"run {view.id} cancelled")
     else:
-        say(f"run {view['id']} is {view['status']}: asked its executor to stop it; "
-            f"`ql run show {str(view['id'])[:13]}` shows when it has")
+        say(f"run {view.id} is {view.status}: asked its executor to stop it; "
+            f"`ql run show {view.id[:13]}` shows when it has")
 
 
 @run.command()

@@ -240,16 +240,16 @@ def publish(
     if as_json:
         emit_json(result)
         return
-    if result["created"]:
-        say(f"published task {project}/{task_id} revision {result['revision']} "
-            f"(digest {str(result['content_digest'])[:12]})"
-            + (" (restored)" if result["restored"] else ""))
-    elif result["restored"]:
-        say(f"restored task {project}/{task_id} at revision {result['revision']}")
+    if result.created:
+        say(f"published task {project}/{task_id} revision {result.revision} "
+            f"(digest {result.content_digest[:12]})"
+            + (" (restored)" if result.restored else ""))
+    elif result.restored:
+        say(f"restored task {project}/{task_id} at revision {result.revision}")
     else:
-        say(f"task {project}/{task_id} unchanged at revision {result['revision']}")
-    repinned = result["repinned_triggers"]
-    if isinstance(repinned, list) and repinned:
+        say(f"task {project}/{task_id} unchanged at revision {result.revision}")
+    repinned = result.repinned_triggers
+    if repinned:
         say("re-pinned triggers: " + ", ".join(repinned))
     if cwd is not None and not commands_run_here(database_url):
         warn(f"note: {cwd!r} must exist on every worker host that runs this task")
@@ -269,10 +269,10 @@ def list_tasks(project: str, include_deleted: bool, database_url: str, as_json: 
         emit_json(items)
         return
     emit_table(
-        [(item["task"], item["revision"],
-          "deleted" if item["deleted"] else ("yes" if item["enabled"] else "no"),
-          command_text(item), timeout_text(item["timeout_ms"]),
-          ",".join(str(n) for n in item["environment"]) or "-")  # type: ignore[attr-defined]
+        [(item.task, item.revision,
+          "deleted" if item.deleted else ("yes" if item.enabled else "no"),
+          command_text(item.command), timeout_text(item.timeout_ms),
+          ",".join(item.environment) or "-")
          for item in items],
         ["TASK", "REV", "ENABLED", "COMMAND", "TIMEOUT", "ENV"],
     )
@@ -290,22 +290,22 @@ def show(project: str, task_id: str, database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(view)
         return
-    state = "deleted" if view["deleted"] else ("enabled" if view["enabled"] else "disabled")
-    say(f"task       {project}/{task_id} ({view['name']}), {state}")
-    say(f"revision   {view['revision']} published {when(view['published_at_ms'])}")  # type: ignore[arg-type]
-    say(f"command    {command_text(view)}")
-    say(f"cwd        {cwd_text(view['working_directory'])}")
-    say(f"timeout    {timeout_text(view['timeout_ms'])}")
-    say(f"env        {', '.join(view['environment']) or '-'}")  # type: ignore[arg-type]
-    say(f"retry      {retry_text(view['retry'])}")
-    say(f"idempotent {'yes' if view['idempotent'] else 'no'}")
-    say(f"limit      {limit_text(view['concurrency'])}")
-    say(f"digest     {view['content_digest']}")
+    state = "deleted" if view.deleted else ("enabled" if view.enabled else "disabled")
+    say(f"task       {project}/{task_id} ({view.name}), {state}")
+    say(f"revision   {view.revision} published {when(view.published_at_ms)}")
+    say(f"command    {command_text(view.command)}")
+    say(f"cwd        {cwd_text(view.working_directory)}")
+    say(f"timeout    {timeout_text(view.timeout_ms)}")
+    say(f"env        {', '.join(view.environment) or '-'}")
+    say(f"retry      {retry_text(view.retry)}")
+    say(f"idempotent {'yes' if view.idempotent else 'no'}")
+    say(f"limit      {limit_text(view.concurrency)}")
+    say(f"digest     {view.content_digest}")
     say("history:")
-    for entry in view["history"]:  # type: ignore[attr-defined]
-        changes = entry["changes"]
+    for entry in view.history:
+        changes = entry.changes
         text = "; ".join(change_text(c) for c in changes) if changes else "first revision"
-        say(f"  {entry['revision']:>3}  {when(entry['published_at_ms'])}  {text}")
+        say(f"  {entry.revision:>3}  {when(entry.published_at_ms)}  {text}")
 
 
 @task.command()
@@ -324,9 +324,8 @@ def diff(project: str, task_id: str, old: int | None, new: int | None, database_
     if as_json:
         emit_json(view)
         return
-    say(f"task {project}/{task_id}: revision {view['from']} -> {view['to']}")
-    changes = view["changes"]
-    assert isinstance(changes, list)
+    say(f"task {project}/{task_id}: revision {view.from_} -> {view.to}")
+    changes = view.changes
     for change in changes:
         say("  " + change_text(change))
     if not changes:
@@ -343,9 +342,9 @@ def _switch(enabled: bool) -> Any:
             result = cat.task_set_enabled(project, task_id, enabled)
         if as_json:
             emit_json(result)
-        elif result["created"]:
+        elif result.created:
             say(f"{'enabled' if enabled else 'disabled'} task {project}/{task_id} "
-                f"(revision {result['revision']})")
+                f"(revision {result.revision})")
         else:
             say(f"task {project}/{task_id} already {'enabled' if enabled else 'disabled'}")
 

@@ -28,13 +28,13 @@ def create(username: str, name: str, scope: str, expires_in: int | None, databas
     """Create a token and print it: this is the only time it is shown."""
     with accounts(database_url, unit="create token") as opened:
         view = opened.token_create(username, name=name, scope=scope, lifetime_ms=expires_in)
-        opened.audit(cli_principal(), "token.create", target=f"token {view['id']}",
+        opened.audit(cli_principal(), "token.create", target=f"token {view.id}",
                      detail={"username": username, "name": name, "scope": scope})
     if as_json:
         emit_json(view)
         return
-    say(str(view["token"]))
-    warn(f"token {view['id']} ({scope}) for {username}: store it now, it is not shown again")
+    say(view.token)
+    warn(f"token {view.id} ({scope}) for {username}: store it now, it is not shown again")
 
 
 @token.command("list")
@@ -48,8 +48,8 @@ def list_tokens(username: str | None, database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(views)
         return
-    emit_table([(v["id"], v["username"], v["name"], v["scope"], v["state"],
-                 v["expires_at"] or "-", v["last_used_at"] or "-") for v in views],
+    emit_table([(v.id, v.username, v.name, v.scope, v.state,
+                 v.expires_at or "-", v.last_used_at or "-") for v in views],
                ["ID", "USER", "NAME", "SCOPE", "STATE", "EXPIRES", "LAST USED"])
 
 
@@ -63,8 +63,8 @@ def revoke(token_id: str, database_url: str, as_json: bool) -> None:
         principal = cli_principal()
         view = opened.token_revoke(token_id, principal.username)
         opened.audit(principal, "token.revoke", target=f"token {token_id}",
-                     detail={"username": view["username"]})
+                     detail={"username": view.username})
     if as_json:
         emit_json(view)
     else:
-        say(f"revoked token {token_id} of {view['username']}")
+        say(f"revoked token {token_id} of {view.username}")

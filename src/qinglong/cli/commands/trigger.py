@@ -48,6 +48,7 @@ from qinglong.service.params import (
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.service.views.triggers import TriggerRevisionView, TriggerView
 
 MAX_PREVIEW = 1000
 
@@ -82,16 +83,16 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
     if as_json:
         emit_json(result)
         return
-    restored = " (restored)" if result["restored"] else ""
-    if result["created"]:
-        state = "enabled" if result["enabled"] else "disabled"
-        say(f"published trigger {project}/{trigger_id} revision {result['revision']} ({state}; "
-            f"{_schedule_text(result)} in {result['timezone']}, misfire {result['misfire']})"
+    restored = " (restored)" if result.restored else ""
+    if result.created:
+        state = "enabled" if result.enabled else "disabled"
+        say(f"published trigger {project}/{trigger_id} revision {result.revision} ({state}; "
+            f"{_schedule_text(result)} in {result.timezone}, misfire {result.misfire})"
             f"{restored}")
-    elif result["restored"]:
-        say(f"restored trigger {project}/{trigger_id} at revision {result['revision']}")
+    elif result.restored:
+        say(f"restored trigger {project}/{trigger_id} at revision {result.revision}")
     else:
-        say(f"trigger {project}/{trigger_id} unchanged at revision {result['revision']}")
+        say(f"trigger {project}/{trigger_id} unchanged at revision {result.revision}")
 
 
 _EVERY_HELP = (f"Run every DURATION (whole seconds, 1s to {format_every(MAX_EVERY_S)}): 90s, "
@@ -235,17 +236,17 @@ def _check_jitter(jitter_s: int | None, random_s: int | None) -> Jitter | None:
         raise click.BadParameter(exc.rule, param_hint=f"'--{exc.field}'") from None
 
 
-def _schedule_text(view: dict[str, Any]) -> str:
+def _schedule_text(view: TriggerRevisionView) -> str:
     """The schedule as lists show it: its text, and a cron trigger's DST policy when it is not
     the default (``30 2 * * * (DST gap skip, overlap both)``)."""
-    dst = view.get("dst")
-    text = str(view["schedule"])
-    if isinstance(dst, dict) and (dst["gap"], dst["overlap"]) != ("shift", "first"):
-        text += f" (DST gap {dst['gap']}, overlap {dst['overlap']})"
-    jitter = view.get("jitter")
-    if isinstance(jitter, dict):
-        random = f", {_seconds(jitter['random_s'])} random" if jitter["random_s"] else ""
-        text += f" (jitter {_seconds(jitter['max_s'])}{random})"
+    dst = view.dst
+    text = view.schedule
+    if dst is not None and (dst.gap, dst.overlap) != ("shift", "first"):
+        text += f" (DST gap {dst.gap}, overlap {dst.overlap})"
+    jitter = view.jitter
+    if jitter is not None:
+        random = f", {_seconds(jitter.random_s)} random" if jitter.random_s else ""
+        text += f" (jitter {_seconds(jitter.max_s)}{random})"
     return text
 
 
@@ -333,10 +334,10 @@ def pause(project: str, trigger_id: str, until_ms: int | None, reason: str | Non
     if as_json:
         emit_json(view)
         return
-    held = view["pause"]
-    assert isinstance(held, dict)
-    until = f"until {held['until']}" if held["until"] else "until resumed"
-    say(f"paused trigger {project}/{trigger_id} since {held['since']} {until}")
+    held = view.pause
+    assert held is not None
+    until = f"until {held.until}" if held.until else "until resumed"
+    say(f"paused trigger {project}/{trigger_id} since {held.since} {until}")
 
 
 @trigger.command()
@@ -356,8 +357,8 @@ def resume(project: str, trigger_id: str, actor: str, database_url: str, as_json
     if as_json:
         emit_json(view)
         return
-    upcoming = view["next_fire_at"]
-    nxt = f"; next fire {upcoming[0]}" if isinstance(upcoming, list) and upcoming else ""
+    upcoming = view.next_fire_at
+    nxt = f"; next fire {upcoming[0]}" if upcoming else ""
     say(f"resumed trigger {project}/{trigger_id}{nxt}")
 
 
@@ -386,12 +387,12 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
     emit_table(
         [
             (
-                f"{view['project']}/{view['trigger']}",
-                view["revision"],
-                view["task"],
+                f"{view.project}/{view.trigger}",
+                view.revision,
+                view.task,
                 _schedule_text(view),
-                view["timezone"],
-                view["misfire"],
+                view.timezone,
+                view.misfire,
                 _state_text(view),
                 _next_fires(view) or "-",
             )
@@ -401,17 +402,17 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
     )
 
 
-def _state_text(view: dict[str, Any]) -> str:
-    held = view.get("pause")
-    if not held:
-        return str(view["state"])
-    text = f"paused until {held['until']}" if held["until"] else "paused"
-    return f"{text} ({held['reason']})" if held["reason"] else text
+def _state_text(view: TriggerView) -> str:
+    held = view.pause
+    if held is None:
+        return view.state
+    text = f"paused until {held.until}" if held.until else "paused"
+    return f"{text} ({held.reason})" if held.reason else text
 
 
-def _next_fires(view: dict[str, Any]) -> str:
-    fires = zip(view["next_fire_local"], view["next_fire_at"], view["next_fire_at_ms"],
-                view["next_due_at_ms"], strict=True)
+def _next_fires(view: TriggerView) -> str:
+    fires = zip(view.next_fire_local, view.next_fire_at, view.next_fire_at_ms,
+                view.next_due_at_ms, strict=True)
     return ", ".join(_fire_text(local, utc) + _jitter_text(nominal, due)
                      for local, utc, nominal, due in fires)
 

@@ -140,8 +140,8 @@ def list_users(database_url: str, as_json: bool) -> None:
     if as_json:
         emit_json(views)
         return
-    emit_table([(v["username"], v["role"], "disabled" if v["disabled"] else "enabled",
-                 v["created_at"]) for v in views], ["USER", "ROLE", "STATE", "CREATED"])
+    emit_table([(v.username, v.role, "disabled" if v.disabled else "enabled",
+                 v.created_at) for v in views], ["USER", "ROLE", "STATE", "CREATED"])
 
 
 @user.command()
@@ -174,4 +174,4 @@ def update(username: str, role: str | None, new_password: bool, password_file: P
     if as_json:
         emit_json(view)
     else:
-        say(f"updated {username}: {view['role']}, {'disabled' if view['disabled'] else 'enabled'}")
+        say(f"updated {username}: {view.role}, {'disabled' if view.disabled else 'enabled'}")

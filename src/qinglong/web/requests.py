@@ -1,0 +1,199 @@
+"""What requests to the HTTP API may send, as pydantic models: strict (unknown fields and
+wrong types are refused). Task environment values and channel secrets are write-only: requests
+may set them, no response carries them. (The responses are the service's views,
+``qinglong.service.views``; the OpenAPI document is generated from both.)
+
+A request field that the server checks with a pattern or a bound states it in its schema
+(``web.field_rules``), so the OpenAPI document tells what the server will refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qinglong.web import field_rules as r
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Empty(Request):
+    """No fields (an empty object, or no body at all)."""
+
+
+class LoginRequest(Request):
+    username: str
+    password: str
+
+
+class ProjectCreateRequest(Request):
+    id: r.ProjectId = Field(description="lowercase letters, digits and '-'")
+    name: r.DisplayName | None = None
+
+
+class PauseRequest(Request):
+    until: str | int | None = Field(
+        default=None, description="When the pause ends by itself: RFC 3339 with an offset, or "
+                                  "epoch milliseconds; null or left out: until resumed")
+    reason: str | None = Field(default=None, description="Why, kept with the pause")
+
+
+class ShellCommandRequest(Request):
+    kind: Literal["shell"]
+    command: str
+    shell: Literal["/bin/sh", "/bin/bash"] | None = Field(
+        default=None, description="Left out: /bin/sh, or the current interpreter of a shell task")
+
+
+class ArgvCommandRequest(Request):
+    kind: Literal["argv"]
+    argv: list[str] = Field(min_length=1, description="An absolute program path, then its "
+                                                      "arguments")
+
+
+class RetryRequest(Request):
+    max_attempts: r.RetryAttempts | None = None
+    backoff_ms: r.RetryBackoff | None = None
+    max_backoff_ms: r.RetryBackoff | None = None
+    on_exit_codes: list[int] | Literal["any"] | None = None
+    on_timeout: bool | None = None
+
+
+class TaskPublishRequest(Request):
+    """What to change; what is left out keeps its current value (a new task needs a
+    command). ``working_directory`` and ``concurrency`` set to null clear them."""
+
+    command: Annotated[ShellCommandRequest | ArgvCommandRequest,
+                       Field(discriminator="kind")] | None = None
+    name: r.DisplayName | None = None
+    environment: dict[str, str] | None = Field(
+        default=None, description="Entries to set or replace (write-only: never shown back)")
+    unset_environment: list[str] = Field(default_factory=list)
+    clear_environment: bool = Field(default=False, description="Start from no entries")
+    working_directory: str | None = None
+    timeout_ms: r.TaskTimeout | None = None
+    retry: RetryRequest | None = None
+    idempotent: bool | None = None
+    concurrency: r.Concurrency | None = None
+    enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
+                                                           "task is enabled)")
+    repin_triggers: bool = Field(default=True, description="Re-pin the task's triggers to the "
+                                                           "new revision")
+
+
+class TriggerPublishRequest(Request):
+    """What to change; what is left out keeps its current value (a new trigger needs task,
+    cron and timezone)."""
+
+    task: r.EntityId | None = None
+    cron: str | None = Field(default=None, description="A cron expression")
+    schedule: str | None = Field(default=None, description="Or any schedule: a cron expression, "
+                                                           "every DURATION [from TIME], at TIME")
+    timezone: str | None = None
+    misfire: Literal["skip", "fire_once"] | None = None
+    overlap: Literal["allow", "skip", "queue", "cancel_previous"] | None = None
+    overlap_queue_limit: r.QueueLimit | None = None
+    dst_gap: Literal["shift", "skip"] | None = Field(
+        default=None, description="A wall-clock cron trigger's spring-forward rule: shift the "
+                                  "missing local time to after the gap, or skip it")
+    dst_overlap: Literal["first", "second", "both"] | None = Field(
+        default=None, description="A wall-clock cron trigger's fall-back rule: fire at the first, "
+                                  "the second or both of a repeated local time")
+    jitter_s: r.JitterSeconds | None = Field(
+        default=None, description="Delay each occurrence by up to this many seconds (0-3600; 0: "
+                                  "no jitter): a stable offset per trigger plus jitter_random_s")
+    jitter_random_s: r.JitterSeconds | None = Field(
+        default=None, description="The part of jitter_s drawn anew for each occurrence")
+    enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
+                                                           "trigger is enabled)")
+
+
+class RunNowRequest(Request):
+    request_id: r.RequestId | None = Field(
+        default=None, description="Client request id (or the Idempotency-Key header): the same "
+                                  "id sent again returns the Run it admitted")
+
+
+class BackfillRequest(Request):
+    from_: str | int = Field(alias="from", description="First instant of the window (included): "
+                                                       "RFC 3339 with an offset, or epoch "
+                                                       "milliseconds")
+    to: str | int = Field(description="Last instant of the window (included), before the "
+                                      "trigger's cursor")
+    dry_run: bool = Field(default=False, description="Say what would be admitted; write nothing")
+
+
+class ChannelRequest(Request):
+    """A notification channel. ``kind`` webhook needs ``url``; email needs ``smtp_host``,
+    ``from`` and ``to``; template needs ``url`` or a ``preset`` (telegram, bark). A field
+    that does not apply to the kind is refused. ``secret`` is write-only."""
+
+    name: r.ChannelName = Field(description="1-64 lowercase letters, digits, '-' or '_'")
+    kind: Literal["webhook", "email", "template"]
+    url: r.ChannelUrl | None = Field(
+        default=None, description="webhook: where to POST; template: a URL template with "
+                                  "{placeholders}")
+    preset: Literal["telegram", "bark"] | None = Field(
+        default=None, description="template: a preset for a service instead of url")
+    headers: r.Headers = Field(
+        default_factory=list, description="'Name: value' (webhook, template)")
+    method: Literal["POST", "PUT", "GET"] | None = Field(default=None,
+                                                         description="template (default POST)")
+    body_template: dict[str, Any] | list[Any] | None = Field(
+        default=None, description="template: the JSON body, placeholders inside strings")
+    content_type: str | None = Field(default=None, description="template: the body's media type")
+    params: r.Params = Field(
+        default_factory=dict, description="template or preset: values for {NAME}")
+    smtp_host: str | None = None
+    smtp_port: r.Port | None = None
+    smtp_security: Literal["starttls", "tls", "none"] | None = None
+    smtp_user: str | None = Field(default=None, description="email: log in (password: secret)")
+    from_: str | None = Field(default=None, alias="from", description="email: the sender")
+    to: r.Recipients = Field(
+        default_factory=list, description="email: the recipients")
+    secret: r.ChannelSecret | None = Field(
+        default=None, description="The HMAC key, SMTP password, bot token "
+                                                         "or device key (write-only: never shown "
+                                                         "back)")
+    drop_secret: bool = Field(default=False, description="With replace: erase the stored secret")
+    timeout_ms: r.ChannelTimeout | None = Field(default=None,
+                                                description="Per network operation")
+    max_attempts: r.ChannelAttempts | None = Field(default=None, description="Attempts before "
+                                                                            "a delivery is dead")
+    retry_backoff_ms: r.ChannelBackoff | None = None
+    retry_max_backoff_ms: r.ChannelBackoff | None = None
+    replace: bool = Field(default=False, description="Change an existing channel (its secret "
+                                                     "stays unless a new one is given)")
+
+
+class RuleRequest(Request):
+    channel: r.ChannelName
+    project: r.ProjectId
+    task: r.EntityId | None = Field(default=None, description="Only this task (default: every task)")
+    events: list[str] | None = Field(default=None, description="failed, timed_out, lost, "
+                                                               "cancelled, misfired, recovered "
+                                                               "or all (default: all but "
+                                                               "cancelled)")
+
+
+class TokenCreateRequest(Request):
+    name: r.TokenName
+    scope: Literal["read", "operate", "admin"]
+    expires_in_ms: int | None = Field(default=None, description="Lifetime; null: until revoked")
+    username: r.Username | None = Field(default=None, description="Whose token (admins only; default: "
+                                                           "yours)")
+
+
+class UserCreateRequest(Request):
+    username: r.Username
+    role: Literal["viewer", "operator", "admin"]
+    password: str
+
+
+class UserUpdateRequest(Request):
+    role: Literal["viewer", "operator", "admin"] | None = None
+    password: str | None = None
+    disabled: bool | None = None
