@@ -551,6 +551,9 @@ def test_a_reserved_port_is_never_handed_out_twice_while_held() -> None:
     finally:
         holder.kill()
         holder.wait(WAIT)
+        for pipe in (holder.stdin, holder.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
         for reservation in mine:
             reservation.release()
 
