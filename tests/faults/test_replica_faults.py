@@ -18,6 +18,12 @@ from tests.faults.conftest import GRACE_MS, LEASE_MS, FaultBed, wait_for
 
 pytestmark = pytest.mark.slow
 
+# A replica that holds each admission transaction open HOLD_MS before its COMMIT, on a
+# HOLD_LEASE_MS lease: that lease puts its idle-in-transaction timeout (lease / 2) at 3 s,
+# above the hold, so the transaction is still open when the test strikes.
+HOLD_MS = 2_000
+HOLD_LEASE_MS = 6_000
+
 
 def make_due(bed: FaultBed) -> int:
     """Point the per-second trigger's cursor at the next whole second (a nominal occurrence
@@ -31,19 +37,17 @@ def make_due(bed: FaultBed) -> int:
 def test_f2_sigkill_inside_the_admission_transaction(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    # A 10 s lease puts the idle-in-transaction timeout at 5 s, above the 4 s hold: the
-    # transaction is still open when we kill the process.
-    a = bed.replica("a", "--hold-in-tx-ms", "4000", lease_ms=10_000).start()
+    a = bed.replica("a", "--hold-in-tx-ms", str(HOLD_MS), lease_ms=HOLD_LEASE_MS).start()
     a.wait_ready()
     wait_for(lambda: bed.holding_transaction("a"), "a to sit inside its admission transaction")
-    a.kill()  # at once: a second replica starting first could outlast the 4 s hold
+    a.kill()  # at once: a second replica starting first could outlast the hold
     killed_at = bed.now()
     b = bed.replica("b").start()
     b.wait_ready()
     wait_for(lambda: bed.holding_transaction("a") is None and not bed.backends("a"), "a's backend to go", 5)
     runs = wait_for(lambda: bed.run_for("t1", due), "the takeover admission", 20)
     assert [r["owner"] for r in runs] == ["b"]
-    assert runs[0]["created_at_ms"] - killed_at <= 10_000 + 2_000
+    assert runs[0]["created_at_ms"] - killed_at <= HOLD_LEASE_MS + 2_000
     assert bed.stop_all() == [0]
     bed.assert_exactly_once(due)
 
@@ -82,10 +86,11 @@ def test_f4_a_replica_paused_longer_than_its_lease_is_fenced(bed: FaultBed) -> N
     b = bed.replica("b").start()
     b.wait_ready()
     # a stays frozen until its claim's lease has ended by the database clock and b has
-    # admitted the occurrence a claimed
-    wait_for(lambda: bed.now() > grant["expires_at_ms"] and [
-        r["owner"] for r in bed.run_for("t1", grant["cursor_ms"])] == ["b"],
-        "a's lease to end and b to take its occurrence over", 20)
+    # taken the trigger over (admitted under a later claim)
+    wait_for(lambda: bed.now() > grant["expires_at_ms"] and bed.rows(
+        "SELECT 1 FROM qinglong.run_events WHERE sequence = 1 AND payload ->> 'claim_owner' = 'b' "
+        "AND (payload ->> 'claim_version')::bigint > %s", [grant["claim_version"]]),
+        "a's lease to end and b to take the trigger over", 20)
     a.process.send_signal(signal.SIGCONT)
     wait_for(lambda: any(e.get("event") == "raced" for e in a.events()), "a to find itself fenced", 10)
     assert a.stop() == 0  # (its pause knob would otherwise slow the trigger down from here on)
@@ -131,13 +136,13 @@ def test_f5_a_frozen_holder_is_cut_off_by_the_idle_in_transaction_timeout(bed: F
 def test_f6_terminating_the_backend_inside_the_transaction(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    a = bed.replica("a", "--hold-in-tx-ms", "4000", lease_ms=10_000).start()
+    a = bed.replica("a", "--hold-in-tx-ms", str(HOLD_MS), lease_ms=HOLD_LEASE_MS).start()
     a.wait_ready()
     holder = wait_for(lambda: bed.holding_transaction("a"), "a inside its admission transaction")
     bed.rows("SELECT pg_terminate_backend(%s)", [holder["pid"]])
     runs = wait_for(lambda: bed.run_for("t1", due), "the occurrence to be admitted after all", 20)
     assert len(runs) == 1
-    # The 4 s hold makes this single replica slower than the trigger, so it never catches up
+    # The hold makes this single replica slower than the trigger, so it never catches up
     # (no settling: it would only wait out its bound): judge the one occurrence.
     assert bed.stop_all(settle=False) == [0]
     bed.assert_exactly_once(due, due + 2_000)
