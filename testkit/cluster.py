@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from qinglong.domain.cron import CronSchedule
+from testkit import ports
 from testkit.replica import SEAM_OPTIONS
 
 REPOSITORY = Path(__file__).resolve().parent.parent  # so child processes find testkit
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free port, reserved for this process's lifetime (`testkit.ports`)."""
+    return ports.free_port()
 
 
 class _Process:
@@ -36,6 +35,14 @@ class _Process:
     port: int
     log_dir: Path
     process: subprocess.Popen[str] | None
+    _reservation: ports.PortReservation | None
+
+    def __post_init__(self) -> None:
+        # The probe port is reserved for as long as this object lives (every generation
+        # binds it again), so no other harness process is handed it between restarts.
+        if not self.port:
+            self._reservation = ports.reserve_port()
+            self.port = self._reservation.port
 
     @property
     def name(self) -> str:
@@ -125,9 +132,11 @@ class Replica(_Process):
     extra: tuple[str, ...] = ()
     prefix: tuple[str, ...] = ()  # e.g. ("faketime", "-f", "+1h")
     env: dict[str, str] = field(default_factory=dict)
-    port: int = field(default_factory=free_port)
+    port: int = 0  # 0: reserve one (testkit.ports)
     process: subprocess.Popen[str] | None = None
     generation: int = 0
+    _reservation: ports.PortReservation | None = field(default=None, init=False, repr=False,
+                                                       compare=False)
     # Start each generation after the first under a fresh owner id (``r1.2``, ``r1.3``...):
     # a killed replica's id stays registered until its heartbeat is 30 s old, and a restart
     # under the same id waits for that (README: one live process per id); chaos that wants the replica
@@ -223,9 +232,11 @@ class Worker(_Process):
     extra: tuple[str, ...] = ()
     prefix: tuple[str, ...] = ()  # e.g. ("nice", "-n", "10"): it execs, so the pid is the worker's
     env: dict[str, str] = field(default_factory=dict)
-    port: int = field(default_factory=free_port)
+    port: int = 0  # 0: reserve one (testkit.ports)
     process: subprocess.Popen[str] | None = None
     generation: int = 0
+    _reservation: ports.PortReservation | None = field(default=None, init=False, repr=False,
+                                                       compare=False)
     fresh_id_per_start: bool = False  # as Replica's: ``w1.2``, ``w1.3``... after the first
 
     @property

@@ -19,7 +19,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,8 +30,13 @@ from typing import Any
 
 import psycopg
 
+from testkit import ports
+
 SERVER_USER = "qinglong-pg"
-FIRST_PORT = 55433
+FIRST_PORT = 55433  # (no longer used: see testkit.ports)
+START_ATTEMPTS = 5
+# what the server logs when another process holds its port
+BIND_FAILURES = ("Address already in use", "could not create any TCP/IP sockets")
 
 # A watchdog started with the server: it blocks on a pipe only its owner holds open, so when
 # the owner ends in any way (even SIGKILL) it stops the server and removes an owned directory.
@@ -60,16 +64,11 @@ def postgres_bin_dir() -> Path:
 
 
 def free_port(start: int = FIRST_PORT) -> int:
-    for port in range(start, start + 2000):
-        if port == 5432:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free loopback port for PostgreSQL")
+    """A free loopback port, reserved for this process's lifetime (`testkit.ports`); nothing
+    listens there. ``start`` is no longer used: ports are drawn at random from a reserved pool
+    below the kernel's ephemeral range, so concurrent test workers never pick the same one."""
+    del start
+    return ports.free_port()
 
 
 def _ensure_server_user() -> pwd.struct_passwd | None:
@@ -110,6 +109,8 @@ class EmbeddedPostgres:
     _owned_base: bool = field(init=False, default=False)
     _user: pwd.struct_passwd | None = field(init=False, default=None)
     _reaper: subprocess.Popen[bytes] | None = field(init=False, default=None)
+    _reservation: ports.PortReservation | None = field(init=False, default=None, repr=False)
+    _started: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         if self.base_dir is None:
@@ -118,7 +119,8 @@ class EmbeddedPostgres:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.base_dir.chmod(0o755)
         self.data_dir = self.base_dir / "data"
-        self.port = self.port or free_port()
+        if not self.port:
+            self._reserve_port()
         self._bin = postgres_bin_dir()
         self._user = _ensure_server_user()
         if self._user is not None:
@@ -194,31 +196,51 @@ class EmbeddedPostgres:
         with (self.data_dir / "postgresql.auto.conf").open("a") as conf:
             conf.write("\n".join(lines) + "\n")
 
+    def _reserve_port(self) -> None:
+        """Reserve a fresh port (`testkit.ports`) and give back the one held before."""
+        previous, self._reservation = self._reservation, ports.reserve_port()
+        self.port = self._reservation.port
+        if previous is not None:
+            previous.release()
+
     def start(self) -> EmbeddedPostgres:
-        """Start the server; if another process took our port meanwhile, try another."""
+        """Start the server. At its first start, if a process outside the harness holds the
+        reserved port (the server could not bind it), reserve another and try again; a
+        restart keeps the port its clients know."""
         if not (self.data_dir / "PG_VERSION").exists():
             self.initdb()
-        for _ in range(5):
+        for _ in range(START_ATTEMPTS):
+            log_from = self._log_size()
             done = self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir / "server.log"),
                              "-o", f"-p {self.port}", "-w", "-t", "60", "start", check=False)
             if done.returncode == 0:
+                self._started = True
                 self._start_reaper()
                 return self
-            if not self._port_taken():
+            said = done.stderr + self._log_tail(log_from)
+            if self._started or self._reservation is None or not any(
+                    failure in said for failure in BIND_FAILURES):
                 break
-            self.port = free_port(self.port + 1)
-        raise RuntimeError(f"PostgreSQL did not start: {done.stderr.strip()[-500:]}\n"
-                           f"{self._log_tail()}")
+            self._reserve_port()
+        raise RuntimeError(f"PostgreSQL did not start on port {self.port}: "
+                           f"{done.stderr.strip()[-500:]}\n{self._log_tail()}")
 
-    def _port_taken(self) -> bool:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            return probe.connect_ex(("127.0.0.1", self.port)) == 0
-
-    def _log_tail(self) -> str:
+    def _log_size(self) -> int:
         try:
-            return (self.data_dir / "server.log").read_text(errors="replace")[-1000:]
+            return (self.data_dir / "server.log").stat().st_size
+        except OSError:
+            return 0
+
+    def _log_tail(self, offset: int | None = None) -> str:
+        """The server log from byte ``offset`` on (default: its last 1000 characters)."""
+        try:
+            with (self.data_dir / "server.log").open("rb") as log:
+                if offset is not None:
+                    log.seek(offset)
+                text = log.read().decode(errors="replace")
         except OSError:
             return ""
+        return text if offset is not None else text[-1000:]
 
     def stop(self, mode: str = "fast") -> None:
         if (self.data_dir / "postmaster.pid").exists():
@@ -240,6 +262,8 @@ class EmbeddedPostgres:
                 self._reaper.stdin.close()
             self._reaper = None
         self.stop("immediate")
+        if self._reservation is not None:
+            self._reservation.release()
         if self._owned_base and self.base_dir is not None:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 

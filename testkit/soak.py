@@ -68,6 +68,16 @@ ACTIONS = (
 BEAT = ('beat() { t=${EPOCHREALTIME/./}; '
         'echo "$QL_RUN_ID $QL_ATTEMPT_ID $QL_LEASE_GENERATION ${t:0:13}" >> "$SOAK_LEDGER"; }; '
         'beat; sleep 0.3; beat')
+# the drain's questions (`_Soak.drained`)
+DRAIN_BEHIND = (
+    "SELECT count(*) FROM qinglong.trigger_schedules s JOIN qinglong.trigger_revisions tr "
+    "ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id "
+    "AND tr.revision = s.trigger_revision "
+    "WHERE tr.enabled AND s.next_fire_at_ms < floor(extract(epoch FROM clock_timestamp()) * 1000) - 1000")
+DRAIN_ATTEMPTS = (
+    "SELECT worker_id, coalesce(lease_expires_at_ms "
+    "< floor(extract(epoch FROM clock_timestamp()) * 1000), false) "
+    "FROM qinglong.run_attempts WHERE status IN ('claimed', 'starting', 'running')")
 REPUBLISH_ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York", "Australia/Adelaide")
 
 
@@ -81,7 +91,8 @@ class SoakConfig:
     seed: int | None = None
     lease_ms: int = 3_000
     grace_ms: int = 30_000
-    # after the chaos, before the replicas stop: long enough for a worker killed in the last
+    # after the chaos, before the replicas stop, the drain lasts until the cluster has caught
+    # up (`_Soak.drained`), and this long at most: long enough for a worker killed in the last
     # second to have its Attempts rescued (its lease, 5 s, + the reconciler's grace, 5 s, +
     # two reconciler cycles, 2 s each, + a margin); 8 s left such Runs dispatching for good
     drain_s: float = 16.0
@@ -333,6 +344,31 @@ class _Soak:
             if process.process is not None and process.process.poll() is None:
                 process.process.send_signal(signal.SIGCONT)
 
+    def drained(self) -> bool:
+        """Nothing the chaos left behind is still pending: no enabled trigger has an occurrence
+        due more than a second ago unadmitted (claims of stopped or cut-off replicas have been
+        taken over), and every Attempt in progress belongs to a live worker process and holds
+        an unexpired lease (a killed or fenced-out worker's Attempts have been rescued)."""
+        live = {w.instance_id for w in self.workers
+                if w.process is not None and w.process.poll() is None}
+        try:
+            with psycopg.connect(self.server.dsn("postgres", DB), connect_timeout=5) as conn:
+                behind = conn.execute(DRAIN_BEHIND).fetchone()
+                attempts = conn.execute(DRAIN_ATTEMPTS).fetchall()
+        except psycopg.Error:
+            return False
+        return behind is not None and behind[0] == 0 and all(
+            str(worker_id).split(":", 1)[0] in live and not expired
+            for worker_id, expired in attempts)
+
+    def drain(self) -> float:
+        """Wait until `drained` (at most ``config.drain_s``); the seconds waited."""
+        started = time.monotonic()
+        deadline = started + self.config.drain_s
+        while not self.drained() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return time.monotonic() - started
+
     def db_now(self) -> int:
         with psycopg.connect(self.server.dsn("postgres", DB), connect_timeout=5) as conn:
             row = conn.execute("SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint").fetchone()
@@ -448,9 +484,9 @@ def run_soak(config: SoakConfig) -> SoakResult:
         watcher = threading.Thread(target=soak.watch_idle_transactions, args=(watcher_stop,), daemon=True)
         watcher.start()
         soak.chaos(config.seconds)
-        _log(f"chaos done: {dict(soak.faults)}; draining for {config.drain_s:.0f} s")
+        _log(f"chaos done: {dict(soak.faults)}; draining (at most {config.drain_s:.0f} s)")
         soak.heal()
-        time.sleep(config.drain_s)
+        _log(f"drained in {soak.drain():.1f} s")
         end_ms = soak.db_now()
         codes = [replica.stop(timeout=30) for replica in soak.replicas]
         execution = settle_runs(soak) if soak.workers else None  # none: admission only

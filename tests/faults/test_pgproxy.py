@@ -212,10 +212,9 @@ def test_blackhole_holds_traffic_until_disarmed(
     # Client to server: the server never sees the query until the disarm.
     proxy.arm(ProxyMode.BLACKHOLE)
     query = Background(lambda: conn.execute("SELECT 42").fetchone()).start()
-    time.sleep(0.5)
+    wait_until(lambda: proxy.fired["blackhole"] >= 1)  # the query reached the proxy, held
     assert query.running() and proxy.connections == 1
     assert server_sees(pg_db, "held")[1] != "SELECT 42"
-    assert proxy.fired["blackhole"] >= 1
     proxy.disarm()
     query.join()
     assert query.error == [] and query.result == [(42,)]
@@ -226,10 +225,11 @@ def test_blackhole_holds_traffic_until_disarmed(
     sql = "SELECT 7 FROM pg_advisory_xact_lock(4242)"
     query = Background(lambda: conn.execute(sql).fetchone()).start()  # type: ignore[arg-type]
     wait_until(lambda: server_sees(pg_db, "held") == ("active", sql))
+    held_before = proxy.fired["blackhole"]
     proxy.arm(ProxyMode.BLACKHOLE)
     holder.execute("SELECT pg_advisory_unlock(4242)")
     wait_until(lambda: server_sees(pg_db, "held")[0] == "idle")
-    time.sleep(0.3)
+    wait_until(lambda: proxy.fired["blackhole"] > held_before)  # the answer reached the proxy
     assert query.running()
     proxy.disarm()
     query.join()
@@ -276,6 +276,7 @@ def test_application_name_targets_one_replica(
     assert rows_with_id(probe, 1) == 1 and rows_with_id(probe, 2) == 1
     proxy.arm(ProxyMode.BLACKHOLE, application_name="replica-b")
     held = Background(lambda: b.execute("SELECT 'b'").fetchone()).start()
+    wait_until(lambda: proxy.fired["blackhole"] >= 1)  # b's query is held ...
     assert connect("replica-c").execute("SELECT 'c'").fetchone() == ("c",)
     assert held.running()
     proxy.disarm()
@@ -288,7 +289,7 @@ def test_stop_is_bounded_and_idempotent(proxy: PgProxy, connect: Connect) -> Non
     conn = connect(autocommit=True)
     proxy.arm(ProxyMode.BLACKHOLE)
     held = Background(lambda: conn.execute("SELECT 1").fetchone()).start()
-    time.sleep(0.2)
+    wait_until(lambda: proxy.fired["blackhole"] >= 1)  # the query sits in the proxy
     start = time.monotonic()
     proxy.stop()
     assert time.monotonic() - start < 2.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from testkit import netns
+from testkit import netns, ports
 from testkit.netns import NetNamespace, NetnsError
 from testkit.postgres import EmbeddedPostgres
 from testkit.replication import (
@@ -509,3 +510,64 @@ def test_a_server_whose_owner_is_killed_is_stopped_and_removed() -> None:
     assert not Path(base).exists(), "the owner's server directory was left behind"
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", connect_timeout=2)
+
+
+# -- ports ---------------------------------------------------------------------------------
+
+
+HOLDER = """
+import sys
+from testkit.ports import reserve_port
+held = reserve_port()
+print(held.port, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_reserved_port_is_never_handed_out_twice_while_held() -> None:
+    mine = [ports.reserve_port() for _ in range(20)]
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        theirs = int(holder.stdout.readline())
+        numbers = {reservation.port for reservation in mine}
+        assert len(numbers) == 20 and theirs not in numbers
+        ephemeral = ports._ephemeral_range()
+        assert not any(port in ephemeral or port == 5432 for port in [*numbers, theirs])
+        # another process's reservation cannot be taken while it lives (flock), and is free
+        # again once it is gone; ours, once released
+        assert ports._lock(theirs) is None
+        assert ports._lock(mine[0].port) is None
+        holder.stdin.close()
+        assert holder.wait(WAIT) == 0
+        fd = ports._lock(theirs)
+        assert fd is not None
+        os.close(fd)
+        mine[0].release()
+        fd = ports._lock(mine[0].port)
+        assert fd is not None
+        os.close(fd)
+    finally:
+        holder.kill()
+        holder.wait(WAIT)
+        for pipe in (holder.stdin, holder.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+        for reservation in mine:
+            reservation.release()
+
+
+def test_a_server_whose_port_was_taken_starts_on_another(servers: Servers) -> None:
+    server = EmbeddedPostgres(base_dir=servers.work / "taken", fsync=False)
+    servers.made.append(server)
+    wanted = server.port
+    # A program outside the harness listens on the reserved port before the server binds it.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", wanted))
+        squatter.listen(1)
+        server.start()
+        assert server.port != wanted
+        assert "Address already in use" in (server.data_dir / "server.log").read_text()
+        assert server.scalar("SELECT 1") == 1
+        assert server.scalar("SELECT current_setting('port')::int") == server.port

@@ -11,13 +11,18 @@ statement_timeout at commit; F20 a trigger republished or disabled while a claim
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
 from tests.faults.conftest import GRACE_MS, LEASE_MS, FaultBed, wait_for
 
 pytestmark = pytest.mark.slow
+
+# A replica that holds each admission transaction open HOLD_MS before its COMMIT, on a
+# HOLD_LEASE_MS lease: that lease puts its idle-in-transaction timeout (lease / 2) at 3 s,
+# above the hold, so the transaction is still open when the test strikes.
+HOLD_MS = 2_000
+HOLD_LEASE_MS = 6_000
 
 
 def make_due(bed: FaultBed) -> int:
@@ -32,19 +37,17 @@ def make_due(bed: FaultBed) -> int:
 def test_f2_sigkill_inside_the_admission_transaction(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    # A 10 s lease puts the idle-in-transaction timeout at 5 s, above the 4 s hold: the
-    # transaction is still open when we kill the process.
-    a = bed.replica("a", "--hold-in-tx-ms", "4000", lease_ms=10_000).start()
+    a = bed.replica("a", "--hold-in-tx-ms", str(HOLD_MS), lease_ms=HOLD_LEASE_MS).start()
     a.wait_ready()
     wait_for(lambda: bed.holding_transaction("a"), "a to sit inside its admission transaction")
-    a.kill()  # at once: a second replica starting first could outlast the 4 s hold
+    a.kill()  # at once: a second replica starting first could outlast the hold
     killed_at = bed.now()
     b = bed.replica("b").start()
     b.wait_ready()
     wait_for(lambda: bed.holding_transaction("a") is None and not bed.backends("a"), "a's backend to go", 5)
     runs = wait_for(lambda: bed.run_for("t1", due), "the takeover admission", 20)
     assert [r["owner"] for r in runs] == ["b"]
-    assert runs[0]["created_at_ms"] - killed_at <= 10_000 + 2_000
+    assert runs[0]["created_at_ms"] - killed_at <= HOLD_LEASE_MS + 2_000
     assert bed.stop_all() == [0]
     bed.assert_exactly_once(due)
 
@@ -82,12 +85,16 @@ def test_f4_a_replica_paused_longer_than_its_lease_is_fenced(bed: FaultBed) -> N
     a.process.send_signal(signal.SIGSTOP)
     b = bed.replica("b").start()
     b.wait_ready()
-    time.sleep(LEASE_MS / 1000 + 2.5)
+    # a stays frozen until its claim's lease has ended by the database clock and b has
+    # taken the trigger over (admitted under a later claim)
+    wait_for(lambda: bed.now() > grant["expires_at_ms"] and bed.rows(
+        "SELECT 1 FROM qinglong.run_events WHERE sequence = 1 AND payload ->> 'claim_owner' = 'b' "
+        "AND (payload ->> 'claim_version')::bigint > %s", [grant["claim_version"]]),
+        "a's lease to end and b to take the trigger over", 20)
     a.process.send_signal(signal.SIGCONT)
     wait_for(lambda: any(e.get("event") == "raced" for e in a.events()), "a to find itself fenced", 10)
     assert a.stop() == 0  # (its pause knob would otherwise slow the trigger down from here on)
-    time.sleep(2.0)  # b catches up
-    assert bed.stop_all() == [0]
+    assert bed.stop_all() == [0]  # (b catches up first: stop_all settles)
     tokens = {r["token"] for r in bed.rows(
         "SELECT e.payload ->> 'claim_token' AS token FROM qinglong.run_events e WHERE e.sequence = 1")}
     assert str(grant["claim_token"]) not in tokens  # no Run carries the paused claim's token
@@ -129,14 +136,15 @@ def test_f5_a_frozen_holder_is_cut_off_by_the_idle_in_transaction_timeout(bed: F
 def test_f6_terminating_the_backend_inside_the_transaction(bed: FaultBed) -> None:
     bed.publish("t1")
     due = make_due(bed)
-    a = bed.replica("a", "--hold-in-tx-ms", "4000", lease_ms=10_000).start()
+    a = bed.replica("a", "--hold-in-tx-ms", str(HOLD_MS), lease_ms=HOLD_LEASE_MS).start()
     a.wait_ready()
     holder = wait_for(lambda: bed.holding_transaction("a"), "a inside its admission transaction")
     bed.rows("SELECT pg_terminate_backend(%s)", [holder["pid"]])
     runs = wait_for(lambda: bed.run_for("t1", due), "the occurrence to be admitted after all", 20)
     assert len(runs) == 1
-    assert bed.stop_all() == [0]
-    # The 4 s hold makes this single replica slower than the trigger: judge the one occurrence.
+    # The hold makes this single replica slower than the trigger, so it never catches up
+    # (no settling: it would only wait out its bound): judge the one occurrence.
+    assert bed.stop_all(settle=False) == [0]
     bed.assert_exactly_once(due, due + 2_000)
 
 
@@ -147,18 +155,25 @@ def test_f7_terminating_idle_pooled_connections_repeatedly(bed: FaultBed) -> Non
     replicas = [bed.replica(name).start() for name in ("a", "b")]
     for replica in replicas:
         replica.wait_ready()
-    terminated = 0
+    killed: set[int] = set()
+
+    def connected(owner: str) -> bool:
+        """The replica has a session again, not one of those terminated (it may linger in
+        pg_stat_activity a moment after the kill)."""
+        return any(b["pid"] not in killed for b in bed.backends(owner))
+
     for _ in range(6):
-        terminated += len(bed.rows(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-            "AND application_name LIKE 'ql-control:%%'", [bed.db.name]))
+        # each kill comes once both replicas are connected again: every round hits both
+        wait_for(lambda: connected("a") and connected("b"), "a and b connected again", 20)
+        killed.update(r["pid"] for r in bed.rows(
+            "SELECT pid, pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = %s "
+            "AND application_name LIKE 'ql-control:%%'", [bed.db.name]) if r["ok"])
         last_kill = bed.now()
-        time.sleep(1)
+    terminated = len(killed)
     assert terminated >= 6
-    time.sleep(LEASE_MS / 1000 + 2)
     for replica in replicas:
         wait_for(lambda r=replica: r.readyz() == 200, f"{replica.owner} ready again", 20)
-    assert bed.stop_all() == [0, 0]
+    assert bed.stop_all() == [0, 0]  # (settles: every claim a kill left behind is taken over)
     bed.assert_exactly_once(start)
     # A replica whose re-activation is cut off by the next kill (a slow machine) may stay
     # down for the whole storm; once the kills stop, every occurrence is admitted within a
@@ -260,8 +275,7 @@ def test_f20_a_trigger_changed_while_its_claim_is_held(bed: FaultBed, change: st
     b.wait_ready()
     if change == "republish":
         wait_for(lambda: any(e.get("event") == "admitted" for e in b.events()), "b to catch up", 15)
-        time.sleep(1.0)  # the rest of its catch-up cycle
-    assert bed.stop_all() == [0]
+    assert bed.stop_all() == [0]  # (settles: b ends its catch-up first)
     late = bed.rows("SELECT count(*) AS n FROM qinglong.runs WHERE trigger_revision = 1 "
                     "AND created_at_ms > %s", [changed_at])
     assert late[0]["n"] == 0  # nothing committed for the old revision after the change

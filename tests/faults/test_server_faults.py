@@ -32,10 +32,11 @@ from qinglong.storage.postgres.open import migrate_postgres
 from testkit.netns import NetNamespace
 from testkit.postgres import EmbeddedPostgres
 from testkit.replication import Standby, set_asynchronous, set_synchronous
-from tests.faults.conftest import LEASE_MS, FaultBed, wait_for
+from tests.faults.conftest import FaultBed, wait_for
 
 pytestmark = pytest.mark.slow
 DB = "ql"
+TRIGGERS = [f"t{i}" for i in range(4)]  # beside 'held', in the failover tests
 
 
 @dataclass
@@ -124,20 +125,41 @@ def events_state(replica: Any, state: str) -> bool:
     return any(e.get("event") == "state" and e.get("state") == state for e in replica.events())
 
 
+def admitted_since(bed: FaultBed, at_ms: int, triggers: list[str]) -> bool:
+    """Every one of ``triggers`` has a Run created after ``at_ms`` (database clock)."""
+    rows = bed.rows("SELECT DISTINCT trigger_id FROM qinglong.runs WHERE created_at_ms > %s",
+                    [at_ms])
+    return set(triggers) <= {row["trigger_id"] for row in rows}
+
+
+def sessions(conn: psycopg.Connection[Any]) -> int:
+    """Sessions ended so far on ``conn``'s database (pg_stat_database; each is counted when
+    it ends), read on that one autocommit connection (so each reading is fresh)."""
+    row = conn.execute("SELECT sessions FROM pg_stat_database "
+                       "WHERE datname = current_database()").fetchone()
+    return int(row[0]) if row else 0
+
+
 def test_f14_the_database_crashes_and_restarts_under_load(bed: FaultBed, primary: EmbeddedPostgres) -> None:
-    for i in range(10):
-        bed.publish(f"t{i}")
+    triggers = [f"t{i}" for i in range(10)]
+    for trigger in triggers:
+        bed.publish(trigger)
     start = bed.now()
     replicas = [bed.replica(name).start() for name in ("a", "b")]
     for replica in replicas:
         replica.wait_ready()
-    time.sleep(4)
+    wait_for(lambda: admitted_since(bed, start, triggers) and bed.ledger_lines(),
+             "every trigger admitted (and acknowledged) before the crash", 20)
     primary.crash()
-    time.sleep(1)
+    for replica in replicas:  # down until both replicas have noticed
+        wait_for(lambda r=replica: events_state(r, "unavailable"),
+                 f"{replica.owner} to notice the crash", 20)
     primary.start()
+    restarted_at = bed.now()
     for replica in replicas:
         wait_for(lambda r=replica: r.readyz() == 200, f"{replica.owner} ready after the restart", 30)
-    time.sleep(4)
+    wait_for(lambda: admitted_since(bed, restarted_at, triggers),
+             "every trigger admitted after the restart", 30)
     assert bed.stop_all() == [0, 0]
     report = bed.assert_exactly_once(start)
     assert report.ledger is not None and report.ledger.acknowledged > 0
@@ -158,11 +180,13 @@ def _failover_with_a_held_claim(bed: FaultBed, primary: EmbeddedPostgres, tmp_pa
     # long enough that a replica starting slowly on a loaded machine still finds it held
     held = hold_claim(bed, lease_ms=14_000)
     assert held.candidate.next_fire_at_ms == due
-    for i in range(4):
-        bed.publish(f"t{i}")
+    published_at = bed.now()
+    for trigger in TRIGGERS:
+        bed.publish(trigger)
     a = bed.replica("a", url=bed.db.multi_host_url()).start()  # type: ignore[attr-defined]
     a.wait_ready()
-    time.sleep(3)
+    wait_for(lambda: admitted_since(bed, published_at, TRIGGERS) and bed.ledger_lines(),
+             "a to admit (and acknowledge) every trigger on the first primary", 20)
     return held, a, standby
 
 
@@ -198,7 +222,8 @@ def test_f15_synchronous_failover_with_a_claim_held(bed: FaultBed, primary: Embe
                          "(SELECT count(*) FROM qinglong.run_events WHERE run_id = %s) AS e",
                          [runs[0]["id"], runs[0]["id"]])
         assert (shape[0]["a"], shape[0]["e"]) == (1, 2)
-        time.sleep(2)
+        wait_for(lambda: admitted_since(bed, promoted_at, TRIGGERS),
+                 "every trigger admitted on the new primary", 30)
         assert bed.stop_all() == [0, 0]
         report = bed.assert_exactly_once(start)
         assert report.ledger is not None and report.ledger.acknowledged > 0
@@ -215,14 +240,18 @@ def test_f16_asynchronous_failover_loses_acknowledged_runs_and_the_ledger_detect
     try:
         standby.wait_replayed()
         standby.stop()  # from here on the standby misses what the primary acknowledges
-        time.sleep(3)
+        stopped_with = len(bed.ledger_lines())
+        wait_for(lambda: len(bed.ledger_lines()) >= stopped_with + len(TRIGGERS),
+                 "admissions acknowledged while the standby is down", 20)
         acknowledged_before = len(bed.ledger_lines())
         primary.crash()
         standby.start()
         standby.promote()
         bed.db.server.port = standby.port  # type: ignore[attr-defined]
+        promoted_at = bed.now()
         wait_for(lambda: a.readyz() == 200, "a re-activated on the new primary", 30)
-        time.sleep(4)
+        wait_for(lambda: admitted_since(bed, promoted_at, TRIGGERS),
+                 "every trigger admitted on the new primary", 30)
         assert bed.stop_all() == [0]
         report = bed.audit(start)
         assert acknowledged_before > 0
@@ -260,7 +289,9 @@ def test_f17_a_cancelled_synchronous_wait_is_not_durable_and_never_acknowledged(
         acknowledged = {line["run_id"] for line in bed.ledger_lines()}
         assert not_durable[0]["run_id"] not in acknowledged  # committed locally, never acknowledged
         standby.start()
-        time.sleep(2)
+        acked = len(bed.ledger_lines())
+        wait_for(lambda: len(bed.ledger_lines()) > acked,
+                 "a to acknowledge admissions again once the standby is back", 30)
         assert bed.stop_all() == [0]
     finally:
         standby.cleanup()
@@ -284,9 +315,10 @@ def test_f17_the_commit_deadline_bounds_a_wait_for_a_dead_standby(
         assert time.monotonic() - stopped_at < 10  # bounded by the deadline, not by the standby
         assert a.process is not None and a.process.poll() is None
         unacknowledged = {line["run_id"] for line in bed.ledger_lines()}
-        time.sleep(2)
         standby.start()
-        time.sleep(LEASE_MS / 1000 + 8)
+        # a claim cut at the deadline ends with a's 10 s lease: then a catches up
+        wait_for(lambda: a.readyz() == 200 and bed.behind() == 0,
+                 "a to catch up once the standby is back", 40)
         assert bed.stop_all() == [0]
         report = bed.assert_exactly_once(start)
         assert report.ledger is not None and report.ledger.violations == 0
@@ -305,7 +337,7 @@ def test_f18_a_stale_old_primary_restarted_writable_is_never_written(
         bed.publish("t1")
         a = bed.replica("a", url=bed.db.multi_host_url()).start()  # type: ignore[attr-defined]
         a.wait_ready()
-        time.sleep(2)
+        wait_for(lambda: bed.ledger_lines(), "a first acknowledged admission", 20)
         primary.crash()
         standby.promote()
         bed.db.server.port = standby.port  # type: ignore[attr-defined]
@@ -317,7 +349,13 @@ def test_f18_a_stale_old_primary_restarted_writable_is_never_written(
                  "LIKE 'ql-control:%%'")  # make a re-activate while both are writable
         wait_for(lambda: "two writable primaries" in json.dumps(a.events()), "a to refuse the split brain", 30)
         assert a.readyz() == 503
-        time.sleep(3)
+        # a keeps trying (every --reactivate-ms), each time looking at the stale primary too:
+        # let it look a few more times (its sessions there) before judging what it wrote
+        with psycopg.connect(old, autocommit=True, connect_timeout=5) as watch:
+            looked = sessions(watch)
+            wait_for(lambda: sessions(watch) >= looked + 5,
+                     "a to try the stale primary again, several times", 30, 0.2)
+        assert a.readyz() == 503
         assert runs_on(old) == before  # nothing was ever written to the stale primary
         primary.stop()  # fence it
         wait_for(lambda: a.readyz() == 200, "a ready again once the stale primary is gone", 30)
@@ -334,6 +372,14 @@ def test_f11_a_partitioned_replica_is_fenced_and_recovers(bed: FaultBed, primary
             bed.publish(f"t{i}")
         start = bed.now()
         url = f"postgresql://ql_runtime@{namespace.host_ip}:{primary.port}/{DB}"
+
+        def admitted_by_b_since(at_ms: int) -> int:
+            """How many triggers b admitted after ``at_ms`` (database clock)."""
+            return len(bed.rows(
+                "SELECT DISTINCT r.trigger_id FROM qinglong.runs r JOIN qinglong.run_events e "
+                "ON e.run_id = r.id AND e.sequence = 1 WHERE r.created_at_ms > %s "
+                "AND e.payload ->> 'claim_owner' = 'b'", [at_ms]))
+
         a = bed.replica("a", "--pause-after-claim-ms", "1500", url=url)
         a.prefix = tuple(namespace.prefix)
         a.start()
@@ -345,7 +391,11 @@ def test_f11_a_partitioned_replica_is_fenced_and_recovers(bed: FaultBed, primary
         wait_for(lambda: len(bed.claims_by("a")) > held, "a to hold a fresh claim", 20, 0.01)
         namespace.partition()  # while a sits on its claim, before it commits
         cut_at = bed.now()
-        time.sleep(LEASE_MS / 1000 + 4)
+        expires = max(int(c["expires_at_ms"]) for c in bed.claims_by("a"))
+        # cut off for longer than its claim's lease (database clock), until b has admitted
+        # every trigger since the cut
+        wait_for(lambda: bed.now() > expires and admitted_by_b_since(cut_at) == 3,
+                 "a's claim to expire and b to carry every trigger", 30)
         namespace.heal()
         healed_at = bed.now()
         taken = bed.rows("SELECT count(*) AS n FROM qinglong.runs r JOIN qinglong.run_events e "
@@ -355,7 +405,8 @@ def test_f11_a_partitioned_replica_is_fenced_and_recovers(bed: FaultBed, primary
         wait_for(lambda: sum(1 for e in a.events() if e.get("state") == "ready") >= 2
                  or any(e.get("event") == "admitted" and e["at_ms"] > bed.now() - 2_000 for e in a.events()),
                  "a working again after the partition healed", 60)
-        time.sleep(3)
+        wait_for(lambda: any(e.get("event") == "admitted" and e["at_ms"] > healed_at for e in a.events()),
+                 "a admitting again after the partition healed", 30)
         # a still lags (every claim pauses 1.5 s): stopping it must not wait for its catch-up,
         # and b, left alone, must carry a's triggers from where a stopped
         assert a.stop() == 0

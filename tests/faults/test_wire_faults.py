@@ -7,7 +7,6 @@ successful COMMIT reply; F12: a link that stops passing bytes for a while, repea
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +32,10 @@ def in_doubt(replica: Any) -> list[dict[str, Any]]:
     return [e for e in replica.events() if e.get("in_doubt")]
 
 
+def admitted(replica: Any) -> int:
+    return sum(1 for e in replica.events() if e.get("event") == "admitted")
+
+
 def others_unknown(replica: Any) -> int:
     """Transactions other than admissions whose COMMIT outcome the replica could not know."""
     return sum(1 for e in replica.events()
@@ -47,7 +50,9 @@ def test_f8_a_lost_commit_reply_is_resolved_not_retried(bed: FaultBed, proxy: Pg
     wait_for(lambda: bed.rows("SELECT 1 FROM qinglong.runs"), "a first admission", 20)
     resolved: list[dict[str, Any]] = []
     for dropped in (1, 2, 3):
-        time.sleep(1.5)  # past the retention pass every (re-)activation starts with
+        # a admitting (again): past the retention pass every (re-)activation starts with
+        so_far = admitted(a)
+        wait_for(lambda n=so_far: admitted(a) > n, "a to admit an occurrence", 20)  # type: ignore[misc]
         proxy.arm(ProxyMode.DROP_COMMIT, count=1, application_name="ql-control:a")
         wait_for(lambda n=dropped: proxy.fired.get("drop_commit", 0) >= n,  # type: ignore[misc]
                  "a COMMIT reply to be dropped", 20)
@@ -64,7 +69,8 @@ def test_f8_a_lost_commit_reply_is_resolved_not_retried(bed: FaultBed, proxy: Pg
     runs = bed.run_for("t1", resolved[0]["scheduled_for_ms"])
     assert [r["id"] for r in runs] == [resolved[0]["run_id"]]  # once, and nothing retried
     wait_for(lambda: a.readyz() == 200, "a to re-activate after losing its connection", 20)
-    time.sleep(2)
+    so_far = admitted(a)
+    wait_for(lambda: admitted(a) > so_far, "a to admit again after re-activating", 20)
     assert bed.stop_all() == [0]
     report = bed.assert_exactly_once(start)
     assert report.ledger is not None and report.ledger.acknowledged > 0
@@ -80,7 +86,8 @@ def test_f9_the_connection_closed_right_after_a_successful_commit(bed: FaultBed,
     wait_for(lambda: proxy.fired.get("close_after_commit", 0) >= 1, "a connection closed after COMMIT", 20)
     wait_for(lambda: any(e.get("state") == "unavailable" for e in a.events()), "a to notice", 20)
     wait_for(lambda: a.readyz() == 200, "a to re-activate", 20)
-    time.sleep(2)
+    so_far = admitted(a)
+    wait_for(lambda: admitted(a) > so_far, "a to admit again after re-activating", 20)
     assert bed.stop_all() == [0]
     bed.assert_exactly_once(start)
 
@@ -93,13 +100,18 @@ def test_f12_a_link_that_stalls_and_recovers_repeatedly(bed: FaultBed, proxy: Pg
     a.wait_ready()
     b.wait_ready()
     start = bed.now()  # the lag bound judges the stalls, not how slowly the replicas started
-    for _ in range(4):
+    for stall in range(1, 5):
+        held, carried = proxy.fired.get("blackhole", 0), admitted(b)
         proxy.arm(ProxyMode.BLACKHOLE, application_name="ql-control:a")
-        time.sleep(1.0)
+        # stalled until a's traffic is held and b has admitted an occurrence meanwhile
+        wait_for(lambda h=held, c=carried: proxy.fired.get("blackhole", 0) > h  # type: ignore[misc]
+                 and admitted(b) > c, f"stall {stall}: a's traffic held while b admits", 20)
+        flowing_at = bed.now()  # (nothing of a's reached the server since the arm)
         proxy.disarm()
-        time.sleep(1.0)
-    assert proxy.fired.get("blackhole", 0) >= 1
-    time.sleep(LEASE_MS / 1000 + 2)
-    assert bed.stop_all() == [0, 0]
+        wait_for(lambda t=flowing_at: any(s["state_change_ms"] > t  # type: ignore[misc]
+                                          for s in bed.backends("a")),
+                 f"stall {stall}: a's statements to reach the server again", 20)
+    assert proxy.fired.get("blackhole", 0) >= 4
+    assert bed.stop_all() == [0, 0]  # (settles: every occurrence a held is admitted first)
     report = bed.assert_exactly_once(start)
     assert max(lag for t in report.triggers for lag in t.lags_ms) <= LEASE_MS + 5_000

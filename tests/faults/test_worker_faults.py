@@ -49,7 +49,7 @@ from qinglong.profiles.cluster import RECONCILE_INTERVAL_S
 from qinglong.storage.definitions.params import TaskPublishParams, TriggerPublishParams
 from testkit.cluster import Replica, Worker
 from testkit.postgres import EmbeddedPostgres
-from tests.faults.conftest import FaultBed, wait_for
+from tests.faults.conftest import AUDIT_SETTLE_MS, FaultBed, wait_for
 from tests.faults.test_server_faults import prepare
 
 pytestmark = pytest.mark.slow
@@ -365,6 +365,17 @@ def processes_of(wbed: WorkerBed, run_id: str) -> list[Process]:
     return [p for p in read_ledger(wbed.ledger) if p.run_id == run_id]
 
 
+def mid_run(wbed: WorkerBed, run_id: str) -> bool:
+    """The Run's command runs and has beaten at least once since it started."""
+    return any(p.end_ms is None and p.last_ms > p.start_ms and p.alive()
+               for p in processes_of(wbed, run_id))
+
+
+def wait_db_time(wbed: WorkerBed, at_ms: int, what: str) -> None:
+    """Wait until the database clock has passed ``at_ms``."""
+    wait_for(lambda: wbed.bed.now() > at_ms, what, max(5.0, (at_ms - wbed.bed.now()) / 1000 + 5))
+
+
 def wait_ended(wbed: WorkerBed, timeout: float) -> list[dict[str, Any]]:
     def ended() -> list[dict[str, Any]] | None:
         runs = wbed.runs()
@@ -411,10 +422,14 @@ def test_worker_sigkill_mid_run_loses_or_retries_the_run(wbed: WorkerBed) -> Non
     wbed.trigger("t-safe", "safe", at_ms=at)
     wbed.start_control().wait_ready()
     a = wbed.worker("a")
-    wait_for(lambda: wbed.running_on("t-fragile", "a") and wbed.running_on("t-safe", "a"),
-             "both commands to run on a", 15)
+
+    def both_on_a() -> list[dict[str, Any]] | None:
+        runs = [wbed.running_on("t-fragile", "a"), wbed.running_on("t-safe", "a")]
+        return [run for run in runs if run is not None] if all(runs) else None
+
+    both = wait_for(both_on_a, "both commands to run on a", 15)
     b = wbed.worker("b")
-    time.sleep(1.0)
+    wait_for(lambda: all(mid_run(wbed, run["id"]) for run in both), "both commands mid-run", 10)
     a.kill()
     killed_at = wbed.bed.now()
     leases = {a_["run_id"]: a_ for a_ in wbed.attempts()}  # no renewal can land after the kill
@@ -439,8 +454,9 @@ def test_worker_sigkill_mid_run_loses_or_retries_the_run(wbed: WorkerBed) -> Non
     assert expiry + RECONCILE_GRACE_MS <= safe_attempts[0]["finished_at_ms"] <= expiry + LOST_DUE_MS
     assert safe["attempts_spent"] == 2
 
-    # the non-idempotent Run is never tried again
-    time.sleep(RECONCILE_INTERVAL_S + 0.5)
+    # the non-idempotent Run is never tried again: not in the reconcile cycle after it was lost
+    wait_db_time(wbed, fragile["finished_at_ms"] + RECONCILE_EVERY_MS + 500,
+                 "a reconcile cycle past the fragile run's ending")
     assert [x["status"] for x in wbed.attempts(fragile["id"])] == ["lost"]
     assert wbed.status("t-fragile") == "lost"
     assert b.process is not None and b.process.poll() is None
@@ -453,9 +469,10 @@ def test_worker_sigkill_mid_run_loses_or_retries_the_run(wbed: WorkerBed) -> Non
 def test_worker_sigstop_longer_than_the_lease_is_fenced(wbed: WorkerBed) -> None:
     """Two workers are frozen (SIGSTOP) while their commands run.
 
-    a is frozen 6 s, longer than its 5 s lease but shorter than lease + grace: on SIGCONT it
-    kills its command (self-fence) before the reconciler has settled the Attempt; the
-    idempotent Run is then lost and retried (by a or b) and succeeds.
+    a is frozen until its 5 s lease has expired by the database clock (longer than its lease
+    but shorter than lease + grace): on SIGCONT it kills its command (self-fence) before the
+    reconciler has settled the Attempt; the idempotent Run is then lost and retried (by a or
+    b) and succeeds.
 
     c is frozen until the reconciler has marked its Attempt lost; its command completed
     meanwhile. On SIGCONT its late completion must not land: it is refused (and recorded as
@@ -469,16 +486,19 @@ def test_worker_sigstop_longer_than_the_lease_is_fenced(wbed: WorkerBed) -> None
     wbed.trigger("t-short", "short", at_ms=at + 2_000)
     wbed.start_control().wait_ready()
     a = wbed.worker("a", slots=1)
-    wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
+    long_run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
     c = wbed.worker("c", slots=1)
     short = wait_for(lambda: wbed.running_on("t-short", "c"), "the short command to run on c", 15)
     c.signal(signal.SIGSTOP)
     a.signal(signal.SIGSTOP)
-    stopped_at = wbed.bed.now()
     b = wbed.worker("b", slots=2)
     assert wbed.status("t-long") == "running"  # b takes nothing while the lease holds
 
-    time.sleep(max(0.0, 6.0 - (wbed.bed.now() - stopped_at) / 1000))
+    def lease_expired() -> bool:  # (read afresh: a renewal in flight at the stop may land)
+        [attempt] = wbed.attempts(long_run["id"])
+        return bool(wbed.bed.now() > attempt["lease_expires_at_ms"])
+
+    wait_for(lease_expired, "a's lease to expire while it is frozen", WORKER_LEASE_MS / 1000 + 10)
     long_run = wbed.run_of("t-long")
     assert long_run is not None and long_run["status"] == "running", long_run
     a.signal(signal.SIGCONT)
@@ -509,7 +529,7 @@ def test_worker_sigstop_longer_than_the_lease_is_fenced(wbed: WorkerBed) -> None
                     "c to notice it was fenced out", 10)
     if isinstance(late, list):
         assert late[0]["payload"]["write"] == "finish"
-    time.sleep(1.0)
+    wait_for(lambda: worker_status(c)["running"] == 0, "c to let go of its fenced-out command", 10)
     assert wbed.status("t-short") == "lost"
     assert [x["status"] for x in wbed.attempts(short["id"])] == ["lost"]
     assert b.process is not None and b.process.poll() is None
@@ -623,7 +643,8 @@ def test_cancel_reaches_a_worker_without_its_listen_connection(wbed: WorkerBed) 
         assert worker_status(a)["notifications"] == heard
         assert proxy.fired.get("blackhole", 0) >= 1  # the listen connection was held
         proxy.disarm()
-        time.sleep(RECONCILE_INTERVAL_S + 1.0)  # a retry would be queued by now
+        wait_db_time(wbed, ended["finished_at_ms"] + RECONCILE_EVERY_MS + 1_000,
+                     "a reconcile cycle past the ending (a retry would be queued by then)")
         ended = wbed.run_of("t-victim")
         assert ended is not None and ended["status"] == "cancelled"
         assert ended["cancel_reason"] == "user"
@@ -655,7 +676,9 @@ def test_cancel_of_a_queued_run_ends_it_at_once_and_a_second_cancel_is_refused(
     assert again.returncode == 2 and "already ended" in again.stderr, again.stderr
     assert "Traceback" not in again.stderr
     assert len(wbed.events(run["id"])) == len(events)
-    time.sleep(3)  # past the audit's settle time, so the occurrence is required
+    # past the audit's settle time, so the occurrence is required
+    wait_db_time(wbed, run["scheduled_for_ms"] + AUDIT_SETTLE_MS + 250,
+                 "the occurrence to be older than the audit's settle time")
     wbed.judge()
 
 
@@ -673,9 +696,8 @@ def test_overlap_skip_across_a_worker_restart(wbed: WorkerBed) -> None:
     a = wbed.worker("a")
     wait_for(lambda: len([p for p in read_ledger(wbed.ledger) if p.end_ms]) >= 1,
              "a first run to complete", 15)
-    wait_for(lambda: any(p.end_ms is None and p.alive() for p in read_ledger(wbed.ledger)),
-             "a command in progress", 10)
-    time.sleep(0.5)
+    wait_for(lambda: any(p.end_ms is None and p.alive() and p.last_ms > p.start_ms
+                         for p in read_ledger(wbed.ledger)), "a command in progress (mid-run)", 10)
     a.kill()
     killed_at = wbed.bed.now()
     # back at once under a fresh id: the killed process's id stays registered until its
@@ -873,8 +895,9 @@ def test_a_worker_cut_off_from_postgres_stops_its_command_before_the_run_moves_o
         assert first.last_ms + DEATH_MARGIN_MS <= attempts[0]["finished_at_ms"]
         proxy.disarm()
         wait_for(lambda: a.readyz() == 200, "a to be ready again after the partition", 30)
+        # a's held writes have flowed; it let go of the attempt it lost
+        wait_for(lambda: worker_status(a)["running"] == 0, "a to let go of its lost attempt", 10)
     del b
-    time.sleep(3)
     assert wbed.status("t-long") == "succeeded"  # nothing a wrote late changed the Run
     wbed.judge()
 
@@ -918,7 +941,7 @@ def test_a_running_command_rides_out_a_postgres_crash_and_restart(
     wbed.trigger("t-after", "short", at_ms=wbed.next_second(ahead_s=7))  # due after the restart
     server.crash()
     down_at = time.monotonic()
-    time.sleep(1)
+    wait_for(lambda: a.readyz() != 200, "a to notice the database is gone", 5)
     server.start()
     outage_s = time.monotonic() - down_at
     assert outage_s < 6, f"the restart took {outage_s:.1f} s: too long for this test's lease"
