@@ -113,10 +113,9 @@ def test_a_damaged_database_is_reported_by_every_command_and_stops_serve(ql: Ql)
     listed = ql.run("task", "list", "--project", "demo", check=False)
     assert listed.returncode != 0
     assert "malformed" in listed.stderr or "not a database" in listed.stderr
-    started = time.monotonic()
-    served = ql.run("serve", "--interval", "250ms", "--duration", "60s", check=False, timeout=120)
+    # an hour to serve: only the damage can end it within the wait (a TimeoutExpired if not)
+    served = ql.run("serve", "--interval", "250ms", "--duration", "1h", check=False, timeout=120)
     assert served.returncode != 0
-    assert time.monotonic() - started < 30, "serve kept going on a damaged database"
     assert "QL_DATABASE_CORRUPT" in served.stderr or "damaged" in served.stderr
 
 
@@ -132,10 +131,9 @@ def test_serve_stops_when_the_scheduler_finds_damage_at_run_time(ql: Ql) -> None
     with path.open("r+b") as handle:
         handle.seek((root - 1) * page_size)
         handle.write(b"\xa5" * page_size)
-    started = time.monotonic()
-    served = ql.run("serve", "--interval", "250ms", "--duration", "60s", check=False, timeout=120)
+    # an hour to serve: only the damage can end it within the wait (a TimeoutExpired if not)
+    served = ql.run("serve", "--interval", "250ms", "--duration", "1h", check=False, timeout=120)
     assert served.returncode == 1, served.stderr
-    assert time.monotonic() - started < 30, "serve kept going on a damaged database"
     assert served.stderr.strip().splitlines()[-1].startswith("ql: stopped: ")
     assert "malformed" in served.stderr
 
