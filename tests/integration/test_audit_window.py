@@ -30,7 +30,12 @@ def ran(cluster: Cluster) -> Cluster:
 
 def test_without_heartbeats_the_window_ends_at_the_last_decision(ran: Cluster) -> None:
     last_created = int(ran.db.execute("SELECT max(created_at_ms) AS m FROM runs")[0]["m"])  # type: ignore[call-overload]
-    time.sleep(3)  # past the 2 s settle: a window ending now would require unadmitted occurrences
+    # past the next occurrence and the 2 s settle by the database clock: a window ending now
+    # would require unadmitted occurrences
+    deadline = time.monotonic() + 30
+    while ran.db_now() <= last_created + 1_000 + 2_000:
+        assert time.monotonic() < deadline, "the database clock did not move on"
+        time.sleep(0.05)
     report = check(ran)
     assert report.ok, [t for t in report.triggers if t.violations]
     assert (report.end_ms, report.end_source) == (last_created, "decision")
