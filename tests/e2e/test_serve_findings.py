@@ -148,8 +148,10 @@ def test_audit_right_after_a_clean_stop_judges_only_what_was_decided(ql: Ql) -> 
         assert stop(server) == 0
     stopped_ms = int(time.time() * 1000)
     # Occurrences fall due with nobody serving, for longer than the settle: a window that
-    # ended now would require at least two of them and report them as unexplained gaps.
-    time.sleep(4)
+    # ended now would require at least two of them (the last decision came before the stop,
+    # then 1 s of settle and two whole seconds) and report them as unexplained gaps.
+    while time.time() * 1000 < stopped_ms + 3_500:
+        time.sleep(0.05)
     done = ql.run("audit", "--json", "--settle", "1s", check=False)
     assert done.returncode == 0, done.stdout
     report = json.loads(done.stdout)
