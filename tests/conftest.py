@@ -38,11 +38,26 @@ TIMED_FOLDERS = ("faults",)
 TIMED_FILES = ("test_cluster_e2e.py", "test_cluster_clock.py", "test_serve_exactly_once.py",
                "test_schedule_wakeups.py")
 BULK_NICENESS = 10
+# Folders whose modules share an expensive module-scoped setup (the browser suite: a `ql serve`
+# and a headless chromium per module, about 20 s on a loaded machine): each module is one work
+# unit, so one worker sets it up once instead of every worker that got one of its tests.
+MODULE_UNIT_FOLDERS = ("browser",)
 
 
 def is_timed_path(path: str) -> bool:
     parts = path.split("::", 1)[0].split("/")
     return (len(parts) > 1 and parts[-2] in TIMED_FOLDERS) or parts[-1] in TIMED_FILES
+
+
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: the timed group, its module, or the test itself."""
+    if is_timed_path(nodeid):
+        return TIMED_GROUP
+    module = nodeid.split("::", 1)[0]
+    parts = module.split("/")
+    if len(parts) > 1 and parts[-2] in MODULE_UNIT_FOLDERS:
+        return module
+    return nodeid
 
 
 def is_timed(item: pytest.Item) -> bool:
@@ -55,11 +70,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
     class TimedGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        """Every timed test in one work unit (the largest, so handed out first), every other
-        test a unit of its own."""
+        """Every timed test in one work unit (the largest, so handed out first), each module
+        of the browser suite one unit, every other test a unit of its own."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return TIMED_GROUP if is_timed_path(nodeid) else nodeid
+            return work_unit(nodeid)
 
     return TimedGroupScheduling(config, log)
 

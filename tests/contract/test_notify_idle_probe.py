@@ -623,20 +623,21 @@ def test_the_server_logs_one_statement_per_idle_cycle_of_ql_control(
     service = cluster_notify_service(db.url("ql_runtime"), SystemClock(), owner=owner,
                                      stop_timeout_s=5.0, diagnostics=None)
 
-    def logged(offset: int, expected: int) -> list[str]:
-        deadline = time.monotonic() + 30  # returns as soon as they are there
+    def logged(offset: int) -> list[str]:
+        """The service's statements logged since ``offset``, all of them: a backend logs a
+        statement as it receives it, appending to the log, so every statement the cycles sent
+        is there once a marker sent after they returned is."""
+        marker = f"ql-probe-marker-{uuid.uuid4().hex}"
+        with db.server.connect(db.name) as conn:  # a new session: it logs its statements
+            conn.execute(f"SELECT '{marker}'")
+        deadline = time.monotonic() + 30
         while True:
             with log.open("rb") as f:
                 f.seek(offset)
                 text = f.read().decode(errors="replace")
-            found = [m.group(1) for line in text.splitlines() if (m := pattern.search(line))]
-            if len(found) >= expected or time.monotonic() > deadline:
-                time.sleep(0.2)  # anything more would show up now
-                with log.open("rb") as f:
-                    f.seek(offset)
-                    text = f.read().decode(errors="replace")
-                return [m.group(1) for line in text.splitlines()
-                        if (m := pattern.search(line))]
+            if marker in text:
+                return [m.group(1) for line in text.splitlines() if (m := pattern.search(line))]
+            assert time.monotonic() < deadline, "the marker statement never reached the log"
             time.sleep(0.05)
 
     try:
@@ -647,14 +648,14 @@ def test_the_server_logs_one_statement_per_idle_cycle_of_ql_control(
             offset = log.stat().st_size
             for _ in range(5):
                 assert run_once() == NotifyReport()
-            idle = logged(offset, 5)
+            idle = logged(offset)
             assert len(idle) == 5, idle
             assert all(line.startswith(PROBE_SQL_START) for line in idle), idle
             _fail_run(n)
             offset = log.stat().st_size
             report = run_once()
             assert (report.enqueued, report.delivered) == (1, 1)
-            busy = logged(offset, 10)
+            busy = logged(offset)
             assert len(busy) > 10 and "BEGIN ISOLATION LEVEL READ COMMITTED" in busy, busy
     finally:
         service.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psycopg
@@ -26,6 +25,7 @@ from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from testkit.cluster import Replica, percentile
 from tests.support.pg import PgTestDatabase
+from tests.support.ql import wait_for
 from tests.support.tools import libfaketime
 
 pytestmark = pytest.mark.slow
@@ -71,15 +71,22 @@ def test_replicas_with_skewed_clocks_admit_on_database_time(pg_db: PgTestDatabas
         for replica in replicas:
             replica.wait_ready()
         start_ms = db_now(runtime)
-        time.sleep(10)
+        # both side by side for five seconds of database time
+        wait_for(lambda: db_now(runtime) >= start_ms + 5_000, 30, "five seconds of database time",
+                 interval=0.25)
         # Batches are large, so the first replica to claim each second may take every due
         # row and the other never admit. Stop a replica that has admitted while the other has
         # not: the one left alone must then admit on the database's time too.
-        winners = [r for r in replicas if admitted(r)]
-        assert winners, "no replica admitted in 10 s"
+        winners = wait_for(lambda: [r for r in replicas if admitted(r)], 30, "an admission",
+                           interval=0.25)
         if len(winners) == 1:
             codes[winners[0].owner] = winners[0].stop()
-            time.sleep(6)
+        wait_for(lambda: all(admitted(r) for r in replicas), 30, "each replica to admit",
+                 interval=0.25)
+        # ten seconds in all, as many as two replicas side by side had: seven occurrences and
+        # more before the 2 s the audit leaves
+        wait_for(lambda: db_now(runtime) >= start_ms + 10_000, 30, "ten seconds of database time",
+                 interval=0.25)
         end_ms = db_now(runtime) - 2000
     finally:
         for replica in replicas:

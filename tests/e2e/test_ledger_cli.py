@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,10 +43,15 @@ def test_the_ledger_of_a_trigger_ql_serve_ran(ql: Ql) -> None:
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
     ran = cron_runs(ql)
-    time.sleep(1.5)  # at least one occurrence falls due with no scheduler running
 
-    view = ql.json("trigger", "ledger", "--project", "demo", "--trigger", "t1",
-                   "--from", str(since))
+    def ledger_with_a_due_occurrence() -> Any:
+        view = ql.json("trigger", "ledger", "--project", "demo", "--trigger", "t1",
+                       "--from", str(since))
+        return view if any(o["fate"] == "due" for o in view["occurrences"]) else None
+
+    # at least one occurrence falls due with no scheduler running
+    view = wait_for(ledger_with_a_due_occurrence, 30, "an occurrence due since the stop",
+                    interval=0.2)
     occurrences = view["occurrences"]
     assert [o["at_ms"] for o in occurrences] == sorted((o["at_ms"] for o in occurrences),
                                                        reverse=True)

@@ -53,6 +53,11 @@ def deliveries(reader: Ql) -> list[dict[str, Any]]:
     return found
 
 
+def attempts(reader: Ql) -> int:
+    """Delivery attempts so far, of every notification."""
+    return sum(int(d["attempts"]) for d in deliveries(reader))
+
+
 def settled(profile: Profile) -> bool:
     """Every Run has ended, every one that ended badly has its delivery, and nothing is still
     waiting to be sent."""
@@ -85,13 +90,22 @@ def outage(profile: Profile, receiver: WebhookReceiver, *, down_s: float = 0.0,
     wait_for(lambda: len([d for d in deliveries(profile.reader) if d["attempts"] >= 2]) >= 2,
              60, "deliveries failing and backing off", interval=0.5)
     receiver.stop()  # from now on connections are refused
-    time.sleep(1.0)
+    tried = attempts(profile.reader)
+    wait_for(lambda: attempts(profile.reader) > tried, 30, "a delivery refused", interval=0.5)
     profile.kill()
-    time.sleep(3.0)  # longer than the 1 s misfire grace: the restart misfires
+    killed_ms = int(time.time() * 1000)
+    # an occurrence of the every-2-seconds trigger falls in the downtime and is more than the
+    # 1 s misfire grace old at the restart: the restart misfires
+    missed = -(-(killed_ms + 1) // 2000) * 2000
+    while time.time() * 1000 < missed + 1_500:
+        time.sleep(0.05)
     profile.start()
     wait_for(lambda: any(d["event"] == "trigger.misfired" for d in deliveries(profile.reader)),
              30, "the misfire to be enqueued", interval=0.5)
-    time.sleep(3.0)  # the restarted process backs off against a receiver still down
+    # the restarted process tries again, against a receiver still down
+    tried = attempts(profile.reader)
+    wait_for(lambda: attempts(profile.reader) > tried, 30, "a delivery refused after the restart",
+             interval=0.5)
     time.sleep(max(0.0, down_since + down_s - time.monotonic()))
     waiting = [d for d in deliveries(profile.reader) if d["status"] != "delivered"]
     down_for = time.monotonic() - down_since

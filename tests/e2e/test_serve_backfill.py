@@ -60,7 +60,10 @@ def test_backfill_the_stretch_a_pause_held_back(ql: Ql, tmp_path: Path) -> None:
         wait_for(lambda: len(runs(ql)) >= 2, 20, "the trigger to run")
         paused = ql.json("trigger", "pause", "--project", "demo", "--trigger", "t1")
         since = int(paused["pause"]["since_ms"])
-        time.sleep(6.5)
+        # six seconds of occurrences fall in the pause (by the clock the pause was recorded
+        # with: this machine's)
+        while time.time() * 1000 < since + 6_000:
+            time.sleep(0.05)
         ql.run("trigger", "resume", "--project", "demo", "--trigger", "t1")
         resumed = int(time.time() * 1000)  # at or after the resume (same clock as ql's)
         # the occurrence in progress at the resume is decided first; then the cursor is past it

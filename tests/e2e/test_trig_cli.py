@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -174,9 +173,11 @@ def test_serve_runs_an_interval_on_its_grid_and_a_one_shot_once(tmp_path: Path) 
     at_ms, anchor_ms = publish_both(q)
     server = q.start("serve", "--interval", "250ms")
     try:
-        wait_for(lambda: runs(q, "launch") and len(runs(q, "beat")) >= 5, 30,
-                 "the one-shot run and five beats")
-        time.sleep(2.5)  # the one-shot trigger stays done, and its run is older than the settle
+        # the one-shot trigger stays done while the beats go on, 3 s past it: its run is older
+        # than the audit's 2 s settle when the server stops
+        wait_for(lambda: runs(q, "launch")
+                 and max(runs(q, "beat"), default=0) >= at_ms + 3_000,
+                 30, "the one-shot run and beats 3 s past it")
     finally:
         assert stop(server) == 0
     judge(q, at_ms, anchor_ms)
@@ -195,9 +196,10 @@ def test_a_control_replica_runs_them_the_same_way(pg_db: PgTestDatabase,
     replica.start()
     try:
         replica.wait_ready()
-        wait_for(lambda: runs(reader, "launch") and len(runs(reader, "beat")) >= 5, 30,
-                 "the one-shot run and five beats")
-        time.sleep(2.5)  # the one-shot run is older than the audit settle
+        # beats 3 s past the one-shot run: it is older than the audit settle at the stop
+        wait_for(lambda: runs(reader, "launch")
+                 and max(runs(reader, "beat"), default=0) >= at_ms + 3_000,
+                 30, "the one-shot run and beats 3 s past it")
     finally:
         assert replica.stop() == 0
     reader_list = reader.json("trigger", "list", "--project", "demo")

@@ -205,9 +205,8 @@ def test_stop_cancels_what_outlives_the_drain(
         time.sleep(0.02)
     pid = sqlite_stores.runs.run_get(run_id).attempts[0].pid
     assert pid is not None
-    started = time.monotonic()
     assert executor.stop(0.2) == 1
-    assert time.monotonic() - started < 8
+    # stopped by the executor, not ended by itself (a 60 s command would have succeeded)
     detail = sqlite_stores.runs.run_get(run_id)
     assert (detail.run.status, detail.run.error_code) == ("cancelled", "SHUTDOWN")
     assert not pid_alive(pid)
@@ -281,15 +280,15 @@ def test_a_lost_lease_stops_the_command_at_the_next_renewal(
     sqlite_stores: SqliteStores, clock: FakeClock, make_executor
 ) -> None:
     [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60")))
-    make_executor(lease_ms=1_000).start()
+    executor = make_executor(lease_ms=1_000)
+    executor.start()
     pid = wait_status(sqlite_stores, run_id, "running").attempts[0].pid
     assert pid is not None and pid_alive(pid)
     take_over(sqlite_stores, run_id)
     deadline = time.monotonic() + WAIT_S
-    while pid_alive(pid):
+    while pid_alive(pid) or executor.active():  # killed, and the job is done with the run
         assert time.monotonic() < deadline, "the command outlived its lost lease"
         time.sleep(0.05)
-    time.sleep(0.5)
     detail = sqlite_stores.runs.run_get(run_id)
     # The executor knew its lease was gone, so it wrote nothing: whoever holds it decides.
     assert detail.run.status == "running"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,20 +70,30 @@ class Cluster:
             connector.close()
 
 
-@pytest.fixture
-def cluster(pg_db: PgTestDatabase) -> Iterator[Cluster]:
-    admin_connector = SingleConnector(pg_db.url("ql_admin"), application_name="admin")
-    runtime_connector = SingleConnector(pg_db.url("ql_runtime"), application_name="reader")
-    c = Cluster(db=pg_db, admin=DefinitionStore(open_postgres(admin_connector)),
+@contextmanager
+def cluster_on(db: PgTestDatabase, *, fresh: bool = True) -> Iterator[Cluster]:
+    """A Cluster over ``db``; ``fresh``: create the demo project and its hello task first (a
+    copy of a database that has them already is not fresh)."""
+    admin_connector = SingleConnector(db.url("ql_admin"), application_name="admin")
+    runtime_connector = SingleConnector(db.url("ql_runtime"), application_name="reader")
+    c = Cluster(db=db, admin=DefinitionStore(open_postgres(admin_connector)),
                 runs=RunStore(open_postgres(runtime_connector), actor_id="cluster"))
     c._connectors += [admin_connector, runtime_connector]
-    c.admin.project_create(ProjectCreateParams(project_id="demo"))
-    c.admin.task_publish(TaskPublishParams(project_id="demo", task_id="hello", name="Hello",
-                                           spec=CommandSpec(command=ShellCommand(command="echo hi"))))
     try:
+        if fresh:
+            c.admin.project_create(ProjectCreateParams(project_id="demo"))
+            c.admin.task_publish(TaskPublishParams(
+                project_id="demo", task_id="hello", name="Hello",
+                spec=CommandSpec(command=ShellCommand(command="echo hi"))))
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def cluster(pg_db: PgTestDatabase) -> Iterator[Cluster]:
+    with cluster_on(pg_db) as c:
+        yield c
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from qinglong.clock import SystemClock
 from qinglong.profiles.audit_backend import run_audit
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.storage.definitions.params import TriggerPublishParams
-from tests.integration.conftest import Cluster
+from qinglong.storage.postgres.roles import provision_roles
+from tests.integration.conftest import Cluster, cluster_on
+from tests.support.pg import PgServer, PgTestDatabase, create_database, drop_database
 
 LEASE = 3_000
 GRACE = 30_000
@@ -48,12 +51,46 @@ def check(cluster: Cluster, **kw: object) -> AuditReport:
     return run_audit(cluster.db.url("ql_runtime"), SystemClock(), params)
 
 
-@pytest.fixture
-def audited(cluster: Cluster) -> Cluster:
+def ran_two_triggers(cluster: Cluster) -> None:
     cluster.publish("t1")
     cluster.publish("t2", cron="*/2 * * * * *", timezone="Europe/Berlin")
     run_replicas(cluster, 3.5)
-    return cluster
+
+
+def copy_of(server: PgServer, template: str) -> PgTestDatabase:
+    name = f"qlt_audited_{uuid.uuid4().hex[:16]}"
+    create_database(server, name, template=template)
+    with server.connect(name) as conn:
+        provision_roles(conn)
+    return PgTestDatabase(server, name)
+
+
+@pytest.fixture(scope="module")
+def audited_template(pg_server: PgServer, pg_template: str) -> Iterator[str]:
+    """A database in which two replicas ran t1 and t2 for 3.5 s. Each test that plants a
+    violation gets a copy of its own: the replicas run once per worker and server, not once
+    per test."""
+    db = copy_of(pg_server, pg_template)
+    try:
+        with cluster_on(db) as cluster:
+            ran_two_triggers(cluster)
+    finally:
+        db.close()
+    try:
+        yield db.name
+    finally:
+        drop_database(pg_server, db.name)
+
+
+@pytest.fixture
+def audited(pg_server: PgServer, audited_template: str) -> Iterator[Cluster]:
+    db = copy_of(pg_server, audited_template)
+    try:
+        with cluster_on(db, fresh=False) as cluster:
+            yield cluster
+    finally:
+        db.close()
+        drop_database(pg_server, db.name)
 
 
 def first_run(cluster: Cluster, trigger: str = "t1") -> dict[str, object]:
@@ -61,9 +98,10 @@ def first_run(cluster: Cluster, trigger: str = "t1") -> dict[str, object]:
         "SELECT * FROM runs WHERE trigger_id = %s ORDER BY scheduled_for_ms LIMIT 1", [trigger])[0]
 
 
-def test_a_clean_cluster_run_audits_clean(audited: Cluster) -> None:
-    run_replicas(audited, 2.5)  # 6 s in all: at least 3 occurrences past the 2 s settle
-    report = check(audited)
+def test_a_clean_cluster_run_audits_clean(cluster: Cluster) -> None:
+    ran_two_triggers(cluster)
+    run_replicas(cluster, 2.5)  # 6 s in all: at least 3 occurrences past the 2 s settle
+    report = check(cluster)
     assert report.ok, report
     t1 = next(t for t in report.triggers if t.trigger_id == "t1")
     assert t1.expected >= 3 and t1.admitted == t1.expected and t1.lags_ms

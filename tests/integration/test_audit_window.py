@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -15,22 +15,48 @@ from qinglong.audit.source import read_input
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
-from tests.integration.conftest import Cluster
-from tests.integration.test_audit import check, clone_run, first_run, run_replicas
+from tests.integration.conftest import Cluster, cluster_on
+from tests.integration.test_audit import check, clone_run, copy_of, first_run, run_replicas
+from tests.support.pg import PgServer, drop_database
+
+
+@pytest.fixture(scope="module")
+def ran_template(pg_server: PgServer, pg_template: str) -> Iterator[str]:
+    """A database in which two replica coordinators (no `ql control`, so no heartbeats) ran t1
+    for a while; each test gets a copy of its own (one run per worker and server)."""
+    db = copy_of(pg_server, pg_template)
+    try:
+        with cluster_on(db) as cluster:
+            cluster.publish("t1")
+            run_replicas(cluster, 3.5)
+            assert cluster.count("instances") == 0
+    finally:
+        db.close()
+    try:
+        yield db.name
+    finally:
+        drop_database(pg_server, db.name)
 
 
 @pytest.fixture
-def ran(cluster: Cluster) -> Cluster:
-    """Two replica coordinators (no `ql control`, so no heartbeats) ran t1 for a while."""
-    cluster.publish("t1")
-    run_replicas(cluster, 3.5)
-    assert cluster.count("instances") == 0
-    return cluster
+def ran(pg_server: PgServer, ran_template: str) -> Iterator[Cluster]:
+    db = copy_of(pg_server, ran_template)
+    try:
+        with cluster_on(db, fresh=False) as cluster:
+            yield cluster
+    finally:
+        db.close()
+        drop_database(pg_server, db.name)
 
 
 def test_without_heartbeats_the_window_ends_at_the_last_decision(ran: Cluster) -> None:
     last_created = int(ran.db.execute("SELECT max(created_at_ms) AS m FROM runs")[0]["m"])  # type: ignore[call-overload]
-    time.sleep(3)  # past the 2 s settle: a window ending now would require unadmitted occurrences
+    # past the next occurrence and the 2 s settle by the database clock: a window ending now
+    # would require unadmitted occurrences
+    deadline = time.monotonic() + 30
+    while ran.db_now() <= last_created + 1_000 + 2_000:
+        assert time.monotonic() < deadline, "the database clock did not move on"
+        time.sleep(0.05)
     report = check(ran)
     assert report.ok, [t for t in report.triggers if t.violations]
     assert (report.end_ms, report.end_source) == (last_created, "decision")

@@ -55,12 +55,17 @@ def pytest_report_header() -> list[str]:
 # seconds and judge the scheduler, not a dialect (the contract and integration suites cover
 # every server). The system server still takes part in everything else.
 ONCE_FOLDERS = ("faults", "e2e")
+# Files elsewhere that judge the scheduler in real time, not a dialect: the idle cap and the
+# wake-up of a `ql control` replica (tests/contract/test_wakeups.py hears LISTEN/NOTIFY on
+# every server).
+ONCE_FILES = ("test_schedule_wakeups.py",)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "pg_server" in metafunc.fixturenames:
-        folder = metafunc.definition.path.parent.name
-        servers = [EMBEDDED] if folder in ONCE_FOLDERS else SERVERS
+        path = metafunc.definition.path
+        once = path.parent.name in ONCE_FOLDERS or path.name in ONCE_FILES
+        servers = [EMBEDDED] if once else SERVERS
         metafunc.parametrize("pg_server", servers, indirect=True, scope="session")
 
 

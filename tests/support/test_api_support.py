@@ -915,7 +915,10 @@ def flow_backfill(http: Http, people: People, db: Database) -> None:
     base = "/api/v1/projects/demo/triggers/bf"
     first = http.ok("POST", f"{base}/revisions", admin,
                     {"task": "hello", "schedule": "every 1s", "timezone": "UTC"}, 201)
-    time.sleep(2.5)
+    # two whole seconds of it lie between the two revisions (the server's clock, PostgreSQL's
+    # or its own, is this machine's)
+    while time.time() * 1000 < first["published_at_ms"] + 2_100:
+        time.sleep(0.05)
     second = http.ok("POST", f"{base}/revisions", admin, {"misfire": "fire_once"}, 201)
     assert second["revision"] == 2
     window = {"from": first["published_at"], "to": second["published_at_ms"] - 1}

@@ -15,17 +15,25 @@ CHILD = textwrap.dedent("""
     import os, signal, sys, threading, time
     from qinglong.cli.stop_signals import StopSignals
 
+    def until(condition, what):
+        deadline = time.monotonic() + 10
+        while not condition():  # each short sleep lets a pending handler run on this thread
+            assert time.monotonic() < deadline, what
+            time.sleep(0.001)
+
     repeats = []
     stop = threading.Event()
     with StopSignals(stop, lambda: repeats.append(1)) as signals:
         with stop._cond:  # the main thread holds the event's lock, as inside stop.wait()
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.2)  # the handler runs here, on this thread, the lock held
+            # the handler runs here, on this thread, the lock held
+            until(lambda: signals.seen, "the handler did not run")
+            assert not stop.is_set()  # (the watcher cannot set it while we hold the lock)
         assert stop.wait(5), "the first signal did not set the event"
         assert signals.seen == [signal.SIGTERM] and repeats == []
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)
-        assert repeats == [1], repeats
+        until(lambda: repeats, "the repeated signal was not acted on")
+        assert repeats == [1] and signals.seen == [signal.SIGTERM, signal.SIGINT], repeats
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     print("ok")
 """)
