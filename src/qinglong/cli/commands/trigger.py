@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from qinglong.cli.context import CLOCK, catalog
+from qinglong.cli.context import CLOCK, catalog, respond
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import (
     Instant,
@@ -299,12 +299,8 @@ def delete(project: str, trigger_id: str, database_url: str, as_json: bool) -> N
 
     Its revisions stay, for the Runs and the audit that refer to them; publishing it again
     restores it."""
-    with catalog(database_url) as cat:
-        view = cat.trigger_delete(project, trigger_id)
-    if as_json:
-        emit_json(view)
-    else:
-        say(f"deleted trigger {project}/{trigger_id}")
+    respond(catalog(database_url), lambda cat: cat.trigger_delete(project, trigger_id), as_json,
+            lambda view: say(f"deleted trigger {project}/{trigger_id}"))
 
 
 @trigger.command()
@@ -327,17 +323,16 @@ def pause(project: str, trigger_id: str, until_ms: int | None, reason: str | Non
     been no pause: run if still within the grace, else skipped or fired once. Pausing a paused
     trigger again changes when the pause ends and why. A decision in flight is fenced out.
     """
-    with catalog(database_url) as cat:
-        view = cat.trigger_pause(TriggerPauseParams(
-            project_id=project, trigger_id=trigger_id, until_ms=until_ms, reason=reason,
-            actor=actor))
-    if as_json:
-        emit_json(view)
-        return
-    held = view.pause
-    assert held is not None
-    until = f"until {held.until}" if held.until else "until resumed"
-    say(f"paused trigger {project}/{trigger_id} since {held.since} {until}")
+    params = TriggerPauseParams(project_id=project, trigger_id=trigger_id, until_ms=until_ms,
+                                reason=reason, actor=actor)
+
+    def text(view: TriggerView) -> None:
+        held = view.pause
+        assert held is not None
+        until = f"until {held.until}" if held.until else "until resumed"
+        say(f"paused trigger {project}/{trigger_id} since {held.since} {until}")
+
+    respond(catalog(database_url), lambda cat: cat.trigger_pause(params), as_json, text)
 
 
 @trigger.command()
@@ -351,15 +346,14 @@ def resume(project: str, trigger_id: str, actor: str, database_url: str, as_json
 
     The occurrence in progress (the last one at or before now) follows the misfire policy;
     the ones before it stay `paused`. Refused when the trigger is not paused."""
-    with catalog(database_url) as cat:
-        view = cat.trigger_resume(TriggerResumeParams(project_id=project, trigger_id=trigger_id,
-                                                      actor=actor))
-    if as_json:
-        emit_json(view)
-        return
-    upcoming = view.next_fire_at
-    nxt = f"; next fire {upcoming[0]}" if upcoming else ""
-    say(f"resumed trigger {project}/{trigger_id}{nxt}")
+    params = TriggerResumeParams(project_id=project, trigger_id=trigger_id, actor=actor)
+
+    def text(view: TriggerView) -> None:
+        upcoming = view.next_fire_at
+        nxt = f"; next fire {upcoming[0]}" if upcoming else ""
+        say(f"resumed trigger {project}/{trigger_id}{nxt}")
+
+    respond(catalog(database_url), lambda cat: cat.trigger_resume(params), as_json, text)
 
 
 @trigger.command("list")
@@ -379,11 +373,13 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
     NEXT FIRE is in the trigger's own time zone, with UTC after it, and for a trigger with
     jitter how long after it the occurrence runs (+4m12s).
     """
-    with catalog(database_url) as cat:
-        views = cat.trigger_list(project, next_count=next_count, include_deleted=include_deleted)
-    if as_json:
-        emit_json(views)
-        return
+    respond(catalog(database_url),
+            lambda cat: cat.trigger_list(project, next_count=next_count,
+                                         include_deleted=include_deleted),
+            as_json, _trigger_table)
+
+
+def _trigger_table(views: list[TriggerView]) -> None:
     emit_table(
         [
             (
