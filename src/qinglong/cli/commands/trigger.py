@@ -263,30 +263,25 @@ def _overlap(policy: str | None, queue_limit: int | None) -> Overlap | None:
                    queue_limit=DEFAULT_QUEUE_LIMIT if queue_limit is None else queue_limit)
 
 
-@trigger.command()
-@project_option
-@trigger_option
-@database_url_option
-@json_option
-def disable(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-    """Stop a trigger: publishes a disabled revision (an occurrence in flight is fenced)."""
-    _publish(
-        TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=False),
-        database_url, as_json,
-    )
+def _switch(enabled: bool) -> Any:
+    """`ql trigger enable` and `disable`: publish the trigger with only its state changed."""
+    @project_option
+    @trigger_option
+    @database_url_option
+    @json_option
+    def command(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
+        _publish(
+            TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=enabled),
+            database_url, as_json,
+        )
+
+    return command
 
 
-@trigger.command()
-@project_option
-@trigger_option
-@database_url_option
-@json_option
-def enable(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-    """Start a disabled trigger again, pinned to its task's current revision."""
-    _publish(
-        TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=True),
-        database_url, as_json,
-    )
+trigger.command("disable", help="Stop a trigger: publishes a disabled revision (an occurrence "
+                                "in flight is fenced).")(_switch(False))
+trigger.command("enable", help="Start a disabled trigger again, pinned to its task's current "
+                               "revision.")(_switch(True))
 
 
 @trigger.command()
