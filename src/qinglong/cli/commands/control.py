@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from qinglong.cli.context import CLOCK
+from qinglong.cli.console import EventConsole
 from qinglong.cli.output import rfc3339
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
@@ -24,24 +22,10 @@ if TYPE_CHECKING:
     from qinglong.profiles.cluster import ControlSeams
 
 
-def _stamp() -> str:
-    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
-class ControlConsole:
+class ControlConsole(EventConsole):
     def __init__(self, *, owner: str, json_events: bool, log_admissions: bool) -> None:
-        self._owner = owner
-        self._json = json_events
+        super().__init__(json_events=json_events, who={"owner": owner})
         self._log_admissions = log_admissions
-        self._lock = threading.Lock()
-
-    def _emit(self, event: dict[str, Any], text: str, *, err: bool = False) -> None:
-        with self._lock:
-            if self._json:
-                click.echo(json.dumps({"owner": self._owner, "at_ms": CLOCK.now_ms(), **event},
-                                      sort_keys=True), err=err)
-            else:
-                click.echo(f"{_stamp()} [{self._owner}] {text}", err=err)
 
     def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
         if not (self._json or self._log_admissions):

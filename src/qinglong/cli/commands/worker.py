@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 
-from qinglong.cli.context import CLOCK
+from qinglong.cli.console import EventConsole
 from qinglong.cli.params import DURATION
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
@@ -23,24 +21,9 @@ from qinglong.profiles.reports import RunFinished
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _stamp() -> str:
-    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
-class WorkerConsole:
+class WorkerConsole(EventConsole):
     def __init__(self, *, worker: str, json_events: bool, quiet: bool) -> None:
-        self._worker = worker
-        self._json = json_events
-        self._quiet = quiet
-        self._lock = threading.Lock()
-
-    def _emit(self, event: dict[str, Any], text: str, *, err: bool = False) -> None:
-        with self._lock:
-            if self._json:
-                click.echo(json.dumps({"worker": self._worker, "at_ms": CLOCK.now_ms(), **event},
-                                      sort_keys=True), err=err)
-            elif not self._quiet or err:
-                click.echo(f"{_stamp()} [{self._worker}] {text}", err=err)
+        super().__init__(json_events=json_events, quiet=quiet, who={"worker": worker})
 
     def finished(self, finished: RunFinished) -> None:
         detail = f"exit {finished.exit_code}" if finished.exit_code is not None else (
