@@ -165,18 +165,13 @@ class WholeSecond(click.ParamType[int]):
             self.fail(exc.rule if text in exc.rule else f"{text!r}: {exc.rule}", param, ctx)
 
 
-class WholeSeconds(click.ParamType[int]):
+class WholeSeconds(Duration):
     """A duration of whole seconds (``90s``, ``1h30m``, ``1d``), in seconds."""
-
-    name = "duration"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
-        try:
-            span = parse_duration_ms(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+        span = super().convert(value, param, ctx)
         if span % 1000:
             self.fail(f"{value!r} is not a whole number of seconds", param, ctx)
         return span // 1000

@@ -14,8 +14,8 @@ import click
 
 from qinglong.cli.commands.task import task, task_option
 from qinglong.cli.commands.trigger import trigger, trigger_option
-from qinglong.cli.context import services
-from qinglong.cli.output import emit_json, say, when
+from qinglong.cli.context import respond, services
+from qinglong.cli.output import say, when
 from qinglong.cli.params import database_url_option, json_option, project_option
 from qinglong.domain.manual import MAX_ACTOR, ManualRequest, actor_name, request_id
 from qinglong.ids import new_uuid
@@ -55,12 +55,8 @@ def _request(project: str, *, actor: str | None, given_id: str | None, task_id: 
 
 
 def _admit(database_url: str, as_json: bool, request: ManualRequest, again: str) -> None:
-    with services(database_url) as opened:
-        view = opened.manual.admit(request)
-    if as_json:
-        emit_json(view)
-        return
-    _say_admitted(view, request, again)
+    respond(services(database_url), lambda opened: opened.manual.admit(request), as_json,
+            lambda view: _say_admitted(view, request, again))
 
 
 def _say_admitted(view: RunNowView, request: ManualRequest, again: str) -> None:
