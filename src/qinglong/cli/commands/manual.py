@@ -35,6 +35,8 @@ def default_actor() -> str:
 
 
 def _run_now_options(func: F) -> F:
+    """The options `ql task run` and `ql trigger fire` take after the one naming what runs."""
+    func = database_url_option(json_option(func))
     func = click.option(
         "--actor", envvar="QL_ACTOR", metavar="NAME",
         help="Who asks, recorded on the Run (env QL_ACTOR; default: your OS user name).")(func)
@@ -77,8 +79,6 @@ def _say_admitted(view: RunNowView, request: ManualRequest, again: str) -> None:
 @project_option
 @task_option
 @_run_now_options
-@database_url_option
-@json_option
 def run_task(project: str, task_id: str, given_id: str | None, actor: str | None,
              database_url: str, as_json: bool) -> None:
     """Run TASK now: admit one manual Run of its current revision, queued for `ql serve` (SQLite)
@@ -94,8 +94,6 @@ def run_task(project: str, task_id: str, given_id: str | None, actor: str | None
 @project_option
 @trigger_option
 @_run_now_options
-@database_url_option
-@json_option
 def fire_trigger(project: str, trigger_id: str, given_id: str | None, actor: str | None,
                  database_url: str, as_json: bool) -> None:
     """Fire TRIGGER now: admit one manual Run of the task revision it pins, outside its cron
