@@ -7,11 +7,12 @@ import json
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
 from qinglong.cli.context import CLOCK
+from qinglong.diagnostics import Diagnostic
 
 
 def stamp() -> str:
@@ -25,6 +26,8 @@ class EventConsole:
     ``who`` names the process: its fields go into each JSON event ({"worker": id}) and its
     values, in brackets, before each text line. ``quiet`` keeps text lines off stdout (those
     for stderr still print); JSON events always print."""
+
+    _error_label: ClassVar[str] = "error"  # what starts the line of a diagnostic
 
     def __init__(self, *, json_events: bool, quiet: bool = False,
                  who: Mapping[str, str] | None = None) -> None:
@@ -41,3 +44,10 @@ class EventConsole:
                                       sort_keys=True), err=err)
             elif not self._quiet or err:
                 click.echo(f"{stamp()} {self._label}{text}", err=err)
+
+    def diagnostic(self, diagnostic: Diagnostic) -> None:
+        """A problem a loop reported (to stderr)."""
+        self._emit({"event": "error", "source": diagnostic.source, "code": diagnostic.code,
+                    "message": diagnostic.message},
+                   f"{self._error_label} {diagnostic.source} {diagnostic.code}: "
+                   f"{diagnostic.message}", err=True)

@@ -192,3 +192,15 @@ def actor_option(func: F) -> F:
     return click.option(
         "--actor", metavar="NAME", default=default_actor, show_default="$QL_ACTOR or your user name",
         help="Who is asking, recorded with the action.")(func)
+
+
+def setting_option(name: str, kind: Any, text: str) -> Callable[[F], F]:
+    """A setting of a long-running process (`ql control`, `ql worker`): None when not given,
+    so the process's own default, or its environment variable, applies."""
+    return click.option(name, type=kind, default=None, help=text)
+
+
+def json_events_option(func: F) -> F:
+    """--json-events of the long-running commands."""
+    return click.option("--json-events", is_flag=True,
+                        help="Print every event as one JSON line.")(func)

@@ -13,9 +13,8 @@ from qinglong.cli.commands.web import trusted_proxy_option
 from qinglong.cli.console import EventConsole, stamp
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
-from qinglong.cli.params import DURATION, sqlite_url_option
+from qinglong.cli.params import DURATION, json_events_option, sqlite_url_option
 from qinglong.cli.stop_signals import StopSignals
-from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
 from qinglong.domain.schedule import ScheduleCandidate
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
 
 class ConsoleObserver(EventConsole):
     """Prints admissions, results and problems as they happen (or JSON lines)."""
+
+    _error_label = "error     "  # aligned with the other events' words
 
     def __init__(self, *, quiet: bool, json_events: bool) -> None:
         super().__init__(json_events=json_events, quiet=quiet)
@@ -105,14 +106,6 @@ class ConsoleObserver(EventConsole):
             text,
         )
 
-    def diagnostic(self, diagnostic: Diagnostic) -> None:
-        self._emit(
-            {"event": "error", "source": diagnostic.source, "code": diagnostic.code,
-             "message": diagnostic.message},
-            f"error      {diagnostic.source} {diagnostic.code}: {diagnostic.message}",
-            err=True,
-        )
-
 
 @click.command()
 @sqlite_url_option
@@ -142,7 +135,7 @@ class ConsoleObserver(EventConsole):
               help="On stop, how long running commands may finish before they are cancelled.")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
 @click.option("--quiet", is_flag=True, help="Print only errors.")
-@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@json_events_option
 @click.option("--http", "listen", metavar="HOST:PORT",
               help="Also serve the HTTP API (/api/v1) here, e.g. 127.0.0.1:8080 (loopback "
                    "only, unless --allow-remote).")
