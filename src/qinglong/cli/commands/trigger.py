@@ -138,6 +138,19 @@ def schedule_text(cron: str | None, every_s: int | None, anchor_ms: int | None,
     return None
 
 
+def _dst_and_jitter_options(func: Any) -> Any:
+    """How a schedule meets daylight saving time and its jitter: the same options, with the
+    same meaning, for publishing a trigger and for previewing one."""
+    func = click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(),
+                        metavar="DURATION", help=_JITTER_RANDOM_HELP)(func)
+    func = click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION",
+                        help=_JITTER_HELP)(func)
+    func = click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
+                        help=_DST_OVERLAP_HELP)(func)
+    return click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]),
+                        help=_DST_GAP_HELP)(func)
+
+
 @trigger.command()
 @project_option
 @trigger_option
@@ -150,12 +163,7 @@ def schedule_text(cron: str | None, every_s: int | None, anchor_ms: int | None,
 @click.option("--timezone", metavar="ZONE",
               help="IANA time zone, e.g. UTC, Asia/Shanghai: required with --cron; for --every "
                    "and --at only how times are shown (default UTC).")
-@click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]), help=_DST_GAP_HELP)
-@click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
-              help=_DST_OVERLAP_HELP)
-@click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION", help=_JITTER_HELP)
-@click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(), metavar="DURATION",
-              help=_JITTER_RANDOM_HELP)
+@_dst_and_jitter_options
 @click.option(
     "--misfire", type=click.Choice([p.value for p in MisfirePolicy]),
     help="What a late scheduler does with a missed occurrence (default for new triggers: skip).",
@@ -446,12 +454,7 @@ def _note(occurrence: Occurrence, offset_changed: bool) -> str:
 @click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=_AT_HELP)
 @click.option("--timezone", metavar="ZONE",
               help="IANA time zone (required with --cron; default UTC for --every and --at).")
-@click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]), help=_DST_GAP_HELP)
-@click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
-              help=_DST_OVERLAP_HELP)
-@click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION", help=_JITTER_HELP)
-@click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(), metavar="DURATION",
-              help=_JITTER_RANDOM_HELP)
+@_dst_and_jitter_options
 @click.option("--project", "project", metavar="PROJECT",
               help="With --jitter: the project of the trigger (its offset is a hash of both).")
 @click.option("--trigger", "trigger_id", metavar="TRIGGER",
