@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from qinglong.cli.context import CLOCK
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.errors import InvalidInput
 from qinglong.profiles.open import DEFAULT_DATABASE_URL
@@ -204,3 +205,16 @@ def json_events_option(func: F) -> F:
     """--json-events of the long-running commands."""
     return click.option("--json-events", is_flag=True,
                         help="Print every event as one JSON line.")(func)
+
+
+def pause_options(until_help: str, reason_help: str) -> Callable[[F], F]:
+    """--until, --reason and --actor of `ql trigger pause` and `ql project pause` (the help
+    says what each pauses)."""
+
+    def decorate(func: F) -> F:
+        func = actor_option(func)
+        func = click.option("--reason", metavar="TEXT", help=reason_help)(func)
+        return click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms),
+                            metavar="TIME", help=until_help)(func)
+
+    return decorate

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from qinglong.cli.context import CLOCK, catalog, respond
+from qinglong.cli.context import catalog, respond
 from qinglong.cli.output import emit_table, say
-from qinglong.cli.params import Instant, actor_option, database_url_option, json_option
+from qinglong.cli.params import actor_option, database_url_option, json_option, pause_options
 from qinglong.service.params import ProjectPauseParams
 from qinglong.service.views.triggers import TriggerView
 
@@ -63,11 +63,9 @@ def unarchive(project_id: str, database_url: str, as_json: bool) -> None:
 
 @project.command()
 @click.argument("project_id", metavar="PROJECT")
-@click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms), metavar="TIME",
-              help="Resume by itself at this time: RFC 3339, epoch milliseconds, or a duration "
-                   "from now (2h). Default: until resumed.")
-@click.option("--reason", metavar="TEXT", help="Why, kept with each trigger's pause.")
-@actor_option
+@pause_options("Resume by itself at this time: RFC 3339, epoch milliseconds, or a duration "
+               "from now (2h). Default: until resumed.",
+               "Why, kept with each trigger's pause.")
 @database_url_option
 @json_option
 def pause(project_id: str, until_ms: int | None, reason: str | None, actor: str,

@@ -11,12 +11,12 @@ import click
 from qinglong.cli.context import CLOCK, catalog, respond
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import (
-    Instant,
     WholeSecond,
     WholeSeconds,
     actor_option,
     database_url_option,
     json_option,
+    pause_options,
     project_option,
 )
 from qinglong.domain.cron import (
@@ -309,11 +309,9 @@ def delete(project: str, trigger_id: str, database_url: str, as_json: bool) -> N
 @trigger.command()
 @project_option
 @trigger_option
-@click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms), metavar="TIME",
-              help="Resume by itself at this time: RFC 3339 (2026-12-24T08:00:00+08:00), epoch "
-                   "milliseconds, or a duration from now (2h, 1d). Default: until resumed.")
-@click.option("--reason", metavar="TEXT", help="Why, kept with the pause and shown in lists.")
-@actor_option
+@pause_options("Resume by itself at this time: RFC 3339 (2026-12-24T08:00:00+08:00), epoch "
+               "milliseconds, or a duration from now (2h, 1d). Default: until resumed.",
+               "Why, kept with the pause and shown in lists.")
 @database_url_option
 @json_option
 def pause(project: str, trigger_id: str, until_ms: int | None, reason: str | None, actor: str,
