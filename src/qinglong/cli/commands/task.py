@@ -9,7 +9,13 @@ import click
 
 from qinglong.cli.context import catalog, respond
 from qinglong.cli.output import emit_json, emit_table, say, warn, when
-from qinglong.cli.params import DURATION, database_url_option, json_option, project_option
+from qinglong.cli.params import (
+    DURATION,
+    add_switch_commands,
+    database_url_option,
+    json_option,
+    project_option,
+)
 from qinglong.cli.task_text import (
     change_text,
     command_text,
@@ -333,30 +339,22 @@ def _say_diff(project: str, task_id: str, view: TaskDiffView) -> None:
         say("  (no changes)")
 
 
-def _switch(enabled: bool) -> Any:
-    @project_option
-    @task_option
-    @database_url_option
-    @json_option
-    def command(project: str, task_id: str, database_url: str, as_json: bool) -> None:
-        def text(result: TaskPublishView) -> None:
-            if result.created:
-                say(f"{'enabled' if enabled else 'disabled'} task {project}/{task_id} "
-                    f"(revision {result.revision})")
-            else:
-                say(f"task {project}/{task_id} already {'enabled' if enabled else 'disabled'}")
+def _switch(project: str, task_id: str, enabled: bool, database_url: str, as_json: bool) -> None:
+    def text(result: TaskPublishView) -> None:
+        if result.created:
+            say(f"{'enabled' if enabled else 'disabled'} task {project}/{task_id} "
+                f"(revision {result.revision})")
+        else:
+            say(f"task {project}/{task_id} already {'enabled' if enabled else 'disabled'}")
 
-        respond(catalog(database_url),
-                lambda cat: cat.task_set_enabled(project, task_id, enabled), as_json, text)
-
-    return command
+    respond(catalog(database_url),
+            lambda cat: cat.task_set_enabled(project, task_id, enabled), as_json, text)
 
 
-task.command("enable", help="Enable a task again (its triggers are re-pinned; the enabled "
-                            "ones fire again).")(
-    _switch(True))
-task.command("disable", help="Disable a task: publishes a disabled revision; its triggers stop.")(
-    _switch(False))
+add_switch_commands(
+    task, "task", _switch,
+    enable_help="Enable a task again (its triggers are re-pinned; the enabled ones fire again).",
+    disable_help="Disable a task: publishes a disabled revision; its triggers stop.")
 
 
 @task.command()

@@ -14,6 +14,7 @@ from qinglong.cli.params import (
     WholeSecond,
     WholeSeconds,
     actor_option,
+    add_switch_commands,
     database_url_option,
     json_option,
     pause_options,
@@ -271,25 +272,18 @@ def _overlap(policy: str | None, queue_limit: int | None) -> Overlap | None:
                    queue_limit=DEFAULT_QUEUE_LIMIT if queue_limit is None else queue_limit)
 
 
-def _switch(enabled: bool) -> Any:
-    """`ql trigger enable` and `disable`: publish the trigger with only its state changed."""
-    @project_option
-    @trigger_option
-    @database_url_option
-    @json_option
-    def command(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-        _publish(
-            TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=enabled),
-            database_url, as_json,
-        )
-
-    return command
+def _switch(project: str, trigger_id: str, enabled: bool, database_url: str,
+            as_json: bool) -> None:
+    """Publish the trigger with only its state changed."""
+    _publish(TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=enabled),
+             database_url, as_json)
 
 
-trigger.command("disable", help="Stop a trigger: publishes a disabled revision (an occurrence "
-                                "in flight is fenced).")(_switch(False))
-trigger.command("enable", help="Start a disabled trigger again, pinned to its task's current "
-                               "revision.")(_switch(True))
+add_switch_commands(
+    trigger, "trigger", _switch,
+    enable_help="Start a disabled trigger again, pinned to its task's current revision.",
+    disable_help="Stop a trigger: publishes a disabled revision (an occurrence in flight is "
+                 "fenced).")
 
 
 @trigger.command()
