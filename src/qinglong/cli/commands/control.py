@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -60,36 +59,33 @@ class ControlConsole(EventConsole):
                    f"warning {code}: {message}", err=True)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
 @click.command()
 @click.option("--database-url", default=None, metavar="URL",
               help="postgresql:// URL of the ql_runtime role (env QL_DATABASE_URL). Multi-host URLs "
                    "with target_session_attrs=read-write are supported. No passwords here.")
 @setting_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID): a name a "
-         "live process holds is refused (exit 4); a crashed one's is free 30 s after its last "
-         "heartbeat, and a start waits for that.")
+                "live process holds is refused (exit 4); a crashed one's is free 30 s after its last "
+                "heartbeat, and a start waits for that.")
 @setting_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
 @setting_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
 @setting_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
-         "all starts the next at once.")
+                "all starts the next at once.")
 @setting_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
-         "decisions commit together in one SERIALIZABLE transaction.")
+                "decisions commit together in one SERIALIZABLE transaction.")
 @setting_option("--interval-ms", click.INT, "Longest sleep between cycles while the replica cannot "
-         "LISTEN for publishes, 250-3600000 ms (default 1000). While it listens it sleeps until "
-         "the next due instant, at most 5 s or this interval if longer.")
+                "LISTEN for publishes, 250-3600000 ms (default 1000). While it listens it sleeps until "
+                "the next due instant, at most 5 s or this interval if longer.")
 @setting_option("--stop-timeout-ms", click.INT, "How long stop waits for a cycle, 100-30000 ms (default 10000).")
 @setting_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")
 @setting_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
 @setting_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
 @setting_option("--log-retention-days", click.INT,
-         "Keep the output workers stored for Attempts that ended this many days ago, 1-3650 "
-         "(default 14); older output is deleted once a minute.")
+                "Keep the output workers stored for Attempts that ended this many days ago, 1-3650 "
+                "(default 14); older output is deleted once a minute.")
 @setting_option("--retention-days", click.INT,
-         "Keep claim records and the events of Runs that ended this many days ago, 0 (for "
-         "ever) or 1-3650 (default 30); older ones are deleted in small batches once a minute. "
-         "Runs themselves are kept (docs/retention.md).")
+                "Keep claim records and the events of Runs that ended this many days ago, 0 (for "
+                "ever) or 1-3650 (default 30); older ones are deleted in small batches once a minute. "
+                "Runs themselves are kept (docs/retention.md).")
 @setting_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
 @json_events_option
 @click.option("--log-admissions", is_flag=True, help="Print a line per admission.")

@@ -6,8 +6,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -16,8 +15,6 @@ from qinglong.cli.params import DURATION, json_events_option, setting_option
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.errors import InvalidInput
 from qinglong.profiles.reports import RunFinished
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class WorkerConsole(EventConsole):
@@ -43,25 +40,25 @@ class WorkerConsole(EventConsole):
               help="postgresql:// URL of the ql_worker role (env QL_DATABASE_URL). No passwords "
                    "here: use PGPASSWORD, ~/.pgpass or QL_DATABASE_PASSWORD_FILE.")
 @setting_option("--worker-id", str, "This worker's name (env QL_WORKER_WORKER_ID), held by one live "
-                             "process at a time; each start also gets a fresh session id, so a "
-                             "restart never inherits leases.")
+                "process at a time; each start also gets a fresh session id, so a "
+                "restart never inherits leases.")
 @setting_option("--slots", click.INT, "Commands run at once, 1-256 (default 4).")
 @setting_option("--lease-ms", click.INT, "Lease per Attempt, renewed every third of it; commands are "
-                                  "killed if it cannot be renewed for 80% of it. 5000-600000 "
-                                  "(default 30000).")
+                "killed if it cannot be renewed for 80% of it. 5000-600000 "
+                "(default 30000).")
 @setting_option("--drain-timeout-ms", click.INT, "On SIGTERM, how long running commands may finish "
-                                          "before they are stopped and queued again (default "
-                                          "30000).")
+                "before they are stopped and queued again (default "
+                "30000).")
 @click.option("--drain-timeout", "drain_timeout", type=DURATION, default=None, metavar="DURATION",
               help="The same as --drain-timeout-ms, as a duration (30s, 2m).")
 @setting_option("--poll-ms", click.INT, "How often to look for work without a notification, 100-60000 "
-                                 "(default 1000).")
+                "(default 1000).")
 @setting_option("--log-max-bytes", click.INT, "Output kept per attempt, head and tail (default 16 MiB).")
 @setting_option("--log-dir", str, "Where output is spooled while it is shipped (default: a temp dir).")
 @setting_option("--pool-size", click.INT, "Database connections, 2-64 (default: slots/2 + 2, at "
-                                   "least 4, at most 32).")
+                "least 4, at most 32).")
 @setting_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default "
-                        "127.0.0.1:8082).")
+                "127.0.0.1:8082).")
 @json_events_option
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
