@@ -219,24 +219,3 @@ def pause_options(until_help: str, reason_help: str) -> Callable[[F], F]:
 
     return decorate
 
-
-Switch = Callable[[str, str, bool, str, bool], None]  # project, target, enabled, url, --json
-
-
-def add_switch_commands(group: click.Group, kind: str, switch: Switch, *, enable_help: str,
-                        disable_help: str) -> None:
-    """`enable` and `disable` in ``group`` (`ql task`, `ql trigger`): both take --project,
-    --KIND, --database-url and --json, and call ``switch`` with the state asked for."""
-    def command(enabled: bool) -> Callable[..., None]:
-        @project_option
-        @click.option(f"--{kind}", "target_id", required=True, metavar=kind.upper(),
-                      help=f"{kind.capitalize()} id.")
-        @database_url_option
-        @json_option
-        def switched(project: str, target_id: str, database_url: str, as_json: bool) -> None:
-            switch(project, target_id, enabled, database_url, as_json)
-
-        return switched
-
-    group.command("enable", help=enable_help)(command(True))
-    group.command("disable", help=disable_help)(command(False))

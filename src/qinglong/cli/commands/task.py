@@ -11,11 +11,11 @@ from qinglong.cli.context import catalog, respond
 from qinglong.cli.output import emit_json, emit_table, say, warn, when
 from qinglong.cli.params import (
     DURATION,
-    add_switch_commands,
     database_url_option,
     json_option,
     project_option,
 )
+from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.cli.task_text import (
     change_text,
     command_text,
@@ -357,15 +357,8 @@ add_switch_commands(
     disable_help="Disable a task: publishes a disabled revision; its triggers stop.")
 
 
-@task.command()
-@project_option
-@task_option
-@database_url_option
-@json_option
-def delete(project: str, task_id: str, database_url: str, as_json: bool) -> None:
-    """Delete a task: it stops and disappears from lists (refused while triggers use it).
-
-    Its revisions stay, for the Runs and the audit that refer to them; publishing the task
-    again restores it."""
-    respond(catalog(database_url), lambda cat: cat.task_delete(project, task_id), as_json,
-            lambda view: say(f"deleted task {project}/{task_id}"))
+add_delete_command(
+    task, "task",
+    "Delete a task: it stops and disappears from lists (refused while triggers use it).\n\n"
+    "Its revisions stay, for the Runs and the audit that refer to them; publishing the task "
+    "again restores it.")

@@ -14,12 +14,12 @@ from qinglong.cli.params import (
     WholeSecond,
     WholeSeconds,
     actor_option,
-    add_switch_commands,
     database_url_option,
     json_option,
     pause_options,
     project_option,
 )
+from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.domain.cron import (
     CronSchedule,
     DstGap,
@@ -286,18 +286,11 @@ add_switch_commands(
                  "fenced).")
 
 
-@trigger.command()
-@project_option
-@trigger_option
-@database_url_option
-@json_option
-def delete(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-    """Delete a trigger: it stops (an occurrence in flight is fenced) and leaves the lists.
-
-    Its revisions stay, for the Runs and the audit that refer to them; publishing it again
-    restores it."""
-    respond(catalog(database_url), lambda cat: cat.trigger_delete(project, trigger_id), as_json,
-            lambda view: say(f"deleted trigger {project}/{trigger_id}"))
+add_delete_command(
+    trigger, "trigger",
+    "Delete a trigger: it stops (an occurrence in flight is fenced) and leaves the lists.\n\n"
+    "Its revisions stay, for the Runs and the audit that refer to them; publishing it again "
+    "restores it.")
 
 
 @trigger.command()
