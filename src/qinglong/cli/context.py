@@ -1,10 +1,13 @@
-"""What commands share: the clock and opening the database named on the command line."""
+"""What commands share: the clock, opening the database named on the command line, and
+printing a command's result as JSON or as text."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TypeVar
 
+from qinglong.cli.output import emit_json
 from qinglong.clock import SystemClock
 from qinglong.profiles.open import open_services
 from qinglong.service.catalog import Catalog
@@ -12,6 +15,9 @@ from qinglong.service.container import Services
 from qinglong.service.runs import RunViews
 
 CLOCK = SystemClock()
+
+S = TypeVar("S")
+V = TypeVar("V")
 
 
 @contextmanager
@@ -33,3 +39,16 @@ def catalog(database_url: str) -> Iterator[Catalog]:
 def run_views(database_url: str) -> Iterator[RunViews]:
     with services(database_url) as opened:
         yield opened.runs
+
+
+def respond(source: AbstractContextManager[S], call: Callable[[S], V], as_json: bool,
+            text: Callable[[V], None]) -> None:
+    """The skeleton of most commands: open ``source`` (``catalog(url)``, ``run_views(url)``
+    ...), ``call`` it, close it, then print the result: as JSON with --json, else as ``text``
+    writes it for people."""
+    with source as opened:
+        result = call(opened)
+    if as_json:
+        emit_json(result)
+    else:
+        text(result)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from qinglong.cli.context import CLOCK
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.errors import InvalidInput
 from qinglong.profiles.open import DEFAULT_DATABASE_URL
@@ -165,18 +166,13 @@ class WholeSecond(click.ParamType[int]):
             self.fail(exc.rule if text in exc.rule else f"{text!r}: {exc.rule}", param, ctx)
 
 
-class WholeSeconds(click.ParamType[int]):
+class WholeSeconds(Duration):
     """A duration of whole seconds (``90s``, ``1h30m``, ``1d``), in seconds."""
-
-    name = "duration"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
-        try:
-            span = parse_duration_ms(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+        span = super().convert(value, param, ctx)
         if span % 1000:
             self.fail(f"{value!r} is not a whole number of seconds", param, ctx)
         return span // 1000
@@ -197,3 +193,29 @@ def actor_option(func: F) -> F:
     return click.option(
         "--actor", metavar="NAME", default=default_actor, show_default="$QL_ACTOR or your user name",
         help="Who is asking, recorded with the action.")(func)
+
+
+def setting_option(name: str, kind: Any, text: str) -> Callable[[F], F]:
+    """A setting of a long-running process (`ql control`, `ql worker`): None when not given,
+    so the process's own default, or its environment variable, applies."""
+    return click.option(name, type=kind, default=None, help=text)
+
+
+def json_events_option(func: F) -> F:
+    """--json-events of the long-running commands."""
+    return click.option("--json-events", is_flag=True,
+                        help="Print every event as one JSON line.")(func)
+
+
+def pause_options(until_help: str, reason_help: str) -> Callable[[F], F]:
+    """--until, --reason and --actor of `ql trigger pause` and `ql project pause` (the help
+    says what each pauses)."""
+
+    def decorate(func: F) -> F:
+        func = actor_option(func)
+        func = click.option("--reason", metavar="TEXT", help=reason_help)(func)
+        return click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms),
+                            metavar="TIME", help=until_help)(func)
+
+    return decorate
+

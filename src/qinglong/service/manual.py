@@ -36,12 +36,3 @@ class ManualRuns:
         return run_view(detail.run).extended(RunNowView, admitted=result.admitted,
                                              in_doubt=result.in_doubt)
 
-    def task_run(self, project_id: str, task_id: str, *, actor: str,
-                 request_id: str | None = None) -> RunNowView:
-        return self.admit(self.request(project_id, actor=actor, request_id=request_id,
-                                       task_id=task_id))
-
-    def trigger_fire(self, project_id: str, trigger_id: str, *, actor: str,
-                     request_id: str | None = None) -> RunNowView:
-        return self.admit(self.request(project_id, actor=actor, request_id=request_id,
-                                       trigger_id=trigger_id))

@@ -8,7 +8,8 @@ what comes back (``service/notification_views``); the rules about secrets live h
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -29,7 +30,21 @@ from qinglong.storage.notify.params import (
 )
 
 __all__ = ["MAX_LIST", "ChannelRules", "Notifications", "SavedChannel", "SecretChange",
-           "SentTest"]
+           "SentTest", "naming"]
+
+
+@contextlib.contextmanager
+def naming(names: Mapping[str, str]) -> Iterator[None]:
+    """Errors about a field of the notification model name what set it on the surface: the
+    CLI's option (``--smtp-host``), the API's request field (``smtp_host``). A field not in
+    ``names``, or named the same there, keeps its error as it is."""
+    try:
+        yield
+    except InvalidInput as exc:
+        name = names.get(exc.field)
+        if name is None or name == exc.field:
+            raise
+        raise InvalidInput(name, exc.rule) from None
 
 
 class SecretChange(StrEnum):

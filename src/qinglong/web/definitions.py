@@ -3,7 +3,9 @@ with the same JSON shapes as ``--json``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Literal
 
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.identifiers import entity_id, project_id
@@ -212,11 +214,17 @@ def _task_switch(enabled: bool) -> Endpoint:
                     response=tasks.TaskPublishView)
 
 
-def delete_task(call: Call) -> Reply:
-    project, task = _task(call)
-    view = call.backend.catalog.task_delete(project, task)
-    call.audit("task.delete", project=project, target=f"task {task}")
-    return Reply(view)
+def _delete(kind: Literal["task", "trigger"]) -> Callable[[Call], Reply]:
+    """DELETE of a task or a trigger: it leaves the lists; its revisions stay."""
+    def handler(call: Call) -> Reply:
+        project, name = _project(call), entity_id(call.path[kind], kind)
+        catalog = call.backend.catalog
+        view = (catalog.task_delete(project, name) if kind == "task"
+                else catalog.trigger_delete(project, name))
+        call.audit(f"{kind}.delete", project=project, target=f"{kind} {name}")
+        return Reply(view)
+
+    return handler
 
 
 # --- triggers ---------------------------------------------------------------------------------
@@ -309,13 +317,6 @@ def resume_trigger(call: Call) -> Reply:
     return Reply(view)
 
 
-def delete_trigger(call: Call) -> Reply:
-    project, trigger = _trigger(call)
-    view = call.backend.catalog.trigger_delete(project, trigger)
-    call.audit("trigger.delete", project=project, target=f"trigger {trigger}")
-    return Reply(view)
-
-
 def trigger_ledger(call: Call) -> Reply:
     project, trigger = _trigger(call)
     return Reply(call.backend.ledger.ledger(
@@ -366,7 +367,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                     Query("to", "int", "Newer revision (default: the latest)", 1))),
     _task_switch(True),
     _task_switch(False),
-    Endpoint("DELETE", T, delete_task, "Delete a task (refused while triggers use it)", "tasks",
+    Endpoint("DELETE", T, _delete("task"), "Delete a task (refused while triggers use it)", "tasks",
              Level.ADMIN, response=tasks.TaskView),
     Endpoint("GET", "/api/v1/triggers", list_all_triggers,
              "List triggers with their state and next fire times", "triggers", Level.READ,
@@ -387,7 +388,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              response=triggers.TriggerView),
     Endpoint("POST", f"{G}/resume", resume_trigger, "End a trigger's pause now", "triggers",
              Level.OPERATE, body=rq.Empty, response=triggers.TriggerView),
-    Endpoint("DELETE", G, delete_trigger, "Delete a trigger", "triggers", Level.ADMIN,
+    Endpoint("DELETE", G, _delete("trigger"), "Delete a trigger", "triggers", Level.ADMIN,
              response=triggers.TriggerView),
     Endpoint("GET", f"{G}/ledger", trigger_ledger,
              "The occurrence ledger: every nominal time in a window and its fate", "triggers",

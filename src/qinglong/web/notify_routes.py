@@ -5,9 +5,7 @@ used to send, and never shown back (``"secret": "set"`` or ``"not set"``)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.notify.channels import (
@@ -28,7 +26,7 @@ from qinglong.domain.notify.presets import preset_target
 from qinglong.domain.notify.templates import parse_body_template
 from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
-from qinglong.service.notifications import MAX_LIST
+from qinglong.service.notifications import MAX_LIST, naming
 from qinglong.service.views import notify as views
 from qinglong.service.views.notify import (
     RuleRemovedView,
@@ -49,18 +47,6 @@ _FIELDS = {"header": "headers", "smtp-host": "smtp_host", "smtp-port": "smtp_por
            "content-type": "content_type", "max-attempts": "max_attempts",
            "retry-backoff": "retry_backoff_ms", "retry-max-backoff": "retry_max_backoff_ms",
            "timeout": "timeout_ms", "channel": "name", "delivery": "delivery"}
-
-
-@contextlib.contextmanager
-def _naming(fields: dict[str, str]) -> Iterator[None]:
-    """Errors about a domain field name the request field that set it."""
-    try:
-        yield
-    except InvalidInput as exc:
-        name = fields.get(exc.field)
-        if name is None or name == exc.field:
-            raise
-        raise InvalidInput(name, exc.rule) from None
 
 
 def _refuse(kind: str, body: rq.ChannelRequest, *names: str) -> None:
@@ -108,7 +94,7 @@ def _target(body: rq.ChannelRequest) -> Target:
 
 
 def _spec(body: rq.ChannelRequest) -> ChannelSpec:
-    with _naming(_FIELDS):
+    with naming(_FIELDS):
         check_name(body.name)
         return channel_spec(body.name, _target(body), timeout_ms=body.timeout_ms,
                             max_attempts=body.max_attempts, backoff_ms=body.retry_backoff_ms,
@@ -116,7 +102,7 @@ def _spec(body: rq.ChannelRequest) -> ChannelSpec:
 
 
 def _channel(call: Call) -> str:
-    with _naming({"channel": "channel"}):
+    with naming({"channel": "channel"}):
         return check_name(call.path["channel"])
 
 
@@ -171,7 +157,7 @@ def list_rules(call: Call) -> Reply:
 
 
 def _rule_target(body: rq.RuleRequest) -> None:
-    with _naming({"channel": "channel"}):
+    with naming({"channel": "channel"}):
         check_name(body.channel)
     project_id(body.project)
     if body.task is not None:
@@ -217,7 +203,7 @@ def retry_delivery(call: Call) -> Reply:
     given = call.path["delivery"]
     if len(given) > 36:
         raise InvalidInput("delivery", "is not a delivery id (or the start of one)")
-    with _naming(_FIELDS):
+    with naming(_FIELDS):
         item = call.backend.notifications.retry_delivery(given)
     call.audit("notify.retry", target=f"delivery {item.id}", detail={"channel": item.channel})
     return Reply(delivery_view(item))

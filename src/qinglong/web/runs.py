@@ -5,6 +5,7 @@ task run or a trigger fire, idempotent per client request id), and per-day stats
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
@@ -80,20 +81,23 @@ def _admitted(call: Call, view: run_views.RunNowView, target: str) -> Reply:
     return Reply(view, 201 if view.admitted else 200)
 
 
-def run_task(call: Call) -> Reply:
+def _run_now(call: Call, kind: Literal["task", "trigger"]) -> Reply:
+    """Run now: one manual Run of the task, or of the trigger (``kind``) the path names."""
     project = project_id(call.path["project"])
-    task = entity_id(call.path["task"], "task")
-    view = call.backend.manual.task_run(project, task, actor=call.who.username,
-                                        request_id=_request_id(call))
-    return _admitted(call, view, f"task {task}")
+    name = entity_id(call.path[kind], kind)
+    manual = call.backend.manual
+    view = manual.admit(manual.request(
+        project, actor=call.who.username, request_id=_request_id(call),
+        task_id=name if kind == "task" else None, trigger_id=name if kind == "trigger" else None))
+    return _admitted(call, view, f"{kind} {name}")
+
+
+def run_task(call: Call) -> Reply:
+    return _run_now(call, "task")
 
 
 def fire_trigger(call: Call) -> Reply:
-    project = project_id(call.path["project"])
-    trigger = entity_id(call.path["trigger"], "trigger")
-    view = call.backend.manual.trigger_fire(project, trigger, actor=call.who.username,
-                                            request_id=_request_id(call))
-    return _admitted(call, view, f"trigger {trigger}")
+    return _run_now(call, "trigger")
 
 
 def run_logs(call: Call) -> Response:

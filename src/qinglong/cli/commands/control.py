@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from qinglong.cli.context import CLOCK
+from qinglong.cli.console import EventConsole
 from qinglong.cli.output import rfc3339
+from qinglong.cli.params import json_events_option, setting_option
 from qinglong.cli.stop_signals import StopSignals
-from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.profiles.reports import CommitOutcome, CommitResult, RescuedAttempt
@@ -24,24 +21,10 @@ if TYPE_CHECKING:
     from qinglong.profiles.cluster import ControlSeams
 
 
-def _stamp() -> str:
-    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
-class ControlConsole:
+class ControlConsole(EventConsole):
     def __init__(self, *, owner: str, json_events: bool, log_admissions: bool) -> None:
-        self._owner = owner
-        self._json = json_events
+        super().__init__(json_events=json_events, who={"owner": owner})
         self._log_admissions = log_admissions
-        self._lock = threading.Lock()
-
-    def _emit(self, event: dict[str, Any], text: str, *, err: bool = False) -> None:
-        with self._lock:
-            if self._json:
-                click.echo(json.dumps({"owner": self._owner, "at_ms": CLOCK.now_ms(), **event},
-                                      sort_keys=True), err=err)
-            else:
-                click.echo(f"{_stamp()} [{self._owner}] {text}", err=err)
 
     def committed(self, claim: ScheduleClaim, decision: Decision, result: CommitResult) -> None:
         if not (self._json or self._log_admissions):
@@ -75,48 +58,36 @@ class ControlConsole:
         self._emit({"event": "warning", "code": code, "message": message},
                    f"warning {code}: {message}", err=True)
 
-    def diagnostic(self, diagnostic: Diagnostic) -> None:
-        self._emit({"event": "error", "source": diagnostic.source, "code": diagnostic.code,
-                    "message": diagnostic.message},
-                   f"error {diagnostic.source} {diagnostic.code}: {diagnostic.message}", err=True)
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
-    return click.option(name, type=kind, default=None, help=text)
-
 
 @click.command()
 @click.option("--database-url", default=None, metavar="URL",
               help="postgresql:// URL of the ql_runtime role (env QL_DATABASE_URL). Multi-host URLs "
                    "with target_session_attrs=read-write are supported. No passwords here.")
-@_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID): a name a "
-         "live process holds is refused (exit 4); a crashed one's is free 30 s after its last "
-         "heartbeat, and a start waits for that.")
-@_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
-@_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
-@_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
-         "all starts the next at once.")
-@_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
-         "decisions commit together in one SERIALIZABLE transaction.")
-@_option("--interval-ms", click.INT, "Longest sleep between cycles while the replica cannot "
-         "LISTEN for publishes, 250-3600000 ms (default 1000). While it listens it sleeps until "
-         "the next due instant, at most 5 s or this interval if longer.")
-@_option("--stop-timeout-ms", click.INT, "How long stop waits for a cycle, 100-30000 ms (default 10000).")
-@_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")
-@_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
-@_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
-@_option("--log-retention-days", click.INT,
-         "Keep the output workers stored for Attempts that ended this many days ago, 1-3650 "
-         "(default 14); older output is deleted once a minute.")
-@_option("--retention-days", click.INT,
-         "Keep claim records and the events of Runs that ended this many days ago, 0 (for "
-         "ever) or 1-3650 (default 30); older ones are deleted in small batches once a minute. "
-         "Runs themselves are kept (docs/retention.md).")
-@_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
-@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@setting_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID): a name a "
+                "live process holds is refused (exit 4); a crashed one's is free 30 s after its last "
+                "heartbeat, and a start waits for that.")
+@setting_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
+@setting_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
+@setting_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
+                "all starts the next at once.")
+@setting_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
+                "decisions commit together in one SERIALIZABLE transaction.")
+@setting_option("--interval-ms", click.INT, "Longest sleep between cycles while the replica cannot "
+                "LISTEN for publishes, 250-3600000 ms (default 1000). While it listens it sleeps until "
+                "the next due instant, at most 5 s or this interval if longer.")
+@setting_option("--stop-timeout-ms", click.INT, "How long stop waits for a cycle, 100-30000 ms (default 10000).")
+@setting_option("--commit-deadline-ms", click.INT, "Client-side COMMIT deadline (default 5000).")
+@setting_option("--pool-size", click.INT, "Database connections, 1-64 (default 4).")
+@setting_option("--reactivate-ms", click.INT, "Pause between activation attempts (default 1000).")
+@setting_option("--log-retention-days", click.INT,
+                "Keep the output workers stored for Attempts that ended this many days ago, 1-3650 "
+                "(default 14); older output is deleted once a minute.")
+@setting_option("--retention-days", click.INT,
+                "Keep claim records and the events of Runs that ended this many days ago, 0 (for "
+                "ever) or 1-3650 (default 30); older ones are deleted in small batches once a minute. "
+                "Runs themselves are kept (docs/retention.md).")
+@setting_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default 127.0.0.1:8081).")
+@json_events_option
 @click.option("--log-admissions", is_flag=True, help="Print a line per admission.")
 def control(json_events: bool, log_admissions: bool, **flags: Any) -> None:
     """Run one cluster-control replica until SIGINT or SIGTERM.

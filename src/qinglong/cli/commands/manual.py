@@ -14,8 +14,8 @@ import click
 
 from qinglong.cli.commands.task import task, task_option
 from qinglong.cli.commands.trigger import trigger, trigger_option
-from qinglong.cli.context import services
-from qinglong.cli.output import emit_json, say, when
+from qinglong.cli.context import respond, services
+from qinglong.cli.output import say, when
 from qinglong.cli.params import database_url_option, json_option, project_option
 from qinglong.domain.manual import MAX_ACTOR, ManualRequest, actor_name, request_id
 from qinglong.ids import new_uuid
@@ -35,6 +35,8 @@ def default_actor() -> str:
 
 
 def _run_now_options(func: F) -> F:
+    """The options `ql task run` and `ql trigger fire` take after the one naming what runs."""
+    func = database_url_option(json_option(func))
     func = click.option(
         "--actor", envvar="QL_ACTOR", metavar="NAME",
         help="Who asks, recorded on the Run (env QL_ACTOR; default: your OS user name).")(func)
@@ -55,12 +57,8 @@ def _request(project: str, *, actor: str | None, given_id: str | None, task_id: 
 
 
 def _admit(database_url: str, as_json: bool, request: ManualRequest, again: str) -> None:
-    with services(database_url) as opened:
-        view = opened.manual.admit(request)
-    if as_json:
-        emit_json(view)
-        return
-    _say_admitted(view, request, again)
+    respond(services(database_url), lambda opened: opened.manual.admit(request), as_json,
+            lambda view: _say_admitted(view, request, again))
 
 
 def _say_admitted(view: RunNowView, request: ManualRequest, again: str) -> None:
@@ -81,8 +79,6 @@ def _say_admitted(view: RunNowView, request: ManualRequest, again: str) -> None:
 @project_option
 @task_option
 @_run_now_options
-@database_url_option
-@json_option
 def run_task(project: str, task_id: str, given_id: str | None, actor: str | None,
              database_url: str, as_json: bool) -> None:
     """Run TASK now: admit one manual Run of its current revision, queued for `ql serve` (SQLite)
@@ -98,8 +94,6 @@ def run_task(project: str, task_id: str, given_id: str | None, actor: str | None
 @project_option
 @trigger_option
 @_run_now_options
-@database_url_option
-@json_option
 def fire_trigger(project: str, trigger_id: str, given_id: str | None, actor: str | None,
                  database_url: str, as_json: bool) -> None:
     """Fire TRIGGER now: admit one manual Run of the task revision it pins, outside its cron

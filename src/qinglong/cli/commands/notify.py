@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from qinglong.cli.commands.notify_targets import FIELDS, naming, read_secret, target_from_options
+from qinglong.cli.commands.notify_targets import FIELDS, read_secret, target_from_options
 from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, emit_table, say, when
 from qinglong.cli.params import DURATION, database_url_option, json_option
@@ -31,7 +31,7 @@ from qinglong.domain.notify.events import DEFAULT_EVENTS, known_events, parse_ev
 from qinglong.domain.notify.model import Channel, DeliveryStatus
 from qinglong.domain.notify.presets import PRESETS
 from qinglong.errors import DeliveryFailed
-from qinglong.service.notifications import Notifications
+from qinglong.service.notifications import Notifications, naming
 from qinglong.service.views.notify import (
     ChannelView,
     channel_view,

@@ -3,10 +3,8 @@ names the option behind a field the notification model refuses."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -24,19 +22,7 @@ from qinglong.domain.notify.channels import (
 from qinglong.domain.notify.presets import preset_target
 from qinglong.domain.notify.templates import parse_body_template
 from qinglong.errors import InvalidInput
-
-
-@contextlib.contextmanager
-def naming(options: dict[str, str]) -> Iterator[None]:
-    """Errors about a field name the option that set it."""
-    try:
-        yield
-    except InvalidInput as exc:
-        option = options.get(exc.field)
-        if option is None:
-            raise
-        raise InvalidInput(option, exc.rule) from None
-
+from qinglong.service.notifications import naming
 
 FIELDS = {"header": "--header", "smtp-host": "--smtp-host", "smtp-port": "--smtp-port",
            "smtp-user": "--smtp-user", "from": "--from", "to": "--to", "param": "--param",

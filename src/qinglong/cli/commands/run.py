@@ -6,13 +6,13 @@ import json
 
 import click
 
-from qinglong.cli.context import CLOCK, run_views
-from qinglong.cli.output import emit_json, emit_table, say, when
+from qinglong.cli.context import CLOCK, respond, run_views
+from qinglong.cli.output import emit_table, say, when
 from qinglong.cli.params import Instant, database_url_option, json_option
 from qinglong.domain.runs import RunStatus
 from qinglong.errors import StorageError
 from qinglong.service.params import RunListParams
-from qinglong.service.views.runs import RunView
+from qinglong.service.views.runs import RunCancelView, RunDetailView, RunView
 
 
 @click.group()
@@ -60,13 +60,13 @@ def list_runs(
     as_json: bool,
 ) -> None:
     """List Runs, newest occurrence first. Times are local, with UTC in brackets."""
-    with run_views(database_url) as runs:
-        items = runs.run_list(RunListParams(
-            project_id=project, task_id=task_id, trigger_id=trigger_id, status=status,
-            since_ms=since, until_ms=until, limit=limit, oldest_first=oldest_first))
-    if as_json:
-        emit_json(items)
-        return
+    params = RunListParams(project_id=project, task_id=task_id, trigger_id=trigger_id,
+                           status=status, since_ms=since, until_ms=until, limit=limit,
+                           oldest_first=oldest_first)
+    respond(run_views(database_url), lambda runs: runs.run_list(params), as_json, _run_table)
+
+
+def _run_table(items: list[RunView]) -> None:
     emit_table(
         [
             (
@@ -95,11 +95,11 @@ def list_runs(
 @json_option
 def show(run_id: str, tail_lines: int, database_url: str, as_json: bool) -> None:
     """Show RUN (a full id or a unique prefix of 8+ characters): attempts, events, log tail."""
-    with run_views(database_url) as runs:
-        view = runs.run_show(run_id, tail_lines)
-    if as_json:
-        emit_json(view)
-        return
+    respond(run_views(database_url), lambda runs: runs.run_show(run_id, tail_lines), as_json,
+            lambda view: _say_run(view, tail_lines))
+
+
+def _say_run(view: RunDetailView, tail_lines: int) -> None:
     item = view.run
     say(f"run        {item.id}")
     if item.trigger is not None:
@@ -154,11 +154,11 @@ def cancel(run_id: str, database_url: str, as_json: bool) -> None:
     `cancelled` at once; a running one is asked to stop: its worker kills the command's
     process group and records `cancelled` (a dead worker's Run is ended `cancelled` by the
     reconciler, never retried). Cancelling an ended Run is refused (exit 2)."""
-    with run_views(database_url) as runs:
-        view = runs.run_cancel(run_id)  # recorded with the reason `user`
-    if as_json:
-        emit_json(view)
-        return
+    respond(run_views(database_url), lambda runs: runs.run_cancel(run_id), as_json,
+            _say_cancelled)  # recorded with the reason `user`
+
+
+def _say_cancelled(view: RunCancelView) -> None:
     if view.cancel == "done":
         say(f"run {view.id} cancelled")
     else:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from qinglong.cli.commands.web import trusted_proxy_option
+from qinglong.cli.console import EventConsole, stamp
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
-from qinglong.cli.params import DURATION, sqlite_url_option
+from qinglong.cli.params import DURATION, json_events_option, sqlite_url_option
 from qinglong.cli.stop_signals import StopSignals
-from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
 from qinglong.domain.schedule import ScheduleCandidate
@@ -37,24 +36,13 @@ if TYPE_CHECKING:
     from qinglong.web.transport import Network
 
 
-def _stamp() -> str:
-    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
-class ConsoleObserver:
+class ConsoleObserver(EventConsole):
     """Prints admissions, results and problems as they happen (or JSON lines)."""
 
-    def __init__(self, *, quiet: bool, json_events: bool) -> None:
-        self._quiet = quiet
-        self._json = json_events
-        self._lock = threading.Lock()
+    _error_label = "error     "  # aligned with the other events' words
 
-    def _emit(self, event: dict[str, object], text: str, *, err: bool = False) -> None:
-        with self._lock:
-            if self._json:
-                click.echo(json.dumps({"at_ms": CLOCK.now_ms(), **event}, sort_keys=True), err=err)
-            elif not self._quiet or err:
-                click.echo(f"{_stamp()} {text}", err=err)
+    def __init__(self, *, quiet: bool, json_events: bool) -> None:
+        super().__init__(json_events=json_events, quiet=quiet)
 
     def admitted(self, candidate: ScheduleCandidate, decision: Decision, result: CommitResult) -> None:
         name = f"{candidate.project_id}/{candidate.trigger_id}"
@@ -118,14 +106,6 @@ class ConsoleObserver:
             text,
         )
 
-    def diagnostic(self, diagnostic: Diagnostic) -> None:
-        self._emit(
-            {"event": "error", "source": diagnostic.source, "code": diagnostic.code,
-             "message": diagnostic.message},
-            f"error      {diagnostic.source} {diagnostic.code}: {diagnostic.message}",
-            err=True,
-        )
-
 
 @click.command()
 @sqlite_url_option
@@ -155,7 +135,7 @@ class ConsoleObserver:
               help="On stop, how long running commands may finish before they are cancelled.")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
 @click.option("--quiet", is_flag=True, help="Print only errors.")
-@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@json_events_option
 @click.option("--http", "listen", metavar="HOST:PORT",
               help="Also serve the HTTP API (/api/v1) here, e.g. 127.0.0.1:8080 (loopback "
                    "only, unless --allow-remote).")
@@ -227,18 +207,18 @@ def serve(
             raise
         try:
             if not quiet and not json_events:
-                click.echo(f"{_stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
+                click.echo(f"{stamp()} serving {config.database_path} ({profile}); Ctrl-C to stop")
             _wait_for_stop(stop, app.failed, None if duration is None else duration / 1000)
         finally:
             if api is not None:
                 api.stop()  # no new requests while the scheduler and the commands drain
             if not quiet and not json_events:
-                click.echo(f"{_stamp()} stopping: draining the scheduler and running commands")
+                click.echo(f"{stamp()} stopping: draining the scheduler and running commands")
             app.stop()
     if app.failure is not None:
         raise StorageError(f"stopped: {app.failure.message}")
     if not quiet and not json_events:
-        click.echo(f"{_stamp()} stopped")
+        click.echo(f"{stamp()} stopped")
 
 
 def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool,
@@ -255,7 +235,7 @@ def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool
         click.echo(json.dumps({"at_ms": CLOCK.now_ms(), "event": "http", "host": host,
                                "port": api.port}, sort_keys=True))
     elif not quiet:
-        click.echo(f"{_stamp()} serving the API on http://{host}:{api.port}/api/v1")
+        click.echo(f"{stamp()} serving the API on http://{host}:{api.port}/api/v1")
     return api
 
 

@@ -7,9 +7,15 @@ from typing import Any
 
 import click
 
-from qinglong.cli.context import catalog
+from qinglong.cli.context import catalog, respond
 from qinglong.cli.output import emit_json, emit_table, say, warn, when
-from qinglong.cli.params import DURATION, database_url_option, json_option, project_option
+from qinglong.cli.params import (
+    DURATION,
+    database_url_option,
+    json_option,
+    project_option,
+)
+from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.cli.task_text import (
     change_text,
     command_text,
@@ -32,6 +38,7 @@ from qinglong.domain.task import (
 from qinglong.errors import InvalidInput
 from qinglong.profiles.open import commands_run_here
 from qinglong.service.catalog import TaskPublishRequest
+from qinglong.service.views.tasks import TaskDiffView, TaskPublishView, TaskShowView, TaskView
 from qinglong.service.working_directory import check_directory_here
 
 
@@ -263,11 +270,11 @@ def publish(
 def list_tasks(project: str, include_deleted: bool, database_url: str, as_json: bool) -> None:
     """List the current revision of every task in a project (environment values are never
     shown, only their names)."""
-    with catalog(database_url) as cat:
-        items = cat.task_list(project, include_deleted)
-    if as_json:
-        emit_json(items)
-        return
+    respond(catalog(database_url), lambda cat: cat.task_list(project, include_deleted),
+            as_json, _task_table)
+
+
+def _task_table(items: list[TaskView]) -> None:
     emit_table(
         [(item.task, item.revision,
           "deleted" if item.deleted else ("yes" if item.enabled else "no"),
@@ -285,11 +292,11 @@ def list_tasks(project: str, include_deleted: bool, database_url: str, as_json: 
 @json_option
 def show(project: str, task_id: str, database_url: str, as_json: bool) -> None:
     """Show a task: its current revision and every earlier one, with what each changed."""
-    with catalog(database_url) as cat:
-        view = cat.task_show(project, task_id)
-    if as_json:
-        emit_json(view)
-        return
+    respond(catalog(database_url), lambda cat: cat.task_show(project, task_id), as_json,
+            lambda view: _say_task(project, task_id, view))
+
+
+def _say_task(project: str, task_id: str, view: TaskShowView) -> None:
     state = "deleted" if view.deleted else ("enabled" if view.enabled else "disabled")
     say(f"task       {project}/{task_id} ({view.name}), {state}")
     say(f"revision   {view.revision} published {when(view.published_at_ms)}")
@@ -319,11 +326,11 @@ def show(project: str, task_id: str, database_url: str, as_json: bool) -> None:
 def diff(project: str, task_id: str, old: int | None, new: int | None, database_url: str,
          as_json: bool) -> None:
     """What changed between two revisions of a task (environment values stay hidden)."""
-    with catalog(database_url) as cat:
-        view = cat.task_diff(project, task_id, old, new)
-    if as_json:
-        emit_json(view)
-        return
+    respond(catalog(database_url), lambda cat: cat.task_diff(project, task_id, old, new),
+            as_json, lambda view: _say_diff(project, task_id, view))
+
+
+def _say_diff(project: str, task_id: str, view: TaskDiffView) -> None:
     say(f"task {project}/{task_id}: revision {view.from_} -> {view.to}")
     changes = view.changes
     for change in changes:
@@ -332,45 +339,26 @@ def diff(project: str, task_id: str, old: int | None, new: int | None, database_
         say("  (no changes)")
 
 
-def _switch(enabled: bool) -> Any:
-    @project_option
-    @task_option
-    @database_url_option
-    @json_option
-    def command(project: str, task_id: str, database_url: str, as_json: bool) -> None:
-        with catalog(database_url) as cat:
-            result = cat.task_set_enabled(project, task_id, enabled)
-        if as_json:
-            emit_json(result)
-        elif result.created:
+def _switch(project: str, task_id: str, enabled: bool, database_url: str, as_json: bool) -> None:
+    def text(result: TaskPublishView) -> None:
+        if result.created:
             say(f"{'enabled' if enabled else 'disabled'} task {project}/{task_id} "
                 f"(revision {result.revision})")
         else:
             say(f"task {project}/{task_id} already {'enabled' if enabled else 'disabled'}")
 
-    return command
+    respond(catalog(database_url),
+            lambda cat: cat.task_set_enabled(project, task_id, enabled), as_json, text)
 
 
-task.command("enable", help="Enable a task again (its triggers are re-pinned; the enabled "
-                            "ones fire again).")(
-    _switch(True))
-task.command("disable", help="Disable a task: publishes a disabled revision; its triggers stop.")(
-    _switch(False))
+add_switch_commands(
+    task, "task", _switch,
+    enable_help="Enable a task again (its triggers are re-pinned; the enabled ones fire again).",
+    disable_help="Disable a task: publishes a disabled revision; its triggers stop.")
 
 
-@task.command()
-@project_option
-@task_option
-@database_url_option
-@json_option
-def delete(project: str, task_id: str, database_url: str, as_json: bool) -> None:
-    """Delete a task: it stops and disappears from lists (refused while triggers use it).
-
-    Its revisions stay, for the Runs and the audit that refer to them; publishing the task
-    again restores it."""
-    with catalog(database_url) as cat:
-        view = cat.task_delete(project, task_id)
-    if as_json:
-        emit_json(view)
-    else:
-        say(f"deleted task {project}/{task_id}")
+add_delete_command(
+    task, "task",
+    "Delete a task: it stops and disappears from lists (refused while triggers use it).\n\n"
+    "Its revisions stay, for the Runs and the audit that refer to them; publishing the task "
+    "again restores it.")

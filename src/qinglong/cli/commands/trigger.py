@@ -8,17 +8,18 @@ from typing import Any
 
 import click
 
-from qinglong.cli.context import CLOCK, catalog
+from qinglong.cli.context import CLOCK, catalog, respond
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import (
-    Instant,
     WholeSecond,
     WholeSeconds,
     actor_option,
     database_url_option,
     json_option,
+    pause_options,
     project_option,
 )
+from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.domain.cron import (
     CronSchedule,
     DstGap,
@@ -138,6 +139,19 @@ def schedule_text(cron: str | None, every_s: int | None, anchor_ms: int | None,
     return None
 
 
+def _dst_and_jitter_options(func: Any) -> Any:
+    """How a schedule meets daylight saving time and its jitter: the same options, with the
+    same meaning, for publishing a trigger and for previewing one."""
+    func = click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(),
+                        metavar="DURATION", help=_JITTER_RANDOM_HELP)(func)
+    func = click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION",
+                        help=_JITTER_HELP)(func)
+    func = click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
+                        help=_DST_OVERLAP_HELP)(func)
+    return click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]),
+                        help=_DST_GAP_HELP)(func)
+
+
 @trigger.command()
 @project_option
 @trigger_option
@@ -150,12 +164,7 @@ def schedule_text(cron: str | None, every_s: int | None, anchor_ms: int | None,
 @click.option("--timezone", metavar="ZONE",
               help="IANA time zone, e.g. UTC, Asia/Shanghai: required with --cron; for --every "
                    "and --at only how times are shown (default UTC).")
-@click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]), help=_DST_GAP_HELP)
-@click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
-              help=_DST_OVERLAP_HELP)
-@click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION", help=_JITTER_HELP)
-@click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(), metavar="DURATION",
-              help=_JITTER_RANDOM_HELP)
+@_dst_and_jitter_options
 @click.option(
     "--misfire", type=click.Choice([p.value for p in MisfirePolicy]),
     help="What a late scheduler does with a missed occurrence (default for new triggers: skip).",
@@ -263,58 +272,33 @@ def _overlap(policy: str | None, queue_limit: int | None) -> Overlap | None:
                    queue_limit=DEFAULT_QUEUE_LIMIT if queue_limit is None else queue_limit)
 
 
-@trigger.command()
-@project_option
-@trigger_option
-@database_url_option
-@json_option
-def disable(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-    """Stop a trigger: publishes a disabled revision (an occurrence in flight is fenced)."""
-    _publish(
-        TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=False),
-        database_url, as_json,
-    )
+def _switch(project: str, trigger_id: str, enabled: bool, database_url: str,
+            as_json: bool) -> None:
+    """Publish the trigger with only its state changed."""
+    _publish(TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=enabled),
+             database_url, as_json)
+
+
+add_switch_commands(
+    trigger, "trigger", _switch,
+    enable_help="Start a disabled trigger again, pinned to its task's current revision.",
+    disable_help="Stop a trigger: publishes a disabled revision (an occurrence in flight is "
+                 "fenced).")
+
+
+add_delete_command(
+    trigger, "trigger",
+    "Delete a trigger: it stops (an occurrence in flight is fenced) and leaves the lists.\n\n"
+    "Its revisions stay, for the Runs and the audit that refer to them; publishing it again "
+    "restores it.")
 
 
 @trigger.command()
 @project_option
 @trigger_option
-@database_url_option
-@json_option
-def enable(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-    """Start a disabled trigger again, pinned to its task's current revision."""
-    _publish(
-        TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=True),
-        database_url, as_json,
-    )
-
-
-@trigger.command()
-@project_option
-@trigger_option
-@database_url_option
-@json_option
-def delete(project: str, trigger_id: str, database_url: str, as_json: bool) -> None:
-    """Delete a trigger: it stops (an occurrence in flight is fenced) and leaves the lists.
-
-    Its revisions stay, for the Runs and the audit that refer to them; publishing it again
-    restores it."""
-    with catalog(database_url) as cat:
-        view = cat.trigger_delete(project, trigger_id)
-    if as_json:
-        emit_json(view)
-    else:
-        say(f"deleted trigger {project}/{trigger_id}")
-
-
-@trigger.command()
-@project_option
-@trigger_option
-@click.option("--until", "until_ms", type=Instant(ahead=True, now_ms=CLOCK.now_ms), metavar="TIME",
-              help="Resume by itself at this time: RFC 3339 (2026-12-24T08:00:00+08:00), epoch "
-                   "milliseconds, or a duration from now (2h, 1d). Default: until resumed.")
-@click.option("--reason", metavar="TEXT", help="Why, kept with the pause and shown in lists.")
-@actor_option
+@pause_options("Resume by itself at this time: RFC 3339 (2026-12-24T08:00:00+08:00), epoch "
+               "milliseconds, or a duration from now (2h, 1d). Default: until resumed.",
+               "Why, kept with the pause and shown in lists.")
 @database_url_option
 @json_option
 def pause(project: str, trigger_id: str, until_ms: int | None, reason: str | None, actor: str,
@@ -327,17 +311,16 @@ def pause(project: str, trigger_id: str, until_ms: int | None, reason: str | Non
     been no pause: run if still within the grace, else skipped or fired once. Pausing a paused
     trigger again changes when the pause ends and why. A decision in flight is fenced out.
     """
-    with catalog(database_url) as cat:
-        view = cat.trigger_pause(TriggerPauseParams(
-            project_id=project, trigger_id=trigger_id, until_ms=until_ms, reason=reason,
-            actor=actor))
-    if as_json:
-        emit_json(view)
-        return
-    held = view.pause
-    assert held is not None
-    until = f"until {held.until}" if held.until else "until resumed"
-    say(f"paused trigger {project}/{trigger_id} since {held.since} {until}")
+    params = TriggerPauseParams(project_id=project, trigger_id=trigger_id, until_ms=until_ms,
+                                reason=reason, actor=actor)
+
+    def text(view: TriggerView) -> None:
+        held = view.pause
+        assert held is not None
+        until = f"until {held.until}" if held.until else "until resumed"
+        say(f"paused trigger {project}/{trigger_id} since {held.since} {until}")
+
+    respond(catalog(database_url), lambda cat: cat.trigger_pause(params), as_json, text)
 
 
 @trigger.command()
@@ -351,15 +334,14 @@ def resume(project: str, trigger_id: str, actor: str, database_url: str, as_json
 
     The occurrence in progress (the last one at or before now) follows the misfire policy;
     the ones before it stay `paused`. Refused when the trigger is not paused."""
-    with catalog(database_url) as cat:
-        view = cat.trigger_resume(TriggerResumeParams(project_id=project, trigger_id=trigger_id,
-                                                      actor=actor))
-    if as_json:
-        emit_json(view)
-        return
-    upcoming = view.next_fire_at
-    nxt = f"; next fire {upcoming[0]}" if upcoming else ""
-    say(f"resumed trigger {project}/{trigger_id}{nxt}")
+    params = TriggerResumeParams(project_id=project, trigger_id=trigger_id, actor=actor)
+
+    def text(view: TriggerView) -> None:
+        upcoming = view.next_fire_at
+        nxt = f"; next fire {upcoming[0]}" if upcoming else ""
+        say(f"resumed trigger {project}/{trigger_id}{nxt}")
+
+    respond(catalog(database_url), lambda cat: cat.trigger_resume(params), as_json, text)
 
 
 @trigger.command("list")
@@ -379,11 +361,13 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
     NEXT FIRE is in the trigger's own time zone, with UTC after it, and for a trigger with
     jitter how long after it the occurrence runs (+4m12s).
     """
-    with catalog(database_url) as cat:
-        views = cat.trigger_list(project, next_count=next_count, include_deleted=include_deleted)
-    if as_json:
-        emit_json(views)
-        return
+    respond(catalog(database_url),
+            lambda cat: cat.trigger_list(project, next_count=next_count,
+                                         include_deleted=include_deleted),
+            as_json, _trigger_table)
+
+
+def _trigger_table(views: list[TriggerView]) -> None:
     emit_table(
         [
             (
@@ -455,12 +439,7 @@ def _note(occurrence: Occurrence, offset_changed: bool) -> str:
 @click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=_AT_HELP)
 @click.option("--timezone", metavar="ZONE",
               help="IANA time zone (required with --cron; default UTC for --every and --at).")
-@click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]), help=_DST_GAP_HELP)
-@click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
-              help=_DST_OVERLAP_HELP)
-@click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION", help=_JITTER_HELP)
-@click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(), metavar="DURATION",
-              help=_JITTER_RANDOM_HELP)
+@_dst_and_jitter_options
 @click.option("--project", "project", metavar="PROJECT",
               help="With --jitter: the project of the trigger (its offset is a hash of both).")
 @click.option("--trigger", "trigger_id", metavar="TRIGGER",

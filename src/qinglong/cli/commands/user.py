@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from qinglong.cli.context import services
-from qinglong.cli.output import emit_json, emit_table, say
+from qinglong.cli.context import respond, services
+from qinglong.cli.output import emit_table, say
 from qinglong.cli.params import database_url_option, default_actor, json_option
 from qinglong.errors import InvalidInput
 
 if TYPE_CHECKING:  # argon2 loads only when an account command runs
     from qinglong.service.accounts import Accounts, Principal
+    from qinglong.service.views.accounts import UserView
 
 PASSWORD_ENV = "QL_USER_PASSWORD"  # noqa: S105 - the variable's name, not a password
 PASSWORD_FILE_MAX = 4096  # bytes: a 1024-character password in UTF-8, and its newline
@@ -120,14 +121,15 @@ def create(username: str, role: str, password_file: Path | None, database_url: s
     common or easily guessed one: docs/security.md#passwords) is hashed with argon2; it never
     appears on the command line."""
     password = read_password(password_file, username=username)
-    with accounts(database_url, unit="create user") as opened:
+
+    def call(opened: Accounts) -> UserView:
         view = opened.user_create(username, role, password)
         opened.audit(cli_principal(), "user.create", target=f"user {username}",
                      detail={"role": role})
-    if as_json:
-        emit_json(view)
-    else:
-        say(f"created {role} {username}")
+        return view
+
+    respond(accounts(database_url, unit="create user"), call, as_json,
+            lambda view: say(f"created {role} {username}"))
 
 
 @user.command("list")
@@ -135,13 +137,10 @@ def create(username: str, role: str, password_file: Path | None, database_url: s
 @json_option
 def list_users(database_url: str, as_json: bool) -> None:
     """List users (never their password hashes)."""
-    with accounts(database_url) as opened:
-        views = opened.user_list()
-    if as_json:
-        emit_json(views)
-        return
-    emit_table([(v.username, v.role, "disabled" if v.disabled else "enabled",
-                 v.created_at) for v in views], ["USER", "ROLE", "STATE", "CREATED"])
+    respond(accounts(database_url), lambda opened: opened.user_list(), as_json,
+            lambda views: emit_table([(v.username, v.role, "disabled" if v.disabled else "enabled",
+                                       v.created_at) for v in views],
+                                     ["USER", "ROLE", "STATE", "CREATED"]))
 
 
 @user.command()
@@ -164,14 +163,16 @@ def update(username: str, role: str | None, new_password: bool, password_file: P
     if password_file is not None and not new_password:
         raise click.UsageError("--password-file goes with --new-password")
     password = read_password(password_file, username=username) if new_password else None
-    with accounts(database_url, unit="update user") as opened:
+
+    def call(opened: Accounts) -> UserView:
         principal = cli_principal()
         view = opened.user_update(username, role=role, password=password, disabled=disabled,
                                   by=principal.username)
         opened.audit(principal, "user.update", target=f"user {username}",
                      detail={"role": role, "password_changed": password is not None,
                              "disabled": disabled})
-    if as_json:
-        emit_json(view)
-    else:
-        say(f"updated {username}: {view.role}, {'disabled' if view.disabled else 'enabled'}")
+        return view
+
+    respond(accounts(database_url, unit="update user"), call, as_json,
+            lambda view: say(f"updated {username}: {view.role}, "
+                             f"{'disabled' if view.disabled else 'enabled'}"))

@@ -2,45 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from qinglong.cli.context import CLOCK
-from qinglong.cli.params import DURATION
+from qinglong.cli.console import EventConsole
+from qinglong.cli.params import DURATION, json_events_option, setting_option
 from qinglong.cli.stop_signals import StopSignals
-from qinglong.diagnostics import Diagnostic
 from qinglong.errors import InvalidInput
 from qinglong.profiles.reports import RunFinished
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def _stamp() -> str:
-    return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
-class WorkerConsole:
+class WorkerConsole(EventConsole):
     def __init__(self, *, worker: str, json_events: bool, quiet: bool) -> None:
-        self._worker = worker
-        self._json = json_events
-        self._quiet = quiet
-        self._lock = threading.Lock()
-
-    def _emit(self, event: dict[str, Any], text: str, *, err: bool = False) -> None:
-        with self._lock:
-            if self._json:
-                click.echo(json.dumps({"worker": self._worker, "at_ms": CLOCK.now_ms(), **event},
-                                      sort_keys=True), err=err)
-            elif not self._quiet or err:
-                click.echo(f"{_stamp()} [{self._worker}] {text}", err=err)
+        super().__init__(json_events=json_events, quiet=quiet, who={"worker": worker})
 
     def finished(self, finished: RunFinished) -> None:
         detail = f"exit {finished.exit_code}" if finished.exit_code is not None else (
@@ -55,41 +34,32 @@ class WorkerConsole:
     def state(self, state: str, reason: str) -> None:
         self._emit({"event": "state", "state": state, "reason": reason}, f"{state}: {reason}")
 
-    def diagnostic(self, diagnostic: Diagnostic) -> None:
-        self._emit({"event": "error", "source": diagnostic.source, "code": diagnostic.code,
-                    "message": diagnostic.message},
-                   f"error {diagnostic.source} {diagnostic.code}: {diagnostic.message}", err=True)
-
-
-def _option(name: str, kind: Any, text: str) -> Callable[[F], F]:
-    return click.option(name, type=kind, default=None, help=text)
-
 
 @click.command()
 @click.option("--database-url", default=None, metavar="URL",
               help="postgresql:// URL of the ql_worker role (env QL_DATABASE_URL). No passwords "
                    "here: use PGPASSWORD, ~/.pgpass or QL_DATABASE_PASSWORD_FILE.")
-@_option("--worker-id", str, "This worker's name (env QL_WORKER_WORKER_ID), held by one live "
-                             "process at a time; each start also gets a fresh session id, so a "
-                             "restart never inherits leases.")
-@_option("--slots", click.INT, "Commands run at once, 1-256 (default 4).")
-@_option("--lease-ms", click.INT, "Lease per Attempt, renewed every third of it; commands are "
-                                  "killed if it cannot be renewed for 80% of it. 5000-600000 "
-                                  "(default 30000).")
-@_option("--drain-timeout-ms", click.INT, "On SIGTERM, how long running commands may finish "
-                                          "before they are stopped and queued again (default "
-                                          "30000).")
+@setting_option("--worker-id", str, "This worker's name (env QL_WORKER_WORKER_ID), held by one live "
+                "process at a time; each start also gets a fresh session id, so a "
+                "restart never inherits leases.")
+@setting_option("--slots", click.INT, "Commands run at once, 1-256 (default 4).")
+@setting_option("--lease-ms", click.INT, "Lease per Attempt, renewed every third of it; commands are "
+                "killed if it cannot be renewed for 80% of it. 5000-600000 "
+                "(default 30000).")
+@setting_option("--drain-timeout-ms", click.INT, "On SIGTERM, how long running commands may finish "
+                "before they are stopped and queued again (default "
+                "30000).")
 @click.option("--drain-timeout", "drain_timeout", type=DURATION, default=None, metavar="DURATION",
               help="The same as --drain-timeout-ms, as a duration (30s, 2m).")
-@_option("--poll-ms", click.INT, "How often to look for work without a notification, 100-60000 "
-                                 "(default 1000).")
-@_option("--log-max-bytes", click.INT, "Output kept per attempt, head and tail (default 16 MiB).")
-@_option("--log-dir", str, "Where output is spooled while it is shipped (default: a temp dir).")
-@_option("--pool-size", click.INT, "Database connections, 2-64 (default: slots/2 + 2, at "
-                                   "least 4, at most 32).")
-@_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default "
-                        "127.0.0.1:8082).")
-@click.option("--json-events", is_flag=True, help="Print every event as one JSON line.")
+@setting_option("--poll-ms", click.INT, "How often to look for work without a notification, 100-60000 "
+                "(default 1000).")
+@setting_option("--log-max-bytes", click.INT, "Output kept per attempt, head and tail (default 16 MiB).")
+@setting_option("--log-dir", str, "Where output is spooled while it is shipped (default: a temp dir).")
+@setting_option("--pool-size", click.INT, "Database connections, 2-64 (default: slots/2 + 2, at "
+                "least 4, at most 32).")
+@setting_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default "
+                "127.0.0.1:8082).")
+@json_events_option
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     """Run admitted cluster Runs until SIGINT or SIGTERM (any number of workers, any host).
