@@ -3,7 +3,7 @@ once over the notify store: channels (saved with their secret, which is never re
 the rules that attach them to projects and tasks, a test send, and the outbox of deliveries.
 
 The surfaces parse their input into the notification model (``domain/notify``) and render
-what comes back (``service/notification_views``); the rules about secrets live here.
+what comes back (the views of ``service/views/notify.py``); the rules about secrets live here.
 """
 
 from __future__ import annotations
