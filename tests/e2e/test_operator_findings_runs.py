@@ -52,6 +52,19 @@ def read_until(process: subprocess.Popen[bytes], wanted: bytes, timeout: float) 
     return seen
 
 
+def _stuck(process: subprocess.Popen[bytes]) -> str:
+    """What a process that did not end on SIGINT was doing: its signal masks, and the stack
+    faulthandler prints when it is aborted."""
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    masks = [line for line in status.splitlines() if line.startswith("Sig")]
+    process.send_signal(signal.SIGABRT)
+    process.wait(timeout=30)
+    assert process.stderr is not None
+    return (f"still running 30 s after SIGINT ({masks}, SIGINT here: "
+            f"{signal.getsignal(signal.SIGINT)}); its stack:\n"
+            + process.stderr.read().decode(errors="replace"))
+
+
 def test_run_logs_follow_exits_130_on_sigint(ql: Ql, tmp_path: Path) -> None:
     ql.run("task", "publish", "--project", "demo", "--task", "slow", "--shell",
            "echo ready; sleep 120")
@@ -61,12 +74,18 @@ def test_run_logs_follow_exits_130_on_sigint(ql: Ql, tmp_path: Path) -> None:
     try:
         wait_for(lambda: ql.json("run", "show", run_id)["run"]["status"] == "running", 30,
                  "the Run to run")
+        # faulthandler: a follower that outlives its SIGINT is made to print where it is
         follow = subprocess.Popen(ql.command("run", "logs", run_id, "--follow"), cwd=ql.cwd,
-                                  env=ql.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  env={**ql.env, "PYTHONFAULTHANDLER": "1"},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert read_until(follow, b"ready\n", 30) == b"ready\n"
         assert follow.poll() is None  # still following: the Run is running
         follow.send_signal(signal.SIGINT)
-        assert follow.wait(timeout=30) == 130
+        try:
+            code = follow.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(_stuck(follow)) from None
+        assert code == 130
         assert follow.stderr is not None and b"Traceback" not in follow.stderr.read()
     finally:
         if follow is not None:
