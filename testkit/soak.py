@@ -118,6 +118,18 @@ def _log(message: str) -> None:
     print(f"soak {time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
+def _started(process: Any) -> bool:
+    """Whether ``process`` (a replica or a worker) is not running or has said it started: its
+    first state line (`starting`, with its HTTP port) comes after its stop signals are
+    handled. Read from its log, which reaches the namespace replica's process too."""
+    if process.process is None or process.process.poll() is not None:
+        return True
+    try:
+        return "http on port" in process.log.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 class _Soak:
     def __init__(self, config: SoakConfig, work: Path) -> None:
         self.config = config
@@ -347,8 +359,12 @@ class _Soak:
     def drained(self) -> bool:
         """Nothing the chaos left behind is still pending: no enabled trigger has an occurrence
         due more than a second ago unadmitted (claims of stopped or cut-off replicas have been
-        taken over), and every Attempt in progress belongs to a live worker process and holds
-        an unexpired lease (a killed or fenced-out worker's Attempts have been rescued)."""
+        taken over), every Attempt in progress belongs to a live worker process and holds
+        an unexpired lease (a killed or fenced-out worker's Attempts have been rescued), and
+        every live process has started (a SIGTERM before then, as the stop sends, would find
+        its handlers not yet installed and end it with -15, which I8 counts against it)."""
+        if not all(_started(p) for p in (*self.replicas, *self.workers)):
+            return False  # a process the chaos restarted last is still starting
         live = {w.instance_id for w in self.workers
                 if w.process is not None and w.process.poll() is None}
         try:
