@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,15 +83,22 @@ def audited_template(pg_server: PgServer, pg_template: str) -> Iterator[str]:
         drop_database(pg_server, db.name)
 
 
-@pytest.fixture
-def audited(pg_server: PgServer, audited_template: str) -> Iterator[Cluster]:
-    db = copy_of(pg_server, audited_template)
+@contextmanager
+def cluster_from(server: PgServer, template: str) -> Iterator[Cluster]:
+    """A cluster on a copy of ``template`` (what its replicas ran), dropped afterwards."""
+    db = copy_of(server, template)
     try:
         with cluster_on(db, fresh=False) as cluster:
             yield cluster
     finally:
         db.close()
-        drop_database(pg_server, db.name)
+        drop_database(server, db.name)
+
+
+@pytest.fixture
+def audited(pg_server: PgServer, audited_template: str) -> Iterator[Cluster]:
+    with cluster_from(pg_server, audited_template) as cluster:
+        yield cluster
 
 
 def first_run(cluster: Cluster, trigger: str = "t1") -> dict[str, object]:

@@ -16,7 +16,14 @@ from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
 from tests.integration.conftest import Cluster, cluster_on
-from tests.integration.test_audit import check, clone_run, copy_of, first_run, run_replicas
+from tests.integration.test_audit import (
+    check,
+    clone_run,
+    cluster_from,
+    copy_of,
+    first_run,
+    run_replicas,
+)
 from tests.support.pg import PgServer, drop_database
 
 
@@ -40,13 +47,8 @@ def ran_template(pg_server: PgServer, pg_template: str) -> Iterator[str]:
 
 @pytest.fixture
 def ran(pg_server: PgServer, ran_template: str) -> Iterator[Cluster]:
-    db = copy_of(pg_server, ran_template)
-    try:
-        with cluster_on(db, fresh=False) as cluster:
-            yield cluster
-    finally:
-        db.close()
-        drop_database(pg_server, db.name)
+    with cluster_from(pg_server, ran_template) as cluster:
+        yield cluster
 
 
 def test_without_heartbeats_the_window_ends_at_the_last_decision(ran: Cluster) -> None:
