@@ -85,9 +85,21 @@ class FaultBed:
                          "WHERE datname = %s AND application_name = %s", [self.db.name, f"ql-control:{owner}"])
 
     def holding_transaction(self, owner: str) -> dict[str, Any] | None:
-        """The owner's backend that sits idle inside an admission transaction, if any."""
-        return next((b for b in self.backends(owner)
-                     if b["state"] == "idle in transaction" and b["writing"]), None)
+        """The owner's backend that sits idle inside an admission transaction, if any: one
+        that has written a Run (it holds its lock on ``qinglong.runs``). Idle inside some
+        transaction that has written is not enough: the replica's other short transactions
+        (its instance heartbeat, say) pass through that state for a moment between their
+        statements, and a test that froze the replica then would wait for a timeout that
+        never comes, since that transaction has committed."""
+        held = self.rows(
+            "SELECT a.pid, a.state, true AS writing, "
+            "(floor(extract(epoch FROM a.state_change) * 1000))::bigint AS state_change_ms "
+            "FROM pg_stat_activity a WHERE a.datname = %s AND a.application_name = %s "
+            "AND a.state = 'idle in transaction' AND a.backend_xid IS NOT NULL "
+            "AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted "
+            "AND l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' "
+            "AND l.relation = 'qinglong.runs'::regclass)", [self.db.name, f"ql-control:{owner}"])
+        return held[0] if held else None
 
     def server_ended(self, pid: int) -> int | None:
         """When (database clock, ms) the server ended backend ``pid`` for one of its own timeouts
