@@ -672,7 +672,8 @@ def test_apply_export_and_import_on_postgresql(ql: Ql, pg_db: PgTestDatabase,  #
     assert stopped.code == 2, stopped.err
     first, second = stopped.err.splitlines()
     assert first.startswith("ql: apply stopped at task demo/backup (slower.yaml:")
-    assert second.startswith("ql: 0 change(s) were written before it and 1 were not;")
+    assert second.startswith("ql: project demo was rolled back whole; 0 change(s) of the "
+                             "projects before it were written and 1 were not;")
     assert "nothing to change" in ok(run("apply", "-f", "all.yaml")).out
 
 

@@ -8,11 +8,11 @@ nothing is written. The model is in ``definition_model``, the field views in
 ``definition_fields``, the plan's shape in ``definition_plan``, the export in
 ``definition_export``.
 
-Writes go through the DefinitionStore port one publish at a time (the port has no batch
-transaction): everything is validated first, so what can still stop an apply half-way is
-only what changed meanwhile (a concurrent publish, a lost connection). ``ApplyStopped``
-then says what was written and what was not; applying again writes only what still
-differs.
+``apply`` writes each project in one unit of work: its project, tasks and triggers commit
+together or not at all. Everything is validated first, so what can still stop an apply is
+only what changed meanwhile (a concurrent publish, a lost connection); the project it
+stopped in is then rolled back whole, ``ApplyStopped`` says which projects were written
+before it and what was not, and applying again writes only what still differs.
 
 Environment entries are plain values or secrets (``definition_env``). Values never appear
 in a plan: only ``(set)`` (plain), ``(secret)``, ``(changed)``, ``-`` (none).
@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from qinglong.domain.interval import IntervalSchedule
 from qinglong.domain.model import ProjectStatus, TaskView, TriggerView
@@ -68,12 +69,15 @@ from qinglong.storage.definitions.params import (
     TriggerPublishParams,
 )
 
+T = TypeVar("T")
+
 
 class Declarative:
     """Plan, apply and export definitions over one DefinitionStore."""
 
-    def __init__(self, definitions: DefinitionStore) -> None:
+    def __init__(self, definitions: DefinitionStore, unit: UnitRunner) -> None:
         self._store = definitions
+        self._unit = unit
         self._now_ms: int | None = None
 
     # -- plan ---------------------------------------------------------------------------
@@ -282,17 +286,38 @@ class Declarative:
     # -- apply --------------------------------------------------------------------------
 
     def apply(self, plan: Plan, on_change: Callable[[Change], None] | None = None) -> Plan:
-        """Write the plan's changes in order (``on_change`` hears of each one, written or
-        not). A refused write raises ApplyStopped, saying what was written before it."""
-        for change in plan.changes:
-            if change.params is not None:
-                try:
-                    self._write(change, change.params)
-                except QinglongError as exc:
-                    raise ApplyStopped(change, exc, plan) from exc
+        """Write the plan's changes in order, one transaction per project (``on_change``
+        hears of each change, written or not, once its project has committed). A refused
+        write raises ApplyStopped: its project wrote nothing, the projects before it did."""
+        for project in _by_project(plan.changes):
+            self._apply_project(plan, project)
             if on_change is not None:
-                on_change(change)
+                for change in project:
+                    on_change(change)
         return plan
+
+    def _apply_project(self, plan: Plan, changes: list[Change]) -> None:
+        planned = [change.revision for change in changes]
+        stopped_at: list[Change] = []
+
+        def undo() -> None:  # the unit rolled back (or runs again): nothing of it stands
+            for change, revision in zip(changes, planned, strict=True):
+                change.written, change.revision, change.repinned = False, revision, ()
+
+        def work() -> None:
+            undo()
+            for change in changes:
+                if change.params is not None:
+                    stopped_at[:] = [change]
+                    self._write(change, change.params)
+
+        if not any(change.params is not None for change in changes):
+            return
+        try:
+            self._unit(f"apply project {changes[0].project_id}", work)
+        except QinglongError as exc:
+            undo()
+            raise ApplyStopped(stopped_at[0] if stopped_at else changes[0], exc, plan) from exc
 
     def _write(self, change: Change, params: WriteParams) -> None:
         if isinstance(params, ProjectCreateParams):
@@ -318,7 +343,25 @@ class Declarative:
         return export_definitions(self._store, project_ids)
 
 
-__all__ = ["Declarative"]
+__all__ = ["Declarative", "UnitRunner"]
+
+
+class UnitRunner(Protocol):
+    """Runs ``work`` as one unit of work: every store call it makes commits together, or
+    none does (``storage.kernel.Database.unit``)."""
+
+    def __call__(self, action: str, work: Callable[[], T]) -> T: ...
+
+
+def _by_project(changes: Sequence[Change]) -> list[list[Change]]:
+    """The plan's changes in runs of one project each, in the plan's order."""
+    groups: list[list[Change]] = []
+    for change in changes:
+        if groups and groups[-1][0].project_id == change.project_id:
+            groups[-1].append(change)
+        else:
+            groups.append([change])
+    return groups
 
 
 def _left_over(kind: str, project_id: str, item_id: str, view: TaskView | TriggerView, phase: int,

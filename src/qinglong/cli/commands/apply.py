@@ -104,7 +104,8 @@ def _fail_stopped(exc: ApplyStopped, as_json: bool) -> NoReturn:
     else:
         click.echo(f"ql: apply stopped at {change.kind} {change.label}{source}: "
                    f"{exc.cause.message}", err=True)
-        click.echo(f"ql: {len(exc.written)} change(s) were written before it and "
+        click.echo(f"ql: project {change.project_id} was rolled back whole; "
+                   f"{len(exc.written)} change(s) of the projects before it were written and "
                    f"{len(exc.not_written)} were not; once the cause is fixed, apply again "
                    "(it writes only what still differs)", err=True)
     raise click.exceptions.Exit(exit_code_for(exc.cause))
