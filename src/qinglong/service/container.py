@@ -6,8 +6,10 @@ never reaches past it into storage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from qinglong.clock import Clock
 from qinglong.domain.task import ExecutorType
@@ -24,6 +26,8 @@ from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
 from qinglong.storage.kernel import Capabilities, Tx
 from qinglong.storage.stores import Stores
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -79,6 +83,11 @@ class Services:
     def runs_for(self, actor: str) -> RunViews:
         """Run views whose cancels are recorded as ``actor``."""
         return self.runs.acting_as(actor)
+
+    def unit(self, action: str, work: Callable[[], T]) -> T:
+        """Run ``work`` as one unit of work: every use case it calls commits together, or
+        none does (a conflict runs it again)."""
+        return self.stores.db.unit(action, work)
 
     def transaction(self, action: str) -> AbstractContextManager[Tx]:
         """A unit of work: every use case called in it commits together (or not at all)."""

@@ -141,7 +141,7 @@ class _Dispatcher:
         if endpoint.in_one_transaction:
             action = f"{endpoint.method} {endpoint.path}"
             result = await run_in_threadpool(
-                self._backend.stores.db.unit, action, partial(endpoint.handler, call))
+                self._backend.unit, action, partial(endpoint.handler, call))
         else:
             result = await run_in_threadpool(endpoint.handler, call)
         if isinstance(result, Response):
