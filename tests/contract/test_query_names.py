@@ -40,6 +40,9 @@ DIALECT_ONLY: dict[str, tuple[str, str]] = {
     "serializable_session": (POSTGRES, "index scans only under SERIALIZABLE (driver.begin)"),
     # scheduling and leases shared between processes
     "schedule_admit_batch": (POSTGRES, "one set-based write (Capabilities.set_based_admission)"),
+    # ... which SQLite writes row by row: the fenced advance and the misfire record
+    "schedule_advance_fenced": (SQLITE, "PostgreSQL advances in schedule_admit_batch"),
+    "schedule_misfire_insert": (SQLITE, "PostgreSQL records misfires in schedule_admit_batch"),
     "audit_claims": (POSTGRES, "the claim log: only shared databases write claims"),
     "lease_renew_lock": (POSTGRES, "row locks across processes (Capabilities.shared)"),
     # command output kept in the database (Capabilities.logs_in_database)

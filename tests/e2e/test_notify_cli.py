@@ -79,8 +79,9 @@ def test_channels_and_rules_never_print_a_secret(db: Callable[..., Result],
     replaced = ok(db("notify", "channel", "add", "ops", "--webhook", "https://b.example.com/",
                      "--replace"))
     assert replaced.startswith("replaced channel ops") and "secret set" in replaced  # kept
-    ok(db("notify", "rule", "remove", "--channel", "tg", "--project", "demo", "--task", "hello",
-          "--events", "cancelled"))
+    assert json.loads(ok(db("notify", "rule", "remove", "--channel", "tg", "--project", "demo",
+                            "--task", "hello", "--events", "cancelled", "--json"))) == {
+        "removed": 1}
     assert "removed channel tg" in ok(db("notify", "channel", "remove", "tg"))
     assert [c["name"] for c in json.loads(ok(db("notify", "channel", "list", "--json")))] == [
         "ops"]

@@ -9,6 +9,7 @@ from qinglong.domain.model import TaskView
 from qinglong.domain.publishing import TaskPatch, merged_task_spec
 from qinglong.domain.task import ArgvCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
+from qinglong.service.views.system import LimitsView
 from qinglong.service.views.tasks import (
     ProjectView,
     TaskDiffView,
@@ -79,6 +80,10 @@ class Catalog:
     def global_limit_get(self) -> int | None:
         """The cluster-wide limit of Runs in progress (None: no limit)."""
         return self._store.global_limit_get()
+
+    def limits(self) -> LimitsView:
+        """The limits as they are stored now."""
+        return LimitsView(global_=self._store.global_limit_get())
 
     def global_limit_set(self, max_running: int | None) -> None:
         self._store.global_limit_set(max_running)

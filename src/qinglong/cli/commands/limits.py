@@ -8,6 +8,7 @@ from qinglong.cli.context import services
 from qinglong.cli.output import emit_json, say
 from qinglong.cli.params import database_url_option, json_option
 from qinglong.domain.task import MAX_CONCURRENCY
+from qinglong.service.views.system import LimitsView
 
 
 @click.group()
@@ -24,11 +25,8 @@ def limits() -> None:
 def show(database_url: str, as_json: bool) -> None:
     """Show the global limit."""
     with services(database_url) as opened:
-        value = opened.catalog.global_limit_get()
-    if as_json:
-        emit_json({"global": value})
-        return
-    say(f"global  {value if value is not None else 'none (no cap)'}")
+        view = opened.catalog.limits()
+    _show(view, as_json)
 
 
 @limits.command("set")
@@ -45,8 +43,12 @@ def set_limits(global_limit: int | None, no_global: bool, database_url: str,
         raise click.UsageError("give exactly one of --global N and --no-global")
     with services(database_url) as opened:
         opened.catalog.global_limit_set(None if no_global else global_limit)
-        value = opened.catalog.global_limit_get()
+        view = opened.catalog.limits()
+    _show(view, as_json)
+
+
+def _show(view: LimitsView, as_json: bool) -> None:
     if as_json:
-        emit_json({"global": value})
+        emit_json(view)
         return
-    say(f"global  {value if value is not None else 'none (no cap)'}")
+    say(f"global  {view.global_ if view.global_ is not None else 'none (no cap)'}")

@@ -34,6 +34,7 @@ from qinglong.errors import DeliveryFailed
 from qinglong.service.notifications import Notifications, naming
 from qinglong.service.views.notify import (
     ChannelView,
+    RuleRemovedView,
     channel_view,
     delivery_view,
     rule_view,
@@ -299,7 +300,7 @@ def rule_remove(channel_name: str, project: str, task_id: str | None, events: tu
     with _notifications(database_url) as notifications:
         removed = notifications.remove_rule(channel_name, project, task_id, wanted)
     if as_json:
-        emit_json({"removed": removed})
+        emit_json(RuleRemovedView(removed=removed))
         return
     say(f"removed {removed} event(s) from the rule {channel_name} -> {project}/{task_id or '*'}")
 

@@ -1,5 +1,6 @@
 """The views about the server and its errors: a problem (every error answer), the health of
-the processes serving the database, liveness, and the events of a followed log."""
+the processes serving the database, the global limit, liveness, and the events of a followed
+log."""
 
 from __future__ import annotations
 
@@ -56,3 +57,9 @@ class EndEventData(ViewModel):
     """The data of the ``end`` event: how the Run ended."""
 
     status: str = Field(description="The Run's status")
+
+
+class LimitsView(ViewModel):
+    global_: int | None = Field(serialization_alias="global",
+                                description="At most this many Runs executing at once, "
+                                            "everywhere; null: no cap")

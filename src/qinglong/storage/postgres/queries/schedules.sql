@@ -81,32 +81,6 @@ JOIN qinglong.trigger_revisions tr
   ON tr.project_id = c.project_id AND tr.trigger_id = c.trigger_id AND tr.revision = c.trigger_revision
 ORDER BY c.next_fire_at_ms NULLS FIRST, c.project_id, c.trigger_id;
 
--- name: schedule_advance_fenced
--- Advance the cursor and clear the claim under the full fence.
-UPDATE qinglong.trigger_schedules
-SET next_fire_at_ms = %(next_fire_at_ms)s,
-    next_due_at_ms = %(next_due_at_ms)s,
-    last_scheduled_at_ms = coalesce(%(scheduled_for_ms)s, last_scheduled_at_ms),
-    state_version = state_version + 1,
-    claim_owner = NULL, claim_token = NULL, claim_expires_at_ms = NULL,
-    updated_at_ms = %(now_ms)s
-WHERE ctid = %(row_locator)s::tid
-  AND project_id = %(project_id)s AND trigger_id = %(trigger_id)s
-  AND trigger_revision = %(trigger_revision)s AND state_version = %(state_version)s
-  AND next_fire_at_ms IS NOT DISTINCT FROM %(cursor_ms)s::bigint
-  AND claim_owner = %(claim_owner)s AND claim_token = %(claim_token)s::uuid
-  AND claim_version = %(claim_version)s AND claim_expires_at_ms = %(claim_expires_at_ms)s
-  AND claim_expires_at_ms > %(now_ms)s;
-
--- name: schedule_misfire_insert
--- Record the stretch of occurrences a misfire decision dropped (or a pause held back).
-INSERT INTO qinglong.trigger_schedule_misfires
-    (project_id, trigger_id, trigger_revision, due_at_ms, skipped_through_ms, next_fire_at_ms,
-     policy, run_id, claim_version, decided_at_ms)
-VALUES
-    (%(project_id)s, %(trigger_id)s, %(trigger_revision)s, %(due_at_ms)s, %(skipped_through_ms)s,
-     %(next_fire_at_ms)s, %(policy)s, %(run_id)s, %(claim_version)s, %(decided_at_ms)s);
-
 -- name: schedule_state_get
 -- The durable state of one schedule row (for resolving an in-doubt commit).
 SELECT trigger_revision, next_fire_at_ms, state_version, claim_token::text AS claim_token,
