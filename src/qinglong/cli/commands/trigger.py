@@ -3,7 +3,7 @@ expressions, fixed intervals (``--every``) and one-shot instants (``--at``)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import click
@@ -21,26 +21,22 @@ from qinglong.cli.params import (
 )
 from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.domain.cron import (
-    CronSchedule,
     DstGap,
-    DstNote,
     DstOverlap,
     DstPolicy,
-    Occurrence,
     check_dst_applies,
     normalize_expression,
 )
 from qinglong.domain.interval import MAX_EVERY_S, check_every, format_every
 from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
-from qinglong.domain.timezones import UTC_NAME, canonical_timezone, zone_info
+from qinglong.domain.timezones import UTC_NAME, canonical_timezone
 from qinglong.domain.trigger import (
     DEFAULT_QUEUE_LIMIT,
     MAX_QUEUE_LIMIT,
     MisfirePolicy,
     Overlap,
     OverlapPolicy,
-    parse_schedule,
     text_kind,
 )
 from qinglong.errors import InvalidInput
@@ -49,9 +45,8 @@ from qinglong.service.params import (
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.service.preview import MAX_PREVIEW, schedule_preview
 from qinglong.service.views.triggers import TriggerRevisionView, TriggerView
-
-MAX_PREVIEW = 1000
 
 
 @click.group()
@@ -414,22 +409,6 @@ def _fire_text(local: str, utc: str) -> str:
     return f"{wall} ({utc[11:19]}Z)"
 
 
-def _note(occurrence: Occurrence, offset_changed: bool) -> str:
-    notes = {
-        DstNote.GAP_SHIFTED: f"DST gap: {occurrence.wall.time()} does not exist, fires at gap end",
-        DstNote.OVERLAP_FIRST: "DST overlap: first of two identical wall times",
-        DstNote.OVERLAP_SECOND: "DST overlap: second of two identical wall times",
-    }
-    text = notes.get(occurrence.note, "")
-    if occurrence.skipped:
-        gone = ", ".join(f"{wall:%Y-%m-%d %H:%M:%S}" for wall in occurrence.skipped)
-        skipped = f"DST gap: {gone} does not exist, skipped (gap skip)"
-        text = f"{skipped}; {text}" if text else skipped
-    if offset_changed and not text:
-        text = "UTC offset changed since the previous occurrence"
-    return text
-
-
 @trigger.command()
 @click.option("--cron", metavar="EXPR", help="Cron expression to preview.")
 @click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=_EVERY_HELP)
@@ -478,54 +457,23 @@ def preview(cron: str | None, every_s: int | None, anchor_ms: int | None, at_ms:
         raise click.UsageError("--jitter needs --project and --trigger: a trigger's offset is a "
                                "hash of its project and id")
     dst = DstPolicy.parse(dst_gap, dst_overlap) if dst_gap or dst_overlap else None
-    schedule = parse_schedule(text, timezone or UTC_NAME, default_anchor_ms=after_ms, dst=dst)
-    zone = zone_info(schedule.timezone)
-    rows = []
-    previous_offset = None
-    due_of = (jitter.delay(schedule, project, trigger_id).due
-              if jitter is not None and project is not None and trigger_id is not None
-              else None)
-    for index, occurrence in enumerate(schedule.occurrences(after_ms, count), start=1):
-        local = datetime.fromtimestamp(occurrence.at_ms / 1000, UTC).astimezone(zone)
-        offset = local.utcoffset()
-        changed = previous_offset is not None and offset != previous_offset
-        previous_offset = offset
-        rows.append({
-            "n": index,
-            "local": local.isoformat(),
-            "utc": rfc3339(occurrence.at_ms),
-            "at_ms": occurrence.at_ms,
-            "dst": occurrence.note.value or None,
-            "skipped": [wall.isoformat() for wall in occurrence.skipped],
-            "note": _note(occurrence, changed),
-        })
-        if due_of is not None:
-            due = due_of(occurrence.at_ms)
-            rows[-1].update(jittered_utc=rfc3339(due), jittered_at_ms=due,
-                            jitter_s=(due - occurrence.at_ms) // 1000)
-    kind = "interval" if every_s is not None else "once" if at_ms is not None else "cron"
-    policy = schedule.dst if isinstance(schedule, CronSchedule) else None
+    view = schedule_preview(text, timezone or UTC_NAME, count=count, after_ms=after_ms, dst=dst,
+                            jitter=jitter, project_id=project, trigger_id=trigger_id)
     if as_json:
-        emit_json({"kind": kind, "schedule": schedule.expression,
-                   "cron": schedule.expression if kind == "cron" else None,
-                   "dst": policy.to_json() if policy is not None else None,
-                   "jitter": None if jitter is None or project is None or trigger_id is None
-                   else {**jitter.to_json(), "stableSeconds": jitter.stable_s(project,
-                                                                               trigger_id)},
-                   "timezone": schedule.timezone, "occurrences": rows})
+        emit_json(view)
         return
+    policy = DstPolicy.parse(view.dst.gap, view.dst.overlap) if view.dst is not None else None
     shown = f" (DST {policy.describe()})" if policy is not None and not policy.default else ""
-    if jitter is not None and project is not None and trigger_id is not None:
+    if jitter is not None and view.jitter is not None:
         shown += (f" ({jitter.describe()}; {project}/{trigger_id}'s stable offset "
-                  f"{jitter.stable_s(project, trigger_id)}s)")
-    say(f"{schedule.expression} in {schedule.timezone}{shown}")
+                  f"{view.jitter.stable_s}s)")
+    say(f"{view.schedule} in {view.timezone}{shown}")
+    rows = view.occurrences
     if not rows:
         say(f"no occurrence after {rfc3339(after_ms)}")
         return
-    if due_of is not None:
-        emit_table([(r["n"], r["local"], r["utc"], f"{r['jittered_utc']} (+{r['jitter_s']}s)",
-                     r["note"]) for r in rows],
-                   ["#", "LOCAL TIME", "UTC", "RUNS AT (JITTERED, UTC)", "NOTE"])
+    if view.jitter is not None:
+        emit_table([(r.n, r.local, r.utc, f"{r.jittered_utc} (+{r.jitter_s}s)", r.note)
+                    for r in rows], ["#", "LOCAL TIME", "UTC", "RUNS AT (JITTERED, UTC)", "NOTE"])
         return
-    emit_table([(r["n"], r["local"], r["utc"], r["note"]) for r in rows],
-               ["#", "LOCAL TIME", "UTC", "NOTE"])
+    emit_table([(r.n, r.local, r.utc, r.note) for r in rows], ["#", "LOCAL TIME", "UTC", "NOTE"])

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from qinglong.service.views.base import Instant, OptionalInstant, ViewModel, one_of
 from qinglong.service.views.system import Problem
+from qinglong.service.views.triggers import DstView, JitterView
 
 
 class PreviewOccurrence(ViewModel):
@@ -19,7 +20,13 @@ class PreviewOccurrence(ViewModel):
     utc: Instant
     at_ms: int
     dst: Annotated[str | None, one_of("gap-shifted", "overlap-first", "overlap-second", None)]
+    skipped: list[str] = Field(description="Local wall times a DST gap skipped just before "
+                                           "this occurrence (the policy gap: skip)")
     note: str
+    # only with a jitter: when the occurrence becomes due, and how long after its nominal time
+    jittered_utc: Instant | None = None
+    jittered_at_ms: int | None = None
+    jitter_s: int | None = None
 
 
 class PreviewView(ViewModel):
@@ -27,6 +34,9 @@ class PreviewView(ViewModel):
     schedule: str
     cron: str | None
     timezone: str
+    dst: DstView | None = Field(description="The DST policy previewed (null: the default)")
+    jitter: JitterView | None = Field(description="The jitter previewed, with the trigger's "
+                                                  "stable offset (null: none)")
     occurrences: list[PreviewOccurrence]
 
 
