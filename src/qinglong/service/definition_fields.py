@@ -96,9 +96,6 @@ class FieldChange:
     before: object  # None: not set
     after: object
 
-    def to_json(self) -> dict[str, object]:
-        return {"field": self.field, "from": self.before, "to": self.after}
-
 
 def diff_fields(before: Mapping[str, object], after: Mapping[str, object]) -> list[FieldChange]:
     keys = list(before) + [k for k in after if k not in before]

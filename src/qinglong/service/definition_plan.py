@@ -56,13 +56,6 @@ class Change:
     def label(self) -> str:
         return self.project_id if self.kind == "project" else f"{self.project_id}/{self.item_id}"
 
-    def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "project": self.project_id,
-                "id": self.item_id, "action": self.action.value, "pruned": self.pruned,
-                "source": str(self.where) if self.where else None,
-                "fields": [c.to_json() for c in self.fields], "revision": self.revision,
-                "repinned_triggers": list(self.repinned), "written": self.written}
-
 
 @dataclass(slots=True)
 class Plan:

@@ -21,6 +21,7 @@ from qinglong.service.definition_model import DefinitionErrors, Definitions
 from qinglong.service.definition_plan import Action, ApplyStopped, Change, Plan
 from qinglong.service.env_changes import LABELS
 from qinglong.service.errors import EXIT_BAD_INPUT, exit_code_for, problem
+from qinglong.service.views.definitions import change_view, plan_view
 
 _DONE = {
     Action.CREATE: "created", Action.CHANGE: "changed", Action.RESTORE: "restored",
@@ -97,9 +98,9 @@ def _fail_stopped(exc: ApplyStopped, as_json: bool) -> NoReturn:
     change = exc.change
     source = f" ({change.where})" if change.where else ""
     if as_json:
-        body = {**problem(exc.cause), "stopped_at": change.to_json(),
-                "written": [c.to_json() for c in exc.written],
-                "not_written": [c.to_json() for c in exc.not_written]}
+        body = {**problem(exc.cause), "stopped_at": change_view(change).to_json(),
+                "written": [change_view(c).to_json() for c in exc.written],
+                "not_written": [change_view(c).to_json() for c in exc.not_written]}
         click.echo(json.dumps({"error": body}, sort_keys=True), err=True)
     else:
         click.echo(f"ql: apply stopped at {change.kind} {change.label}{source}: "
@@ -135,13 +136,7 @@ def _apply(definitions: Definitions, *, database_url: str, dry_run: bool, prune:
             except ApplyStopped as exc:
                 _fail_stopped(exc, as_json)
     if as_json:
-        body: dict[str, object] = {
-            "dry_run": dry_run, "prune": prune, "counts": plan.counts(),
-            "changes": [c.to_json() for c in plan.changes
-                        if c.kind != "project" or c.action is not Action.UNCHANGED]}
-        if notes is not None:
-            body["notes"] = list(notes)
-        emit_json(body)
+        emit_json(plan_view(plan, dry_run=dry_run, prune=prune, notes=notes))
         return
     if dry_run:
         for change in plan.changes:
