@@ -4,7 +4,8 @@ It takes no clock: every decision is made at its claim's acquisition time by the
 clock (the database's on PostgreSQL, the node's on SQLite), and the commit reads that clock
 again. Several rows are claimed per statement; each keeps
 its own fence. The decisions of one claim statement are committed together
-(``schedule_commit_batch``: one SERIALIZABLE transaction for the batch, each row verified
+(``schedule_commit_batch``: one write transaction for the batch -- SERIALIZABLE on
+PostgreSQL, SQLite's BEGIN IMMEDIATE on its one writer -- each row verified
 and fenced on its own, falling back to smaller batches and to single rows on failure), or
 one by one when batching is off or a single row was claimed. Every result of a batch is
 recorded before an error of one of its rows ends the cycle; an exception abandons the rest
