@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qinglong.errors import QinglongError
+from qinglong.errors import OutcomeUnknown, QinglongError
 from qinglong.service.definition_fields import FieldChange
 from qinglong.service.definition_model import Where
 from qinglong.storage.definitions.params import (
@@ -74,11 +74,15 @@ class Plan:
 
 
 class ApplyStopped(Exception):
-    """A write failed after others landed (only what changed since the plan can do this)."""
+    """A project's write failed (only what changed since the plan can do this): that project
+    wrote nothing, the projects before it did. ``in_doubt``: the database's reply to the
+    project's COMMIT was lost, so whether it was written is unknown (applying again settles
+    it: it writes only what still differs)."""
 
     def __init__(self, change: Change, cause: QinglongError, plan: Plan) -> None:
         self.change = change
         self.cause = cause
+        self.in_doubt = isinstance(cause, OutcomeUnknown)
         self.written = [c for c in plan.writes if c.written]
         self.not_written = [c for c in plan.writes if not c.written]
         super().__init__(f"apply stopped at {change.kind} {change.label}: {cause.message}")

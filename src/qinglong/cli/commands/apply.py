@@ -98,17 +98,23 @@ def _fail_stopped(exc: ApplyStopped, as_json: bool) -> NoReturn:
     change = exc.change
     source = f" ({change.where})" if change.where else ""
     if as_json:
-        body = {**problem(exc.cause), "stopped_at": change_view(change).to_json(),
+        body = {**problem(exc.cause), "in_doubt": exc.in_doubt,
+                "stopped_at": change_view(change).to_json(),
                 "written": [change_view(c).to_json() for c in exc.written],
                 "not_written": [change_view(c).to_json() for c in exc.not_written]}
         click.echo(json.dumps({"error": body}, sort_keys=True), err=True)
     else:
         click.echo(f"ql: apply stopped at {change.kind} {change.label}{source}: "
                    f"{exc.cause.message}", err=True)
-        click.echo(f"ql: project {change.project_id} was rolled back whole; "
-                   f"{len(exc.written)} change(s) of the projects before it were written and "
-                   f"{len(exc.not_written)} were not; once the cause is fixed, apply again "
-                   "(it writes only what still differs)", err=True)
+        if exc.in_doubt:
+            fate = (f"whether project {change.project_id} was written is unknown (the reply to "
+                    "its COMMIT was lost)")
+            rest = "were not or are in doubt"
+        else:
+            fate, rest = f"project {change.project_id} was rolled back whole", "were not"
+        click.echo(f"ql: {fate}; {len(exc.written)} change(s) of the projects before it were "
+                   f"written and {len(exc.not_written)} {rest}; once the cause is fixed, apply "
+                   "again (it writes only what still differs)", err=True)
     raise click.exceptions.Exit(exit_code_for(exc.cause))
 
 
