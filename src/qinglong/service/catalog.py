@@ -77,12 +77,8 @@ class Catalog:
     def project_unarchive(self, project_id: str) -> ProjectView:
         return project_view(self._store.project_unarchive(project_id))
 
-    def global_limit_get(self) -> int | None:
-        """The cluster-wide limit of Runs in progress (None: no limit)."""
-        return self._store.global_limit_get()
-
     def limits(self) -> LimitsView:
-        """The limits as they are stored now."""
+        """The limits as they are stored now (the global limit: None, no cap)."""
         return LimitsView(global_=self._store.global_limit_get())
 
     def global_limit_set(self, max_running: int | None) -> None:
