@@ -53,6 +53,7 @@ from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
 from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.postgres.errors import translated
 from qinglong.storage.postgres.listener import Listener
 from qinglong.storage.postgres.readiness import (
     audit,
@@ -173,7 +174,7 @@ class ClusterControl:
         )
         try:
             connector.open(cancelled=None if stop is None else stop.is_set)
-            with connector.connection() as conn:
+            with connector.connection() as conn, translated("check the database", conn):
                 findings = audit(conn, expected=RUNTIME) + session_findings(conn, s.lease_ms)
                 if findings:
                     raise wrong_role_refusal(findings, "ql control") or NotReady(findings)

@@ -38,6 +38,7 @@ from qinglong.profiles.worker_config import WorkerSettings
 from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
 from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.postgres.errors import translated
 from qinglong.storage.postgres.listener import Listener
 from qinglong.storage.postgres.readiness import (
     audit,
@@ -174,7 +175,7 @@ class WorkerApp:
                                      transaction_timeout_ms=s.lease_ms * 2 // 3))
         try:
             connector.open(cancelled=stop.is_set)
-            with connector.connection() as conn:
+            with connector.connection() as conn, translated("check the database", conn):
                 findings = audit(conn, expected=WORKER) + session_findings(conn, s.lease_ms)
                 if findings:
                     raise wrong_role_refusal(findings, "ql worker") or NotReady(findings)

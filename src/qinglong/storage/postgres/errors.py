@@ -8,6 +8,8 @@ exception class: 25P03 (idle-in-transaction timeout), 25P04 (transaction timeout
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -126,3 +128,14 @@ def translate_driver_error(exc: BaseException, action: str, conn: object = None)
     if not isinstance(exc, psycopg.Error):
         return None
     return translate(exc, action, conn if isinstance(conn, psycopg.Connection) else None)
+
+
+@contextmanager
+def translated(action: str, conn: object = None) -> Iterator[None]:
+    """A psycopg error raised inside the block as the QinglongError ``translate`` names (a
+    backend terminated mid-check is a lost connection, which the caller retries), never a
+    traceback."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc, action, conn if isinstance(conn, psycopg.Connection) else None) from exc
