@@ -542,8 +542,8 @@ def test_worker_sigstop_longer_than_the_lease_is_fenced(wbed: WorkerBed) -> None
 def test_worker_recovers_from_terminated_backends(wbed: WorkerBed) -> None:
     """Backends terminated under a worker while a 12 s command runs: twice a renewal is caught
     in flight (held on the Run's row lock, then pg_terminate_backend), and three times every
-    connection of the worker (its pool and its listener) is terminated. Renewals recover, the
-    Run completes once, and the worker runs the next Run too."""
+    connection of the worker (its pool, its lease connection and its listener) is terminated.
+    Renewals recover, the Run completes once, and the worker runs the next Run too."""
     wbed.task("steady", ticks=60)
     wbed.task("quick", ticks=3)
     at = wbed.next_second()
@@ -568,7 +568,7 @@ def test_worker_recovers_from_terminated_backends(wbed: WorkerBed) -> None:
                 def blocked() -> dict[str, Any] | None:
                     return watch.execute(
                         "SELECT pid, query FROM pg_stat_activity WHERE datname = %s "
-                        "AND application_name = 'ql-worker:a' AND wait_event_type = 'Lock'",
+                        "AND application_name = 'ql-worker:a:leases' AND wait_event_type = 'Lock'",
                         [wbed.bed.db.name]).fetchone()
 
                 victim = wait_for(blocked, "a renewal to wait on the Run's row", 5, every=0.01)
@@ -923,35 +923,52 @@ def own_server(tmp_path: Path) -> Iterator[tuple[WorkerBed, EmbeddedPostgres]]:
 
 def test_a_running_command_rides_out_a_postgres_crash_and_restart(
         own_server: tuple[WorkerBed, EmbeddedPostgres]) -> None:
-    """PostgreSQL is crashed (immediate stop, no checkpoint) and started again while a worker's
-    command runs, its lease 10 s: the worker's renewals fail for the outage and then resume,
-    the command is not killed (the outage is shorter than 80 % of the lease), the Run ends
-    succeeded in its one attempt, and an occurrence due after the restart runs too."""
+    """PostgreSQL is crashed (immediate stop, no checkpoint) just after a worker renewed the
+    lease of a running command, and started again: the next renewal fails on the connection
+    the crash cut, renewals resume once the database is back, the command is not killed, the
+    Run ends succeeded in its one attempt, and an occurrence due after the restart runs too.
+
+    Surviving follows from the outage's bound, not from luck. Commands are killed once the
+    leases have gone unrenewed for 80 % of the lease (12 s of 15 s). Renewals come every
+    third of the lease (5 s), on a connection of their own that is opened again at each try
+    (every second while they fail), so the first to succeed after the crash comes by
+    max(5 s, the outage + 1 s) plus a connect and a renewal: under 9.5 s for an outage under
+    8 s. The command runs 20 s, so that renewal lands while it still runs."""
     wbed, server = own_server
-    wbed.task("long", first_ticks=40, ticks=40)
+    wbed.task("long", first_ticks=100, ticks=100)
     wbed.task("short", ticks=2)
     at = wbed.next_second()
     wbed.trigger("t-long", "long", at_ms=at)
     wbed.start_control().wait_ready()
-    a = Worker("a", wbed.bed.db.url("ql_worker"), wbed.bed.tmp, slots=2, lease_ms=10_000,
+    a = Worker("a", wbed.bed.db.url("ql_worker"), wbed.bed.tmp, slots=2, lease_ms=15_000,
                drain_timeout_ms=5_000, poll_ms=200)
     wbed.workers.append(a)
     a.start().wait_ready()
     run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
-    wbed.trigger("t-after", "short", at_ms=wbed.next_second(ahead_s=7))  # due after the restart
+
+    def expiry() -> int:
+        return int(wbed.attempts(run["id"])[0]["lease_expires_at_ms"])
+
+    leased = expiry()
+    renewed = wait_for(lambda: expiry() > leased and expiry(), "a renewal of the lease", 10)
+    wbed.trigger("t-after", "short", at_ms=wbed.next_second(ahead_s=12))  # due after the restart
     server.crash()
     down_at = time.monotonic()
-    wait_for(lambda: a.readyz() != 200, "a to notice the database is gone", 5)
     server.start()
     outage_s = time.monotonic() - down_at
-    assert outage_s < 6, f"the restart took {outage_s:.1f} s: too long for this test's lease"
+    assert outage_s < 8, f"the restart took {outage_s:.1f} s: too long for this test's lease"
     with contextlib.suppress(psycopg.Error, ConnectionLost):  # the test's own session died too
         wbed.bed.rows("SELECT 1")
+    wait_for(lambda: expiry() > renewed, "the lease to be renewed after the restart", 12)
     wait_status(wbed, "t-long", "succeeded", "the long run to succeed after the restart", 30)
     wait_status(wbed, "t-after", "succeeded", "an occurrence due after the restart to run", 30)
     [attempt] = wbed.attempts(run["id"])
     assert attempt["status"] == "succeeded" and attempt["lease_generation"] >= 1
     [process] = processes_of(wbed, run["id"])
     assert process.end_ms is not None  # it ran to its end: never killed
+    events = a.events()
+    assert [e for e in events if e.get("event") == "error" and e.get("source") == "executor"
+            and e.get("code") == "QL_CONNECTION_LOST"], "no renewal failed across the crash"
+    assert not [e for e in events if e.get("code") == "QL_LEASE_LOST"]
     assert a.process is not None and a.process.poll() is None
     wbed.judge()

@@ -68,13 +68,16 @@ class Executor:
         requeue_on_drain: bool = False,
         log_store: LogStore | None = None,
         renew_every_s: float | None = None,
+        lease_store: RunStore | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as
         interrupted and its Run queued again (no attempt spent), instead of cancelled.
         ``log_store``: output is shipped there while the command runs (cluster workers), and
         the local file under ``log_dir`` is only a spool, removed when the Attempt ends.
         ``renew_every_s``: renew more often than three times a lease, so a cancel request
-        (carried by every renewal reply) is seen sooner where no notification brings it."""
+        (carried by every renewal reply) is seen sooner where no notification brings it.
+        ``lease_store``: renewals go through it (a connection of their own, which reconnects
+        at each try) instead of ``store``, so they resume as soon as the database is back."""
         if not MIN_CONCURRENCY <= concurrency <= MAX_CONCURRENCY:
             raise InvalidConfig(
                 "concurrency", f"must be between {MIN_CONCURRENCY} and {MAX_CONCURRENCY}"
@@ -103,7 +106,7 @@ class Executor:
         self.log_refusals = LogRefusals(clock)  # a log store refusing output: no new work
         self._reaper = GroupReaper()
         self._leases = LeaseKeeper(
-            store=store, clock=clock, owner=owner, lease_ms=lease_ms,
+            store=lease_store or store, clock=clock, owner=owner, lease_ms=lease_ms,
             every_s=min(lease_ms / 3000, renew_every_s or lease_ms / 3000),
             jobs=self._listed_jobs, finished=self._finished, diagnostics=diagnostics)
         self._runner = JobRunner(

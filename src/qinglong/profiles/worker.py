@@ -36,7 +36,11 @@ from qinglong.profiles.lease_recording import LeaseRecordingRunStore
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.worker_config import WorkerSettings
 from qinglong.storage.instances import InstanceStore, Registration
-from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
+from qinglong.storage.postgres.connection import (
+    PoolConnector,
+    SessionSettings,
+    SingleConnector,
+)
 from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.errors import translated
 from qinglong.storage.postgres.listener import Listener
@@ -48,6 +52,7 @@ from qinglong.storage.postgres.readiness import (
 )
 from qinglong.storage.postgres.roles import WORKER
 from qinglong.storage.postgres.topology import choose_primary
+from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.wakeups import Wakeups
 
@@ -99,6 +104,7 @@ class WorkerApp:
         self._state = ("starting", "starting")
         self._http: HttpServer | None = None
         self._connector: PoolConnector | None = None
+        self._lease_connector: SingleConnector | None = None
         self._executor: Executor | None = None
         self._listener: Listener | None = None
         self._wakeups = Wakeups()  # the process's one notifier (storage/wakeups.py)
@@ -165,14 +171,19 @@ class WorkerApp:
     def _activate(self, name: str, stop: threading.Event) -> None:
         s = self._settings
         target = choose_primary(s.database_url, application_name=name)
+        session = SessionSettings(statement_timeout_ms=s.statement_timeout_ms,
+                                  lock_timeout_ms=1000,
+                                  idle_in_transaction_timeout_ms=s.idle_in_transaction_timeout_ms,
+                                  transaction_timeout_ms=s.lease_ms * 2 // 3)
         connector = PoolConnector(
             target, application_name=name, max_size=s.connections,
-            # a renewal must not wait for a connection longer than the self-fence margin
-            timeout_s=min(5.0, s.lease_ms / 5000),
-            settings=SessionSettings(statement_timeout_ms=s.statement_timeout_ms,
-                                     lock_timeout_ms=1000,
-                                     idle_in_transaction_timeout_ms=s.idle_in_transaction_timeout_ms,
-                                     transaction_timeout_ms=s.lease_ms * 2 // 3))
+            # no store call waits for a connection longer than the self-fence margin
+            timeout_s=min(5.0, s.lease_ms / 5000), settings=session)
+        # Lease renewals on a connection of their own, opened again at each try once it breaks:
+        # after an outage they resume as soon as the database answers, where the pool's next
+        # connection attempt may be seconds away (its back-off doubles: 1, 2, 4, 8 s...).
+        leases = SingleConnector(target, application_name=f"{name}:leases"[:63],
+                                 settings=session)
         try:
             connector.open(cancelled=stop.is_set)
             with connector.connection() as conn, translated("check the database", conn):
@@ -193,6 +204,7 @@ class WorkerApp:
             connector.close()
             raise
         self._connector = connector
+        self._lease_connector = leases
         if s.log_dir is None:
             self._spool = tempfile.TemporaryDirectory(prefix="ql-worker-")
         spool = Path(s.log_dir or (self._spool.name if self._spool else "."))
@@ -204,6 +216,8 @@ class WorkerApp:
             log_max_bytes=s.log_max_bytes, poll_interval_s=s.poll_ms / 1000,
             diagnostics=self._diagnostic, on_finished=self._finished, requeue_on_drain=True,
             log_store=LogStore(db),
+            lease_store=RunStore(open_postgres(leases, index_scans_only=True),
+                                 actor_id=self.session),
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)
@@ -271,6 +285,8 @@ class WorkerApp:
                 self._instances.instance_stop(self._settings.worker_id)
         if self._connector is not None:
             self._connector.close()
+        if self._lease_connector is not None:
+            self._lease_connector.close()
         if self._http is not None:
             self._http.stop()
         if self._spool is not None:
