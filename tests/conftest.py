@@ -27,16 +27,21 @@ settings.load_profile("qinglong")
 
 # `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadgroup`). The tests
 # that judge real time (fault injection, the soak, whole clusters and servers timed end to
-# end) form one work unit: the scheduler below gives it to one worker, which runs them one
-# after another, never two at once, as a plain `pytest` would, at full CPU priority. Every other
-# test runs (as root, who may raise a process's priority back) at a lower priority, so the timed
-# tests see the machine much as they would alone. (xdist's own
+# end) run at full CPU priority, in two work units that the scheduler below gives to two
+# workers, each running its tests one after another as a plain `pytest` would: the heavy one
+# (the clusters, workers and servers under faults, the soak) and a light one (a single `ql
+# serve` on SQLite, the harness's own primitives, one replica behind a wire proxy), so at most
+# one heavy timed test runs at a time, and the heavy unit alone no longer sets the length of
+# the run. Every other test runs (as root, who may raise a process's priority back) at a lower
+# priority, so the timed tests see the machine much as they would alone. (xdist's own
 # `xdist_group` marks did not group anything here with pytest 9.2 and xdist 3.8, so the group
 # is read from the test's path instead.) Without xdist nothing changes.
 TIMED_GROUP = "timed"
+TIMED_LIGHT_GROUP = "timed-light"
 TIMED_FOLDERS = ("faults",)
 TIMED_FILES = ("test_cluster_e2e.py", "test_cluster_clock.py", "test_serve_exactly_once.py",
                "test_schedule_wakeups.py")
+TIMED_LIGHT_FILES = ("test_serve_exactly_once.py", "test_primitives.py", "test_wire_faults.py")
 BULK_NICENESS = 10
 # Folders whose modules share an expensive module-scoped setup (the browser suite: a `ql serve`
 # and a headless chromium per module, about 20 s on a loaded machine): each module is one work
@@ -50,9 +55,10 @@ def is_timed_path(path: str) -> bool:
 
 
 def work_unit(nodeid: str) -> str:
-    """The xdist work unit of a test: the timed group, its module, or the test itself."""
+    """The xdist work unit of a test: a timed group, its module, or the test itself."""
     if is_timed_path(nodeid):
-        return TIMED_GROUP
+        light = nodeid.split("::", 1)[0].split("/")[-1] in TIMED_LIGHT_FILES
+        return TIMED_LIGHT_GROUP if light else TIMED_GROUP
     module = nodeid.split("::", 1)[0]
     parts = module.split("/")
     if len(parts) > 1 and parts[-2] in MODULE_UNIT_FOLDERS:
@@ -70,7 +76,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
     class TimedGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        """Every timed test in one work unit (the largest, so handed out first), each module
+        """The timed tests in two work units (the largest, so handed out first), each module
         of the browser suite one unit, every other test a unit of its own."""
 
         def _split_scope(self, nodeid: str) -> str:
