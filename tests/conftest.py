@@ -25,7 +25,7 @@ pytest_plugins = ["tests.support.pg"]
 settings.register_profile("qinglong", deadline=None, print_blob=True)
 settings.load_profile("qinglong")
 
-# `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadgroup`). The tests
+# `make test` runs the suite on four pytest-xdist workers (`-n 4 --dist loadgroup`). The tests
 # that judge real time (fault injection, the soak, whole clusters and servers timed end to
 # end) run at full CPU priority, in two work units that the scheduler below gives to two
 # workers, each running its tests one after another as a plain `pytest` would: the heavy one
