@@ -31,8 +31,7 @@ settings.load_profile("qinglong")
 # workers, each running its tests one after another as a plain `pytest` would: the heavy one
 # (the clusters, workers and servers under faults, the soak) and a light one (a single `ql
 # serve` on SQLite, the harness's own primitives, one replica behind a wire proxy), so at most
-# one heavy timed test runs at a time, and the heavy unit alone no longer sets the length of
-# the run. Every other test runs (as root, who may raise a process's priority back) at a lower
+# one heavy timed test runs at a time. Every other test runs (as root, who may raise a process's priority back) at a lower
 # priority, so the timed tests see the machine much as they would alone. (xdist's own
 # `xdist_group` marks did not group anything here with pytest 9.2 and xdist 3.8, so the group
 # is read from the test's path instead.) Without xdist nothing changes.
@@ -56,11 +55,10 @@ def is_timed_path(path: str) -> bool:
 
 def work_unit(nodeid: str) -> str:
     """The xdist work unit of a test: a timed group, its module, or the test itself."""
-    if is_timed_path(nodeid):
-        light = nodeid.split("::", 1)[0].split("/")[-1] in TIMED_LIGHT_FILES
-        return TIMED_LIGHT_GROUP if light else TIMED_GROUP
     module = nodeid.split("::", 1)[0]
     parts = module.split("/")
+    if is_timed_path(nodeid):
+        return TIMED_LIGHT_GROUP if parts[-1] in TIMED_LIGHT_FILES else TIMED_GROUP
     if len(parts) > 1 and parts[-2] in MODULE_UNIT_FOLDERS:
         return module
     return nodeid

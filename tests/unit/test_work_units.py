@@ -24,7 +24,7 @@ def test_every_timed_file_named_exists() -> None:
 
 def test_a_light_timed_file_is_timed_but_in_the_light_unit() -> None:
     for name in TIMED_LIGHT_FILES:
-        [path] = [p for p in TESTS.rglob(name)]
+        [path] = TESTS.rglob(name)
         nodeid = f"{path.relative_to(TESTS.parent).as_posix()}::test_x"
         assert is_timed_path(nodeid)
         assert work_unit(nodeid) == TIMED_LIGHT_GROUP
