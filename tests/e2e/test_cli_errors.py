@@ -642,8 +642,16 @@ WORKER_CASES = [
         needles=["--database-url"]),
 ]
 
+CONTROL_CASES = [
+    # a claim lease not shorter than the grace: refused unless --allow-lease-over-grace
+    bad("control-lease-over-grace", "control", "--database-url",
+        "postgresql://ql_runtime@127.0.0.1:1/ql", "--owner-id", "c1", "--lease-ms", "30000",
+        needles=["--lease-ms", "--allow-lease-over-grace"]),
+]
+
 ALL_BAD = (USAGE_CASES + PROJECT_ID_CASES + RECORD_CASES + TASK_CASES + TRIGGER_CASES
-           + PREVIEW_CASES + RUN_CASES + URL_CASES + SERVE_CASES + WORKER_CASES)
+           + PREVIEW_CASES + RUN_CASES + URL_CASES + SERVE_CASES + WORKER_CASES
+           + CONTROL_CASES)
 
 
 @pytest.mark.parametrize("case", ALL_BAD)

@@ -265,6 +265,29 @@ def test_configuration_is_refused_before_postgres_is_opened(flags: dict[str, Any
     assert refused.value.field == f"--{field}"  # named as the flag the user types
 
 
+BASE_FLAGS = {"database_url": "postgresql://ql_runtime@127.0.0.1:1/none", "owner_id": "c1"}
+
+
+def test_the_default_claim_lease_is_well_inside_the_default_grace() -> None:
+    settings = load_control_settings(dict(BASE_FLAGS))
+    assert settings.lease_ms * 3 <= settings.grace_ms  # a takeover leaves 2/3 of the grace
+
+
+@pytest.mark.parametrize("lease_ms, grace_ms", [(30_000, 30_000), (20_000, 10_000),
+                                                (1_000, 0)])
+def test_a_lease_not_shorter_than_the_grace_is_refused_unless_accepted(
+        lease_ms: int, grace_ms: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = {**BASE_FLAGS, "lease_ms": lease_ms, "grace_ms": grace_ms}
+    with pytest.raises(InvalidConfig) as refused:
+        load_control_settings(flags)
+    assert refused.value.field == "--lease-ms"
+    assert "--allow-lease-over-grace" in refused.value.message
+    accepted = load_control_settings({**flags, "allow_lease_over_grace": True})
+    assert (accepted.lease_ms, accepted.grace_ms) == (lease_ms, grace_ms)
+    monkeypatch.setenv("QL_CONTROL_ALLOW_LEASE_OVER_GRACE", "true")  # or by its variable
+    assert load_control_settings(flags).allow_lease_over_grace
+
+
 def test_unknown_environment_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QL_CONTROL_LEASE", "5000")  # a typo of QL_CONTROL_LEASE_MS
     with pytest.raises(InvalidConfig) as refused:

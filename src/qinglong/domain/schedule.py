@@ -31,8 +31,11 @@ def check_claim_lease(lease_ms: int, field: str = "lease") -> int:
     return _bounded(lease_ms, MIN_CLAIM_LEASE_MS, MAX_CLAIM_LEASE_MS, field, " ms")
 
 
-def lease_grace_warning(lease_ms: int, grace_ms: int) -> str | None:
-    """Why a claim lease that is not shorter than the misfire grace is risky (else None):
+DEFAULT_CLAIM_LEASE_MS = 10_000  # a third of the default grace (docs/guarantees.md)
+
+
+def lease_grace_risk(lease_ms: int, grace_ms: int) -> str | None:
+    """Why a claim lease that is not shorter than the misfire grace is unsafe (else None):
     when a replica dies holding claims, another takes them over only after the lease, and
     an occurrence that waited longer than the grace by then is decided as misfired."""
     if lease_ms < grace_ms:

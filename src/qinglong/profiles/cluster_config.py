@@ -13,7 +13,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from qinglong.domain.decision import MAX_GRACE_MS, MIN_GRACE_MS
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
-from qinglong.domain.schedule import MAX_BUDGET, MAX_CLAIM_LEASE_MS, MIN_BUDGET, MIN_CLAIM_LEASE_MS
+from qinglong.domain.schedule import (
+    DEFAULT_CLAIM_LEASE_MS,
+    MAX_BUDGET,
+    MAX_CLAIM_LEASE_MS,
+    MIN_BUDGET,
+    MIN_CLAIM_LEASE_MS,
+    lease_grace_risk,
+)
+from qinglong.errors import InvalidConfig
 from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
 
 ENV_PREFIX = "QL_CONTROL_"
@@ -24,8 +32,11 @@ class ControlSettings(BaseSettings):
 
     database_url: str = Field(validation_alias="QL_DATABASE_URL")
     owner_id: str
-    lease_ms: int = Field(default=30_000, ge=MIN_CLAIM_LEASE_MS, le=MAX_CLAIM_LEASE_MS)
+    lease_ms: int = Field(default=DEFAULT_CLAIM_LEASE_MS, ge=MIN_CLAIM_LEASE_MS,
+                          le=MAX_CLAIM_LEASE_MS)
     grace_ms: int = Field(default=30_000, ge=MIN_GRACE_MS, le=MAX_GRACE_MS)
+    # a lease not shorter than the grace is refused unless this is set (docs/guarantees.md)
+    allow_lease_over_grace: bool = False
     # a claim statement takes up to `batch` due rows and commits their decisions in one
     # SERIALIZABLE transaction (docs/design/admission-fast-path.md); a cycle claims up to
     # `budget` rows and a saturated cycle starts the next at once
@@ -61,5 +72,12 @@ class ControlSettings(BaseSettings):
 
 
 def load_control_settings(flags: dict[str, Any]) -> ControlSettings:
-    """Flags (only those given) override the environment; errors name the option."""
-    return load_settings(ControlSettings, prefix=ENV_PREFIX, command="ql control", flags=flags)
+    """Flags (only those given) override the environment; errors name the option. A claim
+    lease not shorter than the grace is refused without ``--allow-lease-over-grace``."""
+    settings = load_settings(ControlSettings, prefix=ENV_PREFIX, command="ql control",
+                             flags=flags)
+    risk = lease_grace_risk(settings.lease_ms, settings.grace_ms)
+    if risk is not None and not settings.allow_lease_over_grace:
+        raise InvalidConfig("--lease-ms", f"{risk}; set a lease shorter than --grace-ms, or "
+                            "pass --allow-lease-over-grace to accept that risk")
+    return settings

@@ -33,6 +33,7 @@ from qinglong.domain.admission import AdmissionIds
 from qinglong.domain.decision import Decision, Disposition, check_grace
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.schedule import (
+    DEFAULT_CLAIM_LEASE_MS,
     MAX_BUDGET,
     ScheduleClaim,
     check_budget,
@@ -67,7 +68,7 @@ class Coordinator:
         store: ScheduleStore,
         *,
         owner: str,
-        lease_ms: int = 30_000,
+        lease_ms: int = DEFAULT_CLAIM_LEASE_MS,
         budget: int = 16,
         batch: int = 8,
         grace_ms: int = 30_000,

@@ -66,8 +66,13 @@ class ControlConsole(EventConsole):
 @setting_option("--owner-id", str, "This replica's unique name (env QL_CONTROL_OWNER_ID): a name a "
                 "live process holds is refused (exit 4); a crashed one's is free 30 s after its last "
                 "heartbeat, and a start waits for that.")
-@setting_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 30000).")
+@setting_option("--lease-ms", click.INT, "Claim lease, 1000-60000 ms (default 10000). It must be "
+                "shorter than --grace-ms: a dead replica's claims are taken over after it.")
 @setting_option("--grace-ms", click.INT, "Misfire grace, 0-300000 ms (default 30000).")
+@click.option("--allow-lease-over-grace", is_flag=True, default=None,
+              help="Accept a --lease-ms not shorter than --grace-ms (env "
+                   "QL_CONTROL_ALLOW_LEASE_OVER_GRACE): occurrences a dying replica holds may "
+                   "then misfire; refused otherwise.")
 @setting_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
                 "all starts the next at once.")
 @setting_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
@@ -108,7 +113,7 @@ def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: boo
     # The cluster profile (psycopg, the HTTP server) loads only when this command runs, so
     # the edge and standalone paths of `ql` never import PostgreSQL code.
     from qinglong.cli.params import check_cli_url
-    from qinglong.domain.schedule import lease_grace_warning
+    from qinglong.domain.schedule import lease_grace_risk
     from qinglong.profiles.availability import Availability
     from qinglong.profiles.cluster import ClusterControl
     from qinglong.profiles.cluster_config import load_control_settings
@@ -121,8 +126,8 @@ def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: boo
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     console = ControlConsole(owner=settings.owner_id, json_events=json_events,
                              log_admissions=log_admissions)
-    risk = lease_grace_warning(settings.lease_ms, settings.grace_ms)
-    if risk is not None:
+    risk = lease_grace_risk(settings.lease_ms, settings.grace_ms)
+    if risk is not None:  # accepted with --allow-lease-over-grace: still said at each start
         console.warning("QL_CONFIG_WARNING", risk)
     app = ClusterControl(settings, console, seams)
     stop = threading.Event()
