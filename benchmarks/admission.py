@@ -75,7 +75,8 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.dispatch import CpuMeter, cpu_share, cpu_text, fs_type
+from benchmarks.cpu import CpuMeter, cpu_share, cpu_text
+from benchmarks.dispatch import fs_type
 from benchmarks.report import machine, say, source_state
 from benchmarks.seeding import PROJECT, Dataset
 from testkit.cluster import free_port, percentile

@@ -50,16 +50,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from benchmarks.harness import postgres_server, postmaster_pid
+from benchmarks.cpu import CpuMeter, cpu_share, cpu_text, top_others
+from benchmarks.harness import postgres_server, postmaster_pid, repeat
 from benchmarks.report import Figure, Report, print_table, say, summarize
 from testkit.cluster import Replica, Worker, percentile
 from testkit.postgres import EmbeddedPostgres
@@ -69,129 +69,12 @@ TASK = "true"
 DB_NOW = "SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "lost")
 ACTIVE = ("created", "queued", "dispatching", "running", "retry_wait")
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def ql(*args: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
     subprocess.run([sys.executable, "-m", "qinglong", *args], check=True, env=env,
                    stdout=subprocess.DEVNULL)
-
-
-# -- CPU accounting from /proc --------------------------------------------------------------
-
-
-def _proc_stat(pid: int) -> tuple[int, list[int]] | None:
-    """(ppid, [utime, stime, cutime, cstime]) in clock ticks, or None if the process is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    rest = text[text.rindex(")") + 2:].split()  # rest[0] is field 3 (state)
-    return int(rest[1]), [int(rest[i]) for i in (11, 12, 13, 14)]
-
-
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) clock ticks of all CPUs since boot, from the first line of /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    busy = user + nice + system + irq + softirq + steal
-    return busy, busy + idle + iowait
-
-
-@dataclass
-class CpuSample:
-    at: float
-    seconds: dict[str, float]
-    others: dict[int, tuple[int, str]]  # pid -> (ticks, command) of processes we did not start
-
-
-def _command(pid: int) -> str:
-    try:
-        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return "?"
-    return " ".join(w.decode(errors="replace") for w in words if w)[:100] or "?"
-
-
-@dataclass
-class CpuMeter:
-    """CPU seconds consumed so far by the named processes (each with the children it reaped),
-    by the whole PostgreSQL server (postmaster, its reaped children, and its live backends),
-    by this harness, and by the machine as a whole (busy time over all CPUs); and, to explain
-    the rest, the CPU ticks of every other live process."""
-
-    postmaster: int
-    tracked: dict[str, int] = field(default_factory=dict)
-    _last: dict[str, float] = field(default_factory=dict)
-
-    def track(self, name: str, pid: int) -> None:
-        self.tracked[name] = pid
-
-    def sample(self) -> CpuSample:
-        seconds: dict[str, float] = {}
-        for name, pid in self.tracked.items():
-            stat = _proc_stat(pid)
-            if stat is not None:
-                self._last[name] = sum(stat[1]) / TICK
-            seconds[name] = self._last.get(name, 0.0)  # an exited process keeps its last value
-        ours = {os.getpid(), self.postmaster, *self.tracked.values()}
-        postgres = 0
-        others: dict[int, tuple[int, str]] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            pid = int(entry.name)
-            stat = _proc_stat(pid)
-            if stat is None:
-                continue
-            if pid == self.postmaster:
-                postgres += sum(stat[1])
-            elif stat[0] == self.postmaster:
-                postgres += stat[1][0] + stat[1][1]
-            elif pid not in ours and stat[0] not in ours:
-                others[pid] = (stat[1][0] + stat[1][1], "")
-        seconds["postgres"] = postgres / TICK
-        times = os.times()
-        seconds["harness"] = times.user + times.system
-        busy, total = _machine_ticks()
-        seconds["machine"] = busy / TICK
-        seconds["machine_total"] = total / TICK
-        return CpuSample(at=time.monotonic(), seconds=seconds, others=others)
-
-
-def cpu_share(before: CpuSample, after: CpuSample) -> dict[str, float]:
-    """Percent of one CPU used by each accounted part between two samples; ``machine`` is
-    the busy share of all CPUs together (200 % = both CPUs of a 2-CPU machine busy), and
-    ``other`` what the machine spent outside the parts we started (e.g. other users)."""
-    wall = after.at - before.at
-    if wall <= 0:
-        return {}
-    share = {name: round(100 * (after.seconds[name] - before.seconds.get(name, 0.0)) / wall, 1)
-             for name in after.seconds if name != "machine_total"}
-    total = after.seconds["machine_total"] - before.seconds["machine_total"]
-    ncpu = os.cpu_count() or 1
-    share["machine"] = round(100 * ncpu * (after.seconds["machine"] - before.seconds["machine"])
-                             / total, 1) if total > 0 else 0.0
-    ours = sum(v for k, v in share.items() if k not in ("machine",))
-    share["other"] = round(max(0.0, share["machine"] - ours), 1)
-    return share
-
-
-def top_others(before: CpuSample, after: CpuSample, count: int = 5) -> list[dict[str, Any]]:
-    """The other processes (alive at both samples) that used the most CPU in between."""
-    wall = after.at - before.at
-    deltas = sorted(((ticks - before.others[pid][0], pid) for pid, (ticks, _) in
-                     after.others.items() if pid in before.others), reverse=True)
-    return [{"pid": pid, "percent": round(100 * delta / TICK / wall, 1), "command": _command(pid)}
-            for delta, pid in deltas[:count] if delta > 0 and wall > 0]
-
-
-def cpu_text(share: dict[str, float]) -> str:
-    parts = [f"{name} {value:.0f}%" for name, value in share.items()
-             if name not in ("machine", "other", "harness")]
-    return (", ".join(parts) + f"; machine {share.get('machine', 0):.0f}% of "
-            f"{100 * (os.cpu_count() or 1)}%, other {share.get('other', 0):.0f}%")
 
 
 # -- the database -----------------------------------------------------------------------------
@@ -815,11 +698,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse(argv)
     report = Report("dispatch")
     report.announce()
-    with tempfile.TemporaryDirectory(prefix="ql-bench-dispatch-") as tmp:
-        logs = opts.log_dir or Path(tmp)
-        for n in range(1, opts.runs + 1):
-            (logs / f"rep-{n}").mkdir(parents=True, exist_ok=True)
-        results = [repetition(n, opts, logs / f"rep-{n}") for n in range(1, opts.runs + 1)]
+    results = repeat("dispatch", opts.runs, opts.log_dir,
+                     lambda n, logs: repetition(n, opts, logs))
     summary = summarize(results, FIGURES)
     print_table(summary, opts.runs, FIGURES)
     report.write(vars(opts), summary, results, output=opts.output, versions={

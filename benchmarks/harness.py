@@ -7,9 +7,10 @@ import contextlib
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testkit.cluster import Worker
 from testkit.postgres import EmbeddedPostgres
@@ -65,3 +66,17 @@ def default_workers(count: int, url: str, log_dir: Path,
             if worker.process is not None:
                 with contextlib.suppress(Exception):
                     worker.stop()
+
+
+def repeat(name: str, runs: int, log_dir: Path | None,
+           repetition: Callable[[int, Path], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``repetition(n, folder)`` for n = 1..runs, each with a log folder ``rep-<n>`` under
+    ``log_dir`` (default: a temp dir, removed at the end); their results."""
+    with tempfile.TemporaryDirectory(prefix=f"ql-bench-{name}-") as tmp:
+        logs = log_dir or Path(tmp)
+        results = []
+        for n in range(1, runs + 1):
+            folder = logs / f"rep-{n}"
+            folder.mkdir(parents=True, exist_ok=True)
+            results.append(repetition(n, folder))
+        return results

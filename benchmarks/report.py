@@ -72,6 +72,16 @@ def print_table(summary: dict[str, dict[str, float]], runs: int, figures: list[F
     print(flush=True)
 
 
+def print_targets(summary: dict[str, dict[str, float]], size: int,
+                  targets: list[tuple[str, str, float]]) -> None:
+    """Each target (text, figure key, upper bound) met or MISSED by the figure's median."""
+    for text, key, bound in targets:
+        value = summary.get(key, {}).get("median")
+        met = "met" if value is not None and value <= bound else "MISSED"
+        print(f"target for {size:,}: {text}: {met} (median {'-' if value is None else number(value)})")
+    print(flush=True)
+
+
 def machine() -> dict[str, Any]:
     model = "unknown"
     with contextlib.suppress(OSError):
@@ -148,3 +158,18 @@ class Report:
         path.write_text(json.dumps(report, indent=2) + "\n")
         say(f"wrote {path.relative_to(REPOSITORY) if path.is_relative_to(REPOSITORY) else path}")
         return path
+
+
+def verdict(results: list[dict[str, Any]], passed: str) -> int:
+    """Every repetition's ``failed_checks``, printed loudly: exit code 1 if there is one,
+    else ``passed`` is printed and 0 returned."""
+    failed = [(r["repetition"], text) for r in results for text in r["failed_checks"]]
+    if not failed:
+        print(passed, flush=True)
+        return 0
+    print("!" * 80)
+    print(f"!!! CHECKS FAILED ({len(failed)}):")
+    for number, text in failed:
+        print(f"!!!   repetition {number}: {text}")
+    print("!" * 80, flush=True)
+    return 1
