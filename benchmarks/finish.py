@@ -144,7 +144,8 @@ def watch(db: Db, meter: CpuMeter, at: int, size: int, timeout: int) -> CpuSampl
             counts = db.status_counts()
             say(f"    t+{(db.now_ms() - at) / 1000:5.1f} s: admitted {state[1]:,}/{size:,}, "
                 f"ended {state[2]:,} ({(state[2] - printed_ended) / (now - last_print):.0f}/s); "
-                f"queued {counts.get('queued', 0)}, running {counts.get('running', 0)} | cpu "
+                f"queued {counts.get('queued', 0)}, dispatching {counts.get('dispatching', 0)}, "
+                f"running {counts.get('running', 0)} | cpu "
                 f"{cpu_text(cpu_share(previous, sample))}")
             previous, last_print, printed_ended = sample, now, state[2]
         last = state

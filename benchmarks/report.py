@@ -102,10 +102,10 @@ def source_state() -> dict[str, Any]:
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=REPOSITORY, capture_output=True, text=True,
                               check=False)
-        return done.stdout.strip()
+        return done.stdout
 
     changed = [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]
-    return {"commit": git("rev-parse", "HEAD"), "uncommitted_src_files": changed}
+    return {"commit": git("rev-parse", "HEAD").strip(), "uncommitted_src_files": changed}
 
 
 def output_path(name: str, date: str, output: Path | None = None) -> Path:
