@@ -11,12 +11,13 @@ occurrence is decided and every Run it admitted has ended.
 Printed per run and as medians with min-max: seconds from T to the last admission,
 admissions/s, lag (runs.created_at_ms - scheduled_for_ms) p50/p99/max, occurrences misfired
 or missing; seconds from T to the last Run finished (max finished_at_ms - T), Runs/s
-(N over that), Runs succeeded; the CPU seconds of `ql serve` (with the commands it reaped)
+(the Runs that ended over that), Runs succeeded; the CPU seconds of `ql serve` (with the commands it reaped)
 and of the machine from T to the end.
 
-Checks (a failure is printed loudly and the command exits 1): every occurrence admitted
-exactly once and every Run succeeded. Targets for N = 10,000: all admitted within 3 s, no
-misfire, all executed within 60 s (printed as met or MISSED). The JSON (command, machine,
+Checks (a failure is printed loudly and the command exits 1): no occurrence admitted twice,
+every occurrence decided (admitted, or recorded as misfired), every admitted Run succeeded.
+Targets for N = 10,000: all admitted within 3 s, no misfire, all executed within 60 s
+(printed as met or MISSED; a misfire is a missed target, not a failed check). The JSON (command, machine,
 options, summary, every run) goes to ``benchmarks/results/standalone-<date>.json``.
 Only the `ql` command drives the product, so the same script measures any version of it.
 """
@@ -159,7 +160,7 @@ def run_once(count: int, folder: Path, timeout_s: int) -> dict[str, Any]:
                    "p99": _percentile(lags, 0.99) if lags else 0, "max": last},
         "succeeded": succeeded, "not_succeeded": len(rows) - succeeded,
         "last_finished_s": executed / 1000,
-        "runs_per_s": round(count / max(executed / 1000, 0.001), 1),
+        "runs_per_s": round(len(finished) / max(executed / 1000, 0.001), 1),
         "cpu_s": {"serve": round(serve_s, 2),
                   "machine": round(end.seconds["machine"] - start.seconds["machine"], 2)},
         "cpu_ms_per_run": round(1000 * serve_s / count, 3),
@@ -169,13 +170,18 @@ def run_once(count: int, folder: Path, timeout_s: int) -> dict[str, Any]:
 
 
 def checks(count: int, runs: int, triggers: int, misfired: int, succeeded: int) -> list[str]:
-    """What went wrong: occurrences not admitted exactly once, Runs that did not succeed."""
+    """What broke the product's promise: an occurrence admitted twice, one neither admitted
+    nor recorded as misfired, an admitted Run that did not succeed. (A misfire is the
+    documented fate of an occurrence decided after the grace: it misses a target instead.)"""
     failed = []
-    if triggers != count or runs != triggers or misfired:
-        failed.append(f"{count:,} occurrences admitted exactly once: {runs:,} Runs from "
-                      f"{triggers:,} triggers, {misfired:,} misfired")
-    if succeeded != count:
-        failed.append(f"all {count:,} Runs succeeded: {succeeded:,} did")
+    if runs != triggers:
+        failed.append(f"each occurrence admitted at most once: {runs:,} Runs from "
+                      f"{triggers:,} triggers")
+    if triggers + misfired != count:
+        failed.append(f"all {count:,} occurrences decided: {triggers:,} admitted, "
+                      f"{misfired:,} misfired")
+    if succeeded != runs:
+        failed.append(f"every admitted Run succeeded: {succeeded:,} of {runs:,} did")
     return failed
 
 
@@ -190,7 +196,7 @@ FIGURES: list[Figure] = [
     ("misfired", "occurrences misfired", "Runs"),
     ("missing", "occurrences missing (not decided)", "Runs"),
     ("last_finished_s", "last Run finished after the instant", "s"),
-    ("runs_per_s", "Runs finished per second (N / s)", "Runs/s"),
+    ("runs_per_s", "Runs finished per second (Runs / s)", "Runs/s"),
     ("succeeded", "Runs succeeded", "Runs"),
     ("cpu_s.serve", "CPU ql serve (with its commands)", "s"),
     ("cpu_ms_per_run", "CPU ql serve per Run", "ms"),
@@ -232,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print_targets(summary, TARGET_SIZE, TARGETS)
     report.write(vars(args), summary, results, output=args.output)
     return verdict(results, f"checks passed in every run: each of the {args.triggers:,} "
-                            "occurrences admitted exactly once, every Run succeeded")
+                            "occurrences decided once, every admitted Run succeeded")
 
 if __name__ == "__main__":
     sys.exit(main())

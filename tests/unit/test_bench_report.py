@@ -41,7 +41,10 @@ def test_targets_met_or_missed_by_the_median(capsys: pytest.CaptureFixture[str])
 
 def test_standalone_checks() -> None:
     assert checks(10, runs=10, triggers=10, misfired=0, succeeded=10) == []
-    assert len(checks(10, runs=11, triggers=10, misfired=0, succeeded=10)) == 1  # a duplicate
-    assert len(checks(10, runs=9, triggers=9, misfired=1, succeeded=9)) == 2
+    assert checks(10, runs=7, triggers=7, misfired=3, succeeded=7) == []  # a target, not a check
+    assert checks(10, runs=11, triggers=10, misfired=0, succeeded=11) == [
+        "each occurrence admitted at most once: 11 Runs from 10 triggers"]
+    assert checks(10, runs=9, triggers=9, misfired=0, succeeded=9) == [
+        "all 10 occurrences decided: 9 admitted, 0 misfired"]
     assert checks(10, runs=10, triggers=10, misfired=0, succeeded=8) == [
-        "all 10 Runs succeeded: 8 did"]
+        "every admitted Run succeeded: 8 of 10 did"]
