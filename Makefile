@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-long test-fast test-unit test-faults soak bench bench-dispatch lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-long test-fast test-unit test-faults soak bench bench-standalone bench-finish bench-dispatch lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -52,10 +52,20 @@ test-faults: $(STAMP) ## Only the fault tests and the one-minute soak (PostgreSQ
 soak: $(STAMP) ## The long chaos soak: 4 replicas, 2 workers, 25 triggers, 10 minutes, then ql audit (root); SOAK_ARGS="--seed N ..."
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
-bench: $(STAMP) ## Admission benchmark (issue 7): own PostgreSQL 18, ceiling, burst, steady, scale, idle, peers; prints a table (~50 min); BENCH_ARGS="..."
+bench: $(STAMP) ## Admission benchmark (issue 7: ceiling, burst, steady, scale, idle, peers; BENCH_ARGS="..."), then bench-standalone and bench-finish; prints their tables (~80 min)
 	@$(BIN)/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("apscheduler") != "4.0.0a6" or m.version("procrastinate") != "3.10.0")' 2>/dev/null || \
 		$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(BIN)/python -m benchmarks.admission $(BENCH_ARGS)
+	@status=0; \
+		$(BIN)/python -m benchmarks.standalone $(STANDALONE_ARGS) || status=1; \
+		$(BIN)/python -m benchmarks.finish $(FINISH_ARGS) || status=1; \
+		exit $$status
+
+bench-standalone: $(STAMP) ## Standalone burst: ql serve on SQLite at its defaults, 10,000 occurrences due at one instant, admitted and executed, 3 runs, prints a table; STANDALONE_ARGS="..."
+	$(BIN)/python -m benchmarks.standalone $(STANDALONE_ARGS)
+
+bench-finish: $(STAMP) ## Burst to finished: own PostgreSQL 18, 1 replica + 2 workers at their defaults run 10,000 Runs due at one instant, and the spawn-only ceiling; 3 runs, prints a table; FINISH_ARGS="..."
+	$(BIN)/python -m benchmarks.finish $(FINISH_ARGS)
 
 bench-dispatch: $(STAMP) ## Worker dispatch benchmark: own PostgreSQL 18, 1 replica + 2 workers, 3 x 60 s, prints a table (~8 min); BENCH_ARGS="..."
 	$(BIN)/python -m benchmarks.dispatch --seconds 60 --runs 3 $(BENCH_ARGS)
