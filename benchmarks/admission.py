@@ -78,6 +78,7 @@ import psycopg
 from benchmarks.cpu import CpuMeter, cpu_share, cpu_text
 from benchmarks.dispatch import fs_type
 from benchmarks.report import machine, say, source_state
+from benchmarks.report import summarize as summarize_figures
 from benchmarks.seeding import PROJECT, Dataset
 from testkit.cluster import free_port, percentile
 from testkit.postgres import EmbeddedPostgres, postgres_bin_dir
@@ -1243,25 +1244,8 @@ def peer_rep(server: Server, peer: str, size: int, k: int, rep: int, opts: Optio
 # -- summary and table -----------------------------------------------------------------------
 
 
-def lookup(result: dict[str, Any], key: str) -> float | None:
-    value: Any = result
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    if isinstance(value, bool):
-        return float(value)
-    return float(value) if isinstance(value, int | float) else None
-
-
 def summarize(reps: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, float]]:
-    found: dict[str, dict[str, float]] = {}
-    for key in keys:
-        values = [v for r in reps if (v := lookup(r, key)) is not None]
-        if values:
-            found[key] = {"median": statistics.median(values), "min": min(values),
-                          "max": max(values), "n": len(values)}
-    return found
+    return summarize_figures(reps, [(key, key, "") for key in keys])
 
 
 BURST_KEYS = ["last_admission_s", "last_decision_s", "admissions_per_s", "lag_ms.p50",
