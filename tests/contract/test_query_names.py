@@ -39,7 +39,11 @@ DIALECT_ONLY: dict[str, tuple[str, str]] = {
     "notify_runs": (POSTGRES, "the replica's run notifier NOTIFYs workers (cluster profile)"),
     "serializable_session": (POSTGRES, "index scans only under SERIALIZABLE (driver.begin)"),
     # scheduling and leases shared between processes
-    "schedule_admit_batch": (POSTGRES, "one set-based write (Capabilities.set_based_admission)"),
+    "schedule_admit_batch": (POSTGRES, "one set-based write (Capabilities.set_based_writes)"),
+    "lifecycle_apply": (POSTGRES, "steps in one statement (Capabilities.set_based_writes)"),
+    # ... which SQLite writes with one statement per table
+    "lifecycle_runs_update": (SQLITE, "PostgreSQL moves Runs in lifecycle_apply"),
+    "lifecycle_attempts_update": (SQLITE, "PostgreSQL moves Attempts in lifecycle_apply"),
     # ... which SQLite writes row by row: the fenced advance and the misfire record
     "schedule_advance_fenced": (SQLITE, "PostgreSQL advances in schedule_admit_batch"),
     "schedule_misfire_insert": (SQLITE, "PostgreSQL records misfires in schedule_admit_batch"),

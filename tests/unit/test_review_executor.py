@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,8 +21,8 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import LeaseLost
 from qinglong.execution.executor import Executor
 from qinglong.profiles.local import LOCAL_LEASE_MS, LocalApp, LocalServeConfig
+from qinglong.storage.runs.lifecycle import FencedStep
 from qinglong.storage.runs.params import (
-    AttemptFinishParams,
     AttemptRunningParams,
     LeaseRenewal,
     LeaseRenewParams,
@@ -71,19 +71,17 @@ class RenewalSeam:
             self.waited_for_renewal = self._renewed.wait_for(
                 lambda: self.renewals >= target, WAIT_S)
 
-    def attempt_start(self, fence: LeaseFence) -> None:
-        self._store.attempt_start(fence)
-        if self.after_start is not None:
-            self.after_start(fence)
-
-    def attempt_running(self, params: AttemptRunningParams) -> None:
-        self.running.append(params)
-        self._store.attempt_running(params)
-
-    def attempt_finish(self, params: AttemptFinishParams) -> None:
-        self._store.attempt_finish(params)
-        if self.after_finish is not None:
-            self.after_finish(params)
+    def attempt_steps(self, steps: Sequence[FencedStep]) -> list[object]:
+        # the executor writes its jobs' steps in batches (execution/step_batch.py)
+        self.running.extend(cast(AttemptRunningParams, s.params) for s in steps
+                            if s.write == "running")
+        outcomes: list[object] = self._store.attempt_steps(steps)
+        for step in steps:
+            if step.write == "start" and self.after_start is not None:
+                self.after_start(step.fence)
+            if step.write == "finish" and self.after_finish is not None:
+                self.after_finish(step.params)
+        return outcomes
 
 
 @pytest.fixture

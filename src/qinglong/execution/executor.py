@@ -35,6 +35,7 @@ from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BY
 from qinglong.execution.logship import LogRefusals
 from qinglong.execution.processes import settle_orphan
 from qinglong.execution.reaper import GroupReaper
+from qinglong.execution.step_batch import StepBatch
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import (
@@ -110,7 +111,7 @@ class Executor:
             every_s=min(lease_ms / 3000, renew_every_s or lease_ms / 3000),
             jobs=self._listed_jobs, finished=self._finished, diagnostics=diagnostics)
         self._runner = JobRunner(
-            store=store, clock=clock, settings=RunnerSettings(
+            store=store, steps=StepBatch(store), clock=clock, settings=RunnerSettings(
                 log_dir=log_dir.absolute(), log_max_bytes=log_max_bytes, lease_ms=lease_ms,
                 workdir=os.getcwd(),
                 inherited=dict(os.environ if inherited_env is None else inherited_env),

@@ -28,6 +28,7 @@ from qinglong.execution.jobs import Job, job_outcome
 from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
 from qinglong.execution.processes import kill_group, make_handle
 from qinglong.execution.reaper import GroupReaper
+from qinglong.execution.step_batch import StepBatch
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import (
@@ -55,6 +56,7 @@ class RunnerSettings:
 @dataclasses.dataclass(eq=False, kw_only=True)
 class JobRunner:
     store: RunStore
+    steps: StepBatch  # the fenced steps of every job, written together (step_batch.py)
     clock: Clock
     settings: RunnerSettings
     reaper: GroupReaper
@@ -77,8 +79,9 @@ class JobRunner:
                 return dataclasses.replace(outcome, error_code="INTERRUPTED",
                                            error_summary="queued again after a drain")
             if outcome is not None:
-                finished = AttemptFinishParams(fence=lease.fence, outcome=outcome)
-                self.persist(job, lambda: self.store.attempt_finish(finished))
+                finished = RunStore.finish_step(AttemptFinishParams(fence=lease.fence,
+                                                                    outcome=outcome))
+                self.persist(job, lambda: self.steps.write(finished))
             return outcome
         except LeaseLost as exc:
             if job.process is not None:
@@ -114,7 +117,8 @@ class JobRunner:
             return None
         # Durable before the spawn; a passing storage fault (a pool briefly exhausted by a
         # burst of starts) is retried within the lease, never left to the reconciler.
-        self.persist(job, lambda: self.store.attempt_start(lease.fence))
+        started = RunStore.start_step(lease.fence)
+        self.persist(job, lambda: self.steps.write(started))
         if lease.execution is None:
             return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
         log = command.prepare_log(self.settings.log_dir, lease)
@@ -158,13 +162,13 @@ class JobRunner:
             pending = job.stop_reason
         if pending is not None:
             kill_group(spawned.process.pid, signal.SIGTERM)
-        running = AttemptRunningParams(
+        running = RunStore.running_step(AttemptRunningParams(
             fence=lease.fence, pid=spawned.process.pid,
             executor_handle=make_handle(spawned.process.pid),
-            log_path=None if shipper is not None else str(log))
+            log_path=None if shipper is not None else str(log)))
         try:
             # retried like an ending: giving up here kills a command that already started
-            self.persist(job, lambda: self.store.attempt_running(running))
+            self.persist(job, lambda: self.steps.write(running))
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()

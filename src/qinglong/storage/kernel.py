@@ -55,7 +55,7 @@ class Capabilities:
     name: str  # "sqlite" | "postgresql"
     database_clock: bool  # times come from the database (else from the node's Clock)
     shared: bool  # several processes serve it at once: claims are fenced row leases
-    set_based_admission: bool  # a batch of admissions is written by one statement
+    set_based_writes: bool  # one statement writes a batch into several tables (admissions, steps)
     listen: bool  # commits can wake other processes (LISTEN/NOTIFY)
     roles: bool  # least-privilege roles, checked by readiness
     logs_in_database: bool  # command output is shipped into the database (else log files)

@@ -7,7 +7,7 @@ under the claim's full fence and records what a misfire dropped or a pause held 
 (``misfire_record``); ``Writes`` collects those of a batch and ``Writes.apply`` writes them:
 
 - with one set-based statement (``schedule_admit_batch``) where the dialect has one
-  (``Capabilities.set_based_admission``: PostgreSQL): the rows advanced come back, and the
+  (``Capabilities.set_based_writes``: PostgreSQL): the rows advanced come back, and the
   Runs, Attempts, events and misfire records of exactly those rows are inserted;
 - otherwise row by row with the same effect: each schedule row is advanced under its fence
   (``schedule_advance_fenced``), and only a row that advanced gets its other rows.
@@ -18,17 +18,15 @@ Either way a row whose fence no longer holds writes nothing and is reported as n
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
 
 from qinglong.domain.admission import AdmissionRows
 from qinglong.domain.decision import PAUSED_FATE, Decision, Disposition
 from qinglong.domain.occurrences import cursor_for_storage
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import StorageError
-from qinglong.storage import records
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.events import insert_events
 from qinglong.storage.kernel import Tx
 
 Key = tuple[str, str]  # (project_id, trigger_id)
@@ -61,12 +59,6 @@ def insert_admission(tx: Tx, rows: AdmissionRows) -> None:
     tx.execute("run_insert", rows.run)
     tx.execute("attempt_insert", rows.attempt)
     insert_events(tx, rows.events)
-
-
-def insert_events(tx: Tx, events: tuple[dict[str, object], ...]) -> None:
-    for event in events:
-        payload = cast(Mapping[str, object], event["payload"])
-        tx.execute("event_insert", {**event, "payload": records.payload_text(payload)})
 
 
 def misfire_record(claim: ScheduleClaim, decision: Decision,
@@ -139,7 +131,7 @@ class Writes:
         """Write every planned row whose fence still holds; the keys of those written."""
         if not self.planned:
             return set()
-        if tx.capabilities.set_based_admission:
+        if tx.capabilities.set_based_writes:
             return self._apply_set_based(tx, now_ms)
         done: set[Key] = set()
         for planned in self.planned.values():

@@ -33,7 +33,7 @@ guard against that process's own restarts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 # (not ``lifecycle``: importing the submodule storage.runs.lifecycle below binds that name
@@ -52,9 +52,16 @@ from qinglong.domain.retry import Ending
 from qinglong.domain.runs import Actor, RunStatus
 from qinglong.domain.schedule import check_budget
 from qinglong.domain.task import ExecutorType
+from qinglong.errors import QinglongError
 from qinglong.ids import new_uuid
 from qinglong.storage.kernel import Database, Tx
-from qinglong.storage.runs.lifecycle import LifecycleWriter, Plan, StepOutcome, refused
+from qinglong.storage.runs.lifecycle import (
+    FencedStep,
+    LifecycleWriter,
+    RevisionCache,
+    StepOutcome,
+    refused,
+)
 from qinglong.storage.runs.pages import PageReader
 from qinglong.storage.runs.params import (
     ActiveAttempt,
@@ -83,6 +90,7 @@ class RunStore:
         self._db = db
         self._actor_id = actor_id
         self._new_id = new_id
+        self._revisions = RevisionCache()  # verified execution revisions (immutable)
         self._executor_type = db.capabilities.executor_type.value
         # who runs the commands: a local executor, or remote workers
         self._runner = (Actor.EXECUTOR if db.capabilities.executor_type is ExecutorType.LOCAL_PROCESS
@@ -147,7 +155,8 @@ class RunStore:
         def run(tx: Tx) -> T:
             return work(LifecycleWriter(tx, shared=self._db.capabilities.shared,
                                         actor=actor or self._runner,
-                                        actor_id=self._actor_id, new_id=self._new_id))
+                                        actor_id=self._actor_id, new_id=self._new_id,
+                                        revisions=self._revisions))
 
         return self._db.write(action, run, isolation="read committed")
 
@@ -196,25 +205,38 @@ class RunStore:
 
     # -- fenced steps -------------------------------------------------------------------
 
-    def _fenced(self, fence: LeaseFence, write: str, action: str, plan: Plan,
-                done: Callable[[AttemptState], bool] | None = None) -> None:
-        outcome = self._step(action, lambda w: w.fenced(fence, write, plan, done=done))
+    def attempt_steps(self, steps: Sequence[FencedStep]) -> list[StepOutcome | QinglongError]:
+        """Write fenced steps of distinct Attempts (built by the ``*_step`` methods below) in
+        one transaction: each checks its own fence against its own rows, and a refused one
+        is recorded as ``attempt.late_callback_ignored``. One outcome per step, in order (the
+        error of a step that may not be taken, which alone is not written): a worker batches
+        what its commands report at the same moment (execution/step_batch.py)."""
+        return self._step("record attempt steps", lambda w: w.fenced_all(steps))
+
+    def _fenced(self, step: FencedStep) -> None:
+        action = STEP_ACTIONS[step.write]
+        outcome = self._step(action, lambda w: w.fenced(step.fence, step.write, step.plan,
+                                                        done=step.done))
         if outcome is StepOutcome.REFUSED:
-            raise refused(action, fence)
+            raise refused(action, step.fence)
 
-    def attempt_start(self, fence: LeaseFence) -> None:
-        self._fenced(fence, "start", "start attempt",
-                     lambda w, run, attempt, ctx: steps.start(run, attempt, ctx, fence),
-                     done=lambda attempt: steps.already_started(attempt, fence))
+    @staticmethod
+    def start_step(fence: LeaseFence) -> FencedStep:
+        return FencedStep(fence=fence, write="start",
+                          plan=lambda w, run, attempt, ctx: steps.start(run, attempt, ctx, fence),
+                          done=lambda attempt: steps.already_started(attempt, fence))
 
-    def attempt_running(self, params: AttemptRunningParams) -> None:
-        self._fenced(params.fence, "running", "record running attempt",
-                     lambda w, run, attempt, ctx: steps.running(
-                         run, attempt, ctx, params.fence, pid=params.pid,
-                         executor_handle=params.executor_handle, log_path=params.log_path),
-                     done=lambda attempt: steps.already_running(attempt, params.fence))
+    @staticmethod
+    def running_step(params: AttemptRunningParams) -> FencedStep:
+        return FencedStep(fence=params.fence, write="running",
+                          plan=lambda w, run, attempt, ctx: steps.running(
+                              run, attempt, ctx, params.fence, pid=params.pid,
+                              executor_handle=params.executor_handle, log_path=params.log_path),
+                          done=lambda attempt: steps.already_running(attempt, params.fence),
+                          params=params)
 
-    def attempt_finish(self, params: AttemptFinishParams) -> None:
+    @staticmethod
+    def finish_step(params: AttemptFinishParams) -> FencedStep:
         outcome = params.outcome
 
         def plan(w: LifecycleWriter, run: RunState, attempt: AttemptState,
@@ -222,23 +244,40 @@ class RunStore:
             retry_at = w.retry_at(run, attempt, Ending(
                 status=outcome.status, exit_code=outcome.exit_code,
                 error_code=outcome.error_code), ctx.now_ms) if attempt.holds(params.fence) else None
-            return steps.finish(run, attempt, ctx, params.fence, outcome,
-                                    retry_at_ms=retry_at)
+            return steps.finish(run, attempt, ctx, params.fence, outcome, retry_at_ms=retry_at)
 
-        self._fenced(params.fence, "finish", "finish attempt", plan,
-                     done=lambda attempt: steps.already_finished(attempt, params.fence,
-                                                                     outcome))
+        return FencedStep(fence=params.fence, write="finish", plan=plan,
+                          done=lambda attempt: steps.already_finished(attempt, params.fence,
+                                                                      outcome),
+                          params=params)
+
+    def attempt_start(self, fence: LeaseFence) -> None:
+        self._fenced(self.start_step(fence))
+
+    def attempt_running(self, params: AttemptRunningParams) -> None:
+        self._fenced(self.running_step(params))
+
+    def attempt_finish(self, params: AttemptFinishParams) -> None:
+        self._fenced(self.finish_step(params))
 
     def attempt_interrupt(self, fence: LeaseFence, reason: str) -> None:
         """A draining executor stopped the command: queue the Run again, no attempt spent."""
-        self._fenced(fence, "interrupt", "interrupt attempt",
-                     lambda w, run, attempt, ctx: steps.interrupt(run, attempt, ctx, fence,
-                                                                     reason=reason),
-                     done=lambda attempt: steps.already_interrupted(attempt, fence))
+        self._fenced(FencedStep(
+            fence=fence, write="interrupt",
+            plan=lambda w, run, attempt, ctx: steps.interrupt(run, attempt, ctx, fence,
+                                                              reason=reason),
+            done=lambda attempt: steps.already_interrupted(attempt, fence)))
 
     def lease_release(self, params: LeaseReleaseParams) -> None:
-        self._fenced(params.fence, "release", "release lease",
-                     lambda w, run, attempt, ctx: steps.release(run, attempt, ctx,
-                                                                    reason=params.reason,
-                                                                    fence=params.fence),
-                     done=lambda attempt: steps.already_released(attempt, params.fence))
+        self._fenced(FencedStep(
+            fence=params.fence, write="release",
+            plan=lambda w, run, attempt, ctx: steps.release(run, attempt, ctx,
+                                                            reason=params.reason,
+                                                            fence=params.fence),
+            done=lambda attempt: steps.already_released(attempt, params.fence)))
+
+
+# What each fenced step is called in an error (a refusal names it).
+STEP_ACTIONS = {"start": "start attempt", "running": "record running attempt",
+                "finish": "finish attempt", "interrupt": "interrupt attempt",
+                "release": "release lease"}

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 from qinglong.domain import lifecycle
 from qinglong.domain.lifecycle import (
@@ -29,10 +30,11 @@ from qinglong.domain.lifecycle import (
 from qinglong.domain.retry import JITTER, Ending, should_retry
 from qinglong.domain.runs import ENDED_RUN, Actor, AttemptStatus, RunStatus
 from qinglong.domain.task import ExecutionRevision
-from qinglong.errors import Conflict, LeaseLost, NotFound, RecordCorrupt
+from qinglong.errors import Conflict, LeaseLost, NotFound, QinglongError, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
 from qinglong.storage.dbapi import Row
+from qinglong.storage.events import event_rows, insert_events, json_rows
 from qinglong.storage.kernel import Tx
 from qinglong.storage.runs.overlap import OverlapDecision, OverlapVerdict
 from qinglong.storage.runs.params import (
@@ -40,12 +42,6 @@ from qinglong.storage.runs.params import (
     LeaseRenewal,
     RescuedAttempt,
 )
-
-
-def insert_events(tx: Tx, events: tuple[dict[str, object], ...]) -> None:
-    for event in events:
-        payload = cast(Mapping[str, object], event["payload"])
-        tx.execute("event_insert", {**event, "payload": records.payload_text(payload)})
 
 
 class StepOutcome(StrEnum):
@@ -93,6 +89,38 @@ CANDIDATES_MAX = 256
 Plan = Callable[["LifecycleWriter", RunState, AttemptState, StepContext], Change]
 
 
+class RevisionCache:
+    """Verified execution revisions by (project, task, task revision, executor type): a
+    published revision is immutable (its digest is pinned by every Run of it), so one store
+    verifies each once. Bounded: it is emptied when full."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str, str, str], ExecutionRevision] = {}
+
+    def get(self, key: tuple[str, str, str, str]) -> ExecutionRevision | None:
+        return self._found.get(key)
+
+    def put(self, key: tuple[str, str, str, str], revision: ExecutionRevision) -> None:
+        if len(self._found) >= self.LIMIT:
+            self._found.clear()
+        self._found[key] = revision
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FencedStep:
+    """A step on a leased Attempt: planned by ``plan`` under ``fence`` (``write`` names it in
+    a refusal); ``done`` says whether the same step already landed (a resent write)."""
+
+
+    fence: LeaseFence
+    write: str
+    plan: Plan
+    done: Callable[[AttemptState], bool] | None = None
+    params: object = None  # what the caller asked to record (the running or finish params)
+
+
 class LifecycleWriter:
     def __init__(
         self,
@@ -103,8 +131,12 @@ class LifecycleWriter:
         actor_id: str,
         new_id: Callable[[], str] = new_uuid,
         jitter: Callable[[], float] | None = None,
+        revisions: RevisionCache | None = None,
     ) -> None:
         self._tx = tx
+        self._revisions = RevisionCache() if revisions is None else revisions
+        # the task revision each Run loaded by a fenced step pinned (for its retry policy)
+        self._pinned: dict[str, tuple[str, str, str]] = {}
         self._shared = shared  # other processes take leases too: lock Runs in id order
         self._actor = actor
         self._actor_id = actor_id
@@ -129,44 +161,97 @@ class LifecycleWriter:
         return run_state(run), attempt_state(attempt)
 
     def apply(self, change: Change) -> None:
-        """Write one planned step; the compare-and-set guards can only fail if a row moved
-        under a lock we hold, which is a bug, so it raises Conflict (rolling back)."""
-        ran = self._tx.execute("lifecycle_run_update", {
-            "run_id": change.run_id, "expected_version": change.expected_run_version,
-            "status": change.run_status.value, "event_count": len(change.events),
-            **_flagged(change.run_fields, RUN_FIELDS),
-        })
-        if ran.rowcount != 1:
-            raise Conflict(f"run {change.run_id} changed during a lifecycle step")
-        attempted = self._tx.execute("lifecycle_attempt_update", {
-            "run_id": change.run_id, "attempt_id": change.attempt_id,
-            "expected_status": change.expected_attempt_status.value,
-            "expected_generation": change.expected_generation,
-            "status": change.attempt_status.value, "generation": change.generation,
-            **_flagged(change.attempt_fields, ATTEMPT_FIELDS),
-        })
-        if attempted.rowcount != 1:
-            raise Conflict(f"attempt {change.attempt_id} changed during a lifecycle step")
-        if change.new_attempt is not None:
-            self._tx.execute("attempt_insert", change.new_attempt)
-        insert_events(self._tx, change.events)
+        """Write one planned step (see `apply_all`)."""
+        self.apply_all((change,))
+
+    def apply_all(self, changes: Sequence[Change]) -> None:
+        """Write planned steps, each on its own Run: the Runs (compare-and-set on each
+        version), their Attempts (on each status and lease generation) and every event, in
+        one statement where the dialect writes several tables at once
+        (``Capabilities.set_based_writes``), else one statement per table. The guards can
+        only fail if a row moved under a lock we hold, which is a bug, so it raises Conflict
+        (rolling back)."""
+        if not changes:
+            return
+        if len({change.run_id for change in changes}) != len(changes):
+            raise Conflict("two steps of one Run planned against the same state")
+        runs = json_rows([{"run_id": c.run_id, "expected_version": c.expected_run_version,
+                           "status": c.run_status.value, "event_count": len(c.events),
+                           **_flagged(c.run_fields, RUN_FIELDS)} for c in changes])
+        attempts = json_rows([{"run_id": c.run_id, "attempt_id": c.attempt_id,
+                               "expected_status": c.expected_attempt_status.value,
+                               "expected_generation": c.expected_generation,
+                               "status": c.attempt_status.value, "generation": c.generation,
+                               **_flagged(c.attempt_fields, ATTEMPT_FIELDS)} for c in changes])
+        run_ids = self._tx.array([c.run_id for c in changes])
+        attempt_ids = self._tx.array([c.attempt_id for c in changes])
+        events = tuple(event for c in changes for event in c.events)
+        if self._tx.capabilities.set_based_writes:
+            row = self._tx.one("lifecycle_apply", {
+                "runs": runs, "attempts": attempts, "events": event_rows(events),
+                "run_ids": run_ids, "attempt_ids": attempt_ids})
+            if row is None or (int(row["runs"]), int(row["attempts"])) != (len(changes),) * 2:
+                raise Conflict("a run or attempt changed during a lifecycle step")
+        else:
+            moved = {c.run_id for c in changes} - {row["id"] for row in self._tx.all(
+                "lifecycle_runs_update", {"changes": runs, "run_ids": run_ids})}
+            if moved:
+                raise Conflict(f"run {min(moved)} changed during a lifecycle step")
+            moved = {c.attempt_id for c in changes} - {row["id"] for row in self._tx.all(
+                "lifecycle_attempts_update", {"changes": attempts, "attempt_ids": attempt_ids})}
+            if moved:
+                raise Conflict(f"attempt {min(moved)} changed during a lifecycle step")
+            insert_events(self._tx, events)
+        for change in changes:
+            if change.new_attempt is not None:
+                self._tx.execute("attempt_insert", change.new_attempt)
 
     # -- fenced steps -------------------------------------------------------------------
 
     def fenced(self, fence: LeaseFence, write: str, plan: Plan,
                *, done: Callable[[AttemptState], bool] | None = None) -> StepOutcome:
         """Apply the step ``plan`` makes under ``fence``; a lost lease is recorded, not applied."""
-        run, attempt = self.load(fence.run_id, fence.attempt_id)
-        if done is not None and done(attempt):
-            return StepOutcome.ALREADY_DONE
-        ctx = self.context()
-        try:
-            change = plan(self, run, attempt, ctx)
-        except LeaseLost:
-            self.apply(lifecycle.late_callback(run, attempt, ctx, fence, write))
-            return StepOutcome.REFUSED
-        self.apply(change)
-        return StepOutcome.APPLIED
+        [outcome] = self.fenced_all([FencedStep(fence=fence, write=write, plan=plan, done=done)])
+        if isinstance(outcome, QinglongError):
+            raise outcome
+        return outcome
+
+    def fenced_all(self, steps: Sequence[FencedStep]) -> list[StepOutcome | QinglongError]:
+        """Apply fenced steps of distinct Attempts together: their Runs and Attempts are read
+        and locked in one statement (Run id order), the clock is read once after that, each
+        step is planned against its own rows and fence (a lost lease is recorded, not
+        applied), and every change is written by `apply_all`. One outcome per step, in
+        order: NotFound for a step whose Run or Attempt does not exist, and the error of a
+        step that may not be taken from its rows' state (that step alone is not written)."""
+        if len({step.fence.attempt_id for step in steps}) != len(steps):
+            raise Conflict("two steps of one Attempt in one transaction")
+        rows = {row["attempt_id"]: row for row in self._tx.all("lifecycle_steps_get", {
+            "run_ids": self._tx.array([step.fence.run_id for step in steps]),
+            "attempt_ids": self._tx.array([step.fence.attempt_id for step in steps])})}
+        ctx = self.context() if rows else None
+        outcomes: list[StepOutcome | QinglongError] = []
+        changes: list[Change] = []
+        for step in steps:
+            row = rows.get(step.fence.attempt_id)
+            if row is None or ctx is None or row["run_id"] != step.fence.run_id:
+                outcomes.append(NotFound("attempt", step.fence.attempt_id))
+                continue
+            run = _run_from_candidate(row)
+            attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
+            self._pinned[run.id] = (row["project_id"], row["task_id"], row["task_revision"])
+            if step.done is not None and step.done(attempt):
+                outcomes.append(StepOutcome.ALREADY_DONE)
+                continue
+            try:
+                changes.append(step.plan(self, run, attempt, ctx))
+                outcomes.append(StepOutcome.APPLIED)
+            except LeaseLost:
+                changes.append(lifecycle.late_callback(run, attempt, ctx, step.fence, step.write))
+                outcomes.append(StepOutcome.REFUSED)
+            except QinglongError as exc:  # (an illegal transition) this step only
+                outcomes.append(exc)
+        self.apply_all(changes)
+        return outcomes
 
     # -- leases -------------------------------------------------------------------------
 
@@ -174,19 +259,26 @@ class LifecycleWriter:
                  now_ms: int) -> int | None:
         """When the Run is tried again after ``ending`` (None: it is not), by the retry
         policy of the plan it pinned."""
-        found = self._tx.one("run_plan_get",
-                          {"run_id": run.id, "executor_type": attempt.executor_type})
-        if found is None:
-            return None
-        try:
-            plan = records.execution_revision(found).plan
-        except RecordCorrupt:
-            return None
+        pinned = self._pinned.get(run.id)
+        if pinned is not None:
+            plan = self._revision(*pinned, attempt.executor_type)[0]
+            if plan is None:
+                return None
+            execution = plan.plan
+        else:
+            found = self._tx.one("run_plan_get",
+                                 {"run_id": run.id, "executor_type": attempt.executor_type})
+            if found is None:
+                return None
+            try:
+                execution = records.execution_revision(found).plan
+            except RecordCorrupt:
+                return None
         spent = run.attempts_spent + 1
-        if not should_retry(plan.retry, idempotent=plan.idempotent, ending=ending, spent=spent,
-                            cancel_requested=run.cancel_requested):
+        if not should_retry(execution.retry, idempotent=execution.idempotent, ending=ending,
+                            spent=spent, cancel_requested=run.cancel_requested):
             return None
-        return now_ms + plan.retry.delay_ms(spent, self._jitter())
+        return now_ms + execution.retry.delay_ms(spent, self._jitter())
 
     def acquire(self, *, owner: str, token: Callable[[], str], lease_ms: int, limit: int,
                 executor_type: str) -> list[AttemptLease]:
@@ -201,23 +293,30 @@ class LifecycleWriter:
             return []
         ctx = self.context()
         leases: list[AttemptLease] = []
+        pending: list[Change] = []  # written together, or before a decision that counts them
+        limited = self._global_limit()
         for row in rows:
             if len(leases) >= limit:
                 break
             run = _run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
+            execution, problem = self._execution(row, executor_type)
+            task_limit = None if execution is None else execution.plan.concurrency
+            if row["overlap_key"] is not None or limited or task_limit is not None:
+                self.apply_all(pending)  # what this call leased so far counts as running
+                pending = []
             if row["overlap_key"] is not None and OverlapDecision(
                     self._tx, apply=self.apply, locked=self._locked,
                     latest=self._latest).decide(row, run, attempt, ctx) is not OverlapVerdict.GO:
                 continue
-            execution, problem = self._execution(row, executor_type)
-            if execution is not None and not self._has_capacity(row, execution.plan.concurrency):
+            if execution is not None and (limited or task_limit is not None) and \
+                    not self._has_capacity(row, task_limit):
                 continue
             secret = token()
             change = lifecycle.acquire(run, attempt, ctx, owner=owner,
                                        token_digest_hex=lifecycle.token_digest(secret),
                                        lease_ms=lease_ms)
-            self.apply(change)
+            pending.append(change)
             leases.append(AttemptLease(
                 fence=LeaseFence(run_id=run.id, attempt_id=attempt.id,
                                  generation=change.generation, token=secret),
@@ -229,6 +328,7 @@ class LifecycleWriter:
                 expires_at_ms=ctx.now_ms + lease_ms,
                 execution=execution, problem=problem,
             ))
+        self.apply_all(pending)
         return leases
 
     def _locked(self, key: str) -> bool:
@@ -245,6 +345,12 @@ class LifecycleWriter:
             return None
         return run_state(run_row), attempt_state(latest)
 
+    def _global_limit(self) -> bool:
+        """Whether a cluster-wide limit on Runs in progress is set (one cheap read: without
+        one, nothing is counted)."""
+        row = self._tx.one("global_limit_get", {})
+        return row is not None and row["max_running"] is not None
+
     def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
         """Below the task's concurrency limit and the global one (counted from the Runs in
         progress, so nothing leaks when a lease expires)."""
@@ -255,27 +361,42 @@ class LifecycleWriter:
                                {"project_id": row["project_id"], "task_id": row["task_id"]})
             if active is not None and int(active["active"]) >= task_limit:
                 return False
-        limits = self._tx.one("global_active_count", {})
+        limits = self._tx.one("global_limit_get", {})
         if limits is not None and limits["max_running"] is not None:
             if not self._locked("global"):
                 return False
             limits = self._tx.one("global_active_count", {})
             assert limits is not None
-            if int(limits["active"]) >= int(limits["max_running"]):
+            if limits["max_running"] is not None and \
+                    int(limits["active"]) >= int(limits["max_running"]):
                 return False
         return True
 
     def _execution(self, row: Row, executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
+        return self._revision(row["project_id"], row["task_id"], row["task_revision"],
+                              executor_type)
+
+    def _revision(self, project_id: str, task_id: str, task_revision: str,
+                  executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
+        """The verified execution revision a Run pinned (None and why when it is missing or
+        fails verification). A revision never changes once published, so a verified one is
+        read once per store (`RevisionCache`)."""
+        key = (project_id, task_id, task_revision, executor_type)
+        cached = self._revisions.get(key)
+        if cached is not None:
+            return cached, None
         found = self._tx.one("task_execution_revision_get", {
-            "project_id": row["project_id"], "task_id": row["task_id"],
-            "task_revision": row["task_revision"], "executor_type": executor_type,
+            "project_id": project_id, "task_id": task_id, "task_revision": task_revision,
+            "executor_type": executor_type,
         })
         if found is None:
             return None, "the Run's execution revision is missing"
         try:
-            return records.execution_revision(found), None
+            revision = records.execution_revision(found)
         except RecordCorrupt as exc:
             return None, exc.message
+        self._revisions.put(key, revision)
+        return revision, None
 
     def renew(self, *, owner: str, lease_ms: int, fences: tuple[LeaseFence, ...]) -> LeaseRenewal:
         held = json.dumps([{"attempt_id": f.attempt_id, "generation": f.generation,

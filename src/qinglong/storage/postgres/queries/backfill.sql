@@ -5,7 +5,7 @@
 -- occurrence conflict, and one of them is retried and finds the other's Run. The
 -- definitions are read with the queries of run now (manual_project_get,
 -- manual_trigger_current, manual_task_current, manual_execution_revision); the rows are
--- written by run_insert, attempt_insert and event_insert, as for every admission.
+-- written by run_insert, attempt_insert and events_insert, as for every admission.
 
 -- name: backfill_schedule
 -- A trigger's schedule row: the revision it serves and its cursor (NULL: nothing decided yet).

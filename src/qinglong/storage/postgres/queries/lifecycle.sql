@@ -265,3 +265,116 @@ SELECT EXISTS (
            SELECT 1 FROM qinglong.runs r
            WHERE r.status = 'retry_wait' AND r.retry_at_ms <= (SELECT now_ms FROM observed))
        AS pending;
+
+-- name: lifecycle_steps_get
+-- The lifecycle state of several Runs and Attempts (arrays of their ids), locked in Run id
+-- order, each Run before its Attempt: the batched form of lifecycle_run_get and
+-- lifecycle_attempt_get. (Arrays, not a JSON record set: the planner then reads both tables
+-- by primary key instead of guessing a hundred rows and scanning.)
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
+       (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason,
+       r.project_id, r.task_id, r.task_revision,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM qinglong.runs r
+JOIN qinglong.run_attempts a ON a.run_id = r.id
+WHERE r.id = ANY(%(run_ids)s::varchar[]) AND a.id = ANY(%(attempt_ids)s::varchar[])
+ORDER BY r.id
+FOR UPDATE OF r, a;
+
+-- name: lifecycle_apply
+-- Apply planned steps in one statement: their Runs (a JSON array, one object per Run, with
+-- the columns and set_* flags of lifecycle_run_update; compare-and-set on each version),
+-- their Attempts (likewise, as lifecycle_attempt_update; on each status and lease
+-- generation) and their events (as events_insert), so a step's events are appended by the
+-- statement that moves its state. The counts come back: a Run or Attempt that moved under
+-- our lock is noticed (and the transaction rolled back). The id arrays let the planner read
+-- both tables by primary key (see lifecycle_steps_get).
+WITH moved_runs AS (
+    UPDATE qinglong.runs r
+    SET status = c.status,
+        version = r.version + 1,
+        event_sequence = r.event_sequence + c.event_count,
+        started_at_ms = CASE WHEN c.set_started_at_ms THEN coalesce(r.started_at_ms, c.started_at_ms)
+                             ELSE r.started_at_ms END,
+        finished_at_ms = CASE WHEN c.set_finished_at_ms THEN c.finished_at_ms ELSE r.finished_at_ms END,
+        cancel_requested_at_ms = CASE WHEN c.set_cancel_requested_at_ms THEN c.cancel_requested_at_ms
+                                      ELSE r.cancel_requested_at_ms END,
+        cancel_reason = CASE WHEN c.set_cancel_reason THEN c.cancel_reason ELSE r.cancel_reason END,
+        error_code = CASE WHEN c.set_error_code THEN c.error_code ELSE r.error_code END,
+        error_summary = CASE WHEN c.set_error_summary THEN c.error_summary ELSE r.error_summary END,
+        retry_at_ms = CASE WHEN c.set_retry_at_ms THEN c.retry_at_ms ELSE r.retry_at_ms END,
+        attempts_spent = CASE WHEN c.set_attempts_spent THEN c.attempts_spent ELSE r.attempts_spent END,
+        queued_at_ms = CASE WHEN c.set_queued_at_ms THEN c.queued_at_ms ELSE r.queued_at_ms END
+    FROM jsonb_to_recordset(%(runs)s::jsonb) AS c(
+        run_id varchar, expected_version integer, status varchar, event_count integer,
+        set_started_at_ms boolean, started_at_ms bigint, set_finished_at_ms boolean,
+        finished_at_ms bigint, set_cancel_requested_at_ms boolean, cancel_requested_at_ms bigint,
+        set_cancel_reason boolean, cancel_reason varchar, set_error_code boolean, error_code varchar,
+        set_error_summary boolean, error_summary varchar, set_retry_at_ms boolean, retry_at_ms bigint,
+        set_attempts_spent boolean, attempts_spent integer, set_queued_at_ms boolean,
+        queued_at_ms bigint)
+    WHERE r.id = c.run_id AND r.version = c.expected_version
+      AND r.id = ANY(%(run_ids)s::varchar[])  -- read by primary key (see lifecycle_steps_get)
+    RETURNING r.id
+),
+moved_attempts AS (
+    UPDATE qinglong.run_attempts a
+    SET status = c.status,
+        lease_generation = c.generation,
+        worker_id = CASE WHEN c.set_worker_id THEN c.worker_id ELSE a.worker_id END,
+        lease_token_digest = CASE WHEN c.set_lease_token_digest THEN c.lease_token_digest
+                                  ELSE a.lease_token_digest END,
+        lease_expires_at_ms = CASE WHEN c.set_lease_expires_at_ms THEN c.lease_expires_at_ms
+                                   ELSE a.lease_expires_at_ms END,
+        pid = CASE WHEN c.set_pid THEN c.pid ELSE a.pid END,
+        executor_handle = CASE WHEN c.set_executor_handle THEN c.executor_handle
+                               ELSE a.executor_handle END,
+        log_path = CASE WHEN c.set_log_path THEN c.log_path ELSE a.log_path END,
+        started_at_ms = CASE WHEN c.set_started_at_ms THEN c.started_at_ms ELSE a.started_at_ms END,
+        finished_at_ms = CASE WHEN c.set_finished_at_ms THEN c.finished_at_ms ELSE a.finished_at_ms END,
+        exit_code = CASE WHEN c.set_exit_code THEN c.exit_code ELSE a.exit_code END,
+        error_code = CASE WHEN c.set_error_code THEN c.error_code ELSE a.error_code END,
+        error_summary = CASE WHEN c.set_error_summary THEN c.error_summary ELSE a.error_summary END
+    FROM jsonb_to_recordset(%(attempts)s::jsonb) AS c(
+        run_id varchar, attempt_id varchar, expected_status varchar, expected_generation integer,
+        status varchar, generation integer, set_worker_id boolean, worker_id varchar,
+        set_lease_token_digest boolean, lease_token_digest char(64), set_lease_expires_at_ms boolean,
+        lease_expires_at_ms bigint, set_pid boolean, pid integer, set_executor_handle boolean,
+        executor_handle varchar, set_log_path boolean, log_path varchar, set_started_at_ms boolean,
+        started_at_ms bigint, set_finished_at_ms boolean, finished_at_ms bigint,
+        set_exit_code boolean, exit_code integer, set_error_code boolean, error_code varchar,
+        set_error_summary boolean, error_summary varchar)
+    WHERE a.id = c.attempt_id AND a.run_id = c.run_id AND a.status = c.expected_status
+      AND a.lease_generation = c.expected_generation
+      AND a.id = ANY(%(attempt_ids)s::varchar[])  -- read by primary key (see lifecycle_steps_get)
+    RETURNING a.id
+),
+appended AS (
+    INSERT INTO qinglong.run_events
+        (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
+         created_at_ms)
+    SELECT e.id, e.run_id, e.sequence, e.type, e.dedupe_key, e.actor_type, e.actor_id,
+           e.attempt_id, e.payload::jsonb, e.created_at_ms
+    FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
+        id varchar, run_id varchar, sequence integer, type varchar, dedupe_key varchar,
+        actor_type varchar, actor_id varchar, attempt_id varchar, payload text,
+        created_at_ms bigint)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM moved_runs) AS runs,
+       (SELECT count(*) FROM moved_attempts) AS attempts,
+       (SELECT count(*) FROM appended) AS events;
+
+-- name: events_insert
+-- Append the events of planned steps in one statement (a JSON array of the run_events
+-- columns; payload as JSON text).
+INSERT INTO qinglong.run_events
+    (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
+     created_at_ms)
+SELECT e.id, e.run_id, e.sequence, e.type, e.dedupe_key, e.actor_type, e.actor_id,
+       e.attempt_id, e.payload::jsonb, e.created_at_ms
+FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
+    id varchar, run_id varchar, sequence integer, type varchar, dedupe_key varchar,
+    actor_type varchar, actor_id varchar, attempt_id varchar, payload text,
+    created_at_ms bigint);

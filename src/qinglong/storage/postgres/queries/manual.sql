@@ -2,7 +2,7 @@
 -- SERIALIZABLE transaction (as ql_runtime, which may read definitions and write Runs). Every
 -- read is an index lookup by primary or unique key, so its predicate locks cover what it
 -- read and nothing more. The rows themselves are written by run_insert, attempt_insert and
--- event_insert, as for every admission.
+-- events_insert, as for every admission.
 
 -- name: manual_run_by_key
 -- The Run a request id admitted, by its idempotency key (unique within a project).

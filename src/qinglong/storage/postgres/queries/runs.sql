@@ -19,15 +19,6 @@ INSERT INTO qinglong.run_attempts
 VALUES (%(id)s, %(run_id)s, %(attempt)s, %(status)s, %(executor_type)s, %(callback_sequence)s,
         %(created_at_ms)s);
 
--- name: event_insert
--- Append one run event.
-INSERT INTO qinglong.run_events
-    (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
-     created_at_ms)
-VALUES
-    (%(id)s, %(run_id)s, %(sequence)s, %(type)s, %(dedupe_key)s, %(actor_type)s, %(actor_id)s,
-     %(attempt_id)s, %(payload)s, %(created_at_ms)s);
-
 -- name: run_get
 -- One Run by id.
 SELECT * FROM qinglong.runs WHERE id = %(run_id)s;

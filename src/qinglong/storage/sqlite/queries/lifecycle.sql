@@ -184,3 +184,142 @@ SELECT EXISTS (
        OR EXISTS (
            SELECT 1 FROM runs r WHERE r.status = 'retry_wait' AND r.retry_at_ms <= :now_ms)
        AS pending;
+
+-- name: lifecycle_steps_get
+-- The lifecycle state of several Runs and Attempts (JSON arrays of their ids), in Run id
+-- order: the batched form of lifecycle_run_get and lifecycle_attempt_get.
+SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
+       (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason,
+       r.project_id, r.task_id, r.task_revision,
+       a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+FROM run_attempts a
+JOIN runs r ON r.id = a.run_id
+WHERE a.id IN (SELECT value FROM json_each(:attempt_ids))
+  AND r.id IN (SELECT value FROM json_each(:run_ids))
+ORDER BY r.id;
+
+-- name: lifecycle_runs_update
+-- Apply planned steps to their Runs in one statement (a JSON array, one object per Run, with
+-- the columns and set_* flags of lifecycle_run_update): compare-and-set on each version; the
+-- ids of the Runs updated come back, so a row that moved is noticed.
+WITH c AS (
+    SELECT json_extract(value, '$.run_id') AS run_id,
+           json_extract(value, '$.expected_version') AS expected_version,
+           json_extract(value, '$.status') AS status,
+           json_extract(value, '$.event_count') AS event_count,
+           json_extract(value, '$.set_started_at_ms') AS set_started_at_ms,
+           json_extract(value, '$.started_at_ms') AS started_at_ms,
+           json_extract(value, '$.set_finished_at_ms') AS set_finished_at_ms,
+           json_extract(value, '$.finished_at_ms') AS finished_at_ms,
+           json_extract(value, '$.set_cancel_requested_at_ms') AS set_cancel_requested_at_ms,
+           json_extract(value, '$.cancel_requested_at_ms') AS cancel_requested_at_ms,
+           json_extract(value, '$.set_cancel_reason') AS set_cancel_reason,
+           json_extract(value, '$.cancel_reason') AS cancel_reason,
+           json_extract(value, '$.set_error_code') AS set_error_code,
+           json_extract(value, '$.error_code') AS error_code,
+           json_extract(value, '$.set_error_summary') AS set_error_summary,
+           json_extract(value, '$.error_summary') AS error_summary,
+           json_extract(value, '$.set_retry_at_ms') AS set_retry_at_ms,
+           json_extract(value, '$.retry_at_ms') AS retry_at_ms,
+           json_extract(value, '$.set_attempts_spent') AS set_attempts_spent,
+           json_extract(value, '$.attempts_spent') AS attempts_spent,
+           json_extract(value, '$.set_queued_at_ms') AS set_queued_at_ms,
+           json_extract(value, '$.queued_at_ms') AS queued_at_ms
+    FROM json_each(:changes)
+)
+UPDATE runs
+SET status = c.status,
+    version = runs.version + 1,
+    event_sequence = runs.event_sequence + c.event_count,
+    started_at_ms = CASE WHEN c.set_started_at_ms THEN coalesce(runs.started_at_ms, c.started_at_ms)
+                         ELSE runs.started_at_ms END,
+    finished_at_ms = CASE WHEN c.set_finished_at_ms THEN c.finished_at_ms
+                          ELSE runs.finished_at_ms END,
+    cancel_requested_at_ms = CASE WHEN c.set_cancel_requested_at_ms THEN c.cancel_requested_at_ms
+                                  ELSE runs.cancel_requested_at_ms END,
+    cancel_reason = CASE WHEN c.set_cancel_reason THEN c.cancel_reason ELSE runs.cancel_reason END,
+    error_code = CASE WHEN c.set_error_code THEN c.error_code ELSE runs.error_code END,
+    error_summary = CASE WHEN c.set_error_summary THEN c.error_summary ELSE runs.error_summary END,
+    retry_at_ms = CASE WHEN c.set_retry_at_ms THEN c.retry_at_ms ELSE runs.retry_at_ms END,
+    attempts_spent = CASE WHEN c.set_attempts_spent THEN c.attempts_spent
+                          ELSE runs.attempts_spent END,
+    queued_at_ms = CASE WHEN c.set_queued_at_ms THEN c.queued_at_ms ELSE runs.queued_at_ms END
+FROM c
+WHERE runs.id = c.run_id AND runs.version = c.expected_version
+RETURNING runs.id;
+
+-- name: lifecycle_attempts_update
+-- Apply planned steps to their Attempts in one statement (a JSON array, one object per
+-- Attempt, with the columns and set_* flags of lifecycle_attempt_update): compare-and-set on
+-- each one's status and lease generation; the ids updated come back.
+WITH c AS (
+    SELECT json_extract(value, '$.run_id') AS run_id,
+           json_extract(value, '$.attempt_id') AS attempt_id,
+           json_extract(value, '$.expected_status') AS expected_status,
+           json_extract(value, '$.expected_generation') AS expected_generation,
+           json_extract(value, '$.status') AS status,
+           json_extract(value, '$.generation') AS generation,
+           json_extract(value, '$.set_worker_id') AS set_worker_id,
+           json_extract(value, '$.worker_id') AS worker_id,
+           json_extract(value, '$.set_lease_token_digest') AS set_lease_token_digest,
+           json_extract(value, '$.lease_token_digest') AS lease_token_digest,
+           json_extract(value, '$.set_lease_expires_at_ms') AS set_lease_expires_at_ms,
+           json_extract(value, '$.lease_expires_at_ms') AS lease_expires_at_ms,
+           json_extract(value, '$.set_pid') AS set_pid,
+           json_extract(value, '$.pid') AS pid,
+           json_extract(value, '$.set_executor_handle') AS set_executor_handle,
+           json_extract(value, '$.executor_handle') AS executor_handle,
+           json_extract(value, '$.set_log_path') AS set_log_path,
+           json_extract(value, '$.log_path') AS log_path,
+           json_extract(value, '$.set_started_at_ms') AS set_started_at_ms,
+           json_extract(value, '$.started_at_ms') AS started_at_ms,
+           json_extract(value, '$.set_finished_at_ms') AS set_finished_at_ms,
+           json_extract(value, '$.finished_at_ms') AS finished_at_ms,
+           json_extract(value, '$.set_exit_code') AS set_exit_code,
+           json_extract(value, '$.exit_code') AS exit_code,
+           json_extract(value, '$.set_error_code') AS set_error_code,
+           json_extract(value, '$.error_code') AS error_code,
+           json_extract(value, '$.set_error_summary') AS set_error_summary,
+           json_extract(value, '$.error_summary') AS error_summary
+    FROM json_each(:changes)
+)
+UPDATE run_attempts
+SET status = c.status,
+    lease_generation = c.generation,
+    worker_id = CASE WHEN c.set_worker_id THEN c.worker_id ELSE run_attempts.worker_id END,
+    lease_token_digest = CASE WHEN c.set_lease_token_digest THEN c.lease_token_digest
+                              ELSE run_attempts.lease_token_digest END,
+    lease_expires_at_ms = CASE WHEN c.set_lease_expires_at_ms THEN c.lease_expires_at_ms
+                               ELSE run_attempts.lease_expires_at_ms END,
+    pid = CASE WHEN c.set_pid THEN c.pid ELSE run_attempts.pid END,
+    executor_handle = CASE WHEN c.set_executor_handle THEN c.executor_handle
+                           ELSE run_attempts.executor_handle END,
+    log_path = CASE WHEN c.set_log_path THEN c.log_path ELSE run_attempts.log_path END,
+    started_at_ms = CASE WHEN c.set_started_at_ms THEN c.started_at_ms
+                         ELSE run_attempts.started_at_ms END,
+    finished_at_ms = CASE WHEN c.set_finished_at_ms THEN c.finished_at_ms
+                          ELSE run_attempts.finished_at_ms END,
+    exit_code = CASE WHEN c.set_exit_code THEN c.exit_code ELSE run_attempts.exit_code END,
+    error_code = CASE WHEN c.set_error_code THEN c.error_code ELSE run_attempts.error_code END,
+    error_summary = CASE WHEN c.set_error_summary THEN c.error_summary
+                         ELSE run_attempts.error_summary END
+FROM c
+WHERE run_attempts.id = c.attempt_id AND run_attempts.run_id = c.run_id
+  AND run_attempts.status = c.expected_status
+  AND run_attempts.lease_generation = c.expected_generation
+RETURNING run_attempts.id;
+
+-- name: events_insert
+-- Append the events of planned steps in one statement (a JSON array of the run_events
+-- columns; payload as JSON text).
+INSERT INTO run_events
+    (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
+     created_at_ms)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.run_id'),
+       json_extract(value, '$.sequence'), json_extract(value, '$.type'),
+       json_extract(value, '$.dedupe_key'), json_extract(value, '$.actor_type'),
+       json_extract(value, '$.actor_id'), json_extract(value, '$.attempt_id'),
+       json_extract(value, '$.payload'), json_extract(value, '$.created_at_ms')
+FROM json_each(:events)
+ORDER BY key;

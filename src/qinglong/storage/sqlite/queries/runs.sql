@@ -16,15 +16,6 @@ VALUES
 INSERT INTO run_attempts (id, run_id, attempt, status, executor_type, callback_sequence, created_at_ms)
 VALUES (:id, :run_id, :attempt, :status, :executor_type, :callback_sequence, :created_at_ms);
 
--- name: event_insert
--- Append one run event.
-INSERT INTO run_events
-    (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
-     created_at_ms)
-VALUES
-    (:id, :run_id, :sequence, :type, :dedupe_key, :actor_type, :actor_id, :attempt_id, :payload,
-     :created_at_ms);
-
 -- name: run_get
 -- One Run by id.
 SELECT * FROM runs WHERE id = :run_id;

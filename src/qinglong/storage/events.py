@@ -1,0 +1,32 @@
+"""Appending Run events: every event of a transaction's steps in one statement.
+
+An event is the dict a domain step builds (``domain/lifecycle_builder.py``, the admission
+rows of ``domain/admission.py``); its payload is stored as canonical JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import cast
+
+from qinglong.storage import records
+from qinglong.storage.kernel import Tx
+
+
+def insert_events(tx: Tx, events: Sequence[Mapping[str, object]]) -> None:
+    """Append ``events`` (none: no statement)."""
+    if events:
+        tx.execute("events_insert", {"events": event_rows(events)})
+
+
+def event_rows(events: Sequence[Mapping[str, object]]) -> str:
+    """``events`` as one statement argument (payloads as canonical JSON text)."""
+    return json_rows([
+        {**event, "payload": records.payload_text(cast(Mapping[str, object], event["payload"]))}
+        for event in events])
+
+
+def json_rows(rows: Sequence[Mapping[str, object]]) -> str:
+    """Rows as one statement argument that the dialect's JSON functions unpack."""
+    return json.dumps(rows, separators=(",", ":"))
