@@ -77,14 +77,13 @@ import psycopg
 
 from benchmarks.cpu import CpuMeter, cpu_share, cpu_text
 from benchmarks.dispatch import fs_type
-from benchmarks.report import machine, say, source_state
+from benchmarks.report import machine, output_path, say, source_state
 from benchmarks.report import summarize as summarize_figures
 from benchmarks.seeding import PROJECT, Dataset
 from testkit.cluster import free_port, percentile
 from testkit.postgres import EmbeddedPostgres, postgres_bin_dir
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-RESULTS = REPOSITORY / "benchmarks" / "results"
 NOW_SQL = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 SCENARIOS = ("ceiling", "burst", "steady", "scale", "idle", "peers")
 PEERS = ("apscheduler", "procrastinate")
@@ -1405,17 +1404,6 @@ def print_tables(summary: dict[str, Any], runs: int) -> str:
 # -- main -----------------------------------------------------------------------------------
 
 
-def output_path(opts: Options, date: str) -> Path:
-    if opts.output is not None:
-        return opts.output
-    path = RESULTS / f"admission-{date}.json"
-    n = 2
-    while path.exists():
-        path = RESULTS / f"admission-{date}-{n}.json"
-        n += 1
-    return path
-
-
 def int_list(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
@@ -1594,7 +1582,7 @@ def main(argv: list[str] | None = None) -> int:
         "table": text,
         "results": results,
     }
-    path = output_path(opts, date)
+    path = output_path("admission", date, opts.output)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     say(f"wrote {path.relative_to(REPOSITORY) if path.is_relative_to(REPOSITORY) else path}")
