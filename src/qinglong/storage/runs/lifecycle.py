@@ -2,7 +2,9 @@
 
 Steps are planned by ``domain/lifecycle.py`` and applied here with compare-and-set updates
 (the Run row first: it is the mutex of its lifecycle, then its Attempt; every time a step
-stamps or compares comes from the store's clock, read after those rows are locked). A
+stamps or compares comes from the store's clock, read by the statement that locks those rows
+or after it). Fenced steps of several Attempts are read, planned and written together
+(`LifecycleWriter.fenced_all`, one set-based write in `apply_all`). A
 fenced write whose lease is gone is not applied: the refusal is recorded as
 ``attempt.late_callback_ignored`` in the same transaction and returned as a value, so the
 store commits the record and then raises `LeaseLost`.
@@ -218,7 +220,7 @@ class LifecycleWriter:
 
     def fenced_all(self, steps: Sequence[FencedStep]) -> list[StepOutcome | QinglongError]:
         """Apply fenced steps of distinct Attempts together: their Runs and Attempts are read
-        and locked in one statement (Run id order), the clock is read once after that, each
+        and locked in one statement (Run id order) that also reads the clock, each
         step is planned against its own rows and fence (a lost lease is recorded, not
         applied), and every change is written by `apply_all`. One outcome per step, in
         order: NotFound for a step whose Run or Attempt does not exist, and the error of a
@@ -227,8 +229,9 @@ class LifecycleWriter:
             raise Conflict("two steps of one Attempt in one transaction")
         rows = {row["attempt_id"]: row for row in self._tx.all("lifecycle_steps_get", {
             "run_ids": self._tx.array([step.fence.run_id for step in steps]),
-            "attempt_ids": self._tx.array([step.fence.attempt_id for step in steps])})}
-        ctx = self.context() if rows else None
+            "attempt_ids": self._tx.array([step.fence.attempt_id for step in steps]),
+            **self._tx.clock_args()})}
+        ctx = self.context(int(next(iter(rows.values()))["now_ms"])) if rows else None
         outcomes: list[StepOutcome | QinglongError] = []
         changes: list[Change] = []
         for step in steps:
@@ -288,10 +291,11 @@ class LifecycleWriter:
         # so they never stall the Runs queued behind them.
         rows = self._tx.all("lease_candidates",
                          {"executor_type": executor_type,
-                          "limit": min(CANDIDATES_MAX, limit * CANDIDATES_PER_SLOT)})
+                          "limit": min(CANDIDATES_MAX, limit * CANDIDATES_PER_SLOT),
+                          **self._tx.clock_args()})
         if not rows:
             return []
-        ctx = self.context()
+        ctx = self.context(int(rows[0]["now_ms"]))
         leases: list[AttemptLease] = []
         pending: list[Change] = []  # written together, or before a decision that counts them
         limited = self._global_limit()

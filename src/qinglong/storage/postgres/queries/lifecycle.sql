@@ -68,18 +68,25 @@ WHERE id = %(attempt_id)s AND run_id = %(run_id)s AND status = %(expected_status
 
 -- name: lease_candidates
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first, for an executor of
--- one type; the Runs are locked, and Runs another executor is taking are skipped.
-SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+-- one type; the Runs are locked, and Runs another executor is taking are skipped. The Runs
+-- are read in runs_dispatch_idx order and each one's newest Attempt looked up by key, so
+-- the statement stops after `limit` Runs however deep the queue is (a join of every queued
+-- Run with its Attempts, sorted, cost a read of the whole queue per lease). The database's
+-- clock comes with them (SKIP LOCKED never waits): the leases granted expire from it.
+SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
+       r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
        r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM qinglong.runs r
-JOIN qinglong.run_attempts a
-  ON a.run_id = r.id AND a.status = 'claimed' AND a.lease_token_digest IS NULL
+CROSS JOIN LATERAL (
+    SELECT n.* FROM qinglong.run_attempts n WHERE n.run_id = r.id
+    ORDER BY n.attempt DESC LIMIT 1
+) a
 WHERE r.status = 'queued' AND r.cancel_requested_at_ms IS NULL
+  AND a.status = 'claimed' AND a.lease_token_digest IS NULL
   AND a.executor_type = %(executor_type)s
-  AND a.attempt = (SELECT max(n.attempt) FROM qinglong.run_attempts n WHERE n.run_id = r.id)
 ORDER BY r.priority DESC, r.queued_at_ms, r.id
 LIMIT %(limit)s
 FOR UPDATE OF r SKIP LOCKED;
@@ -270,8 +277,12 @@ SELECT EXISTS (
 -- The lifecycle state of several Runs and Attempts (arrays of their ids), locked in Run id
 -- order, each Run before its Attempt: the batched form of lifecycle_run_get and
 -- lifecycle_attempt_get. (Arrays, not a JSON record set: the planner then reads both tables
--- by primary key instead of guessing a hundred rows and scanning.)
-SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
+-- by primary key instead of guessing a hundred rows and scanning.) The database's clock comes
+-- with them, read as the rows are locked: a step only stamps times with it (the fence is the
+-- generation and token, never a time), so a reading taken while waiting for a lock is as
+-- good as one taken after.
+SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
+       r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
        (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason,
        r.project_id, r.task_id, r.task_revision,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,

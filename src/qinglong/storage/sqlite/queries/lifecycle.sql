@@ -55,17 +55,22 @@ WHERE id = :attempt_id AND run_id = :run_id AND status = :expected_status
 
 -- name: lease_candidates
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first (for an executor of
--- one type).
-SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
+-- one type). The Runs are read in runs_dispatch_idx order (migration 0011) and each one's
+-- newest Attempt looked up by key, so the statement stops after `limit` Runs however deep
+-- the queue is. The store's clock comes back with them, as on PostgreSQL.
+SELECT :now_ms AS now_ms,
+       r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
        r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
-FROM runs r
-JOIN run_attempts a ON a.run_id = r.id AND a.status = 'claimed' AND a.lease_token_digest IS NULL
+FROM runs r INDEXED BY runs_dispatch_idx
+JOIN run_attempts a
+  ON a.id = (SELECT n.id FROM run_attempts n WHERE n.run_id = r.id
+             ORDER BY n.attempt DESC LIMIT 1)
 WHERE r.status = 'queued' AND r.cancel_requested_at_ms IS NULL
+  AND a.status = 'claimed' AND a.lease_token_digest IS NULL
   AND a.executor_type = :executor_type
-  AND a.attempt = (SELECT max(n.attempt) FROM run_attempts n WHERE n.run_id = r.id)
 ORDER BY r.priority DESC, r.queued_at_ms, r.id
 LIMIT :limit;
 
@@ -187,8 +192,10 @@ SELECT EXISTS (
 
 -- name: lifecycle_steps_get
 -- The lifecycle state of several Runs and Attempts (JSON arrays of their ids), in Run id
--- order: the batched form of lifecycle_run_get and lifecycle_attempt_get.
-SELECT r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
+-- order: the batched form of lifecycle_run_get and lifecycle_attempt_get. The store's clock
+-- comes back with them, as on PostgreSQL.
+SELECT :now_ms AS now_ms,
+       r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
        (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason,
        r.project_id, r.task_id, r.task_revision,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
