@@ -80,10 +80,19 @@ class LogShipper:
         self._seq = 0
         self._fenced_out = False
         self._thread = threading.Thread(target=self._loop, name="ql-log-ship", daemon=True)
+        self._started = False  # the sending thread starts with the first output
+        self._closing = False
         self.shipped = 0
 
     def start(self) -> None:
-        self._thread.start()
+        """Ready to take output. The thread that sends it starts with the first piece, so a
+        command that writes nothing costs no thread."""
+
+    def _start_sending(self) -> None:
+        """(under the lock) Start the sending thread once."""
+        if not self._started and not self._closing:
+            self._started = True
+            self._thread.start()
 
     def feed(self, data: bytes) -> None:
         """Take a piece of output (from the pump's thread; never blocks on the database)."""
@@ -98,6 +107,8 @@ class LogShipper:
                 view = view[len(take):]
             self._bound_pending()
             full = sum(len(p.data) for p in self._pending) >= CHUNK_BYTES
+            if self._pending:
+                self._start_sending()
         if full:
             self._wake.set()
 
@@ -122,6 +133,10 @@ class LogShipper:
         """Ship what is left (the executor calls this before it records the outcome)."""
         self._done.set()
         self._wake.set()
+        with self._lock:
+            self._closing = not self._started  # nothing was fed: nothing to send
+        if self._closing:
+            return
         self._thread.join(timeout_s)
         self._late = self._thread.is_alive()
 

@@ -71,7 +71,9 @@ VALUES
 -- The clock, and every fact of the definitions the decisions of a batch used, for each
 -- claimed row (by its key and the trigger revision it was claimed at; the arrays come as JSON
 -- text, in the same order): whether the trigger can still fire, the trigger and task
--- revisions to re-verify, and the pinned local_process execution revision.
+-- revisions to re-verify, and the pinned local_process execution revision. (Eligibility is
+-- asked per row, by key: joined, SQLite materialised the whole view for every batch, a read
+-- of every trigger for each 16 decisions.)
 WITH w AS (
     SELECT p.key AS ord, p.value AS project_id, t.value AS trigger_id,
            r.value AS trigger_revision
@@ -80,13 +82,12 @@ WITH w AS (
     JOIN json_each(:trigger_revisions) r ON r.key = p.key
 )
 SELECT w.ord, :now_ms AS now_ms, w.project_id, w.trigger_id,
-       el.trigger_id IS NOT NULL AS eligible,
+       EXISTS (SELECT 1 FROM eligible_triggers el
+               WHERE el.project_id = w.project_id AND el.trigger_id = w.trigger_id
+                 AND el.trigger_revision = w.trigger_revision) AS eligible,
 -- include: revision_facts_columns
 -- include: trigger_revision_columns
 FROM w
-LEFT JOIN eligible_triggers el
-  ON el.project_id = w.project_id AND el.trigger_id = w.trigger_id
- AND el.trigger_revision = w.trigger_revision
 LEFT JOIN trigger_revisions tr
   ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
  AND tr.revision = w.trigger_revision
