@@ -73,7 +73,7 @@ VALUES
 -- text, in the same order): whether the trigger can still fire, the trigger and task
 -- revisions to re-verify, and the pinned local_process execution revision. (Eligibility is
 -- asked per row, by key: joined, SQLite materialised the whole view for every batch, a read
--- of every trigger for each 16 decisions.)
+-- of every trigger for each batch of decisions.)
 WITH w AS (
     SELECT p.key AS ord, p.value AS project_id, t.value AS trigger_id,
            r.value AS trigger_revision
