@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from qinglong.clock import pause
 from qinglong.errors import ConnectionLost, InvalidInput
 from qinglong.storage.kernel import CommitNotAcknowledged, CommitReceipt, CommitRejected
+from qinglong.storage.postgres.deadlines import WATCH
 from qinglong.storage.postgres.errors import connection_gone, translate
 from qinglong.storage.sqlfile import load_queries
 
@@ -303,13 +304,11 @@ def _sever(conn: PgConnection) -> None:
 def deadline(conn: PgConnection, seconds: float) -> Iterator[None]:
     """Cut the connection's socket if the block outlives ``seconds`` (a client-side bound
     that also covers waits the server cannot time out, such as synchronous replication)."""
-    timer = threading.Timer(seconds, _sever, args=(conn,))
-    timer.daemon = True
-    timer.start()
+    cut = WATCH.after(seconds, lambda: _sever(conn))
     try:
         yield
     finally:
-        timer.cancel()
+        cut.cancel()
 
 
 def commit(conn: PgConnection, *, deadline_s: float) -> CommitReceipt:
