@@ -49,6 +49,7 @@ __all__ = ["DEFAULT_LEASE_MS", "MAX_CONCURRENCY", "MIN_CONCURRENCY", "Executor",
 MIN_CONCURRENCY = 1
 MAX_CONCURRENCY = 256
 DEFAULT_LEASE_MS = 60_000
+GATHER_S = 0.01  # with a backlog, how long a lone free slot waits for others (one lease)
 
 
 class Executor:
@@ -104,6 +105,7 @@ class Executor:
         self._finished = threading.Event()  # stopped and drained: renewals end
         self._threads: list[threading.Thread] = []
         self._dispatch_failing = False
+        self._backlog = False  # the last lease filled every free slot
         self.log_refusals = LogRefusals(clock)  # a log store refusing output: no new work
         self._reaper = GroupReaper()
         self._leases = LeaseKeeper(
@@ -235,11 +237,12 @@ class Executor:
 
     def _dispatch_once(self) -> None:
         while not self._stopping.is_set():
-            free = self._concurrency - self.active()
+            free = self._free_slots()
             if free <= 0:
                 return
             leases = self._store.lease_acquire(
                 LeaseAcquireParams(owner=self._owner, lease_ms=self._lease_ms, limit=free))
+            self._backlog = len(leases) == free  # the queue may hold more
             for lease in leases:
                 self.started += 1
                 job = Job(lease=lease)
@@ -249,6 +252,20 @@ class Executor:
                                  daemon=True).start()
             if len(leases) < free:
                 return
+
+    def _free_slots(self) -> int:
+        """Free slots to lease for now. While a backlog is queued, a lone free slot waits up
+        to GATHER_S for others to free up, so one lease transaction takes several Runs (a
+        slot freed with nothing queued is offered at once: a new Run waits for nothing)."""
+        gather = max(1, self._concurrency // 2)
+        deadline = self._clock.monotonic() + GATHER_S
+        with self._idle:
+            free = self._concurrency - len(self._jobs)
+            while (self._backlog and 0 < free < gather and not self._stopping.is_set()
+                   and (left := deadline - self._clock.monotonic()) > 0):
+                self._idle.wait(left)
+                free = self._concurrency - len(self._jobs)
+        return free
 
     # -- one job ----------------------------------------------------------------------
 
