@@ -298,7 +298,7 @@ class LifecycleWriter:
         ctx = self.context(int(rows[0]["now_ms"]))
         leases: list[AttemptLease] = []
         pending: list[Change] = []  # written together, or before a decision that counts them
-        limited = self._global_limit()
+        limited = rows[0]["global_max_running"] is not None  # counted only when one is set
         for row in rows:
             if len(leases) >= limit:
                 break
@@ -348,12 +348,6 @@ class LifecycleWriter:
         if run_row is None or latest is None:
             return None
         return run_state(run_row), attempt_state(latest)
-
-    def _global_limit(self) -> bool:
-        """Whether a cluster-wide limit on Runs in progress is set (one cheap read: without
-        one, nothing is counted)."""
-        row = self._tx.one("global_limit_get", {})
-        return row is not None and row["max_running"] is not None
 
     def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
         """Below the task's concurrency limit and the global one (counted from the Runs in

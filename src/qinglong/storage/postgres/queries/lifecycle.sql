@@ -72,13 +72,16 @@ WHERE id = %(attempt_id)s AND run_id = %(run_id)s AND status = %(expected_status
 -- are read in runs_dispatch_idx order and each one's newest Attempt looked up by key, so
 -- the statement stops after `limit` Runs however deep the queue is (a join of every queued
 -- Run with its Attempts, sorted, cost a read of the whole queue per lease). The database's
--- clock comes with them (SKIP LOCKED never waits): the leases granted expire from it.
+-- clock comes with them (SKIP LOCKED never waits): the leases granted expire from it; and
+-- the cluster-wide limit on Runs in progress (NULL: none).
 SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
        r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
-       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle,
+       (SELECT max_running FROM qinglong.concurrency_limits WHERE scope = 'global')
+           AS global_max_running
 FROM qinglong.runs r
 CROSS JOIN LATERAL (
     SELECT n.* FROM qinglong.run_attempts n WHERE n.run_id = r.id

@@ -57,13 +57,16 @@ WHERE id = :attempt_id AND run_id = :run_id AND status = :expected_status
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first (for an executor of
 -- one type). The Runs are read in runs_dispatch_idx order (migration 0011) and each one's
 -- newest Attempt looked up by key, so the statement stops after `limit` Runs however deep
--- the queue is. The store's clock comes back with them, as on PostgreSQL.
+-- the queue is. The store's clock comes back with them, as on PostgreSQL, and the global
+-- limit on Runs in progress (NULL: none).
 SELECT :now_ms AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
        r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
-       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
+       a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle,
+       (SELECT max_running FROM concurrency_limits WHERE scope = 'global')
+           AS global_max_running
 FROM runs r INDEXED BY runs_dispatch_idx
 JOIN run_attempts a
   ON a.id = (SELECT n.id FROM run_attempts n WHERE n.run_id = r.id
