@@ -71,15 +71,16 @@ class StepBatch:
             raise mine.error
 
     def _take(self) -> list[_Waiting]:
-        """The waiting steps to write now: oldest first, one per Attempt (a second step of
-        the same Attempt waits for the next transaction), at most ``limit``."""
+        """The waiting steps to write now: oldest first, one per Run (a second step of the
+        same Run -- a late write of an Attempt whose lease this worker lost, beside its new
+        Attempt's -- waits for the next transaction), at most ``limit``."""
         batch: list[_Waiting] = []
-        attempts: set[str] = set()
+        runs: set[str] = set()
         for waiting in self._waiting:
             if len(batch) >= self.limit:
                 break
-            if waiting.step.fence.attempt_id not in attempts:
-                attempts.add(waiting.step.fence.attempt_id)
+            if waiting.step.fence.run_id not in runs:
+                runs.add(waiting.step.fence.run_id)
                 batch.append(waiting)
         taken = set(map(id, batch))
         self._waiting = [w for w in self._waiting if id(w) not in taken]

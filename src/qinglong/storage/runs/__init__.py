@@ -206,7 +206,7 @@ class RunStore:
     # -- fenced steps -------------------------------------------------------------------
 
     def attempt_steps(self, steps: Sequence[FencedStep]) -> list[StepOutcome | QinglongError]:
-        """Write fenced steps of distinct Attempts (built by the ``*_step`` methods below) in
+        """Write fenced steps of distinct Runs (built by the ``*_step`` methods below) in
         one transaction: each checks its own fence against its own rows, and a refused one
         is recorded as ``attempt.late_callback_ignored``. One outcome per step, in order (the
         error of a step that may not be taken, which alone is not written): a worker batches

@@ -115,7 +115,6 @@ class FencedStep:
     """A step on a leased Attempt: planned by ``plan`` under ``fence`` (``write`` names it in
     a refusal); ``done`` says whether the same step already landed (a resent write)."""
 
-
     fence: LeaseFence
     write: str
     plan: Plan
@@ -219,14 +218,14 @@ class LifecycleWriter:
         return outcome
 
     def fenced_all(self, steps: Sequence[FencedStep]) -> list[StepOutcome | QinglongError]:
-        """Apply fenced steps of distinct Attempts together: their Runs and Attempts are read
+        """Apply fenced steps of distinct Runs together: their Runs and Attempts are read
         and locked in one statement (Run id order) that also reads the clock, each
         step is planned against its own rows and fence (a lost lease is recorded, not
         applied), and every change is written by `apply_all`. One outcome per step, in
         order: NotFound for a step whose Run or Attempt does not exist, and the error of a
         step that may not be taken from its rows' state (that step alone is not written)."""
-        if len({step.fence.attempt_id for step in steps}) != len(steps):
-            raise Conflict("two steps of one Attempt in one transaction")
+        if len({step.fence.run_id for step in steps}) != len(steps):
+            raise Conflict("two steps of one Run in one transaction")
         rows = {row["attempt_id"]: row for row in self._tx.all("lifecycle_steps_get", {
             "run_ids": self._tx.array([step.fence.run_id for step in steps]),
             "attempt_ids": self._tx.array([step.fence.attempt_id for step in steps]),
