@@ -91,12 +91,9 @@ class LocalProfile:
     name: str
     budget: int  # decisions per cycle (a saturated cycle is followed by the next at once)
     interval_s: float
-    batch: int  # decisions committed together, in one BEGIN IMMEDIATE transaction
+    batch: int  # decisions per BEGIN IMMEDIATE commit (a commit syncs the file)
 
 
-# A standalone server commits up to 64 decisions per transaction (each commit is a sync of
-# the file), so a burst of 10,000 due at once is admitted well within the grace; an edge
-# device keeps its cycles small.
 STANDALONE = LocalProfile("standalone", budget=256, interval_s=1.0, batch=64)
 EDGE = LocalProfile("edge", budget=4, interval_s=5.0, batch=4)
 PROFILES = {profile.name: profile for profile in (STANDALONE, EDGE)}

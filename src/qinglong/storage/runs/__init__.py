@@ -55,10 +55,10 @@ from qinglong.domain.task import ExecutorType
 from qinglong.errors import QinglongError
 from qinglong.ids import new_uuid
 from qinglong.storage.kernel import Database, Tx
+from qinglong.storage.runs.granting import RevisionCache
 from qinglong.storage.runs.lifecycle import (
     FencedStep,
     LifecycleWriter,
-    RevisionCache,
     StepOutcome,
     refused,
 )

@@ -12,12 +12,10 @@ store commits the record and then raises `LeaseLost`.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from qinglong.domain import lifecycle
 from qinglong.domain.lifecycle import (
@@ -31,49 +29,22 @@ from qinglong.domain.lifecycle import (
 )
 from qinglong.domain.retry import JITTER, Ending, should_retry
 from qinglong.domain.runs import ENDED_RUN, Actor, AttemptStatus, RunStatus
-from qinglong.domain.task import ExecutionRevision
 from qinglong.errors import Conflict, LeaseLost, NotFound, QinglongError, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
-from qinglong.storage.dbapi import Row
 from qinglong.storage.events import event_rows, insert_events, json_rows
 from qinglong.storage.kernel import Tx
-from qinglong.storage.runs.overlap import OverlapDecision, OverlapVerdict
+from qinglong.storage.runs.granting import LeaseGranting, RevisionCache
 from qinglong.storage.runs.params import (
-    AttemptLease,
-    LeaseRenewal,
     RescuedAttempt,
 )
+from qinglong.storage.runs.rows import attempt_state, run_from_candidate, run_state
 
 
 class StepOutcome(StrEnum):
     APPLIED = "applied"
     ALREADY_DONE = "already_done"  # the same write landed before (a resent finish)
     REFUSED = "refused"  # the lease is gone; recorded as attempt.late_callback_ignored
-
-
-def run_state(row: Row, *, id_column: str = "id", status_column: str = "status") -> RunState:
-    return RunState(id=row[id_column], status=RunStatus(row[status_column]),
-                    version=int(row["version"]), event_sequence=int(row["event_sequence"]),
-                    attempts_spent=int(row["attempts_spent"]),
-                    cancel_requested=bool(row["cancel_requested"]),
-                    cancel_reason=row["cancel_reason"])
-
-
-def _run_from_candidate(row: Row) -> RunState:
-    return run_state(row, id_column="run_id", status_column="run_status")
-
-
-def attempt_state(row: Row, *, id_column: str = "id", status_column: str = "status") -> AttemptState:
-    expires = row["lease_expires_at_ms"]
-    return AttemptState(
-        id=row[id_column], run_id=row["run_id"], attempt=int(row["attempt"]),
-        status=AttemptStatus(row[status_column]), executor_type=row["executor_type"],
-        lease_owner=row["worker_id"], lease_generation=int(row["lease_generation"]),
-        lease_token_digest=row["lease_token_digest"],
-        lease_expires_at_ms=None if expires is None else int(expires),
-        pid=row["pid"], executor_handle=row["executor_handle"],
-    )
 
 
 def _flagged(fields: Mapping[str, object], names: tuple[str, ...]) -> dict[str, object]:
@@ -84,30 +55,7 @@ def _flagged(fields: Mapping[str, object], names: tuple[str, ...]) -> dict[str, 
     return out
 
 
-CANDIDATES_PER_SLOT = 4  # queued Runs looked at per free slot
-CANDIDATES_MAX = 256
-
-
 Plan = Callable[["LifecycleWriter", RunState, AttemptState, StepContext], Change]
-
-
-class RevisionCache:
-    """Verified execution revisions by (project, task, task revision, executor type): a
-    published revision is immutable (its digest is pinned by every Run of it), so one store
-    verifies each once. Bounded: it is emptied when full."""
-
-    LIMIT = 1024
-
-    def __init__(self) -> None:
-        self._found: dict[tuple[str, str, str, str], ExecutionRevision] = {}
-
-    def get(self, key: tuple[str, str, str, str]) -> ExecutionRevision | None:
-        return self._found.get(key)
-
-    def put(self, key: tuple[str, str, str, str], revision: ExecutionRevision) -> None:
-        if len(self._found) >= self.LIMIT:
-            self._found.clear()
-        self._found[key] = revision
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,7 +70,7 @@ class FencedStep:
     params: object = None  # what the caller asked to record (the running or finish params)
 
 
-class LifecycleWriter:
+class LifecycleWriter(LeaseGranting):
     def __init__(
         self,
         tx: Tx,
@@ -238,7 +186,7 @@ class LifecycleWriter:
             if row is None or ctx is None or row["run_id"] != step.fence.run_id:
                 outcomes.append(NotFound("attempt", step.fence.attempt_id))
                 continue
-            run = _run_from_candidate(row)
+            run = run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
             self._pinned[run.id] = (row["project_id"], row["task_id"], row["task_revision"])
             if step.done is not None and step.done(attempt):
@@ -282,139 +230,6 @@ class LifecycleWriter:
             return None
         return now_ms + execution.retry.delay_ms(spent, self._jitter())
 
-    def acquire(self, *, owner: str, token: Callable[[], str], lease_ms: int, limit: int,
-                executor_type: str) -> list[AttemptLease]:
-        """Lease up to ``limit`` queued Runs, oldest first, as their trigger's overlap policy
-        and the task and global limits allow; a Run that must wait stays queued."""
-        # Look further than ``limit``: Runs that must wait (overlap, limits) are passed over,
-        # so they never stall the Runs queued behind them.
-        rows = self._tx.all("lease_candidates",
-                         {"executor_type": executor_type,
-                          "limit": min(CANDIDATES_MAX, limit * CANDIDATES_PER_SLOT),
-                          **self._tx.clock_args()})
-        if not rows:
-            return []
-        ctx = self.context(int(rows[0]["now_ms"]))
-        leases: list[AttemptLease] = []
-        pending: list[Change] = []  # written together, or before a decision that counts them
-        limited = rows[0]["global_max_running"] is not None  # counted only when one is set
-        for row in rows:
-            if len(leases) >= limit:
-                break
-            run = _run_from_candidate(row)
-            attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
-            execution, problem = self._execution(row, executor_type)
-            task_limit = None if execution is None else execution.plan.concurrency
-            if row["overlap_key"] is not None or limited or task_limit is not None:
-                self.apply_all(pending)  # what this call leased so far counts as running
-                pending = []
-            if row["overlap_key"] is not None and OverlapDecision(
-                    self._tx, apply=self.apply, locked=self._locked,
-                    latest=self._latest).decide(row, run, attempt, ctx) is not OverlapVerdict.GO:
-                continue
-            if execution is not None and (limited or task_limit is not None) and \
-                    not self._has_capacity(row, task_limit):
-                continue
-            secret = token()
-            change = lifecycle.acquire(run, attempt, ctx, owner=owner,
-                                       token_digest_hex=lifecycle.token_digest(secret),
-                                       lease_ms=lease_ms)
-            pending.append(change)
-            leases.append(AttemptLease(
-                fence=LeaseFence(run_id=run.id, attempt_id=attempt.id,
-                                 generation=change.generation, token=secret),
-                attempt=attempt.attempt,
-                project_id=row["project_id"], task_id=row["task_id"],
-                trigger_id=row["trigger_id"],
-                scheduled_for_ms=None if row["scheduled_for_ms"] is None
-                else int(row["scheduled_for_ms"]),
-                expires_at_ms=ctx.now_ms + lease_ms,
-                execution=execution, problem=problem,
-            ))
-        self.apply_all(pending)
-        return leases
-
-    def _locked(self, key: str) -> bool:
-        """Take the short lock that serialises one decision (a trigger's overlap, a task's or
-        the global capacity) until COMMIT; False when another executor holds it now."""
-        row = self._tx.one("concurrency_lock", {"key": key})
-        return bool(row and row["locked"])
-
-    def _latest(self, run_id: str) -> tuple[RunState, AttemptState] | None:
-        """A Run (locked first) and its latest Attempt; None when either is missing."""
-        run_row = self._tx.one("lifecycle_run_get", {"run_id": run_id})
-        latest = self._tx.one("run_latest_attempt", {"run_id": run_id})
-        if run_row is None or latest is None:
-            return None
-        return run_state(run_row), attempt_state(latest)
-
-    def _has_capacity(self, row: Row, task_limit: int | None) -> bool:
-        """Below the task's concurrency limit and the global one (counted from the Runs in
-        progress, so nothing leaks when a lease expires)."""
-        if task_limit is not None:
-            if not self._locked(f"task:{row['project_id']}:{row['task_id']}"):
-                return False
-            active = self._tx.one("task_active_count",
-                               {"project_id": row["project_id"], "task_id": row["task_id"]})
-            if active is not None and int(active["active"]) >= task_limit:
-                return False
-        limits = self._tx.one("global_limit_get", {})
-        if limits is not None and limits["max_running"] is not None:
-            if not self._locked("global"):
-                return False
-            limits = self._tx.one("global_active_count", {})
-            assert limits is not None
-            if limits["max_running"] is not None and \
-                    int(limits["active"]) >= int(limits["max_running"]):
-                return False
-        return True
-
-    def _execution(self, row: Row, executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
-        return self._revision(row["project_id"], row["task_id"], row["task_revision"],
-                              executor_type)
-
-    def _revision(self, project_id: str, task_id: str, task_revision: str,
-                  executor_type: str) -> tuple[ExecutionRevision | None, str | None]:
-        """The verified execution revision a Run pinned (None and why when it is missing or
-        fails verification). A revision never changes once published, so a verified one is
-        read once per store (`RevisionCache`)."""
-        key = (project_id, task_id, task_revision, executor_type)
-        cached = self._revisions.get(key)
-        if cached is not None:
-            return cached, None
-        found = self._tx.one("task_execution_revision_get", {
-            "project_id": project_id, "task_id": task_id, "task_revision": task_revision,
-            "executor_type": executor_type,
-        })
-        if found is None:
-            return None, "the Run's execution revision is missing"
-        try:
-            revision = records.execution_revision(found)
-        except RecordCorrupt as exc:
-            return None, exc.message
-        self._revisions.put(key, revision)
-        return revision, None
-
-    def renew(self, *, owner: str, lease_ms: int, fences: tuple[LeaseFence, ...]) -> LeaseRenewal:
-        held = json.dumps([{"attempt_id": f.attempt_id, "generation": f.generation,
-                            "digest": f.digest} for f in fences])
-        params: dict[str, Any] = {"owner": owner, "lease_ms": lease_ms, "fences": held,
-                                  **self._tx.clock_args()}
-        if self._shared:  # row locks across processes: the Runs first, in id order
-            self._tx.all("lease_renew_lock", {"fences": held})
-        rows = self._tx.all("lease_renew", params)
-        renewed = {row["id"]: int(row["lease_expires_at_ms"]) for row in rows}
-        run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
-        cancel = {row["id"] for row in self._tx.all("lease_cancel_requested",
-                                                   {"run_ids": run_ids})}
-        return LeaseRenewal(
-            renewed=tuple(f for f in fences if f.attempt_id in renewed),
-            lost=tuple(f for f in fences if f.attempt_id not in renewed),
-            expires_at_ms=min(renewed.values(), default=None),
-            cancel_requested=tuple(f for f in fences
-                                   if f.attempt_id in renewed and f.run_id in cancel),
-        )
-
     def rescue(self, *, grace_ms: int, limit: int, ignore_expiry: bool,
                executor_type: str | None, notes: Mapping[str, Mapping[str, object]],
                now_ms: int) -> list[RescuedAttempt]:
@@ -429,7 +244,7 @@ class LifecycleWriter:
         rescued = []
         reason = "lease_expired" if not ignore_expiry else "executor_restarted"
         for row in rows:
-            run = _run_from_candidate(row)
+            run = run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
             cancel_reason = (row["cancel_reason"] or "user") if run.cancel_requested else None
             if attempt.status is AttemptStatus.CLAIMED:
@@ -462,7 +277,7 @@ class LifecycleWriter:
         rows = self._tx.all("retry_due", {"limit": limit, "now_ms": now_ms})
         ctx = self.context(now_ms)
         for row in rows:
-            run = _run_from_candidate(row)
+            run = run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
             self.apply(lifecycle.promote(run, attempt, ctx, new_attempt_id=self._new_id(),
                                          executor_type=attempt.executor_type))
