@@ -12,60 +12,6 @@ SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
        lease_token_digest, lease_expires_at_ms, pid, executor_handle
 FROM qinglong.run_attempts WHERE id = %(attempt_id)s AND run_id = %(run_id)s FOR UPDATE;
 
--- name: lifecycle_run_update
--- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced,
--- except started_at_ms, which keeps the first attempt's start once set (a retried Run lasts
--- from its first attempt's start to its last attempt's end).
-UPDATE qinglong.runs
-SET status = %(status)s,
-    version = version + 1,
-    event_sequence = event_sequence + %(event_count)s,
-    started_at_ms = CASE WHEN %(set_started_at_ms)s
-                         THEN coalesce(started_at_ms, %(started_at_ms)s::bigint)
-                         ELSE started_at_ms END,
-    finished_at_ms = CASE WHEN %(set_finished_at_ms)s THEN %(finished_at_ms)s::bigint
-                          ELSE finished_at_ms END,
-    cancel_requested_at_ms = CASE WHEN %(set_cancel_requested_at_ms)s
-                                  THEN %(cancel_requested_at_ms)s::bigint
-                                  ELSE cancel_requested_at_ms END,
-    cancel_reason = CASE WHEN %(set_cancel_reason)s THEN %(cancel_reason)s::varchar
-                         ELSE cancel_reason END,
-    error_code = CASE WHEN %(set_error_code)s THEN %(error_code)s::varchar ELSE error_code END,
-    error_summary = CASE WHEN %(set_error_summary)s THEN %(error_summary)s::varchar
-                         ELSE error_summary END,
-    retry_at_ms = CASE WHEN %(set_retry_at_ms)s THEN %(retry_at_ms)s::bigint
-                       ELSE retry_at_ms END,
-    attempts_spent = CASE WHEN %(set_attempts_spent)s THEN %(attempts_spent)s::integer
-                          ELSE attempts_spent END,
-    queued_at_ms = CASE WHEN %(set_queued_at_ms)s THEN %(queued_at_ms)s::bigint
-                        ELSE queued_at_ms END
-WHERE id = %(run_id)s AND version = %(expected_version)s;
-
--- name: lifecycle_attempt_update
--- Apply a step to an Attempt: compare-and-set on its status and lease generation.
-UPDATE qinglong.run_attempts
-SET status = %(status)s,
-    lease_generation = %(generation)s,
-    worker_id = CASE WHEN %(set_worker_id)s THEN %(worker_id)s::varchar ELSE worker_id END,
-    lease_token_digest = CASE WHEN %(set_lease_token_digest)s THEN %(lease_token_digest)s::char(64)
-                              ELSE lease_token_digest END,
-    lease_expires_at_ms = CASE WHEN %(set_lease_expires_at_ms)s
-                               THEN %(lease_expires_at_ms)s::bigint ELSE lease_expires_at_ms END,
-    pid = CASE WHEN %(set_pid)s THEN %(pid)s::integer ELSE pid END,
-    executor_handle = CASE WHEN %(set_executor_handle)s THEN %(executor_handle)s::varchar
-                           ELSE executor_handle END,
-    log_path = CASE WHEN %(set_log_path)s THEN %(log_path)s::varchar ELSE log_path END,
-    started_at_ms = CASE WHEN %(set_started_at_ms)s THEN %(started_at_ms)s::bigint
-                         ELSE started_at_ms END,
-    finished_at_ms = CASE WHEN %(set_finished_at_ms)s THEN %(finished_at_ms)s::bigint
-                          ELSE finished_at_ms END,
-    exit_code = CASE WHEN %(set_exit_code)s THEN %(exit_code)s::integer ELSE exit_code END,
-    error_code = CASE WHEN %(set_error_code)s THEN %(error_code)s::varchar ELSE error_code END,
-    error_summary = CASE WHEN %(set_error_summary)s THEN %(error_summary)s::varchar
-                         ELSE error_summary END
-WHERE id = %(attempt_id)s AND run_id = %(run_id)s AND status = %(expected_status)s
-  AND lease_generation = %(expected_generation)s;
-
 -- name: lease_candidates
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first, for an executor of
 -- one type; the Runs are locked, and Runs another executor is taking are skipped. The Runs
@@ -297,10 +243,12 @@ ORDER BY r.id
 FOR UPDATE OF r, a;
 
 -- name: lifecycle_apply
--- Apply planned steps in one statement: their Runs (a JSON array, one object per Run, with
--- the columns and set_* flags of lifecycle_run_update; compare-and-set on each version),
--- their Attempts (likewise, as lifecycle_attempt_update; on each status and lease
--- generation) and their events (as events_insert), so a step's events are appended by the
+-- Apply planned steps in one statement: their Runs (a JSON array, one object per Run: the
+-- new status, the event count and each column a step may set with its set_* flag; fields not
+-- flagged are kept, and started_at_ms keeps the first attempt's start once set, so a retried
+-- Run lasts from its first attempt's start to its last attempt's end; compare-and-set on each
+-- version), their Attempts (likewise, compare-and-set on each status and lease generation)
+-- and their events (as events_insert), so a step's events are appended by the
 -- statement that moves its state. The counts come back: a Run or Attempt that moved under
 -- our lock is noticed (and the transaction rolled back). The id arrays let the planner read
 -- both tables by primary key (see lifecycle_steps_get).

@@ -11,48 +11,6 @@ SELECT id, run_id, attempt, status, executor_type, worker_id, lease_generation,
        lease_token_digest, lease_expires_at_ms, pid, executor_handle
 FROM run_attempts WHERE id = :attempt_id AND run_id = :run_id;
 
--- name: lifecycle_run_update
--- Apply a step to a Run: compare-and-set on its version; fields flagged set_* are replaced,
--- except started_at_ms, which keeps the first attempt's start once set (a retried Run lasts
--- from its first attempt's start to its last attempt's end).
-UPDATE runs
-SET status = :status,
-    version = version + 1,
-    event_sequence = event_sequence + :event_count,
-    started_at_ms = CASE WHEN :set_started_at_ms THEN coalesce(started_at_ms, :started_at_ms)
-                         ELSE started_at_ms END,
-    finished_at_ms = CASE WHEN :set_finished_at_ms THEN :finished_at_ms ELSE finished_at_ms END,
-    cancel_requested_at_ms = CASE WHEN :set_cancel_requested_at_ms THEN :cancel_requested_at_ms
-                                  ELSE cancel_requested_at_ms END,
-    cancel_reason = CASE WHEN :set_cancel_reason THEN :cancel_reason ELSE cancel_reason END,
-    error_code = CASE WHEN :set_error_code THEN :error_code ELSE error_code END,
-    error_summary = CASE WHEN :set_error_summary THEN :error_summary ELSE error_summary END,
-    retry_at_ms = CASE WHEN :set_retry_at_ms THEN :retry_at_ms ELSE retry_at_ms END,
-    attempts_spent = CASE WHEN :set_attempts_spent THEN :attempts_spent ELSE attempts_spent END,
-    queued_at_ms = CASE WHEN :set_queued_at_ms THEN :queued_at_ms ELSE queued_at_ms END
-WHERE id = :run_id AND version = :expected_version;
-
--- name: lifecycle_attempt_update
--- Apply a step to an Attempt: compare-and-set on its status and lease generation.
-UPDATE run_attempts
-SET status = :status,
-    lease_generation = :generation,
-    worker_id = CASE WHEN :set_worker_id THEN :worker_id ELSE worker_id END,
-    lease_token_digest = CASE WHEN :set_lease_token_digest THEN :lease_token_digest
-                              ELSE lease_token_digest END,
-    lease_expires_at_ms = CASE WHEN :set_lease_expires_at_ms THEN :lease_expires_at_ms
-                               ELSE lease_expires_at_ms END,
-    pid = CASE WHEN :set_pid THEN :pid ELSE pid END,
-    executor_handle = CASE WHEN :set_executor_handle THEN :executor_handle ELSE executor_handle END,
-    log_path = CASE WHEN :set_log_path THEN :log_path ELSE log_path END,
-    started_at_ms = CASE WHEN :set_started_at_ms THEN :started_at_ms ELSE started_at_ms END,
-    finished_at_ms = CASE WHEN :set_finished_at_ms THEN :finished_at_ms ELSE finished_at_ms END,
-    exit_code = CASE WHEN :set_exit_code THEN :exit_code ELSE exit_code END,
-    error_code = CASE WHEN :set_error_code THEN :error_code ELSE error_code END,
-    error_summary = CASE WHEN :set_error_summary THEN :error_summary ELSE error_summary END
-WHERE id = :attempt_id AND run_id = :run_id AND status = :expected_status
-  AND lease_generation = :expected_generation;
-
 -- name: lease_candidates
 -- Queued Runs whose newest Attempt is claimed and unleased, oldest first (for an executor of
 -- one type). The Runs are read in runs_dispatch_idx order (migration 0011) and each one's
@@ -210,9 +168,11 @@ WHERE a.id IN (SELECT value FROM json_each(:attempt_ids))
 ORDER BY r.id;
 
 -- name: lifecycle_runs_update
--- Apply planned steps to their Runs in one statement (a JSON array, one object per Run, with
--- the columns and set_* flags of lifecycle_run_update): compare-and-set on each version; the
--- ids of the Runs updated come back, so a row that moved is noticed.
+-- Apply planned steps to their Runs in one statement (a JSON array, one object per Run: the
+-- new status, the event count and each column a step may set with its set_* flag; fields not
+-- flagged are kept, and started_at_ms keeps the first attempt's start once set, so a retried
+-- Run lasts from its first attempt's start to its last attempt's end): compare-and-set on
+-- each version; the ids of the Runs updated come back, so a row that moved is noticed.
 WITH c AS (
     SELECT json_extract(value, '$.run_id') AS run_id,
            json_extract(value, '$.expected_version') AS expected_version,
@@ -261,7 +221,7 @@ RETURNING runs.id;
 
 -- name: lifecycle_attempts_update
 -- Apply planned steps to their Attempts in one statement (a JSON array, one object per
--- Attempt, with the columns and set_* flags of lifecycle_attempt_update): compare-and-set on
+-- Attempt, with the columns a step may set and their set_* flags): compare-and-set on
 -- each one's status and lease generation; the ids updated come back.
 WITH c AS (
     SELECT json_extract(value, '$.run_id') AS run_id,
