@@ -272,19 +272,23 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # adds to the capability row) not there yet. Undo 0008_accounts by hand (its tables, its
     # ledger row, its capability), so the migration really runs again; 0009_web_controls (only
     # grants, which stay) comes after it, so its ledger row goes too; so do 0010_retention's
-    # table and indexes (its grants stay, like 0009's), 0011_login_devices' table and
-    # 0012_eligibility's view.
+    # table and indexes (its grants stay, like 0009's), 0011_login_devices' table,
+    # 0012_eligibility's view and 0013_lean_indexes' index changes (reversed).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
-                                '0011_login_devices', '0012_eligibility');
+                                '0011_login_devices', '0012_eligibility', '0013_lean_indexes');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
         DROP TABLE login_devices, audit_log, login_failures, api_tokens, user_sessions, users;
         DROP TABLE retention_marks;
         DROP VIEW eligible_triggers;
-        DROP INDEX trigger_schedule_claims_acquired_idx, runs_finished_idx;
+        DROP INDEX trigger_schedule_claims_acquired_idx, runs_finished_idx, runs_queued_idx;
+        CREATE INDEX trigger_schedules_claim_expiry_idx ON trigger_schedules
+            (claim_expires_at_ms, project_id, trigger_id) WHERE claim_token IS NOT NULL;
+        CREATE INDEX runs_status_idx ON runs (status, queued_at_ms, id);
+        CREATE INDEX run_attempts_status_idx ON run_attempts (status, run_id, created_at_ms, id);
     """)
     audits = audit_everyone(pg_db)
     # every role is told it is not ready; the roles with privileges on the tables the
@@ -296,7 +300,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
-               "missing-migration:0012_eligibility"]
+               "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -305,7 +309,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
         assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention",
-                                         "0011_login_devices", "0012_eligibility")
+                                         "0011_login_devices", "0012_eligibility",
+                                         "0013_lean_indexes")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

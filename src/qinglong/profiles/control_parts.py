@@ -68,7 +68,7 @@ class Metrics:
 
 
 def read_queue(runs: RunStore) -> QueueSample:
-    """Queue depth by the database clock (one statement along runs_status_idx)."""
+    """Queue depth by the database clock (one statement along runs_queued_idx)."""
     return queue_sample(*runs.queue_depth(QUEUE_COUNT_CAP))
 
 

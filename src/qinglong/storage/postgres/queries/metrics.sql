@@ -1,5 +1,5 @@
 -- name: metrics_queue
--- Queue depth for /metrics: the queued Runs (counted along runs_status_idx, at most %(cap)s),
+-- Queue depth for /metrics: the queued Runs (counted along runs_queued_idx, at most %(cap)s),
 -- when the oldest was queued, and one reading of the database clock to age it by.
 SELECT (SELECT count(*) FROM (SELECT 1 FROM qinglong.runs WHERE status = 'queued'
                                LIMIT %(cap)s) AS queued) AS depth,
