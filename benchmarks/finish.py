@@ -173,12 +173,19 @@ def outcome(db: Db, size: int, at: int) -> dict[str, Any]:
                           "ON r.id = a.run_id WHERE r.project_id = %s AND "
                           "r.scheduled_for_ms = %s", (PROJECT, at)))
     triggers = len({r[0] for r in rows})
+    # Each lifecycle write of a Run moves its version on by one (version 2 when admitted):
+    # lease, start, running, finish = 4; a running record folded into the ending = 3.
+    writes = {int(n): int(count) for n, count in db.rows(
+        "SELECT version - 2, count(*) FROM qinglong.runs WHERE project_id = %s AND "
+        "scheduled_for_ms = %s AND status = 'succeeded' GROUP BY version", (PROJECT, at))}
     last_s = (max(finished) - at) / 1000 if finished else None
     result: dict[str, Any] = {
         "admitted": len(rows), "triggers_admitted": triggers,
         "duplicates": len(rows) - triggers, "misfires": misfires, "undecided": undecided,
         "other_instants": other, "status": status, "succeeded": status.get("succeeded", 0),
         "attempts": attempts,
+        "writes_per_run": {str(n): count for n, count in sorted(writes.items())},
+        "running_folded": writes.get(3, 0),
         "last_admission_s": (max(created) - at) / 1000 if created else None,
         "first_finished_s": (min(finished) - at) / 1000 if finished else None,
         "last_finished_s": last_s,
@@ -329,6 +336,7 @@ def figures(workers: int, width: int) -> list[Figure]:
         ("duplicates", "occurrences admitted twice", "Runs"),
         ("misfires", "occurrences misfired", "Runs"),
         ("succeeded", "Runs succeeded", "Runs"),
+        ("running_folded", "Runs whose running record was folded into the ending", "Runs"),
         ("cpu_s.control", "CPU control", "s"),
         *((f"cpu_s.worker-{n}", f"CPU worker-{n} (with its commands)", "s")
           for n in range(1, workers + 1)),

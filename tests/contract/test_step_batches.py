@@ -120,3 +120,38 @@ def test_jobs_recording_at_once_share_transactions_and_each_hears_its_own_outcom
     assert steps.steps == len(leased) and 1 <= steps.transactions <= len(leased)
     statuses = [backend.runs.run_get(fence.run_id).run.status for fence in leased]
     assert statuses == ["running", "succeeded", "succeeded", "succeeded"]
+
+
+def test_a_command_that_ended_before_its_running_record_is_recorded_by_one_step(
+        backend: Backend, leased: list[LeaseFence]) -> None:
+    # execution/step_batch.py folds a running record still waiting for a write into the
+    # ending: one step, one write of the Run and its Attempt, every event of both.
+    a, b, c, _ = leased
+    for fence in (a, b, c):
+        backend.lifecycle.attempt_start(fence)
+    backend.lifecycle.attempt_running(running(b, 4001))  # b's running record did land
+    before = {fence.run_id: backend.runs.run_get(fence.run_id) for fence in (a, b, c)}
+    ran = [RunStore.ran_step(running(fence, 4000 + n), AttemptFinishParams(
+               fence=fence, outcome=SUCCEEDED)) for n, fence in enumerate((a, b))]
+    forged = replace(c, token="forged")
+    ran.append(RunStore.ran_step(running(forged, 4002),
+                                 AttemptFinishParams(fence=forged, outcome=SUCCEEDED)))
+    assert backend.lifecycle.attempt_steps(ran) == [StepOutcome.APPLIED, StepOutcome.APPLIED,
+                                                   StepOutcome.REFUSED]
+    landed = backend.runs.run_get(a.run_id)
+    assert (landed.run.status, landed.attempts[0].status, landed.attempts[0].pid) == (
+        "succeeded", "succeeded", 4000)
+    assert landed.run.started_at_ms is not None and landed.run.finished_at_ms is not None
+    assert events(landed) == [*events(before[a.run_id]), "attempt.running", "run.running",
+                              "attempt.succeeded", "run.succeeded"]
+    assert landed.run.version == before[a.run_id].run.version + 1  # one write of the Run
+    # the running record had landed: the step only ends it
+    assert events(backend.runs.run_get(b.run_id)) == [*events(before[b.run_id]),
+                                                      "attempt.succeeded", "run.succeeded"]
+    # a fence that fails: its refusal, nothing else
+    refused = backend.runs.run_get(c.run_id)
+    assert refused.attempts[0].status == "starting"
+    assert events(refused) == [*events(before[c.run_id]), "attempt.late_callback_ignored"]
+    # sent again after a lost reply: already done, nothing written twice
+    assert backend.lifecycle.attempt_steps(ran[:2]) == [StepOutcome.ALREADY_DONE] * 2
+    assert backend.runs.run_get(a.run_id) == landed

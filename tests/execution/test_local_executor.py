@@ -391,7 +391,8 @@ class _PoolBrieflyExhausted:
     """The real store, but the first write of every Attempt's start and of its running step
     fails as a worker's pool does when a burst of starts waits too long for a connection.
     The executor writes its jobs' steps in batches (execution/step_batch.py): a refused
-    write refuses every step in it, and each is counted."""
+    write refuses every step in it, and each is counted. A running record that waited until
+    its command ended travels with the ending (a "ran" step) and is refused like one."""
 
     def __init__(self, store: object) -> None:
         self._store = store
@@ -402,9 +403,9 @@ class _PoolBrieflyExhausted:
         return getattr(self._store, name)
 
     def attempt_steps(self, steps: Sequence[FencedStep]) -> object:
-        fresh = [(s.write, s.fence.attempt_id) for s in steps
-                 if s.write in ("start", "running")
-                 and (s.write, s.fence.attempt_id) not in self.refused]
+        kinds = {"start": "start", "running": "running", "ran": "running"}
+        fresh = [(kinds[s.write], s.fence.attempt_id) for s in steps
+                 if s.write in kinds and (kinds[s.write], s.fence.attempt_id) not in self.refused]
         if fresh:
             self.refused.extend(fresh)
             self.failed_steps += len(steps)

@@ -220,6 +220,44 @@ def test_a_retried_finish_waits_and_spends_an_attempt() -> None:
     assert promoted.run_fields["retry_at_ms"] is None
 
 
+def test_ran_is_running_then_finish_as_one_change() -> None:
+    # A command that ended before its running record was written: both steps in one write.
+    run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)
+    change = lifecycle.ran(run, attempt, ctx(), fence, pid=9, executor_handle="h",
+                           log_path=None, finish_with=lambda r, a: lifecycle.finish(
+                               r, a, ctx(), fence, SUCCEEDED))
+    assert (change.run_status, change.attempt_status) == (RunStatus.SUCCEEDED,
+                                                           AttemptStatus.SUCCEEDED)
+    # one compare-and-set against the state before both steps
+    assert (change.expected_run_version, change.expected_attempt_status,
+            change.expected_generation, change.event_sequence_base) == (
+        4, AttemptStatus.STARTING, 3, 7)
+    assert [(e["type"], e["sequence"]) for e in change.events] == [
+        ("attempt.running", 8), ("run.running", 9), ("attempt.succeeded", 10),
+        ("run.succeeded", 11)]
+    assert change.attempt_fields["pid"] == 9 and change.attempt_fields["executor_handle"] == "h"
+    assert change.run_fields["started_at_ms"] == change.run_fields["finished_at_ms"] == 1_000_000
+    assert change.run_fields["attempts_spent"] == 1
+    assert change.attempt_fields["lease_token_digest"] is None  # the lease ends with it
+
+
+def test_ran_is_refused_where_running_is() -> None:
+    finish_with: Callable[[RunState, AttemptState], Change] = (
+        lambda r, a: lifecycle.finish(r, a, ctx(), fence, SUCCEEDED))
+    for run_status, attempt_status, leased in COMBINATIONS:
+        run, attempt, fence = states(run_status, attempt_status, leased)
+        if (run_status, attempt_status, leased) in ALLOWED["running"]:
+            continue
+        with pytest.raises((IllegalTransition, LeaseLost)):
+            lifecycle.ran(run, attempt, ctx(), fence, pid=9, executor_handle="h",
+                          log_path=None, finish_with=finish_with)
+    run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)
+    forged = LeaseFence(run_id="r", attempt_id="a", generation=3, token="forged")
+    with pytest.raises(LeaseLost):
+        lifecycle.ran(run, attempt, ctx(), forged, pid=9, executor_handle="h", log_path=None,
+                      finish_with=finish_with)
+
+
 def test_an_interrupted_attempt_is_queued_again_without_spending_one() -> None:
     run, attempt, fence = states(RunStatus.RUNNING, AttemptStatus.RUNNING, True)
     change = lifecycle.interrupt(run, attempt, ctx(), fence, reason="drain")

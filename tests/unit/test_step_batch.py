@@ -89,3 +89,102 @@ def test_a_write_that_fails_as_a_whole_fails_every_step_in_it() -> None:
     assert heard["a1"] is None
     assert isinstance(heard["a2"], ConnectionLost) and isinstance(heard["a3"], ConnectionLost)
     assert recorder.batches[1] in (["a2", "a3"], ["a3", "a2"])
+
+
+def _started_write(batch: StepBatch, first: FencedStep) -> threading.Thread:
+    """A write of ``first`` that the recorder holds until ``go`` (in progress on return)."""
+    thread = threading.Thread(target=batch.write, args=(first,))
+    thread.start()
+    store = batch.store
+    assert isinstance(store, Recorder)
+    while not store.batches:
+        threading.Event().wait(0.001)
+    return thread
+
+
+def test_a_step_submitted_while_idle_is_written_before_submit_returns() -> None:
+    recorder = Recorder()
+    recorder.go.set()
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    pending = batch.submit(step("r1", "a1"))
+    assert (pending.done, pending.error, pending.detached) == (True, None, False)
+    assert recorder.batches == [["a1"]]
+
+
+def test_a_running_record_not_yet_taken_is_folded_into_the_ending() -> None:
+    recorder = Recorder()
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    writer = _started_write(batch, step("r1", "a1"))
+    running = batch.submit(step("r2", "a2"))  # a write is in progress: queued, not waited for
+    assert (running.done, running.detached, running.taken) == (False, True, False)
+    folded: list[bool] = []
+    ender = threading.Thread(target=lambda: folded.append(
+        batch.fold(running, step("r2", "a2-folded"))))
+    ender.start()  # the command ended while the first write is still in progress
+    with batch._lock:
+        while running.detached:  # (until the ending has replaced the running record)
+            batch._written.wait(0.01)
+    recorder.go.set()
+    writer.join(WAIT_S)
+    ender.join(WAIT_S)
+    assert folded == [True]  # replaced while still queued, then written
+    assert recorder.batches == [["a1"], ["a2-folded"]]  # the running record alone never went
+    assert running.done and running.error is None
+
+
+def test_a_running_record_already_in_a_write_is_waited_for_not_folded() -> None:
+    recorder = Recorder()
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    writer = _started_write(batch, step("r1", "a1"))
+    running = batch.submit(step("r2", "a2"))
+    recorder.go.set()
+    writer.join(WAIT_S)
+    # the first write's job took the detached step into a write of its own before returning
+    assert recorder.batches == [["a1"], ["a2"]]
+    assert running.done and running.taken
+    assert batch.fold(running, step("r2", "a2-folded")) is False
+    assert recorder.batches == [["a1"], ["a2"]]  # the caller writes the ending next
+
+
+def test_a_failed_running_record_is_heard_when_the_ending_is_folded() -> None:
+    recorder = Recorder(fail_second=True)
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    writer = _started_write(batch, step("r1", "a1"))
+    running = batch.submit(step("r2", "a2"))
+    recorder.go.set()
+    writer.join(WAIT_S)
+    assert recorder.batches == [["a1"], ["a2"]]
+    try:
+        batch.fold(running, step("r2", "a2-folded"))
+    except ConnectionLost:
+        pass
+    else:
+        raise AssertionError("the running record's failure was not raised")
+    assert batch.settle(running) is running.error
+
+
+def test_settle_writes_a_detached_step_nobody_else_leads() -> None:
+    recorder = Recorder()
+    batch = StepBatch(recorder, limit=1)  # type: ignore[arg-type]
+    writer = _started_write(batch, step("r1", "a1"))
+    detached = [batch.submit(step(f"r{n}", f"a{n}")) for n in range(2, 7)]
+    recorder.go.set()
+    writer.join(WAIT_S)
+    # the leading job drained three writes of detached steps after its own, no more
+    assert recorder.batches == [["a1"], ["a2"], ["a3"], ["a4"]]
+    assert [p.done for p in detached] == [True, True, True, False, False]
+    assert batch.settle(detached[4]) is None
+    assert recorder.batches[4:] == [["a5"], ["a6"]]  # oldest first, then its own
+    assert all(p.done for p in detached)
+
+
+def test_a_withdrawn_step_is_never_written() -> None:
+    recorder = Recorder()
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    writer = _started_write(batch, step("r1", "a1"))
+    running = batch.submit(step("r2", "a2"))
+    assert batch.withdraw(running) is True
+    assert batch.withdraw(running) is False  # once
+    recorder.go.set()
+    writer.join(WAIT_S)
+    assert recorder.batches == [["a1"]]

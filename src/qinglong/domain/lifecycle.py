@@ -23,6 +23,9 @@ running        dispatching -> running         starting -> running         attemp
                                                                           run.running
 finish         dispatching|running -> S|R     starting|running -> S       attempt.S, run.S or
                                                                           run.retry_wait
+ran            dispatching -> S|R             starting -> S               running's, then
+               (running, then finish, as one write: a command that ended  finish's
+               before its running record was written)
 release        dispatching -> queued          claimed (lease withdrawn)   run.dispatch_released
 lose           dispatching|running -> lost|R  starting|running -> lost    attempt.lost, run.lost
                (cancelled when asked to)                                  (or retry_wait,
@@ -51,7 +54,7 @@ The steps that move a Run on are here; the three that cancel one are in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from qinglong.domain import overlap_reasons
 from qinglong.domain.lifecycle_builder import (
@@ -91,8 +94,8 @@ __all__ = [
     "AttemptState", "Change", "LeaseFence", "Outcome", "RunState", "StepContext", "acquire",
     "already_finished", "already_interrupted", "already_released", "already_running",
     "already_started", "cancel_queued", "cancel_waiting", "check_attempt_lease", "finish",
-    "interrupt", "is_active", "late_callback", "lose", "promote", "raise_illegal", "release",
-    "request_cancel", "running", "start", "token_digest",
+    "interrupt", "is_active", "late_callback", "lose", "promote", "raise_illegal", "ran",
+    "release", "request_cancel", "running", "start", "token_digest",
 ]
 
 
@@ -184,6 +187,29 @@ def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseF
         run_fields.update(cancel_reason=outcome.cancel_reason, cancel_requested_at_ms=ctx.now_ms)
     return b.change(run_to=target, attempt_to=outcome.status, run_fields=run_fields,
                     attempt_fields=attempt_fields)
+
+
+def ran(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseFence, *,
+        pid: int, executor_handle: str, log_path: str | None,
+        finish_with: Callable[[RunState, AttemptState], Change]) -> Change:
+    """``running`` and then the ending ``finish_with`` plans from the state running leaves,
+    as one Change: both steps' events in order, each field as the later step left it, one
+    compare-and-set against the state before both. For a command that ended before its
+    running record was written (the executor folds the two writes into one)."""
+    first = running(run, attempt, ctx, fence, pid=pid, executor_handle=executor_handle,
+                    log_path=log_path)
+    after_run, after_attempt = first.applied_to(run, attempt)
+    second = finish_with(after_run, after_attempt)
+    return dataclasses.replace(
+        second,
+        expected_run_version=first.expected_run_version,
+        expected_attempt_status=first.expected_attempt_status,
+        expected_generation=first.expected_generation,
+        run_fields={**first.run_fields, **second.run_fields},
+        attempt_fields={**first.attempt_fields, **second.attempt_fields},
+        events=first.events + second.events,
+        event_sequence_base=first.event_sequence_base,
+    )
 
 
 def release(run: RunState, attempt: AttemptState, ctx: StepContext, *, reason: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from qinglong.domain.runs import (
     ACTIVE_ATTEMPT,
@@ -103,6 +103,21 @@ class Change:
     @property
     def generation(self) -> int:
         return self.expected_generation if self.new_generation < 0 else self.new_generation
+
+    def applied_to(self, run: RunState, attempt: AttemptState) -> tuple[RunState, AttemptState]:
+        """The Run and Attempt as they read once this change is written (what a later step
+        in the same write plans against)."""
+        fields = self.attempt_fields
+        return (
+            replace(run, status=self.run_status, version=run.version + 1,
+                    event_sequence=run.event_sequence + len(self.events),
+                    attempts_spent=int(self.run_fields.get("attempts_spent",  # type: ignore[call-overload]
+                                                           run.attempts_spent))),
+            replace(attempt, status=self.attempt_status, lease_generation=self.generation,
+                    pid=fields.get("pid", attempt.pid),  # type: ignore[arg-type]
+                    executor_handle=fields.get("executor_handle",  # type: ignore[arg-type]
+                                               attempt.executor_handle)),
+        )
 
 
 # Columns a step may set (anything a step does not name is kept as it is).

@@ -1,10 +1,12 @@
 """Running one leased job: spawn its command and supervise it to its end, recording every
 step under the Attempt's lease before it takes effect.
 
-``starting`` is durable before the child is spawned and ``running`` right after, so a crash
-at any point leaves an Attempt that a reconciler settles visibly (an unstarted lease is
-offered again; a started Attempt is ``lost``). Each record is retried through a passing
-storage fault within a lease length (`JobRunner.persist`). Output goes to a local log file,
+``starting`` is durable before the child is spawned, so a crash at any point leaves an
+Attempt that a reconciler settles visibly (an unstarted lease is offered again; a started
+Attempt is ``lost``). ``running`` follows the spawn: written at once when no other write is
+in progress, else in the next write while the job already waits for its command, and folded
+into the ending when the command ends first (execution/step_batch.py). Each record is
+retried through a passing storage fault within a lease length (`JobRunner.persist`). Output goes to a local log file,
 or, with a log store (cluster workers), is shipped there while the command runs and the
 local file is only a spool.
 """
@@ -75,21 +77,60 @@ class JobRunner:
                 job.exited = True  # whatever it started has ended; only the record is left
             if (outcome is not None and job.stop_reason == "shutdown"
                     and self.settings.requeue_on_drain):
+                self._settle_running(job)
                 self.persist(job, lambda: self.store.attempt_interrupt(lease.fence, "drain"))
                 return dataclasses.replace(outcome, error_code="INTERRUPTED",
                                            error_summary="queued again after a drain")
             if outcome is not None:
-                finished = RunStore.finish_step(AttemptFinishParams(fence=lease.fence,
-                                                                    outcome=outcome))
-                self.persist(job, lambda: self.steps.write(finished))
+                self._record_ending(job, AttemptFinishParams(fence=lease.fence,
+                                                             outcome=outcome))
+            else:
+                self._settle_running(job)
             return outcome
         except LeaseLost as exc:
             if job.process is not None:
                 kill_group(job.process.pid, signal.SIGKILL)
+            self._withdraw_running(job)
             emit(self.diagnostics, diagnostic_from("executor", exc))
         except Exception as exc:  # noqa: BLE001 - isolation boundary
+            self._withdraw_running(job)
             emit(self.diagnostics, diagnostic_from("executor", exc))
         return None
+
+    def _withdraw_running(self, job: Job) -> None:
+        """The job ends without an ending of its own: a running record still waiting for a
+        write is not sent (the Attempt reads ``starting``, which the reconciler settles)."""
+        held, job.running_record = job.running_record, None
+        if held is not None:
+            self.steps.withdraw(held[0])
+
+    def _record_ending(self, job: Job, finish: AttemptFinishParams) -> None:
+        """Write the ending; with the running record when that is still waiting for a write
+        (one step for both), else after it."""
+        held, job.running_record = job.running_record, None
+        if held is not None:
+            pending, running = held
+            ran = RunStore.ran_step(running, finish)
+            try:
+                if self.steps.fold(pending, ran):
+                    return
+            except (LeaseLost, DatabaseCorrupt):
+                raise
+            except StorageError as exc:  # not written: both again, through the fault
+                emit(self.diagnostics, diagnostic_from("executor", exc))
+                self.persist(job, lambda: self.steps.write(ran))
+                return
+        finished = RunStore.finish_step(finish)
+        self.persist(job, lambda: self.steps.write(finished))
+
+    def _settle_running(self, job: Job) -> None:
+        """Before another step of the job (an interrupt) or none: let a submitted running
+        record be written first, so nothing of this job lands after it."""
+        held, job.running_record = job.running_record, None
+        if held is not None:
+            error = self.steps.settle(held[0])
+            if isinstance(error, (LeaseLost, DatabaseCorrupt)):
+                raise error
 
     def persist(self, job: Job, write: Callable[[], None]) -> None:
         """Record a step (start, running, ending) despite a passing storage fault: each step
@@ -159,16 +200,25 @@ class JobRunner:
         self.reaper.watch(spawned.process.pid)
         with job.lock:
             job.process = spawned.process
-            pending = job.stop_reason
-        if pending is not None:
+            stop_asked = job.stop_reason
+        if stop_asked is not None:
             kill_group(spawned.process.pid, signal.SIGTERM)
-        running = RunStore.running_step(AttemptRunningParams(
+        params = AttemptRunningParams(
             fence=lease.fence, pid=spawned.process.pid,
             executor_handle=make_handle(spawned.process.pid),
-            log_path=None if shipper is not None else str(log)))
+            log_path=None if shipper is not None else str(log))
+        running = RunStore.running_step(params)
         try:
-            # retried like an ending: giving up here kills a command that already started
-            self.persist(job, lambda: self.steps.write(running))
+            pending = self.steps.submit(running)
+            if pending.done and pending.error is not None:  # written at once, and failed
+                if not isinstance(pending.error, StorageError) or isinstance(
+                        pending.error, DatabaseCorrupt):
+                    raise pending.error
+                emit(self.diagnostics, diagnostic_from("executor", pending.error))
+                # retried like an ending: giving up here kills a command that already started
+                self.persist(job, lambda: self.steps.write(running))
+            elif not pending.done:  # in the next write, or folded into the ending
+                job.running_record = (pending, params)
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()

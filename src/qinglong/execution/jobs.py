@@ -14,7 +14,8 @@ from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import LeaseLost
 from qinglong.execution import command
 from qinglong.execution.processes import kill_group
-from qinglong.storage.runs.params import AttemptLease
+from qinglong.execution.step_batch import Pending
+from qinglong.storage.runs.params import AttemptLease, AttemptRunningParams
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +39,9 @@ class Job:
     # it (never started, or given back) and is recording how it ended -- a renewal that finds
     # the lease gone then sees that ending, not a lost lease.
     exited: bool = False
+    # the running record submitted and perhaps not written yet (execution/step_batch.py):
+    # the ending folds it in, or waits for it
+    running_record: tuple[Pending, AttemptRunningParams] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self, reason: str, sig: signal.Signals = signal.SIGTERM) -> None:

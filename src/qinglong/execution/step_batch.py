@@ -12,6 +12,13 @@ arrived during the one before it.
 A write that fails as a whole (a storage fault, a COMMIT whose outcome is unknown) fails
 every step in it, and each job retries its own (`JobRunner.persist`): the steps are
 idempotent under their fences, so a step that did land is accepted again.
+
+The running record is submitted without waiting when a write is in progress (`submit`): the
+job waits for its command meanwhile, and the step goes into the next write like any other.
+A command that ends before that write takes its running record (a short command, under
+load) is recorded by one step instead of two (`fold`: running and the ending together, one
+write of its Run and Attempt). Until the running record is durable the Attempt reads
+``starting``, which the reconciler already treats as a command that may have started.
 """
 
 from __future__ import annotations
@@ -24,13 +31,20 @@ from qinglong.storage.runs import STEP_ACTIONS, RunStore
 from qinglong.storage.runs.lifecycle import FencedStep, StepOutcome, refused
 
 MAX_BATCH = 64  # steps per transaction
+DRAIN_WRITES = 3  # writes of detached steps a job makes after its own (see _lead_until)
 
 
 @dataclass(eq=False, slots=True)
-class _Waiting:
+class Pending:
+    """A step waiting to be written, in a write, or written (``done``, with its ``error``)."""
+
     step: FencedStep
     done: bool = False
     error: BaseException | None = None
+    detached: bool = False  # submitted with nobody waiting for it (its job waits for a command)
+    taken: bool = False  # in a write, or written
+
+
 
 
 @dataclass(eq=False)
@@ -39,7 +53,7 @@ class StepBatch:
     limit: int = MAX_BATCH
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _written: threading.Condition = field(init=False)
-    _waiting: list[_Waiting] = field(default_factory=list, init=False)
+    _waiting: list[Pending] = field(default_factory=list, init=False)
     _writing: bool = field(default=False, init=False)
     transactions: int = field(default=0, init=False)  # (for tests and diagnostics)
     steps: int = field(default=0, init=False)
@@ -51,30 +65,91 @@ class StepBatch:
         """Record ``step`` durably, together with the steps other jobs record meanwhile.
         Raises LeaseLost when its fence no longer holds (the refusal is recorded), the
         step's own error when it may not be taken, or the error of the whole write."""
-        mine = _Waiting(step)
+        mine = Pending(step)
         with self._lock:
             self._waiting.append(mine)
-            while not mine.done:
-                if self._writing:
-                    self._written.wait()
-                    continue
-                batch = self._take()
-                self._writing = True
-                self._lock.release()
-                try:
-                    self._write(batch)
-                finally:
-                    self._lock.acquire()
-                    self._writing = False
-                    self._written.notify_all()
+            self._lead_until(mine)
         if mine.error is not None:
             raise mine.error
 
-    def _take(self) -> list[_Waiting]:
+    def submit(self, step: FencedStep) -> Pending:
+        """Queue ``step`` without waiting for a write in progress: it goes into the next one
+        (written by whichever job leads then). With no write in progress it is written at
+        once, as by `write`. Its outcome is read from the answer (``done``, ``error``), or
+        by `fold` / `settle`, which wait for it."""
+        mine = Pending(step)
+        with self._lock:
+            self._waiting.append(mine)
+            if self._writing:
+                mine.detached = True
+            else:
+                self._lead_until(mine)
+        return mine
+
+    def fold(self, pending: Pending, folded: FencedStep) -> bool:
+        """``folded`` (``pending``'s step and the next one as one write) in place of
+        ``pending`` when no write has taken that yet: written, True. Otherwise waits for
+        ``pending``'s write: False, the next step is still to be written. Raises the error of
+        whichever step was written."""
+        with self._lock:
+            replaced = not pending.taken
+            if replaced:
+                pending.step, pending.detached = folded, False
+            else:
+                pending.detached = False
+            self._lead_until(pending)
+        if pending.error is not None:
+            raise pending.error
+        return replaced
+
+    def settle(self, pending: Pending) -> BaseException | None:
+        """Wait until ``pending`` is written (leading a write if need be); its error."""
+        with self._lock:
+            pending.detached = False
+            self._lead_until(pending)
+        return pending.error
+
+    def withdraw(self, pending: Pending) -> bool:
+        """Take ``pending`` out of the queue if no write has taken it yet (True)."""
+        with self._lock:
+            if pending.taken or pending not in self._waiting:
+                return False
+            self._waiting.remove(pending)
+            pending.done = True
+            return True
+
+    def _lead_until(self, mine: Pending) -> None:
+        """(Holding the lock.) Write, or wait for others' writes, until ``mine`` is written;
+        then, while only detached steps wait (nobody else would lead), write those too, for
+        at most DRAIN_WRITES more writes: this job's slot waits meanwhile, and a detached
+        step left over is taken by the next write or, at the latest, by its own job's `fold`."""
+        while not mine.done:
+            if self._writing:
+                self._written.wait()
+                continue
+            self._write_next()
+        for _ in range(DRAIN_WRITES):
+            if self._writing or not self._waiting or not all(
+                    waiting.detached for waiting in self._waiting):
+                return
+            self._write_next()
+
+    def _write_next(self) -> None:
+        batch = self._take()
+        self._writing = True
+        self._lock.release()
+        try:
+            self._write(batch)
+        finally:
+            self._lock.acquire()
+            self._writing = False
+            self._written.notify_all()
+
+    def _take(self) -> list[Pending]:
         """The waiting steps to write now: oldest first, one per Run (a second step of the
         same Run -- a late write of an Attempt whose lease this worker lost, beside its new
         Attempt's -- waits for the next transaction), at most ``limit``."""
-        batch: list[_Waiting] = []
+        batch: list[Pending] = []
         runs: set[str] = set()
         for waiting in self._waiting:
             if len(batch) >= self.limit:
@@ -84,9 +159,11 @@ class StepBatch:
                 batch.append(waiting)
         taken = set(map(id, batch))
         self._waiting = [w for w in self._waiting if id(w) not in taken]
+        for waiting in batch:
+            waiting.taken = True
         return batch
 
-    def _write(self, batch: list[_Waiting]) -> None:
+    def _write(self, batch: list[Pending]) -> None:
         try:
             outcomes = self.store.attempt_steps([waiting.step for waiting in batch])
         except BaseException as exc:

@@ -49,7 +49,7 @@ from qinglong.domain.lifecycle import (
 )
 from qinglong.domain.model import LedgerFacts, Run, RunDetail
 from qinglong.domain.retry import Ending
-from qinglong.domain.runs import Actor, RunStatus
+from qinglong.domain.runs import Actor, AttemptStatus, RunStatus
 from qinglong.domain.schedule import check_budget
 from qinglong.domain.task import ExecutorType
 from qinglong.errors import QinglongError
@@ -59,6 +59,7 @@ from qinglong.storage.runs.granting import RevisionCache
 from qinglong.storage.runs.lifecycle import (
     FencedStep,
     LifecycleWriter,
+    Plan,
     StepOutcome,
     refused,
 )
@@ -237,18 +238,30 @@ class RunStore:
 
     @staticmethod
     def finish_step(params: AttemptFinishParams) -> FencedStep:
-        outcome = params.outcome
+        return FencedStep(fence=params.fence, write="finish", plan=_finish_plan(params),
+                          done=lambda attempt: steps.already_finished(attempt, params.fence,
+                                                                      params.outcome),
+                          params=params)
+
+    @staticmethod
+    def ran_step(running: AttemptRunningParams, params: AttemptFinishParams) -> FencedStep:
+        """The running record and the ending as one write, for a command that ended before
+        its running record was written (execution/step_batch.py folds them). Sent again
+        after a lost reply, it finds the Attempt finished (done) or still starting."""
+        finish = _finish_plan(params)
 
         def plan(w: LifecycleWriter, run: RunState, attempt: AttemptState,
                  ctx: StepContext) -> Change:
-            retry_at = w.retry_at(run, attempt, Ending(
-                status=outcome.status, exit_code=outcome.exit_code,
-                error_code=outcome.error_code), ctx.now_ms) if attempt.holds(params.fence) else None
-            return steps.finish(run, attempt, ctx, params.fence, outcome, retry_at_ms=retry_at)
+            if attempt.status is AttemptStatus.RUNNING:  # the running record landed after all
+                return finish(w, run, attempt, ctx)
+            return steps.ran(run, attempt, ctx, running.fence, pid=running.pid,
+                             executor_handle=running.executor_handle,
+                             log_path=running.log_path,
+                             finish_with=lambda r, a: finish(w, r, a, ctx))
 
-        return FencedStep(fence=params.fence, write="finish", plan=plan,
+        return FencedStep(fence=params.fence, write="ran", plan=plan,
                           done=lambda attempt: steps.already_finished(attempt, params.fence,
-                                                                      outcome),
+                                                                      params.outcome),
                           params=params)
 
     def attempt_start(self, fence: LeaseFence) -> None:
@@ -278,6 +291,20 @@ class RunStore:
 
 
 # What each fenced step is called in an error (a refusal names it).
+def _finish_plan(params: AttemptFinishParams) -> Plan:
+    """The ending ``params`` reports, with the retry its Run's pinned policy decides."""
+    outcome = params.outcome
+
+    def plan(w: LifecycleWriter, run: RunState, attempt: AttemptState,
+             ctx: StepContext) -> Change:
+        retry_at = w.retry_at(run, attempt, Ending(
+            status=outcome.status, exit_code=outcome.exit_code,
+            error_code=outcome.error_code), ctx.now_ms) if attempt.holds(params.fence) else None
+        return steps.finish(run, attempt, ctx, params.fence, outcome, retry_at_ms=retry_at)
+
+    return plan
+
+
 STEP_ACTIONS = {"start": "start attempt", "running": "record running attempt",
-                "finish": "finish attempt", "interrupt": "interrupt attempt",
-                "release": "release lease"}
+                "finish": "finish attempt", "ran": "record running and finished attempt",
+                "interrupt": "interrupt attempt", "release": "release lease"}
