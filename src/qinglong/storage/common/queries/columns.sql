@@ -4,9 +4,13 @@
 
 -- fragment: trigger_revision_columns
 -- The trigger revision a schedule row is pinned to (``tr``), as ``t_`` columns
--- (records.candidate_trigger_revision). The last of a select list.
+-- (records.candidate_trigger_revision). The last of a select list. The JSON documents of
+-- this fragment and the next come as text, on PostgreSQL too: the reader parses one only
+-- when it has not verified the same stored text before (admission/claims.py, batch.py), so
+-- a batch does not decode the same task revision and plan once per row.
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
-       tr.task_content_digest AS t_task_content_digest, tr.spec_json AS t_spec_json,
+       tr.task_content_digest AS t_task_content_digest,
+       CAST(tr.spec_json AS text) AS t_spec_json,
        tr.enabled AS t_enabled, tr.content_digest AS t_content_digest,
        tr.created_at_ms AS t_created_at_ms
 
@@ -15,12 +19,12 @@
 -- as ``k_`` columns: records.candidate_task_revision) and the execution revision pinned to
 -- that (``x``, as ``e_`` columns). Ends with a comma: the trigger revision's columns follow.
        kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
-       kr.spec_json AS k_spec_json, kr.enabled AS k_enabled,
+       CAST(kr.spec_json AS text) AS k_spec_json, kr.enabled AS k_enabled,
        kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
        x.project_id AS e_project_id, x.task_id AS e_task_id,
        x.source_revision AS e_source_revision, x.source_content_digest AS e_source_content_digest,
        x.task_revision AS e_task_revision, x.executor_type AS e_executor_type,
-       x.plan_schema AS e_plan_schema, x.plan_json AS e_plan_json,
+       x.plan_schema AS e_plan_schema, CAST(x.plan_json AS text) AS e_plan_json,
        x.content_digest AS e_content_digest, x.created_at_ms AS e_created_at_ms,
 
 -- fragment: run_outcome_columns
