@@ -54,6 +54,13 @@ def private_opener(path: str, flags: int) -> int:
 
 def private_dir(path: Path) -> None:
     """Make ``path`` and its missing parents, each the owner's alone (OSError as mkdir)."""
+    try:  # the usual case, one call: a new Run's directory in a log directory that exists
+        os.mkdir(path, DIR_MODE)
+        return
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        pass  # a parent is missing too
     missing: list[Path] = []
     while not path.exists():
         missing.append(path)
