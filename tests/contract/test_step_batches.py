@@ -132,16 +132,18 @@ def test_a_command_that_ended_before_its_running_record_is_recorded_by_one_step(
     backend.lifecycle.attempt_running(running(b, 4001))  # b's running record did land
     before = {fence.run_id: backend.runs.run_get(fence.run_id) for fence in (a, b, c)}
     ran = [RunStore.ran_step(running(fence, 4000 + n), AttemptFinishParams(
-               fence=fence, outcome=SUCCEEDED)) for n, fence in enumerate((a, b))]
+               fence=fence, outcome=SUCCEEDED), ran_for_ms=250) for n, fence in enumerate((a, b))]
     forged = replace(c, token="forged")
     ran.append(RunStore.ran_step(running(forged, 4002),
-                                 AttemptFinishParams(fence=forged, outcome=SUCCEEDED)))
+                                 AttemptFinishParams(fence=forged, outcome=SUCCEEDED),
+                                 ran_for_ms=250))
     assert backend.lifecycle.attempt_steps(ran) == [StepOutcome.APPLIED, StepOutcome.APPLIED,
                                                    StepOutcome.REFUSED]
     landed = backend.runs.run_get(a.run_id)
     assert (landed.run.status, landed.attempts[0].status, landed.attempts[0].pid) == (
         "succeeded", "succeeded", 4000)
-    assert landed.run.started_at_ms is not None and landed.run.finished_at_ms is not None
+    assert landed.run.finished_at_ms is not None
+    assert landed.run.started_at_ms == landed.run.finished_at_ms - 250  # as long as it ran
     assert events(landed) == [*events(before[a.run_id]), "attempt.running", "run.running",
                               "attempt.succeeded", "run.succeeded"]
     assert landed.run.version == before[a.run_id].run.version + 1  # one write of the Run

@@ -224,8 +224,8 @@ def test_ran_is_running_then_finish_as_one_change() -> None:
     # A command that ended before its running record was written: both steps in one write.
     run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)
     change = lifecycle.ran(run, attempt, ctx(), fence, pid=9, executor_handle="h",
-                           log_path=None, finish_with=lambda r, a: lifecycle.finish(
-                               r, a, ctx(), fence, SUCCEEDED))
+                           log_path=None, ran_for_ms=1_500, finish_with=lambda r, a: (
+                               lifecycle.finish(r, a, ctx(), fence, SUCCEEDED)))
     assert (change.run_status, change.attempt_status) == (RunStatus.SUCCEEDED,
                                                            AttemptStatus.SUCCEEDED)
     # one compare-and-set against the state before both steps
@@ -236,7 +236,9 @@ def test_ran_is_running_then_finish_as_one_change() -> None:
         ("attempt.running", 8), ("run.running", 9), ("attempt.succeeded", 10),
         ("run.succeeded", 11)]
     assert change.attempt_fields["pid"] == 9 and change.attempt_fields["executor_handle"] == "h"
-    assert change.run_fields["started_at_ms"] == change.run_fields["finished_at_ms"] == 1_000_000
+    # one instant of the store's clock: the start is dated by how long the command ran
+    assert change.run_fields["finished_at_ms"] == 1_000_000
+    assert change.run_fields["started_at_ms"] == change.attempt_fields["started_at_ms"] == 998_500
     assert change.run_fields["attempts_spent"] == 1
     assert change.attempt_fields["lease_token_digest"] is None  # the lease ends with it
 
@@ -250,12 +252,12 @@ def test_ran_is_refused_where_running_is() -> None:
             continue
         with pytest.raises((IllegalTransition, LeaseLost)):
             lifecycle.ran(run, attempt, ctx(), fence, pid=9, executor_handle="h",
-                          log_path=None, finish_with=finish_with)
+                          log_path=None, ran_for_ms=0, finish_with=finish_with)
     run, attempt, fence = states(RunStatus.DISPATCHING, AttemptStatus.STARTING, True)
     forged = LeaseFence(run_id="r", attempt_id="a", generation=3, token="forged")
     with pytest.raises(LeaseLost):
         lifecycle.ran(run, attempt, ctx(), forged, pid=9, executor_handle="h", log_path=None,
-                      finish_with=finish_with)
+                      ran_for_ms=0, finish_with=finish_with)
 
 
 def test_an_interrupted_attempt_is_queued_again_without_spending_one() -> None:

@@ -190,23 +190,27 @@ def finish(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseF
 
 
 def ran(run: RunState, attempt: AttemptState, ctx: StepContext, fence: LeaseFence, *,
-        pid: int, executor_handle: str, log_path: str | None,
+        pid: int, executor_handle: str, log_path: str | None, ran_for_ms: int,
         finish_with: Callable[[RunState, AttemptState], Change]) -> Change:
     """``running`` and then the ending ``finish_with`` plans from the state running leaves,
     as one Change: both steps' events in order, each field as the later step left it, one
     compare-and-set against the state before both. For a command that ended before its
-    running record was written (the executor folds the two writes into one)."""
+    running record was written (the executor folds the two writes into one). Both steps
+    happen at one instant of the store's clock, so the start is dated ``ran_for_ms`` (the
+    time since the spawn, as the executor measured it) before it: the Run's duration is the
+    command's, not zero."""
     first = running(run, attempt, ctx, fence, pid=pid, executor_handle=executor_handle,
                     log_path=log_path)
     after_run, after_attempt = first.applied_to(run, attempt)
     second = finish_with(after_run, after_attempt)
+    started = {"started_at_ms": max(0, ctx.now_ms - max(0, ran_for_ms))}
     return dataclasses.replace(
         second,
         expected_run_version=first.expected_run_version,
         expected_attempt_status=first.expected_attempt_status,
         expected_generation=first.expected_generation,
-        run_fields={**first.run_fields, **second.run_fields},
-        attempt_fields={**first.attempt_fields, **second.attempt_fields},
+        run_fields={**first.run_fields, **second.run_fields, **started},
+        attempt_fields={**first.attempt_fields, **second.attempt_fields, **started},
         events=first.events + second.events,
         event_sequence_base=first.event_sequence_base,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from qinglong.domain.runs import (
     ACTIVE_ATTEMPT,
@@ -111,12 +112,12 @@ class Change:
         return (
             replace(run, status=self.run_status, version=run.version + 1,
                     event_sequence=run.event_sequence + len(self.events),
-                    attempts_spent=int(self.run_fields.get("attempts_spent",  # type: ignore[call-overload]
-                                                           run.attempts_spent))),
+                    attempts_spent=cast(int, self.run_fields.get("attempts_spent",
+                                                                 run.attempts_spent))),
             replace(attempt, status=self.attempt_status, lease_generation=self.generation,
-                    pid=fields.get("pid", attempt.pid),  # type: ignore[arg-type]
-                    executor_handle=fields.get("executor_handle",  # type: ignore[arg-type]
-                                               attempt.executor_handle)),
+                    pid=cast("int | None", fields.get("pid", attempt.pid)),
+                    executor_handle=cast("str | None", fields.get("executor_handle",
+                                                                  attempt.executor_handle))),
         )
 
 

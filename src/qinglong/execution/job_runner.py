@@ -109,8 +109,9 @@ class JobRunner:
         (one step for both), else after it."""
         held, job.running_record = job.running_record, None
         if held is not None:
-            pending, running = held
-            ran = RunStore.ran_step(running, finish)
+            pending, running, spawned_at = held
+            ran = RunStore.ran_step(running, finish, ran_for_ms=round(
+                (self.clock.monotonic() - spawned_at) * 1000))
             try:
                 if self.steps.fold(pending, ran):
                     return
@@ -191,6 +192,7 @@ class JobRunner:
         if job.stop_reason == "lease_lost":  # lost before it began: never start it
             raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
                             "started")
+        spawned_at = self.clock.monotonic()
         spawned = command.spawn(lease, log, default_cwd=self.settings.workdir,
                                 inherited=self.settings.inherited,
                                 log_max_bytes=self.settings.log_max_bytes,
@@ -218,7 +220,7 @@ class JobRunner:
                 # retried like an ending: giving up here kills a command that already started
                 self.persist(job, lambda: self.steps.write(running))
             elif not pending.done:  # in the next write, or folded into the ending
-                job.running_record = (pending, params)
+                job.running_record = (pending, params, spawned_at)
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
             spawned.process.wait()

@@ -39,9 +39,10 @@ class Job:
     # it (never started, or given back) and is recording how it ended -- a renewal that finds
     # the lease gone then sees that ending, not a lost lease.
     exited: bool = False
-    # the running record submitted and perhaps not written yet (execution/step_batch.py):
-    # the ending folds it in, or waits for it
-    running_record: tuple[Pending, AttemptRunningParams] | None = None
+    # the running record submitted and perhaps not written yet (execution/step_batch.py),
+    # and when the command was spawned (clock.monotonic()): the ending folds it in, or
+    # waits for it
+    running_record: tuple[Pending, AttemptRunningParams, float] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def stop(self, reason: str, sig: signal.Signals = signal.SIGTERM) -> None:

@@ -45,8 +45,6 @@ class Pending:
     taken: bool = False  # in a write, or written
 
 
-
-
 @dataclass(eq=False)
 class StepBatch:
     store: RunStore

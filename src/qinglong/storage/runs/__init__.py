@@ -244,10 +244,12 @@ class RunStore:
                           params=params)
 
     @staticmethod
-    def ran_step(running: AttemptRunningParams, params: AttemptFinishParams) -> FencedStep:
+    def ran_step(running: AttemptRunningParams, params: AttemptFinishParams, *,
+                 ran_for_ms: int) -> FencedStep:
         """The running record and the ending as one write, for a command that ended before
-        its running record was written (execution/step_batch.py folds them). Sent again
-        after a lost reply, it finds the Attempt finished (done) or still starting."""
+        its running record was written (execution/step_batch.py folds them); ``ran_for_ms``:
+        the time since its spawn. Sent again after a lost reply, it finds the Attempt
+        finished (done) or still starting."""
         finish = _finish_plan(params)
 
         def plan(w: LifecycleWriter, run: RunState, attempt: AttemptState,
@@ -256,7 +258,7 @@ class RunStore:
                 return finish(w, run, attempt, ctx)
             return steps.ran(run, attempt, ctx, running.fence, pid=running.pid,
                              executor_handle=running.executor_handle,
-                             log_path=running.log_path,
+                             log_path=running.log_path, ran_for_ms=ran_for_ms,
                              finish_with=lambda r, a: finish(w, r, a, ctx))
 
         return FencedStep(fence=params.fence, write="ran", plan=plan,
@@ -290,7 +292,6 @@ class RunStore:
             done=lambda attempt: steps.already_released(attempt, params.fence)))
 
 
-# What each fenced step is called in an error (a refusal names it).
 def _finish_plan(params: AttemptFinishParams) -> Plan:
     """The ending ``params`` reports, with the retry its Run's pinned policy decides."""
     outcome = params.outcome
@@ -305,6 +306,7 @@ def _finish_plan(params: AttemptFinishParams) -> Plan:
     return plan
 
 
+# What each fenced step is called in an error (a refusal names it).
 STEP_ACTIONS = {"start": "start attempt", "running": "record running attempt",
                 "finish": "finish attempt", "ran": "record running and finished attempt",
                 "interrupt": "interrupt attempt", "release": "release lease"}
