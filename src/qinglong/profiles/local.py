@@ -13,7 +13,6 @@ and `failure` says why, so `ql serve` exits non-zero instead of logging the same
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 import threading
@@ -26,7 +25,7 @@ from qinglong.diagnostics import Diagnostic
 from qinglong.domain.decision import Decision, check_grace
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_days
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim, check_budget
-from qinglong.errors import AlreadyRunning, DatabaseCorrupt, InvalidConfig, QinglongError
+from qinglong.errors import DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.logs import (
     DEFAULT_LOG_BYTES,
@@ -51,6 +50,7 @@ from qinglong.metrics import (
 )
 from qinglong.notify.wiring import NotifyService, notify_service
 from qinglong.profiles.lease_recording import LeaseRecordingRunStore
+from qinglong.profiles.serve_lock import ServeLock
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.storage.admission import ScheduleStore
@@ -63,7 +63,6 @@ from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import RescuedAttempt
 from qinglong.storage.sqlite.connection import (
     SqliteDatabase,
-    check_single_name,
     sqlite_path_from_url,
 )
 from qinglong.storage.sqlite.driver import open_sqlite
@@ -158,47 +157,6 @@ def check_log_dir(path: Path) -> None:
     except OSError as exc:
         raise InvalidConfig("log-dir", f"cannot write log files in {str(path)!r} "
                                        f"({exc.strerror or exc})") from None
-
-
-class ServeLock:
-    """One `ql serve` per database file: an exclusive flock on a file beside the database's
-    real path (symbolic links resolved; a file with several hard links is refused by
-    SqliteDatabase), holding the server's pid so a refusal can name it.
-
-    The lock is not taken on the database file itself: closing any descriptor of that file
-    would drop the POSIX locks SQLite holds on it in this process."""
-
-    def __init__(self, database_path: Path) -> None:
-        real = database_path.resolve()
-        self.database_path = database_path
-        self._path = real.with_name(real.name + ".serve.lock")
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        check_single_name(self.database_path.resolve())
-        try:
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise InvalidConfig("database-url", f"cannot create the lock file {str(self._path)!r} "
-                                                f"({exc.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-            os.close(fd)
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise AlreadyRunning(
-                f"another `ql serve`{who} is already serving {str(self.database_path)!r}"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            os.close(self._fd)
-            self._fd = None
 
 
 class LocalMetrics:
