@@ -7,9 +7,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+import pytest
+
 from qinglong.domain.lifecycle import LeaseFence
 from qinglong.errors import ConnectionLost
-from qinglong.execution.step_batch import StepBatch
+from qinglong.execution.step_batch import Pending, StepBatch
 from qinglong.storage.runs.lifecycle import FencedStep, StepOutcome
 
 WAIT_S = 10.0
@@ -132,34 +134,30 @@ def test_a_running_record_not_yet_taken_is_folded_into_the_ending() -> None:
     assert running.done and running.error is None
 
 
-def test_a_running_record_already_in_a_write_is_waited_for_not_folded() -> None:
-    recorder = Recorder()
+def _running_written_by_the_writer(recorder: Recorder) -> tuple[StepBatch, Pending]:
+    """A running record submitted during another job's write, which that job then writes
+    (it drains the detached steps before returning)."""
     batch = StepBatch(recorder)  # type: ignore[arg-type]
     writer = _started_write(batch, step("r1", "a1"))
     running = batch.submit(step("r2", "a2"))
     recorder.go.set()
     writer.join(WAIT_S)
-    # the first write's job took the detached step into a write of its own before returning
     assert recorder.batches == [["a1"], ["a2"]]
     assert running.done and running.taken
+    return batch, running
+
+
+def test_a_running_record_already_in_a_write_is_waited_for_not_folded() -> None:
+    recorder = Recorder()
+    batch, running = _running_written_by_the_writer(recorder)
     assert batch.fold(running, step("r2", "a2-folded")) is False
     assert recorder.batches == [["a1"], ["a2"]]  # the caller writes the ending next
 
 
 def test_a_failed_running_record_is_heard_when_the_ending_is_folded() -> None:
-    recorder = Recorder(fail_second=True)
-    batch = StepBatch(recorder)  # type: ignore[arg-type]
-    writer = _started_write(batch, step("r1", "a1"))
-    running = batch.submit(step("r2", "a2"))
-    recorder.go.set()
-    writer.join(WAIT_S)
-    assert recorder.batches == [["a1"], ["a2"]]
-    try:
+    batch, running = _running_written_by_the_writer(Recorder(fail_second=True))
+    with pytest.raises(ConnectionLost):
         batch.fold(running, step("r2", "a2-folded"))
-    except ConnectionLost:
-        pass
-    else:
-        raise AssertionError("the running record's failure was not raised")
     assert batch.settle(running) is running.error
 
 
