@@ -161,19 +161,36 @@ def test_a_failed_running_record_is_heard_when_the_ending_is_folded() -> None:
     assert batch.settle(running) is running.error
 
 
-def test_settle_writes_a_detached_step_nobody_else_leads() -> None:
+def test_the_leading_job_writes_every_detached_step_left_after_its_own() -> None:
     recorder = Recorder()
     batch = StepBatch(recorder, limit=1)  # type: ignore[arg-type]
     writer = _started_write(batch, step("r1", "a1"))
     detached = [batch.submit(step(f"r{n}", f"a{n}")) for n in range(2, 7)]
     recorder.go.set()
     writer.join(WAIT_S)
-    # the leading job drained three writes of detached steps after its own, no more
-    assert recorder.batches == [["a1"], ["a2"], ["a3"], ["a4"]]
-    assert [p.done for p in detached] == [True, True, True, False, False]
+    # nobody else waited to write: the job that led wrote them all, oldest first
+    assert recorder.batches == [["a1"], ["a2"], ["a3"], ["a4"], ["a5"], ["a6"]]
+    assert all(p.done and p.error is None for p in detached)
     assert batch.settle(detached[4]) is None
-    assert recorder.batches[4:] == [["a5"], ["a6"]]  # oldest first, then its own
-    assert all(p.done for p in detached)
+    assert len(recorder.batches) == 6  # settling a written step writes nothing
+
+
+def test_a_job_waiting_to_write_stops_the_drain_and_takes_the_detached_steps_along() -> None:
+    recorder = Recorder()
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    writer = _started_write(batch, step("r1", "a1"))
+    running = batch.submit(step("r2", "a2"))
+    ender = threading.Thread(target=batch.write, args=(step("r3", "a3"),))
+    ender.start()  # another job's ending waits for the write in progress
+    with batch._lock:  # (the test waits until it is queued)
+        while len(batch._waiting) < 2:
+            batch._written.wait(0.01)
+    recorder.go.set()
+    writer.join(WAIT_S)
+    ender.join(WAIT_S)
+    # the first job stopped after its own write; the waiting job's write took both
+    assert recorder.batches == [["a1"], ["a2", "a3"]]
+    assert running.done and running.error is None
 
 
 def test_a_withdrawn_step_is_never_written() -> None:

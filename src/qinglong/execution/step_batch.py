@@ -31,7 +31,6 @@ from qinglong.storage.runs import STEP_ACTIONS, RunStore
 from qinglong.storage.runs.lifecycle import FencedStep, StepOutcome, refused
 
 MAX_BATCH = 64  # steps per transaction
-DRAIN_WRITES = 3  # writes of detached steps a job makes after its own (see _lead_until)
 
 
 @dataclass(eq=False, slots=True)
@@ -92,12 +91,10 @@ class StepBatch:
         with self._lock:
             replaced = not pending.taken
             if replaced:
-                pending.step, pending.detached = folded, False
-            else:
-                pending.detached = False
-            self._lead_until(pending)
-        if pending.error is not None:
-            raise pending.error
+                pending.step = folded
+        error = self.settle(pending)
+        if error is not None:
+            raise error
         return replaced
 
     def settle(self, pending: Pending) -> BaseException | None:
@@ -118,18 +115,18 @@ class StepBatch:
 
     def _lead_until(self, mine: Pending) -> None:
         """(Holding the lock.) Write, or wait for others' writes, until ``mine`` is written;
-        then, while only detached steps wait (nobody else would lead), write those too, for
-        at most DRAIN_WRITES more writes: this job's slot waits meanwhile, and a detached
-        step left over is taken by the next write or, at the latest, by its own job's `fold`."""
+        then, while only detached steps wait (nobody else would lead), write those too. A
+        step is detached only when a write is in progress, so every one is written by the
+        job that led that write or by a later one. The drain ends: a job detaches at most one
+        step per command (its running record), and a waiting step of any other kind stops
+        the drain (its job leads), so it writes at most one step per command in flight."""
         while not mine.done:
             if self._writing:
                 self._written.wait()
                 continue
             self._write_next()
-        for _ in range(DRAIN_WRITES):
-            if self._writing or not self._waiting or not all(
-                    waiting.detached for waiting in self._waiting):
-                return
+        while (not self._writing and self._waiting
+               and all(waiting.detached for waiting in self._waiting)):
             self._write_next()
 
     def _write_next(self) -> None:
