@@ -151,12 +151,12 @@ class PacedLoop(Generic[Report]):
     def _next_delay(self, report: Report) -> float:
         if report.saturated:
             return 0.0
-        cap = self._cap_s()
+        cap = self.longest_pause_s()
         if report.next_due_in_ms is None:
             return cap
         return min(cap, report.next_due_in_ms / 1000 + WAKE_SLACK_S)
 
-    def _cap_s(self) -> float:
+    def longest_pause_s(self) -> float:
         """The longest sleep: the interval, or the idle cap while wake-ups are reliable (the
         callable returns None when they are not, e.g. while the LISTEN connection is down)."""
         if self._idle_cap_s is None:

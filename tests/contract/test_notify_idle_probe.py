@@ -211,6 +211,31 @@ def test_an_idle_database_has_nothing_to_do(probing: Probing) -> None:
     assert p.diagnostics == [] and p.receiver.received() == []
 
 
+def test_quiet_probes_lengthen_the_pause_until_a_cycle_finds_work(probing: Probing) -> None:
+    p = probing
+    dispatcher, store = p.dispatcher(idle_max_s=5.0)
+    pauses = []
+    for _ in range(6):
+        assert cycle(dispatcher) == NotifyReport()
+        pauses.append(dispatcher.quiet_pause_s())
+    assert pauses == [None, 2.0, 4.0, 5.0, 5.0, 5.0]  # None: the loop's interval (1 s)
+    assert set(store.names()) == {"outbox_probe"}
+    publish(p.backend)
+    add_channel(p.n, "ops", p.receiver.url)
+    rule(p, RuleEvent.FAILED)  # work: the cursors start
+    cycle(dispatcher)
+    assert dispatcher.quiet_pause_s() is None
+    assert "outbox_enqueue" in store.names()
+    assert cycle(dispatcher) == NotifyReport() and dispatcher.quiet_pause_s() is None
+    assert cycle(dispatcher) == NotifyReport() and dispatcher.quiet_pause_s() == 2.0
+    p.pass_time(50)
+    run_id = fail_run(p)
+    report = cycle(dispatcher)  # the failed Run is sent, and the pause is the interval again
+    assert (report.enqueued, report.delivered) == (1, 1)
+    assert [r.document["run"]["id"] for r in p.receiver.received()] == [run_id]
+    assert dispatcher.quiet_pause_s() is None
+
+
 # --- enqueue ----------------------------------------------------------------------------------
 
 
@@ -651,12 +676,14 @@ def test_the_server_logs_one_statement_per_idle_cycle_of_ql_control(
             idle = logged(offset)
             assert len(idle) == 5, idle
             assert all(line.startswith(PROBE_SQL_START) for line in idle), idle
+            assert service.loop.longest_pause_s() == 5.0  # six quiet probes: the longest pause
             _fail_run(n)
             offset = log.stat().st_size
             report = run_once()
             assert (report.enqueued, report.delivered) == (1, 1)
             busy = logged(offset)
             assert len(busy) > 10 and "BEGIN ISOLATION LEVEL READ COMMITTED" in busy, busy
+            assert service.loop.longest_pause_s() == 1.0  # work found: the interval again
     finally:
         service.stop()
         receiver.stop()

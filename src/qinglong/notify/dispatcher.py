@@ -15,7 +15,10 @@ failure reported and left for the next cycle:
    attempt per backoff from this dispatcher, not one per waiting notification.
 
 It runs on its own thread with its own connection, so a slow receiver or a slow scan never
-holds up the scheduler.
+holds up the scheduler. While probes keep finding nothing the pause between cycles doubles,
+from the interval up to ``idle_max_s`` (5 s), and the first cycle that finds work brings it
+back to the interval: a quiet replica sends one probe per 5 s instead of one per second, and
+the first notification after a quiet spell waits at most that long.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ DAY_MS = 86_400_000
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NotifySettings:
     interval_s: float = 1.0
+    idle_max_s: float = 5.0  # the longest pause after probes that found nothing
     settle_ms: int = 300_000  # a source row is looked at again once it is this old
     scan_limit: int = 200  # source rows per page
     recovery_limit: int = 32  # waiting triggers looked at per cycle
@@ -97,6 +101,7 @@ class Dispatcher:
         self._purged_at: float | None = None
         self._cooling: dict[str, float] = {}  # channel -> monotonic time it may be tried again
         self._saturated = False  # the last cycle left work waiting: no need to ask
+        self._quiet = 0  # probes in a row that found nothing to do
 
     def _report(self, code: str, message: str) -> None:
         emit(self._diagnostics, Diagnostic(source=SOURCE, code=code, message=message))
@@ -111,14 +116,26 @@ class Dispatcher:
         try:
             probe, cooling = self._probe()
         except (StorageError, PermissionDenied) as exc:
+            self._quiet = 0  # look again at the interval once the database answers
             emit(self._diagnostics, diagnostic_from(SOURCE, exc))
             return NotifyReport()
         except Exception as exc:  # noqa: BLE001 - unsure whether there is work: do the cycle
             emit(self._diagnostics, diagnostic_from(SOURCE, exc))
             probe, cooling = None, {}
         if probe is not None and probe.idle:
+            self._quiet += 1
             return NotifyReport(next_due_in_ms=_with_cooling(probe.next_due_in_ms, cooling))
+        self._quiet = 0
         return self._full_cycle(stop_requested)
+
+    def quiet_pause_s(self) -> float | None:
+        """How long the loop may pause after this many quiet probes in a row: None (the
+        interval) after the first, then twice the last pause, at most ``idle_max_s``. A
+        delivery due sooner still shortens the pause (the report's next_due_in_ms)."""
+        s = self._settings
+        if self._quiet < 2:
+            return None
+        return min(s.interval_s * 2.0 ** min(self._quiet - 1, 16), s.idle_max_s)
 
     def _probe(self) -> tuple[OutboxProbe, dict[str, float]]:
         """Ask whether the cycle could have work (and the channels cooling down it left out),

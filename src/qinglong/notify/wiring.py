@@ -26,7 +26,8 @@ class NotifyService:
         self._close = close
         self.loop: PacedLoop[NotifyReport] = PacedLoop(
             lambda: dispatcher.run_cycle(self.loop.stop_requested), interval_s=interval_s,
-            stop_timeout_s=stop_timeout_s, diagnostics=diagnostics, name=LOOP_NAME)
+            stop_timeout_s=stop_timeout_s, diagnostics=diagnostics, name=LOOP_NAME,
+            idle_cap_s=dispatcher.quiet_pause_s)
 
     def start(self) -> None:
         self.loop.start()
