@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import threading
 import weakref
@@ -209,6 +210,24 @@ def _recording_connection_class(
     return RecordingConnection
 
 
+def socket_quiet(conn: psycopg.Connection[Any]) -> bool:
+    """Whether nothing waits to be read on an idle connection's socket. A server that ended
+    the session (a restart, pg_terminate_backend, a killed backend) sends its reason and
+    closes, or its host's kernel closes the socket: either way the socket turns readable. A
+    healthy idle session has nothing to say, so a quiet socket needs no round trip before it
+    is lent; anything else (an error, a notice, the end) gets the pool's check query. What
+    no check can see in time (a partition that drops packets) fails the statement under its
+    deadline instead, as it would fail the check query."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+
+
 class PoolConnector:
     """A psycopg_pool pool; broken connections are dropped, and reported to ``on_lost``."""
 
@@ -239,6 +258,9 @@ class PoolConnector:
         )
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """Before lending ``conn``: a round trip only when its socket is not quiet."""
+        if socket_quiet(conn):
+            return
         try:
             ConnectionPool.check_connection(conn)
         except Exception:
