@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from qinglong.cli.output import emit_json
 from qinglong.clock import SystemClock
-from qinglong.profiles.open import open_services
-from qinglong.service.catalog import Catalog
-from qinglong.service.container import Services
-from qinglong.service.runs import RunViews
+
+if TYPE_CHECKING:  # the services load when a command opens them, not with every command
+    from qinglong.service.catalog import Catalog
+    from qinglong.service.container import Services
+    from qinglong.service.runs import RunViews
 
 CLOCK = SystemClock()
 
@@ -22,6 +23,8 @@ V = TypeVar("V")
 
 @contextmanager
 def services(database_url: str) -> Iterator[Services]:
+    from qinglong.profiles.open import open_services
+
     opened = open_services(database_url, CLOCK)
     try:
         yield opened

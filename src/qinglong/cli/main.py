@@ -7,6 +7,7 @@ database state); 4 already running; 5 `ql audit` found violations; 130 interrupt
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -15,24 +16,6 @@ from collections.abc import Mapping, Sequence
 import click
 
 from qinglong import __version__
-from qinglong.cli.commands import backfill as _backfill  # noqa: F401 - ql trigger backfill
-from qinglong.cli.commands import ledger as _ledger  # noqa: F401 - ql trigger ledger
-from qinglong.cli.commands import manual as _manual  # noqa: F401 - ql task run, ql trigger fire
-from qinglong.cli.commands.apply import apply, export, import_group
-from qinglong.cli.commands.audit import audit
-from qinglong.cli.commands.control import control
-from qinglong.cli.commands.db import db
-from qinglong.cli.commands.limits import limits
-from qinglong.cli.commands.notify import notify
-from qinglong.cli.commands.project import project
-from qinglong.cli.commands.run import run
-from qinglong.cli.commands.serve import serve
-from qinglong.cli.commands.task import task
-from qinglong.cli.commands.token import token
-from qinglong.cli.commands.trigger import trigger
-from qinglong.cli.commands.user import user
-from qinglong.cli.commands.web import web
-from qinglong.cli.commands.worker import worker
 from qinglong.cli.output import shown
 from qinglong.domain.text import has_lone_surrogate
 from qinglong.errors import InvalidInput, QinglongError
@@ -97,7 +80,50 @@ def option_for(field: str) -> str:
     return field
 
 
+# Each command by name: (its module in qinglong.cli.commands, the attribute, and the modules
+# that add subcommands to it). A command's module is imported when it runs (or for --help),
+# so `ql worker` loads neither the panel nor the account services.
+COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "apply": ("apply", "apply", ()),
+    "audit": ("audit", "audit", ()),
+    "control": ("control", "control", ()),
+    "db": ("db", "db", ()),
+    "export": ("apply", "export", ()),
+    "import": ("apply", "import_group", ()),
+    "limits": ("limits", "limits", ()),
+    "notify": ("notify", "notify", ()),
+    "project": ("project", "project", ()),
+    "run": ("run", "run", ()),
+    "serve": ("serve", "serve", ()),
+    "task": ("task", "task", ("manual",)),  # ql task run
+    "token": ("token", "token", ()),
+    "trigger": ("trigger", "trigger", ("backfill", "ledger", "manual")),
+    "user": ("user", "user", ()),
+    "web": ("web", "web", ()),
+    "worker": ("worker", "worker", ()),
+}
+
+
+class LazyGroup(click.Group):
+    """The `ql` group: a command's module is imported only when that command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, attribute, extensions = entry
+        for extension in extensions:
+            importlib.import_module(f"qinglong.cli.commands.{extension}")
+        command = getattr(importlib.import_module(f"qinglong.cli.commands.{module}"), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
 @click.group(
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="ql")
@@ -114,25 +140,6 @@ def cli() -> None:
       ql serve
       ql run list --project demo
     """
-
-
-cli.add_command(db)
-cli.add_command(project)
-cli.add_command(task)
-cli.add_command(trigger)
-cli.add_command(run)
-cli.add_command(limits)
-cli.add_command(notify)
-cli.add_command(serve)
-cli.add_command(control)
-cli.add_command(audit)
-cli.add_command(worker)
-cli.add_command(apply)
-cli.add_command(export)
-cli.add_command(import_group)
-cli.add_command(web)
-cli.add_command(user)
-cli.add_command(token)
 
 
 def _one_line(text: str) -> str:
