@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import os
 import random
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -353,19 +353,36 @@ def test_preparing_a_log_survives_its_directory_being_pruned_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
+    from qinglong.execution import command
     from qinglong.execution.command import prepare_log
 
-    touch = Path.touch
+    create = command.private_file
     removed: list[Path] = []
 
-    def pruned_first(self: Path, *args: Any, **kwargs: Any) -> None:
+    def pruned_first(path: Path) -> None:
         if not removed:  # the pruner takes the new, empty directory before the file exists
-            removed.append(self.parent)
-            self.parent.rmdir()
-        touch(self, *args, **kwargs)
+            removed.append(path.parent)
+            path.parent.rmdir()
+        create(path)
 
-    monkeypatch.setattr(Path, "touch", pruned_first)
+    monkeypatch.setattr(command, "private_file", pruned_first)
     lease = SimpleNamespace(fence=SimpleNamespace(run_id="run-1"), attempt=2)
     path = prepare_log(tmp_path, lease)  # type: ignore[arg-type]
     assert path == tmp_path / "run-1" / "attempt-2.log" and path.is_file()
     assert removed == [tmp_path / "run-1"]
+
+
+def test_a_private_file_is_made_the_owners_alone_and_an_existing_one_is_kept(
+        tmp_path: Path) -> None:
+    from qinglong.execution.logs import private_file
+
+    path = tmp_path / "attempt-1.log"
+    old_mask = os.umask(0)
+    try:
+        private_file(path)
+    finally:
+        os.umask(old_mask)
+    assert path.read_bytes() == b"" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.write_bytes(b"earlier output\n")
+    private_file(path)  # a retried step: what the log holds stays
+    assert path.read_bytes() == b"earlier output\n"

@@ -73,8 +73,9 @@ def private_dir(path: Path) -> None:
 
 
 def private_file(path: Path) -> None:
-    """Create ``path`` empty, the owner's alone, unless it exists."""
-    path.touch(mode=FILE_MODE, exist_ok=True)
+    """Create ``path`` empty, the owner's alone, unless it exists (one open: what exists is
+    left as it is, not truncated)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE))
 
 
 def sidecar_path(path: Path) -> Path:
