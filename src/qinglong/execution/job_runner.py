@@ -55,6 +55,12 @@ class RunnerSettings:
     log_store: LogStore | None
 
 
+def passing(exc: BaseException) -> bool:
+    """A storage fault a retry of the same step may outlast (a corrupt database is not one;
+    a lost lease is not a storage fault at all)."""
+    return isinstance(exc, StorageError) and not isinstance(exc, DatabaseCorrupt)
+
+
 @dataclasses.dataclass(eq=False, kw_only=True)
 class JobRunner:
     store: RunStore
@@ -115,9 +121,10 @@ class JobRunner:
             try:
                 if self.steps.fold(pending, ran):
                     return
-            except (LeaseLost, DatabaseCorrupt):
-                raise
-            except StorageError as exc:  # not written: both again, through the fault
+            except StorageError as exc:
+                if not passing(exc):
+                    raise
+                # not written: both again, through the fault
                 emit(self.diagnostics, diagnostic_from("executor", exc))
                 self.persist(job, lambda: self.steps.write(ran))
                 return
@@ -143,10 +150,9 @@ class JobRunner:
             try:
                 write()
                 return
-            except (LeaseLost, DatabaseCorrupt):
-                raise
             except StorageError as exc:
-                if job.stop_reason == "lease_lost" or self.clock.monotonic() >= deadline:
+                if (not passing(exc) or job.stop_reason == "lease_lost"
+                        or self.clock.monotonic() >= deadline):
                     raise
                 emit(self.diagnostics, diagnostic_from("executor", exc))
                 pause(PERSIST_RETRY_S)
@@ -213,8 +219,7 @@ class JobRunner:
         try:
             pending = self.steps.submit(running)
             if pending.done and pending.error is not None:  # written at once, and failed
-                if not isinstance(pending.error, StorageError) or isinstance(
-                        pending.error, DatabaseCorrupt):
+                if not passing(pending.error):
                     raise pending.error
                 emit(self.diagnostics, diagnostic_from("executor", pending.error))
                 # retried like an ending: giving up here kills a command that already started
