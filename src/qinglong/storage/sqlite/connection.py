@@ -68,6 +68,37 @@ def create_private(path: Path) -> None:
     os.close(fd)
 
 
+class WriterGate:
+    """This process's writers of one file take turns here before ``BEGIN IMMEDIATE``.
+
+    SQLite's own wait for its write lock polls with sleeps that grow to 100 ms, so a thread
+    that finds the lock taken by another thread of this process (the scheduler behind the
+    executor, in ``ql serve``) loses milliseconds after it was freed. Here the next writer
+    runs as soon as the previous one commits. The lock still guards the file against other
+    processes (a `ql` command); a gate not passed within the busy timeout is reported as the
+    file being locked, as SQLite would. A thread that holds it passes again at once (SQLite
+    then refuses the nested ``BEGIN``, as before).
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self._lock = threading.Lock()
+        self._holder = threading.local()
+        self._timeout_s = timeout_s
+
+    def enter(self) -> None:
+        if getattr(self._holder, "held", False):
+            return
+        if not self._lock.acquire(timeout=self._timeout_s):
+            raise sqlite3.OperationalError("database is locked (another writer of this "
+                                           "process held it too long)")
+        self._holder.held = True
+
+    def leave(self) -> None:
+        if getattr(self._holder, "held", False):
+            self._holder.held = False
+            self._lock.release()
+
+
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
@@ -102,6 +133,7 @@ class SqliteDatabase:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self.gate = WriterGate(BUSY_TIMEOUT_MS / 1000)
         self.connection()  # open now so a bad file fails early
 
     def connection(self) -> sqlite3.Connection:
@@ -130,22 +162,27 @@ class SqliteDatabase:
         """One ``BEGIN IMMEDIATE`` transaction; rolled back on any exception."""
         conn = self.connection()
         try:
+            self.gate.enter()
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
+            self.gate.leave()
             raise translate(exc, action) from exc
         try:
-            yield conn
-        except BaseException as exc:
-            conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc, action) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
+            try:
+                yield conn
+            except BaseException as exc:
                 conn.execute("ROLLBACK")
-            raise translate(exc, action) from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise translate(exc, action) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise translate(exc, action) from exc
+        finally:
+            self.gate.leave()
 
     @contextmanager
     def read(self, action: str) -> Iterator[sqlite3.Connection]:

@@ -57,7 +57,15 @@ class SqliteDriver:
 
     def begin(self, conn: Connection, *, write: bool, isolation: Isolation,
               snapshot: bool) -> bool:
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        if not write:
+            conn.execute("BEGIN")
+            return True
+        self.file.gate.enter()  # left at COMMIT or ROLLBACK
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.file.gate.leave()
+            raise
         return True
 
     def announce(self, conn: Connection, wakes: Sequence[Wake]) -> None:
@@ -69,6 +77,7 @@ class SqliteDriver:
         except sqlite3.Error:
             self.rollback(conn)
             raise
+        self.file.gate.leave()
         return DURABLE
 
     def bounded(self, conn: Connection, seconds: float) -> AbstractContextManager[None]:
@@ -79,8 +88,11 @@ class SqliteDriver:
 
     def rollback(self, conn: Connection) -> None:
         assert isinstance(conn, sqlite3.Connection)
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        finally:
+            self.file.gate.leave()
 
     def now_ms(self, conn: Connection) -> int:
         return self.clock.now_ms()
