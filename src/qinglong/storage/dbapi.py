@@ -25,8 +25,14 @@ class Cursor(Protocol):
     def fetchall(self) -> Sequence[Any]: ...
 
 
+class ManyCursor(Protocol):
+    def executemany(self, query: LiteralString, params_seq: Sequence[Params], /) -> Any: ...
+
+
 class Connection(Protocol):
     def execute(self, query: LiteralString, params: Params = ..., /) -> Cursor: ...
+
+    def cursor(self) -> ManyCursor: ...
 
 
 def fetch_one(conn: Connection, query: LiteralString, params: Params | None = None) -> Row | None:

@@ -150,6 +150,11 @@ class Tx:
     def execute(self, name: str, params: Params | None = None) -> Cursor:
         return self.raw.execute(self.queries[name], params or {})
 
+    def execute_many(self, name: str, rows: Sequence[Params]) -> None:
+        """One statement run once per row of ``rows`` (none: nothing is sent)."""
+        if rows:
+            self.raw.cursor().executemany(self.queries[name], rows)
+
     def sql(self, text: LiteralString, params: Params | None = None) -> Cursor:
         """A statement that is not a named query (schema probes, test hooks)."""
         return self.raw.execute(text, params or {})

@@ -18,6 +18,7 @@ Either way a row whose fence no longer holds writes nothing and is reported as n
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from qinglong.domain.admission import AdmissionRows
@@ -56,9 +57,15 @@ MISFIRE_COLUMNS = ("project_id", "trigger_id", "trigger_revision", "due_at_ms",
 def insert_admission(tx: Tx, rows: AdmissionRows) -> None:
     """Insert an admitted Run, its first Attempt and its two events: the step that creates
     a Run (in the caller's transaction)."""
-    tx.execute("run_insert", rows.run)
-    tx.execute("attempt_insert", rows.attempt)
-    insert_events(tx, rows.events)
+    insert_admissions(tx, [rows])
+
+
+def insert_admissions(tx: Tx, admissions: Sequence[AdmissionRows]) -> None:
+    """``insert_admission`` for many Runs: the Runs, then their Attempts, then all their
+    events, three statements whatever their number."""
+    tx.execute_many("run_insert", [rows.run for rows in admissions])
+    tx.execute_many("attempt_insert", [rows.attempt for rows in admissions])
+    insert_events(tx, [event for rows in admissions for event in rows.events])
 
 
 def misfire_record(claim: ScheduleClaim, decision: Decision,
@@ -134,14 +141,18 @@ class Writes:
         if tx.capabilities.set_based_writes:
             return self._apply_set_based(tx, now_ms)
         done: set[Key] = set()
+        admissions: list[AdmissionRows] = []
+        misfires: list[dict[str, object]] = []
         for planned in self.planned.values():
             if tx.execute("schedule_advance_fenced", planned.move).rowcount != 1:
                 continue  # taken over, reset, paused: this row writes nothing
             done.add(planned.key)
             if planned.admission is not None:
-                insert_admission(tx, planned.admission)
-            for misfire in planned.misfires:
-                tx.execute("schedule_misfire_insert", misfire)
+                admissions.append(planned.admission)
+            misfires.extend(planned.misfires)
+        # the other rows of the rows advanced, each kind in one call
+        insert_admissions(tx, admissions)
+        tx.execute_many("schedule_misfire_insert", misfires)
         return done
 
     def _apply_set_based(self, tx: Tx, now_ms: int) -> set[Key]:
