@@ -93,7 +93,7 @@ class LocalProfile:
     batch: int  # decisions per BEGIN IMMEDIATE commit (a commit syncs the file)
 
 
-STANDALONE = LocalProfile("standalone", budget=256, interval_s=1.0, batch=64)
+STANDALONE = LocalProfile("standalone", budget=256, interval_s=1.0, batch=256)
 EDGE = LocalProfile("edge", budget=4, interval_s=5.0, batch=4)
 PROFILES = {profile.name: profile for profile in (STANDALONE, EDGE)}
 
