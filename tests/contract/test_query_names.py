@@ -47,6 +47,9 @@ DIALECT_ONLY: dict[str, tuple[str, str]] = {
     # ... which SQLite writes row by row: the fenced advance and the misfire record
     "schedule_advance_fenced": (SQLITE, "PostgreSQL advances in schedule_admit_batch"),
     "schedule_misfire_insert": (SQLITE, "PostgreSQL records misfires in schedule_admit_batch"),
+    # events: one JSON statement where sets are written, else executemany (storage/events.py)
+    "events_insert": (POSTGRES, "all of a step's events in one statement (set_based_writes)"),
+    "event_insert": (SQLITE, "one event, run by executemany (cheaper than unpacking JSON)"),
     "audit_claims": (POSTGRES, "the claim log: only shared databases write claims"),
     "lease_renew_lock": (POSTGRES, "row locks across processes (Capabilities.shared)"),
     # command output kept in the database (Capabilities.logs_in_database)

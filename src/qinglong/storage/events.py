@@ -15,16 +15,24 @@ from qinglong.storage.kernel import Tx
 
 
 def insert_events(tx: Tx, events: Sequence[Mapping[str, object]]) -> None:
-    """Append ``events`` (none: no statement)."""
-    if events:
+    """Append ``events`` (none: no statement): one statement that unpacks them all where
+    the dialect writes sets (PostgreSQL), else one executemany (SQLite)."""
+    if not events:
+        return
+    if tx.capabilities.set_based_writes:
         tx.execute("events_insert", {"events": event_rows(events)})
+    else:
+        tx.execute_many("event_insert", _with_payload_text(events))
+
+
+def _with_payload_text(events: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    return [{**event, "payload": records.payload_text(cast(Mapping[str, object], event["payload"]))}
+            for event in events]
 
 
 def event_rows(events: Sequence[Mapping[str, object]]) -> str:
     """``events`` as one statement argument (payloads as canonical JSON text)."""
-    return json_rows([
-        {**event, "payload": records.payload_text(cast(Mapping[str, object], event["payload"]))}
-        for event in events])
+    return json_rows(_with_payload_text(events))
 
 
 def json_rows(rows: Sequence[Mapping[str, object]]) -> str:

@@ -2,7 +2,7 @@
 -- and each admission inside its own BEGIN IMMEDIATE transaction. The definitions are read
 -- with the queries of run now (manual_project_get, manual_trigger_current,
 -- manual_task_current, manual_execution_revision); the rows are written by run_insert,
--- attempt_insert and events_insert, as for every admission.
+-- attempt_insert and event_insert, as for every admission.
 
 -- name: backfill_schedule
 -- A trigger's schedule row: the revision it serves and its cursor (NULL: nothing decided yet).

@@ -1,6 +1,6 @@
 -- Run now (`ql task run`, `ql trigger fire`): the reads of a manual admission, inside its
 -- BEGIN IMMEDIATE transaction. The rows themselves are written by run_insert, attempt_insert
--- and events_insert, as for every admission.
+-- and event_insert, as for every admission.
 
 -- name: manual_run_by_key
 -- The Run a request id admitted, by its idempotency key (unique within a project).
