@@ -19,6 +19,7 @@ from qinglong.storage.kernel import Database, Tx
 from qinglong.storage.sqlite.connection import SqliteDatabase, WriterGate
 from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.testing.clock import FakeClock
+from tests.support.ql import wait_for
 
 
 @pytest.fixture
@@ -184,3 +185,51 @@ def test_the_file_writer_uses_the_gate_too(tmp_path: Path) -> None:
     with file.write("free") as conn:
         conn.execute("INSERT INTO t VALUES (2)")
     file.close()
+
+
+def test_the_gate_is_handed_over_in_the_order_writers_arrived() -> None:
+    gate = WriterGate(timeout_s=10)
+    order: list[str] = []
+    gate.enter()  # the first writer
+
+    def writer(name: str) -> None:
+        gate.enter()
+        order.append(name)
+        gate.leave()
+
+    threads = []
+    for count, name in enumerate(("second", "third"), start=1):
+        thread = threading.Thread(target=writer, args=(name,))
+        thread.start()
+        threads.append(thread)
+        wait_for(lambda count=count: gate.waiters() == count, 10,  # queued before the next
+                 f"{name} waiting at the gate", interval=0.001)
+    gate.leave()
+    # the first writer comes back at once: it queues behind the two that were waiting
+    gate.enter()
+    order.append("first again")
+    gate.leave()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["second", "third", "first again"]
+
+
+def test_a_writer_that_gave_up_leaves_the_queue() -> None:
+    gate = WriterGate(timeout_s=0.05)
+    gate.enter()
+    failures: list[BaseException] = []
+
+    def late() -> None:
+        try:
+            gate.enter()
+        except sqlite3.OperationalError as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=late)
+    thread.start()
+    thread.join(10)
+    assert len(failures) == 1 and gate.waiters() == 0
+    gate.leave()
+    gate.enter()  # free again: passed at once
+    gate.leave()
+

@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,30 +74,55 @@ class WriterGate:
 
     SQLite's own wait for its write lock polls with sleeps that grow to 100 ms, so a thread
     that finds the lock taken by another thread of this process (the scheduler behind the
-    executor, in ``ql serve``) loses milliseconds after it was freed. Here the next writer
-    runs as soon as the previous one commits. The lock still guards the file against other
-    processes (a `ql` command); a gate not passed within the busy timeout is reported as the
-    file being locked, as SQLite would. A thread that holds it passes again at once (SQLite
-    then refuses the nested ``BEGIN``, as before).
+    executor, in ``ql serve``) loses milliseconds after it was freed. Here the gate is handed
+    to the next writer when the previous one commits, in the order they arrived, so a writer
+    that comes back at once cannot pass one that was already waiting. The lock still guards
+    the file against other processes (a `ql` command); a gate not passed within the busy
+    timeout is reported as the file being locked, as SQLite would. A thread that holds it
+    passes again at once (SQLite then refuses the nested ``BEGIN``, as before).
     """
 
     def __init__(self, timeout_s: float) -> None:
-        self._lock = threading.Lock()
+        self._mutex = threading.Lock()
+        self._taken = False
+        self._waiting: deque[threading.Event] = deque()  # first come, first handed the gate
         self._holder = threading.local()
         self._timeout_s = timeout_s
 
     def enter(self) -> None:
         if getattr(self._holder, "held", False):
             return
-        if not self._lock.acquire(timeout=self._timeout_s):
-            raise sqlite3.OperationalError("database is locked (another writer of this "
-                                           "process held it too long)")
+        with self._mutex:
+            if not self._taken:
+                self._taken = True
+                self._holder.held = True
+                return
+            turn = threading.Event()
+            self._waiting.append(turn)
+        if not turn.wait(self._timeout_s):
+            with self._mutex:
+                handed = turn.is_set()  # handed over just as the wait ended
+                if not handed:
+                    self._waiting.remove(turn)
+            if not handed:
+                raise sqlite3.OperationalError("database is locked (another writer of this "
+                                               "process held it too long)")
         self._holder.held = True
 
+    def waiters(self) -> int:
+        """How many writers wait at the gate now."""
+        with self._mutex:
+            return len(self._waiting)
+
     def leave(self) -> None:
-        if getattr(self._holder, "held", False):
-            self._holder.held = False
-            self._lock.release()
+        if not getattr(self._holder, "held", False):
+            return
+        self._holder.held = False
+        with self._mutex:
+            if self._waiting:
+                self._waiting.popleft().set()  # the gate stays taken, by the next writer
+            else:
+                self._taken = False
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
