@@ -110,7 +110,7 @@ class ConsoleObserver(EventConsole):
 @click.command()
 @sqlite_url_option
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), default="standalone", show_default=True,
-              help="standalone: up to 256 decisions per cycle, 64 per commit, a cycle a second (at once after a full one); edge: 4 per 5 s.")
+              help="standalone: up to 256 decisions per cycle, all in one commit, a cycle a second (at once after a full one); edge: 4 per 5 s.")
 @click.option("--grace", type=DURATION, default="30s", show_default=True,
               help="Misfire grace: an occurrence later than this follows the trigger's misfire policy.")
 @click.option("--budget", type=click.IntRange(1, 256), help="Decisions per cycle (profile default).")
