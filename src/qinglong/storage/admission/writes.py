@@ -57,12 +57,14 @@ MISFIRE_COLUMNS = ("project_id", "trigger_id", "trigger_revision", "due_at_ms",
 def insert_admission(tx: Tx, rows: AdmissionRows) -> None:
     """Insert an admitted Run, its first Attempt and its two events: the step that creates
     a Run (in the caller's transaction)."""
-    insert_admissions(tx, [rows])
+    tx.execute("run_insert", rows.run)
+    tx.execute("attempt_insert", rows.attempt)
+    insert_events(tx, rows.events)
 
 
 def insert_admissions(tx: Tx, admissions: Sequence[AdmissionRows]) -> None:
-    """``insert_admission`` for many Runs: the Runs, then their Attempts, then all their
-    events, three statements whatever their number."""
+    """``insert_admission`` for the many Runs of a batch written row by row (SQLite): the
+    Runs, then their Attempts, then all their events, a call each whatever their number."""
     tx.execute_many("run_insert", [rows.run for rows in admissions])
     tx.execute_many("attempt_insert", [rows.attempt for rows in admissions])
     insert_events(tx, [event for rows in admissions for event in rows.events])
