@@ -22,12 +22,19 @@ from qinglong.testing.clock import FakeClock
 from tests.support.ql import wait_for
 
 
-@pytest.fixture
-def database(tmp_path: Path) -> Database:
-    file = SqliteDatabase(tmp_path / "gate.db", create=True)
+def _file(path: Path, gate_timeout_s: float | None = None) -> SqliteDatabase:
+    """A database file with table ``t``; its gate gives up after ``gate_timeout_s``."""
+    file = SqliteDatabase(path, create=True)
+    if gate_timeout_s is not None:
+        file.gate = WriterGate(timeout_s=gate_timeout_s)
     with file.write("schema") as conn:
         conn.execute("CREATE TABLE t (n INTEGER)")
-    return open_sqlite(file, FakeClock())
+    return file
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Database:
+    return open_sqlite(_file(tmp_path / "gate.db"), FakeClock())
 
 
 def _insert(n: int) -> Callable[[Tx], int]:
@@ -35,6 +42,25 @@ def _insert(n: int) -> Callable[[Tx], int]:
         tx.sql("INSERT INTO t (n) VALUES (:n)", {"n": n})
         return n
     return work
+
+
+def _kept_out_while_held(file: SqliteDatabase, write: Callable[[], object]) -> list[QinglongError]:
+    """Run ``write`` on another thread while this one holds the gate (SQLite's own lock is
+    free all along): the errors it ended with."""
+    file.gate.enter()
+    failures: list[QinglongError] = []
+
+    def attempt() -> None:
+        try:
+            write()
+        except QinglongError as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=attempt)
+    thread.start()
+    thread.join(10)
+    file.gate.leave()
+    return failures
 
 
 def _count(db: Database) -> int:
@@ -92,10 +118,7 @@ def test_a_rolled_back_or_failed_transaction_opens_the_gate(database: Database) 
 
 
 def test_a_writer_kept_out_past_the_timeout_gets_the_busy_error(tmp_path: Path) -> None:
-    file = SqliteDatabase(tmp_path / "busy.db", create=True)
-    file.gate = WriterGate(timeout_s=0.05)
-    with file.write("schema") as conn:
-        conn.execute("CREATE TABLE t (n INTEGER)")
+    file = _file(tmp_path / "busy.db", gate_timeout_s=0.05)
     database = open_sqlite(file, FakeClock())
     entered = threading.Event()
     release = threading.Event()
@@ -118,25 +141,11 @@ def test_a_writer_kept_out_past_the_timeout_gets_the_busy_error(tmp_path: Path) 
 
 
 def test_the_transaction_writer_waits_at_the_gate_not_only_at_the_lock(tmp_path: Path) -> None:
-    file = SqliteDatabase(tmp_path / "driver.db", create=True)
-    file.gate = WriterGate(timeout_s=0.05)
-    with file.write("schema") as conn:
-        conn.execute("CREATE TABLE t (n INTEGER)")
+    file = _file(tmp_path / "driver.db", gate_timeout_s=0.05)
     database = open_sqlite(file, FakeClock())
-    file.gate.enter()  # another writer of this process; SQLite's own lock is free
-    failures: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            database.write("blocked", _insert(1))
-        except TransientStorageError as exc:
-            failures.append(exc)
-
-    thread = threading.Thread(target=write)
-    thread.start()
-    thread.join(10)
-    file.gate.leave()
-    assert len(failures) == 1 and "busy" in str(failures[0])
+    failures = _kept_out_while_held(file, lambda: database.write("blocked", _insert(1)))
+    assert len(failures) == 1 and isinstance(failures[0], TransientStorageError)
+    assert "busy" in str(failures[0])
     database.write("free", _insert(2))
     assert _count(database) == 1
 
@@ -163,24 +172,13 @@ def test_the_gate_is_passed_again_by_its_holder_and_left_once() -> None:
 
 
 def test_the_file_writer_uses_the_gate_too(tmp_path: Path) -> None:
-    file = SqliteDatabase(tmp_path / "file.db", create=True)
-    file.gate = WriterGate(timeout_s=0.05)
-    with file.write("schema") as conn:
-        conn.execute("CREATE TABLE t (n INTEGER)")
-    file.gate.enter()  # as if another thread of this process were writing
-    failures: list[BaseException] = []
+    file = _file(tmp_path / "file.db", gate_timeout_s=0.05)
 
     def write() -> None:
-        try:
-            with file.write("blocked") as conn:
-                conn.execute("INSERT INTO t VALUES (1)")
-        except QinglongError as exc:
-            failures.append(exc)
+        with file.write("blocked") as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
 
-    thread = threading.Thread(target=write)
-    thread.start()
-    thread.join(10)
-    file.gate.leave()
+    failures = _kept_out_while_held(file, write)
     assert len(failures) == 1 and "busy" in str(failures[0])
     with file.write("free") as conn:
         conn.execute("INSERT INTO t VALUES (2)")
