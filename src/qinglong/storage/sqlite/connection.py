@@ -183,15 +183,23 @@ class SqliteDatabase:
                 self._all.append(conn)
         return conn
 
+    def begin_immediate(self, conn: sqlite3.Connection) -> None:
+        """Pass the gate and open a write transaction on ``conn``; the caller leaves the
+        gate when it commits or rolls back (here if BEGIN itself fails)."""
+        self.gate.enter()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.gate.leave()
+            raise
+
     @contextmanager
     def write(self, action: str) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction; rolled back on any exception."""
         conn = self.connection()
         try:
-            self.gate.enter()
-            conn.execute("BEGIN IMMEDIATE")
+            self.begin_immediate(conn)
         except sqlite3.Error as exc:
-            self.gate.leave()
             raise translate(exc, action) from exc
         try:
             try:

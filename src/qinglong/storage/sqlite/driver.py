@@ -57,15 +57,11 @@ class SqliteDriver:
 
     def begin(self, conn: Connection, *, write: bool, isolation: Isolation,
               snapshot: bool) -> bool:
-        if not write:
+        assert isinstance(conn, sqlite3.Connection)
+        if write:
+            self.file.begin_immediate(conn)  # the gate is left at COMMIT or ROLLBACK
+        else:
             conn.execute("BEGIN")
-            return True
-        self.file.gate.enter()  # left at COMMIT or ROLLBACK
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self.file.gate.leave()
-            raise
         return True
 
     def announce(self, conn: Connection, wakes: Sequence[Wake]) -> None:
