@@ -15,6 +15,7 @@ from qinglong.domain.canonical import parse_json_object
 from qinglong.domain.decision import Pause
 from qinglong.domain.model import Attempt, Project, ProjectStatus, Run, RunEvent, ScheduleState
 from qinglong.domain.schedule import ScheduleCandidate
+from qinglong.domain.stored_trigger import trigger_revision_from_text
 from qinglong.domain.task import (
     ExecutionRevision,
     TaskRevision,
@@ -52,7 +53,10 @@ def execution_revision(row: Mapping[str, Any]) -> ExecutionRevision:
 
 
 def trigger_revision(row: Mapping[str, Any]) -> TriggerRevision:
-    return trigger_revision_from_row(row, _json(row["spec_json"], "trigger spec"))
+    spec = row["spec_json"]
+    if isinstance(spec, str):  # read as text: each distinct text is parsed once
+        return trigger_revision_from_text(row, spec)
+    return trigger_revision_from_row(row, _json(spec, "trigger spec"))
 
 
 def prefixed(row: Mapping[str, Any], prefix: str, **extra: Any) -> dict[str, Any]:
