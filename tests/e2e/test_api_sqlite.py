@@ -261,3 +261,19 @@ def test_the_api_binds_to_loopback_unless_told(tmp_path: Path) -> None:
 
 def test_trigger_specs_interval_once_dst_and_jitter_over_http(still_site: Site) -> None:
     flow_trigger_specs(still_site.server.http, still_site.people, still_site.db)
+
+
+def test_a_task_keeps_replaces_and_clears_its_worker_requirements(still_site: Site) -> None:
+    """Placement through the API: the labels a task requires are published in canonical
+    order, kept by a revision that does not name them, and cleared by an empty list."""
+    http, admin = still_site.server.http, still_site.people.tokens["admin"]
+    seed(http, admin)
+    path = "/api/v1/projects/demo/tasks/gpu/revisions"
+    made = http.ok("POST", path, admin, {"command": {"kind": "shell", "command": "true"},
+                                         "requires": ["region=eu", "gpu"]}, 201)
+    assert made["requires"] == ["gpu", "region=eu"]
+    kept = http.ok("POST", path, admin, {"timeout_ms": 5_000}, 201)
+    assert kept["requires"] == ["gpu", "region=eu"]
+    shown = http.ok("GET", "/api/v1/projects/demo/tasks/gpu", admin)
+    assert shown["requires"] == ["gpu", "region=eu"]
+    assert http.ok("POST", path, admin, {"requires": []}, 201)["requires"] == []

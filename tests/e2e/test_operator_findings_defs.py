@@ -52,6 +52,7 @@ CRONS = ["0 3 * * *", "*/5 * * * *", "30 2 * * SUN", "0 0 1 1 *", "*/10 * * * * 
 WALL_CLOCK = {"0 3 * * *", "30 2 * * SUN", "0 0 1 1 *", "15 8 * * MON-FRI", "0 30 2 * * *"}
 ZONES = ["UTC", "Asia/Shanghai", "Europe/Berlin", "America/New_York", "US/Eastern", "Etc/GMT-8"]
 DIRS = ["/tmp", "/", "/usr"]
+REQUIRES = ["gpu", "region=eu", "disk=SSD.v2", "arch/x86", "zone=eu-1"]  # distinct keys
 NOW_S = int(time.time())
 
 
@@ -85,6 +86,8 @@ def task_args(draw: st.DrawFn, project: str, task: str, enabled: bool) -> list[s
         args.append("--idempotent")
     if draw(st.booleans()):
         args.append(f"--concurrency={draw(st.integers(1, 10_000))}")
+    for token in draw(st.lists(st.sampled_from(REQUIRES), unique=True, max_size=3)):
+        args.append(f"--requires={token}")
     if not enabled:
         args.append("--disabled")
     if draw(st.booleans()):

@@ -419,7 +419,9 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"environment": {"QL_RESERVED": "x"}}, {"environment": {"bad name": "x"}},
         {"retry": {"max_attempts": 0}}, {"retry": {"on_exit_codes": [0]}},
         {"concurrency": 0}, {"working_directory": "relative"},
-        {"unset_environment": ["NOT_SET"]}, {"name": "x" * 300}],
+        {"unset_environment": ["NOT_SET"]}, {"name": "x" * 300},
+        {"requires": ["Not A Label"]}, {"requires": ["gpu", "gpu=a100"]}, {"requires": "gpu"},
+        {"requires": [f"k{i}" for i in range(17)]}],
     ("POST", "/api/v1/projects/{project}/triggers/{trigger}/revisions"): [
         {"cron": "61 * * * *"}, {"timezone": "Mars/Olympus"}, {"misfire": "sometimes"},
         {"overlap": "queue", "overlap_queue_limit": -1}, {"overlap_queue_limit": 3},

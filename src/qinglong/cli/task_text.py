@@ -46,6 +46,12 @@ def limit_text(value: object) -> str:
     return "none" if value is None else f"{value} at once"
 
 
+def requires_text(value: object) -> str:
+    """A task's required worker labels: ``gpu, region=eu``, or ``any worker``."""
+    assert isinstance(value, list)
+    return ", ".join(str(v) for v in value) or "any worker"
+
+
 def cwd_text(value: object) -> str:
     return "(the executor directory)" if value is None else str(value)
 
@@ -56,6 +62,7 @@ _VALUES: dict[str, Callable[[object], str]] = {
     "timeout_ms": timeout_text, "retry": lambda value: retry_text(RetryView.model_validate(value)),
     "enabled": _yes_no,
     "idempotent": _yes_no, "concurrency": limit_text, "working_directory": cwd_text,
+    "requires": requires_text,
 }
 
 

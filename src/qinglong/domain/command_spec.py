@@ -1,12 +1,13 @@
 """The `qinglong/command@v1` task spec: what a task runs (a program with arguments, or a
-shell command), its environment, working directory, timeout, retry policy, idempotence and
-concurrency, every bound checked, and its canonical JSON both ways."""
+shell command), its environment, working directory, timeout, retry policy, idempotence,
+concurrency and the worker labels it requires, every bound checked, and its canonical JSON both ways."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from qinglong.domain.placement import check_canonical_requirements, parse_requirements
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task_env import EnvEntry, env_json, parse_env_entry, plain_text
 from qinglong.errors import InvalidInput
@@ -109,6 +110,7 @@ class CommandSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     idempotent: bool = False  # safe to run twice: a lost Attempt may be retried
     concurrency: int | None = None  # at most this many Runs of the task at once
+    requires: tuple[str, ...] = ()  # worker labels a Run needs (domain/placement.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry, RetryPolicy):
@@ -140,6 +142,9 @@ class CommandSpec:
             or not MIN_TIMEOUT_MS <= self.timeout_ms <= MAX_TIMEOUT_MS
         ):
             raise InvalidInput("timeout", "must be between 1 ms and 365 days")
+        if not isinstance(self.requires, tuple):
+            raise InvalidInput("requires", "must be a list of labels")
+        object.__setattr__(self, "requires", parse_requirements(self.requires))
 
     def config_json(self, *, entry_kinds: bool = True) -> dict[str, object]:
         """The canonical JSON config; without ``entry_kinds`` (an execution plan: the executor
@@ -159,6 +164,8 @@ class CommandSpec:
             config["idempotent"] = True
         if self.concurrency is not None:
             config["concurrency"] = self.concurrency
+        if self.requires:
+            config["requires"] = list(self.requires)
         return config
 
     def envelope(self) -> dict[str, object]:
@@ -186,7 +193,7 @@ def parse_command_config(config: object) -> CommandSpec:
     if not isinstance(config, Mapping):
         raise InvalidInput("spec.config", "must be an object")
     _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"},
-                {"workingDirectory", "retry", "idempotent", "concurrency"})
+                {"workingDirectory", "retry", "idempotent", "concurrency", "requires"})
     environment = config["environment"]
     if not isinstance(environment, list):
         raise InvalidInput("environment", "must be a list")
@@ -213,6 +220,8 @@ def parse_command_config(config: object) -> CommandSpec:
         retry=retry,
         idempotent=idempotent,
         concurrency=config.get("concurrency"),
+        requires=check_canonical_requirements(config["requires"]) if "requires" in config
+        else (),
     )
 
 

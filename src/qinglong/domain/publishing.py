@@ -236,6 +236,7 @@ class TaskPatch:
     idempotent: bool | None = None
     concurrency: int | None = None
     clear_concurrency: bool = False
+    requires: tuple[str, ...] | None = None  # replaces the requirements (empty: none)
 
     def __post_init__(self) -> None:
         if self.working_directory is not None and self.clear_working_directory:
@@ -298,4 +299,6 @@ def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSp
             current.idempotent if current else False),
         concurrency=_cleared_or_set(patch.clear_concurrency, patch.concurrency,
                                     current.concurrency if current else None),
+        requires=patch.requires if patch.requires is not None else (
+            current.requires if current else ()),
     )

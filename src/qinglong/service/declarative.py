@@ -165,7 +165,8 @@ class Declarative:
             spec = CommandSpec(command=task.command, environment=tuple(entries),
                                working_directory=task.working_directory,
                                timeout_ms=task.timeout_ms, retry=task.retry,
-                               idempotent=task.idempotent, concurrency=task.concurrency)
+                               idempotent=task.idempotent, concurrency=task.concurrency,
+                               requires=task.requires)
         except InvalidInput as exc:
             key = spec_key(exc.field)
             issues.add(task.at(key), task.field_name(key), exc.rule)

@@ -36,6 +36,7 @@ def task_fields(name: str, spec: CommandSpec, enabled: bool) -> dict[str, object
         "retry.on_timeout": retry.on_timeout,
         "idempotent": spec.idempotent,
         "concurrency": spec.concurrency,
+        "requires": list(spec.requires),
         "enabled": enabled,
     })
     return fields

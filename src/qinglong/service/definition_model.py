@@ -126,6 +126,7 @@ class DesiredTask(Placed):
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     idempotent: bool = False
     concurrency: int | None = None
+    requires: tuple[str, ...] = ()
     enabled: bool = True
 
 

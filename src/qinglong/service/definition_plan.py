@@ -90,6 +90,7 @@ class ApplyStopped(Exception):
 
 _SPEC_FIELDS = {  # domain field names -> the file's keys
     "working-directory": "cwd", "timeout": "timeout", "concurrency": "concurrency",
+    "requires": "requires",
     "idempotent": "idempotent", "environment": "env", "retry": "retry",
     "command": "command", "command.command": "shell", "command.shell": "bash",
     "command.file": "argv", "command.args": "argv",

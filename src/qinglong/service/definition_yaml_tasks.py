@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from qinglong.domain.identifiers import display_name
+from qinglong.domain.placement import parse_requirements
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
@@ -21,7 +22,7 @@ from qinglong.service.definition_plan import spec_key
 from qinglong.service.definition_yaml_nodes import Fields, YList, YMap, type_name
 
 TASK_KEYS = ("name", "shell", "bash", "argv", "env", "cwd", "timeout", "retry", "idempotent",
-             "concurrency", "enabled")
+             "concurrency", "requires", "enabled")
 RETRY_KEYS = ("max_attempts", "backoff", "max_backoff", "on_exit", "on_timeout")
 _RETRY_FIELDS = {"max-attempts": "max_attempts", "retry-backoff": "backoff",
                  "retry-max-backoff": "max_backoff", "retry-on-exit": "on_exit",
@@ -141,6 +142,20 @@ def _retry(fields: Fields) -> RetryPolicy:
         return RetryPolicy()
 
 
+def _requires(fields: Fields) -> tuple[str, ...]:
+    """``requires: [region=eu, gpu]``: the worker labels a Run needs (none when left out)."""
+    items = fields.items("requires")
+    if items is None:
+        return ()
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            fields.fail(f"requires[{index}]", f"must be a label such as region=eu, not "
+                                              f"{type_name(item)}")
+            return ()
+    found = fields.attempt("requires", lambda: parse_requirements(list(items)))
+    return () if found is None else found
+
+
 def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Issues,
           where: Where | None) -> DesiredTask | None:
     fields = Fields(mapping, file, f"tasks.{task_id}", issues, TASK_KEYS)
@@ -154,6 +169,7 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
     retry = _retry(fields)
     idempotent = fields.flag("idempotent", False)
     concurrency = fields.number("concurrency")
+    requires = _requires(fields)
     enabled = fields.flag("enabled", True)
     if command is None or not fields.ok:
         return None
@@ -161,14 +177,15 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
         project_id=project, task_id=task_id, name=task_id if name is None else name,
         command=command, env=env, working_directory=cwd,
         timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout, retry=retry,
-        idempotent=idempotent, concurrency=concurrency, enabled=enabled, where=where,
+        idempotent=idempotent, concurrency=concurrency, requires=requires, enabled=enabled,
+        where=where,
         path=f"tasks.{task_id}",
         lines={key: Where(file, line) for key, line in mapping.key_lines.items()})
     try:  # every bound of the spec, before any value is read from the environment
         CommandSpec(command=command,
                     environment=tuple(EnvEntry(name=e.name, value=e.value or "") for e in env),
                     working_directory=cwd, timeout_ms=task.timeout_ms, retry=retry,
-                    idempotent=idempotent, concurrency=concurrency)
+                    idempotent=idempotent, concurrency=concurrency, requires=requires)
     except InvalidInput as exc:
         key = spec_key(exc.field)
         issues.add(task.at(key), task.field_name(key), exc.rule)

@@ -106,6 +106,8 @@ def task_document(task: DesiredTask) -> dict[str, Any]:
         doc["idempotent"] = True
     if task.concurrency is not None:
         doc["concurrency"] = task.concurrency
+    if task.requires:
+        doc["requires"] = _Flow(task.requires)
     if not task.enabled:
         doc["enabled"] = False
     return doc

@@ -9,6 +9,7 @@ from typing import Literal
 
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.domain.placement import parse_requirements
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.task import ArgvCommand, EnvEntry, ShellCommand
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
@@ -180,6 +181,7 @@ def task_patch(body: rq.TaskPublishRequest) -> TaskPatch:
         idempotent=body.idempotent,
         concurrency=body.concurrency,
         clear_concurrency="concurrency" in given and body.concurrency is None,
+        requires=None if body.requires is None else parse_requirements(body.requires),
     )
 
 

@@ -78,6 +78,10 @@ class TaskPublishRequest(Request):
     retry: RetryRequest | None = None
     idempotent: bool | None = None
     concurrency: r.Concurrency | None = None
+    requires: list[str] | None = Field(
+        default=None, max_length=16,
+        description="Worker labels a Run needs, KEY or KEY=VALUE (replaces the current ones; "
+                    "[] lets any worker run the task; left out: kept)")
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "task is enabled)")
     repin_triggers: bool = Field(default=True, description="Re-pin the task's triggers to the "

@@ -21,9 +21,11 @@ from qinglong.cli.task_text import (
     command_text,
     cwd_text,
     limit_text,
+    requires_text,
     retry_text,
     timeout_text,
 )
+from qinglong.domain.placement import requirements_change
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.retry import DEFAULT_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS, MAX_ATTEMPTS
 from qinglong.domain.task import (
@@ -193,6 +195,11 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
 @click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), metavar="N",
               help="At most N Runs of this task execute at once; the others wait queued.")
 @click.option("--no-concurrency", is_flag=True, help="Remove the task's concurrency limit.")
+@click.option("--requires", "requires", multiple=True, metavar="KEY[=VALUE]",
+              help="Only a worker with this label (and value) runs the task, e.g. --requires "
+                   "region=eu --requires gpu; replaces the task's requirements (repeatable). "
+                   "See `ql worker --labels`.")
+@click.option("--no-requires", is_flag=True, help="Let any worker run the task again.")
 @click.option("--name", help="Display name (new tasks: the task id).")
 @click.option("--disabled", is_flag=True, help="Publish the revision disabled (its triggers stop).")
 @click.option(
@@ -209,7 +216,7 @@ def publish(
     timeout: int | None, max_attempts: int | None, retry_backoff: int | None,
     retry_max_backoff: int | None, retry_on_exit: str | None, retry_on_timeout: bool | None,
     idempotent: bool | None, concurrency: int | None, no_concurrency: bool,
-    name: str | None, disabled: bool, no_repin: bool,
+    requires: tuple[str, ...], no_requires: bool, name: str | None, disabled: bool, no_repin: bool,
     words: tuple[str, ...], database_url: str, as_json: bool,
 ) -> None:
     """Publish a new revision of a task (a no-op when nothing changed).
@@ -234,6 +241,7 @@ def publish(
         idempotent=idempotent,
         concurrency=concurrency,
         clear_concurrency=no_concurrency,
+        requires=requirements_change(requires, no_requires, "--requires"),
     )
     if concurrency is not None and no_concurrency:
         raise InvalidInput("concurrency", "give either --concurrency N or --no-concurrency")
@@ -307,6 +315,7 @@ def _say_task(project: str, task_id: str, view: TaskShowView) -> None:
     say(f"retry      {retry_text(view.retry)}")
     say(f"idempotent {'yes' if view.idempotent else 'no'}")
     say(f"limit      {limit_text(view.concurrency)}")
+    say(f"requires   {requires_text(view.requires)}")
     say(f"digest     {view.content_digest}")
     say("history:")
     for entry in view.history:

@@ -53,6 +53,8 @@ class TaskRevisionView(ViewModel):
     retry: RetryView
     idempotent: bool
     concurrency: int | None
+    requires: list[str] = Field(description="Worker labels a Run of this task needs "
+                                            "(KEY or KEY=VALUE); empty: any worker")
     content_digest: str
     published_at: Instant
     published_at_ms: int
@@ -120,7 +122,7 @@ def task_revision_view(revision: TaskRevision) -> TaskRevisionView:
         environment=[entry.name for entry in spec.environment],
         working_directory=spec.working_directory, timeout_ms=spec.timeout_ms,
         retry=retry_view(spec), idempotent=spec.idempotent, concurrency=spec.concurrency,
-        content_digest=revision.content_digest,
+        requires=list(spec.requires), content_digest=revision.content_digest,
         published_at=instant(revision.created_at_ms), published_at_ms=revision.created_at_ms)
 
 
@@ -147,6 +149,7 @@ def task_diff(old: TaskRevision, new: TaskRevision) -> list[Change]:
     note("retry", retry_view(old.spec).to_json(), retry_view(new.spec).to_json())
     note("idempotent", old.spec.idempotent, new.spec.idempotent)
     note("concurrency", old.spec.concurrency, new.spec.concurrency)
+    note("requires", list(old.spec.requires), list(new.spec.requires))
     for name, before, after in entry_changes(old.spec.environment, new.spec.environment,
                                              name_secrets=False):
         changes.append(Change(field=f"environment.{name}", from_=before, to=after))
