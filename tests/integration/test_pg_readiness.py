@@ -273,11 +273,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # ledger row, its capability), so the migration really runs again; 0009_web_controls (only
     # grants, which stay) comes after it, so its ledger row goes too; so do 0010_retention's
     # table and indexes (its grants stay, like 0009's), 0011_login_devices' table,
-    # 0012_eligibility's view and 0013_lean_indexes' index changes (reversed).
+    # 0012_eligibility's view, 0013_lean_indexes' index changes (reversed) and
+    # 0014_placement's columns.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
-                                '0011_login_devices', '0012_eligibility', '0013_lean_indexes');
+                                '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
+                                '0014_placement');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -289,6 +291,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
             (claim_expires_at_ms, project_id, trigger_id) WHERE claim_token IS NOT NULL;
         CREATE INDEX runs_status_idx ON runs (status, queued_at_ms, id);
         CREATE INDEX run_attempts_status_idx ON run_attempts (status, run_id, created_at_ms, id);
+        ALTER TABLE runs DROP COLUMN requires;
+        ALTER TABLE instances DROP COLUMN labels;
     """)
     audits = audit_everyone(pg_db)
     # every role is told it is not ready; the roles with privileges on the tables the
@@ -300,7 +304,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
-               "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes"]
+               "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
+               "missing-migration:0014_placement"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -310,7 +315,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         # pending is applied, not drift
         assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention",
                                          "0011_login_devices", "0012_eligibility",
-                                         "0013_lean_indexes")
+                                         "0013_lean_indexes", "0014_placement")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

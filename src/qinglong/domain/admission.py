@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from qinglong.domain.canonical import canonical_json
 from qinglong.domain.decision import Decision
 from qinglong.domain.manual import ManualRequest
 from qinglong.domain.runs import (
@@ -129,6 +130,9 @@ def queued_admission(
         "created_at_ms": committed_at_ms,
         "queued_at_ms": committed_at_ms,
         **overlap,
+        # the worker labels the Run needs (JSON text; None: any worker), from the pinned plan
+        "requires": canonical_json(list(execution.plan.requires)) if execution.plan.requires
+        else None,
     }
     attempt = {
         "id": ids.attempt_id,

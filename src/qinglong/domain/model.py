@@ -114,6 +114,7 @@ class Run:
     exit_code: int | None = None  # of its latest attempt (filled by listings)
     execution_origin: str = "scheduled_system"  # or "manual_user" (run now), "backfill_user"
     triggered_by: str | None = None  # the trigger (scheduled) or who asked (manual, backfill)
+    requires: tuple[str, ...] = ()  # worker labels it needs (domain/placement.py)
 
     @property
     def duration_ms(self) -> int | None:

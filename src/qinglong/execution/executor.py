@@ -26,6 +26,7 @@ from pathlib import Path
 from qinglong.clock import Clock
 from qinglong.diagnostics import DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import check_attempt_lease
+from qinglong.domain.placement import label_tokens
 from qinglong.errors import InvalidConfig
 from qinglong.execution import command
 from qinglong.execution.job_runner import JobRunner, RunnerSettings
@@ -71,11 +72,14 @@ class Executor:
         log_store: LogStore | None = None,
         renew_every_s: float | None = None,
         lease_store: RunStore | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as
         interrupted and its Run queued again (no attempt spent), instead of cancelled.
         ``log_store``: output is shipped there while the command runs (cluster workers), and
         the local file under ``log_dir`` is only a spool, removed when the Attempt ends.
+        ``labels``: what this executor offers (domain/placement.py); it leases only Runs whose
+        task requires no label it lacks.
         ``renew_every_s``: renew more often than three times a lease, so a cancel request
         (carried by every renewal reply) is seen sooner where no notification brings it.
         ``lease_store``: renewals go through it (a connection of their own, which reconnects
@@ -92,6 +96,7 @@ class Executor:
         self._store = store
         self._clock = clock
         self._owner = owner
+        self._label_tokens = tuple(label_tokens(labels or {}))
         self._concurrency = concurrency
         self._lease_ms = lease_ms
         self._poll_interval_s = poll_interval_s
@@ -241,7 +246,8 @@ class Executor:
             if free <= 0:
                 return
             leases = self._store.lease_acquire(
-                LeaseAcquireParams(owner=self._owner, lease_ms=self._lease_ms, limit=free))
+                LeaseAcquireParams(owner=self._owner, lease_ms=self._lease_ms, limit=free,
+                                   label_tokens=self._label_tokens))
             self._backlog = len(leases) == free  # the queue may hold more
             for lease in leases:
                 self.started += 1

@@ -16,7 +16,8 @@ import contextlib
 import os
 import socket
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -37,7 +38,6 @@ from qinglong.execution.logs import (
 from qinglong.execution.reconciler import Reconciler, ReconcileReport
 from qinglong.loops import PacedLoop, StopResult, check_interval
 from qinglong.metrics import (
-    QUEUE_COUNT_CAP,
     Caps,
     ExecutionMetrics,
     QueueMetrics,
@@ -45,11 +45,11 @@ from qinglong.metrics import (
     SchedulerMetrics,
     new_registry,
     publish,
-    queue_sample,
     withdraw,
 )
 from qinglong.notify.wiring import NotifyService, notify_service
 from qinglong.profiles.lease_recording import LeaseRecordingRunStore
+from qinglong.profiles.queue_reading import read_queue
 from qinglong.profiles.serve_lock import ServeLock
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
@@ -113,6 +113,7 @@ class LocalServeConfig:
     drain_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
     metrics_trigger_labels: int | None = None  # None: QL_METRICS_TRIGGER_LABELS or 100
+    labels: Mapping[str, str | None] = field(default_factory=dict)  # placement (its executor's)
 
     def validated(self) -> LocalServeConfig:
         check_grace(self.grace_ms)
@@ -220,7 +221,7 @@ class LocalApp:
             self._instances = InstanceStore(db)
             # the lock proves no other `ql serve` runs: a registration it left is taken over
             self._instances.instance_start(INSTANCE_ID, "serve", socket.gethostname(),
-                                           os.getpid(), locked=True)
+                                           os.getpid(), locked=True, labels=config.labels)
             run_store = LeaseRecordingRunStore(db, actor_id=config.profile.name,
                                                targets=self.metrics.execution.targets)
             executor = Executor(
@@ -234,6 +235,7 @@ class LocalApp:
                 diagnostics=self._diagnostic,
                 on_finished=self._finished,
                 renew_every_s=LOCAL_RENEW_EVERY_S,
+                labels=config.labels,
             )
             self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()
@@ -301,7 +303,7 @@ class LocalApp:
         report = reconciler.run_cycle()
         # the queue gauge is a hint: a failed reading keeps the last one
         with contextlib.suppress(QinglongError):
-            self.metrics.queue.refresh(lambda: queue_sample(*runs.queue_depth(QUEUE_COUNT_CAP)))
+            self.metrics.queue.refresh(lambda: read_queue(runs))
         return report
 
     def _finished(self, finished: RunFinished) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from qinglong.errors import InstanceHeld, QinglongError
 from qinglong.storage.instances import InstanceStore, Registration
@@ -28,7 +28,8 @@ WATCH_INTERVAL_S = 1.0  # how often a start looks at the registration it waits f
 
 def register(store: InstanceStore, instance_id: str, role: str, *, stop: threading.Event,
              resume: Registration | None = None,
-             waiting: Callable[[InstanceHeld], None] | None = None) -> Registration | None:
+             waiting: Callable[[InstanceHeld], None] | None = None,
+             labels: Mapping[str, str | None] | None = None) -> Registration | None:
     """Register this process under ``instance_id``, watching a holder that may be alive (see
     the module's docstring). None when ``stop`` is set while it waits; InstanceHeld when the
     holder proves alive."""
@@ -36,7 +37,7 @@ def register(store: InstanceStore, instance_id: str, role: str, *, stop: threadi
     while True:
         try:
             return store.instance_start(instance_id, role, socket.gethostname(), os.getpid(),
-                                        resume=resume)
+                                        resume=resume, labels=labels)
         except InstanceHeld as held:
             if first is None:
                 first = held

@@ -132,6 +132,7 @@ class WorkerApp:
         return {"worker": self._settings.worker_id, "session": self.session,
                 "state": self._state[0], "reason": self._state[1],
                 "slots": self._settings.slots,
+                "labels": self._settings.label_map,
                 "running": executor.active() if executor else 0,
                 "started": executor.started if executor else 0,
                 "notifications": self._wakeups.received}
@@ -194,7 +195,8 @@ class WorkerApp:
             instances = InstanceStore(db)
             registration = register(
                 instances, s.worker_id, "worker", stop=stop,
-                waiting=lambda held: self._set_state("unavailable", waiting_reason(held)))
+                waiting=lambda held: self._set_state("unavailable", waiting_reason(held)),
+                labels=s.label_map)
             if registration is None:  # stopped while it waited
                 connector.close()
                 return
@@ -218,6 +220,7 @@ class WorkerApp:
             log_store=LogStore(db),
             lease_store=RunStore(open_postgres(leases, index_scans_only=True),
                                  actor_id=self.session),
+            labels=s.label_map,
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)
@@ -244,7 +247,7 @@ class WorkerApp:
         s = self._settings
         try:
             instances.instance_start(s.worker_id, "worker", registration.host, registration.pid,
-                                     resume=registration)
+                                     resume=registration, labels=s.label_map)
         except AlreadyRunning as exc:
             self.failure = exc
             self._diagnostic(diagnostic_from("worker", exc))

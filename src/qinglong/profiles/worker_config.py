@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from qinglong.domain.placement import labels_text, parse_labels
+from qinglong.errors import InvalidInput
 from qinglong.execution.executor import MAX_CONCURRENCY, MIN_CONCURRENCY
 from qinglong.execution.logs import MAX_LOG_BYTES, MIN_LOG_BYTES
 from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
@@ -32,10 +34,26 @@ class WorkerSettings(BaseSettings):
     log_dir: str | None = None  # spool of the output being shipped (default: a temp dir)
     pool_size: int | None = Field(default=None, ge=2, le=64)  # None: sized from the slots
     http: str = "127.0.0.1:8082"
+    labels: str = ""  # KEY[=VALUE],... (domain/placement.py); stored in canonical order
 
     _name = field_validator("worker_id")(process_name)
     _url = field_validator("database_url")(postgres_url("ql worker", " (ql serve runs Runs on SQLite)"))
     _http = field_validator("http")(listen_address)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: str) -> str:
+        if not value.strip():
+            return ""
+        try:
+            return labels_text(parse_labels([value]))
+        except InvalidInput as exc:
+            raise ValueError(exc.rule) from None
+
+    @property
+    def label_map(self) -> dict[str, str | None]:
+        """The labels this worker offers (none: it takes only Runs that require none)."""
+        return parse_labels([self.labels]) if self.labels else {}
 
     @property
     def connections(self) -> int:

@@ -13,7 +13,9 @@ waits for the standby, and a heartbeat must not hang its thread when the standby
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from qinglong.errors import InstanceHeld
 from qinglong.storage.dbapi import Row
@@ -35,6 +37,7 @@ class Instance:
     started_at_ms: int
     seen_at_ms: int
     stopped_at_ms: int | None
+    labels: Mapping[str, str | None] = field(default_factory=dict)  # a worker's (placement)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,12 +50,19 @@ class Registration:
     started_at_ms: int
 
 
+def _labels(value: object) -> dict[str, str | None]:
+    if value is None:
+        return {}
+    found = json.loads(value) if isinstance(value, str) else value  # jsonb arrives decoded
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def instance_from_row(row: Row) -> Instance:
     stopped = row["stopped_at_ms"]
     return Instance(
         instance_id=row["instance_id"], role=row["role"], host=row["host"], pid=int(row["pid"]),
         started_at_ms=int(row["started_at_ms"]), seen_at_ms=int(row["seen_at_ms"]),
-        stopped_at_ms=None if stopped is None else int(stopped),
+        stopped_at_ms=None if stopped is None else int(stopped), labels=_labels(row["labels"]),
     )
 
 
@@ -79,10 +89,12 @@ class InstanceStore:
             commit_deadline_s=self._commit_deadline_s)
 
     def instance_start(self, instance_id: str, role: str, host: str, pid: int, *,
-                       resume: Registration | None = None,
-                       locked: bool = False) -> Registration:
+                       resume: Registration | None = None, locked: bool = False,
+                       labels: Mapping[str, str | None] | None = None) -> Registration:
+        """``labels``: what a worker offers for placement, recorded with its registration."""
         params = {"instance_id": instance_id, "role": role, "host": host, "pid": pid,
                   "stale_ms": INSTANCE_STALE_MS, "locked": locked,
+                  "labels": json.dumps(dict(sorted(labels.items()))) if labels else None,
                   "resume_started_at_ms": None if resume is None else resume.started_at_ms}
 
         def start(tx: Tx) -> tuple[Row | None, Row | None]:

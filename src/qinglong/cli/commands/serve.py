@@ -16,6 +16,7 @@ from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, json_events_option, sqlite_url_option
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.domain.decision import Decision, Disposition
+from qinglong.domain.placement import parse_labels
 from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, KEEP_FOREVER, MAX_RETENTION_DAYS
 from qinglong.domain.schedule import ScheduleCandidate
 from qinglong.errors import InvalidInput, StorageError
@@ -133,6 +134,9 @@ class ConsoleObserver(EventConsole):
                    "themselves are kept (docs/retention.md).")
 @click.option("--drain-timeout", type=DURATION, default="10s", show_default=True,
               help="On stop, how long running commands may finish before they are cancelled.")
+@click.option("--labels", metavar="KEY[=VALUE],...",
+              help="What this process's executor offers for placement (region=eu,gpu): a task "
+                   "that --requires labels runs only where they all are (docs/placement.md).")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 @json_events_option
@@ -145,7 +149,7 @@ class ConsoleObserver(EventConsole):
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
-    retention_days: int, drain_timeout: int,
+    retention_days: int, drain_timeout: int, labels: str | None,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
     allow_remote: bool, trusted_proxies: tuple[str, ...],
 ) -> None:
@@ -169,6 +173,7 @@ def serve(
         log_retention_days=log_retention_days,
         retention_days=retention_days,
         drain_timeout_s=drain_timeout / 1000,
+        labels=parse_labels([labels], "--labels") if labels else {},
     ).validated()
     trusted: tuple[Network, ...] = ()
     if listen is not None:

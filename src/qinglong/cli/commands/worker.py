@@ -59,6 +59,10 @@ class WorkerConsole(EventConsole):
                 "least 4, at most 32).")
 @setting_option("--http", str, "HOST:PORT for /livez, /readyz, /status, /metrics (default "
                 "127.0.0.1:8082).")
+@setting_option("--labels", str, "What this worker offers for placement, KEY or KEY=VALUE, "
+                "comma-separated (region=eu,gpu; env QL_WORKER_LABELS). A task that "
+                "--requires labels runs only on a worker that has them all; a worker "
+                "without labels takes only Runs that require none (docs/placement.md).")
 @json_events_option
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
@@ -76,6 +80,7 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     heartbeat, and a start waits for that).
     """
     from qinglong.cli.params import check_cli_url
+    from qinglong.domain.placement import labels_text
     from qinglong.profiles.worker import WorkerApp
     from qinglong.profiles.worker_config import load_worker_settings
     from qinglong.security import redact_url
@@ -111,7 +116,8 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     with StopSignals(stop, on_repeat):
         try:
             port = app.start_http()
-            console.state("starting", f"http on port {port}; session {app.session}; database "
+            console.state("starting", f"http on port {port}; session {app.session}; labels "
+                                      f"{labels_text(settings.label_map)}; database "
                                       f"{redact_url(settings.database_url)}")
             app.start(stop)
             while not stop.wait(0.5):

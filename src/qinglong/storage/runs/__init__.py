@@ -33,6 +33,7 @@ guard against that process's own restarts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -74,6 +75,7 @@ from qinglong.storage.runs.params import (
     LeaseRenewal,
     LeaseRenewParams,
     LeaseRescueParams,
+    QueuePlacement,
     RescuedAttempt,
     RunBucket,
     RunBucketParams,
@@ -142,6 +144,22 @@ class RunStore:
         oldest = row["oldest_ms"]
         return int(row["depth"]), None if oldest is None else int(oldest), int(row["now_ms"])
 
+    def queue_placement(self, cap: int, groups: int, alive_ms: int) -> QueuePlacement:
+        """The queued Runs that require labels by requirement set (the ``groups`` largest, of
+        the first ``cap`` such Runs), and the labels of every executor seen within
+        ``alive_ms`` and not stopped (for /metrics)."""
+        def read(tx: Tx) -> QueuePlacement:
+            now = tx.now_ms()
+            rows = tx.all("metrics_queue_placement", {"cap": cap, "groups": groups})
+            offers = tx.all("metrics_live_offers", {"since_ms": now - alive_ms})
+            return QueuePlacement(
+                groups=tuple((tuple(json.loads(r["requires"])), int(r["depth"]),
+                              int(r["oldest_ms"])) for r in rows),
+                offers=tuple(json.loads(r["labels"]) if r["labels"] else {} for r in offers),
+                now_ms=now)
+
+        return self._db.read("read the queue's placement", read)
+
     def attempt_list_active(self) -> list[ActiveAttempt]:
         rows = self._db.read("list active attempts", lambda tx: tx.all("attempt_list_active"))
         return [ActiveAttempt(run_id=r["run_id"], attempt_id=r["attempt_id"], status=r["status"],
@@ -166,7 +184,7 @@ class RunStore:
         check_budget(params.limit, "limit")
         return self._step("lease runs", lambda w: w.acquire(
             owner=params.owner, token=new_uuid, lease_ms=params.lease_ms, limit=params.limit,
-            executor_type=self._executor_type))
+            executor_type=self._executor_type, label_tokens=params.label_tokens))
 
     def lease_renew(self, params: LeaseRenewParams) -> LeaseRenewal:
         check_attempt_lease(params.lease_ms)

@@ -64,13 +64,16 @@ class LeaseGranting:
         def context(self, now_ms: int | None = None) -> StepContext: ...
 
     def acquire(self, *, owner: str, token: Callable[[], str], lease_ms: int, limit: int,
-                executor_type: str) -> list[AttemptLease]:
+                executor_type: str, label_tokens: Sequence[str] = ()) -> list[AttemptLease]:
         """Lease up to ``limit`` queued Runs, oldest first, as their trigger's overlap policy
-        and the task and global limits allow; a Run that must wait stays queued."""
+        and the task and global limits allow; a Run that must wait stays queued. Only Runs
+        whose required labels are among ``label_tokens`` are looked at (the statement
+        passes over the others, so they are neither locked nor counted)."""
         # Look further than ``limit``: Runs that must wait (overlap, limits) are passed over,
         # so they never stall the Runs queued behind them.
         rows = self._tx.all("lease_candidates",
                          {"executor_type": executor_type,
+                          "labels": json.dumps(sorted(label_tokens)),
                           "limit": min(CANDIDATES_MAX, limit * CANDIDATES_PER_SLOT),
                           **self._tx.clock_args()})
         if not rows:

@@ -37,10 +37,23 @@ class AttemptLease:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QueuePlacement:
+    """The queued Runs that require worker labels, by requirement set, and what the live
+    executors offer, read together at ``now_ms`` (the store's clock)."""
+
+    groups: tuple[tuple[tuple[str, ...], int, int], ...]  # (requires, Runs, oldest queued at)
+    offers: tuple[Mapping[str, str | None], ...]  # each live executor's labels
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseAcquireParams:
     owner: str  # the executor or worker that will hold the leases
     lease_ms: int
     limit: int
+    # every requirement token the executor's labels meet (domain/placement.label_tokens):
+    # only Runs whose requirements are among them are leased
+    label_tokens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

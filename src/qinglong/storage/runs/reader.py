@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -20,7 +21,7 @@ from qinglong.domain.model import (
 )
 from qinglong.domain.runs import RunStatus
 from qinglong.domain.trigger import TriggerRevision
-from qinglong.errors import InvalidInput, NotFound
+from qinglong.errors import InvalidInput, NotFound, RecordCorrupt
 from qinglong.storage import records
 from qinglong.storage.kernel import Tx
 from qinglong.storage.runs.params import RunListParams
@@ -37,7 +38,16 @@ MIN_PREFIX = 8
 def run_from_row(row: Mapping[str, Any]) -> Run:
     """``records.run_from_row`` plus where the Run came from and who (or what) asked."""
     return replace(records.run_from_row(row), execution_origin=row["execution_origin"],
-                   triggered_by=row["triggered_by"])
+                   triggered_by=row["triggered_by"], requires=_requires(row.get("requires")))
+
+
+def _requires(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    found = json.loads(value) if isinstance(value, str) else value  # jsonb arrives decoded
+    if not isinstance(found, list):
+        raise RecordCorrupt("a Run's required labels are not a list")
+    return tuple(str(item) for item in found)
 
 
 def check_project(tx: Tx, project: str) -> None:

@@ -5,14 +5,15 @@
 -- host, pid and start), or, for a caller holding a lock that proves no other process of its
 -- role runs (`ql serve`), when its holder has the same role. No row returned: refused.
 INSERT INTO qinglong.instances AS i
-    (instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms)
+    (instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms, labels)
 SELECT %(instance_id)s, %(role)s, %(host)s, %(pid)s,
-       coalesce(%(resume_started_at_ms)s::bigint, o.now_ms), o.now_ms, NULL
+       coalesce(%(resume_started_at_ms)s::bigint, o.now_ms), o.now_ms, NULL,
+       %(labels)s::jsonb
 FROM (SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms) o
 ON CONFLICT (instance_id) DO UPDATE
 SET role = excluded.role, host = excluded.host, pid = excluded.pid,
     started_at_ms = excluded.started_at_ms, seen_at_ms = excluded.seen_at_ms,
-    stopped_at_ms = NULL
+    stopped_at_ms = NULL, labels = excluded.labels
 WHERE i.stopped_at_ms IS NOT NULL
    OR i.seen_at_ms <= excluded.seen_at_ms - %(stale_ms)s::bigint
    OR (i.host = excluded.host AND i.pid = excluded.pid
@@ -48,5 +49,5 @@ WHERE i.instance_id = %(instance_id)s AND i.host = %(host)s AND i.pid = %(pid)s
 
 -- name: instance_list
 -- Every process that ever served the database, most recently seen first.
-SELECT instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms
+SELECT instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms, labels
 FROM qinglong.instances ORDER BY seen_at_ms DESC, instance_id;

@@ -19,7 +19,10 @@ FROM qinglong.run_attempts WHERE id = %(attempt_id)s AND run_id = %(run_id)s FOR
 -- the statement stops after `limit` Runs however deep the queue is (a join of every queued
 -- Run with its Attempts, sorted, cost a read of the whole queue per lease). The database's
 -- clock comes with them (SKIP LOCKED never waits): the leases granted expire from it; and
--- the cluster-wide limit on Runs in progress (NULL: none).
+-- the cluster-wide limit on Runs in progress (NULL: none). A Run that requires worker labels
+-- is taken only when every one of its tokens is among %(labels)s (a JSON array of the
+-- tokens the leasing worker's labels meet, domain/placement.py); the others are passed over
+-- unlocked, so they never hold up the Runs behind them.
 SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
@@ -36,6 +39,7 @@ CROSS JOIN LATERAL (
 WHERE r.status = 'queued' AND r.cancel_requested_at_ms IS NULL
   AND a.status = 'claimed' AND a.lease_token_digest IS NULL
   AND a.executor_type = %(executor_type)s
+  AND (r.requires IS NULL OR r.requires <@ %(labels)s::jsonb)
 ORDER BY r.priority DESC, r.queued_at_ms, r.id
 LIMIT %(limit)s
 FOR UPDATE OF r SKIP LOCKED;

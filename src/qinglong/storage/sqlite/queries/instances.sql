@@ -11,13 +11,14 @@ LEFT JOIN instances h ON h.instance_id = :instance_id;
 -- crashed), when the row is this process's own registration (resume: the same host, pid and
 -- start), or, for a caller holding a lock that proves no other process of its role runs
 -- (`ql serve`), when its holder has the same role. No row returned: refused.
-INSERT INTO instances (instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms)
+INSERT INTO instances (instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms,
+                       labels)
 VALUES (:instance_id, :role, :host, :pid, coalesce(:resume_started_at_ms, :now_ms), :now_ms,
-        NULL)
+        NULL, :labels)
 ON CONFLICT (instance_id) DO UPDATE
 SET role = excluded.role, host = excluded.host, pid = excluded.pid,
     started_at_ms = excluded.started_at_ms, seen_at_ms = excluded.seen_at_ms,
-    stopped_at_ms = NULL
+    stopped_at_ms = NULL, labels = excluded.labels
 WHERE instances.stopped_at_ms IS NOT NULL
    OR instances.seen_at_ms <= excluded.seen_at_ms - :stale_ms
    OR (instances.host = excluded.host AND instances.pid = excluded.pid
@@ -40,5 +41,5 @@ WHERE instance_id = :instance_id AND host = :host AND pid = :pid
 
 -- name: instance_list
 -- Every process that ever served the database, most recently seen first.
-SELECT instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms
+SELECT instance_id, role, host, pid, started_at_ms, seen_at_ms, stopped_at_ms, labels
 FROM instances ORDER BY seen_at_ms DESC, instance_id;

@@ -16,7 +16,8 @@ FROM run_attempts WHERE id = :attempt_id AND run_id = :run_id;
 -- one type). The Runs are read in runs_dispatch_idx order (migration 0011) and each one's
 -- newest Attempt looked up by key, so the statement stops after `limit` Runs however deep
 -- the queue is. The store's clock comes back with them, as on PostgreSQL, and the global
--- limit on Runs in progress (NULL: none).
+-- limit on Runs in progress (NULL: none). A Run that requires worker labels is taken only
+-- when every one of its tokens is in :labels (a JSON array), as on PostgreSQL.
 SELECT :now_ms AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
@@ -32,6 +33,9 @@ JOIN run_attempts a
 WHERE r.status = 'queued' AND r.cancel_requested_at_ms IS NULL
   AND a.status = 'claimed' AND a.lease_token_digest IS NULL
   AND a.executor_type = :executor_type
+  AND (r.requires IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(r.requires) q
+        WHERE q.value NOT IN (SELECT l.value FROM json_each(:labels) l)))
 ORDER BY r.priority DESC, r.queued_at_ms, r.id
 LIMIT :limit;
 
