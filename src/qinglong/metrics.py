@@ -46,6 +46,7 @@ TRIGGER_LABELS_ENV = "QL_METRICS_TRIGGER_LABELS"
 DEFAULT_TRIGGER_LABELS = 100
 MAX_TRIGGER_LABELS = 100_000
 QUEUE_REFRESH_S = 5.0  # queue depth is read at most this often (one indexed count)
+PLACEMENT_GROUPS = 50  # requirement sets shown by the queue's per-requirement gauges
 QUEUE_COUNT_CAP = 1_000_000  # queued Runs counted at most (the gauge then reads this value)
 
 # seconds; ql_admission_lag_seconds has always had these buckets
@@ -275,9 +276,20 @@ class ExecutionMetrics:
 
 
 @dataclass(frozen=True, slots=True)
+class RequirementSample:
+    """Queued Runs that require one set of worker labels (docs/controls/placement.md)."""
+
+    requires: str  # the labels, comma-separated: the metric's label value
+    depth: int
+    oldest_age_ms: int
+    unplaceable: bool  # no live executor offers them all
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSample:
     depth: int  # queued Runs (at most QUEUE_COUNT_CAP)
     oldest_age_ms: int | None  # how long the oldest queued Run has waited (None: none queued)
+    requirements: tuple[RequirementSample, ...] = ()
 
 
 class QueueMetrics:
@@ -292,6 +304,20 @@ class QueueMetrics:
         self.oldest = Gauge("ql_queue_oldest_age_seconds",
                             "How long the oldest queued Run has waited (0: none queued)",
                             registry=registry)
+        self.by_requirement = Gauge(
+            "ql_queue_requirement_depth", "Queued Runs that require this set of worker labels "
+            f"(the {PLACEMENT_GROUPS} largest sets)", ["requires"], registry=registry)
+        self.by_requirement_oldest = Gauge(
+            "ql_queue_requirement_oldest_age_seconds",
+            "How long the oldest queued Run that requires this set of labels has waited",
+            ["requires"], registry=registry)
+        self.unplaceable = Gauge(
+            "ql_queue_unplaceable", "Queued Runs whose required labels no live worker offers",
+            registry=registry)
+        self.unplaceable_oldest = Gauge(
+            "ql_queue_unplaceable_oldest_age_seconds",
+            "How long the oldest queued Run no live worker can take has waited (0: none)",
+            registry=registry)
 
     def refresh(self, read: Callable[[], QueueSample]) -> bool:
         """Read the queue if the last reading is old enough; True when it read."""
@@ -302,6 +328,16 @@ class QueueMetrics:
         sample = read()
         self.depth.set(sample.depth)
         self.oldest.set(0 if sample.oldest_age_ms is None else max(0, sample.oldest_age_ms) / 1000)
+        self.by_requirement.clear()  # a set no longer queued disappears
+        self.by_requirement_oldest.clear()
+        blocked = [group for group in sample.requirements if group.unplaceable]
+        for group in sample.requirements:
+            self.by_requirement.labels(group.requires).set(group.depth)
+            self.by_requirement_oldest.labels(group.requires).set(
+                max(0, group.oldest_age_ms) / 1000)
+        self.unplaceable.set(sum(group.depth for group in blocked))
+        self.unplaceable_oldest.set(max((max(0, g.oldest_age_ms) for g in blocked), default=0)
+                                    / 1000)
         return True
 
 

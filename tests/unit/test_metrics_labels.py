@@ -19,6 +19,7 @@ from qinglong.metrics import (
     ExecutionMetrics,
     QueueMetrics,
     QueueSample,
+    RequirementSample,
     RescueMetrics,
     SchedulerMetrics,
     new_registry,
@@ -225,6 +226,28 @@ def test_queue_depth_is_read_at_most_every_few_seconds() -> None:
     assert value(samples, "ql_queue_depth") == 7
     assert value(samples, "ql_queue_oldest_age_seconds") == 12
     assert queue_sample(0, None, 5) == QueueSample(0, None)
+
+
+def test_the_queue_by_requirement_and_what_no_live_worker_can_take() -> None:
+    clock = FakeClock()
+    registry = new_registry()
+    metrics = QueueMetrics(registry, clock.monotonic)
+    groups = (RequirementSample("gpu", 3, 4_000, False),
+              RequirementSample("gpu,region=us", 2, 9_000, True),
+              RequirementSample("licence=x", 1, 20_000, True))
+    assert metrics.refresh(lambda: QueueSample(9, 20_000, groups))
+    samples = scrape(generate_latest(registry))
+    assert value(samples, "ql_queue_requirement_depth", requires="gpu,region=us") == 2
+    assert value(samples, "ql_queue_requirement_oldest_age_seconds", requires="gpu") == 4
+    assert value(samples, "ql_queue_unplaceable") == 3
+    assert value(samples, "ql_queue_unplaceable_oldest_age_seconds") == 20
+    clock.advance(int(QUEUE_REFRESH_S * 1000))
+    assert metrics.refresh(lambda: QueueSample(3, 1_000, groups[:1]))
+    samples = scrape(generate_latest(registry))
+    assert value(samples, "ql_queue_requirement_depth", requires="gpu") == 3
+    assert value(samples, "ql_queue_requirement_depth", requires="licence=x") is None  # gone
+    assert value(samples, "ql_queue_unplaceable") == 0
+    assert value(samples, "ql_queue_unplaceable_oldest_age_seconds") == 0
 
 
 @pytest.mark.parametrize(("raw", "expected"), [(None, 100), ("", 100), ("0", 0), ("2500", 2500)])

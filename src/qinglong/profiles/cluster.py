@@ -42,8 +42,8 @@ from qinglong.profiles.control_parts import (
     ControlSeams,
     Metrics,
     cluster_notify_service,
-    read_queue,
 )
+from qinglong.profiles.queue_reading import read_queue
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.run_notifier import Notifier
 from qinglong.scheduler.coordinator import Coordinator

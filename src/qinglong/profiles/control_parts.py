@@ -15,14 +15,11 @@ from qinglong.diagnostics import Diagnostic, DiagnosticSink
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.metrics import (
-    QUEUE_COUNT_CAP,
     Caps,
     QueueMetrics,
-    QueueSample,
     RescueMetrics,
     SchedulerMetrics,
     new_registry,
-    queue_sample,
 )
 from qinglong.notify.wiring import NotifyService, notify_service
 from qinglong.profiles.availability import Availability
@@ -30,7 +27,6 @@ from qinglong.storage.admission.params import CommitResult
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
-from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.params import RescuedAttempt
 
 
@@ -65,11 +61,6 @@ class Metrics:
         self.rescue = RescueMetrics(self.registry)
         self.rescued = self.rescue.rescued
         self.queue = QueueMetrics(self.registry, (clock or SystemClock()).monotonic)
-
-
-def read_queue(runs: RunStore) -> QueueSample:
-    """Queue depth by the database clock (one statement along runs_queued_idx)."""
-    return queue_sample(*runs.queue_depth(QUEUE_COUNT_CAP))
 
 
 def cluster_notify_service(url: str, clock: Clock, *, owner: str, stop_timeout_s: float,

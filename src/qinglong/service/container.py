@@ -50,7 +50,9 @@ class Services:
     def __post_init__(self) -> None:
         stores = self.stores
         self.catalog = Catalog(stores.definitions, self.clock)
-        self.runs = RunViews(stores.runs, logs=stores.logs)
+        self.processes = Processes(stores.instances)
+        self.runs = RunViews(stores.runs, logs=stores.logs,
+                             offers=lambda: self.processes.offers(self.clock.now_ms()))
         self.manual = ManualRuns(stores.admissions, stores.runs)
         self.backfills = Backfills(stores.admissions, self.clock)
         self.ledger = TriggerLedger(stores.runs)
@@ -58,7 +60,6 @@ class Services:
         self.stats = TaskStats(stores.runs)
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
         self.declarative = Declarative(stores.definitions, stores.db.unit)
-        self.processes = Processes(stores.instances)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
 
     @property

@@ -3,12 +3,13 @@ log (followed while it runs), and cancelling."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from qinglong.clock import pause
 from qinglong.domain.model import Attempt, RunDetail
+from qinglong.domain.placement import unplaceable
 from qinglong.domain.runs import ENDED_RUN, RunStatus
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.execution.logs import tail
@@ -66,13 +67,23 @@ def lost_marker(lost: tuple[int, str]) -> str:
 
 
 class RunViews:
-    def __init__(self, runs: RunStore, *, logs: LogStore | None = None) -> None:
+    def __init__(self, runs: RunStore, *, logs: LogStore | None = None,
+                 offers: Callable[[], list[Mapping[str, str | None]]] | None = None) -> None:
+        """``offers``: the labels each live executor offers now (for a queued Run's
+        placement; None: not known here)."""
         self._runs = runs
         self._logs = logs
+        self._offers = offers
 
     def acting_as(self, actor: str) -> RunViews:
         """The same views, whose cancels are recorded as ``actor``."""
-        return RunViews(self._runs.acting_as(actor), logs=self._logs)
+        return RunViews(self._runs.acting_as(actor), logs=self._logs, offers=self._offers)
+
+    def _unplaceable(self, detail: RunDetail) -> str | None:
+        run = detail.run
+        if run.status != RunStatus.QUEUED.value or not run.requires or self._offers is None:
+            return None
+        return unplaceable(run.requires, self._offers())
 
     def run_list(self, params: RunListParams) -> list[RunView]:
         return [run_view(run) for run in self._runs.run_list(params)]
@@ -86,11 +97,12 @@ class RunViews:
             if lost is not None:  # the tail ends with the note `ql run logs` prints
                 text += lost_marker(lost)
             lines = text.splitlines()[-tail_lines:] if tail_lines else []
-            return run_detail_view(detail, lines, log_location(None, in_database=True))
+            return run_detail_view(detail, lines, log_location(None, in_database=True),
+                                   self._unplaceable(detail))
         path = last.log_path if last is not None else None
         location = log_location(path)
         lines = tail(Path(path), tail_lines) if path and location.readable else []
-        return run_detail_view(detail, lines, location)
+        return run_detail_view(detail, lines, location, self._unplaceable(detail))
 
     def run_cancel(self, run_id: str, reason: str = "user") -> RunCancelView:
         status = self._runs.run_cancel(run_id, reason)

@@ -46,7 +46,8 @@ def instance_view(item: Instance, now_ms: int) -> InstanceView:
         id=item.instance_id, role=item.role, host=item.host, pid=item.pid,
         started_at=instant(item.started_at_ms), seen_at=instant(item.seen_at_ms),
         stopped_at=rfc3339(item.stopped_at_ms),
-        alive=item.stopped_at_ms is None and now_ms - item.seen_at_ms <= ALIVE_WITHIN_MS)
+        alive=item.stopped_at_ms is None and now_ms - item.seen_at_ms <= ALIVE_WITHIN_MS,
+        labels=dict(item.labels))
 
 
 def health(call: Call) -> Reply:

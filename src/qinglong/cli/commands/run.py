@@ -118,6 +118,11 @@ def _say_run(view: RunDetailView, tail_lines: int) -> None:
     error = f" ({item.error_code}: {item.error_summary})" if item.error_code else ""
     say(f"status     {item.status}{error}")
     say(f"admitted   {when(item.created_at_ms)}")
+    if item.requires:
+        say(f"requires   {', '.join(item.requires)}")
+    if view.unplaceable:
+        say(f"waiting    {view.unplaceable}: it stays queued until a worker with these "
+            "labels is running (ql worker --labels)")
     for label, at in (("started", item.started_at), ("finished", item.finished_at)):
         if at:
             say(f"{label:<10} {at}")

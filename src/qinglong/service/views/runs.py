@@ -47,6 +47,8 @@ class RunView(ViewModel):
     error_code: str | None
     error_summary: str | None
     cancel_reason: str | None
+    requires: list[str] = Field(description="Worker labels the Run needs (KEY or KEY=VALUE); "
+                                            "empty: any worker")
 
 
 class RunPageView(ViewModel):
@@ -96,6 +98,9 @@ class RunDetailView(ViewModel):
     events: list[EventView]
     log: LogLocation
     log_tail: list[str]
+    unplaceable: str | None = Field(
+        default=None, description="For a queued Run that requires labels: why no live worker "
+                                  "can take it (null: one can, or it requires none)")
 
 
 class RunCancelView(RunView):
@@ -127,7 +132,8 @@ def run_view(item: Run) -> RunView:
         admission_lag_ms=lag, started_at=rfc3339(item.started_at_ms),
         finished_at=rfc3339(item.finished_at_ms), duration_ms=item.duration_ms,
         exit_code=item.exit_code, error_code=item.error_code,
-        error_summary=item.error_summary, cancel_reason=item.cancel_reason)
+        error_summary=item.error_summary, cancel_reason=item.cancel_reason,
+        requires=list(item.requires))
 
 
 def attempt_view(item: Attempt) -> AttemptView:
@@ -156,8 +162,8 @@ def event_view(item: RunEvent) -> EventView:
 
 
 def run_detail_view(detail: RunDetail, log_tail: Sequence[str],
-                    log: LogLocation) -> RunDetailView:
+                    log: LogLocation, unplaceable: str | None = None) -> RunDetailView:
     return RunDetailView(run=run_view(detail.run),
                          attempts=[attempt_view(a) for a in detail.attempts],
                          events=[event_view(e) for e in detail.events], log=log,
-                         log_tail=list(log_tail))
+                         log_tail=list(log_tail), unplaceable=unplaceable)

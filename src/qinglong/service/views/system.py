@@ -32,6 +32,8 @@ class InstanceView(ViewModel):
     seen_at: Instant
     stopped_at: OptionalInstant
     alive: bool
+    labels: dict[str, str | None] = Field(default_factory=dict,
+                                          description="What a worker offers for placement")
 
 
 class HealthView(ViewModel):
