@@ -231,6 +231,10 @@ class EmbeddedPostgres:
         except OSError:
             return 0
 
+    def log_tail(self) -> str:
+        """The last 1000 characters of the server log (for a failing test's report)."""
+        return self._log_tail()
+
     def _log_tail(self, offset: int | None = None) -> str:
         """The server log from byte ``offset`` on (default: its last 1000 characters)."""
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import psycopg
 import pytest
 
 from qinglong.domain.manual import ManualRequest
@@ -24,9 +25,12 @@ from qinglong.storage.definitions.params import (
     TriggerPublishParams,
 )
 from qinglong.storage.instances import InstanceStore
-from qinglong.storage.runs.params import AttemptLease, LeaseAcquireParams
-from tests.contract.conftest import Backend
+from qinglong.storage.runs.params import AttemptLease, LeaseAcquireParams, LeaseRescueParams
+from qinglong.storage.sqlfile import load_queries
+from tests.contract.conftest import Backend, PgBackend
+from tests.contract.test_leases import run_to_running
 from tests.contract.test_manual_runs import manual_store
+from tests.contract.test_retries_and_overlap import RETRIES, RETRY_WAIT_OVER_MS, finish
 
 YEARLY = "0 0 1 1 *"
 LEASE_MS = 30_000
@@ -152,3 +156,55 @@ def test_the_queue_by_requirement_marks_what_no_live_worker_offers(
     assert by_set["gpu"].oldest_age_ms < 60_000
     store.instance_start("w-eu", "worker", "host-c", 4244, labels={"gpu": None, "region": "eu"})
     assert not any(group.unplaceable for group in read_queue(backend.lifecycle).requirements)
+
+
+def test_a_retried_run_and_one_whose_worker_died_keep_their_requirements(
+        backend: Backend) -> None:
+    """A retry and a takeover after a worker died queue the same Run again: it still goes
+    only to a worker with the labels."""
+    d = backend.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    d.task_publish(TaskPublishParams(
+        project_id="demo", task_id="gpu", name="gpu",
+        spec=CommandSpec(command=ShellCommand(command="true"), requires=("gpu",),
+                         retry=RETRIES, idempotent=True)))
+    d.trigger_publish(TriggerPublishParams(project_id="demo", trigger_id="gpu", task_id="gpu",
+                                           expression=YEARLY, timezone="UTC"))
+    run_id = backend.admit("demo", "gpu", backend.now_ms() // 1000 * 1000 - 1000)
+    gpu = {"gpu": None}
+    finish(backend, acquire(backend, gpu)[0])  # fails: a retry is due later
+    backend.age_retries(RETRY_WAIT_OVER_MS)
+    assert backend.lifecycle.retry_promote(10) == [run_id]
+    assert acquire(backend, {}) == []
+    [second] = acquire(backend, gpu, owner="w2")
+    run_to_running(backend, second.fence)
+    backend.age_leases(60_000)  # w2 died holding it
+    [rescued] = backend.lifecycle.lease_rescue(LeaseRescueParams())
+    assert rescued.outcome == "retry"
+    backend.age_retries(RETRY_WAIT_OVER_MS)
+    assert backend.lifecycle.retry_promote(10) == [run_id]
+    assert acquire(backend, {"region": "eu"}) == []
+    [third] = acquire(backend, gpu, owner="w3")
+    assert (third.fence.run_id, third.attempt) == (run_id, 3)
+    assert stored_requires(backend, run_id) == ["gpu"]
+
+
+def test_a_lease_in_flight_locks_only_the_runs_its_worker_can_take(
+        pg_backend: PgBackend) -> None:
+    """Two workers lease at the same moment (PostgreSQL): one without labels holds its lease
+    statement's transaction open; a gpu worker's lease still gets the gpu Run (had the first
+    statement locked it, SKIP LOCKED would have passed it over), and not the plain Run the
+    first one holds."""
+    backend = pg_backend
+    _setup(backend)
+    base = backend.now_ms() // 1000 * 1000
+    gpu = backend.admit("demo", "gpu", base - 9_000)
+    backend.admit("demo", "plain", base - 6_000)
+    statement = load_queries("qinglong.storage.postgres")["lease_candidates"]
+    with psycopg.connect(backend.db.url("ql_worker"), autocommit=False) as held:
+        rows = held.execute(statement, {"executor_type": backend.executor_type,
+                                        "labels": "[]", "limit": 10}).fetchall()
+        assert len(rows) == 1  # the plain Run, locked until this transaction ends
+        [lease] = acquire(backend, {"gpu": None}, owner="w-gpu")
+        assert lease.fence.run_id == gpu
+        held.rollback()

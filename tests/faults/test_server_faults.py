@@ -229,6 +229,8 @@ def test_f15_synchronous_failover_with_a_claim_held(bed: FaultBed, primary: Embe
         assert report.ledger is not None and report.ledger.acknowledged > 0
         assert report.ledger.violations == 0  # synchronous: nothing acknowledged was lost
     finally:
+        # shown only if the test failed (pytest prints a failing test's captured output)
+        print(f"standby {standby!r} log:\n{standby.log_tail()}\nprimary log:\n{primary.log_tail()}")
         standby.cleanup()
 
 
@@ -263,6 +265,8 @@ def test_f16_asynchronous_failover_loses_acknowledged_runs_and_the_ledger_detect
               f"{len(report.ledger.double_deliveries)} double deliveries of "
               f"{report.ledger.acknowledged} acknowledged")
     finally:
+        # shown only if the test failed (pytest prints a failing test's captured output)
+        print(f"standby {standby!r} log:\n{standby.log_tail()}\nprimary log:\n{primary.log_tail()}")
         standby.cleanup()
 
 
@@ -294,6 +298,8 @@ def test_f17_a_cancelled_synchronous_wait_is_not_durable_and_never_acknowledged(
                  "a to acknowledge admissions again once the standby is back", 30)
         assert bed.stop_all() == [0]
     finally:
+        # shown only if the test failed (pytest prints a failing test's captured output)
+        print(f"standby {standby!r} log:\n{standby.log_tail()}\nprimary log:\n{primary.log_tail()}")
         standby.cleanup()
 
 
@@ -324,6 +330,8 @@ def test_f17_the_commit_deadline_bounds_a_wait_for_a_dead_standby(
         assert report.ledger is not None and report.ledger.violations == 0
         assert unacknowledged <= {line["run_id"] for line in bed.ledger_lines()}
     finally:
+        # shown only if the test failed (pytest prints a failing test's captured output)
+        print(f"standby {standby!r} log:\n{standby.log_tail()}\nprimary log:\n{primary.log_tail()}")
         standby.cleanup()
 
 
@@ -361,6 +369,8 @@ def test_f18_a_stale_old_primary_restarted_writable_is_never_written(
         wait_for(lambda: a.readyz() == 200, "a ready again once the stale primary is gone", 30)
         assert bed.stop_all() == [0]
     finally:
+        # shown only if the test failed (pytest prints a failing test's captured output)
+        print(f"standby {standby!r} log:\n{standby.log_tail()}\nprimary log:\n{primary.log_tail()}")
         standby.cleanup()
 
 
