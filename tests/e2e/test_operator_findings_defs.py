@@ -88,6 +88,10 @@ def task_args(draw: st.DrawFn, project: str, task: str, enabled: bool) -> list[s
         args.append(f"--concurrency={draw(st.integers(1, 10_000))}")
     for token in draw(st.lists(st.sampled_from(REQUIRES), unique=True, max_size=3)):
         args.append(f"--requires={token}")
+    if draw(st.booleans()):
+        args.append(f"--memory-limit={draw(st.sampled_from(['16M', '512M', '3G', '1T']))}")
+    if draw(st.booleans()):
+        args.append(f"--cpu-limit={format_duration(draw(st.integers(1, 2_592_000)) * 1000)}")
     if not enabled:
         args.append("--disabled")
     if draw(st.booleans()):

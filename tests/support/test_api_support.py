@@ -421,7 +421,8 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"concurrency": 0}, {"working_directory": "relative"},
         {"unset_environment": ["NOT_SET"]}, {"name": "x" * 300},
         {"requires": ["Not A Label"]}, {"requires": ["gpu", "gpu=a100"]}, {"requires": "gpu"},
-        {"requires": [f"k{i}" for i in range(17)]}],
+        {"requires": [f"k{i}" for i in range(17)]}, {"memory_limit_bytes": 1024},
+        {"cpu_limit_s": 0}, {"memory_limit_bytes": "512M"}],
     ("POST", "/api/v1/projects/{project}/triggers/{trigger}/revisions"): [
         {"cron": "61 * * * *"}, {"timezone": "Mars/Olympus"}, {"misfire": "sometimes"},
         {"overlap": "queue", "overlap_queue_limit": -1}, {"overlap_queue_limit": 3},

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from qinglong.domain.limits import format_size
 from qinglong.service.views.tasks import Change, CommandView, RetryView
 
 # The view's fields (service.views.tasks) by the names `ql task show` gives them.
-_LABELS = {"working_directory": "cwd", "timeout_ms": "timeout", "concurrency": "limit"}
+_LABELS = {"working_directory": "cwd", "timeout_ms": "timeout", "concurrency": "limit",
+           "memory_limit_bytes": "memory", "cpu_limit_s": "cpu"}
 
 
 def command_text(command: CommandView) -> str:
@@ -46,6 +48,14 @@ def limit_text(value: object) -> str:
     return "none" if value is None else f"{value} at once"
 
 
+def memory_text(value: object) -> str:
+    return "none" if value is None else format_size(int(value))  # type: ignore[call-overload]
+
+
+def cpu_text(value: object) -> str:
+    return "none" if value is None else f"{value} s of CPU time"
+
+
 def requires_text(value: object) -> str:
     """A task's required worker labels: ``gpu, region=eu``, or ``any worker``."""
     assert isinstance(value, list)
@@ -62,7 +72,7 @@ _VALUES: dict[str, Callable[[object], str]] = {
     "timeout_ms": timeout_text, "retry": lambda value: retry_text(RetryView.model_validate(value)),
     "enabled": _yes_no,
     "idempotent": _yes_no, "concurrency": limit_text, "working_directory": cwd_text,
-    "requires": requires_text,
+    "requires": requires_text, "memory_limit_bytes": memory_text, "cpu_limit_s": cpu_text,
 }
 
 

@@ -1,12 +1,13 @@
 """The `qinglong/command@v1` task spec: what a task runs (a program with arguments, or a
 shell command), its environment, working directory, timeout, retry policy, idempotence,
-concurrency and the worker labels it requires, every bound checked, and its canonical JSON both ways."""
+concurrency, the worker labels it requires and its resource limits, every bound checked, and its canonical JSON both ways."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.placement import check_canonical_requirements, parse_requirements
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task_env import EnvEntry, env_json, parse_env_entry, plain_text
@@ -111,6 +112,7 @@ class CommandSpec:
     idempotent: bool = False  # safe to run twice: a lost Attempt may be retried
     concurrency: int | None = None  # at most this many Runs of the task at once
     requires: tuple[str, ...] = ()  # worker labels a Run needs (domain/placement.py)
+    limits: ResourceLimits = field(default_factory=ResourceLimits)  # domain/limits.py
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry, RetryPolicy):
@@ -145,6 +147,8 @@ class CommandSpec:
         if not isinstance(self.requires, tuple):
             raise InvalidInput("requires", "must be a list of labels")
         object.__setattr__(self, "requires", parse_requirements(self.requires))
+        if not isinstance(self.limits, ResourceLimits):
+            raise InvalidInput("limits", "must be resource limits")
 
     def config_json(self, *, entry_kinds: bool = True) -> dict[str, object]:
         """The canonical JSON config; without ``entry_kinds`` (an execution plan: the executor
@@ -166,6 +170,8 @@ class CommandSpec:
             config["concurrency"] = self.concurrency
         if self.requires:
             config["requires"] = list(self.requires)
+        if not self.limits.empty:
+            config["limits"] = self.limits.to_json()
         return config
 
     def envelope(self) -> dict[str, object]:
@@ -193,7 +199,7 @@ def parse_command_config(config: object) -> CommandSpec:
     if not isinstance(config, Mapping):
         raise InvalidInput("spec.config", "must be an object")
     _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"},
-                {"workingDirectory", "retry", "idempotent", "concurrency", "requires"})
+                {"workingDirectory", "retry", "idempotent", "concurrency", "requires", "limits"})
     environment = config["environment"]
     if not isinstance(environment, list):
         raise InvalidInput("environment", "must be a list")
@@ -222,6 +228,8 @@ def parse_command_config(config: object) -> CommandSpec:
         concurrency=config.get("concurrency"),
         requires=check_canonical_requirements(config["requires"]) if "requires" in config
         else (),
+        limits=ResourceLimits.parse(config["limits"]) if "limits" in config
+        else ResourceLimits(),
     )
 
 

@@ -15,6 +15,7 @@ from typing import TypeVar
 from qinglong.domain.cron import CronSchedule, DstPolicy, check_dst_applies
 from qinglong.domain.interval import IntervalSchedule
 from qinglong.domain.jitter import Jitter
+from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.retry import RetryPolicy
@@ -237,6 +238,10 @@ class TaskPatch:
     concurrency: int | None = None
     clear_concurrency: bool = False
     requires: tuple[str, ...] | None = None  # replaces the requirements (empty: none)
+    memory_limit_bytes: int | None = None
+    clear_memory_limit: bool = False
+    cpu_limit_s: int | None = None
+    clear_cpu_limit: bool = False
 
     def __post_init__(self) -> None:
         if self.working_directory is not None and self.clear_working_directory:
@@ -248,6 +253,10 @@ class TaskPatch:
         overlap = set(names) & set(self.env_unset)
         if overlap:
             raise InvalidInput("environment", f"{min(overlap)!r} is both set and unset")
+        if self.memory_limit_bytes is not None and self.clear_memory_limit:
+            raise InvalidInput("memory-limit", "give a limit or clear it, not both")
+        if self.cpu_limit_s is not None and self.clear_cpu_limit:
+            raise InvalidInput("cpu-limit", "give a limit or clear it, not both")
 
 
 def _merged_retry(current: RetryPolicy, changes: Mapping[str, object]) -> RetryPolicy:
@@ -301,4 +310,9 @@ def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSp
                                     current.concurrency if current else None),
         requires=patch.requires if patch.requires is not None else (
             current.requires if current else ()),
+        limits=ResourceLimits(
+            memory_bytes=_cleared_or_set(patch.clear_memory_limit, patch.memory_limit_bytes,
+                                         current.limits.memory_bytes if current else None),
+            cpu_seconds=_cleared_or_set(patch.clear_cpu_limit, patch.cpu_limit_s,
+                                        current.limits.cpu_seconds if current else None)),
     )

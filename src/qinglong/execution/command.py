@@ -15,10 +15,12 @@ from pathlib import Path
 
 from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.runs import AttemptStatus
+from qinglong.execution.identity import PRLIMIT, Identity
 from qinglong.execution.logs import CappedLogPump, private_dir, private_file, private_opener
 from qinglong.execution.processes import kill_group
 from qinglong.storage.runs.params import AttemptLease
 
+PLAIN = Identity()
 KILL_GRACE_S = 2.0
 STRAGGLER_WAIT_S = 2.0
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "SHELL")
@@ -81,8 +83,10 @@ def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
 
 
 def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],
-          log_max_bytes: int, tap: Callable[[bytes], None] | None = None) -> Spawned | Outcome:
-    """Start the command in its own process group with its output going to ``log_path``."""
+          log_max_bytes: int, tap: Callable[[bytes], None] | None = None,
+          identity: Identity = PLAIN) -> Spawned | Outcome:
+    """Start the command in its own process group with its output going to ``log_path``, at
+    the executor's niceness, as its run-as user, under the task's resource limits."""
     execution = lease.execution
     assert execution is not None
     cwd = execution.plan.working_directory or default_cwd
@@ -90,11 +94,21 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
         message = f"working directory {cwd!r} does not exist on this host"
         _note(log_path, message)
         return failed("WORKING_DIRECTORY_MISSING", message, log_path=log_path)
+    limits = execution.plan.limits
+    if not limits.empty and not os.access(PRLIMIT, os.X_OK):
+        message = f"the task has resource limits and {PRLIMIT} (util-linux) is not installed"
+        _note(log_path, message)
+        return failed("LIMITS_UNAVAILABLE", message, log_path=log_path)
     argv = execution.argv()
+    run_as = identity.run_as
     try:
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=cwd, env=environment(lease, inherited), start_new_session=True, close_fds=True,
+            identity.argv(argv, limits), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, cwd=cwd,
+            env=identity.environment(environment(lease, inherited)), start_new_session=True,
+            close_fds=True, user=None if run_as is None else run_as.uid,
+            group=None if run_as is None else run_as.gid,
+            extra_groups=None if run_as is None else [],
         )
     except OSError as exc:
         reason = exc.strerror or str(exc)
@@ -134,6 +148,8 @@ def collect(spawned: Spawned) -> None:
 
 
 def exit_outcome(code: int) -> Outcome:
+    if code == -signal.SIGXCPU:  # sent only when RLIMIT_CPU (the task's CPU limit) is reached
+        return failed("CPU_LIMIT", "stopped at its CPU-time limit (SIGXCPU)")
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         return failed("KILLED_BY_SIGNAL", f"terminated by {name}")

@@ -29,6 +29,7 @@ from qinglong.domain.lifecycle import check_attempt_lease
 from qinglong.domain.placement import label_tokens
 from qinglong.errors import InvalidConfig
 from qinglong.execution import command
+from qinglong.execution.identity import Identity
 from qinglong.execution.job_runner import JobRunner, RunnerSettings
 from qinglong.execution.jobs import Job, RunFinished
 from qinglong.execution.lease_keeper import LeaseKeeper
@@ -73,13 +74,15 @@ class Executor:
         renew_every_s: float | None = None,
         lease_store: RunStore | None = None,
         labels: Mapping[str, str | None] | None = None,
+        identity: Identity | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as
         interrupted and its Run queued again (no attempt spent), instead of cancelled.
         ``log_store``: output is shipped there while the command runs (cluster workers), and
         the local file under ``log_dir`` is only a spool, removed when the Attempt ends.
         ``labels``: what this executor offers (domain/placement.py); it leases only Runs whose
-        task requires no label it lacks.
+        task requires no label it lacks. ``identity``: the niceness and run-as user of every
+        command (execution/identity.py).
         ``renew_every_s``: renew more often than three times a lease, so a cancel request
         (carried by every renewal reply) is seen sooner where no notification brings it.
         ``lease_store``: renewals go through it (a connection of their own, which reconnects
@@ -122,7 +125,8 @@ class Executor:
                 log_dir=log_dir.absolute(), log_max_bytes=log_max_bytes, lease_ms=lease_ms,
                 workdir=os.getcwd(),
                 inherited=dict(os.environ if inherited_env is None else inherited_env),
-                requeue_on_drain=requeue_on_drain, log_store=log_store),
+                requeue_on_drain=requeue_on_drain, log_store=log_store,
+                identity=identity or Identity()),
             reaper=self._reaper, log_refusals=self.log_refusals, stopping=self._stopping,
             diagnostics=diagnostics)
         self.started = 0  # commands started (for metrics)

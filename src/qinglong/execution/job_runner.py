@@ -26,6 +26,7 @@ from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, em
 from qinglong.domain.lifecycle import Outcome
 from qinglong.errors import DatabaseCorrupt, LeaseLost, StorageError
 from qinglong.execution import command
+from qinglong.execution.identity import Identity
 from qinglong.execution.jobs import Job, job_outcome
 from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
 from qinglong.execution.processes import kill_group, make_handle
@@ -53,6 +54,7 @@ class RunnerSettings:
     inherited: Mapping[str, str]  # the environment commands start from
     requeue_on_drain: bool
     log_store: LogStore | None
+    identity: Identity = dataclasses.field(default_factory=Identity)  # niceness, run-as user
 
 
 def passing(exc: BaseException) -> bool:
@@ -202,7 +204,8 @@ class JobRunner:
         spawned = command.spawn(lease, log, default_cwd=self.settings.workdir,
                                 inherited=self.settings.inherited,
                                 log_max_bytes=self.settings.log_max_bytes,
-                                tap=shipper.feed if shipper is not None else None)
+                                tap=shipper.feed if shipper is not None else None,
+                                identity=self.settings.identity)
         if isinstance(spawned, Outcome):
             return spawned
         self.reaper.watch(spawned.process.pid)

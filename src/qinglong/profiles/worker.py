@@ -30,6 +30,7 @@ from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.errors import AlreadyRunning, NotReady, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
+from qinglong.execution.identity import limits_support
 from qinglong.ids import new_uuid
 from qinglong.metrics import Caps, ExecutionMetrics, new_registry
 from qinglong.profiles.lease_recording import LeaseRecordingRunStore
@@ -96,6 +97,7 @@ class WorkerApp:
     def __init__(self, settings: WorkerSettings, observer: WorkerObserver,
                  clock: Clock | None = None) -> None:
         self._settings = settings
+        self._identity = settings.identity()  # refuses a --run-as it cannot use, before anything
         self._observer = observer
         self._clock = clock or SystemClock()
         self.metrics = WorkerMetrics()
@@ -133,6 +135,9 @@ class WorkerApp:
                 "state": self._state[0], "reason": self._state[1],
                 "slots": self._settings.slots,
                 "labels": self._settings.label_map,
+                "nice": self._identity.nice,
+                "run_as": None if self._identity.run_as is None else self._identity.run_as.name,
+                "limits": limits_support(),
                 "running": executor.active() if executor else 0,
                 "started": executor.started if executor else 0,
                 "notifications": self._wakeups.received}
@@ -221,6 +226,7 @@ class WorkerApp:
             lease_store=RunStore(open_postgres(leases, index_scans_only=True),
                                  actor_id=self.session),
             labels=s.label_map,
+            identity=self._identity,
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from qinglong.domain.placement import labels_text, parse_labels
 from qinglong.errors import InvalidInput
 from qinglong.execution.executor import MAX_CONCURRENCY, MIN_CONCURRENCY
+from qinglong.execution.identity import MAX_NICE, Identity, RunAs
 from qinglong.execution.logs import MAX_LOG_BYTES, MIN_LOG_BYTES
 from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
 
@@ -35,6 +36,8 @@ class WorkerSettings(BaseSettings):
     pool_size: int | None = Field(default=None, ge=2, le=64)  # None: sized from the slots
     http: str = "127.0.0.1:8082"
     labels: str = ""  # KEY[=VALUE],... (domain/placement.py); stored in canonical order
+    nice: int = Field(default=0, ge=0, le=MAX_NICE)  # every command's niceness
+    run_as: str | None = None  # the user commands run as (a worker started as root)
 
     _name = field_validator("worker_id")(process_name)
     _url = field_validator("database_url")(postgres_url("ql worker", " (ql serve runs Runs on SQLite)"))
@@ -49,6 +52,11 @@ class WorkerSettings(BaseSettings):
             return labels_text(parse_labels([value]))
         except InvalidInput as exc:
             raise ValueError(exc.rule) from None
+
+    def identity(self) -> Identity:
+        """How commands are started (InvalidConfig for a --run-as this process cannot use)."""
+        return Identity(nice=self.nice,
+                        run_as=None if self.run_as is None else RunAs.lookup(self.run_as))
 
     @property
     def label_map(self) -> dict[str, str | None]:

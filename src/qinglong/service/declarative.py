@@ -166,7 +166,7 @@ class Declarative:
                                working_directory=task.working_directory,
                                timeout_ms=task.timeout_ms, retry=task.retry,
                                idempotent=task.idempotent, concurrency=task.concurrency,
-                               requires=task.requires)
+                               requires=task.requires, limits=task.limits)
         except InvalidInput as exc:
             key = spec_key(exc.field)
             issues.add(task.at(key), task.field_name(key), exc.rule)

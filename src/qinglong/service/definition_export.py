@@ -47,7 +47,8 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
                 command=spec.command, env=env,
                 working_directory=spec.working_directory, timeout_ms=spec.timeout_ms,
                 retry=spec.retry, idempotent=spec.idempotent,
-                concurrency=spec.concurrency, requires=spec.requires, enabled=task.enabled)
+                concurrency=spec.concurrency, requires=spec.requires, limits=spec.limits,
+                enabled=task.enabled)
         for trigger_view in store.trigger_list(project.id, None):
             trigger = trigger_view.revision
             if trigger.enabled and not trigger_view.task_pin_current:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from qinglong.domain.cron import DstGap, DstOverlap
 from qinglong.domain.durations import format_duration
 from qinglong.domain.interval import IntervalSchedule, format_every
+from qinglong.domain.limits import size_text
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.task import CommandSpec, ShellCommand
@@ -37,6 +38,10 @@ def task_fields(name: str, spec: CommandSpec, enabled: bool) -> dict[str, object
         "idempotent": spec.idempotent,
         "concurrency": spec.concurrency,
         "requires": list(spec.requires),
+        "limits.memory": None if spec.limits.memory_bytes is None
+        else size_text(spec.limits.memory_bytes),
+        "limits.cpu": None if spec.limits.cpu_seconds is None
+        else format_duration(spec.limits.cpu_seconds * 1000),
         "enabled": enabled,
     })
     return fields

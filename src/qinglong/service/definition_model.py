@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ArgvCommand, ShellCommand
 from qinglong.domain.trigger import TriggerSpec
@@ -127,6 +128,7 @@ class DesiredTask(Placed):
     idempotent: bool = False
     concurrency: int | None = None
     requires: tuple[str, ...] = ()
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
     enabled: bool = True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from qinglong.domain.identifiers import display_name
+from qinglong.domain.limits import ResourceLimits, parse_size, whole_seconds
 from qinglong.domain.placement import parse_requirements
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
@@ -22,7 +23,8 @@ from qinglong.service.definition_plan import spec_key
 from qinglong.service.definition_yaml_nodes import Fields, YList, YMap, type_name
 
 TASK_KEYS = ("name", "shell", "bash", "argv", "env", "cwd", "timeout", "retry", "idempotent",
-             "concurrency", "requires", "enabled")
+             "concurrency", "requires", "limits", "enabled")
+LIMIT_KEYS = ("memory", "cpu")
 RETRY_KEYS = ("max_attempts", "backoff", "max_backoff", "on_exit", "on_timeout")
 _RETRY_FIELDS = {"max-attempts": "max_attempts", "retry-backoff": "backoff",
                  "retry-max-backoff": "max_backoff", "retry-on-exit": "on_exit",
@@ -156,6 +158,27 @@ def _requires(fields: Fields) -> tuple[str, ...]:
     return () if found is None else found
 
 
+def _limits(fields: Fields) -> ResourceLimits:
+    """``limits: {memory: 512M, cpu: 10m}`` (none when left out)."""
+    given = fields.mapping("limits")
+    if given is None:
+        return ResourceLimits()
+    sub = Fields(given, fields.file, fields.name("limits"), fields.issues, LIMIT_KEYS)
+    memory_text = sub.text("memory")
+    memory = None if memory_text is None else sub.attempt("memory",
+                                                          lambda: parse_size(memory_text))
+    cpu_ms = sub.duration("cpu")
+    cpu = None if cpu_ms is None else sub.attempt("cpu", lambda: whole_seconds(cpu_ms))
+    if not sub.ok:
+        fields.ok = False
+        return ResourceLimits()
+    found = sub.attempt("memory" if memory is not None else "cpu",
+                        lambda: ResourceLimits(memory_bytes=memory, cpu_seconds=cpu))
+    if found is None:
+        fields.ok = False
+    return found or ResourceLimits()
+
+
 def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Issues,
           where: Where | None) -> DesiredTask | None:
     fields = Fields(mapping, file, f"tasks.{task_id}", issues, TASK_KEYS)
@@ -170,6 +193,7 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
     idempotent = fields.flag("idempotent", False)
     concurrency = fields.number("concurrency")
     requires = _requires(fields)
+    limits = _limits(fields)
     enabled = fields.flag("enabled", True)
     if command is None or not fields.ok:
         return None
@@ -177,15 +201,16 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
         project_id=project, task_id=task_id, name=task_id if name is None else name,
         command=command, env=env, working_directory=cwd,
         timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout, retry=retry,
-        idempotent=idempotent, concurrency=concurrency, requires=requires, enabled=enabled,
-        where=where,
+        idempotent=idempotent, concurrency=concurrency, requires=requires, limits=limits,
+        enabled=enabled, where=where,
         path=f"tasks.{task_id}",
         lines={key: Where(file, line) for key, line in mapping.key_lines.items()})
     try:  # every bound of the spec, before any value is read from the environment
         CommandSpec(command=command,
                     environment=tuple(EnvEntry(name=e.name, value=e.value or "") for e in env),
                     working_directory=cwd, timeout_ms=task.timeout_ms, retry=retry,
-                    idempotent=idempotent, concurrency=concurrency, requires=requires)
+                    idempotent=idempotent, concurrency=concurrency, requires=requires,
+                    limits=limits)
     except InvalidInput as exc:
         key = spec_key(exc.field)
         issues.add(task.at(key), task.field_name(key), exc.rule)

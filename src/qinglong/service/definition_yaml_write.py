@@ -11,6 +11,7 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from qinglong.domain.cron import CronSchedule, DstGap, DstOverlap
 from qinglong.domain.durations import format_duration
 from qinglong.domain.interval import IntervalSchedule, format_every
+from qinglong.domain.limits import size_text
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.retry import RetryPolicy
@@ -108,6 +109,13 @@ def task_document(task: DesiredTask) -> dict[str, Any]:
         doc["concurrency"] = task.concurrency
     if task.requires:
         doc["requires"] = _Flow(task.requires)
+    if not task.limits.empty:
+        limits: dict[str, Any] = {}
+        if task.limits.memory_bytes is not None:
+            limits["memory"] = size_text(task.limits.memory_bytes)
+        if task.limits.cpu_seconds is not None:
+            limits["cpu"] = format_duration(task.limits.cpu_seconds * 1000)
+        doc["limits"] = _FlowMap(limits)
     if not task.enabled:
         doc["enabled"] = False
     return doc

@@ -182,6 +182,10 @@ def task_patch(body: rq.TaskPublishRequest) -> TaskPatch:
         concurrency=body.concurrency,
         clear_concurrency="concurrency" in given and body.concurrency is None,
         requires=None if body.requires is None else parse_requirements(body.requires),
+        memory_limit_bytes=body.memory_limit_bytes,
+        clear_memory_limit="memory_limit_bytes" in given and body.memory_limit_bytes is None,
+        cpu_limit_s=body.cpu_limit_s,
+        clear_cpu_limit="cpu_limit_s" in given and body.cpu_limit_s is None,
     )
 
 

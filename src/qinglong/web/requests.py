@@ -82,6 +82,12 @@ class TaskPublishRequest(Request):
         default=None, max_length=16,
         description="Worker labels a Run needs, KEY or KEY=VALUE (replaces the current ones; "
                     "[] lets any worker run the task; left out: kept)")
+    memory_limit_bytes: int | None = Field(
+        default=None, description="Most memory a Run's command may use, in bytes (16 MiB to "
+                                  "1 TiB; null clears it; docs/controls/limits.md)")
+    cpu_limit_s: int | None = Field(
+        default=None, description="Most CPU time a Run's command may use, in seconds (1 s to "
+                                  "30 days; null clears it)")
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "task is enabled)")
     repin_triggers: bool = Field(default=True, description="Re-pin the task's triggers to the "

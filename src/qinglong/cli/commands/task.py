@@ -19,12 +19,15 @@ from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.cli.task_text import (
     change_text,
     command_text,
+    cpu_text,
     cwd_text,
     limit_text,
+    memory_text,
     requires_text,
     retry_text,
     timeout_text,
 )
+from qinglong.domain.limits import parse_size, whole_seconds
 from qinglong.domain.placement import requirements_change
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.retry import DEFAULT_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS, MAX_ATTEMPTS
@@ -200,6 +203,14 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
                    "region=eu --requires gpu; replaces the task's requirements (repeatable). "
                    "See `ql worker --labels`.")
 @click.option("--no-requires", is_flag=True, help="Let any worker run the task again.")
+@click.option("--memory-limit", metavar="SIZE",
+              help="Most memory (address space) a Run's command may use, e.g. 512M, 2G: an "
+                   "allocation beyond it fails (setrlimit; docs/controls/limits.md).")
+@click.option("--no-memory-limit", is_flag=True, help="Remove the memory limit.")
+@click.option("--cpu-limit", type=DURATION, metavar="DURATION",
+              help="Most CPU time a Run's command may use, whole seconds (30s, 10m): at the "
+                   "limit it is stopped and its Attempt ends CPU_LIMIT.")
+@click.option("--no-cpu-limit", is_flag=True, help="Remove the CPU-time limit.")
 @click.option("--name", help="Display name (new tasks: the task id).")
 @click.option("--disabled", is_flag=True, help="Publish the revision disabled (its triggers stop).")
 @click.option(
@@ -216,7 +227,8 @@ def publish(
     timeout: int | None, max_attempts: int | None, retry_backoff: int | None,
     retry_max_backoff: int | None, retry_on_exit: str | None, retry_on_timeout: bool | None,
     idempotent: bool | None, concurrency: int | None, no_concurrency: bool,
-    requires: tuple[str, ...], no_requires: bool, name: str | None, disabled: bool, no_repin: bool,
+    requires: tuple[str, ...], no_requires: bool, memory_limit: str | None,
+    no_memory_limit: bool, cpu_limit: int | None, no_cpu_limit: bool, name: str | None, disabled: bool, no_repin: bool,
     words: tuple[str, ...], database_url: str, as_json: bool,
 ) -> None:
     """Publish a new revision of a task (a no-op when nothing changed).
@@ -242,6 +254,11 @@ def publish(
         concurrency=concurrency,
         clear_concurrency=no_concurrency,
         requires=requirements_change(requires, no_requires, "--requires"),
+        memory_limit_bytes=None if memory_limit is None else parse_size(memory_limit,
+                                                                        "--memory-limit"),
+        clear_memory_limit=no_memory_limit,
+        cpu_limit_s=None if cpu_limit is None else whole_seconds(cpu_limit, "--cpu-limit"),
+        clear_cpu_limit=no_cpu_limit,
     )
     if concurrency is not None and no_concurrency:
         raise InvalidInput("concurrency", "give either --concurrency N or --no-concurrency")
@@ -316,6 +333,8 @@ def _say_task(project: str, task_id: str, view: TaskShowView) -> None:
     say(f"idempotent {'yes' if view.idempotent else 'no'}")
     say(f"limit      {limit_text(view.concurrency)}")
     say(f"requires   {requires_text(view.requires)}")
+    say(f"memory     {memory_text(view.memory_limit_bytes)}")
+    say(f"cpu        {cpu_text(view.cpu_limit_s)}")
     say(f"digest     {view.content_digest}")
     say("history:")
     for entry in view.history:

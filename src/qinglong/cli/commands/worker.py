@@ -63,6 +63,10 @@ class WorkerConsole(EventConsole):
                 "comma-separated (region=eu,gpu; env QL_WORKER_LABELS). A task that "
                 "--requires labels runs only on a worker that has them all; a worker "
                 "without labels takes only Runs that require none (docs/placement.md).")
+@setting_option("--nice", click.INT, "Niceness of every command, 0-19 (default 0): the worker "
+                "itself keeps its own, so its leases and renewals are not slowed.")
+@setting_option("--run-as", str, "Run every command as this user (HOME, USER and LOGNAME "
+                "set to its own); only for a worker started as root, refused otherwise.")
 @json_events_option
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
@@ -78,6 +82,11 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     It must connect as ql_worker (another role: exit 3), and its --worker-id must not be
     held by a live process (exit 4; a crashed one's id is free 30 s after its last
     heartbeat, and a start waits for that).
+
+    A task's --memory-limit and --cpu-limit are applied with setrlimit through util-linux
+    prlimit (no cgroups): an allocation beyond the memory limit fails, and a command that
+    reaches its CPU-time limit is stopped with SIGXCPU and its Attempt ends CPU_LIMIT
+    (docs/controls/limits.md). /status says what this host can apply.
     """
     from qinglong.cli.params import check_cli_url
     from qinglong.domain.placement import labels_text

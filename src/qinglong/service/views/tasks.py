@@ -55,6 +55,10 @@ class TaskRevisionView(ViewModel):
     concurrency: int | None
     requires: list[str] = Field(description="Worker labels a Run of this task needs "
                                             "(KEY or KEY=VALUE); empty: any worker")
+    memory_limit_bytes: int | None = Field(
+        default=None, description="Most memory (address space) a Run's command may use")
+    cpu_limit_s: int | None = Field(
+        default=None, description="Most CPU time a Run's command may use, in seconds")
     content_digest: str
     published_at: Instant
     published_at_ms: int
@@ -122,7 +126,8 @@ def task_revision_view(revision: TaskRevision) -> TaskRevisionView:
         environment=[entry.name for entry in spec.environment],
         working_directory=spec.working_directory, timeout_ms=spec.timeout_ms,
         retry=retry_view(spec), idempotent=spec.idempotent, concurrency=spec.concurrency,
-        requires=list(spec.requires), content_digest=revision.content_digest,
+        requires=list(spec.requires), memory_limit_bytes=spec.limits.memory_bytes,
+        cpu_limit_s=spec.limits.cpu_seconds, content_digest=revision.content_digest,
         published_at=instant(revision.created_at_ms), published_at_ms=revision.created_at_ms)
 
 
@@ -150,6 +155,8 @@ def task_diff(old: TaskRevision, new: TaskRevision) -> list[Change]:
     note("idempotent", old.spec.idempotent, new.spec.idempotent)
     note("concurrency", old.spec.concurrency, new.spec.concurrency)
     note("requires", list(old.spec.requires), list(new.spec.requires))
+    note("memory_limit_bytes", old.spec.limits.memory_bytes, new.spec.limits.memory_bytes)
+    note("cpu_limit_s", old.spec.limits.cpu_seconds, new.spec.limits.cpu_seconds)
     for name, before, after in entry_changes(old.spec.environment, new.spec.environment,
                                              name_secrets=False):
         changes.append(Change(field=f"environment.{name}", from_=before, to=after))
