@@ -53,6 +53,8 @@ FIELD_OPTIONS = {
     "requires": "--requires",
     "memory-limit": "--memory-limit",
     "cpu-limit": "--cpu-limit",
+    "run-as": "--run-as",
+    "nice": "--nice",
     "overlap": "--overlap",
     "overlap-queue-limit": "--overlap-queue-limit",
     "project": "--project",

@@ -28,6 +28,7 @@ from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_da
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim, check_budget
 from qinglong.errors import DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
+from qinglong.execution.identity import Identity, RunAs
 from qinglong.execution.logs import (
     DEFAULT_LOG_BYTES,
     DEFAULT_LOG_RETENTION_DAYS,
@@ -114,12 +115,20 @@ class LocalServeConfig:
     stop_timeout_s: float = 10.0
     metrics_trigger_labels: int | None = None  # None: QL_METRICS_TRIGGER_LABELS or 100
     labels: Mapping[str, str | None] = field(default_factory=dict)  # placement (its executor's)
+    nice: int = 0  # every command's niceness
+    run_as: str | None = None  # the user commands run as (a server started as root)
+
+    def identity(self) -> Identity:
+        """How commands are started (InvalidConfig for a --run-as this process cannot use)."""
+        return Identity(nice=self.nice,
+                        run_as=None if self.run_as is None else RunAs.lookup(self.run_as))
 
     def validated(self) -> LocalServeConfig:
         check_grace(self.grace_ms)
         check_budget(self.effective_budget)
         check_interval(self.effective_interval_s)
         check_retention_days(self.retention_days)
+        self.identity()
         if not 0 <= self.drain_timeout_s <= 3600:
             raise InvalidConfig("drain-timeout", "must be between 0 s and 1 h")
         return self
@@ -236,6 +245,7 @@ class LocalApp:
                 on_finished=self._finished,
                 renew_every_s=LOCAL_RENEW_EVERY_S,
                 labels=config.labels,
+                identity=config.identity(),
             )
             self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()

@@ -137,6 +137,10 @@ class ConsoleObserver(EventConsole):
 @click.option("--labels", metavar="KEY[=VALUE],...",
               help="What this process's executor offers for placement (region=eu,gpu): a task "
                    "that --requires labels runs only where they all are (docs/placement.md).")
+@click.option("--nice", type=click.IntRange(0, 19), default=0, show_default=True,
+              help="Niceness of every command; the server keeps its own (docs/controls/limits.md).")
+@click.option("--run-as", metavar="USER",
+              help="Run every command as USER (only for a server started as root).")
 @click.option("--duration", type=DURATION, help="Stop by itself after this long (e.g. 20s).")
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 @json_events_option
@@ -149,7 +153,8 @@ class ConsoleObserver(EventConsole):
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
-    retention_days: int, drain_timeout: int, labels: str | None,
+    retention_days: int, drain_timeout: int, labels: str | None, nice: int,
+    run_as: str | None,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
     allow_remote: bool, trusted_proxies: tuple[str, ...],
 ) -> None:
@@ -174,6 +179,7 @@ def serve(
         retention_days=retention_days,
         drain_timeout_s=drain_timeout / 1000,
         labels=parse_labels([labels], "--labels") if labels else {},
+        nice=nice, run_as=run_as,
     ).validated()
     trusted: tuple[Network, ...] = ()
     if listen is not None:

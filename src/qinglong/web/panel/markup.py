@@ -25,7 +25,8 @@ DASHBOARD = """
 <section><h2>Processes</h2><p id="process-summary"></p>
 <div class="table-scroll">
 <table id="processes" class="grid"><thead><tr><th>Role</th><th>Id</th><th>Host</th><th>Pid</th>
-<th>Started</th><th>Last seen</th><th>Alive</th></tr></thead><tbody></tbody></table></div></section>
+<th>Labels</th><th>Started</th><th>Last seen</th><th>Alive</th></tr></thead><tbody></tbody></table>
+</div></section>
 """
 
 TASKS = """
@@ -34,7 +35,8 @@ TASKS = """
 <p id="problem" class="problem" hidden></p>
 <div class="table-scroll">
 <table id="tasks" class="grid"><thead><tr><th>Project</th><th>Task</th><th>Command</th>
-<th>Revision</th><th>Enabled</th><th>Environment (names only)</th><th>Timeout</th><th></th>
+<th>Revision</th><th>Enabled</th><th>Environment (names only)</th><th>Timeout</th>
+<th>Runs on (worker labels)</th><th></th>
 </tr></thead><tbody></tbody></table></div>
 """
 

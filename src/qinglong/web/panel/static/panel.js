@@ -500,6 +500,14 @@
 
   function drawRecent(runs) { runRows($("recent").tBodies[0], runs, 6); }
 
+  // What a worker offers for placement (docs/controls/placement.md): region=eu, gpu
+  function labelsText(labels) {
+    var keys = Object.keys(labels || {}).sort();
+    if (!keys.length) return "—";
+    return keys.map(function (k) { return labels[k] === null ? k : k + "=" + labels[k]; })
+      .join(", ");
+  }
+
   function drawProcesses(health) {
     var tbody = clear($("processes").tBodies[0]);
     var counts = {};
@@ -512,12 +520,12 @@
     $("process-summary").textContent = "Profile " + health.profile + ", version " +
       health.version + ". Alive: " + (words.length ? words.join(", ") : "none registered") + ".";
     if (!health.instances.length) {
-      emptyRow(tbody, 7, "No registered processes (a standalone `ql serve` registers none).");
+      emptyRow(tbody, 8, "No registered processes (a standalone `ql serve` registers none).");
       return;
     }
     health.instances.forEach(function (p) {
       tbody.appendChild(row([p.role, el("span", { class: "mono" }, p.id), p.host,
-        el("td", { class: "num" }, p.pid), when(p.started_at),
+        el("td", { class: "num" }, p.pid), labelsText(p.labels), when(p.started_at),
         when(p.seen_at),
         badge(p.alive ? "alive" : (p.stopped_at ? "stopped" : "dead"))]));
     });
@@ -566,11 +574,12 @@
               t.enabled ? "yes" : "no",
               t.environment.length ? t.environment.join(", ") : "—",
               duration(t.timeout_ms),
+              t.requires && t.requires.length ? t.requires.join(", ") : "any worker",
               actions
             ], { "data-task": t.project + "/" + t.task }));
           });
         });
-        if (!count) emptyRow(tbody, 8, "No tasks yet.");
+        if (!count) emptyRow(tbody, 9, "No tasks yet.");
       });
     }).catch(function (e) { showProblem("problem", e); });
   }
@@ -1127,7 +1136,10 @@
       ["Exit code", r.exit_code === null ? null : String(r.exit_code)],
       ["Error", r.error_code ? r.error_code + (r.error_summary ? ": " + r.error_summary : "")
         : null],
-      ["Cancel reason", r.cancel_reason]
+      ["Cancel reason", r.cancel_reason],
+      ["Requires", r.requires && r.requires.length ? r.requires.join(", ") : null],
+      ["Waiting", detail.unplaceable ? detail.unplaceable + ": it stays queued until a worker " +
+        "with these labels is running" : null]
     ]);
     var tbody = clear($("attempts").tBodies[0]);
     if (!detail.attempts.length) emptyRow(tbody, 8, "No attempt yet.");
