@@ -6,7 +6,8 @@ Every Run of the gpu task is executed by the labelled worker; the plain ones by 
 one no live worker can take stays queued, never leased, while the Runs admitted after it
 pass it by and finish (the wait is for those Runs, not for a fixed time). `ql run show`
 names what the waiting Run requires and that no live worker offers it, and the labelled
-worker's /status shows its labels."""
+worker's /status shows its labels and its niceness. A task with a one-second CPU-time limit
+that spins ends CPU_LIMIT on whichever worker took it (issue 21, item 4)."""
 
 from __future__ import annotations
 
@@ -49,12 +50,15 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
                              "--request-id", f"{task}-{n}", "--json"))
         return str(made["id"])
 
+    ql("task", "publish", "--project", "demo", "--task", "spin", "--cpu-limit", "1s",
+       "--shell", "exec sh -c 'while :; do :; done'", url=admin)
     waiting = run_now("us", 0)  # admitted first: every later Run is queued behind it
+    spinning = run_now("spin", 0)
     gpu_runs = [run_now("gpu", n) for n in range(RUNS_EACH)]
     plain_runs = [run_now("plain", n) for n in range(RUNS_EACH)]
     workers = [
         Worker("gpu-box", pg_db.url("ql_worker"), tmp_path, poll_ms=200,
-               extra=("--labels", "region=eu,gpu=a100")),
+               extra=("--labels", "region=eu,gpu=a100", "--nice", "5")),
         Worker("plain-box", pg_db.url("ql_worker"), tmp_path, poll_ms=200),
     ]
     for worker in workers:
@@ -72,6 +76,10 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
             return done >= set(gpu_runs + plain_runs)
 
         wait_for(all_finished, 60, "the gpu and plain Runs to finish")
+        wait_for(lambda: show(spinning)["run"]["status"] == "failed", 30,  # type: ignore[index]
+                 "the spinning Run to be stopped at its CPU limit")
+        [spun] = show(spinning)["attempts"]  # type: ignore[misc]
+        assert spun["error_code"] == "CPU_LIMIT", spun
         for run_id in gpu_runs:
             shown = show(run_id)
             [attempt] = shown["attempts"]  # type: ignore[misc]
@@ -85,7 +93,10 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
         assert "waiting    no live worker offers region=us" in printed, printed
         with urllib.request.urlopen(f"http://127.0.0.1:{workers[0].port}/status",
                                     timeout=5) as answer:
-            assert json.loads(answer.read())["labels"] == {"gpu": "a100", "region": "eu"}
+            status = json.loads(answer.read())
+        assert status["labels"] == {"gpu": "a100", "region": "eu"}
+        assert (status["nice"], status["run_as"]) == (5, None)
+        assert status["limits"].startswith("setrlimit via prlimit"), status
     finally:
         for worker in workers:
             assert worker.stop() == 0

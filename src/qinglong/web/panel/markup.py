@@ -59,6 +59,12 @@ are write-only: they are sent once and never shown again.</p>
   placeholder="30s, 5m, 1h30m (new tasks: {DEFAULT_TIMEOUT_MS // 60_000}m)"
   aria-describedby="task-timeout-note">
   <span id="task-timeout-note" class="muted" role="status"></span></label>
+<label>Runs on (worker labels) <input name="requires" id="task-requires" spellcheck="false"
+  placeholder="any worker, or gpu, region=eu"></label>
+<label>Memory limit <input name="memory_limit" id="task-memory" spellcheck="false"
+  placeholder="(none) 512M, 2G"></label>
+<label>CPU-time limit <input name="cpu_limit" id="task-cpu" spellcheck="false"
+  placeholder="(none) 30s, 10m"></label>
 <fieldset class="wide"><legend>Environment</legend>
 <ul id="env-existing" class="plain"></ul>
 <div id="env-new"></div>

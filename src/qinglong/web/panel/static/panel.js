@@ -619,6 +619,9 @@
         $("task-wd").value = t.working_directory || "";
         $("task-timeout").value = t.timeout_ms ? durationText(t.timeout_ms) : "";
         noteTimeout();
+        $("task-requires").value = (t.requires || []).join(", ");
+        $("task-memory").value = t.memory_limit_bytes ? sizeText(t.memory_limit_bytes) : "";
+        $("task-cpu").value = t.cpu_limit_s ? durationText(t.cpu_limit_s * 1000) : "";
         drawExistingEnv(t.environment);
       }).catch(function (e) { showResult("task-result", e); });
     }
@@ -684,6 +687,49 @@
     });
   }
 
+  /* A size as the CLI writes one: 512M, 3G (powers of 1024), or bytes. */
+  function sizeText(size) {
+    var units = [["T", 1099511627776], ["G", 1073741824], ["M", 1048576], ["K", 1024]];
+    for (var i = 0; i < units.length; i++) {
+      if (size % units[i][1] === 0) return (size / units[i][1]) + units[i][0];
+    }
+    return String(size);
+  }
+
+  function parseSize(text) {
+    var found = /^\s*(\d+)\s*([KMGT]i?B?|B)?\s*$/i.exec(text);
+    if (!found) throw new Error("a size such as 512M, 2G or 1073741824 (bytes)");
+    var unit = (found[2] || "").toUpperCase().replace(/B$/, "").replace(/I$/, "");
+    var factor = { "": 1, K: 1024, M: 1048576, G: 1073741824, T: 1099511627776 }[unit];
+    return Number(found[1]) * factor;
+  }
+
+  /* The placement and limit fields into the publish body: what changed is sent (a field
+     emptied clears its value), what did not is left out (kept). A refusal's text, or null. */
+  function placementAndLimits(payload, loaded) {
+    var requires = $("task-requires").value.split(",").map(function (s) { return s.trim(); })
+      .filter(function (s) { return s; });
+    var before = loaded ? (loaded.requires || []) : [];
+    if (requires.slice().sort().join(",") !== before.slice().sort().join(",")) {
+      payload.requires = requires;
+    }
+    var memory = $("task-memory").value.trim();
+    var cpu = $("task-cpu").value.trim();
+    try {
+      var bytes = memory ? parseSize(memory) : null;
+      if (bytes !== (loaded ? loaded.memory_limit_bytes : null)) {
+        payload.memory_limit_bytes = bytes;
+      }
+    } catch (e) { return "memory limit: " + e.message; }
+    try {
+      var ms = cpu ? parseDuration(cpu) : null;
+      if (ms !== null && ms % 1000) return "CPU-time limit: must be whole seconds";
+      var seconds = ms === null ? null : ms / 1000;
+      if (seconds !== (loaded ? loaded.cpu_limit_s : null)) payload.cpu_limit_s = seconds;
+    } catch (e) { return "CPU-time limit: " + e.message; }
+    return null;
+  }
+
   function publishTask(loaded) {
     var project = $("task-project").value.trim();
     var task = $("task-id").value.trim();
@@ -705,6 +751,12 @@
           detail: "timeout: " + e.message, field: "timeout" }));
         return Promise.resolve(null);
       }
+    }
+    var refused = placementAndLimits(payload, loaded);
+    if (refused) {
+      showResult("task-result", new ApiError(400, { title: "Not published",
+        detail: refused, field: "limits" }));
+      return Promise.resolve(null);
     }
     var environment = {};
     var any = false;
