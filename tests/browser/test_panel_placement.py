@@ -1,6 +1,8 @@
 """Placement in the panel (issue 21, item 2), in a real browser against `ql serve --http`: the
 tasks page says which workers run each task, a Run no live executor can take says what it
-requires and why it waits, and the processes table shows what each process offers.
+requires and why it waits, the dashboard's queue shows the queued Runs by required labels
+(marking the sets no live worker offers), and the processes table shows what each process
+offers; the task editor loads, changes, keeps and clears requirements and limits.
 
 The site's `ql serve` offers no labels, so a task that requires `region=us` is admitted by run
 now and then waits, queued, however long the page is watched."""
@@ -44,6 +46,10 @@ def test_a_task_with_requirements_and_its_waiting_run(panel: Panel, site: Site) 
                 "the serve process")
     [serve] = [row for row in panel.rows("processes") if row[0] == "serve"]
     assert serve[4] == "—"  # it was started without --labels
+    panel.until(lambda d: panel.css('#queue tr[data-requires="gpu,region=us"]'), "the queue")
+    [waiting] = [r for r in panel.rows("queue") if r[0] == "gpu, region=us"]
+    assert (waiting[1], waiting[3]) == ("1", "no"), waiting
+    assert "wait for labels no live worker offers" in panel.text("queue-summary")
 
 
 def test_the_task_editor_loads_and_changes_requirements_and_limits(panel: Panel,

@@ -17,7 +17,7 @@ from qinglong.domain.manual import ManualRequest
 from qinglong.domain.placement import label_tokens
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import InvalidInput
-from qinglong.profiles.queue_reading import read_queue
+from qinglong.service.queue import read_queue
 from qinglong.storage.admission.params import ManualRunParams
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,

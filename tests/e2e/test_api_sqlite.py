@@ -277,3 +277,19 @@ def test_a_task_keeps_replaces_and_clears_its_worker_requirements(still_site: Si
     shown = http.ok("GET", "/api/v1/projects/demo/tasks/gpu", admin)
     assert shown["requires"] == ["gpu", "region=eu"]
     assert http.ok("POST", path, admin, {"requires": []}, 201)["requires"] == []
+
+
+def test_the_queue_by_required_labels(still_site: Site) -> None:
+    """GET /api/v1/queue: a queued Run that requires labels no live executor offers (the
+    site's `ql serve` offers none) is counted under its set and marked unplaceable."""
+    http, admin = still_site.server.http, still_site.people.tokens["admin"]
+    seed(http, admin)
+    http.ok("POST", "/api/v1/projects/demo/tasks/far/revisions", admin,
+            {"command": {"kind": "shell", "command": "true"}, "requires": ["region=us"]}, 201)
+    http.ok("POST", "/api/v1/projects/demo/tasks/far/run", admin, {"request_id": "far-1"}, 201)
+    queue = http.ok("GET", "/api/v1/queue", still_site.people.tokens["viewer"])
+    [group] = queue["requirements"]
+    assert (group["requires"], group["queued"], group["unplaceable"]) == (
+        ["region=us"], 1, True)
+    assert queue["unplaceable"] == 1 and queue["queued"] >= 1
+    assert queue["oldest_age_ms"] is not None and queue["oldest_age_ms"] >= 0

@@ -43,11 +43,11 @@ from qinglong.profiles.control_parts import (
     Metrics,
     cluster_notify_service,
 )
-from qinglong.profiles.queue_reading import read_queue
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.run_notifier import Notifier
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
+from qinglong.service.queue import read_queue
 from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.instances import InstanceStore, Registration

@@ -50,10 +50,10 @@ from qinglong.metrics import (
 )
 from qinglong.notify.wiring import NotifyService, notify_service
 from qinglong.profiles.lease_recording import LeaseRecordingRunStore
-from qinglong.profiles.queue_reading import read_queue
 from qinglong.profiles.serve_lock import ServeLock
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
+from qinglong.service.queue import read_queue
 from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.instances import InstanceStore

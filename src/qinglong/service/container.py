@@ -21,6 +21,7 @@ from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
 from qinglong.service.notifications import Notifications
 from qinglong.service.processes import Processes
+from qinglong.service.queue import QueueView, queue_view
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.stats import TaskStats
@@ -61,6 +62,10 @@ class Services:
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
         self.declarative = Declarative(stores.definitions, stores.db.unit)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
+
+    def queue(self) -> QueueView:
+        """The queue and its Runs by required labels (GET /api/v1/queue)."""
+        return queue_view(self.stores.runs)
 
     @property
     def capabilities(self) -> Capabilities:

@@ -16,6 +16,7 @@ from qinglong import metrics as ql_metrics
 from qinglong.errors import QinglongError, StorageError
 from qinglong.service.accounts import Level
 from qinglong.service.processes import INSTANCE_STALE_MS, Instance
+from qinglong.service.queue import QueueView
 from qinglong.service.times import rfc3339
 from qinglong.service.views.base import instant
 from qinglong.service.views.system import HealthView, InstanceView, Liveness
@@ -56,6 +57,10 @@ def health(call: Call) -> Reply:
     return Reply(HealthView(
         status="ok", profile=call.backend.profile, version=__version__, time=instant(now_ms),
         instances=[instance_view(i, now_ms) for i in call.backend.processes.listed()]))
+
+
+def queue(call: Call) -> Reply:
+    return Reply(call.backend.queue())
 
 
 INSTANCE_ROLES = ("control", "worker", "web", "serve")
@@ -200,6 +205,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/health", health, "Health: the database, and the processes "
              "serving it (replicas, workers, web servers)", "system", Level.READ,
              response=HealthView),
+    Endpoint("GET", "/api/v1/queue", queue, "The queued Runs: how many, the oldest's wait, and "
+             "those that require worker labels by set, each marked when no live worker offers "
+             "them all (docs/controls/placement.md)", "system", Level.READ,
+             response=QueueView),
     Endpoint("GET", "/metrics", metrics, "Prometheus metrics of this process (text exposition "
              "format; docs/metrics.md)", "system", Level.READ, media="text/plain",
              medias=("text/plain",)),

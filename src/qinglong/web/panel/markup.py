@@ -22,6 +22,11 @@ DASHBOARD = """
 <table id="recent" class="grid"><thead><tr><th>Run</th><th>Project / task</th><th>Trigger</th>
 <th>Scheduled for (your zone)</th><th>Status</th><th>Duration</th></tr></thead><tbody></tbody>
 </table></div></section>
+<section><h2>Queue</h2><p id="queue-summary"></p>
+<div class="table-scroll">
+<table id="queue" class="grid"><thead><tr><th>Requires (worker labels)</th><th>Queued</th>
+<th>Oldest wait</th><th>A live worker offers them</th></tr></thead><tbody></tbody></table>
+</div></section>
 <section><h2>Processes</h2><p id="process-summary"></p>
 <div class="table-scroll">
 <table id="processes" class="grid"><thead><tr><th>Role</th><th>Id</th><th>Host</th><th>Pid</th>

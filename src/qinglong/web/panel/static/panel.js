@@ -438,7 +438,8 @@
       return Promise.all([
         api("GET", "/triggers?next=1"),
         api("GET", "/runs?limit=10"),
-        api("GET", "/health")
+        api("GET", "/health"),
+        api("GET", "/queue")
       ]).then(function (got) {
         var triggers = got[0];
         return pool(triggers, 4, triggerSummary).then(function (summaries) {
@@ -446,6 +447,7 @@
           drawTriggers(triggers, summaries);
           drawRecent(got[1].items);
           drawProcesses(got[2]);
+          drawQueue(got[3]);
           $("updated").textContent = local(Date.now());
         });
       }).catch(function (e) { showProblem("problem", e); });
@@ -506,6 +508,23 @@
     if (!keys.length) return "—";
     return keys.map(function (k) { return labels[k] === null ? k : k + "=" + labels[k]; })
       .join(", ");
+  }
+
+  // The queue, and its Runs by the worker labels they require (docs/controls/placement.md)
+  function drawQueue(q) {
+    $("queue-summary").textContent = q.queued + " queued" + (q.oldest_age_ms === null ? "." :
+      ", the oldest for " + duration(q.oldest_age_ms) + ".") + (q.unplaceable ?
+      " " + q.unplaceable + " wait for labels no live worker offers." : "");
+    var tbody = clear($("queue").tBodies[0]);
+    if (!q.requirements.length) {
+      emptyRow(tbody, 4, "No queued Run requires worker labels.");
+      return;
+    }
+    q.requirements.forEach(function (g) {
+      tbody.appendChild(row([g.requires.join(", "), el("td", { class: "num" }, g.queued),
+        duration(g.oldest_age_ms), g.unplaceable ? badge("no") : "yes"],
+        { "data-requires": g.requires.join(",") }));
+    });
   }
 
   function drawProcesses(health) {
