@@ -175,7 +175,8 @@ class NotRunnable(Conflict):
 
 
 class RequestIdConflict(Conflict):
-    """The request id already admitted a Run for another task or trigger."""
+    """The request id already admitted a Run for another task or trigger, or with other
+    parameter values."""
 
     code = "QL_REQUEST_ID_CONFLICT"
 

@@ -293,3 +293,26 @@ def test_the_queue_by_required_labels(still_site: Site) -> None:
         ["region=us"], 1, True)
     assert queue["unplaceable"] == 1 and queue["queued"] >= 1
     assert queue["oldest_age_ms"] is not None and queue["oldest_age_ms"] >= 0
+
+
+def test_a_task_with_parameters_is_run_now_with_values(still_site: Site) -> None:
+    """Parameters through the API: declared with defaults, given by a run now (the others
+    keep their defaults), recorded on the Run, refused for an undeclared name or a value of
+    another type with nothing admitted."""
+    http, admin = still_site.server.http, still_site.people.tokens["admin"]
+    seed(http, admin)
+    made = http.ok("POST", "/api/v1/projects/demo/tasks/greet/revisions", admin, {
+        "command": {"kind": "shell", "command": "true"},
+        "parameters": [{"name": "who", "default": "world"},
+                       {"name": "count", "type": "integer", "default": 2}]}, 201)
+    assert made["parameters"] == [{"name": "count", "type": "integer", "default": 2},
+                                  {"name": "who", "type": "string", "default": "world"}]
+    run = http.ok("POST", "/api/v1/projects/demo/tasks/greet/run", admin,
+                  {"request_id": "p-1", "parameters": {"count": 5}}, 201)
+    assert run["parameters"] == {"count": 5, "who": "world"}
+    shown = http.ok("GET", f"/api/v1/runs/{run['id']}", admin)
+    assert shown["run"]["parameters"] == {"count": 5, "who": "world"}
+    before = len(http.ok("GET", "/api/v1/runs?limit=100", admin)["items"])
+    http.call("POST", "/api/v1/projects/demo/tasks/greet/run", auth=admin,
+              body={"request_id": "p-2", "parameters": {"count": "many"}}).problem(422)
+    assert len(http.ok("GET", "/api/v1/runs?limit=100", admin)["items"]) == before

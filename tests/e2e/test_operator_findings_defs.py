@@ -88,6 +88,12 @@ def task_args(draw: st.DrawFn, project: str, task: str, enabled: bool) -> list[s
         args.append(f"--concurrency={draw(st.integers(1, 10_000))}")
     for token in draw(st.lists(st.sampled_from(REQUIRES), unique=True, max_size=3)):
         args.append(f"--requires={token}")
+    for name in draw(st.lists(st.sampled_from(["who", "count", "flag"]), unique=True,
+                              max_size=3)):
+        args.append({"who": f"--param=who={draw(texts)}",
+                     "count": f"--param=count:int={draw(st.integers(-10**6, 10**6))}",
+                     "flag": f"--param=flag:bool={draw(st.sampled_from(['true', 'false']))}",
+                     }[name])
     if draw(st.booleans()):
         args.append(f"--memory-limit={draw(st.sampled_from(['16M', '512M', '3G', '1T']))}")
     if draw(st.booleans()):

@@ -17,6 +17,7 @@ import pytest
 
 from qinglong.clock import SystemClock
 from qinglong.domain.limits import ResourceLimits
+from qinglong.domain.parameters import Parameter, ParamType
 from qinglong.domain.task import ArgvCommand, CommandSpec, ShellCommand
 from qinglong.errors import InvalidConfig
 from qinglong.execution import command as command_module
@@ -108,3 +109,17 @@ def test_run_as_is_refused_where_it_cannot_work() -> None:
         RunAs.lookup("root", euid=0)
     with pytest.raises(InvalidConfig, match="nice"):
         Identity(nice=20)
+
+
+def test_parameters_reach_the_command(run) -> None:
+    """A Run's values (the defaults here: the scheduler admitted it) are environment variables
+    of the parameters' names, and an argv task's {{NAME}} placeholders (issue 21, item 3)."""
+    declared = (Parameter(name="who", type=ParamType.STRING, default="a b; echo no"),
+                Parameter(name="count", type=ParamType.INTEGER, default=3))
+    shell = run(CommandSpec(command=ShellCommand(command='echo "[$who] [$count]"'),
+                            parameters=declared), task="shell")
+    assert log_text(shell).splitlines() == ["[a b; echo no] [3]"]
+    argv = run(CommandSpec(command=ArgvCommand(file="/bin/echo",
+                                               args=("{{who}}", "n={{count}}", "{{other}}")),
+                           parameters=declared), task="argv")
+    assert log_text(argv).splitlines() == ["a b; echo no n=3 {{other}}"]

@@ -274,12 +274,12 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # grants, which stay) comes after it, so its ledger row goes too; so do 0010_retention's
     # table and indexes (its grants stay, like 0009's), 0011_login_devices' table,
     # 0012_eligibility's view, 0013_lean_indexes' index changes (reversed) and
-    # 0014_placement's columns.
+    # 0014_placement's and 0015_parameters' columns.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
-                                '0014_placement');
+                                '0014_placement', '0015_parameters');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -293,6 +293,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         CREATE INDEX run_attempts_status_idx ON run_attempts (status, run_id, created_at_ms, id);
         ALTER TABLE runs DROP COLUMN requires;
         ALTER TABLE instances DROP COLUMN labels;
+        ALTER TABLE runs DROP COLUMN parameters;
     """)
     audits = audit_everyone(pg_db)
     # every role is told it is not ready; the roles with privileges on the tables the
@@ -305,7 +306,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
-               "missing-migration:0014_placement"]
+               "missing-migration:0014_placement", "missing-migration:0015_parameters"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -315,7 +316,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         # pending is applied, not drift
         assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention",
                                          "0011_login_devices", "0012_eligibility",
-                                         "0013_lean_indexes", "0014_placement")
+                                         "0013_lean_indexes", "0014_placement", "0015_parameters")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

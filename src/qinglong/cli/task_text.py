@@ -3,6 +3,7 @@ command as it runs, durations with units, the retry policy in words, yes/no."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from qinglong.domain.limits import format_size
@@ -52,6 +53,13 @@ def memory_text(value: object) -> str:
     return "none" if value is None else format_size(int(value))  # type: ignore[call-overload]
 
 
+def parameters_text(value: object) -> str:
+    """``count (integer, default 3), region (string, default "eu")``, or ``none``."""
+    assert isinstance(value, list)
+    return ", ".join(f"{p['name']} ({p['type']}, default {json.dumps(p['default'])})"
+                     for p in (dict(v) for v in value)) or "none"
+
+
 def cpu_text(value: object) -> str:
     return "none" if value is None else f"{value} s of CPU time"
 
@@ -73,6 +81,7 @@ _VALUES: dict[str, Callable[[object], str]] = {
     "enabled": _yes_no,
     "idempotent": _yes_no, "concurrency": limit_text, "working_directory": cwd_text,
     "requires": requires_text, "memory_limit_bytes": memory_text, "cpu_limit_s": cpu_text,
+    "parameters": parameters_text,
 }
 
 

@@ -8,12 +8,13 @@ exactly these rows, so SQLite and PostgreSQL agree on the shape of an admission.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from qinglong.domain.canonical import canonical_json
 from qinglong.domain.decision import Decision
 from qinglong.domain.manual import ManualRequest
+from qinglong.domain.parameters import resolve, values_json
 from qinglong.domain.runs import (
     EXECUTION_ORIGIN_MANUAL,
     EXECUTION_ORIGIN_SCHEDULED,
@@ -105,9 +106,14 @@ def queued_admission(
     idempotency_key: str,
     committed_at_ms: int,
     created_payload: dict[str, object],
+    parameters: Mapping[str, object] | None = None,
 ) -> AdmissionRows:
     """The rows every admission writes, whatever asked for it: a queued Run, its claimed first
-    Attempt, run.created (``created_payload`` after the common fields) and run.queued."""
+    Attempt, run.created (``created_payload`` after the common fields) and run.queued.
+    ``parameters``: values a run now gives (the others, and every one of a scheduled or
+    backfilled Run, are the task's defaults); a value the task does not declare, or of the
+    wrong type, is refused before any row is built."""
+    values = resolve(execution.plan.parameters, parameters or {})
     run = {
         "id": ids.run_id,
         "project_id": project_id,
@@ -133,6 +139,7 @@ def queued_admission(
         # the worker labels the Run needs (JSON text; None: any worker), from the pinned plan
         "requires": canonical_json(list(execution.plan.requires)) if execution.plan.requires
         else None,
+        "parameters": values_json(values),  # every parameter's value (None: the task has none)
     }
     attempt = {
         "id": ids.attempt_id,
@@ -257,4 +264,5 @@ def manual_admission_rows(
                  else {"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None}),
         scheduled_for_ms=committed_at_ms, idempotency_key=request.idempotency_key,
         committed_at_ms=committed_at_ms, created_payload=payload,
+        parameters=request.parameters,
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qinglong.domain.limits import ResourceLimits
+from qinglong.domain.parameters import Parameter, check_parameters, parse_stored
 from qinglong.domain.placement import check_canonical_requirements, parse_requirements
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task_env import EnvEntry, env_json, parse_env_entry, plain_text
@@ -113,6 +114,7 @@ class CommandSpec:
     concurrency: int | None = None  # at most this many Runs of the task at once
     requires: tuple[str, ...] = ()  # worker labels a Run needs (domain/placement.py)
     limits: ResourceLimits = field(default_factory=ResourceLimits)  # domain/limits.py
+    parameters: tuple[Parameter, ...] = ()  # domain/parameters.py
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry, RetryPolicy):
@@ -149,6 +151,11 @@ class CommandSpec:
         object.__setattr__(self, "requires", parse_requirements(self.requires))
         if not isinstance(self.limits, ResourceLimits):
             raise InvalidInput("limits", "must be resource limits")
+        object.__setattr__(self, "parameters", check_parameters(self.parameters))
+        clash = sorted({p.name for p in self.parameters} & set(names))
+        if clash:
+            raise InvalidInput("parameters", f"{clash[0]!r} is both a parameter and an "
+                                             "environment entry (a parameter is one already)")
 
     def config_json(self, *, entry_kinds: bool = True) -> dict[str, object]:
         """The canonical JSON config; without ``entry_kinds`` (an execution plan: the executor
@@ -172,6 +179,8 @@ class CommandSpec:
             config["requires"] = list(self.requires)
         if not self.limits.empty:
             config["limits"] = self.limits.to_json()
+        if self.parameters:
+            config["parameters"] = [p.to_json() for p in self.parameters]
         return config
 
     def envelope(self) -> dict[str, object]:
@@ -199,7 +208,7 @@ def parse_command_config(config: object) -> CommandSpec:
     if not isinstance(config, Mapping):
         raise InvalidInput("spec.config", "must be an object")
     _exact_keys(config, "spec.config", {"command", "environment", "timeoutMs"},
-                {"workingDirectory", "retry", "idempotent", "concurrency", "requires", "limits"})
+                {"workingDirectory", "retry", "idempotent", "concurrency", "requires", "limits", "parameters"})
     environment = config["environment"]
     if not isinstance(environment, list):
         raise InvalidInput("environment", "must be a list")
@@ -230,6 +239,7 @@ def parse_command_config(config: object) -> CommandSpec:
         else (),
         limits=ResourceLimits.parse(config["limits"]) if "limits" in config
         else ResourceLimits(),
+        parameters=parse_stored(config["parameters"]) if "parameters" in config else (),
     )
 
 

@@ -9,7 +9,8 @@ the first time instead of admitting a second one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from qinglong.domain.identifiers import OWNER_ID, OWNER_ID_RULE, entity_id, matching, project_id
 from qinglong.domain.runs import TRIGGER_TYPE_MANUAL, manual_idempotency_key
@@ -44,6 +45,7 @@ class ManualRequest:
     actor: str
     task_id: str | None = None
     trigger_id: str | None = None
+    parameters: Mapping[str, object] = field(default_factory=dict)  # values a run now gives
 
     def __post_init__(self) -> None:
         project_id(self.project_id)

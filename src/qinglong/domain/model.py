@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -115,6 +116,7 @@ class Run:
     execution_origin: str = "scheduled_system"  # or "manual_user" (run now), "backfill_user"
     triggered_by: str | None = None  # the trigger (scheduled) or who asked (manual, backfill)
     requires: tuple[str, ...] = ()  # worker labels it needs (domain/placement.py)
+    parameters: Mapping[str, str | int | bool] = field(default_factory=dict)  # its values
 
     @property
     def duration_ms(self) -> int | None:

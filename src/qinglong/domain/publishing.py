@@ -18,6 +18,7 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
+from qinglong.domain.parameters import Parameter
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
@@ -238,6 +239,7 @@ class TaskPatch:
     concurrency: int | None = None
     clear_concurrency: bool = False
     requires: tuple[str, ...] | None = None  # replaces the requirements (empty: none)
+    parameters: tuple[Parameter, ...] | None = None  # replaces them (empty: none)
     memory_limit_bytes: int | None = None
     clear_memory_limit: bool = False
     cpu_limit_s: int | None = None
@@ -310,6 +312,8 @@ def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSp
                                     current.concurrency if current else None),
         requires=patch.requires if patch.requires is not None else (
             current.requires if current else ()),
+        parameters=patch.parameters if patch.parameters is not None else (
+            current.parameters if current else ()),
         limits=ResourceLimits(
             memory_bytes=_cleared_or_set(patch.clear_memory_limit, patch.memory_limit_bytes,
                                          current.limits.memory_bytes if current else None),

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from qinglong.domain.command_spec import ArgvCommand
 from qinglong.domain.lifecycle import Outcome
+from qinglong.domain.parameters import substitute, text
 from qinglong.domain.runs import AttemptStatus
 from qinglong.execution.identity import PRLIMIT, Identity
 from qinglong.execution.logs import CappedLogPump, private_dir, private_file, private_opener
@@ -38,6 +40,7 @@ def environment(lease: AttemptLease, inherited: Mapping[str, str]) -> dict[str, 
     env = {name: inherited[name] for name in INHERITED_ENV if name in inherited}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({entry.name: entry.value for entry in lease.execution.plan.environment})
+    env.update({name: text(value) for name, value in lease.parameters.items()})
     fence = lease.fence
     env["QL_RUN_ID"] = fence.run_id
     env["QL_ATTEMPT_ID"] = fence.attempt_id
@@ -100,6 +103,8 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
         _note(log_path, message)
         return failed("LIMITS_UNAVAILABLE", message, log_path=log_path)
     argv = execution.argv()
+    if isinstance(execution.plan.command, ArgvCommand) and lease.parameters:
+        argv = [argv[0], *substitute(argv[1:], lease.parameters)]
     run_as = identity.run_as
     try:
         process = subprocess.Popen(

@@ -166,7 +166,8 @@ class Declarative:
                                working_directory=task.working_directory,
                                timeout_ms=task.timeout_ms, retry=task.retry,
                                idempotent=task.idempotent, concurrency=task.concurrency,
-                               requires=task.requires, limits=task.limits)
+                               requires=task.requires, limits=task.limits,
+                               parameters=task.parameters)
         except InvalidInput as exc:
             key = spec_key(exc.field)
             issues.add(task.at(key), task.field_name(key), exc.rule)

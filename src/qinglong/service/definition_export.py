@@ -48,6 +48,7 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
                 working_directory=spec.working_directory, timeout_ms=spec.timeout_ms,
                 retry=spec.retry, idempotent=spec.idempotent,
                 concurrency=spec.concurrency, requires=spec.requires, limits=spec.limits,
+                parameters=spec.parameters,
                 enabled=task.enabled)
         for trigger_view in store.trigger_list(project.id, None):
             trigger = trigger_view.revision

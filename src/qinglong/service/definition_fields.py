@@ -38,6 +38,7 @@ def task_fields(name: str, spec: CommandSpec, enabled: bool) -> dict[str, object
         "idempotent": spec.idempotent,
         "concurrency": spec.concurrency,
         "requires": list(spec.requires),
+        "parameters": [p.to_json() for p in spec.parameters],
         "limits.memory": None if spec.limits.memory_bytes is None
         else size_text(spec.limits.memory_bytes),
         "limits.cpu": None if spec.limits.cpu_seconds is None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from qinglong.domain.limits import ResourceLimits
+from qinglong.domain.parameters import Parameter
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ArgvCommand, ShellCommand
 from qinglong.domain.trigger import TriggerSpec
@@ -129,6 +130,7 @@ class DesiredTask(Placed):
     concurrency: int | None = None
     requires: tuple[str, ...] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
+    parameters: tuple[Parameter, ...] = ()
     enabled: bool = True
 
 

@@ -90,7 +90,7 @@ class ApplyStopped(Exception):
 
 _SPEC_FIELDS = {  # domain field names -> the file's keys
     "working-directory": "cwd", "timeout": "timeout", "concurrency": "concurrency",
-    "requires": "requires", "limits": "limits", "memory-limit": "limits", "cpu-limit": "limits",
+    "requires": "requires", "parameters": "parameters", "limits": "limits", "memory-limit": "limits", "cpu-limit": "limits",
     "idempotent": "idempotent", "environment": "env", "retry": "retry",
     "command": "command", "command.command": "shell", "command.shell": "bash",
     "command.file": "argv", "command.args": "argv",

@@ -6,6 +6,7 @@ from typing import Any
 
 from qinglong.domain.identifiers import display_name
 from qinglong.domain.limits import ResourceLimits, parse_size, whole_seconds
+from qinglong.domain.parameters import Parameter, ParamType, check_parameters
 from qinglong.domain.placement import parse_requirements
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
@@ -23,7 +24,8 @@ from qinglong.service.definition_plan import spec_key
 from qinglong.service.definition_yaml_nodes import Fields, YList, YMap, type_name
 
 TASK_KEYS = ("name", "shell", "bash", "argv", "env", "cwd", "timeout", "retry", "idempotent",
-             "concurrency", "requires", "limits", "enabled")
+             "concurrency", "requires", "limits", "parameters", "enabled")
+PARAMETER_KEYS = ("name", "type", "default")
 LIMIT_KEYS = ("memory", "cpu")
 RETRY_KEYS = ("max_attempts", "backoff", "max_backoff", "on_exit", "on_timeout")
 _RETRY_FIELDS = {"max-attempts": "max_attempts", "retry-backoff": "backoff",
@@ -179,6 +181,41 @@ def _limits(fields: Fields) -> ResourceLimits:
     return found or ResourceLimits()
 
 
+def _parameter(sub: Fields, item: YMap) -> Parameter | None:
+    name = sub.text("name", required=True)
+    type_text = sub.text("type") or "string"
+    kind = sub.attempt("type", lambda: ParamType.parse(type_text, "type"))
+    if "default" not in item:
+        sub.fail("default", "is required (every parameter has a default)")
+    if name is None or kind is None or not sub.ok:
+        return None
+    default = item.text("default") if kind is ParamType.STRING else item["default"]
+    return sub.attempt("default", lambda: Parameter(name=name, type=kind, default=default))
+
+
+def _parameters(fields: Fields) -> tuple[Parameter, ...]:
+    """``parameters: [{name: region, default: eu}, {name: count, type: integer, default: 3}]``
+    (a string unless ``type`` says integer or boolean; every one has a default)."""
+    items = fields.items("parameters")
+    if items is None:
+        return ()
+    found: list[Parameter] = []
+    for index, item in enumerate(items):
+        key = f"parameters[{index}]"
+        if not isinstance(item, YMap):
+            fields.fail(key, f"must be a mapping with name, type and default, not "
+                             f"{type_name(item)}")
+            continue
+        made = _parameter(Fields(item, fields.file, fields.name(key), fields.issues,
+                                 PARAMETER_KEYS), item)
+        if made is None:
+            fields.ok = False
+        else:
+            found.append(made)
+    checked = fields.attempt("parameters", lambda: check_parameters(found))
+    return () if checked is None else checked
+
+
 def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Issues,
           where: Where | None) -> DesiredTask | None:
     fields = Fields(mapping, file, f"tasks.{task_id}", issues, TASK_KEYS)
@@ -194,6 +231,7 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
     concurrency = fields.number("concurrency")
     requires = _requires(fields)
     limits = _limits(fields)
+    parameters = _parameters(fields)
     enabled = fields.flag("enabled", True)
     if command is None or not fields.ok:
         return None
@@ -202,7 +240,7 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
         command=command, env=env, working_directory=cwd,
         timeout_ms=DEFAULT_TIMEOUT_MS if timeout is None else timeout, retry=retry,
         idempotent=idempotent, concurrency=concurrency, requires=requires, limits=limits,
-        enabled=enabled, where=where,
+        parameters=parameters, enabled=enabled, where=where,
         path=f"tasks.{task_id}",
         lines={key: Where(file, line) for key, line in mapping.key_lines.items()})
     try:  # every bound of the spec, before any value is read from the environment
@@ -210,7 +248,7 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
                     environment=tuple(EnvEntry(name=e.name, value=e.value or "") for e in env),
                     working_directory=cwd, timeout_ms=task.timeout_ms, retry=retry,
                     idempotent=idempotent, concurrency=concurrency, requires=requires,
-                    limits=limits)
+                    limits=limits, parameters=parameters)
     except InvalidInput as exc:
         key = spec_key(exc.field)
         issues.add(task.at(key), task.field_name(key), exc.rule)

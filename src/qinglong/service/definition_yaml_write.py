@@ -14,6 +14,7 @@ from qinglong.domain.interval import IntervalSchedule, format_every
 from qinglong.domain.limits import size_text
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
+from qinglong.domain.parameters import ParamType
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ShellCommand
 from qinglong.domain.timezones import UTC_NAME
@@ -109,6 +110,10 @@ def task_document(task: DesiredTask) -> dict[str, Any]:
         doc["concurrency"] = task.concurrency
     if task.requires:
         doc["requires"] = _Flow(task.requires)
+    if task.parameters:
+        doc["parameters"] = [_FlowMap(p.to_json() if p.type is not ParamType.STRING
+                                      else {"name": p.name, "default": p.default})
+                             for p in task.parameters]
     if not task.limits.empty:
         limits: dict[str, Any] = {}
         if task.limits.memory_bytes is not None:

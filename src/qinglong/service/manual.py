@@ -3,7 +3,7 @@ it comes) admit one manual Run through the store and answer with the Run's view.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from qinglong.domain.manual import ManualRequest
 from qinglong.ids import new_uuid
@@ -21,12 +21,15 @@ class ManualRuns:
         self._new_request_id = new_request_id
 
     def request(self, project_id: str, *, actor: str, request_id: str | None = None,
-                task_id: str | None = None, trigger_id: str | None = None) -> ManualRequest:
+                task_id: str | None = None, trigger_id: str | None = None,
+                parameters: Mapping[str, object] | None = None) -> ManualRequest:
         """A validated request; without a request id, a fresh one (the caller shows it, so the
-        same request can be sent again safely)."""
+        same request can be sent again safely). ``parameters``: values for the task's
+        parameters (checked against its declaration when the Run is admitted)."""
         return ManualRequest(project_id=project_id, task_id=task_id, trigger_id=trigger_id,
                              request_id=request_id if request_id is not None
-                             else self._new_request_id(), actor=actor)
+                             else self._new_request_id(), actor=actor,
+                             parameters=dict(parameters or {}))
 
     def admit(self, request: ManualRequest) -> RunNowView:
         """Admit the Run ``request`` asks for (or find the one it admitted before): the Run's

@@ -9,9 +9,6 @@ from typing import Literal
 
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.identifiers import entity_id, project_id
-from qinglong.domain.placement import parse_requirements
-from qinglong.domain.publishing import TaskPatch
-from qinglong.domain.task import ArgvCommand, EnvEntry, ShellCommand
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.accounts import Level
@@ -27,6 +24,7 @@ from qinglong.service.views import reports, tasks, triggers
 from qinglong.service.working_directory import check_directory_here
 from qinglong.web import requests as rq
 from qinglong.web.routing import Call, Endpoint, Query, Reply, read_instant
+from qinglong.web.task_patch import task_patch
 
 P = "/api/v1/projects/{project}"
 T = P + "/tasks/{task}"
@@ -145,48 +143,6 @@ def task_diff(call: Call) -> Reply:
     project, task = _task(call)
     return Reply(call.backend.catalog.task_diff(project, task, call.query["from"],
                                                 call.query["to"]))
-
-
-def _command(body: rq.TaskPublishRequest) -> ArgvCommand | ShellCommand | None:
-    given = body.command
-    if isinstance(given, rq.ShellCommandRequest):
-        return ShellCommand(command=given.command, shell=given.shell or "/bin/sh")
-    if isinstance(given, rq.ArgvCommandRequest):
-        return ArgvCommand(file=given.argv[0], args=tuple(given.argv[1:]))
-    return None
-
-
-def _retry(body: rq.TaskPublishRequest) -> dict[str, object]:
-    if body.retry is None:
-        return {}
-    given = {name: getattr(body.retry, name) for name in body.retry.model_fields_set}
-    codes = given.get("on_exit_codes")
-    if codes is not None:
-        given["on_exit_codes"] = () if codes == "any" else tuple(codes)
-    return {name: value for name, value in given.items() if value is not None}
-
-
-def task_patch(body: rq.TaskPublishRequest) -> TaskPatch:
-    given = body.model_fields_set
-    return TaskPatch(
-        command=_command(body),
-        env_set=tuple(EnvEntry(name=name, value=value)
-                      for name, value in (body.environment or {}).items()),
-        env_unset=tuple(body.unset_environment),
-        env_clear=body.clear_environment,
-        working_directory=body.working_directory,
-        clear_working_directory="working_directory" in given and body.working_directory is None,
-        timeout_ms=body.timeout_ms,
-        retry=_retry(body),
-        idempotent=body.idempotent,
-        concurrency=body.concurrency,
-        clear_concurrency="concurrency" in given and body.concurrency is None,
-        requires=None if body.requires is None else parse_requirements(body.requires),
-        memory_limit_bytes=body.memory_limit_bytes,
-        clear_memory_limit="memory_limit_bytes" in given and body.memory_limit_bytes is None,
-        cpu_limit_s=body.cpu_limit_s,
-        clear_cpu_limit="cpu_limit_s" in given and body.cpu_limit_s is None,
-    )
 
 
 def publish_task(call: Call) -> Reply:

@@ -62,6 +62,12 @@ class RetryRequest(Request):
     on_timeout: bool | None = None
 
 
+class ParameterRequest(Request):
+    name: str
+    type: Literal["string", "integer", "boolean"] = "string"
+    default: str | int | bool
+
+
 class TaskPublishRequest(Request):
     """What to change; what is left out keeps its current value (a new task needs a
     command). ``working_directory`` and ``concurrency`` set to null clear them."""
@@ -82,6 +88,10 @@ class TaskPublishRequest(Request):
         default=None, max_length=16,
         description="Worker labels a Run needs, KEY or KEY=VALUE (replaces the current ones; "
                     "[] lets any worker run the task; left out: kept)")
+    parameters: list[ParameterRequest] | None = Field(
+        default=None, max_length=32,
+        description="What a run now may give values for, each with its default (replaces the "
+                    "current ones; [] removes them; left out: kept; docs/controls/parameters.md)")
     memory_limit_bytes: int | None = Field(
         default=None, description="Most memory a Run's command may use, in bytes (16 MiB to "
                                   "1 TiB; null clears it; docs/controls/limits.md)")
@@ -125,6 +135,11 @@ class RunNowRequest(Request):
     request_id: r.RequestId | None = Field(
         default=None, description="Client request id (or the Idempotency-Key header): the same "
                                   "id sent again returns the Run it admitted")
+    parameters: dict[str, str | int | bool] = Field(
+        default_factory=dict, max_length=32,
+        description="Values of the task's parameters (the others take their defaults); a "
+                    "name the task does not declare or a value of another type is refused "
+                    "and nothing is admitted (docs/controls/parameters.md)")
 
 
 class BackfillRequest(Request):

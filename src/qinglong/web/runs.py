@@ -88,7 +88,8 @@ def _run_now(call: Call, kind: Literal["task", "trigger"]) -> Reply:
     manual = call.backend.manual
     view = manual.admit(manual.request(
         project, actor=call.who.username, request_id=_request_id(call),
-        task_id=name if kind == "task" else None, trigger_id=name if kind == "trigger" else None))
+        task_id=name if kind == "task" else None, trigger_id=name if kind == "trigger" else None,
+        parameters=call.body.parameters))
     return _admitted(call, view, f"{kind} {name}")
 
 

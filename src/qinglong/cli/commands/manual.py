@@ -18,6 +18,7 @@ from qinglong.cli.context import respond, services
 from qinglong.cli.output import say, when
 from qinglong.cli.params import database_url_option, json_option, project_option
 from qinglong.domain.manual import MAX_ACTOR, ManualRequest, actor_name, request_id
+from qinglong.domain.parameters import parse_values
 from qinglong.ids import new_uuid
 from qinglong.service.views.runs import RunNowView
 
@@ -41,6 +42,11 @@ def _run_now_options(func: F) -> F:
         "--actor", envvar="QL_ACTOR", metavar="NAME",
         help="Who asks, recorded on the Run (env QL_ACTOR; default: your OS user name).")(func)
     func = click.option(
+        "--param", "params", multiple=True, metavar="NAME=VALUE",
+        help="A value for one of the task's parameters (repeatable; the others take their "
+             "defaults). Refused, with nothing admitted, for a name the task does not declare "
+             "or a value of another type.")(func)
+    func = click.option(
         "--request-id", "given_id", metavar="ID",
         help="Client request id (default: a new UUID, printed). The same id sent again returns "
              "the Run it admitted instead of admitting another.")(func)
@@ -48,12 +54,12 @@ def _run_now_options(func: F) -> F:
 
 
 def _request(project: str, *, actor: str | None, given_id: str | None, task_id: str | None = None,
-             trigger_id: str | None = None) -> ManualRequest:
+             trigger_id: str | None = None, params: tuple[str, ...] = ()) -> ManualRequest:
     """The request, checked before any database is opened (errors name the options)."""
     who = actor_name(actor if actor is not None else default_actor(), "--actor")
     rid = request_id(given_id if given_id is not None else new_uuid(), "--request-id")
     return ManualRequest(project_id=project, task_id=task_id, trigger_id=trigger_id,
-                         request_id=rid, actor=who)
+                         request_id=rid, actor=who, parameters=parse_values(params))
 
 
 def _admit(database_url: str, as_json: bool, request: ManualRequest, again: str) -> None:
@@ -80,13 +86,13 @@ def _say_admitted(view: RunNowView, request: ManualRequest, again: str) -> None:
 @task_option
 @_run_now_options
 def run_task(project: str, task_id: str, given_id: str | None, actor: str | None,
-             database_url: str, as_json: bool) -> None:
+             params: tuple[str, ...], database_url: str, as_json: bool) -> None:
     """Run TASK now: admit one manual Run of its current revision, queued for `ql serve` (SQLite)
     or a `ql worker` (PostgreSQL, as ql_runtime). The task must be enabled and its project
     active. A Run of no trigger: no overlap policy applies, the task's concurrency limit and the
     global limit do. Exit 0 also when the request id had already admitted this Run."""
     _admit(database_url, as_json,
-           _request(project, actor=actor, given_id=given_id, task_id=task_id),
+           _request(project, actor=actor, given_id=given_id, task_id=task_id, params=params),
            f"ql task run --project {project} --task {task_id}")
 
 
@@ -95,12 +101,13 @@ def run_task(project: str, task_id: str, given_id: str | None, actor: str | None
 @trigger_option
 @_run_now_options
 def fire_trigger(project: str, trigger_id: str, given_id: str | None, actor: str | None,
-                 database_url: str, as_json: bool) -> None:
+                 params: tuple[str, ...], database_url: str, as_json: bool) -> None:
     """Fire TRIGGER now: admit one manual Run of the task revision it pins, outside its cron
     schedule (which carries on unchanged). The trigger and its task must be enabled and its
     project active. The Run carries the trigger, so its overlap policy and the task's
     concurrency limit apply when it comes up for dispatch. Exit 0 also when the request id
     had already admitted this Run."""
     _admit(database_url, as_json,
-           _request(project, actor=actor, given_id=given_id, trigger_id=trigger_id),
+           _request(project, actor=actor, given_id=given_id, trigger_id=trigger_id,
+                    params=params),
            f"ql trigger fire --project {project} --trigger {trigger_id}")

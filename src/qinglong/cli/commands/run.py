@@ -118,6 +118,9 @@ def _say_run(view: RunDetailView, tail_lines: int) -> None:
     error = f" ({item.error_code}: {item.error_summary})" if item.error_code else ""
     say(f"status     {item.status}{error}")
     say(f"admitted   {when(item.created_at_ms)}")
+    if item.parameters:
+        say("parameters " + ", ".join(f"{name}={json.dumps(value, ensure_ascii=False)}"
+                                      for name, value in item.parameters.items()))
     if item.requires:
         say(f"requires   {', '.join(item.requires)}")
     if view.unplaceable:

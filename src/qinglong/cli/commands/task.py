@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
@@ -16,6 +15,7 @@ from qinglong.cli.params import (
     project_option,
 )
 from qinglong.cli.targets import add_delete_command, add_switch_commands
+from qinglong.cli.task_args import retry_changes, secret_entries
 from qinglong.cli.task_text import (
     change_text,
     command_text,
@@ -23,20 +23,20 @@ from qinglong.cli.task_text import (
     cwd_text,
     limit_text,
     memory_text,
+    parameters_text,
     requires_text,
     retry_text,
     timeout_text,
 )
 from qinglong.domain.limits import parse_size, whole_seconds
+from qinglong.domain.parameters import parameters_change
 from qinglong.domain.placement import requirements_change
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.retry import DEFAULT_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS, MAX_ATTEMPTS
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
-    ENV_NAME,
     MAX_CONCURRENCY,
     ArgvCommand,
-    EnvEntry,
     ShellCommand,
     environment_from_pairs,
 )
@@ -108,47 +108,6 @@ def _command(shell: str | None, bash: bool, sh: bool, argv: bool,
     return ArgvCommand(file=words[0], args=tuple(words[1:]))
 
 
-def _exit_codes(text: str) -> tuple[int, ...]:
-    if text.strip().lower() == "any":
-        return ()
-    codes = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit() or not 1 <= int(part) <= 255:
-            raise InvalidInput("retry-on-exit", f"{part!r} is not an exit code from 1 to 255 "
-                                                "(write codes like 1,75 or 'any')")
-        codes.append(int(part))
-    return tuple(codes)
-
-
-def _retry_changes(max_attempts: int | None, backoff: int | None, max_backoff: int | None,
-                   on_exit: str | None, on_timeout: bool | None) -> dict[str, object]:
-    """The retry settings given on the command line; the others keep their value."""
-    given: dict[str, object] = {"max_attempts": max_attempts, "backoff_ms": backoff,
-                                "max_backoff_ms": max_backoff, "on_timeout": on_timeout,
-                                "on_exit_codes": None if on_exit is None else _exit_codes(on_exit)}
-    return {name: value for name, value in given.items() if value is not None}
-
-
-def _secret_entries(pairs: tuple[str, ...]) -> tuple[EnvEntry, ...]:
-    """``--secret-env NAME=VAR``: a secret entry whose value is ``$VAR`` of this command (so it
-    is on no command line)."""
-    entries = []
-    for pair in pairs:
-        name, found, variable = pair.partition("=")
-        if not found or not ENV_NAME.fullmatch(variable):
-            raise InvalidInput("--secret-env", f"{pair!r} must have the form NAME=VAR (VAR: "
-                                               "an environment variable of this command)")
-        value = os.environ.get(variable)
-        if value is None:
-            raise InvalidInput("--secret-env", f"the environment variable {variable} is not set")
-        try:
-            entries.append(EnvEntry(name=name, value=value))
-        except InvalidInput as exc:
-            raise InvalidInput("--secret-env", exc.rule) from None
-    return tuple(entries)
-
-
 def _check_cwd_here(cwd: str | None, database_url: str) -> None:
     """On SQLite the commands run on this host, so a working directory must exist here."""
     check_directory_here(cwd, commands_run_here(database_url))
@@ -203,6 +162,12 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
                    "region=eu --requires gpu; replaces the task's requirements (repeatable). "
                    "See `ql worker --labels`.")
 @click.option("--no-requires", is_flag=True, help="Let any worker run the task again.")
+@click.option("--param", "params", multiple=True, metavar="NAME[:TYPE]=DEFAULT",
+              help="A parameter a run now may give a value for: region=eu (text), count:int=3, "
+                   "dry_run:bool=false; the command gets it as the variable NAME (and argv "
+                   "tasks as {{NAME}} in their arguments). Replaces the task's parameters "
+                   "(repeatable; docs/controls/parameters.md).")
+@click.option("--no-params", is_flag=True, help="Remove every parameter.")
 @click.option("--memory-limit", metavar="SIZE",
               help="Most memory (address space) a Run's command may use, e.g. 512M, 2G: an "
                    "allocation beyond it fails (setrlimit; docs/controls/limits.md).")
@@ -227,7 +192,8 @@ def publish(
     timeout: int | None, max_attempts: int | None, retry_backoff: int | None,
     retry_max_backoff: int | None, retry_on_exit: str | None, retry_on_timeout: bool | None,
     idempotent: bool | None, concurrency: int | None, no_concurrency: bool,
-    requires: tuple[str, ...], no_requires: bool, memory_limit: str | None,
+    requires: tuple[str, ...], no_requires: bool, params: tuple[str, ...], no_params: bool,
+    memory_limit: str | None,
     no_memory_limit: bool, cpu_limit: int | None, no_cpu_limit: bool, name: str | None, disabled: bool, no_repin: bool,
     words: tuple[str, ...], database_url: str, as_json: bool,
 ) -> None:
@@ -242,18 +208,19 @@ def publish(
     """
     patch = TaskPatch(
         command=_command(shell, bash, sh, argv, words),
-        env_set=environment_from_pairs(env) + _secret_entries(secret_env),
+        env_set=environment_from_pairs(env) + secret_entries(secret_env),
         env_unset=unset_env,
         env_clear=clear_env,
         working_directory=cwd,
         clear_working_directory=no_cwd,
         timeout_ms=timeout,
-        retry=_retry_changes(max_attempts, retry_backoff, retry_max_backoff, retry_on_exit,
+        retry=retry_changes(max_attempts, retry_backoff, retry_max_backoff, retry_on_exit,
                              retry_on_timeout),
         idempotent=idempotent,
         concurrency=concurrency,
         clear_concurrency=no_concurrency,
         requires=requirements_change(requires, no_requires, "--requires"),
+        parameters=parameters_change(params, no_params),
         memory_limit_bytes=None if memory_limit is None else parse_size(memory_limit,
                                                                         "--memory-limit"),
         clear_memory_limit=no_memory_limit,
@@ -333,6 +300,7 @@ def _say_task(project: str, task_id: str, view: TaskShowView) -> None:
     say(f"idempotent {'yes' if view.idempotent else 'no'}")
     say(f"limit      {limit_text(view.concurrency)}")
     say(f"requires   {requires_text(view.requires)}")
+    say(f"parameters {parameters_text([p.to_json() for p in view.parameters])}")
     say(f"memory     {memory_text(view.memory_limit_bytes)}")
     say(f"cpu        {cpu_text(view.cpu_limit_s)}")
     say(f"digest     {view.content_digest}")

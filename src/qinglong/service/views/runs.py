@@ -49,6 +49,8 @@ class RunView(ViewModel):
     cancel_reason: str | None
     requires: list[str] = Field(description="Worker labels the Run needs (KEY or KEY=VALUE); "
                                             "empty: any worker")
+    parameters: dict[str, str | int | bool] = Field(
+        default_factory=dict, description="The value of each of its task's parameters")
 
 
 class RunPageView(ViewModel):
@@ -133,7 +135,7 @@ def run_view(item: Run) -> RunView:
         finished_at=rfc3339(item.finished_at_ms), duration_ms=item.duration_ms,
         exit_code=item.exit_code, error_code=item.error_code,
         error_summary=item.error_summary, cancel_reason=item.cancel_reason,
-        requires=list(item.requires))
+        requires=list(item.requires), parameters=dict(item.parameters))
 
 
 def attempt_view(item: Attempt) -> AttemptView:

@@ -40,6 +40,12 @@ class RetryView(ViewModel):
     on_timeout: bool
 
 
+class ParameterView(ViewModel):
+    name: str
+    type: Literal["string", "integer", "boolean"]
+    default: str | int | bool
+
+
 class TaskRevisionView(ViewModel):
     project: str
     task: str
@@ -55,6 +61,9 @@ class TaskRevisionView(ViewModel):
     concurrency: int | None
     requires: list[str] = Field(description="Worker labels a Run of this task needs "
                                             "(KEY or KEY=VALUE); empty: any worker")
+    parameters: list[ParameterView] = Field(
+        default_factory=list, description="What a run now may give values for (every one has "
+                                          "a default)")
     memory_limit_bytes: int | None = Field(
         default=None, description="Most memory (address space) a Run's command may use")
     cpu_limit_s: int | None = Field(
@@ -126,7 +135,10 @@ def task_revision_view(revision: TaskRevision) -> TaskRevisionView:
         environment=[entry.name for entry in spec.environment],
         working_directory=spec.working_directory, timeout_ms=spec.timeout_ms,
         retry=retry_view(spec), idempotent=spec.idempotent, concurrency=spec.concurrency,
-        requires=list(spec.requires), memory_limit_bytes=spec.limits.memory_bytes,
+        requires=list(spec.requires),
+        parameters=[ParameterView(name=p.name, type=p.type.value, default=p.default)
+                    for p in spec.parameters],
+        memory_limit_bytes=spec.limits.memory_bytes,
         cpu_limit_s=spec.limits.cpu_seconds, content_digest=revision.content_digest,
         published_at=instant(revision.created_at_ms), published_at_ms=revision.created_at_ms)
 
@@ -155,6 +167,8 @@ def task_diff(old: TaskRevision, new: TaskRevision) -> list[Change]:
     note("idempotent", old.spec.idempotent, new.spec.idempotent)
     note("concurrency", old.spec.concurrency, new.spec.concurrency)
     note("requires", list(old.spec.requires), list(new.spec.requires))
+    note("parameters", [p.to_json() for p in old.spec.parameters],
+         [p.to_json() for p in new.spec.parameters])
     note("memory_limit_bytes", old.spec.limits.memory_bytes, new.spec.limits.memory_bytes)
     note("cpu_limit_s", old.spec.limits.cpu_seconds, new.spec.limits.cpu_seconds)
     for name, before, after in entry_changes(old.spec.environment, new.spec.environment,

@@ -6,8 +6,11 @@ writer. A refusal raises before anything is written.
 
 from __future__ import annotations
 
+import json
+
 from qinglong.domain.admission import AdmissionIds, manual_admission_rows
 from qinglong.domain.manual import ManualRequest
+from qinglong.domain.parameters import text as param_text
 from qinglong.errors import RequestIdConflict
 from qinglong.storage.admission.params import ManualRunResult
 from qinglong.storage.admission.requests import (
@@ -35,6 +38,13 @@ def find_admitted(tx: Tx, request: ManualRequest) -> str | None:
         raise RequestIdConflict(
             f"request id {request.request_id!r} already admitted run {row['id']} for {what} in "
             f"project {request.project_id}, not for {request.target}; use a new request id")
+    stored = json.loads(row["parameters"]) if row["parameters"] else {}
+    differ = sorted(name for name, value in request.parameters.items()
+                    if name not in stored or param_text(stored[name]) != param_text(value))
+    if differ:
+        raise RequestIdConflict(
+            f"request id {request.request_id!r} already admitted run {row['id']} with other "
+            f"parameter values ({differ[0]}); use a new request id")
     return str(row["id"])
 
 

@@ -44,7 +44,8 @@ RUN_COLUMNS = ("id", "project_id", "task_id", "task_revision", "task_name", "tas
                "trigger_id", "trigger_revision", "trigger_type", "execution_origin",
                "execution_owner", "triggered_by", "scheduled_for_ms", "status", "version",
                "event_sequence", "priority", "idempotency_key", "created_at_ms", "queued_at_ms",
-               "overlap_policy", "overlap_key", "overlap_queue_limit", "requires")
+               "overlap_policy", "overlap_key", "overlap_queue_limit", "requires",
+               "parameters")
 ATTEMPT_COLUMNS = ("id", "run_id", "attempt", "status", "executor_type", "callback_sequence",
                    "created_at_ms")  # after project_id, trigger_id
 EVENT_COLUMNS = ("id", "run_id", "sequence", "type", "dedupe_key", "actor_type", "actor_id",

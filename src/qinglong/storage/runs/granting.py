@@ -114,6 +114,7 @@ class LeaseGranting:
                 else int(row["scheduled_for_ms"]),
                 expires_at_ms=ctx.now_ms + lease_ms,
                 execution=execution, problem=problem,
+                parameters=json.loads(row["parameters"]) if row["parameters"] else {},
             ))
         self.apply_all(pending)
         return leases

@@ -34,6 +34,7 @@ class AttemptLease:
     expires_at_ms: int  # in the store's clock (the database's on PostgreSQL)
     execution: ExecutionRevision | None  # None when the pinned plan failed verification
     problem: str | None = None
+    parameters: Mapping[str, str | int | bool] = field(default_factory=dict)  # the Run's values
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

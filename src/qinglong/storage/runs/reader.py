@@ -38,7 +38,17 @@ MIN_PREFIX = 8
 def run_from_row(row: Mapping[str, Any]) -> Run:
     """``records.run_from_row`` plus where the Run came from and who (or what) asked."""
     return replace(records.run_from_row(row), execution_origin=row["execution_origin"],
-                   triggered_by=row["triggered_by"], requires=_requires(row.get("requires")))
+                   triggered_by=row["triggered_by"], requires=_requires(row.get("requires")),
+                   parameters=_parameters(row.get("parameters")))
+
+
+def _parameters(value: object) -> dict[str, str | int | bool]:
+    if value is None:
+        return {}
+    found = json.loads(value) if isinstance(value, str) else value  # jsonb arrives decoded
+    if not isinstance(found, dict):
+        raise RecordCorrupt("a Run's parameters are not an object")
+    return dict(found)
 
 
 def _requires(value: object) -> tuple[str, ...]:

@@ -86,12 +86,13 @@ new_runs AS (
         (id, project_id, task_id, task_revision, task_name, task_snapshot_ref, trigger_id,
          trigger_revision, trigger_type, execution_origin, execution_owner, triggered_by,
          scheduled_for_ms, status, version, event_sequence, priority, idempotency_key,
-         created_at_ms, queued_at_ms, overlap_policy, overlap_key, overlap_queue_limit, requires)
+         created_at_ms, queued_at_ms, overlap_policy, overlap_key, overlap_queue_limit, requires,
+         parameters)
     SELECT r.id, r.project_id, r.task_id, r.task_revision, r.task_name, r.task_snapshot_ref,
            r.trigger_id, r.trigger_revision, r.trigger_type, r.execution_origin,
            r.execution_owner, r.triggered_by, r.scheduled_for_ms, r.status, r.version,
            r.event_sequence, r.priority, r.idempotency_key, r.created_at_ms, r.queued_at_ms,
-           r.overlap_policy, r.overlap_key, r.overlap_queue_limit, r.requires
+           r.overlap_policy, r.overlap_key, r.overlap_queue_limit, r.requires, r.parameters
     FROM (
         SELECT o->>0 AS id, o->>1 AS project_id, o->>2 AS task_id, o->>3 AS task_revision,
             o->>4 AS task_name, o->>5 AS task_snapshot_ref, o->>6 AS trigger_id,
@@ -102,7 +103,8 @@ new_runs AS (
             (o->>16)::integer AS priority, o->>17 AS idempotency_key,
             (o->>18)::bigint AS created_at_ms, (o->>19)::bigint AS queued_at_ms,
             o->>20 AS overlap_policy, o->>21 AS overlap_key,
-            (o->>22)::integer AS overlap_queue_limit, (o->>23)::jsonb AS requires
+            (o->>22)::integer AS overlap_queue_limit, (o->>23)::jsonb AS requires,
+            (o->>24)::jsonb AS parameters
         FROM jsonb_array_elements(%(runs)s::jsonb) AS j(o)
     ) AS r
     JOIN advanced a ON a.project_id = r.project_id AND a.trigger_id = r.trigger_id

@@ -27,6 +27,7 @@ SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.project_id,
        r.task_id, r.task_revision, r.trigger_id, r.scheduled_for_ms, r.queued_at_ms,
        r.attempts_spent, (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason, r.overlap_policy, r.overlap_key, r.overlap_queue_limit,
+       r.parameters::text AS parameters,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle,
        (SELECT max_running FROM qinglong.concurrency_limits WHERE scope = 'global')

@@ -6,7 +6,7 @@
 
 -- name: manual_run_by_key
 -- The Run a request id admitted, by its idempotency key (unique within a project).
-SELECT id, task_id, trigger_id, trigger_type
+SELECT id, task_id, trigger_id, trigger_type, parameters::text AS parameters
 FROM qinglong.runs
 WHERE project_id = %(project_id)s AND idempotency_key = %(key)s;
 

@@ -4,7 +4,7 @@
 
 -- name: manual_run_by_key
 -- The Run a request id admitted, by its idempotency key (unique within a project).
-SELECT id, task_id, trigger_id, trigger_type
+SELECT id, task_id, trigger_id, trigger_type, parameters
 FROM runs
 WHERE project_id = :project_id AND idempotency_key = :key;
 

@@ -4,13 +4,14 @@ INSERT INTO runs
     (id, project_id, task_id, task_revision, task_name, task_snapshot_ref, trigger_id,
      trigger_revision, trigger_type, execution_origin, execution_owner, triggered_by,
      scheduled_for_ms, status, version, event_sequence, priority, idempotency_key,
-     created_at_ms, queued_at_ms, overlap_policy, overlap_key, overlap_queue_limit, requires)
+     created_at_ms, queued_at_ms, overlap_policy, overlap_key, overlap_queue_limit, requires,
+     parameters)
 VALUES
     (:id, :project_id, :task_id, :task_revision, :task_name, :task_snapshot_ref, :trigger_id,
      :trigger_revision, :trigger_type, :execution_origin, :execution_owner, :triggered_by,
      :scheduled_for_ms, :status, :version, :event_sequence, :priority, :idempotency_key,
      :created_at_ms, :queued_at_ms, :overlap_policy, :overlap_key, :overlap_queue_limit,
-     :requires);
+     :requires, :parameters);
 
 -- name: attempt_insert
 -- Insert a Run's first Attempt (status claimed).

@@ -1208,6 +1208,10 @@
       ["Error", r.error_code ? r.error_code + (r.error_summary ? ": " + r.error_summary : "")
         : null],
       ["Cancel reason", r.cancel_reason],
+      ["Parameters", r.parameters && Object.keys(r.parameters).length ?
+        Object.keys(r.parameters).sort().map(function (k) {
+          return k + "=" + JSON.stringify(r.parameters[k]);
+        }).join(", ") : null],
       ["Requires", r.requires && r.requires.length ? r.requires.join(", ") : null],
       ["Waiting", detail.unplaceable ? detail.unplaceable + ": it stays queued until a worker " +
         "with these labels is running" : null]
