@@ -20,6 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from qinglong.domain.limits import ResourceLimits
+from qinglong.domain.manual import ManualRequest
+from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.storage.admission import RequestAdmissions
+from qinglong.storage.admission.params import ManualRunParams
+from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import TaskPublishParams
+from qinglong.storage.postgres.connection import SingleConnector
+from qinglong.storage.postgres.driver import open_postgres
+from qinglong.storage.runs import RunStore
 from testkit.cluster import Worker
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
@@ -40,18 +50,28 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 
+    # set-up and run now in process (the CLI's flags are tested elsewhere; here what counts
+    # is what the workers do), one `ql` call to publish a task the way a user would
     ql("project", "create", "demo", url=admin)
-    for task, requires in (("plain", ()), ("gpu", ("gpu",)), ("us", ("region=us",))):
-        ql("task", "publish", "--project", "demo", "--task", task, "--shell", "echo ok",
-           *(f"--requires={r}" for r in requires), url=admin)
+    ql("task", "publish", "--project", "demo", "--task", "gpu", "--shell", "echo ok",
+       "--requires=gpu", url=admin)
+    admin_db = open_postgres(SingleConnector(admin))
+    publisher = DefinitionStore(admin_db)
+    for task, spec in (
+            ("plain", CommandSpec(command=ShellCommand(command="echo ok"))),
+            ("us", CommandSpec(command=ShellCommand(command="echo ok"), requires=("region=us",))),
+            ("spin", CommandSpec(command=ShellCommand(command="exec sh -c 'while :; do :; done'"),
+                                 limits=ResourceLimits(cpu_seconds=1)))):
+        publisher.task_publish(TaskPublishParams(project_id="demo", task_id=task, name=task,
+                                                 spec=spec))
+    runtime_db = open_postgres(SingleConnector(runtime))
+    admissions = RequestAdmissions(runtime_db)
+    runs = RunStore(runtime_db, actor_id="test")
 
     def run_now(task: str, n: int) -> str:
-        made = json.loads(ql("task", "run", "--project", "demo", "--task", task,
-                             "--request-id", f"{task}-{n}", "--json"))
-        return str(made["id"])
+        return admissions.run_admit_manual(ManualRunParams(request=ManualRequest(
+            project_id="demo", task_id=task, request_id=f"{task}-{n}", actor="test"))).run_id
 
-    ql("task", "publish", "--project", "demo", "--task", "spin", "--cpu-limit", "1s",
-       "--shell", "exec sh -c 'while :; do :; done'", url=admin)
     waiting = run_now("us", 0)  # admitted first: every later Run is queued behind it
     spinning = run_now("spin", 0)
     gpu_runs = [run_now("gpu", n) for n in range(RUNS_EACH)]
@@ -67,36 +87,34 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
         for worker in workers:
             worker.wait_ready()
 
-        def show(run_id: str) -> dict[str, object]:
-            return dict(json.loads(ql("run", "show", run_id, "--json")))
+        def status(run_id: str) -> str:
+            return runs.run_get(run_id).run.status
 
         def all_finished() -> bool:
-            listed = json.loads(ql("run", "list", "--project", "demo", "--json"))
-            done = {run["id"] for run in listed if run["status"] == "succeeded"}
-            return done >= set(gpu_runs + plain_runs)
+            return all(status(run_id) == "succeeded" for run_id in gpu_runs + plain_runs)
 
         wait_for(all_finished, 60, "the gpu and plain Runs to finish")
-        wait_for(lambda: show(spinning)["run"]["status"] == "failed", 30,  # type: ignore[index]
+        wait_for(lambda: status(spinning) == "failed", 30,
                  "the spinning Run to be stopped at its CPU limit")
-        [spun] = show(spinning)["attempts"]  # type: ignore[misc]
-        assert spun["error_code"] == "CPU_LIMIT", spun
+        [spun] = runs.run_get(spinning).attempts
+        assert spun.error_code == "CPU_LIMIT", spun
         for run_id in gpu_runs:
-            shown = show(run_id)
-            [attempt] = shown["attempts"]  # type: ignore[misc]
-            assert attempt["worker"].startswith("gpu-box:"), attempt
-        held = show(waiting)
-        assert held["run"]["status"] == "queued"  # type: ignore[index]
-        assert all(a["worker"] is None for a in held["attempts"]), held  # type: ignore[attr-defined]
-        assert held["run"]["requires"] == ["region=us"]  # type: ignore[index]
+            [attempt] = runs.run_get(run_id).attempts
+            assert (attempt.worker_id or "").startswith("gpu-box:"), attempt
+        held = runs.run_get(waiting)
+        assert held.run.status == "queued" and held.run.requires == ("region=us",)
+        assert all(a.worker_id is None for a in held.attempts), held
         printed = ql("run", "show", waiting)
         assert "requires   region=us" in printed, printed
         assert "waiting    no live worker offers region=us" in printed, printed
         with urllib.request.urlopen(f"http://127.0.0.1:{workers[0].port}/status",
                                     timeout=5) as answer:
-            status = json.loads(answer.read())
-        assert status["labels"] == {"gpu": "a100", "region": "eu"}
-        assert (status["nice"], status["run_as"]) == (5, None)
-        assert status["limits"].startswith("setrlimit via prlimit"), status
+            offered = json.loads(answer.read())
+        assert offered["labels"] == {"gpu": "a100", "region": "eu"}
+        assert (offered["nice"], offered["run_as"]) == (5, None)
+        assert offered["limits"].startswith("setrlimit via prlimit"), offered
     finally:
         for worker in workers:
             assert worker.stop() == 0
+        admin_db.close()
+        runtime_db.close()
