@@ -39,51 +39,56 @@ def _token(text: object, field: str) -> tuple[str, str | None]:
     return key, (value if sep else None)
 
 
+def _keyed(parts: Iterable[object], field: str, limit: int, twice: str,
+           what: str) -> dict[str, str | None]:
+    """Tokens by key, each key once (``twice`` names the refusal), at most ``limit``."""
+    found: dict[str, str | None] = {}
+    for part in parts:
+        key, value = _token(part, field)
+        if key in found:
+            raise InvalidInput(field, twice.format(key=key))
+        found[key] = value
+    if len(found) > limit:
+        raise InvalidInput(field, f"at most {limit} {what}")
+    return found
+
+
+def _text(key: str, value: str | None) -> str:
+    return key if value is None else f"{key}={value}"
+
+
 def parse_labels(items: Iterable[str], field: str = "labels") -> dict[str, str | None]:
     """A worker's labels from ``KEY[=VALUE]`` items (each may hold several, comma-separated):
     a key given twice is an error, even with the same value."""
-    labels: dict[str, str | None] = {}
+    parts: list[str] = []
     for item in items:
         for part in item.split(","):
             if not part.strip():
                 raise InvalidInput(field, f"{item!r} has an empty label")
-            key, value = _token(part, field)
-            if key in labels:
-                raise InvalidInput(field, f"label {key!r} is given more than once")
-            labels[key] = value
-    if len(labels) > MAX_LABELS:
-        raise InvalidInput(field, f"at most {MAX_LABELS} labels")
-    return labels
+            parts.append(part)
+    return _keyed(parts, field, MAX_LABELS, "label {key!r} is given more than once", "labels")
 
 
 def label_tokens(labels: Mapping[str, str | None]) -> list[str]:
     """Every requirement token the labels meet, sorted: ``key`` for each label and
     ``key=value`` for each label with a value."""
     tokens = set(labels)
-    tokens.update(f"{key}={value}" for key, value in labels.items() if value is not None)
+    tokens.update(_text(key, value) for key, value in labels.items() if value is not None)
     return sorted(tokens)
 
 
 def labels_text(labels: Mapping[str, str | None]) -> str:
     """The labels as given on the command line (``region=eu,gpu``), or ``-`` for none."""
-    return ",".join(key if value is None else f"{key}={value}"
-                    for key, value in sorted(labels.items())) or "-"
+    return ",".join(_text(key, value) for key, value in sorted(labels.items())) or "-"
 
 
 def parse_requirements(items: Iterable[object], field: str = "requires") -> tuple[str, ...]:
     """A task's requirements in canonical form: sorted, each once. Two requirements that no
     worker could meet together (two values for one key, or a key both bare and with a value,
     which says nothing more) are refused."""
-    found: dict[str, str | None] = {}
-    for item in items:
-        key, value = _token(item, field)
-        if key in found:
-            raise InvalidInput(field, f"{key!r} is required more than once")
-        found[key] = value
-    if len(found) > MAX_REQUIREMENTS:
-        raise InvalidInput(field, f"at most {MAX_REQUIREMENTS} requirements")
-    return tuple(sorted(key if value is None else f"{key}={value}"
-                        for key, value in found.items()))
+    found = _keyed(items, field, MAX_REQUIREMENTS, "{key!r} is required more than once",
+                   "requirements")
+    return tuple(sorted(_text(key, value) for key, value in found.items()))
 
 
 def check_canonical_requirements(value: object, field: str = "requires") -> tuple[str, ...]:

@@ -63,6 +63,11 @@ class Identity:
                 not 0 <= self.nice <= MAX_NICE:
             raise InvalidConfig("nice", f"must be between 0 and {MAX_NICE}")
 
+    @classmethod
+    def of(cls, nice: int, run_as: str | None) -> Identity:
+        """From the flags (InvalidConfig for a --run-as this process cannot use)."""
+        return cls(nice=nice, run_as=None if run_as is None else RunAs.lookup(run_as))
+
     def argv(self, argv: list[str], limits: ResourceLimits) -> list[str]:
         """``argv`` behind the programs that set the limits and the niceness."""
         prefix: list[str] = []

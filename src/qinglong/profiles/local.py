@@ -28,7 +28,7 @@ from qinglong.domain.retention import DEFAULT_RETENTION_DAYS, check_retention_da
 from qinglong.domain.schedule import ScheduleCandidate, ScheduleClaim, check_budget
 from qinglong.errors import DatabaseCorrupt, InvalidConfig, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
-from qinglong.execution.identity import Identity, RunAs
+from qinglong.execution.identity import Identity
 from qinglong.execution.logs import (
     DEFAULT_LOG_BYTES,
     DEFAULT_LOG_RETENTION_DAYS,
@@ -120,8 +120,7 @@ class LocalServeConfig:
 
     def identity(self) -> Identity:
         """How commands are started (InvalidConfig for a --run-as this process cannot use)."""
-        return Identity(nice=self.nice,
-                        run_as=None if self.run_as is None else RunAs.lookup(self.run_as))
+        return Identity.of(self.nice, self.run_as)
 
     def validated(self) -> LocalServeConfig:
         check_grace(self.grace_ms)

@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from qinglong.domain.placement import labels_text, parse_labels
 from qinglong.errors import InvalidInput
 from qinglong.execution.executor import MAX_CONCURRENCY, MIN_CONCURRENCY
-from qinglong.execution.identity import MAX_NICE, Identity, RunAs
+from qinglong.execution.identity import MAX_NICE, Identity
 from qinglong.execution.logs import MAX_LOG_BYTES, MIN_LOG_BYTES
 from qinglong.profiles.settings import listen_address, load_settings, postgres_url, process_name
 
@@ -55,8 +55,7 @@ class WorkerSettings(BaseSettings):
 
     def identity(self) -> Identity:
         """How commands are started (InvalidConfig for a --run-as this process cannot use)."""
-        return Identity(nice=self.nice,
-                        run_as=None if self.run_as is None else RunAs.lookup(self.run_as))
+        return Identity.of(self.nice, self.run_as)
 
     @property
     def label_map(self) -> dict[str, str | None]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from qinglong.errors import InstanceHeld
 from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Database, Tx
+from qinglong.storage.records import json_object
 
 # A registration whose heartbeat is this old (in the store's clock) and that never stopped
 # cleanly belongs to a process taken for dead (a crash): its id may be registered again.
@@ -53,8 +54,7 @@ class Registration:
 def _labels(value: object) -> dict[str, str | None]:
     if value is None:
         return {}
-    found = json.loads(value) if isinstance(value, str) else value  # jsonb arrives decoded
-    return dict(found) if isinstance(found, dict) else {}
+    return json_object(value, "an instance's labels")  # type: ignore[return-value]
 
 
 def instance_from_row(row: Row) -> Instance:

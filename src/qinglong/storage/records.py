@@ -26,7 +26,8 @@ from qinglong.domain.trigger import TriggerRevision, trigger_revision_from_row
 from qinglong.errors import InvalidInput, RecordCorrupt
 
 
-def _json(value: Any, what: str) -> dict[str, object]:
+def json_object(value: Any, what: str) -> dict[str, object]:
+    """A stored JSON object (RecordCorrupt if it is not one)."""
     if isinstance(value, dict):  # PostgreSQL jsonb arrives decoded
         return value
     return parse_json_object(str(value), what)
@@ -45,18 +46,18 @@ def project_from_row(row: Mapping[str, Any]) -> Project:
 
 
 def task_revision(row: Mapping[str, Any]) -> TaskRevision:
-    return task_revision_from_row(row, _json(row["spec_json"], "task spec"))
+    return task_revision_from_row(row, json_object(row["spec_json"], "task spec"))
 
 
 def execution_revision(row: Mapping[str, Any]) -> ExecutionRevision:
-    return execution_revision_from_row(row, _json(row["plan_json"], "execution plan"))
+    return execution_revision_from_row(row, json_object(row["plan_json"], "execution plan"))
 
 
 def trigger_revision(row: Mapping[str, Any]) -> TriggerRevision:
     spec = row["spec_json"]
     if isinstance(spec, str):  # read as text: each distinct text is parsed once
         return trigger_revision_from_text(row, spec)
-    return trigger_revision_from_row(row, _json(spec, "trigger spec"))
+    return trigger_revision_from_row(row, json_object(spec, "trigger spec"))
 
 
 def prefixed(row: Mapping[str, Any], prefix: str, **extra: Any) -> dict[str, Any]:
@@ -210,7 +211,7 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
         actor_type=row["actor_type"],
         actor_id=row["actor_id"],
         attempt_id=row["attempt_id"],
-        payload=_json(row["payload"], "event payload"),
+        payload=json_object(row["payload"], "event payload"),
         created_at_ms=int(row["created_at_ms"]),
     )
 

@@ -45,10 +45,7 @@ def run_from_row(row: Mapping[str, Any]) -> Run:
 def _parameters(value: object) -> dict[str, str | int | bool]:
     if value is None:
         return {}
-    found = json.loads(value) if isinstance(value, str) else value  # jsonb arrives decoded
-    if not isinstance(found, dict):
-        raise RecordCorrupt("a Run's parameters are not an object")
-    return dict(found)
+    return records.json_object(value, "a Run's parameters")  # type: ignore[return-value]
 
 
 def _requires(value: object) -> tuple[str, ...]:
