@@ -274,12 +274,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # grants, which stay) comes after it, so its ledger row goes too; so do 0010_retention's
     # table and indexes (its grants stay, like 0009's), 0011_login_devices' table,
     # 0012_eligibility's view, 0013_lean_indexes' index changes (reversed) and
-    # 0014_placement's and 0015_parameters' columns.
+    # 0014_placement's and 0015_parameters' columns, and 0016_flows' tables (its grants on
+    # runs and run_attempts stay, like 0009's).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
-                                '0014_placement', '0015_parameters');
+                                '0014_placement', '0015_parameters', '0016_flows');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -294,6 +295,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         ALTER TABLE runs DROP COLUMN requires;
         ALTER TABLE instances DROP COLUMN labels;
         ALTER TABLE runs DROP COLUMN parameters;
+        DROP TABLE flow_steps, flow_runs, flow_revisions, flows;
     """)
     audits = audit_everyone(pg_db)
     # every role is told it is not ready; the roles with privileges on the tables the
@@ -303,20 +305,29 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                ("api_tokens", "audit_log", "login_devices", "login_failures", "user_sessions",
                 "users")]
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
+    flow_tables = {  # the flow tables each role has privileges on
+        "ql_admin": ("flow_revisions", "flows"), "ql_web": ("flow_revisions", "flow_runs",
+                                                            "flow_steps", "flows"),
+        "ql_runtime": ("flow_revisions", "flow_runs", "flow_steps", "flows"),
+        "ql_worker": ("flow_revisions", "flow_runs", "flow_steps"),
+        "postgres": ("flow_revisions", "flow_runs", "flow_steps", "flows")}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
-               "missing-migration:0014_placement", "missing-migration:0015_parameters"]
+               "missing-migration:0014_placement", "missing-migration:0015_parameters",
+               "missing-migration:0016_flows"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
-                             if role in marks else []))]
+                             if role in marks else [])
+                          + [f"missing-table:{t}" for t in flow_tables.get(role, ())])]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
         assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention",
                                          "0011_login_devices", "0012_eligibility",
-                                         "0013_lean_indexes", "0014_placement", "0015_parameters")
+                                         "0013_lean_indexes", "0014_placement", "0015_parameters",
+                                         "0016_flows")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

@@ -32,9 +32,12 @@ class Reconciler:
                  limit: int = DEFAULT_LIMIT,
                  on_rescued: Callable[[RescuedAttempt], None] | None = None,
                  on_promoted: Callable[[list[str]], None] | None = None,
-                 prune: Callable[[], int] | None = None, prune_every: int = 30) -> None:
-        """``prune``: removes output past its retention, every ``prune_every`` cycles."""
+                 prune: Callable[[], int] | None = None, prune_every: int = 30,
+                 expire_flows: Callable[[], list[str]] | None = None) -> None:
+        """``prune``: removes output past its retention, every ``prune_every`` cycles;
+        ``expire_flows``: ends the flow runs past their timeout, every cycle."""
         self._store = store
+        self._expire_flows = expire_flows
         self._prune = prune
         self._prune_every = prune_every
         self._cycles = 0
@@ -47,6 +50,8 @@ class Reconciler:
         self._cycles += 1
         if self._prune is not None and self._cycles % self._prune_every == 1:
             self._prune()
+        if self._expire_flows is not None:
+            self._expire_flows()
         if not self._store.reconcile_pending(self._grace_ms):
             return ReconcileReport(rescued=0, promoted=0, saturated=False)
         rescued = self._store.lease_rescue(LeaseRescueParams(limit=self._limit,

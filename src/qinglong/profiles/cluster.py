@@ -48,7 +48,7 @@ from qinglong.profiles.run_notifier import Notifier
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.service.queue import read_queue
-from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
@@ -66,6 +66,7 @@ from qinglong.storage.postgres.roles import RUNTIME
 from qinglong.storage.postgres.topology import choose_primary
 from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.flow_store import FlowStore
 from qinglong.storage.runs.logs import LogStore
 from qinglong.storage.runs.params import RescuedAttempt
 from qinglong.storage.wakeups import Wakeups
@@ -211,7 +212,9 @@ class ClusterControl:
                 return logs.log_prune(retention_ms, PRUNE_BATCH) + history()
 
             reconciler = Reconciler(runs, on_rescued=self._rescued,
-                                    on_promoted=lambda _runs: notifier.poke(), prune=prune)
+                                    on_promoted=lambda _runs: notifier.poke(), prune=prune,
+                                    expire_flows=FlowStore(db, RequestAdmissions(db),
+                                                           actor_id=s.owner_id).flows_expire)
             reconciling = PacedLoop(
                 lambda: self._reconcile(reconciler), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=s.stop_timeout_ms / 1000, diagnostics=self._diagnostic,

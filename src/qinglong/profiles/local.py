@@ -54,13 +54,14 @@ from qinglong.profiles.serve_lock import ServeLock
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
 from qinglong.service.queue import read_queue
-from qinglong.storage.admission import ScheduleStore
+from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Database
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.flow_store import FlowStore
 from qinglong.storage.runs.params import RescuedAttempt
 from qinglong.storage.sqlite.connection import (
     SqliteDatabase,
@@ -276,7 +277,9 @@ class LocalApp:
 
             reconciler = Reconciler(run_store, on_rescued=lambda attempt: self._rescued(
                                         executor, attempt),
-                                    on_promoted=lambda _runs: executor.poke(), prune=prune)
+                                    on_promoted=lambda _runs: executor.poke(), prune=prune,
+                                    expire_flows=FlowStore(db, RequestAdmissions(db),
+                                                           actor_id=config.profile.name).flows_expire)
             reconciling: PacedLoop[ReconcileReport] = PacedLoop(
                 lambda: self._reconcile(reconciler, run_store), interval_s=RECONCILE_INTERVAL_S,
                 stop_timeout_s=config.stop_timeout_s, diagnostics=self._diagnostic,

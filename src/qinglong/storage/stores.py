@@ -14,6 +14,7 @@ from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Capabilities, Database, Tx
 from qinglong.storage.notify import NotifyStore
 from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.flow_store import FlowStore
 from qinglong.storage.runs.logs import LogStore
 
 
@@ -26,6 +27,7 @@ class Stores:
     runs: RunStore = field(init=False)
     schedules: ScheduleStore = field(init=False)
     admissions: RequestAdmissions = field(init=False)
+    flows: FlowStore = field(init=False)
     notify: NotifyStore = field(init=False)
     accounts: AccountStore = field(init=False)
     instances: InstanceStore = field(init=False)
@@ -36,6 +38,8 @@ class Stores:
         self.runs = RunStore(self.db, actor_id=self.actor_id, new_id=self.new_id)
         self.schedules = ScheduleStore(self.db, actor_id=self.actor_id)
         self.admissions = RequestAdmissions(self.db, new_id=self.new_id)
+        self.flows = FlowStore(self.db, self.admissions, actor_id=self.actor_id,
+                               new_id=self.new_id)
         self.notify = NotifyStore(self.db, new_id=self.new_id)
         self.accounts = AccountStore(self.db, new_id=self.new_id)
         self.instances = InstanceStore(self.db)

@@ -72,11 +72,11 @@ class RequestAdmissions:
                                        executor_type=self._executor_type)
 
         def in_doubt() -> ManualRunResult:
-            found = self._look_up("run now", hint,
+            found = self.look_up("run now", hint,
                                   lambda tx: manual.find_admitted(tx, request))
             return ManualRunResult(run_id=found, admitted=found == ids.run_id, in_doubt=True)
 
-        return self._admit_by_key("run now", admit, hint, in_doubt)
+        return self.admit_by_key("run now", admit, hint, in_doubt)
 
     # -- backfill -----------------------------------------------------------------------
 
@@ -98,15 +98,15 @@ class RequestAdmissions:
                                            executor_type=self._executor_type)
 
         def in_doubt() -> BackfillAdmitResult:
-            found = self._look_up(action, BACKFILL_HINT, lambda tx: backfill.find_by_key(
+            found = self.look_up(action, BACKFILL_HINT, lambda tx: backfill.find_by_key(
                 tx, params.request, params.occurrence_ms))
             return BackfillAdmitResult(run_id=found, admitted=found == ids.run_id, in_doubt=True)
 
-        return self._admit_by_key("backfill", admit, BACKFILL_HINT, in_doubt)
+        return self.admit_by_key("backfill", admit, BACKFILL_HINT, in_doubt)
 
     # -- the keyed admission ------------------------------------------------------------
 
-    def _admit_by_key(self, action: str, admit: Callable[[Tx], A], hint: str,
+    def admit_by_key(self, action: str, admit: Callable[[Tx], A], hint: str,
                       in_doubt: Callable[[], A]) -> A:
         """Run an admission keyed by an idempotency key, waking workers (``runs``) when it
         admitted a Run: a plain Conflict means a concurrent twin committed the same key first,
@@ -140,7 +140,7 @@ class RequestAdmissions:
             return result
         raise AssertionError("unreachable: the last round returns or raises")
 
-    def _look_up(self, action: str, hint: str, find: Callable[[Tx], str | None]) -> str:
+    def look_up(self, action: str, hint: str, find: Callable[[Tx], str | None]) -> str:
         """After a lost COMMIT reply: the Run the key found (it landed), else OutcomeUnknown."""
         pause(self._in_doubt_settle_s)  # let a commit that is landing become visible
         try:

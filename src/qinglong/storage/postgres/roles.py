@@ -48,6 +48,14 @@ _PUBLISHING = {
     "trigger_revisions": frozenset({S, I}),
     "project_archivals": frozenset({S, I, U}),
     "trigger_pauses": frozenset({S, I, U}),
+    "flows": frozenset({S, I, U}),  # 0016_flows
+    "flow_revisions": frozenset({S, I}),
+}
+# Starting, cancelling and moving flow runs on (ql_runtime, ql_web): a flow run and the step
+# row of each of its nodes (0016_flows).
+_FLOW_RUNS = {
+    "flow_runs": frozenset({S, I, U}),
+    "flow_steps": frozenset({S, I, U}),
 }
 # Managing notification channels and rules (ql_admin, ql_web).
 _NOTIFY_SETTINGS = {
@@ -95,19 +103,27 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "notify_outbox": frozenset({S, I, U, D}),
         "notify_cursors": frozenset({S, I, U}),
         "notify_recoveries": frozenset({S, I, U, D}),
+        "flows": frozenset({S}),
+        "flow_revisions": frozenset({S}),
+        **_FLOW_RUNS,
     },
     WORKER_INGRESS: {
         **_SCHEMA_FACTS,
         "run_attempts": frozenset({S}),
     },
     # ql_worker runs what the scheduler admitted: it reads the execution plan it is leased,
-    # moves Runs and Attempts through their steps, appends events and log chunks.
+    # moves Runs and Attempts through their steps, appends events and log chunks. Ending a
+    # flow's Run, it admits the Runs of the nodes that Run releases (0016_flows): it reads the
+    # flow's revision, moves the flow run and its steps, and inserts Runs and Attempts.
     WORKER: {
         **_SCHEMA_FACTS,
         "task_execution_revisions": frozenset({S}),
         "concurrency_limits": frozenset({S}),
-        "runs": frozenset({S, U}),
-        "run_attempts": frozenset({S, U}),
+        "runs": frozenset({S, I, U}),
+        "run_attempts": frozenset({S, I, U}),
+        "flow_revisions": frozenset({S}),
+        "flow_runs": frozenset({S, U}),
+        "flow_steps": frozenset({S, U}),
         "run_events": frozenset({S, I}),
         "run_log_chunks": frozenset({S, I, D}),
         "instances": frozenset({S, I, U}),
@@ -133,6 +149,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "login_devices": frozenset({S, I, D}),  # 0011_login_devices
         "audit_log": frozenset({S, I}),
         "notify_outbox": frozenset({S, U}),  # listed; a dead delivery made pending again
+        **_FLOW_RUNS,
     },
 }
 

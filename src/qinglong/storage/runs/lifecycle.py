@@ -33,6 +33,7 @@ from qinglong.errors import Conflict, LeaseLost, NotFound, QinglongError, Record
 from qinglong.ids import new_uuid
 from qinglong.storage import records
 from qinglong.storage.events import event_rows, insert_events, json_rows
+from qinglong.storage.flows.release import FlowSteps, Releaser
 from qinglong.storage.kernel import Tx
 from qinglong.storage.runs.granting import LeaseGranting, RevisionCache
 from qinglong.storage.runs.params import (
@@ -91,6 +92,7 @@ class LifecycleWriter(LeaseGranting):
         self._actor_id = actor_id
         self._new_id = new_id
         self._jitter = jitter or _random_jitter
+        self._flows: FlowSteps | None = None
 
     def context(self, now_ms: int | None = None) -> StepContext:
         return StepContext(now_ms=self._tx.now_ms() if now_ms is None else now_ms, actor=self._actor,
@@ -154,6 +156,20 @@ class LifecycleWriter(LeaseGranting):
         for change in changes:
             if change.new_attempt is not None:
                 self._tx.execute("attempt_insert", change.new_attempt)
+        ended = [(c.run_id, c.run_status) for c in changes if c.run_status in ENDED_RUN]
+        if ended:  # the flow steps these Runs were released as move on, in this transaction
+            stamped = [at for c in changes
+                       if isinstance(at := c.run_fields.get("finished_at_ms"), int)]
+            self.flows.after_ended(ended, stamped[0] if stamped else self._tx.now_ms())
+
+    @property
+    def flows(self) -> FlowSteps:
+        """The flow steps this transaction moves (storage/flows/release.py)."""
+        if self._flows is None:
+            self._flows = FlowSteps(self._tx, Releaser(actor=self._actor,
+                                                       actor_id=self._actor_id,
+                                                       new_id=self._new_id))
+        return self._flows
 
     # -- fenced steps -------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Publishing a flow, inside the store's write transaction: the project must be active and
+every task a node runs must exist; the current revision of each is pinned (its number,
+digest and name), each node's parameter values are checked against what its task declares,
+and a revision is appended only when the digest differs from the current one's (publishing
+the same file again changes nothing, unless a task it runs was republished: then it
+re-pins)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qinglong.domain.canonical import canonical_json
+from qinglong.domain.flow import FlowDocument, FlowRevision, TaskPin, pins_content
+from qinglong.domain.parameters import resolve
+from qinglong.domain.task import TaskRevision
+from qinglong.errors import Conflict, InvalidInput, NotFound
+from qinglong.storage import records
+from qinglong.storage.admission.requests import active_project
+from qinglong.storage.flow_records import flow_revision
+from qinglong.storage.kernel import Tx
+
+
+@dataclass(frozen=True, slots=True)
+class FlowPublished:
+    revision: FlowRevision
+    created: bool  # False: the same content was already the current revision
+
+
+def current_task(tx: Tx, project_id: str, task_id: str, *, where: str) -> TaskRevision:
+    row = tx.one("manual_task_current", {"project_id": project_id, "task_id": task_id})
+    if row is None or row["h_deleted_at_ms"] is not None:
+        raise NotFound("task", f"{project_id}/{task_id} ({where})")
+    return records.task_revision(row)
+
+
+def check_node_parameters(document: FlowDocument, tasks: dict[str, TaskRevision]) -> None:
+    for node in document.spec.nodes:
+        if node.parameters:
+            try:
+                resolve(tasks[node.task_id].spec.parameters, node.parameters)
+            except InvalidInput as exc:
+                raise InvalidInput(f"nodes.{node.node_id}.parameters", exc.rule) from None
+
+
+def publish(tx: Tx, document: FlowDocument, project_id: str, *, now_ms: int) -> FlowPublished:
+    active_project(tx, project_id)
+    tasks = {task_id: current_task(tx, project_id, task_id, where=f"run by flow "
+                                   f"{document.flow_id}") for task_id in document.spec.task_ids}
+    check_node_parameters(document, tasks)
+    pins = {task_id: TaskPin(revision=t.revision, digest=t.content_digest, name=t.name)
+            for task_id, t in tasks.items()}
+    digest = document.spec.digest(flow_id=document.flow_id, name=document.name, pins=pins)
+    row = tx.one("flow_current", {"project_id": project_id, "flow_id": document.flow_id})
+    current = flow_revision(row) if row is not None else None
+    if current is not None and current.content_digest == digest:
+        return FlowPublished(revision=current, created=False)
+    number = 1 if current is None else current.revision + 1
+    key = {"project_id": project_id, "flow_id": document.flow_id, "now_ms": now_ms}
+    if current is None:
+        tx.execute("flow_head_insert", key)
+    elif tx.one("flow_head_advance", {**key, "revision": number}) is None:
+        raise Conflict(f"flow {document.flow_id!r} changed while it was published; publish "
+                       "again")
+    tx.execute("flow_revision_insert", {
+        **key, "revision": number, "name": document.name,
+        "spec_json": canonical_json(document.spec.content()),
+        "pins_json": canonical_json(pins_content(pins)), "content_digest": digest})
+    revision = FlowRevision(project_id=project_id, flow_id=document.flow_id, revision=number,
+                            name=document.name, spec=document.spec, pins=pins,
+                            content_digest=digest, created_at_ms=now_ms)
+    return FlowPublished(revision=revision, created=True)

@@ -1,0 +1,313 @@
+"""Flows (issue 21, item 1) at the stores, on every database: publishing pins the tasks a
+flow runs; a flow run admits its roots, and the Run that ends a node releases the next ones
+in the transaction that ends it (as ql_worker on PostgreSQL); each node is admitted once;
+edges on success, failure and always; joins all and any; the stop and continue failure
+policies; cancel cascades; a timeout fails the flow run; a request id starts a flow once;
+and two Runs of one fan-in ending at the same moment release the join exactly once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from qinglong.domain.flow import parse_flow
+from qinglong.domain.flow_progress import FlowStatus, NodeState
+from qinglong.domain.flow_runs import FlowRun, FlowStart
+from qinglong.domain.lifecycle import Outcome
+from qinglong.domain.parameters import Parameter, ParamType
+from qinglong.domain.runs import AttemptStatus, RunStatus
+from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.errors import Conflict, InvalidInput, NotFound, NotRunnable, RequestIdConflict
+from qinglong.storage.definitions.params import ProjectCreateParams, TaskPublishParams
+from qinglong.storage.runs import RunStore
+from qinglong.storage.runs.flow_store import FlowStore
+from qinglong.storage.runs.params import (
+    AttemptFinishParams,
+    AttemptLease,
+    AttemptRunningParams,
+    LeaseAcquireParams,
+)
+from tests.contract.conftest import Backend, PgBackend
+from tests.contract.test_manual_runs import manual_store
+
+SUCCEEDED = Outcome(status=AttemptStatus.SUCCEEDED, exit_code=0)
+FAILED = Outcome(status=AttemptStatus.FAILED, exit_code=3, error_code="EXIT_NONZERO")
+DIAMOND = {"flow": "etl", "nodes": {
+    "extract": "extract", "clean-a": {"task": "clean", "after": "extract"},
+    "clean-b": {"task": "clean", "after": ["extract"]},
+    "load": {"task": "load", "after": ["clean-a", "clean-b"]}}}
+
+
+class Flows:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        admin = backend.database("ql_admin", "contract-flow-admin")
+        runtime = backend.database("ql_runtime", "contract-flows")
+        self.admin = FlowStore(admin, manual_store(backend, "ql_admin"), actor_id="admin")
+        self.store = FlowStore(runtime, manual_store(backend), actor_id="contract")
+        # Runs are leased and ended as a worker does (ql_worker on PostgreSQL)
+        self.worker = RunStore(backend.database("ql_worker", "contract-flow-worker"),
+                               actor_id="w1")
+        self._requests = 0
+
+    def publish(self, document: dict[str, object]) -> int:
+        return self.admin.flow_publish(parse_flow(document), "demo").revision.revision
+
+    def start(self, flow_id: str = "etl", request_id: str | None = None,
+              **values: object) -> str:
+        self._requests += 1
+        return self.store.flow_start(FlowStart(
+            project_id="demo", flow_id=flow_id, request_id=request_id or f"r-{self._requests}",
+            actor="alice", parameters=values)).flow_run_id
+
+    def show(self, flow_run_id: str) -> FlowRun:
+        return self.store.flow_run_get(flow_run_id)
+
+    def states(self, flow_run_id: str) -> dict[str, str]:
+        return {s.node_id: s.state.value for s in self.show(flow_run_id).steps}
+
+    def leases(self) -> dict[str, AttemptLease]:
+        """Lease every queued Run, by the node it is a step of."""
+        leases = self.worker.lease_acquire(LeaseAcquireParams(owner="w1", lease_ms=30_000,
+                                                              limit=50))
+        nodes = {}
+        for lease in leases:
+            [row] = self.backend.sql("SELECT node_id FROM flow_steps WHERE run_id = ?",
+                                     lease.fence.run_id)
+            nodes[str(row["node_id"])] = lease
+        return nodes
+
+    def end(self, lease: AttemptLease, outcome: Outcome = SUCCEEDED) -> None:
+        self.worker.attempt_start(lease.fence)
+        self.worker.attempt_running(AttemptRunningParams(
+            fence=lease.fence, pid=4242, executor_handle="pid:4242:start:1", log_path="/tmp/l"))
+        self.worker.attempt_finish(AttemptFinishParams(fence=lease.fence, outcome=outcome))
+
+    def runs_per_node(self) -> dict[str, int]:
+        rows = self.backend.sql("SELECT idempotency_key, count(*) AS n FROM runs "
+                                "WHERE trigger_type = 'flow' GROUP BY idempotency_key")
+        return {str(r["idempotency_key"]): int(r["n"]) for r in rows}
+
+
+@pytest.fixture
+def flows(backend: Backend) -> Iterator[Flows]:
+    d = backend.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    for task in ("extract", "clean", "load", "alert"):
+        d.task_publish(TaskPublishParams(project_id="demo", task_id=task, name=task,
+                                         spec=CommandSpec(command=ShellCommand(command="true"))))
+    d.task_publish(TaskPublishParams(
+        project_id="demo", task_id="greet", name="greet",
+        spec=CommandSpec(command=ShellCommand(command="true"), parameters=(
+            Parameter(name="who", type=ParamType.STRING, default="world"),
+            Parameter(name="count", type=ParamType.INTEGER, default=1)))))
+    yield Flows(backend)
+
+
+def test_a_diamond_releases_each_node_once_in_the_transaction_that_ends_the_one_before(
+        flows: Flows) -> None:
+    assert flows.publish(DIAMOND) == 1
+    run = flows.start()
+    assert flows.states(run) == {"extract": "released", "clean-a": "pending",
+                                 "clean-b": "pending", "load": "pending"}
+    flows.end(flows.leases()["extract"])
+    assert flows.states(run) == {"extract": "succeeded", "clean-a": "released",
+                                 "clean-b": "released", "load": "pending"}
+    leased = flows.leases()
+    assert sorted(leased) == ["clean-a", "clean-b"]
+    flows.end(leased["clean-a"])
+    assert flows.states(run)["load"] == "pending"  # a fan-in waits for every edge
+    assert flows.leases() == {}
+    flows.end(leased["clean-b"])
+    assert flows.show(run).status is FlowStatus.RUNNING
+    flows.end(flows.leases()["load"])
+    shown = flows.show(run)
+    assert shown.status is FlowStatus.SUCCEEDED and shown.ended_reason == "nodes"
+    assert all(s.run_status == RunStatus.SUCCEEDED.value for s in shown.steps)
+    assert sorted(flows.runs_per_node().values()) == [1, 1, 1, 1]
+    # the released Runs are the flow's: their origin and who released them are recorded
+    [row] = flows.backend.sql("SELECT trigger_type, triggered_by, execution_origin FROM runs "
+                              "WHERE id = ?", shown.steps[2].run_id)
+    assert (row["trigger_type"], row["triggered_by"], row["execution_origin"]) == (
+        "flow", run, "flow_step")
+
+
+def test_failure_and_always_edges_and_the_stop_policy(flows: Flows) -> None:
+    flows.publish({"flow": "etl", "nodes": {
+        "extract": "extract", "other": "clean",
+        "load": {"task": "load", "after": "extract"},
+        "after-other": {"task": "load", "after": "other"},
+        "alert": {"task": "alert", "after": {"extract": "failure"}},
+        "cleanup": {"task": "alert", "after": {"extract": "always"}}}})
+    run = flows.start()
+    leased = flows.leases()
+    assert sorted(leased) == ["extract", "other"]
+    flows.end(leased["extract"], FAILED)
+    # under stop: the success edges are dead, failure and always edges are followed
+    assert flows.states(run) == {
+        "extract": "failed", "other": "released", "load": "skipped",
+        "after-other": "pending", "alert": "released", "cleanup": "released"}
+    flows.end(leased["other"])  # an independent branch: stopped too
+    assert flows.states(run)["after-other"] == "skipped"
+    for lease in flows.leases().values():
+        flows.end(lease)
+    shown = flows.show(run)
+    assert shown.status is FlowStatus.FAILED
+    assert sorted(flows.runs_per_node().values()) == [1, 1, 1, 1]
+
+
+def test_continue_lets_independent_branches_finish_and_any_joins_on_one_edge(
+        flows: Flows) -> None:
+    flows.publish({"flow": "etl", "failure": "continue", "nodes": {
+        "a": "extract", "b": "clean",
+        "after-b": {"task": "load", "after": "b"},
+        "either": {"task": "alert", "after": ["a", "b"], "join": "any"}}})
+    run = flows.start()
+    leased = flows.leases()
+    flows.end(leased["a"], FAILED)
+    assert flows.states(run)["either"] == "pending"  # a's edge is dead, b's still open
+    flows.end(leased["b"])
+    assert flows.states(run) == {"a": "failed", "b": "succeeded", "after-b": "released",
+                                 "either": "released"}
+    for lease in flows.leases().values():
+        flows.end(lease)
+    assert flows.show(run).status is FlowStatus.FAILED  # a node failed
+
+
+def test_cancel_cascades_and_a_late_ending_releases_nothing(flows: Flows) -> None:
+    flows.publish({"flow": "etl", "nodes": {
+        "a": "extract", "b": "clean", "c": {"task": "load", "after": ["a", "b"]}}})
+    run = flows.start()
+    leased = flows.leases()
+    flows.worker.attempt_start(leased["a"].fence)  # a starts, b stays leased, not started
+    flows.worker.attempt_running(AttemptRunningParams(
+        fence=leased["a"].fence, pid=4242, executor_handle="pid:4242:start:1",
+        log_path="/tmp/l"))
+    shown = flows.store.flow_cancel(run)
+    assert shown.status is FlowStatus.CANCELLED and shown.ended_reason == "cancelled"
+    steps = {s.node_id: s for s in shown.steps}
+    assert steps["c"].state is NodeState.SKIPPED
+    assert steps["a"].cancel_requested  # running: asked to stop
+    assert steps["b"].cancel_requested
+    flows.end(leased["a"])  # it finished anyway: nothing is released
+    assert flows.states(run)["c"] == "skipped"
+    assert flows.leases() == {}
+    with pytest.raises(Conflict, match="already ended"):
+        flows.store.flow_cancel(run)
+
+
+def test_a_timeout_fails_the_flow_run_and_cancels_what_runs(flows: Flows) -> None:
+    flows.publish({"flow": "etl", "timeout": "1s", "nodes": {
+        "a": "extract", "b": {"task": "load", "after": "a"}}})
+    run = flows.start()
+    assert flows.store.flows_expire() == []
+    flows.backend.pass_time(1_100)
+    assert flows.store.flows_expire() == [run]
+    shown = flows.show(run)
+    assert (shown.status, shown.ended_reason) == (FlowStatus.FAILED, "timeout")
+    steps = {s.node_id: s for s in shown.steps}
+    assert steps["a"].run_status == RunStatus.CANCELLED.value  # queued: ended now
+    assert steps["b"].state is NodeState.SKIPPED
+    assert flows.store.flows_expire() == []
+
+
+def test_a_request_id_starts_a_flow_once(flows: Flows) -> None:
+    flows.publish(DIAMOND)
+    flows.publish({"flow": "other", "nodes": {"a": "extract"}})
+    first = flows.start(request_id="nightly-1")
+    assert flows.start(request_id="nightly-1") == first
+    with pytest.raises(RequestIdConflict, match="already started flow etl"):
+        flows.start("other", request_id="nightly-1")
+    assert flows.runs_per_node() == {f"ql3:flow-step:v1:{first}:extract": 1}
+
+
+def test_publishing_pins_tasks_and_checks_the_graph_and_its_values(flows: Flows) -> None:
+    assert flows.publish(DIAMOND) == 1
+    assert flows.publish(DIAMOND) == 1  # the same content: no new revision
+    with pytest.raises(NotFound, match="nope"):
+        flows.publish({"flow": "bad", "nodes": {"a": "nope"}})
+    with pytest.raises(InvalidInput, match=r"nodes\.a\.parameters"):
+        flows.publish({"flow": "bad", "nodes": {"a": {"task": "greet",
+                                                      "parameters": {"count": "x"}}}})
+    with pytest.raises(NotFound):
+        flows.store.flow_get("demo", "bad")
+    # a task republished: the flow must be published again to run it
+    flows.backend.definitions.task_publish(TaskPublishParams(
+        project_id="demo", task_id="load", name="load",
+        spec=CommandSpec(command=ShellCommand(command="echo v2"))))
+    with pytest.raises(NotRunnable, match="publish the flow again"):
+        flows.start()
+    assert flows.runs_per_node() == {}
+    assert flows.publish(DIAMOND) == 2
+    assert flows.show(flows.start()).flow_revision == 2
+
+
+def test_values_reach_the_nodes_whose_tasks_declare_them(flows: Flows) -> None:
+    flows.publish({"flow": "hello", "nodes": {
+        "first": {"task": "greet", "parameters": {"count": 3}},
+        "second": {"task": "greet", "after": "first"}, "plain": "extract"}})
+    with pytest.raises(InvalidInput, match="no task of flow hello declares"):
+        flows.start("hello", nope="1")
+    with pytest.raises(InvalidInput, match="not an integer"):
+        flows.start("hello", count="many")
+    assert flows.runs_per_node() == {}
+    run = flows.start("hello", who="ql")
+    leased = flows.leases()
+    assert leased["first"].parameters == {"count": 3, "who": "ql"}
+    assert leased["plain"].parameters == {}
+    flows.end(leased["first"])
+    assert flows.leases()["second"].parameters == {"count": 1, "who": "ql"}
+    assert flows.show(run).parameters == {"who": "ql"}
+
+
+def test_two_runs_of_a_fan_in_ending_at_once_release_the_join_once(
+        pg_backend: PgBackend) -> None:
+    """Both endings wait on the flow run's lock, held here, after each has ended its Run;
+    released together, the second sees the first's outcome and the join is admitted once."""
+    d = pg_backend.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    for task in ("extract", "clean", "load", "alert"):
+        d.task_publish(TaskPublishParams(project_id="demo", task_id=task, name=task,
+                                         spec=CommandSpec(command=ShellCommand(command="true"))))
+    flows = Flows(pg_backend)
+    flows.publish({"flow": "etl", "nodes": {
+        "a": "extract", "b": "clean", "join": {"task": "load", "after": ["a", "b"]}}})
+    run = flows.start()
+    leased = flows.leases()
+    workers = {node: RunStore(pg_backend.database("ql_worker", f"contract-race-{node}"),
+                              actor_id=f"w-{node}") for node in ("a", "b")}
+    for node, lease in leased.items():
+        workers[node].attempt_start(lease.fence)
+        workers[node].attempt_running(AttemptRunningParams(
+            fence=lease.fence, pid=4242, executor_handle="pid:4242:start:1", log_path="/tmp/l"))
+    errors: list[BaseException] = []
+
+    def finish(node: str) -> None:
+        try:
+            workers[node].attempt_finish(AttemptFinishParams(fence=leased[node].fence,
+                                                             outcome=SUCCEEDED))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    pg_backend.db.execute("SELECT 1")  # the helper's own connection exists, so this one
+    holder = pg_backend.db.superuser()  # is another
+    holder.execute("BEGIN")
+    holder.execute("SELECT id FROM flow_runs WHERE id = %s FOR UPDATE", [run])
+    threads = [threading.Thread(target=finish, args=(node,)) for node in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    waiting = ("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+               "AND application_name LIKE 'contract-race-%%'")
+    blocked = 0
+    while blocked < 2 and all(t.is_alive() for t in threads):  # until both endings wait on
+        threading.Event().wait(0.01)  # the flow run's lock (or one got past it: a defect)
+        blocked = int(pg_backend.db.execute(waiting)[0]["n"])  # type: ignore[call-overload]
+    holder.execute("COMMIT")
+    assert blocked == 2, "an ending did not wait for the flow run's lock"
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert flows.states(run) == {"a": "succeeded", "b": "succeeded", "join": "released"}
+    assert flows.runs_per_node() == {f"ql3:flow-step:v1:{run}:{n}": 1 for n in ("a", "b", "join")}
