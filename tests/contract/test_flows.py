@@ -226,7 +226,7 @@ def test_a_request_id_starts_a_flow_once(flows: Flows) -> None:
 def test_publishing_pins_tasks_and_checks_the_graph_and_its_values(flows: Flows) -> None:
     assert flows.publish(DIAMOND) == 1
     assert flows.publish(DIAMOND) == 1  # the same content: no new revision
-    with pytest.raises(NotFound, match="nope"):
+    with pytest.raises(InvalidInput, match="demo/nope does not exist"):
         flows.publish({"flow": "bad", "nodes": {"a": "nope"}})
     with pytest.raises(InvalidInput, match=r"nodes\.a\.parameters"):
         flows.publish({"flow": "bad", "nodes": {"a": {"task": "greet",

@@ -94,6 +94,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "control": ("control", "control", ()),
     "db": ("db", "db", ()),
     "export": ("apply", "export", ()),
+    "flow": ("flow", "flow", ()),
     "import": ("apply", "import_group", ()),
     "limits": ("limits", "limits", ()),
     "notify": ("notify", "notify", ()),

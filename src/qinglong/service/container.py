@@ -17,6 +17,7 @@ from qinglong.service.accounts import Accounts, SessionPolicy
 from qinglong.service.backfill import Backfills
 from qinglong.service.catalog import Catalog
 from qinglong.service.declarative import Declarative
+from qinglong.service.flows import Flows
 from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
 from qinglong.service.notifications import Notifications
@@ -47,6 +48,7 @@ class Services:
     declarative: Declarative = field(init=False)
     processes: Processes = field(init=False)
     notifications: Notifications = field(init=False)
+    flows: Flows = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
@@ -62,6 +64,7 @@ class Services:
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
         self.declarative = Declarative(stores.definitions, stores.db.unit)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
+        self.flows = Flows(stores.flows)
 
     def queue(self) -> QueueView:
         """The queue and its Runs by required labels (GET /api/v1/queue)."""

@@ -13,7 +13,7 @@ from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowDocument, FlowRevision, TaskPin, pins_content
 from qinglong.domain.parameters import resolve
 from qinglong.domain.task import TaskRevision
-from qinglong.errors import Conflict, InvalidInput, NotFound
+from qinglong.errors import Conflict, InvalidInput
 from qinglong.storage import records
 from qinglong.storage.admission.requests import active_project
 from qinglong.storage.flow_records import flow_revision
@@ -26,10 +26,11 @@ class FlowPublished:
     created: bool  # False: the same content was already the current revision
 
 
-def current_task(tx: Tx, project_id: str, task_id: str, *, where: str) -> TaskRevision:
+def current_task(tx: Tx, project_id: str, task_id: str) -> TaskRevision | None:
+    """The task's current revision (None: there is none, or it is deleted)."""
     row = tx.one("manual_task_current", {"project_id": project_id, "task_id": task_id})
     if row is None or row["h_deleted_at_ms"] is not None:
-        raise NotFound("task", f"{project_id}/{task_id} ({where})")
+        return None
     return records.task_revision(row)
 
 
@@ -44,8 +45,13 @@ def check_node_parameters(document: FlowDocument, tasks: dict[str, TaskRevision]
 
 def publish(tx: Tx, document: FlowDocument, project_id: str, *, now_ms: int) -> FlowPublished:
     active_project(tx, project_id)
-    tasks = {task_id: current_task(tx, project_id, task_id, where=f"run by flow "
-                                   f"{document.flow_id}") for task_id in document.spec.task_ids}
+    tasks = {}
+    for node in document.spec.nodes:
+        task = tasks.get(node.task_id) or current_task(tx, project_id, node.task_id)
+        if task is None:
+            raise InvalidInput(f"nodes.{node.node_id}.task", f"task {project_id}/"
+                               f"{node.task_id} does not exist; publish it first")
+        tasks[node.task_id] = task
     check_node_parameters(document, tasks)
     pins = {task_id: TaskPin(revision=t.revision, digest=t.content_digest, name=t.name)
             for task_id, t in tasks.items()}

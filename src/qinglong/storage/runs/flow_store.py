@@ -61,6 +61,13 @@ class FlowStore:
             raise NotFound("flow", f"{project_id}/{flow_id}")
         return flow_revision(row)
 
+    def flow_revision_get(self, project_id: str, flow_id: str, revision: int) -> FlowRevision:
+        row = self._db.read("read flow", lambda tx: tx.one("flow_revision_get", {
+            "project_id": project_id, "flow_id": flow_id, "revision": revision}))
+        if row is None:
+            raise NotFound("flow", f"{project_id}/{flow_id}@{revision}")
+        return flow_revision(row)
+
     def flow_list(self, project_id: str) -> list[FlowRevision]:
         def read(tx: Tx) -> list[FlowRevision]:
             active_project(tx, project_id)
@@ -231,7 +238,10 @@ def _start(tx: Tx, start: FlowStart, key: str, flow_run_id: str, *,
     revision = flow_revision(row)
     declared: dict[str, tuple[Parameter, ...]] = {}
     for task_id, pin in sorted(revision.pins.items()):
-        task = current_task(tx, start.project_id, task_id, where=f"run by flow {start.flow_id}")
+        task = current_task(tx, start.project_id, task_id)
+        if task is None:
+            raise NotRunnable(f"task {start.project_id}/{task_id} of flow {start.flow_id} was "
+                              "deleted; publish it, or a flow without it, first")
         if not task.enabled:
             raise NotRunnable(f"task {start.project_id}/{task_id} of flow {start.flow_id} is "
                               "disabled; `ql task enable` it first")
