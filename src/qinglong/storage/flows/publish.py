@@ -45,7 +45,7 @@ def check_node_parameters(document: FlowDocument, tasks: dict[str, TaskRevision]
 
 def publish(tx: Tx, document: FlowDocument, project_id: str, *, now_ms: int) -> FlowPublished:
     active_project(tx, project_id)
-    tasks = {}
+    tasks: dict[str, TaskRevision] = {}
     for node in document.spec.nodes:
         task = tasks.get(node.task_id) or current_task(tx, project_id, node.task_id)
         if task is None:
