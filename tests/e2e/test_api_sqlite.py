@@ -30,6 +30,7 @@ from tests.support.test_api_support import (
     flow_authorization,
     flow_backfill,
     flow_bad_input,
+    flow_flows,
     flow_log_follow_and_cancel,
     flow_notify,
     flow_openapi,
@@ -125,6 +126,10 @@ def test_backfill_admits_the_missing_occurrences_once(still_site: Site) -> None:
 
 def test_notification_channels_rules_test_and_retry_keep_secrets(still_site: Site) -> None:
     flow_notify(still_site.server.http, still_site.people, still_site.db)
+
+def test_flows_publish_start_show_and_cancel_over_http(still_site: Site) -> None:
+    flow_flows(still_site.server.http, still_site.people)
+
 
 def test_run_pages_follow_a_cursor(still_site: Site) -> None:
     flow_pages(still_site.server.http, still_site.people)

@@ -27,6 +27,7 @@ from tests.support.test_api_support import (
     flow_authorization,
     flow_backfill,
     flow_bad_input,
+    flow_flows,
     flow_log_follow_and_cancel,
     flow_notify,
     flow_openapi,
@@ -89,6 +90,10 @@ def test_backfill_admits_the_missing_occurrences_once(site: Site) -> None:
 
 def test_notification_channels_rules_test_and_retry_keep_secrets(site: Site) -> None:
     flow_notify(site.server.http, site.people, site.db)
+
+def test_flows_publish_start_show_and_cancel_over_http(site: Site) -> None:
+    flow_flows(site.server.http, site.people)
+
 
 def test_run_pages_follow_a_cursor(site: Site) -> None:
     flow_pages(site.server.http, site.people)

@@ -299,7 +299,8 @@ def seed(http: Http, admin: Auth) -> World:
 SNAPSHOT_TABLES = ("projects", "task_definitions", "task_definition_revisions", "triggers",
                    "trigger_revisions", "trigger_schedules", "trigger_pauses",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
-                   "audit_log", "notify_channels", "notify_rules", "notify_outbox")
+                   "audit_log", "notify_channels", "notify_rules", "notify_outbox", "flows",
+                   "flow_revisions", "flow_runs", "flow_steps")
 
 
 def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
@@ -325,11 +326,11 @@ def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
               "run": GHOST_RUN if write else world.run_id,
               "token": "ffffffffffffffff" if write else token_id,
               "username": "nobody", "channel": "ghost" if write else "ops",
-              "delivery": GHOST_RUN}
+              "delivery": GHOST_RUN, "flow": "ghost", "flow_run": GHOST_RUN}
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 
-READ_QUERIES = {"/api/v1/cron/preview": "?cron=0+0+1+1+*"}
+READ_QUERIES = {"/api/v1/cron/preview": "?cron=0+0+1+1+*", "/api/v1/flow-runs": "?project=demo"}
 
 
 def response_schemas(document: dict[str, Any]) -> Callable[[Endpoint, int, Any], None]:
@@ -437,6 +438,17 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
                                                              {"parameters": {"nope": "1"}},
                                                              {"parameters": {"x": [1]}}],
     ("POST", "/api/v1/projects/{project}/triggers/{trigger}/fire"): [{"request_id": ""}],
+    ("POST", "/api/v1/projects/{project}/flows/{flow}/revisions"): [
+        {"nodes": {}}, {"nodes": {"a": "Bad Task"}}, {"nodes": {"a": "nope"}},
+        {"nodes": {"a": "hello", "b": {"task": "hello", "after": "c"}}},
+        {"nodes": {"a": {"task": "hello", "after": "b"}, "b": {"task": "hello", "after": "a"}}},
+        {"nodes": {"a": {"task": "hello", "after": {"a": "maybe"}}}},
+        {"nodes": {"a": {"task": "hello", "join": "any"}}},
+        {"nodes": {"a": {"task": "hello", "parameters": {"nope": 1}}}},
+        {"failure": "panic", "nodes": {"a": "hello"}}, {"timeout": "soon", "nodes": {"a": "hello"}},
+        {"timeout": "10ms", "nodes": {"a": "hello"}}, {"name": "", "nodes": {"a": "hello"}}],
+    ("POST", "/api/v1/projects/{project}/flows/{flow}/run"): [{"request_id": "has space"},
+                                                             {"parameters": {"x": [1]}}],
     ("POST", "/api/v1/tokens"): [{"name": "x", "scope": "root"}, {"name": "", "scope": "read"},
                                  {"name": "x", "scope": "read", "expires_in_ms": 1},
                                  {"name": "x", "scope": "read", "username": "Not Valid"}],
@@ -504,7 +516,8 @@ def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
     def target(endpoint: Endpoint) -> str:
         values = {"project": "demo", "task": "hello", "trigger": "yearly",
                   "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer",
-                  "channel": "ops", "delivery": GHOST_RUN}
+                  "channel": "ops", "delivery": GHOST_RUN, "flow": "etl",
+                  "flow_run": GHOST_RUN}
         return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], endpoint.path)
 
     for endpoint in write_endpoints():
@@ -1186,3 +1199,44 @@ def flow_notify(http: Http, people: People, db: Database) -> None:
                        ("admin", "notify.rule.add"), ("admin", "notify.channel.put"),
                        ("admin", "notify.channel.put"), ("admin", "notify.channel.put")], actions
     assert all(HOOK_SECRET.encode() not in raw for raw in answers)
+
+
+def flow_flows(http: Http, people: People) -> None:
+    """Flows over HTTP (issue 21): publish (201, then 200 for the same content), read, start
+    once per request id (201, then 200), show and list flow runs, cancel (which cascades), a
+    viewer may read but neither publish nor start, and every answer matches its schema."""
+    admin, viewer = people.tokens["admin"], people.tokens["viewer"]
+    seed(http, admin)
+    document = http.ok("GET", "/api/v1/openapi.json", admin)
+    check = response_schemas(document)
+    by_key = {(e.method, e.path): e for e in ENDPOINTS}
+    base = "/api/v1/projects/demo/flows/greet"
+    body = {"name": "Greet twice", "timeout": "1h", "nodes": {
+        "first": "hello", "second": {"task": "hello", "after": {"first": "always"}}}}
+    published = http.ok("POST", f"{base}/revisions", admin, body, 201)
+    check(by_key[("POST", "/api/v1/projects/{project}/flows/{flow}/revisions")], 201, published)
+    assert (published["revision"], published["created"], published["timeout_ms"]) == (
+        1, True, 3_600_000)
+    assert http.ok("POST", f"{base}/revisions", admin, body)["created"] is False
+    http.call("POST", f"{base}/revisions", auth=viewer, body=body).problem(403, "QL_FORBIDDEN")
+    listed = http.ok("GET", "/api/v1/projects/demo/flows", viewer)
+    assert [f["flow"] for f in listed] == ["greet"]
+    shown = http.ok("GET", base, viewer)
+    assert [(n["id"], n["after"]) for n in shown["nodes"]] == [
+        ("first", []), ("second", [{"node": "first", "on": "always"}])]
+    started = http.ok("POST", f"{base}/run", admin, {"request_id": "greet-1"}, 201)
+    check(by_key[("POST", "/api/v1/projects/{project}/flows/{flow}/run")], 201, started)
+    assert started["started"] is True and started["status"] == "running"
+    again = http.ok("POST", f"{base}/run", admin, {"request_id": "greet-1"})
+    assert (again["id"], again["started"]) == (started["id"], False)
+    http.call("POST", f"{base}/run", auth=viewer, body={}).problem(403, "QL_FORBIDDEN")
+    runs = http.ok("GET", "/api/v1/flow-runs?project=demo&flow=greet", viewer)
+    assert [r["id"] for r in runs] == [started["id"]]
+    one = http.ok("GET", f"/api/v1/flow-runs/{started['id'][:13]}", viewer)
+    assert {s["node"]: s["state"] for s in one["steps"]} == {"first": "released",
+                                                             "second": "pending"}
+    cancelled = http.ok("POST", f"/api/v1/flow-runs/{started['id']}/cancel", admin, {})
+    assert (cancelled["status"], cancelled["ended_reason"]) == ("cancelled", "cancelled")
+    assert {s["node"]: s["state"] for s in cancelled["steps"]}["second"] == "skipped"
+    http.call("POST", f"/api/v1/flow-runs/{started['id']}/cancel", auth=admin,
+              body={}).problem(409)

@@ -38,6 +38,7 @@ from qinglong.web import (
     account_routes,
     backfill_routes,
     definitions,
+    flow_routes,
     notify_routes,
     runs,
     system,
@@ -69,7 +70,8 @@ ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 def api_endpoints() -> tuple[Endpoint, ...]:
     """Every route of the API, the OpenAPI document and docs page included."""
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
-            *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS)
+            *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
+            *flow_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

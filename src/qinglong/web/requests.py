@@ -222,3 +222,26 @@ class UserUpdateRequest(Request):
     role: Literal["viewer", "operator", "admin"] | None = None
     password: str | None = None
     disabled: bool | None = None
+
+
+class FlowNodeRequest(Request):
+    task: r.EntityId = Field(description="The task this node runs")
+    after: str | list[str] | dict[str, Literal["success", "failure", "always"]] = Field(
+        default_factory=list, description="The nodes it comes after: a node id, a list (each on "
+                                          "success), or node id -> success, failure or always")
+    join: Literal["all", "any"] | None = Field(
+        default=None, description="all (default): every edge in must be satisfied; any: one")
+    parameters: dict[str, str | int | bool] = Field(
+        default_factory=dict, max_length=32, description="Values for the task's parameters")
+
+
+class FlowPublishRequest(Request):
+    name: str | None = Field(default=None, min_length=1, max_length=255,
+                             description="Display name (default: the flow id)")
+    failure: Literal["stop", "continue"] = Field(
+        default="stop", description="After a failed node: stop (follow only failure and "
+                                    "always edges) or continue (independent branches finish)")
+    timeout: str | None = Field(default=None, description="A duration (30m, 2h): the flow run "
+                                                          "fails, cancelling what runs, after it")
+    nodes: dict[str, r.EntityId | FlowNodeRequest] = Field(
+        min_length=1, max_length=200, description="Node id -> its task id, or the node")

@@ -63,6 +63,9 @@ IDENTIFIERS: dict[str, Identifier] = {
     "trigger": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Trigger id"),
     "run": Identifier(ids.RUN_REF, ids.RUN_REF_RULE,
                       "Run id, or a unique prefix of 8 or more characters"),
+    "flow": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Flow id"),
+    "flow_run": Identifier(ids.RUN_REF, ids.RUN_REF_RULE,
+                           "Flow run id, or a unique prefix of 8 or more characters"),
     "token": Identifier(ids.TOKEN_ID, ids.TOKEN_ID_RULE, "Token id (the 16 characters after "
                                                          "qlt_)"),
     "username": Identifier(USERNAME, USERNAME_RULE, "User name"),

@@ -66,7 +66,7 @@ def cancel_run(call: Call) -> Reply:
     return Reply(view)
 
 
-def _request_id(call: Call) -> str | None:
+def request_id(call: Call) -> str | None:
     body: rq.RunNowRequest = call.body
     header = call.headers.get("idempotency-key")
     if header is not None and body.request_id is not None and header != body.request_id:
@@ -87,7 +87,7 @@ def _run_now(call: Call, kind: Literal["task", "trigger"]) -> Reply:
     name = entity_id(call.path[kind], kind)
     manual = call.backend.manual
     view = manual.admit(manual.request(
-        project, actor=call.who.username, request_id=_request_id(call),
+        project, actor=call.who.username, request_id=request_id(call),
         task_id=name if kind == "task" else None, trigger_id=name if kind == "trigger" else None,
         parameters=call.body.parameters))
     return _admitted(call, view, f"{kind} {name}")
