@@ -43,7 +43,7 @@ def test_ql_admin_reading_runs_is_told_to_connect_as_ql_runtime_or_ql_web(
         store.run_get("00000000-0000-4000-8000-000000000001")
     message = refused.value.message
     assert "permission denied for table runs (42501): the database role 'ql_admin' may not " \
-           "do this; connect as ql_runtime or ql_web instead" in message, message
+           "do this; connect as ql_runtime, ql_worker or ql_web instead" in message, message
 
 
 @pytest.mark.parametrize("table", TABLES)
