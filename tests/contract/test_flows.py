@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from qinglong.audit.flows import FlowReport, check_flows
 from qinglong.domain.flow import parse_flow
 from qinglong.domain.flow_progress import FlowStatus, NodeState
 from qinglong.domain.flow_runs import FlowRun, FlowStart
@@ -311,3 +312,39 @@ def test_two_runs_of_a_fan_in_ending_at_once_release_the_join_once(
     assert errors == []
     assert flows.states(run) == {"a": "succeeded", "b": "succeeded", "join": "released"}
     assert flows.runs_per_node() == {f"ql3:flow-step:v1:{run}:{n}": 1 for n in ("a", "b", "join")}
+
+
+def audit(flows: Flows) -> FlowReport:
+    db = flows.backend.database("ql_runtime", "contract-flow-audit")
+    return db.read("audit flows", lambda tx: check_flows(tx, from_ms=0, to_ms=2**62),
+                   snapshot=True)
+
+
+def test_the_audit_finds_every_step_once_and_names_a_lost_or_doubled_one(
+        flows: Flows) -> None:
+    flows.publish(DIAMOND)
+    done = flows.start()
+    for _ in range(3):  # extract, then both cleans, then load
+        for lease in flows.leases().values():
+            flows.end(lease)
+    assert flows.show(done).status is FlowStatus.SUCCEEDED
+    running = flows.start()
+    flows.end(flows.leases()["extract"])
+    clean = audit(flows)
+    assert (clean.flow_runs, clean.running, clean.violations) == (2, 1, 0), clean.findings()
+    assert clean.steps_released == 7
+    # a step whose Run ended but was never moved on is a lost step
+    flows.backend.sql("UPDATE flow_steps SET status = 'released', ended_at_ms = NULL "
+                      "WHERE flow_run_id = ? AND node_id = 'clean-a'", running)
+    flows.end(flows.leases()["clean-a"])  # (moves it on again: released -> succeeded)
+    flows.backend.sql("UPDATE flow_steps SET status = 'released' WHERE flow_run_id = ? "
+                      "AND node_id = 'clean-a'", running)
+    found = audit(flows)
+    assert [f for f in found.lost if "clean-a" in f and "not moved on" in f], found.findings()
+    # a node released although an edge into it was open, whose upstream has a Run but no step
+    flows.backend.sql("UPDATE flow_steps SET status = 'pending', run_id = NULL "
+                      "WHERE flow_run_id = ? AND node_id = 'clean-b'", done)
+    found = audit(flows)
+    assert [f for f in found.once if "clean-b" in f], found.findings()
+    assert [f for f in found.due if "load: released, but its edges" in f], found.findings()
+    assert [f for f in found.outcome if "clean-b: pending in a flow run that ended" in f]

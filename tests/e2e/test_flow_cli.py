@@ -86,6 +86,9 @@ def test_serve_runs_a_flow_each_node_once_in_edge_order(tmp_path: Path, load: st
     assert [r["id"] for r in listed] == [started["id"]]
     text = q.run("flow", "show", started["id"][:13]).stdout
     assert f"flow run {started['id']} of demo/etl@1: {outcome}" in text
+    audited = q.json("audit")
+    assert audited["flows"]["violations"] == 0, audited["flows"]
+    assert audited["flows"]["steps_released"] == (4 if outcome == "succeeded" else 5)
 
 
 def test_cancel_cascades_to_queued_runs_and_pending_nodes(tmp_path: Path) -> None:

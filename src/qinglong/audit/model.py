@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qinglong.audit.execution import ExecutionReport
+from qinglong.audit.flows import FlowReport
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +209,7 @@ class AuditReport:
     end_source: str = "option"  # what ended the window: see window.END_SOURCES
     ledger: LedgerReport | None = None
     execution: ExecutionReport | None = None
+    flows: FlowReport | None = None
     notes: list[str] = field(default_factory=list)
     # before this instant retention pruned claims or Run events (the later of its marks;
     # None: nothing was ever pruned; docs/retention.md)
@@ -217,7 +219,8 @@ class AuditReport:
     def violations(self) -> int:
         return (sum(t.violations for t in self.triggers)
                 + (self.ledger.violations if self.ledger else 0)
-                + (self.execution.violations if self.execution else 0))
+                + (self.execution.violations if self.execution else 0)
+                + (self.flows.violations if self.flows else 0))
 
     @property
     def ok(self) -> bool:

@@ -56,7 +56,7 @@ class Progress:
     ended: FlowStatus | None  # the flow run's ending, None while it goes on
 
 
-def _edge(edge: Edge, states: Mapping[str, NodeState], stopped: bool) -> bool | None:
+def edge_state(edge: Edge, states: Mapping[str, NodeState], stopped: bool) -> bool | None:
     """True: satisfied, False: dead, None: open."""
     upstream = states[edge.upstream]
     if upstream is NodeState.SKIPPED:
@@ -86,7 +86,7 @@ def advance(spec: FlowSpec, states: Mapping[str, NodeState]) -> Progress:
         for node in spec.nodes:
             if current[node.node_id] is not NodeState.PENDING:
                 continue
-            edges = [_edge(e, current, stopped) for e in node.after]
+            edges = [edge_state(e, current, stopped) for e in node.after]
             if node.root:  # it comes after nothing: it starts with the flow run
                 ready, dead = True, False
             elif node.join is Join.ALL:

@@ -80,6 +80,11 @@ def report_json(report: AuditReport) -> dict[str, object]:
                             "retried": e.retried, "events_pruned": e.pruned,
                             "violations": e.violations,
                             "findings": e.findings()}
+    if report.flows is not None:
+        f = report.flows
+        out["flows"] = {"flow_runs": f.flow_runs, "running": f.running,
+                        "steps_released": f.steps_released, "steps_skipped": f.steps_skipped,
+                        "violations": f.violations, "findings": f.findings()}
     if report.ledger is not None:
         out["ledger"] = {"acknowledged": report.ledger.acknowledged,
                          "double_deliveries": report.ledger.double_deliveries,
@@ -141,7 +146,9 @@ def audit(database_url: str, start: int | None, end: int | None, settle: int, gr
     a violation (docs/retention.md). Then how every Run in the window was carried out: exactly one
     terminal state per ended Run, Attempts numbered 1..n with at most one active, no two
     Attempts of a Run running at once, nothing stuck executing past its lease, and no more
-    attempts spent than made. Exits 5 when anything is violated.
+    attempts spent than made. And every flow run started in the window: each step it released
+    admitted once, released only when its edges allowed it, none lost, and its outcome what
+    its nodes say (docs/controls/flows.md). Exits 5 when anything is violated.
     """
     from qinglong.profiles.audit_backend import run_audit
 
@@ -184,6 +191,15 @@ def _print(report: AuditReport, data: dict[str, Any]) -> None:
         say(f"execution: {execution.runs} Runs, {execution.ended} ended, {execution.in_progress} "
             f"in progress, {execution.retried} with more than one attempt")
         for name, found in execution.findings().items():
+            for finding in found[:20]:
+                say(f"  {name}: {finding}")
+    flows = report.flows
+    if flows is not None and flows.flow_runs:
+        say(f"flows: {flows.flow_runs} flow runs ({flows.running} running), "
+            f"{flows.steps_released} steps released, each once; {flows.steps_skipped} skipped"
+            if not flows.violations else
+            f"flows: {flows.flow_runs} flow runs, {flows.violations} violation(s)")
+        for name, found in flows.findings().items():
             for finding in found[:20]:
                 say(f"  {name}: {finding}")
     if "retention" in data:

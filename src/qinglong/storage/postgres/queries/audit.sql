@@ -100,3 +100,26 @@ FROM qinglong.trigger_pauses;
 -- How far retention pruned each table (docs/retention.md): evidence before a mark may be
 -- gone; after it, missing evidence is a violation. No row: nothing was pruned.
 SELECT subject, pruned_before_ms FROM qinglong.retention_marks;
+
+-- name: audit_flow_runs
+-- The flow runs started in the window (the flow audit, audit/flows.py).
+SELECT id, project_id, flow_id, flow_revision, status, ended_reason, created_at_ms,
+       finished_at_ms
+FROM qinglong.flow_runs
+WHERE created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s
+ORDER BY created_at_ms, id;
+
+-- name: audit_flow_steps
+-- The steps of those flow runs, each with its Run's status.
+SELECT s.flow_run_id, s.node_id, s.status, s.run_id, s.error_summary, r.status AS run_status
+FROM qinglong.flow_steps s
+JOIN qinglong.flow_runs f ON f.id = s.flow_run_id
+LEFT JOIN qinglong.runs r ON r.id = s.run_id
+WHERE f.created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+
+-- name: audit_flow_step_runs
+-- Every Run released as a step of those flow runs, by its key.
+SELECT r.id, r.idempotency_key
+FROM qinglong.runs r
+JOIN qinglong.flow_runs f ON f.id = r.triggered_by
+WHERE r.trigger_type = 'flow' AND f.created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;

@@ -88,3 +88,26 @@ FROM trigger_pauses;
 -- How far retention pruned each table (docs/retention.md): evidence before a mark may be
 -- gone; after it, missing evidence is a violation. No row: nothing was pruned.
 SELECT subject, pruned_before_ms FROM retention_marks;
+
+-- name: audit_flow_runs
+-- The flow runs started in the window (the flow audit, audit/flows.py).
+SELECT id, project_id, flow_id, flow_revision, status, ended_reason, created_at_ms,
+       finished_at_ms
+FROM flow_runs
+WHERE created_at_ms BETWEEN :from_ms AND :to_ms
+ORDER BY created_at_ms, id;
+
+-- name: audit_flow_steps
+-- The steps of those flow runs, each with its Run's status.
+SELECT s.flow_run_id, s.node_id, s.status, s.run_id, s.error_summary, r.status AS run_status
+FROM flow_steps s
+JOIN flow_runs f ON f.id = s.flow_run_id
+LEFT JOIN runs r ON r.id = s.run_id
+WHERE f.created_at_ms BETWEEN :from_ms AND :to_ms;
+
+-- name: audit_flow_step_runs
+-- Every Run released as a step of those flow runs, by its key.
+SELECT r.id, r.idempotency_key
+FROM runs r
+JOIN flow_runs f ON f.id = r.triggered_by
+WHERE r.trigger_type = 'flow' AND f.created_at_ms BETWEEN :from_ms AND :to_ms;
