@@ -224,3 +224,39 @@ LOGIN = """
 <p id="login-error" class="problem" role="alert" hidden></p>
 </form>
 """
+
+FLOWS = """
+<h1>Flows</h1>
+<p class="muted">Graphs of a project's tasks: each node runs once its edges allow it, and its
+Run is admitted exactly once. Publish with <code>ql flow publish -f FILE</code> or the API.</p>
+<form id="flows-form" class="inline">
+<label>Project <select id="flows-project"></select></label></form>
+<p id="problem" class="problem" hidden></p>
+<p id="start-result" role="status"></p>
+<section><h2>Flows</h2>
+<div class="table-scroll">
+<table id="flows" class="grid"><thead><tr><th>Flow</th><th>Name</th><th>Revision</th>
+<th>Nodes</th><th>Failure policy</th><th>Timeout</th><th></th></tr></thead><tbody></tbody>
+</table></div></section>
+<section><h2>Flow runs</h2>
+<div class="table-scroll">
+<table id="flow-runs" class="grid"><thead><tr><th>Flow run</th><th>Flow</th><th>Status</th>
+<th>Started (your zone)</th><th>By</th><th>Nodes done</th></tr></thead><tbody></tbody></table>
+</div></section>
+"""
+
+FLOW_RUN = """
+<h1>Flow run <span id="flow-run-title"></span> <span id="flow-run-status"></span></h1>
+<p id="problem" class="problem" hidden></p>
+<p class="actions"><button type="button" id="flow-run-cancel" data-needs="operate" hidden>
+Cancel</button> <span id="cancel-result" role="status"></span></p>
+<dl id="flow-run-details" class="details"></dl>
+<figure class="flow-graph"><div id="flow-graph"></div><figcaption class="legend">Edges:
+solid on success, dashed on failure, dotted always. Select a node for its Run.</figcaption>
+</figure>
+<section><h2>Nodes</h2>
+<div class="table-scroll">
+<table id="flow-steps" class="grid"><thead><tr><th>Node</th><th>Task</th><th>State</th>
+<th>Run</th><th>Run status</th><th>Released</th><th>Ended</th><th>Note</th></tr></thead>
+<tbody></tbody></table></div></section>
+"""

@@ -31,6 +31,8 @@ from qinglong.web.auth import SESSION_COOKIE
 from qinglong.web.backend import WebBackend
 from qinglong.web.panel.markup import (
     DASHBOARD,
+    FLOW_RUN,
+    FLOWS,
     LOGIN,
     RUN,
     RUNS,
@@ -51,7 +53,7 @@ PAGE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"
 NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/tasks/edit", "Task editor", "task-editor"),
        ("/triggers/edit", "Trigger editor", "trigger-editor"), ("/runs", "Runs", "runs"),
-       ("/stats", "Stats", "stats"))
+       ("/flows", "Flows", "flows"), ("/stats", "Stats", "stats"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,8 @@ PAGES = (
          ("project", "trigger")),
     Page("/runs", "runs", "Runs", RUNS),
     Page("/runs/{run}", "run", "Run", RUN, ("run",)),
+    Page("/flows", "flows", "Flows", FLOWS),
+    Page("/flows/runs/{flow_run}", "flow-run", "Flow run", FLOW_RUN, ("flow_run",)),
     Page("/stats", "stats", "Stats", STATS),
 )
 

@@ -1196,7 +1196,9 @@
         r.task_revision + ")")]],
       ["Trigger", r.trigger ? triggerLink(r.project, r.trigger) : null],
       ["Type", r.trigger_type + " (" + r.origin + ")"],
-      ["Requested by", r.requested_by || r.triggered_by],
+      ["Flow run", r.trigger_type === "flow" && r.triggered_by ? flowRunLink(r.triggered_by)
+        : null],
+      ["Requested by", r.requested_by || (r.trigger_type === "flow" ? null : r.triggered_by)],
       ["Scheduled for", r.scheduled_for ? [local(r.scheduled_for), " · ", utc(r.scheduled_for)]
         : null],
       ["Admitted", [local(r.created_at), " · ", utc(r.created_at)]],
@@ -1486,6 +1488,204 @@
     });
   }
 
+  // --- flows ----------------------------------------------------------------------------------
+
+  var FLOW_ENDED = { succeeded: 1, failed: 1, cancelled: 1 };
+
+  function flowRunLink(id) {
+    return el("a", { href: "/flows/runs/" + seg(id), class: "mono" }, shortId(id));
+  }
+
+  function flowsPage() {
+    var select = $("flows-project");
+    function load() {
+      var project = select.value;
+      if (!project) return Promise.resolve();
+      return Promise.all([
+        api("GET", "/projects/" + seg(project) + "/flows"),
+        api("GET", "/flow-runs" + query({ project: project, limit: 50 }))
+      ]).then(function (got) {
+        showProblem("problem", null);
+        drawFlows(project, got[0]);
+        drawFlowRuns(got[1]);
+      }).catch(function (e) { showProblem("problem", e); });
+    }
+    projectsInto(null).then(function (projects) {
+      projects.forEach(function (p) { select.appendChild(el("option", { value: p.id }, p.id)); });
+      select.addEventListener("change", load);
+      every(3000, load);
+    }).catch(function (e) { showProblem("problem", e); });
+  }
+
+  function drawFlows(project, flows) {
+    var tbody = clear($("flows").tBodies[0]);
+    if (!flows.length) emptyRow(tbody, 7, "No flow in this project.");
+    flows.forEach(function (f) {
+      var start = el("button", { type: "button", "data-needs": "operate", "data-flow": f.flow,
+        onclick: function (event) {
+          var button = event.currentTarget;
+          button.disabled = true;
+          api("POST", "/projects/" + seg(project) + "/flows/" + seg(f.flow) + "/run",
+              { request_id: requestId() }).then(function (view) {
+            showResult("start-result", null, "Started flow run ").appendChild(flowRunLink(view.id));
+          }).catch(function (e) { showResult("start-result", e); })
+            .then(function () { button.disabled = false; });
+        } }, "Start");
+      tbody.appendChild(row([el("span", { class: "mono" }, f.flow), f.name,
+        el("td", { class: "num" }, f.revision), el("td", { class: "num" }, f.nodes.length),
+        f.failure, f.timeout_ms ? duration(f.timeout_ms) : "—", start]));
+    });
+    applyRoles(tbody);
+  }
+
+  function drawFlowRuns(runs) {
+    var tbody = clear($("flow-runs").tBodies[0]);
+    if (!runs.length) emptyRow(tbody, 6, "No flow run yet.");
+    runs.forEach(function (r) {
+      var done = r.steps.filter(function (s) {
+        return s.state === "succeeded" || s.state === "failed";
+      }).length;
+      tbody.appendChild(row([flowRunLink(r.id), r.flow, badge(r.status), when(r.created_at),
+        r.requested_by, el("td", { class: "num" }, done + " / " + r.steps.length)]));
+    });
+  }
+
+  function flowRunPage() {
+    var id = body.getAttribute("data-flow_run");
+    var stop = null;
+    var revision = null;  // the flow's graph (one revision per flow run: read once)
+    $("flow-run-title").textContent = shortId(id);
+    $("flow-run-cancel").addEventListener("click", function (event) {
+      var button = event.currentTarget;
+      button.disabled = true;
+      api("POST", "/flow-runs/" + seg(id) + "/cancel", {}).then(function () {
+        showResult("cancel-result", null, "Cancelled: queued Runs ended, running ones asked " +
+          "to stop, pending nodes skipped.");
+        refresh();
+      }).catch(function (e) {
+        button.disabled = false;
+        showResult("cancel-result", e);
+      });
+    });
+    function refresh() {
+      return api("GET", "/flow-runs/" + seg(id)).then(function (run) {
+        var graph = revision && revision.revision === run.revision ? Promise.resolve(revision)
+          : api("GET", "/projects/" + seg(run.project) + "/flows/" + seg(run.flow));
+        return graph.then(function (flow) {
+          revision = flow;
+          showProblem("problem", null);
+          drawFlowRun(run, flow.revision === run.revision ? flow : null);
+          if (FLOW_ENDED[run.status] && stop) { stop(); stop = null; }
+        });
+      }).catch(function (e) { showProblem("problem", e); });
+    }
+    stop = every(1500, refresh);
+  }
+
+  function drawFlowRun(run, flow) {
+    document.title = "Flow run " + shortId(run.id) + " · qinglong";
+    clear($("flow-run-status")).appendChild(badge(run.status));
+    $("flow-run-cancel").hidden = !!FLOW_ENDED[run.status] || !allowed("operate");
+    details($("flow-run-details"), [
+      ["Id", el("span", { class: "mono" }, run.id)],
+      ["Flow", run.project + " / " + run.flow + " (revision " + run.revision + ")"],
+      ["Status", [badge(run.status), run.ended_reason ? " (" + run.ended_reason + ")" : ""]],
+      ["Started by", run.requested_by + " · request " + run.request_id],
+      ["Started", when(run.created_at)],
+      ["Deadline", run.deadline_at ? when(run.deadline_at) : null],
+      ["Finished", run.finished_at ? when(run.finished_at) : null],
+      ["Parameters", Object.keys(run.parameters).length ? Object.keys(run.parameters).sort()
+        .map(function (k) { return k + "=" + JSON.stringify(run.parameters[k]); }).join(", ")
+        : null]
+    ]);
+    var steps = {};
+    run.steps.forEach(function (s) { steps[s.node] = s; });
+    var box = clear($("flow-graph"));
+    if (flow) box.appendChild(flowGraph(flow, steps));
+    else box.appendChild(el("p", { class: "muted" }, "The graph of revision " + run.revision +
+      " is not the flow's current one; the table below has every node."));
+    var tbody = clear($("flow-steps").tBodies[0]);
+    run.steps.forEach(function (s) {
+      tbody.appendChild(row([el("span", { class: "mono" }, s.node), s.task, badge(s.state),
+        s.run ? runLink(s.run) : "—", s.run_status ? badge(s.run_status) : "—",
+        s.released_at ? when(s.released_at) : "—", s.ended_at ? when(s.ended_at) : "—",
+        s.error || (s.cancel_requested ? "cancel requested" : "")], { "data-node": s.node }));
+    });
+  }
+
+  /* The graph as SVG: one column per depth (the longest path from a root), nodes coloured by
+     state and linked to their Run, edges drawn by condition. */
+  var NODE_W = 168, NODE_H = 46, GAP_X = 64, GAP_Y = 22;
+
+  function flowGraph(flow, steps) {
+    var depth = {};
+    function depthOf(node, seen) {
+      if (depth[node.id] !== undefined) return depth[node.id];
+      if (seen[node.id]) return 0;  // (a cycle cannot be published; stay safe anyway)
+      seen[node.id] = true;
+      var d = 0;
+      node.after.forEach(function (e) {
+        var up = flow.nodes.filter(function (n) { return n.id === e.node; })[0];
+        if (up) d = Math.max(d, depthOf(up, seen) + 1);
+      });
+      depth[node.id] = d;
+      return d;
+    }
+    var columns = [];
+    flow.nodes.forEach(function (n) {
+      var d = depthOf(n, {});
+      (columns[d] = columns[d] || []).push(n);
+    });
+    var place = {};
+    var tallest = 0;
+    columns.forEach(function (column, c) {
+      tallest = Math.max(tallest, column.length);
+      column.forEach(function (n, r) {
+        place[n.id] = { x: 10 + c * (NODE_W + GAP_X), y: 10 + r * (NODE_H + GAP_Y) };
+      });
+    });
+    var width = 20 + columns.length * (NODE_W + GAP_X) - GAP_X;
+    var height = 20 + tallest * (NODE_H + GAP_Y) - GAP_Y;
+    var root = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height,
+      role: "img", "aria-label": "flow graph", class: "flow" });
+    root.appendChild(svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10,
+      refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+      svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "flow-arrow" }))));
+    flow.nodes.forEach(function (n) {
+      n.after.forEach(function (e) {
+        var from = place[e.node], to = place[n.id];
+        if (!from || !to) return;
+        var x1 = from.x + NODE_W, y1 = from.y + NODE_H / 2, x2 = to.x, y2 = to.y + NODE_H / 2;
+        var mid = (x1 + x2) / 2;
+        root.appendChild(svg("path", { d: "M " + x1 + " " + y1 + " C " + mid + " " + y1 + ", " +
+          mid + " " + y2 + ", " + x2 + " " + y2, class: "flow-edge flow-edge-" + e.on,
+          "marker-end": "url(#arrow)", "data-edge": e.node + ">" + n.id },
+          svg("title", {}, e.node + " → " + n.id + " on " + e.on)));
+      });
+    });
+    flow.nodes.forEach(function (n) {
+      var at = place[n.id];
+      var step = steps[n.id] || {};
+      var state = step.state || "pending";
+      var group = svg("g", { class: "flow-node flow-node-" + state, "data-node": n.id,
+        "data-state": state, transform: "translate(" + at.x + "," + at.y + ")" },
+        svg("rect", { width: NODE_W, height: NODE_H, rx: 6 }),
+        svg("text", { x: 10, y: 19, class: "flow-node-id" }, n.id),
+        svg("text", { x: 10, y: 36, class: "flow-node-task" },
+          n.task + " · " + state + (n.after.length > 1 ? " · join " + n.join : "")),
+        svg("title", {}, n.id + ": task " + n.task + ", " + state +
+          (step.run_status ? ", Run " + step.run_status : "")));
+      if (step.run) {
+        var link = svg("a", { href: "/runs/" + seg(step.run) });
+        link.appendChild(group);
+        root.appendChild(link);
+      } else {
+        root.appendChild(group);
+      }
+    });
+    return root;
+  }
+
   // --- start ----------------------------------------------------------------------------------
 
   var PAGES = {
@@ -1497,6 +1697,8 @@
     trigger: triggerPage,
     runs: runsPage,
     run: runPage,
+    flows: flowsPage,
+    "flow-run": flowRunPage,
     stats: statsPage
   };
 
