@@ -16,6 +16,13 @@ generation, time) when it starts and one when it ends to a ledger of its own, so
 no two processes of one Run ever ran at once. Workers are killed, stopped for longer than
 their lease, and have their backends terminated like the replicas; at the end every Run must
 have ended in exactly one terminal state with a consistent chain of Attempts.
+
+Flows are in the mix: a flow `diamond` (a -> b, c -> d, and e after d always) of the same
+task is started every ~1.5 s through everything the chaos does (a start that fails is sent
+again with the same request id), so a node's ending -- a worker's finish, a lost Attempt the
+reconciler ends -- releases the next nodes while replicas, workers and the database are
+killed. The audit then judges every flow run (F1-F4: each released step admitted once, none
+lost, docs/controls/flows.md), and every flow run must have ended.
 """
 
 from __future__ import annotations
@@ -38,10 +45,13 @@ import psycopg
 from qinglong.audit.execution import ExecutionReport, check_execution
 from qinglong.audit.model import AuditParams, AuditReport
 from qinglong.clock import SystemClock
+from qinglong.domain.flow import parse_flow
+from qinglong.domain.flow_runs import FlowStart
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import CommandSpec, EnvEntry, ShellCommand
 from qinglong.errors import QinglongError
 from qinglong.profiles.audit_backend import run_audit
+from qinglong.storage.admission import RequestAdmissions
 from qinglong.storage.definitions import DefinitionStore
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
@@ -52,6 +62,7 @@ from qinglong.storage.kernel import Tx
 from qinglong.storage.postgres.connection import SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.open import migrate_postgres
+from qinglong.storage.runs.flow_store import FlowStore
 from testkit.cluster import Replica, Worker, percentile
 from testkit.pgproxy import PgProxy, ProxyMode
 from testkit.postgres import EmbeddedPostgres
@@ -79,6 +90,11 @@ DRAIN_ATTEMPTS = (
     "< floor(extract(epoch FROM clock_timestamp()) * 1000), false) "
     "FROM qinglong.run_attempts WHERE status IN ('claimed', 'starting', 'running')")
 REPUBLISH_ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "America/New_York", "Australia/Adelaide")
+FLOW = {"flow": "diamond", "nodes": {"a": "t", "b": {"task": "t", "after": "a"},
+                                     "c": {"task": "t", "after": "a"},
+                                     "d": {"task": "t", "after": ["b", "c"]},
+                                     "e": {"task": "t", "after": {"d": "always"}}}}
+FLOW_EVERY_S = 1.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +163,8 @@ class _Soak:
         self.lock = threading.Lock()
         self.ledger = work / "acked.jsonl"
         self.command_ledger = work / "commands.log"
+        self.flow_runs: set[str] = set()
+        self.flow_starts: Counter[str] = Counter()  # (not faults: what the starter saw)
 
     # -- setting up ---------------------------------------------------------------------
 
@@ -171,6 +189,11 @@ class _Soak:
         for trigger, cron, zone in specs:
             admin.trigger_publish(TriggerPublishParams(project_id="soak", trigger_id=trigger,
                                                        task_id="t", expression=cron, timezone=zone))
+        connector.close()
+        connector = SingleConnector(self.server.dsn("ql_admin", DB))
+        db = open_postgres(connector)
+        FlowStore(db, RequestAdmissions(db), actor_id="soak").flow_publish(parse_flow(FLOW),
+                                                                           "soak")
         connector.close()
         self.proxy = PgProxy("127.0.0.1", self.server.port).start()
         for n in range(1, self.config.replicas + 1):
@@ -301,6 +324,33 @@ class _Soak:
         else:
             return
         self.faults[name] += 1
+
+    def start_flows(self, stop: threading.Event) -> None:
+        """Start the flow every FLOW_EVERY_S; a start that fails (the database restarting, a
+        lost reply that no lookup settled) is sent again with the same request id."""
+        n = 0
+        request: str | None = None
+        while not stop.wait(FLOW_EVERY_S):
+            if request is None:
+                n += 1
+                request = f"soak-{self.seed}-{n}"
+            connector = SingleConnector(self.server.dsn("ql_runtime", DB),
+                                        application_name="ql-soak-flows")
+            try:
+                db = open_postgres(connector)
+                started = FlowStore(db, RequestAdmissions(db), actor_id="soak").flow_start(
+                    FlowStart(project_id="soak", flow_id="diamond", request_id=request,
+                              actor="soak"))
+                with self.lock:
+                    self.flow_runs.add(started.flow_run_id)
+                self.flow_starts["started"] += started.started
+                self.flow_starts["found_by_its_request_id"] += not started.started
+                request = None
+            except (QinglongError, psycopg.Error, OSError) as exc:
+                self.flow_starts["refused_then_sent_again"] += 1
+                _log(f"flow start {request} refused: {exc}")
+            finally:
+                connector.close()
 
     def restart_database(self) -> None:
         self.server.crash()
@@ -457,9 +507,10 @@ def settle_runs(soak: _Soak, timeout_s: float = 45.0) -> Execution:
         while time.monotonic() < deadline:
             reconciler.run_cycle()
             with connector.connection() as conn:  # the reconciler's own session
-                row = conn.execute("SELECT count(*) AS n FROM qinglong.runs WHERE status NOT IN "
-                                   "('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')"
-                                   ).fetchone()
+                row = conn.execute("SELECT (SELECT count(*) FROM qinglong.runs WHERE status NOT "
+                                   "IN ('succeeded', 'failed', 'cancelled', 'timed_out', 'lost')) "
+                                   "+ (SELECT count(*) FROM qinglong.flow_runs WHERE status = "
+                                   "'running') AS n").fetchone()
             unfinished = int(row["n"]) if row else -1
             if unfinished == 0:
                 break
@@ -499,7 +550,14 @@ def run_soak(config: SoakConfig) -> SoakResult:
         start_ms = soak.db_now()
         watcher = threading.Thread(target=soak.watch_idle_transactions, args=(watcher_stop,), daemon=True)
         watcher.start()
+        flows_stop = threading.Event()
+        flows = threading.Thread(target=soak.start_flows, args=(flows_stop,), daemon=True)
+        if soak.workers:
+            flows.start()
         soak.chaos(config.seconds)
+        flows_stop.set()
+        if soak.workers:
+            flows.join(timeout=60)
         _log(f"chaos done: {dict(soak.faults)}; draining (at most {config.drain_s:.0f} s)")
         soak.heal()
         _log(f"drained in {soak.drain():.1f} s")
@@ -553,6 +611,17 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
     }
     if execution is not None:
         _judge_execution(soak, execution, invariants, figures)
+        flows = report.flows
+        invariants["F every flow step admitted once, none lost, every flow run ended"] = (
+            flows is not None and flows.violations == 0 and flows.running == 0
+            and flows.flow_runs >= len(soak.flow_runs) > 0)
+        if flows is not None:
+            figures.update({"flow_runs": flows.flow_runs, "flow_steps_released":
+                            flows.steps_released, "flow_steps_skipped": flows.steps_skipped,
+                            "flow_starts": dict(soak.flow_starts)})
+            for name, found in flows.findings().items():
+                if found:
+                    soak.problems.append(f"{name}: {found[:5]}")
     return SoakResult(seed=soak.seed, faults=soak.faults, invariants=invariants, figures=figures,
                       report=report, problems=traces + soak.problems)
 

@@ -1,4 +1,5 @@
-"""The short soak (about a minute) that runs in `make test`; `make soak` runs the long one."""
+"""The short soak (about a minute, flows in its mix) that runs in `make test`; `make soak` runs
+the long one."""
 
 from __future__ import annotations
 
@@ -22,4 +23,8 @@ def test_a_short_chaos_soak_keeps_every_invariant(tmp_path: Path) -> None:
     # the workers executed the Runs and the commands wrote their ledger (W2 judged something)
     assert result.figures["runs_with_command_output"] >= 0.9 * result.figures["runs_executed"]
     assert result.figures["runs_executed"] >= result.figures["runs_admitted"]
+    # flows ran through the chaos: every started flow run decided all five of its nodes
+    assert result.figures["flow_runs"] >= seconds / 4
+    assert (result.figures["flow_steps_released"] + result.figures["flow_steps_skipped"]
+            == 5 * result.figures["flow_runs"])
     assert result.ok, (result.seed, [name for name, held in result.invariants.items() if not held])
