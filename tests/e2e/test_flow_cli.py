@@ -147,3 +147,68 @@ def test_unknown_flows_and_flow_runs_are_clear_errors(db: Callable[..., Result])
                              "--param", "oops"), 2, "--param")
     listed = db("flow", "list", "--project", "demo", "--json")
     assert json.loads(listed.out) == []
+
+
+DEFS = """\
+apiVersion: qinglong/v1
+project: demo
+tasks:
+  extract: {shell: echo extract}
+  clean:
+    shell: echo clean $part
+    parameters: [{name: part, default: x}]
+  load: {shell: echo load}
+flows:
+  etl:
+    name: Nightly ETL
+    timeout: 1h
+    nodes:
+      extract: extract
+      clean-a: {task: clean, after: extract, parameters: {part: a}}
+      load: {task: load, after: {clean-a: always}}
+"""
+
+
+def test_apply_and_export_carry_flows(db: Callable[..., Result], tmp_path: Path) -> None:
+    (tmp_path / "defs.yaml").write_text(DEFS)
+    dry = db("apply", "-f", "defs.yaml", "--dry-run")
+    assert dry.code == 0 and "flow demo/etl: would create" in dry.out, dry.out + dry.err
+    assert "nothing was written" in dry.out
+    assert json.loads(db("flow", "list", "--project", "demo", "--json").out) == []
+    first = db("apply", "-f", "defs.yaml")
+    assert first.code == 0 and "flow demo/etl: created (revision 1)" in first.out, first.err
+    again = db("apply", "-f", "defs.yaml")
+    assert "flow demo/etl: unchanged (revision 1)" in again.out and "nothing to change" in again.out
+    # a task the flow runs changes: the flow is published again, pinning its new revision
+    (tmp_path / "defs.yaml").write_text(DEFS.replace("echo load}", "echo load v2}"))
+    changed = db("apply", "-f", "defs.yaml")
+    assert "flow demo/etl: changed (revision 2)" in changed.out, changed.out
+    assert "pins:" in changed.out
+    shown = json.loads(db("flow", "describe", "--project", "demo", "--flow", "etl", "--json").out)
+    assert {n["id"]: n["task_revision"] for n in shown["nodes"]}["load"] == 2
+    assert shown["timeout_ms"] == 3_600_000 and shown["name"] == "Nightly ETL"
+    # the export, applied again, changes nothing
+    exported = db("export", "--project", "demo")
+    assert exported.code == 0 and "flows:" in exported.out, exported.err
+    (tmp_path / "exported.yaml").write_text(exported.out)
+    round_trip = db("apply", "-f", "exported.yaml")
+    assert "nothing to change" in round_trip.out, round_trip.out
+
+
+@pytest.mark.parametrize(("edit", "needles"), [
+    (("clean-a: {task: clean,", "clean-a: {task: nope,"),
+     ("defs.yaml:", "flows.etl.nodes.clean-a.task", "'nope' is not defined")),
+    (("{part: a}", "{part: [1]}"), ("flows.etl.nodes.clean-a.parameters",)),
+    (("extract: extract\n", "extract: {task: extract, after: load}\n"), ("cycle",)),
+    (("    name: Nightly ETL\n", "    flow: other\n"), ("flows.etl.flow",)),
+])
+def test_a_bad_flow_in_a_file_is_reported_with_its_line_and_nothing_written(
+        db: Callable[..., Result], tmp_path: Path, edit: tuple[str, str],
+        needles: tuple[str, ...]) -> None:
+    (tmp_path / "defs.yaml").write_text(DEFS.replace(*edit))
+    done = db("apply", "-f", "defs.yaml")
+    assert done.code != 0 and "Traceback" not in done.err
+    for needle in needles:
+        assert needle in done.err, done.err
+    assert json.loads(db("flow", "list", "--project", "demo", "--json").out) == []
+    assert "extract" not in db("task", "list", "--project", "demo").out

@@ -62,7 +62,7 @@ class Services:
         self.pages = RunPages(stores.runs)
         self.stats = TaskStats(stores.runs)
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
-        self.declarative = Declarative(stores.definitions, stores.db.unit)
+        self.declarative = Declarative(stores.definitions, stores.db.unit, stores.flows)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
         self.flows = Flows(stores.flows)
 

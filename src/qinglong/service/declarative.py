@@ -1,5 +1,5 @@
-"""Declarative definitions: plan and apply projects, tasks and triggers as files say they
-should be (docs/controls/apply.md).
+"""Declarative definitions: plan and apply projects, tasks, triggers and flows as files say
+they should be (docs/controls/apply.md; flows in ``definition_flows``).
 
 ``plan`` reads what is stored, checks everything a write would refuse, and returns the
 changes field by field without writing; ``apply`` writes them. A problem anywhere (a file, a
@@ -42,6 +42,7 @@ from qinglong.service.definition_fields import (
     task_fields,
     trigger_fields,
 )
+from qinglong.service.definition_flows import plan_flows
 from qinglong.service.definition_model import (
     Definitions,
     DesiredProject,
@@ -57,6 +58,7 @@ from qinglong.service.definition_plan import (
     Action,
     ApplyStopped,
     Change,
+    FlowPublishParams,
     Plan,
     WriteParams,
     action_of,
@@ -68,6 +70,7 @@ from qinglong.storage.definitions.params import (
     TaskPublishParams,
     TriggerPublishParams,
 )
+from qinglong.storage.runs.flow_store import FlowStore
 
 T = TypeVar("T")
 
@@ -75,9 +78,11 @@ T = TypeVar("T")
 class Declarative:
     """Plan, apply and export definitions over one DefinitionStore."""
 
-    def __init__(self, definitions: DefinitionStore, unit: UnitRunner) -> None:
+    def __init__(self, definitions: DefinitionStore, unit: UnitRunner,
+                 flows: FlowStore | None = None) -> None:
         self._store = definitions
         self._unit = unit
+        self._flows = flows
         self._now_ms: int | None = None
 
     # -- plan ---------------------------------------------------------------------------
@@ -95,7 +100,7 @@ class Declarative:
             changes.extend(self._plan_project(wanted.projects[project_id], prune,
                                               environ or {}, cwd_must_exist, issues))
         issues.raise_any()
-        kinds = {"project": 0, "trigger": 1, "task": 2}
+        kinds = {"project": 0, "trigger": 1, "task": 2, "flow": 3}
         changes.sort(key=lambda c: (c.project_id, c.phase, kinds[c.kind], c.item_id))
         return Plan(changes)
 
@@ -142,6 +147,9 @@ class Declarative:
             if change is not None:
                 changes.append(change)
         changes.extend(self._extras(want, tasks_now, triggers_now, prune))
+        if want.flows:
+            changes.extend(plan_flows(want, None if self._flows is None else self._flows.flow_list,
+                                      project is not None, tasks_now, task_changes, issues))
         # A task whose triggers are all republished here anyway does not re-pin them first
         # (that would write a revision of each trigger only to replace it a moment later).
         republished = {c.item_id for c in changes if c.kind == "trigger" and c.params is not None}
@@ -325,6 +333,11 @@ class Declarative:
         if isinstance(params, ProjectCreateParams):
             self._store.project_create(params)
             change.written = True
+        elif isinstance(params, FlowPublishParams):
+            assert self._flows is not None
+            flow = self._flows.flow_publish(params.document, params.project_id)
+            change.revision = flow.revision.revision
+            change.written = True
         elif isinstance(params, TaskPublishParams):
             result = self._store.task_publish(params)
             change.revision = result.revision.revision
@@ -342,7 +355,8 @@ class Declarative:
                ) -> tuple[list[DesiredProject], list[str]]:
         """The stored definitions as files would state them, and notes on what a file
         cannot say (see ``definition_export``)."""
-        return export_definitions(self._store, project_ids)
+        return export_definitions(self._store, project_ids,
+                                  None if self._flows is None else self._flows.flow_list)
 
 
 __all__ = ["Declarative", "UnitRunner"]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from qinglong.domain.flow import FlowRevision
 from qinglong.domain.model import ProjectStatus
 from qinglong.service.definition_env import STORED_NOTE, exported_env
+from qinglong.service.definition_flows import exported_flow
 from qinglong.service.definition_model import DesiredProject, DesiredTask, DesiredTrigger
 from qinglong.storage.definitions import DefinitionStore
 
 
-def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None = None
+def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None = None,
+                       flows: Callable[[str], list[FlowRevision]] | None = None
                        ) -> tuple[list[DesiredProject], list[str]]:
     """The stored definitions as files would state them (plain environment values as they
     are, secrets as ``{secret: stored}``), and notes on what a file cannot say (a secret's
@@ -60,5 +63,7 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
             desired.triggers[trigger.trigger_id] = DesiredTrigger(
                 project_id=project.id, trigger_id=trigger.trigger_id,
                 task_id=trigger.task_id, spec=trigger.spec, enabled=trigger.enabled)
+        for revision in flows(project.id) if flows is not None else []:
+            desired.flows[revision.flow_id] = exported_flow(revision)
         exported.append(desired)
     return exported, notes

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from qinglong.domain.flow import FlowDocument
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.parameters import Parameter
 from qinglong.domain.retry import RetryPolicy
@@ -147,6 +148,15 @@ class DesiredTrigger(Placed):
     keep_anchor: bool = False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DesiredFlow(Placed):
+    """A flow as a file states it (docs/controls/flows.md): its parsed document."""
+
+    project_id: str = ""
+    flow_id: str = ""
+    document: FlowDocument | None = None
+
+
 @dataclass(slots=True, kw_only=True)
 class DesiredProject:
     project_id: str
@@ -154,6 +164,7 @@ class DesiredProject:
     tasks: dict[str, DesiredTask] = field(default_factory=dict)
     triggers: dict[str, DesiredTrigger] = field(default_factory=dict)
     where: Where | None = None
+    flows: dict[str, DesiredFlow] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +181,7 @@ def merge_projects(documents: Iterable[DesiredProject], issues: Issues) -> Defin
         if into is None:
             projects[doc.project_id] = DesiredProject(
                 project_id=doc.project_id, name=doc.name, tasks=dict(doc.tasks),
-                triggers=dict(doc.triggers), where=doc.where)
+                triggers=dict(doc.triggers), where=doc.where, flows=dict(doc.flows))
             continue
         if doc.name is not None:
             if into.name is not None and into.name != doc.name:
@@ -179,6 +190,7 @@ def merge_projects(documents: Iterable[DesiredProject], issues: Issues) -> Defin
             into.name = doc.name
         _add_items("task", doc.tasks, into.tasks, issues)
         _add_items("trigger", doc.triggers, into.triggers, issues)
+        _add_items("flow", doc.flows, into.flows, issues)
     for project in projects.values():
         for trigger in project.triggers.values():
             if trigger.task_id not in project.tasks:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from qinglong.domain.flow import FlowDocument
 from qinglong.errors import OutcomeUnknown, QinglongError
 from qinglong.service.definition_fields import FieldChange
 from qinglong.service.definition_model import Where
@@ -31,15 +32,26 @@ class Action(StrEnum):
 
 # Writes in this order, per project: create the project; stop the triggers that end up
 # disabled (before their tasks change, so none fires a task revision it should not); publish
-# the tasks (their triggers are re-pinned with them); publish the other triggers.
+# the tasks (their triggers are re-pinned with them); publish the other triggers; then the
+# flows (definition_flows.PHASE_FLOWS: they pin the tasks' new revisions).
 PHASE_PROJECT, PHASE_STOP_TRIGGERS, PHASE_TASKS, PHASE_TRIGGERS = range(4)
 
-WriteParams = ProjectCreateParams | TaskPublishParams | TriggerPublishParams
+
+
+@dataclass(frozen=True, slots=True)
+class FlowPublishParams:
+    """Publish a flow (definition_flows.py) into its project."""
+
+    project_id: str
+    document: FlowDocument
+
+
+WriteParams = ProjectCreateParams | TaskPublishParams | TriggerPublishParams | FlowPublishParams
 
 
 @dataclass(slots=True, kw_only=True)
 class Change:
-    kind: str  # project | task | trigger
+    kind: str  # project | task | trigger | flow
     project_id: str
     item_id: str
     action: Action

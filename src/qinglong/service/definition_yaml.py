@@ -34,6 +34,7 @@ from pathlib import Path
 
 from qinglong.domain.identifiers import display_name, entity_id, project_id
 from qinglong.errors import InvalidInput
+from qinglong.service.definition_flows import parse_flow_entry
 from qinglong.service.definition_model import (
     API_VERSION,
     Definitions,
@@ -47,7 +48,7 @@ from qinglong.service.definition_yaml_tasks import parse_task
 from qinglong.service.definition_yaml_triggers import parse_trigger
 
 SUFFIXES = (".yaml", ".yml")
-DOCUMENT_KEYS = ("apiVersion", "project", "name", "tasks", "triggers")
+DOCUMENT_KEYS = ("apiVersion", "project", "name", "tasks", "triggers", "flows")
 
 
 # --- documents -> the model ----------------------------------------------------------------
@@ -81,6 +82,12 @@ def _document(doc: YMap, file: str, issues: Issues) -> DesiredProject | None:
             fields.ok = False
         else:
             project.triggers[trigger_id] = trigger
+    for flow_id, value, where in _entries(fields, "flows", "flow", "nodes, failure, timeout"):
+        flow = parse_flow_entry(project.project_id, flow_id, value, where, issues)
+        if flow is None:
+            fields.ok = False
+        else:
+            project.flows[flow_id] = flow
     return project if fields.ok else None
 
 

@@ -20,6 +20,7 @@ from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ShellCommand
 from qinglong.domain.timezones import UTC_NAME
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, MisfirePolicy, OverlapPolicy
 from qinglong.service.definition_env import STORED
+from qinglong.service.definition_flows import flow_document
 from qinglong.service.definition_model import (
     API_VERSION,
     DesiredProject,
@@ -164,6 +165,8 @@ def project_document(project: DesiredProject) -> dict[str, Any]:
         doc["name"] = project.name
     doc["tasks"] = {t: task_document(project.tasks[t]) for t in sorted(project.tasks)}
     doc["triggers"] = {t: trigger_document(project.triggers[t]) for t in sorted(project.triggers)}
+    if project.flows:
+        doc["flows"] = {f: flow_document(project.flows[f]) for f in sorted(project.flows)}
     return doc
 
 
