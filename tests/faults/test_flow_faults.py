@@ -61,6 +61,10 @@ pytestmark = pytest.mark.slow
 PROJECT = "demo"
 MAX_ROUNDS = 3  # lost-COMMIT rounds: another is run when the dropped reply was not the ending's
 FAN_IN_ROUNDS = 3
+LINK_DELAY_S = 0.05  # added to every reply to the fan-in's workers
+# An ending's transaction makes at least this many round trips after the statement that
+# stamps it (the writes of the ending, the flow run's lock, the step's outcome, COMMIT)
+OVERLAP_MS = int(LINK_DELAY_S * 1000) * 4
 
 # The bed's ledger line at the start and at the end (the task id in the trigger's column);
 # the first attempt of a gated task waits in between for one line from the test's FIFO
@@ -450,40 +454,46 @@ def test_a_lost_commit_reply_on_the_releasing_ending_is_resent_and_releases_once
 def test_a_fan_in_ending_at_once_on_two_workers_releases_the_join_once(fbed: FlowBed) -> None:
     """Flow l, r -> join (join: all). l and r run on two workers (one slot each) and wait on
     the same FIFO; the test lets both go with one write, so their endings are written by two
-    processes at the same moment. The two transactions meet at the flow run's lock and the
-    second sees the first's outcome: the join is released exactly once, by whichever ended
-    second, and runs; the flow run succeeds. FAN_IN_ROUNDS rounds."""
+    processes at the same moment. Both workers reach PostgreSQL through the wire proxy, which
+    delays every reply by LINK_DELAY_S: each ending's transaction takes several round trips
+    after the first statement stamps it, so two endings stamped less than OVERLAP_MS apart
+    were in flight together. They meet at the flow run's lock and the second sees the
+    first's outcome: the join is released exactly once, by the ending stamped second (in its
+    transaction), and runs; the flow run succeeds. FAN_IN_ROUNDS rounds."""
     fb = fbed
     wbed = fb.wbed
     fb.task("gated", gated=True)
     fb.task("tj")
     fb.publish(FAN_IN_FLOW)
     wbed.start_control().wait_ready()
-    wbed.worker("a", slots=1)
-    wbed.worker("b", slots=1)
     gaps: list[int] = []
-    for round_no in range(1, FAN_IN_ROUNDS + 1):
-        flow_run = fb.start("fanin", f"fanin-{round_no}")
+    with PgProxy(wbed.bed.db.server.host, wbed.bed.db.server.port) as proxy:
+        url = proxy.route(wbed.bed.db.url("ql_worker"), sslmode="disable", gssencmode="disable")
+        proxy.set_delay(LINK_DELAY_S)
+        wbed.worker("a", slots=1, url=url)
+        wbed.worker("b", slots=1, url=url)
+        for round_no in range(1, FAN_IN_ROUNDS + 1):
+            flow_run = fb.start("fanin", f"fanin-{round_no}")
 
-        def both_running(f: str = flow_run) -> list[dict[str, Any]] | None:
-            on = [fb.running_on(f, n, w) for n in ("l", "r") for w in ("a", "b")]
-            found = [run for run in on if run is not None]
-            return found if len(found) == 2 else None
+            def both_running(f: str = flow_run) -> list[dict[str, Any]] | None:
+                on = [fb.running_on(f, n, w) for n in ("l", "r") for w in ("a", "b")]
+                found = [run for run in on if run is not None]
+                return found if len(found) == 2 else None
 
-        roots = wait_for(both_running, f"round {round_no}: l and r to run on a and b", 15)
-        workers = {fb.attempts(r["id"])[-1]["worker_id"].split(":")[0] for r in roots}
-        assert workers == {"a", "b"}, workers
-        fb.gate.release(2)  # both commands end now
-        ended = wait_for(lambda f=flow_run: fb.ended(f),  # type: ignore[misc]
-                         f"round {round_no}: the flow run to end", 20)
-        assert ended["status"] == "succeeded", ended
-        by_node = fb.judge(flow_run, released={"l", "r", "join"}, skipped=set(),
-                           status="succeeded")
-        left, right, join = by_node["l"], by_node["r"], by_node["join"]
-        last = max(left["finished_at_ms"], right["finished_at_ms"])
-        gaps.append(abs(left["finished_at_ms"] - right["finished_at_ms"]))
-        # released by the second ending, in its transaction
-        assert join["created_at_ms"] == last, (join, left, right)
-        assert created_by(fb, join["id"])["actor_type"] == "worker"
-    # the endings did come together (each within a worker's step of the other)
-    assert min(gaps) <= 1_000, gaps
+            roots = wait_for(both_running, f"round {round_no}: l and r to run on a and b", 20)
+            workers = {fb.attempts(r["id"])[-1]["worker_id"].split(":")[0] for r in roots}
+            assert workers == {"a", "b"}, workers
+            fb.gate.release(2)  # both commands end now
+            ended = wait_for(lambda f=flow_run: fb.ended(f),  # type: ignore[misc]
+                             f"round {round_no}: the flow run to end", 30)
+            assert ended["status"] == "succeeded", ended
+            by_node = fb.judge(flow_run, released={"l", "r", "join"}, skipped=set(),
+                               status="succeeded")
+            left, right, join = by_node["l"], by_node["r"], by_node["join"]
+            gaps.append(abs(left["finished_at_ms"] - right["finished_at_ms"]))
+            # released by the ending stamped second, in its transaction
+            assert join["created_at_ms"] == max(left["finished_at_ms"], right["finished_at_ms"]), (
+                join, left, right)
+            assert created_by(fb, join["id"])["actor_type"] == "worker"
+    # in some round the two endings were in flight at once
+    assert min(gaps) < OVERLAP_MS, gaps

@@ -48,7 +48,7 @@ def test_every_path_parameter_states_the_pattern_the_server_checks_it_with() -> 
                 method, path, name)
             seen.add(name)
     assert seen == {"project", "task", "trigger", "run", "token", "username", "channel",
-                    "delivery"}
+                    "delivery", "flow", "flow_run"}
 
 
 def test_query_parameters_named_like_identifiers_state_their_pattern_and_numbers_a_range() -> None:
@@ -90,6 +90,8 @@ HANDLER_CHECKS: dict[str, Any] = {
     "username": check_username,
     "channel": channels.check_name,
     "delivery": _at_most("delivery", 36),
+    "flow": lambda value: ids.entity_id(value, "flow"),
+    "flow_run": _run_ref,  # (a prefix the flow store looks up, as a Run's)
 }
 
 
