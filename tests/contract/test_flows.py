@@ -20,7 +20,14 @@ from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.parameters import Parameter, ParamType
 from qinglong.domain.runs import AttemptStatus, RunStatus
 from qinglong.domain.task import CommandSpec, ShellCommand
-from qinglong.errors import Conflict, InvalidInput, NotFound, NotRunnable, RequestIdConflict
+from qinglong.errors import (
+    Conflict,
+    InvalidInput,
+    LeaseLost,
+    NotFound,
+    NotRunnable,
+    RequestIdConflict,
+)
 from qinglong.storage.definitions.params import ProjectCreateParams, TaskPublishParams
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.flow_store import FlowStore
@@ -29,6 +36,7 @@ from qinglong.storage.runs.params import (
     AttemptLease,
     AttemptRunningParams,
     LeaseAcquireParams,
+    LeaseRescueParams,
 )
 from tests.contract.conftest import Backend, PgBackend
 from tests.contract.test_manual_runs import manual_store
@@ -348,3 +356,38 @@ def test_the_audit_finds_every_step_once_and_names_a_lost_or_doubled_one(
     assert [f for f in found.once if "clean-b" in f], found.findings()
     assert [f for f in found.due if "load: released, but its edges" in f], found.findings()
     assert [f for f in found.outcome if "clean-b: pending in a flow run that ended" in f]
+
+
+def test_the_reconciler_ending_a_lost_attempt_releases_the_next_nodes(flows: Flows) -> None:
+    """A worker that dies mid-run never reports: the reconciler's rescue ends the Run lost,
+    and that transaction records the node failed and releases its failure handler."""
+    flows.publish({"flow": "etl", "nodes": {
+        "a": "extract", "b": {"task": "load", "after": "a"},
+        "h": {"task": "alert", "after": {"a": "failure"}}}})
+    run = flows.start()
+    lease = flows.leases()["a"]
+    flows.worker.attempt_start(lease.fence)
+    flows.worker.attempt_running(AttemptRunningParams(
+        fence=lease.fence, pid=4242, executor_handle="pid:4242:start:1", log_path="/tmp/l"))
+    flows.backend.age_leases(60_000)
+    rescued = flows.backend.runs.lease_rescue(LeaseRescueParams(limit=10, grace_ms=0))
+    assert [r.outcome for r in rescued] == ["lost"]
+    assert flows.states(run) == {"a": "failed", "b": "skipped", "h": "released"}
+    flows.end(flows.leases()["h"])
+    assert flows.show(run).status is FlowStatus.FAILED
+    assert sorted(flows.runs_per_node().values()) == [1, 1]
+    # the late worker's finish is refused (its lease is gone) and releases nothing
+    with pytest.raises(LeaseLost):
+        flows.worker.attempt_finish(AttemptFinishParams(fence=lease.fence, outcome=SUCCEEDED))
+    assert sorted(flows.runs_per_node().values()) == [1, 1]
+
+
+def test_a_run_cancelled_alone_fails_its_node(flows: Flows) -> None:
+    flows.publish({"flow": "etl", "failure": "continue", "nodes": {
+        "a": "extract", "b": {"task": "load", "after": "a"},
+        "h": {"task": "alert", "after": {"a": "failure"}}}})
+    run = flows.start()
+    [step] = [s for s in flows.show(run).steps if s.node_id == "a"]
+    assert step.run_id is not None
+    flows.backend.runs.acting_as("alice").run_cancel(step.run_id)
+    assert flows.states(run) == {"a": "failed", "b": "skipped", "h": "released"}

@@ -496,4 +496,5 @@ def test_a_fan_in_ending_at_once_on_two_workers_releases_the_join_once(fbed: Flo
                 join, left, right)
             assert created_by(fb, join["id"])["actor_type"] == "worker"
     # in some round the two endings were in flight at once
+    print("GAPS", gaps)
     assert min(gaps) < OVERLAP_MS, gaps
