@@ -8,7 +8,7 @@ and two Runs of one fan-in ending at the same moment release the join exactly on
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -391,3 +391,90 @@ def test_a_run_cancelled_alone_fails_its_node(flows: Flows) -> None:
     assert step.run_id is not None
     flows.backend.runs.acting_as("alice").run_cancel(step.run_id)
     assert flows.states(run) == {"a": "failed", "b": "skipped", "h": "released"}
+
+
+def test_a_node_whose_plan_cannot_be_admitted_is_skipped_with_why_and_fails_the_flow(
+        flows: Flows) -> None:
+    flows.publish({"flow": "etl", "nodes": {
+        "a": "extract", "b": {"task": "load", "after": "a"},
+        "c": {"task": "alert", "after": {"b": "always"}}}})
+    run = flows.start()
+    assert flows.backend.tamper_execution_plan("echo-load-never", "x") == 0  # (a no-op)
+    changed = flows.backend.tamper_execution_plan('"true"', '"false"')  # every plan's command
+    assert changed >= 1
+    flows.end(flows.leases()["a"])  # ends a: b's tampered plan is refused, not the ending
+    shown = {s.node_id: s for s in flows.show(run).steps}
+    assert shown["a"].state is NodeState.SUCCEEDED
+    assert shown["b"].state is NodeState.SKIPPED and shown["b"].error, shown["b"]
+    assert shown["c"].state is NodeState.SKIPPED
+    assert flows.show(run).status is FlowStatus.FAILED
+    found = audit(flows)
+    assert found.violations == 0, found.findings()
+
+
+def test_a_cancel_takes_the_runs_before_the_flow_run_so_an_ending_never_deadlocks(
+        pg_backend: PgBackend) -> None:
+    """A cancel and a worker's ending meet on one flow run: the cancel locks the flow run's
+    Runs first (as every lifecycle step does), so the ending waits for the cancel's Run lock
+    instead of holding it while waiting for the flow run: no deadlock is detected."""
+    d = pg_backend.definitions
+    d.project_create(ProjectCreateParams(project_id="demo"))
+    d.task_publish(TaskPublishParams(project_id="demo", task_id="quick", name="quick",
+                                     spec=CommandSpec(command=ShellCommand(command="true"))))
+    d.task_publish(TaskPublishParams(project_id="demo", task_id="gpu", name="gpu", spec=CommandSpec(
+        command=ShellCommand(command="true"), requires=("gpu",))))
+    flows = Flows(pg_backend)
+    flows.publish({"flow": "etl", "nodes": {"a": "quick", "x": "gpu",
+                                            "c": {"task": "quick", "after": ["a", "x"]}}})
+    run = flows.start()
+    lease = flows.leases()["a"]  # x stays queued: no worker offers gpu
+    flows.worker.attempt_start(lease.fence)
+    flows.worker.attempt_running(AttemptRunningParams(
+        fence=lease.fence, pid=4242, executor_handle="pid:4242:start:1", log_path="/tmp/l"))
+    deadlocks = ("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+    before = int(pg_backend.db.execute(deadlocks)[0]["deadlocks"])  # type: ignore[call-overload]
+    canceller = FlowStore(pg_backend.database("ql_runtime", "contract-lock-cancel"),
+                          manual_store(pg_backend), actor_id="alice")
+    finisher = RunStore(pg_backend.database("ql_worker", "contract-lock-finish"), actor_id="w1")
+    errors: list[BaseException] = []
+
+    def in_thread(work: Callable[[], object]) -> threading.Thread:
+        def run_it() -> None:
+            try:
+                work()
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+        thread = threading.Thread(target=run_it)
+        thread.start()
+        return thread
+
+    def blocked(name: str) -> bool:
+        rows = pg_backend.db.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND application_name = %s", [name])
+        return int(rows[0]["n"]) == 1  # type: ignore[call-overload]
+
+    def wait_blocked(name: str, thread: threading.Thread) -> None:
+        while not blocked(name):
+            assert thread.is_alive(), errors
+            threading.Event().wait(0.01)
+
+    pg_backend.db.execute("SELECT 1")  # the helper's own connection exists, so this one
+    holder = pg_backend.db.superuser()  # is another
+    holder.execute("BEGIN")
+    holder.execute("SELECT id FROM flow_runs WHERE id = %s FOR UPDATE", [run])
+    cancelling = in_thread(lambda: canceller.flow_cancel(run))
+    wait_blocked("contract-lock-cancel", cancelling)
+    finishing = in_thread(lambda: finisher.attempt_finish(AttemptFinishParams(
+        fence=lease.fence, outcome=SUCCEEDED)))
+    wait_blocked("contract-lock-finish", finishing)
+    holder.execute("COMMIT")
+    cancelling.join(timeout=30)
+    finishing.join(timeout=30)
+    assert errors == []
+    assert int(pg_backend.db.execute(deadlocks)[0]["deadlocks"]) == before  # type: ignore[call-overload]
+    shown = {s.node_id: s for s in flows.show(run).steps}
+    assert flows.show(run).status is FlowStatus.CANCELLED
+    assert shown["x"].run_status == RunStatus.CANCELLED.value
+    assert shown["a"].run_status == RunStatus.SUCCEEDED.value  # it finished after all
+    assert shown["c"].state is NodeState.SKIPPED

@@ -212,3 +212,22 @@ def test_a_bad_flow_in_a_file_is_reported_with_its_line_and_nothing_written(
         assert needle in done.err, done.err
     assert json.loads(db("flow", "list", "--project", "demo", "--json").out) == []
     assert "extract" not in db("task", "list", "--project", "demo").out
+
+
+@pytest.mark.parametrize("edit", [
+    ("{part: a}", "{part: b}"),  # a node's parameters
+    ("clean-a: {task: clean, after: extract, parameters: {part: a}}",
+     "clean-a: {task: load, after: extract}"),  # a node's task
+    ("load: {task: load, after: {clean-a: always}}",
+     "load: {task: load, after: {clean-a: always, extract: success}, join: any}"),  # its join
+])
+def test_apply_sees_every_change_to_a_node(db: Callable[..., Result], tmp_path: Path,
+                                           edit: tuple[str, str]) -> None:
+    (tmp_path / "defs.yaml").write_text(DEFS)
+    assert db("apply", "-f", "defs.yaml").code == 0
+    (tmp_path / "defs.yaml").write_text(DEFS.replace(*edit))
+    changed = db("apply", "-f", "defs.yaml")
+    assert changed.code == 0 and "flow demo/etl: changed (revision 2)" in changed.out, (
+        changed.out + changed.err)
+    assert "nodes:" in changed.out
+    assert "nothing to change" in db("apply", "-f", "defs.yaml").out

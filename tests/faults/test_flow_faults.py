@@ -1,8 +1,9 @@
 """Flows (docs/controls/flows.md, "Exactly once") under real faults: `ql worker` processes
-frozen and killed after a node's command finished, a lost COMMIT reply on the transaction
-that ends a node's Run and releases the next, and the two Runs of a fan-in ending at the same
-moment on two workers. On PostgreSQL, with a `ql control` replica (whose reconciler settles
-lost Attempts) and flows published and started with `ql flow publish` / `ql flow run`.
+frozen after a node's command finished and then killed (or let go late, once fenced out), a
+lost COMMIT reply on the transaction that ends a node's Run and releases the next, and the
+two Runs of a fan-in ending at the same moment on two workers. On PostgreSQL, with a `ql
+control` replica (whose reconciler settles lost Attempts), and flows published and started
+with `ql flow publish` / `ql flow run`.
 
 Every command writes the worker bed's ledger (tests/faults/test_worker_faults.py: a line when
 it starts, one when it ends, keyed by Run and Attempt; the task id stands in the trigger's
@@ -44,6 +45,7 @@ from tests.faults.test_worker_faults import (
     WorkerBed,
     read_ledger,
     wait_db_time,
+    worker_status,
 )
 from tests.faults.test_worker_step_batch_faults import (
     RESENT_BEFORE_MS,
@@ -62,20 +64,21 @@ PROJECT = "demo"
 MAX_ROUNDS = 3  # lost-COMMIT rounds: another is run when the dropped reply was not the ending's
 FAN_IN_ROUNDS = 3
 LINK_DELAY_S = 0.05  # added to every reply to the fan-in's workers
-# An ending's transaction makes at least this many round trips after the statement that
-# stamps it (the writes of the ending, the flow run's lock, the step's outcome, COMMIT)
+# An ending's transaction makes five round trips or more after the statement that stamps it
+# (its writes, the flow's steps of its Run, the flow run's lock, the step's outcome, the
+# steps read again, COMMIT), each delayed by LINK_DELAY_S: two endings stamped less than this
+# apart were in flight together.
 OVERLAP_MS = int(LINK_DELAY_S * 1000) * 4
 
-# The bed's ledger line at the start and at the end (the task id in the trigger's column);
-# the first attempt of a gated task waits in between for one line from the test's FIFO
-# (dash's `read` takes one byte at a time, so each command takes exactly one line). Nothing
-# goes to stdout: no log shipping writes while a command runs.
+# The bed's ledger line at the start and at the end (the task id in the trigger's column),
+# then exit 0; the first attempt of a gated task waits in between for one line from the
+# test's FIFO (dash's `read` takes one byte at a time, so each command takes exactly one
+# line). Nothing goes to stdout: no log shipping writes while a command runs.
 SCRIPT = """\
 line() { echo "$1 $QL_RUN_ID $QL_ATTEMPT_ID $$ $(date +%s%3N) $QL_TASK_ID $QL_ATTEMPT" >> "$LEDGER"; }
 line start
 if [ -n "$GATE" ] && [ "$QL_ATTEMPT" = 1 ]; then read -r go < "$GATE"; fi
 line end
-exit "$EXIT_CODE"
 """
 
 KILL_FLOW = """\
@@ -118,11 +121,10 @@ class FlowBed:
 
     # definitions and flow runs, through `ql`
 
-    def task(self, task_id: str, *, gated: bool = False, exit_code: int = 0,
-             idempotent: bool = False, retry: RetryPolicy | None = None) -> None:
+    def task(self, task_id: str, *, gated: bool = False, idempotent: bool = False,
+             retry: RetryPolicy | None = None) -> None:
         env = (EnvEntry(name="LEDGER", value=str(self.wbed.ledger)),
-               EnvEntry(name="GATE", value=str(self.gate.path) if gated else ""),
-               EnvEntry(name="EXIT_CODE", value=str(exit_code)))
+               EnvEntry(name="GATE", value=str(self.gate.path) if gated else ""))
         spec = CommandSpec(command=ShellCommand(command=SCRIPT, shell="/bin/sh"), environment=env,
                            retry=retry or RetryPolicy(), idempotent=idempotent)
         self.bed.admin.task_publish(TaskPublishParams(project_id=PROJECT, task_id=task_id,
@@ -179,6 +181,10 @@ class FlowBed:
     def ended(self, flow_run_id: str) -> dict[str, Any] | None:
         row = self.flow_run(flow_run_id)
         return row if row["status"] != "running" else None
+
+    def nodes_ended(self, flow_run_id: str, *nodes: str) -> bool:
+        runs = [self.run_of(flow_run_id, n) for n in nodes]
+        return all(run is not None and run["status"] in ENDED for run in runs)
 
     def running_on(self, flow_run_id: str, node: str, worker: str) -> dict[str, Any] | None:
         """The node's Run once its command runs on ``worker`` and has written its start."""
@@ -264,28 +270,35 @@ def created_by(fb: FlowBed, run_id: str) -> dict[str, Any]:
 # -- 1. a worker killed after a node's command finished ------------------------------------
 
 
-@pytest.mark.parametrize("idempotent", [False, True], ids=["lost", "retried"])
+@pytest.mark.parametrize("mode", ["killed", "retried", "resumed"])
 def test_a_worker_killed_after_a_node_finished_releases_the_next_nodes_once(
-        fbed: FlowBed, idempotent: bool) -> None:
+        fbed: FlowBed, mode: str) -> None:
     """Flow a -> b (on success), with h after a's failure; policy stop. a's command runs on
     worker a, which is frozen (SIGSTOP) before the command is let go: the command writes its
-    end marker and exits 0 while its worker can record nothing, then the worker is SIGKILLed.
-    Nothing is released until the lease has expired and the reconciler (in `ql control`)
-    declares the Attempt lost, in the transaction that releases what follows:
+    end marker and exits 0 while its worker can record nothing; then the worker is SIGKILLed
+    (killed, retried) or left frozen (resumed). Nothing is released until the lease has
+    expired and the reconciler (in `ql control`) declares the Attempt lost, in the
+    transaction that releases what follows:
 
-    - a not idempotent: its Run ends lost, node a failed, b skipped, h released (by the
-      reconciler) and run on worker b; the flow run ends failed.
-    - a idempotent, 2 attempts: the lost Attempt is retried on worker b and succeeds; b is
-      released (by worker b's finish) and runs, h is skipped; the flow run ends succeeded.
+    - killed (a not idempotent): its Run ends lost, node a failed, b skipped, h released (by
+      the reconciler) and run on worker b; the flow run ends failed.
+    - retried (a idempotent, 2 attempts): the lost Attempt is retried on worker b and
+      succeeds; b is released (by worker b's finish) and runs, h is skipped; the flow run
+      ends succeeded.
+    - resumed (a not idempotent): as killed, but while h runs (it waits for the gate) worker
+      a is let go (SIGCONT): its late finish of a is refused (attempt.late_callback_ignored)
+      or dropped by its own fence, and changes nothing in the flow run: no step moves, no
+      Run is admitted; then h ends and the flow run ends failed.
 
-    Either way each released node has exactly one Run and the skipped one none, also a
-    reconcile cycle after the flow run ended."""
+    Each released node has exactly one Run and a skipped one none, also a reconcile cycle
+    after the flow run ended."""
     fb = fbed
     wbed = fb.wbed
+    idempotent = mode == "retried"
     retry = RetryPolicy(max_attempts=2, backoff_ms=100, max_backoff_ms=100) if idempotent else None
     fb.task("ta", gated=True, idempotent=idempotent, retry=retry)
     fb.task("tb")
-    fb.task("th")
+    fb.task("th", gated=mode == "resumed")
     fb.publish(KILL_FLOW)
     wbed.start_control().wait_ready()
     a = wbed.worker("a", slots=1)
@@ -307,9 +320,30 @@ def test_a_worker_killed_after_a_node_finished_releases_the_next_nodes_once(
     assert fb.run_of(flow_run, "a") == {**run, "status": "running"}
     assert {n: s["status"] for n, s in fb.steps(flow_run).items()} == {
         "a": "released", "b": "pending", "h": "pending"}
-    a.kill()
-    killed_at = wbed.bed.now()
+    if mode != "resumed":
+        a.kill()
+    frozen_at = wbed.bed.now()
     wbed.worker("b", slots=2)
+
+    if mode == "resumed":
+        handler = wait_for(lambda: fb.running_on(flow_run, "h", "b"), "a to be lost and h to run "
+                           "on b", (WORKER_LEASE_MS + LOST_DUE_MS) / 1000 + 10)
+        steps, runs, flow = fb.steps(flow_run), fb.runs(flow_run), fb.flow_run(flow_run)
+        assert flow["status"] == "running"
+        assert {n: s["status"] for n, s in steps.items()} == {
+            "a": "failed", "b": "skipped", "h": "released"}
+        a.signal(signal.SIGCONT)
+        wait_for(lambda: [e for e in fb.events(run["id"])
+                          if e["type"] == "attempt.late_callback_ignored"]
+                 or "stopping its command" in a.log.read_text(),
+                 "a to notice it was fenced out", 10)
+        wait_for(lambda: worker_status(a)["running"] == 0, "a to let go of its lost attempt", 10)
+        # its late finish moved nothing: the steps, the Runs and the flow run are as they were
+        assert fb.steps(flow_run) == steps
+        assert fb.runs(flow_run) == runs
+        assert fb.flow_run(flow_run) == flow
+        fb.gate.release(1)  # h ends now
+        assert handler["id"] == fb.steps(flow_run)["h"]["run_id"]
 
     ended = wait_for(lambda: fb.ended(flow_run), "the flow run to end",
                      (WORKER_LEASE_MS + LOST_DUE_MS) / 1000 + 15)
@@ -321,17 +355,18 @@ def test_a_worker_killed_after_a_node_finished_releases_the_next_nodes_once(
     assert lost["worker_id"].startswith("a:")
     # lost by the reconciler once the lease and its grace were over, not before
     expiry = attempt["lease_expires_at_ms"]
-    assert expiry + RECONCILE_GRACE_MS <= lost["finished_at_ms"] <= killed_at + (
-        WORKER_LEASE_MS + LOST_DUE_MS), (lost, expiry, killed_at)
+    assert expiry + RECONCILE_GRACE_MS <= lost["finished_at_ms"] <= frozen_at + (
+        WORKER_LEASE_MS + LOST_DUE_MS), (lost, expiry, frozen_at)
     [lost_event] = [e for e in fb.events(run["id"]) if e["type"] == "attempt.lost"]
     assert lost_event["actor_type"] == "reconciler", lost_event
     assert lost_event["payload"]["reason"] == "lease_expired", lost_event
 
     if not idempotent:
+        released, skipped, status = {"a", "h"}, {"b"}, "failed"
         assert ended["status"] == "failed"
         assert (run["status"], run["attempts_spent"]) == ("lost", 1), run
         assert len(attempts) == 1
-        by_node = fb.judge(flow_run, released={"a", "h"}, skipped={"b"}, status="failed")
+        by_node = fb.judge(flow_run, released=released, skipped=skipped, status=status)
         # h was released by the reconciler, in the transaction that ended a's Run
         handler = by_node["h"]
         assert created_by(fb, handler["id"])["actor_type"] == "reconciler"
@@ -340,11 +375,12 @@ def test_a_worker_killed_after_a_node_finished_releases_the_next_nodes_once(
         assert [x["worker_id"].split(":")[0] for x in fb.attempts(handler["id"])] == ["b"]
         assert handler["status"] == "succeeded"
     else:
+        released, skipped, status = {"a", "b"}, {"h"}, "succeeded"
         assert ended["status"] == "succeeded"
         assert (run["status"], run["attempts_spent"]) == ("succeeded", 2), run
         assert [(x["attempt"], x["status"], x["worker_id"].split(":")[0]) for x in attempts] == [
             (1, "lost", "a"), (2, "succeeded", "b")], attempts
-        by_node = fb.judge(flow_run, released={"a", "b"}, skipped={"h"}, status="succeeded")
+        by_node = fb.judge(flow_run, released=released, skipped=skipped, status=status)
         # b was released by worker b's finish of a's retry, in the same transaction
         follower = by_node["b"]
         assert created_by(fb, follower["id"])["actor_type"] == "worker"
@@ -357,9 +393,7 @@ def test_a_worker_killed_after_a_node_finished_releases_the_next_nodes_once(
     # nothing more is admitted for this flow run afterwards
     wait_db_time(wbed, int(ended["finished_at_ms"]) + RECONCILE_EVERY_MS + 500,
                  "a reconcile cycle past the flow run's ending")
-    fb.judge(flow_run, released={"a", "h"} if not idempotent else {"a", "b"},
-             skipped={"b"} if not idempotent else {"h"},
-             status="failed" if not idempotent else "succeeded")
+    fb.judge(flow_run, released=released, skipped=skipped, status=status)
 
 
 # -- 2. a lost COMMIT reply on the releasing transaction ------------------------------------
@@ -458,8 +492,8 @@ def test_a_fan_in_ending_at_once_on_two_workers_releases_the_join_once(fbed: Flo
     delays every reply by LINK_DELAY_S: each ending's transaction takes several round trips
     after the first statement stamps it, so two endings stamped less than OVERLAP_MS apart
     were in flight together. They meet at the flow run's lock and the second sees the
-    first's outcome: the join is released exactly once, by the ending stamped second (in its
-    transaction), and runs; the flow run succeeds. FAN_IN_ROUNDS rounds."""
+    first's outcome: the join is released exactly once, in the transaction of the ending that
+    took the lock second, and runs; the flow run succeeds. FAN_IN_ROUNDS rounds."""
     fb = fbed
     wbed = fb.wbed
     fb.task("gated", gated=True)
@@ -469,7 +503,6 @@ def test_a_fan_in_ending_at_once_on_two_workers_releases_the_join_once(fbed: Flo
     gaps: list[int] = []
     with PgProxy(wbed.bed.db.server.host, wbed.bed.db.server.port) as proxy:
         url = proxy.route(wbed.bed.db.url("ql_worker"), sslmode="disable", gssencmode="disable")
-        proxy.set_delay(LINK_DELAY_S)
         wbed.worker("a", slots=1, url=url)
         wbed.worker("b", slots=1, url=url)
         for round_no in range(1, FAN_IN_ROUNDS + 1):
@@ -483,7 +516,11 @@ def test_a_fan_in_ending_at_once_on_two_workers_releases_the_join_once(fbed: Flo
             roots = wait_for(both_running, f"round {round_no}: l and r to run on a and b", 20)
             workers = {fb.attempts(r["id"])[-1]["worker_id"].split(":")[0] for r in roots}
             assert workers == {"a", "b"}, workers
+            proxy.set_delay(LINK_DELAY_S)  # (only while the endings are written)
             fb.gate.release(2)  # both commands end now
+            wait_for(lambda f=flow_run: fb.nodes_ended(f, "l", "r"),  # type: ignore[misc]
+                     f"round {round_no}: l and r to end", 20)
+            proxy.set_delay(0)
             ended = wait_for(lambda f=flow_run: fb.ended(f),  # type: ignore[misc]
                              f"round {round_no}: the flow run to end", 30)
             assert ended["status"] == "succeeded", ended
@@ -491,10 +528,14 @@ def test_a_fan_in_ending_at_once_on_two_workers_releases_the_join_once(fbed: Flo
                                status="succeeded")
             left, right, join = by_node["l"], by_node["r"], by_node["join"]
             gaps.append(abs(left["finished_at_ms"] - right["finished_at_ms"]))
-            # released by the ending stamped second, in its transaction
-            assert join["created_at_ms"] == max(left["finished_at_ms"], right["finished_at_ms"]), (
-                join, left, right)
-            assert created_by(fb, join["id"])["actor_type"] == "worker"
+            # released in the transaction of one of the two endings: the one that took the
+            # flow run's lock second (not always the one stamped second), by its worker
+            releaser = fb.bed.rows("SELECT actor_type, actor_id FROM qinglong.run_events "
+                                   "WHERE run_id = %s AND type = 'run.created'", [join["id"]])
+            assert [r["actor_type"] for r in releaser] == ["worker"], releaser
+            ending = [root for root in (left, right)
+                      if fb.attempts(root["id"])[-1]["worker_id"] == releaser[0]["actor_id"]]
+            assert len(ending) == 1, (releaser, left, right)
+            assert join["created_at_ms"] == ending[0]["finished_at_ms"], (join, ending)
     # in some round the two endings were in flight at once
-    print("GAPS", gaps)
     assert min(gaps) < OVERLAP_MS, gaps

@@ -12,7 +12,8 @@ graph made due was released (or its fate is explained), judged from the database
   step is still ``released`` after its Run ended (each is moved on in the transaction that
   ends the Run, so either is a lost step);
 - F4 outcome: an ended flow run has no step pending or running a Run, and ended ``failed``
-  exactly when a node failed (or its timeout struck), ``succeeded`` otherwise.
+  exactly when a node failed or could not be admitted (or its timeout struck), ``succeeded``
+  otherwise.
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ def _judge_graph(report: FlowReport, flow: Mapping[str, Any], revision: FlowRevi
     if any(s is NodeState.RELEASED for s in states.values()) and not stopped_early:
         report.outcome.append(f"flow run {flow_id}: ended {status.value} with a step running")
     if not stopped_early:
-        wanted = FlowStatus.FAILED if failed else FlowStatus.SUCCEEDED
+        refused = any(row["error_summary"] for row in rows.values())  # could not be admitted
+        wanted = FlowStatus.FAILED if failed or refused else FlowStatus.SUCCEEDED
         if status is not wanted:
             report.outcome.append(f"flow run {flow_id}: ended {status.value}, its nodes say "
                                   f"{wanted.value}")

@@ -288,7 +288,7 @@ def parse_node(node_id: object, value: object) -> FlowNode:
     if not isinstance(task, str):
         raise InvalidInput(f"{where}.task", "is required: the id of the task this node runs")
     entity_id(task, f"{where}.task")
-    after = _edges(value.get("after", []), f"{where}.after")
+    after = _edges(value.get("after") or [], f"{where}.after")  # (null: after nothing)
     join = _choice(value.get("join", "all"), Join, f"{where}.join")
     if "join" in value and not after:
         raise InvalidInput(f"{where}.join", "only a node that comes after others joins them")

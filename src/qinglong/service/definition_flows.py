@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from qinglong.domain.durations import format_duration
-from qinglong.domain.flow import FlowDocument, FlowRevision, parse_flow
+from qinglong.domain.flow import FlowDocument, FlowNode, FlowRevision, parse_flow
 from qinglong.domain.model import TaskView
 from qinglong.domain.parameters import Parameter, resolve
 from qinglong.errors import InvalidInput, NotFound
@@ -54,14 +54,28 @@ def parse_flow_entry(project_id: str, flow_id: str, value: Mapping[str, Any], wh
                        path=f"flows.{flow_id}")
 
 
+def _node_text(node: FlowNode) -> str:
+    """One node as the plan shows it: ``load=load after clean-a:always join any {part=a}``."""
+    text = f"{node.node_id}={node.task_id}"
+    if node.after:
+        text += " after " + "+".join(
+            e.upstream + ("" if e.condition.value == "success" else f":{e.condition}")
+            for e in sorted(node.after, key=lambda e: e.upstream))
+        if node.join.value != "all":
+            text += f" join {node.join}"
+    if node.parameters:
+        text += " {" + ", ".join(f"{k}={v!r}" for k, v in sorted(node.parameters.items())) + "}"
+    return text
+
+
 def flow_fields(name: str, document: FlowDocument) -> dict[str, object]:
+    """The fields a plan compares and shows; ``nodes`` holds every node's task, edges, join
+    and parameters, so any change to the graph is one."""
     spec = document.spec
     return {"name": name, "failure": spec.failure.value,
             "timeout": None if spec.timeout_ms is None else format_duration(spec.timeout_ms),
-            "nodes": ", ".join(
-                n.node_id + ("" if n.root else " after " + "+".join(
-                    e.upstream + ("" if e.condition.value == "success" else f":{e.condition}")
-                    for e in n.after)) for n in sorted(spec.nodes, key=lambda n: n.node_id))}
+            "nodes": "; ".join(_node_text(n) for n in sorted(spec.nodes,
+                                                             key=lambda n: n.node_id))}
 
 
 def plan_flow(flow: DesiredFlow, want: DesiredProject, current: FlowRevision | None,

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from qinglong.domain.admission import AdmissionIds, Origin, queued_admission
+from qinglong.domain.admission import AdmissionIds, AdmissionRows, Origin, queued_admission
 from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowRevision, step_idempotency_key
 from qinglong.domain.flow_progress import (
@@ -29,7 +29,7 @@ from qinglong.domain.flow_progress import (
     node_outcome,
 )
 from qinglong.domain.runs import Actor, RunStatus
-from qinglong.errors import InvalidInput, RecordCorrupt
+from qinglong.errors import Conflict, InvalidInput, RecordCorrupt
 from qinglong.storage import records
 from qinglong.storage.admission.writes import insert_admission
 from qinglong.storage.dbapi import Row
@@ -99,7 +99,18 @@ class FlowSteps:
                     "flow_run_id": flow_run_id, "node_id": row["node_id"], "now_ms": now_ms,
                     "status": node_outcome(outcome[row["run_id"]]).value})
             if flow["status"] == FlowStatus.RUNNING.value and flow_run_id not in self.holding:
-                self.move_on(flow, now_ms)
+                try:
+                    self.move_on(flow, now_ms)
+                except RecordCorrupt as exc:  # its revision cannot be read: nothing can move
+                    self.abandon(flow["id"], exc.message, now_ms)
+
+    def abandon(self, flow_run_id: str, error: str, now_ms: int) -> None:
+        """End a flow run whose graph cannot be read: its pending steps are skipped with the
+        reason, and it fails (the Run that ended is recorded; it is not the one to block)."""
+        for node_id, state in self.states(flow_run_id).items():
+            if state is NodeState.PENDING:
+                self._skip(flow_run_id, node_id, now_ms, error)
+        self.end(flow_run_id, FlowStatus.FAILED, "nodes", now_ms)
 
     # -- moving a flow run on -----------------------------------------------------------
 
@@ -108,7 +119,9 @@ class FlowSteps:
         left to run (``flow``: its locked row)."""
         revision = self.revision(flow["project_id"], flow["flow_id"], int(flow["flow_revision"]))
         values = json.loads(flow["parameters"]) if flow["parameters"] else {}
-        states = self.states(flow["id"])
+        rows = self._tx.all("flow_steps_get", {"flow_run_id": flow["id"]})
+        states = {row["node_id"]: NodeState(row["status"]) for row in rows}
+        refused = any(row["error_summary"] for row in rows)  # a node that could not run
         while True:  # until nothing moves: a node refused at admission is skipped, which
             progress = advance(revision.spec, states)  # may decide the nodes after it
             if not progress.release and not progress.skip:
@@ -123,8 +136,10 @@ class FlowSteps:
                 except (RecordCorrupt, InvalidInput) as exc:  # refused before any write
                     self._skip(flow["id"], node_id, now_ms, exc.message)
                     states[node_id] = NodeState.SKIPPED
-        if progress.ended is not None:
-            self.end(flow["id"], progress.ended, "nodes", now_ms)
+                    refused = True
+        if progress.ended is not None:  # a node that could not be admitted fails the flow
+            self.end(flow["id"], FlowStatus.FAILED if refused else progress.ended, "nodes",
+                     now_ms)
 
     def _skip(self, flow_run_id: str, node_id: str, now_ms: int, error: str | None) -> None:
         self._tx.execute("flow_step_skip", {
@@ -137,18 +152,22 @@ class FlowSteps:
 
     def release(self, flow: Row, revision: FlowRevision, node_id: str,
                 values: Mapping[str, object], now_ms: int) -> str:
-        """Admit the Run of ``node_id`` and mark its step released; the Run's id."""
-        run_id = self.admit(flow, revision, node_id, values, now_ms)
+        """Mark the step of ``node_id`` released and admit its Run; the Run's id. Its rows
+        are built first (a refusal writes nothing), the step moved next (only a pending one
+        moves), the Run inserted last."""
+        rows = self.admission(flow, revision, node_id, values, now_ms)
+        run_id = str(rows.run["id"])
         moved = self._tx.one("flow_step_release", {
             "flow_run_id": flow["id"], "node_id": node_id, "run_id": run_id, "now_ms": now_ms})
-        if moved is None:
-            raise RecordCorrupt(f"step {node_id} of flow run {flow['id']} is not pending")
+        if moved is None:  # (cannot happen under the flow run's lock: a defect, so loud)
+            raise Conflict(f"step {node_id} of flow run {flow['id']} is not pending")
+        insert_admission(self._tx, rows)
         self._tx.wake("runs")
         return run_id
 
-    def admit(self, flow: Row, revision: FlowRevision, node_id: str,
-              values: Mapping[str, object], now_ms: int) -> str:
-        """Write the Run of one node (its task's pinned plan, the flow run's values for the
+    def admission(self, flow: Row, revision: FlowRevision, node_id: str,
+                  values: Mapping[str, object], now_ms: int) -> AdmissionRows:
+        """The rows of one node's Run (its task's pinned plan, the flow run's values for the
         parameters the task declares over the node's own)."""
         node = revision.spec.node(node_id)
         pin = revision.pins[node.task_id]
@@ -167,7 +186,7 @@ class FlowSteps:
         given = {**node.parameters, **{k: v for k, v in values.items() if k in declared}}
         ids = AdmissionIds.new(self._releaser.new_id)
         key = step_idempotency_key(flow["id"], node_id)
-        rows = queued_admission(
+        rows: AdmissionRows = queued_admission(
             origin=Origin(trigger_type=TRIGGER_TYPE_FLOW, execution_origin=EXECUTION_ORIGIN_FLOW,
                           actor=self._releaser.actor, actor_id=self._releaser.actor_id,
                           triggered_by=flow["id"], dedupe_prefix="flow"),
@@ -180,8 +199,7 @@ class FlowSteps:
                              "node_id": node_id, "task_revision": pin.revision,
                              "task_content_digest": pin.digest, "scheduled_for_ms": now_ms},
             parameters=given)
-        insert_admission(self._tx, rows)
-        return ids.run_id
+        return rows
 
 
 def parameters_json(values: Mapping[str, object]) -> str | None:

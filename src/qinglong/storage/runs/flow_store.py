@@ -24,6 +24,7 @@ from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowDocument, FlowRevision, flow_idempotency_key
 from qinglong.domain.flow_progress import FlowStatus, NodeState
 from qinglong.domain.flow_runs import FlowRun, FlowStart, FlowStarted
+from qinglong.domain.identifiers import RUN_REF
 from qinglong.domain.parameters import Parameter, resolve
 from qinglong.domain.parameters import text as param_text
 from qinglong.domain.runs import Actor
@@ -78,8 +79,12 @@ class FlowStore:
     # -- flow runs ----------------------------------------------------------------------
 
     def flow_run_id(self, prefix: str) -> str:
-        """The one flow run whose id starts with ``prefix`` (NotFound, or Conflict when two
-        do)."""
+        """The one flow run whose id starts with ``prefix`` (a full id or 8+ of its first
+        characters; NotFound, or Conflict when two match)."""
+        prefix = prefix.lower()
+        if not RUN_REF.fullmatch(prefix):
+            raise InvalidInput("flow run", "must be a flow run id (a UUID) or a prefix of 8 or "
+                                           "more of its characters")
         rows = self._db.read("find flow run", lambda tx: tx.all("flow_run_find",
                                                                {"prefix": prefix}))
         if not rows:
@@ -137,12 +142,17 @@ class FlowStore:
             if first["status"] != FlowStatus.RUNNING.value:
                 raise Conflict(f"flow run {flow_run_id} has already ended ({first['status']})")
             stopped: set[str] = set()
-            for _ in range(2):  # the Runs first (the lifecycle's lock order), then the flow
-                _stop_released(writer, tx, flow_run_id, run_reason, stopped)
+            with writer.flows_deferred():  # the lifecycle's lock order: the Runs, then the flow
+                released = _released(tx, flow_run_id)
+                tx.all("flow_cancel_lock_runs", {"run_ids": tx.array(released)})
+                _stop_released(writer, released, run_reason, stopped)
                 flow = flows.lock(flow_run_id)
-                assert flow is not None
-                if len(stopped) == len(_released(tx, flow_run_id)):
-                    break
+                if flow is None or flow["status"] != FlowStatus.RUNNING.value:
+                    raise Conflict(f"flow run {flow_run_id} has already ended"
+                                   + (f" ({flow['status']})" if flow is not None else ""))
+                # a step released between the first read and the lock (rare: its Run is
+                # locked after the flow run here; a deadlock it meets is retried)
+                _stop_released(writer, _released(tx, flow_run_id), run_reason, stopped)
             now_ms = tx.now_ms()
             for node_id, state in flows.states(flow_run_id).items():
                 if state is NodeState.PENDING:
@@ -174,10 +184,10 @@ def _released(tx: Tx, flow_run_id: str) -> list[str]:
                   if row["status"] == NodeState.RELEASED.value)
 
 
-def _stop_released(writer: LifecycleWriter, tx: Tx, flow_run_id: str, reason: str,
+def _stop_released(writer: LifecycleWriter, released: list[str], reason: str,
                    stopped: set[str]) -> None:
     """Cancel each released step's Run not handled yet (one already ending is left be)."""
-    for run_id in _released(tx, flow_run_id):
+    for run_id in released:
         if run_id in stopped:
             continue
         stopped.add(run_id)

@@ -13,7 +13,8 @@ store commits the record and then raises `LeaseLost`.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -32,6 +33,7 @@ from qinglong.domain.runs import ENDED_RUN, Actor, AttemptStatus, RunStatus
 from qinglong.errors import Conflict, LeaseLost, NotFound, QinglongError, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage import records
+from qinglong.storage.dbapi import Row
 from qinglong.storage.events import event_rows, insert_events, json_rows
 from qinglong.storage.flows.release import FlowSteps, Releaser
 from qinglong.storage.kernel import Tx
@@ -93,6 +95,7 @@ class LifecycleWriter(LeaseGranting):
         self._new_id = new_id
         self._jitter = jitter or _random_jitter
         self._flows: FlowSteps | None = None
+        self._deferred: list[tuple[list[tuple[str, RunStatus]], int]] | None = None
 
     def context(self, now_ms: int | None = None) -> StepContext:
         return StepContext(now_ms=self._tx.now_ms() if now_ms is None else now_ms, actor=self._actor,
@@ -160,7 +163,25 @@ class LifecycleWriter(LeaseGranting):
         if ended:  # the flow steps these Runs were released as move on, in this transaction
             stamped = [at for c in changes
                        if isinstance(at := c.run_fields.get("finished_at_ms"), int)]
-            self.flows.after_ended(ended, stamped[0] if stamped else self._tx.now_ms())
+            at_ms = stamped[0] if stamped else self._tx.now_ms()
+            if self._deferred is not None:
+                self._deferred.append((ended, at_ms))
+            else:
+                self.flows.after_ended(ended, at_ms)
+
+    @contextmanager
+    def flows_deferred(self) -> Iterator[None]:
+        """Within: the Runs that end record their flow steps only at the end, together, so
+        their flow runs are locked after every Run this transaction locks and in one order
+        (a transaction that ends Runs one by one would otherwise lock flow runs in between)."""
+        self._deferred = []
+        try:
+            yield
+            ended = [pair for batch, _ in self._deferred for pair in batch]
+            if ended:
+                self.flows.after_ended(ended, max(at for _, at in self._deferred))
+        finally:
+            self._deferred = None
 
     @property
     def flows(self) -> FlowSteps:
@@ -257,8 +278,14 @@ class LifecycleWriter(LeaseGranting):
             "executor_type": executor_type, "now_ms": now_ms,
         })
         ctx = self.context(now_ms)
-        rescued = []
         reason = "lease_expired" if not ignore_expiry else "executor_restarted"
+        with self.flows_deferred():  # every Run's lock first, then the flow runs'
+            return self._rescue_rows(rows, ctx, reason, ignore_expiry, notes, now_ms)
+
+    def _rescue_rows(self, rows: Sequence[Row], ctx: StepContext, reason: str,
+                     ignore_expiry: bool, notes: Mapping[str, Mapping[str, object]],
+                     now_ms: int) -> list[RescuedAttempt]:
+        rescued = []
         for row in rows:
             run = run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")

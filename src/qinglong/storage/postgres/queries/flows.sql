@@ -143,3 +143,8 @@ WHERE status = 'running' AND deadline_at_ms IS NOT NULL
   AND deadline_at_ms <= (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint
 ORDER BY deadline_at_ms, id
 LIMIT %(limit)s;
+
+-- name: flow_cancel_lock_runs
+-- The Runs of a flow run's released steps (an array of ids), locked in id order: a cancel
+-- takes them before the flow run, as every lifecycle step does.
+SELECT id FROM qinglong.runs WHERE id = ANY (%(run_ids)s::text[]) ORDER BY id FOR UPDATE;

@@ -140,3 +140,7 @@ WHERE status = 'running' AND deadline_at_ms IS NOT NULL
   AND deadline_at_ms <= :now_ms
 ORDER BY deadline_at_ms, id
 LIMIT :limit;
+
+-- name: flow_cancel_lock_runs
+-- The Runs of a flow run's released steps (the write transaction already holds the file).
+SELECT id FROM runs WHERE id IN (SELECT value FROM json_each(:run_ids)) ORDER BY id;
