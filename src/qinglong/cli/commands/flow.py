@@ -9,9 +9,11 @@ from qinglong.cli.commands.manual import default_actor
 from qinglong.cli.context import respond, services
 from qinglong.cli.output import emit_table, say, when
 from qinglong.cli.params import database_url_option, json_option, project_option
+from qinglong.domain.flow import parse_flow
 from qinglong.domain.flow_runs import FlowStart
 from qinglong.domain.manual import actor_name, request_id
 from qinglong.domain.parameters import parse_values
+from qinglong.errors import InvalidInput
 from qinglong.ids import new_uuid
 from qinglong.service.flows import read_flow_file
 from qinglong.service.views.flows import (
@@ -54,6 +56,10 @@ def publish(path: str, project: str | None, database_url: str, as_json: bool) ->
     """Publish a flow: its graph, and the current revision of every task it runs (pinned;
     publish again after republishing a task). The same content again changes nothing."""
     document = read_flow_file(path)
+    try:  # a problem in the file is named by its field there, not by an option's name
+        parse_flow(document)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.field}", exc.rule) from None
 
     def text(view: FlowPublishView) -> None:
         _say_flow(view)
