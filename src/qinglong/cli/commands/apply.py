@@ -168,7 +168,7 @@ _PRUNE = click.option("--prune", is_flag=True,
 @json_option
 def apply(paths: tuple[str, ...], dry_run: bool, prune: bool, database_url: str,
           as_json: bool) -> None:
-    """Make projects, tasks and triggers what the YAML definitions say.
+    """Make projects, tasks, triggers and flows what the YAML definitions say.
 
     Every file is read and checked first (with the same rules as `ql task publish` and `ql
     trigger publish`), then what is stored is compared field by field: an unchanged task or
@@ -206,7 +206,7 @@ def _write_file(path: str, text: str) -> None:
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of standard output.")
 @database_url_option
 def export(projects: tuple[str, ...], output: str | None, database_url: str) -> None:
-    """Write the stored projects, tasks and triggers in the format `ql apply` reads.
+    """Write the stored projects, tasks, triggers and flows in the format `ql apply` reads.
 
     Deleted tasks and triggers are left out. Plain environment values are written as they
     are; a secret is written as {secret: stored} (never its value), and a note names it.
