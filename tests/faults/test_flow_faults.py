@@ -13,7 +13,8 @@ column). A gated command waits between the two for the test's go on a FIFO
 Each test judges the database: one Run per flow-step idempotency key
 (``ql3:flow-step:v1:<flow run>:<node>``) of a released node and none for a skipped node, the
 step rows' states and Runs, the flow run's ending, one ending event per Run, nothing left
-active, and ``ql flow show --json`` agreeing with all of it.
+active, ``ql flow show --json`` agreeing with all of it, and ``ql audit`` clean for flows
+(F1-F4) and execution (E1-E5).
 """
 
 from __future__ import annotations
@@ -243,6 +244,12 @@ class FlowBed:
         assert shown["status"] == status, shown
         assert {s["node"]: (s["state"], s["run"]) for s in shown["steps"]} == {
             n: (str(s["status"]), s["run_id"]) for n, s in steps.items()}, shown
+        # and `ql audit` finds nothing, for the flows (F1-F4) nor for execution (E1-E5)
+        report = self.bed.audit(int(flow["created_at_ms"]))
+        assert report.flows is not None and report.flows.flow_runs >= 1, report.flows
+        assert report.flows.violations == 0, report.flows.findings()
+        assert report.execution is not None
+        assert report.execution.violations == 0, report.execution.findings()
         return by_node
 
 

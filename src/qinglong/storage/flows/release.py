@@ -120,6 +120,10 @@ class FlowSteps:
         revision = self.revision(flow["project_id"], flow["flow_id"], int(flow["flow_revision"]))
         values = json.loads(flow["parameters"]) if flow["parameters"] else {}
         rows = self._tx.all("flow_steps_get", {"flow_run_id": flow["id"]})
+        # no later than any step's end: an ending that waited for the flow run's lock carries
+        # the time it read before the wait, which may be before the other ending's
+        now_ms = max([now_ms, *(int(r["ended_at_ms"]) for r in rows
+                                if r["ended_at_ms"] is not None)])
         states = {row["node_id"]: NodeState(row["status"]) for row in rows}
         refused = any(row["error_summary"] for row in rows)  # a node that could not run
         while True:  # until nothing moves: a node refused at admission is skipped, which

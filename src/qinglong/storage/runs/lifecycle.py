@@ -159,11 +159,14 @@ class LifecycleWriter(LeaseGranting):
         for change in changes:
             if change.new_attempt is not None:
                 self._tx.execute("attempt_insert", change.new_attempt)
-        ended = [(c.run_id, c.run_status) for c in changes if c.run_status in ENDED_RUN]
-        if ended:  # the flow steps these Runs were released as move on, in this transaction
+        # the Runs this write ends (a step into an ended state stamps its end; a refused late
+        # callback on an ended Run does not): their flow steps move on, in this transaction
+        ended = [(c.run_id, c.run_status) for c in changes
+                 if c.run_status in ENDED_RUN and "finished_at_ms" in c.run_fields]
+        if ended:
             stamped = [at for c in changes
                        if isinstance(at := c.run_fields.get("finished_at_ms"), int)]
-            at_ms = stamped[0] if stamped else self._tx.now_ms()
+            at_ms = max(stamped) if stamped else self._tx.now_ms()
             if self._deferred is not None:
                 self._deferred.append((ended, at_ms))
             else:
