@@ -27,10 +27,12 @@ STORM_S = 24.0  # the most the storm lasts while what the test judges has not ha
 
 # single: one row per claim statement, so every admission is a batch of one (its own
 # SERIALIZABLE transaction, retried before COMMIT, which the storm makes fail serialization);
-# batched: a claim's rows commit together, locked within milliseconds of the claim, so a
-# 30 ms pause after each claim opens the window in which a republish fences claims in flight.
+# batched: a claim's rows commit together, locked within milliseconds of the claim. In both,
+# a 30 ms pause after each claim opens the window in which a republish fences claims in
+# flight (without it, single mode's claims commit so soon after they are taken that a clean
+# clone once saw no claim fenced in 24 s of storm).
 MODES = {
-    "single": ("--batch", "1", "--hold-in-tx-ms", "30"),
+    "single": ("--batch", "1", "--hold-in-tx-ms", "30", "--pause-after-claim-ms", "30"),
     "batched": ("--batch", "8", "--hold-in-tx-ms", "30", "--pause-after-claim-ms", "30"),
 }
 

@@ -9,8 +9,9 @@ either committed the release with it or committed neither: no step is lost or re
 
 The flow run's row is locked first (after the Runs, which the lifecycle locked before), so
 two Runs of one fan-in ending in two transactions at once are recorded one after the
-other, and the second sees the first's outcome. The same engine starts a flow run
-(`start`, the roots) and ends one (`close`, for a cancel or a timeout).
+other, and the second sees the first's outcome. The flow store uses the same engine to start
+a flow run (``move_on`` releases its roots) and to end one (``end``, for a cancel or a
+timeout).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from qinglong.domain.admission import AdmissionIds, AdmissionRows, Origin, queued_admission
-from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowRevision, step_idempotency_key
 from qinglong.domain.flow_progress import (
     FlowStatus,
@@ -120,7 +120,7 @@ class FlowSteps:
         revision = self.revision(flow["project_id"], flow["flow_id"], int(flow["flow_revision"]))
         values = json.loads(flow["parameters"]) if flow["parameters"] else {}
         rows = self._tx.all("flow_steps_get", {"flow_run_id": flow["id"]})
-        # no later than any step's end: an ending that waited for the flow run's lock carries
+        # no earlier than any step's end: an ending that waited for the flow run's lock carries
         # the time it read before the wait, which may be before the other ending's
         now_ms = max([now_ms, *(int(r["ended_at_ms"]) for r in rows
                                 if r["ended_at_ms"] is not None)])
@@ -204,7 +204,3 @@ class FlowSteps:
                              "task_content_digest": pin.digest, "scheduled_for_ms": now_ms},
             parameters=given)
         return rows
-
-
-def parameters_json(values: Mapping[str, object]) -> str | None:
-    return canonical_json(dict(values)) if values else None
