@@ -5,11 +5,21 @@
 -- (flow_run_lock), after the Runs it ends, so two Runs of one fan-in ending at once are
 -- recorded one after the other and the second sees the first.
 
+-- fragment: flow_revision_columns
+-- A flow revision's columns (of r), as storage/flow_records.py reads them.
+       r.project_id, r.flow_id, r.revision, r.name, r.spec_json::text AS spec_json,
+       r.pins_json::text AS pins_json, r.content_digest, r.created_at_ms
+
+-- fragment: flow_run_columns
+-- A flow run's columns (of f), as storage/flow_records.py reads them.
+       f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
+       f.idempotency_key, f.requested_by, f.parameters::text AS parameters, f.created_at_ms,
+       f.deadline_at_ms, f.finished_at_ms
+
 -- name: flow_current
 -- A flow's current revision.
-SELECT r.project_id, r.flow_id, r.revision, r.name, r.spec_json::text AS spec_json,
-       r.pins_json::text AS pins_json, r.content_digest, r.created_at_ms,
-       h.created_at_ms AS first_published_at_ms
+SELECT
+-- include: flow_revision_columns
 FROM qinglong.flows h
 JOIN qinglong.flow_revisions r
   ON r.project_id = h.project_id AND r.flow_id = h.flow_id AND r.revision = h.current_revision
@@ -17,17 +27,15 @@ WHERE h.project_id = %(project_id)s AND h.flow_id = %(flow_id)s;
 
 -- name: flow_revision_get
 -- One revision of a flow.
-SELECT project_id, flow_id, revision, name, spec_json::text AS spec_json,
-       pins_json::text AS pins_json, content_digest, created_at_ms,
-       NULL::bigint AS first_published_at_ms
-FROM qinglong.flow_revisions
-WHERE project_id = %(project_id)s AND flow_id = %(flow_id)s AND revision = %(revision)s;
+SELECT
+-- include: flow_revision_columns
+FROM qinglong.flow_revisions r
+WHERE r.project_id = %(project_id)s AND r.flow_id = %(flow_id)s AND r.revision = %(revision)s;
 
 -- name: flow_list
 -- A project's flows at their current revision, by id.
-SELECT r.project_id, r.flow_id, r.revision, r.name, r.spec_json::text AS spec_json,
-       r.pins_json::text AS pins_json, r.content_digest, r.created_at_ms,
-       h.created_at_ms AS first_published_at_ms
+SELECT
+-- include: flow_revision_columns
 FROM qinglong.flows h
 JOIN qinglong.flow_revisions r
   ON r.project_id = h.project_id AND r.flow_id = h.flow_id AND r.revision = h.current_revision
@@ -75,16 +83,14 @@ ORDER BY flow_run_id, node_id;
 
 -- name: flow_run_lock
 -- A flow run, locked: the mutex of its progress.
-SELECT f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
-       f.idempotency_key, f.requested_by, f.parameters::text AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+SELECT
+-- include: flow_run_columns
 FROM qinglong.flow_runs f WHERE f.id = %(flow_run_id)s FOR UPDATE;
 
 -- name: flow_run_get
 -- A flow run, unlocked.
-SELECT f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
-       f.idempotency_key, f.requested_by, f.parameters::text AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+SELECT
+-- include: flow_run_columns
 FROM qinglong.flow_runs f WHERE f.id = %(flow_run_id)s;
 
 -- name: flow_run_find
@@ -93,9 +99,8 @@ SELECT id FROM qinglong.flow_runs WHERE id LIKE %(prefix)s || '%%' ORDER BY id L
 
 -- name: flow_runs_list
 -- A project's flow runs (of one flow, or all), newest first.
-SELECT f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
-       f.idempotency_key, f.requested_by, f.parameters::text AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+SELECT
+-- include: flow_run_columns
 FROM qinglong.flow_runs f
 WHERE f.project_id = %(project_id)s AND (%(flow_id)s::text IS NULL OR f.flow_id = %(flow_id)s)
 ORDER BY f.created_at_ms DESC, f.id DESC

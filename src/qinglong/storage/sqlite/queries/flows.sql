@@ -2,11 +2,21 @@
 -- releasing their steps in the transaction that ends a node's Run (PostgreSQL's flows.sql
 -- has the locking; here one process writes the file, in BEGIN IMMEDIATE transactions).
 
+-- fragment: flow_revision_columns
+-- A flow revision's columns (of r), as storage/flow_records.py reads them.
+       r.project_id, r.flow_id, r.revision, r.name, r.spec_json AS spec_json,
+       r.pins_json AS pins_json, r.content_digest, r.created_at_ms
+
+-- fragment: flow_run_columns
+-- A flow run's columns (of f), as storage/flow_records.py reads them.
+       f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
+       f.idempotency_key, f.requested_by, f.parameters AS parameters, f.created_at_ms,
+       f.deadline_at_ms, f.finished_at_ms
+
 -- name: flow_current
 -- A flow's current revision.
-SELECT r.project_id, r.flow_id, r.revision, r.name, r.spec_json AS spec_json,
-       r.pins_json AS pins_json, r.content_digest, r.created_at_ms,
-       h.created_at_ms AS first_published_at_ms
+SELECT
+-- include: flow_revision_columns
 FROM flows h
 JOIN flow_revisions r
   ON r.project_id = h.project_id AND r.flow_id = h.flow_id AND r.revision = h.current_revision
@@ -14,17 +24,15 @@ WHERE h.project_id = :project_id AND h.flow_id = :flow_id;
 
 -- name: flow_revision_get
 -- One revision of a flow.
-SELECT project_id, flow_id, revision, name, spec_json AS spec_json,
-       pins_json AS pins_json, content_digest, created_at_ms,
-       NULL AS first_published_at_ms
-FROM flow_revisions
-WHERE project_id = :project_id AND flow_id = :flow_id AND revision = :revision;
+SELECT
+-- include: flow_revision_columns
+FROM flow_revisions r
+WHERE r.project_id = :project_id AND r.flow_id = :flow_id AND r.revision = :revision;
 
 -- name: flow_list
 -- A project's flows at their current revision, by id.
-SELECT r.project_id, r.flow_id, r.revision, r.name, r.spec_json AS spec_json,
-       r.pins_json AS pins_json, r.content_digest, r.created_at_ms,
-       h.created_at_ms AS first_published_at_ms
+SELECT
+-- include: flow_revision_columns
 FROM flows h
 JOIN flow_revisions r
   ON r.project_id = h.project_id AND r.flow_id = h.flow_id AND r.revision = h.current_revision
@@ -72,16 +80,14 @@ ORDER BY flow_run_id, node_id;
 
 -- name: flow_run_lock
 -- A flow run (the write transaction already holds the file's lock).
-SELECT f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
-       f.idempotency_key, f.requested_by, f.parameters AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+SELECT
+-- include: flow_run_columns
 FROM flow_runs f WHERE f.id = :flow_run_id;
 
 -- name: flow_run_get
 -- A flow run, unlocked.
-SELECT f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
-       f.idempotency_key, f.requested_by, f.parameters AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+SELECT
+-- include: flow_run_columns
 FROM flow_runs f WHERE f.id = :flow_run_id;
 
 -- name: flow_run_find
@@ -90,9 +96,8 @@ SELECT id FROM flow_runs WHERE id LIKE :prefix || '%' ORDER BY id LIMIT 2;
 
 -- name: flow_runs_list
 -- A project's flow runs (of one flow, or all), newest first.
-SELECT f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
-       f.idempotency_key, f.requested_by, f.parameters AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+SELECT
+-- include: flow_run_columns
 FROM flow_runs f
 WHERE f.project_id = :project_id AND (:flow_id IS NULL OR f.flow_id = :flow_id)
 ORDER BY f.created_at_ms DESC, f.id DESC
