@@ -358,9 +358,17 @@ def spec_from_content(content: Mapping[str, object]) -> FlowSpec:
                     timeout_ms=int(timeout) if isinstance(timeout, int) else None)
 
 
+FLOW_KEY_PREFIX = "ql3:flow:v1:"
+
+
 def flow_idempotency_key(request_id: str) -> str:
     """The unique key (within a project) of the flow run one client request starts."""
-    return "ql3:flow:v1:" + request_id
+    return FLOW_KEY_PREFIX + request_id
+
+
+def flow_request_id(key: str) -> str:
+    """The client request id a flow run's key was made of."""
+    return key.removeprefix(FLOW_KEY_PREFIX)
 
 
 def step_idempotency_key(flow_run_id: str, node_id: str) -> str:

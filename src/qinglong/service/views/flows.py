@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from qinglong.domain.flow import FlowRevision
+from qinglong.domain.flow import FlowRevision, flow_request_id
 from qinglong.domain.flow_runs import FlowRun
 from qinglong.service.times import rfc3339
 from qinglong.service.views.base import Instant, OptionalInstant, ViewModel, instant, one_of
@@ -98,7 +98,7 @@ def flow_run_view(run: FlowRun, revision: FlowRevision) -> FlowRunView:
     return FlowRunView(
         id=run.id, project=run.project_id, flow=run.flow_id, revision=run.flow_revision,
         status=run.status.value, ended_reason=run.ended_reason, requested_by=run.requested_by,
-        request_id=run.request_key.removeprefix("ql3:flow:v1:"),
+        request_id=flow_request_id(run.request_key),
         parameters=dict(run.parameters), created_at=instant(run.created_at_ms),
         created_at_ms=run.created_at_ms,
         deadline_at=rfc3339(run.deadline_at_ms), finished_at=rfc3339(run.finished_at_ms),

@@ -161,12 +161,11 @@ class LifecycleWriter(LeaseGranting):
                 self._tx.execute("attempt_insert", change.new_attempt)
         # the Runs this write ends (a step into an ended state stamps its end; a refused late
         # callback on an ended Run does not): their flow steps move on, in this transaction
-        ended = [(c.run_id, c.run_status) for c in changes
-                 if c.run_status in ENDED_RUN and "finished_at_ms" in c.run_fields]
-        if ended:
-            stamped = [at for c in changes
-                       if isinstance(at := c.run_fields.get("finished_at_ms"), int)]
-            at_ms = max(stamped) if stamped else self._tx.now_ms()
+        stamped = [(c, at) for c in changes if c.run_status in ENDED_RUN
+                   and isinstance(at := c.run_fields.get("finished_at_ms"), int)]
+        if stamped:
+            ended = [(c.run_id, c.run_status) for c, _ in stamped]
+            at_ms = max(at for _, at in stamped)
             if self._deferred is not None:
                 self._deferred.append((ended, at_ms))
             else:
