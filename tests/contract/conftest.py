@@ -34,6 +34,7 @@ from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
+from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions import DefinitionStore
@@ -176,6 +177,7 @@ class Backend(abc.ABC):
     def schedule_store(self, name: str = SCHEDULER_OWNER, **options: Any) -> ScheduleStore:
         """A ScheduleStore as a replica opens it (``ql_runtime``, its session timeouts),
         recording as ``name``; ``options`` go to the store (deadlines, seams)."""
+        options.setdefault("start_flow", start_occurrence)
         return ScheduleStore(self.database("ql_runtime", name, settings=SessionSettings()),
                              actor_id=name, **options)
 
@@ -223,7 +225,8 @@ class SqliteBackend(Backend):
         self.runs = self.stores.runs
         self.lifecycle = self.stores.runs
         self.kernel = self.stores.database
-        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
+        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER,
+                                       start_flow=start_occurrence)
 
     def database(self, role: str, application_name: str, *,
                  settings: SessionSettings | None = None, pool: bool = False) -> Database:
@@ -313,7 +316,8 @@ class PgBackend(Backend):
         self.lifecycle = RunStore(self.database("ql_runtime", "contract-lifecycle"),
                                   actor_id="contract")
         self.kernel = self.database("ql_runtime", SCHEDULER_OWNER, settings=SessionSettings())
-        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER)
+        self.schedules = ScheduleStore(self.kernel, actor_id=SCHEDULER_OWNER,
+                                       start_flow=start_occurrence)
 
     def database(self, role: str, application_name: str, *,
                  settings: SessionSettings | None = None, pool: bool = False) -> Database:

@@ -62,7 +62,7 @@ from qinglong.audit.window import (
     default_end,
 )
 from qinglong.domain.decision import PAUSED_FATE
-from qinglong.domain.runs import TRIGGER_TYPE_BACKFILL
+from qinglong.domain.runs import TRIGGER_TYPE_BACKFILL, TRIGGER_TYPE_FLOW_START
 
 __all__ = [
     "END_SOURCES", "RECENT_HEARTBEAT_MS", "STALE_HEARTBEAT_MS", "WindowEnd", "audit",
@@ -150,8 +150,7 @@ def audit(data: AuditInput, params: AuditParams,
         report = checker.report
         pruned = {r.id for r in mine if events_pruned(r, events_before)}
         report.evidence_pruned = sorted(pruned)
-        report.bad_shape = [r.id for r in mine if r.attempts != 1
-                            or (r.admission_events != 2 and r.id not in pruned)]
+        report.bad_shape = [r.id for r in mine if _bad_shape(r, pruned)]
         if data.claims is not None:
             check_fences(report, scheduled, claims.get(key, []), held.get(key, []),
                           events_before, claims_before, latest_claims.get(key))
@@ -188,6 +187,14 @@ def audit(data: AuditInput, params: AuditParams,
                      and (params.trigger_id is None or line["trigger"] == params.trigger_id)]
         result.ledger = check_ledger(in_window, data.runs)
     return result
+
+
+def _bad_shape(run: RunRecord, pruned: set[str]) -> bool:
+    """A Run admitted without its first Attempt and its two admission events; a flow run an
+    occurrence started, without its step rows (the flow audit judges the rest)."""
+    if run.trigger_type == TRIGGER_TYPE_FLOW_START:
+        return run.attempts < 1
+    return run.attempts != 1 or (run.admission_events != 2 and run.id not in pruned)
 
 
 def _duplicates(runs: Iterable[RunRecord]) -> int:

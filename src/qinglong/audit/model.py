@@ -64,7 +64,8 @@ class RunRecord:
     claim_version: int | None
     claim_token: str | None
     # "cron": admitted by a scheduler for its occurrence; "backfill": admitted later by
-    # `ql trigger backfill` for a past occurrence (no claim; it explains a gap)
+    # `ql trigger backfill` for a past occurrence (no claim; it explains a gap);
+    # "flow_start": the flow run an occurrence of a flow trigger started (attempts: its steps)
     trigger_type: str = "cron"
     # what retention may have pruned (docs/retention.md): how the Run ended and how many
     # events it still has (None: not read, judged as before retention existed)

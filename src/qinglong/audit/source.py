@@ -94,7 +94,7 @@ def read_input(tx: Tx, *, now_ms: int, from_ms: int, to_ms: int) -> AuditInput:
             created_at_ms=int(r["created_at_ms"]), attempts=int(r["attempts"]),
             admission_events=int(r["admission_events"]), claim_version=_opt(r["claim_version"]),
             claim_token=r["claim_token"], trigger_type=r["trigger_type"], status=r["status"],
-            finished_at_ms=_opt(r["finished_at_ms"]), events=int(r["events"]),
+            finished_at_ms=_opt(r["finished_at_ms"]), events=_opt(r["events"]),
         ) for r in rows("audit_runs", window)),
         claims=claims,
         misfires=tuple(MisfireRecord(

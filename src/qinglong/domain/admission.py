@@ -221,6 +221,7 @@ def admission_rows(
         idempotency_key=cron_idempotency_key(candidate.trigger_id, candidate.trigger_revision,
                                              scheduled_for),
         committed_at_ms=committed_at_ms, created_payload=payload,
+        parameters=candidate.spec.values,  # checked against the pinned task when published
     )
 
 
@@ -264,5 +265,7 @@ def manual_admission_rows(
                  else {"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None}),
         scheduled_for_ms=committed_at_ms, idempotency_key=request.idempotency_key,
         committed_at_ms=committed_at_ms, created_payload=payload,
-        parameters=request.parameters,
+        # fired through a trigger: the trigger's values, over which the request's go
+        parameters={**(trigger.spec.values if trigger is not None else {}),
+                    **request.parameters},
     )

@@ -181,4 +181,5 @@ def backfill_admission_rows(
         overlap=overlap_columns(trigger.spec.overlap, trigger.trigger_id),
         scheduled_for_ms=occurrence_ms, idempotency_key=request.idempotency_key(occurrence_ms),
         committed_at_ms=committed_at_ms, created_payload=payload,
+        parameters=trigger.spec.values,  # the trigger's values, as its scheduled Runs have
     )

@@ -371,6 +371,12 @@ def flow_request_id(key: str) -> str:
     return key.removeprefix(FLOW_KEY_PREFIX)
 
 
+def occurrence_flow_key(trigger_id: str, trigger_revision: int, scheduled_for_ms: int) -> str:
+    """The unique key (within a project) of the flow run one occurrence of a flow trigger
+    starts: like a Run's cron key, one per occurrence of a trigger revision."""
+    return f"ql3:flow-cron:v1:{trigger_id}:{trigger_revision}:{scheduled_for_ms}"
+
+
 def step_idempotency_key(flow_run_id: str, node_id: str) -> str:
     """The unique key (within a project) of the Run a node of a flow run is released as."""
     return f"ql3:flow-step:v1:{flow_run_id}:{node_id}"

@@ -36,6 +36,8 @@ class FlowRun:
     created_at_ms: int
     deadline_at_ms: int | None = None
     finished_at_ms: int | None = None
+    trigger_id: str | None = None  # the trigger whose occurrence started it (None: a request)
+    scheduled_for_ms: int | None = None  # that occurrence
     steps: tuple[FlowStep, ...] = ()
 
 
@@ -54,6 +56,22 @@ class FlowStart:
         entity_id(self.flow_id, "flow")
         request_id(self.request_id)
         actor_name(self.actor)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlowOccurrence:
+    """What a trigger of a flow asks when one of its occurrences is admitted: start the
+    flow's current revision once for that occurrence, in the admitting transaction."""
+
+    project_id: str
+    flow_id: str
+    trigger_id: str
+    trigger_revision: int
+    scheduled_for_ms: int
+    claim_version: int
+    claim_token: str
+    actor: str  # the replica that admits it
+    parameters: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,9 @@ admitted; every Run records the values it runs with, and its command gets each o
 environment variable of the parameter's name (and, in an argv task's arguments, in place of
 ``{{NAME}}``).
 
-Every parameter has a default, so a trigger's scheduled Runs always have their values (a
-parameter a trigger must give is for later: triggers pass no values yet).
+Every parameter has a default, so a trigger's scheduled Runs always have their values; a
+trigger may give its own (``TriggerSpec.parameters``), checked against the task it pins
+whenever it is published or re-pinned.
 """
 
 from __future__ import annotations
@@ -196,3 +197,20 @@ def parameters_change(given: Iterable[str], clear: bool,
     if not items:
         return None
     return check_parameters((parse_declaration(item, field) for item in items), field)
+
+
+def trigger_values(given: Mapping[str, object],
+                   field: str = "parameters") -> tuple[tuple[str, Value], ...]:
+    """Parameter values as a trigger keeps them: by name, each a string, an integer or a
+    boolean (checked against the declarations of what it runs when it is published)."""
+    if not isinstance(given, Mapping):
+        raise InvalidInput(field, "must be an object of parameter names to values")
+    if len(given) > MAX_PARAMETERS:
+        raise InvalidInput(field, f"at most {MAX_PARAMETERS} values")
+    items = []
+    for name, value in sorted(given.items()):
+        _name(name, field)
+        if not isinstance(value, str | int | bool):
+            raise InvalidInput(f"{field}.{name}", "must be a string, an integer or a boolean")
+        items.append((name, value))
+    return tuple(items)

@@ -18,7 +18,7 @@ from qinglong.domain.jitter import Jitter
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
-from qinglong.domain.parameters import Parameter
+from qinglong.domain.parameters import Parameter, resolve, trigger_values
 from qinglong.domain.retry import RetryPolicy
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
@@ -86,8 +86,15 @@ def next_trigger_revision(
     dst_overlap: str | None = None,
     jitter_s: int | None = None,
     jitter_random_s: int | None = None,
+    parameters: Mapping[str, object] | None = None,
+    flow: str | None = None,
 ) -> TriggerRevision | None:
     """The trigger revision to append (pinned to ``task``), or None when unchanged.
+
+    ``parameters`` replaces the values the trigger gives (``{}``: none; None: keep them);
+    those of a trigger of a task are checked against, and typed by, ``task``'s declarations
+    (a flow trigger's are checked against its flow by the caller). ``flow`` makes a new
+    trigger start that flow; an existing trigger never changes what it starts.
 
     For an existing trigger, spec parts left as None keep their current values. An interval
     schedule given without an anchor keeps the current one (when the trigger already is an
@@ -98,6 +105,16 @@ def next_trigger_revision(
     spec = merged_spec(current, expression, timezone, misfire_policy, overlap,
                        published_at_ms=created_at_ms, dst_gap=dst_gap, dst_overlap=dst_overlap,
                        jitter_s=jitter_s, jitter_random_s=jitter_random_s)
+    if current is not None and flow is not None and flow != current.spec.flow:
+        was = f"flow {current.spec.flow!r}" if current.spec.flow else "its task"
+        raise Conflict(f"trigger {trigger_id!r} starts {was}; a trigger never changes what it "
+                       "starts (publish a new trigger instead)")
+    values = spec.parameters if parameters is None else trigger_values(parameters)
+    spec = replace(spec, parameters=values,
+                   flow=flow if current is None else current.spec.flow)
+    if spec.flow is None and spec.parameters:
+        typed = resolve(task.spec.parameters, spec.values)
+        spec = replace(spec, parameters=tuple((name, typed[name]) for name in spec.values))
     if current is not None and task_id is not None and task_id != current.task_id:
         raise Conflict(
             f"trigger {trigger_id!r} is bound to task {current.task_id!r}; "

@@ -217,6 +217,8 @@ TRIGGER_TYPE_MANUAL = "manual"  # run now: `ql task run`, `ql trigger fire`
 EXECUTION_ORIGIN_SCHEDULED = "scheduled_system"
 EXECUTION_ORIGIN_MANUAL = "manual_user"  # a person (or a script acting for one) asked
 TRIGGER_TYPE_BACKFILL = "backfill"  # `ql trigger backfill`: a past occurrence admitted late
+# what the audit calls a flow run an occurrence of a flow trigger started (no Run has it)
+TRIGGER_TYPE_FLOW_START = "flow_start"
 EXECUTION_ORIGIN_BACKFILL = "backfill_user"
 # The Runs that stand for an occurrence of their trigger (a manual Run does not): at most one
 # of them may exist per (project, trigger, scheduled_for_ms).

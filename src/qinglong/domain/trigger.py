@@ -17,6 +17,7 @@ from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.interval import IntervalSchedule
 from qinglong.domain.jitter import Delay, Jitter
 from qinglong.domain.once import OnceSchedule
+from qinglong.domain.parameters import Value, trigger_values
 from qinglong.domain.task import check_revision
 from qinglong.errors import InvalidInput, InvalidSchedule
 
@@ -158,18 +159,35 @@ class TriggerSpec:
     misfire_policy: MisfirePolicy
     overlap: Overlap = Overlap()
     jitter: Jitter | None = None  # none: every occurrence is due at its nominal instant
+    # values the trigger gives its Runs' parameters, by name (the others: the defaults)
+    parameters: tuple[tuple[str, Value], ...] = ()
+    flow: str | None = None  # the flow each occurrence starts (None: a Run of the task)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", trigger_values(dict(self.parameters)))
+        if self.flow is not None:
+            entity_id(self.flow, "flow")
 
     @classmethod
     def parse(cls, *, expression: str, timezone: str, misfire: str,
               overlap: Overlap | None = None, default_anchor_ms: int | None = None,
-              dst: DstPolicy | None = None, jitter: Jitter | None = None) -> TriggerSpec:
+              dst: DstPolicy | None = None, jitter: Jitter | None = None,
+              parameters: Mapping[str, Value] | None = None,
+              flow: str | None = None) -> TriggerSpec:
         return cls(
             schedule=parse_schedule(expression, timezone, default_anchor_ms=default_anchor_ms,
                                     dst=dst),
             misfire_policy=MisfirePolicy.parse(misfire),
             overlap=overlap or Overlap(),
             jitter=jitter,
+            parameters=tuple((parameters or {}).items()),
+            flow=flow,
         )
+
+    @property
+    def values(self) -> dict[str, Value]:
+        """The parameter values the trigger gives, by name."""
+        return dict(self.parameters)
 
     @property
     def kind(self) -> str:
@@ -214,6 +232,10 @@ class TriggerSpec:
             config["dst"] = self.dst.to_json()
         if self.jitter is not None:  # likewise
             config["jitter"] = self.jitter.to_json()
+        if self.parameters:  # likewise
+            config["parameters"] = dict(self.parameters)
+        if self.flow is not None:  # likewise
+            config["flow"] = self.flow
         return {"schema": self.schema, "config": config}
 
     def delay(self, project_id: str, trigger_id: str) -> Delay | None:
@@ -229,6 +251,7 @@ class TriggerSpec:
 CronTriggerSpec = TriggerSpec  # the name from when every trigger was a cron trigger
 
 
+
 def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> TriggerSpec:
     """A spec from its JSON envelope; ``stored`` for one read back from a digest-verified
     revision (see CronSchedule.stored)."""
@@ -239,7 +262,7 @@ def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> Trigger
         raise InvalidInput("spec.schema", "must be one of " + ", ".join(SCHEMAS.values()))
     config = envelope["config"]
     required = {"expression", "timezone", "misfirePolicy"}
-    optional = {"overlap", "dst", "jitter"} if kind == "cron" else {"overlap", "jitter"}
+    optional = {"overlap", "jitter", "parameters", "flow"} | ({"dst"} if kind == "cron" else set())
     if not isinstance(config, Mapping) or not required <= set(config) <= required | optional:
         raise InvalidInput("spec.config", "must have exactly expression, timezone, "
                                           "misfirePolicy (and " + ", ".join(sorted(optional)) + ")")
@@ -250,6 +273,13 @@ def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> Trigger
             raise InvalidInput("spec.config", "dst must be an object")
         dst = DstPolicy.from_json(dict(config["dst"]))
     jitter = Jitter.from_json(config["jitter"]) if "jitter" in config else None
+    values = trigger_values(config["parameters"], "spec.config.parameters") \
+        if "parameters" in config else ()
+    if "parameters" in config and not values:
+        raise InvalidInput("spec.config", "is not in canonical form (no values: left out)")
+    flow = config.get("flow")
+    if flow is not None and not isinstance(flow, str):
+        raise InvalidInput("spec.config", "flow must be a flow id")
     expression, timezone = config["expression"], config["timezone"]
     if not isinstance(expression, str) or not isinstance(timezone, str):
         raise InvalidInput("spec.config", "expression and timezone must be strings")
@@ -261,6 +291,8 @@ def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> Trigger
             misfire_policy=MisfirePolicy.parse(config["misfirePolicy"]),
             overlap=overlap,
             jitter=jitter,
+            parameters=values,
+            flow=flow,
         )
     spec = TriggerSpec.parse(
         expression=expression,
@@ -269,6 +301,8 @@ def parse_trigger_envelope(envelope: object, *, stored: bool = False) -> Trigger
         overlap=overlap,
         dst=dst,
         jitter=jitter,
+        parameters=dict(values),
+        flow=flow,
     )
     if spec.expression != expression or spec.timezone != timezone:
         raise InvalidInput("spec.config", "is not in canonical form")

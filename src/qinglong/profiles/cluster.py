@@ -50,6 +50,7 @@ from qinglong.scheduler.report import CycleReport
 from qinglong.service.queue import read_queue
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.postgres.connection import PoolConnector, SessionSettings
 from qinglong.storage.postgres.driver import open_postgres
@@ -187,7 +188,8 @@ class ClusterControl:
             store = ScheduleStore(db, actor_id=s.owner_id,
                                     commit_deadline_s=s.commit_deadline_ms / 1000,
                                     before_commit=self._seams.before_commit,
-                                    on_retry=lambda state: self._metrics.retries.labels(state).inc())
+                                    on_retry=lambda state: self._metrics.retries.labels(state).inc(),
+                                    start_flow=start_occurrence)
             coordinator = Coordinator(
                 store, owner=s.owner_id, lease_ms=s.lease_ms, budget=s.budget, batch=s.batch,
                 grace_ms=s.grace_ms, on_committed=self._committed, diagnostics=self._diagnostic,

@@ -56,6 +56,7 @@ from qinglong.scheduler.report import CycleReport
 from qinglong.service.queue import read_queue
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Database
 from qinglong.storage.notify import NotifyStore
@@ -252,7 +253,7 @@ class LocalApp:
             for attempt in reconciled:
                 self._observer.reconciled(attempt)
             coordinator = Coordinator(
-                ScheduleStore(db, actor_id=config.profile.name),
+                ScheduleStore(db, actor_id=config.profile.name, start_flow=start_occurrence),
                 owner=f"{config.profile.name}:{os.getpid()}",
                 lease_ms=LOCAL_CLAIM_LEASE_MS,
                 budget=config.effective_budget,

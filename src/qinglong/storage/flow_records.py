@@ -57,5 +57,6 @@ def flow_run(row: Row, steps: Sequence[Row] = ()) -> FlowRun:
                    ended_reason=row["ended_reason"], request_key=row["idempotency_key"],
                    requested_by=row["requested_by"], parameters=parameters,
                    created_at_ms=int(row["created_at_ms"]), deadline_at_ms=row["deadline_at_ms"],
-                   finished_at_ms=row["finished_at_ms"],
+                   finished_at_ms=row["finished_at_ms"], trigger_id=row["trigger_id"],
+                   scheduled_for_ms=row["scheduled_for_ms"],
                    steps=tuple(flow_step(s) for s in steps))

@@ -10,6 +10,7 @@ from qinglong.ids import new_uuid
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Capabilities, Database, Tx
 from qinglong.storage.notify import NotifyStore
@@ -36,7 +37,8 @@ class Stores:
     def __post_init__(self) -> None:
         self.definitions = DefinitionStore(self.db)
         self.runs = RunStore(self.db, actor_id=self.actor_id, new_id=self.new_id)
-        self.schedules = ScheduleStore(self.db, actor_id=self.actor_id)
+        self.schedules = ScheduleStore(self.db, actor_id=self.actor_id,
+                                       start_flow=start_occurrence)
         self.admissions = RequestAdmissions(self.db, new_id=self.new_id)
         self.flows = FlowStore(self.db, self.admissions, actor_id=self.actor_id,
                                new_id=self.new_id)

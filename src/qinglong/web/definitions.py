@@ -243,7 +243,8 @@ def publish_trigger(call: Call) -> Reply:
         expression=_schedule_text(body.cron, body.schedule),
         timezone=body.timezone, misfire_policy=body.misfire, enabled=body.enabled,
         overlap=_overlap(body), dst_gap=body.dst_gap, dst_overlap=body.dst_overlap,
-        jitter_s=body.jitter_s, jitter_random_s=body.jitter_random_s), "trigger.publish"))
+        jitter_s=body.jitter_s, jitter_random_s=body.jitter_random_s, flow=body.flow,
+        parameters=body.parameters), "trigger.publish"))
 
 
 def _trigger_switch(enabled: bool) -> Endpoint:

@@ -129,6 +129,15 @@ class TriggerPublishRequest(Request):
         default=None, description="The part of jitter_s drawn anew for each occurrence")
     enabled: bool | None = Field(default=None, description="Left out: kept (a new or deleted "
                                                            "trigger is enabled)")
+    flow: r.EntityId | None = Field(
+        default=None, description="A new trigger starts a run of this flow at each occurrence "
+                                  "instead of a Run of a task (task: one of the flow's, default "
+                                  "its first root's); what a trigger starts never changes")
+    parameters: dict[str, str | int | bool] | None = Field(
+        default=None, max_length=32,
+        description="Values for the parameters of its task (or of its flow's tasks), given to "
+                    "every Run it admits; replaces the current ones; {} removes them; left "
+                    "out: kept (docs/controls/parameters.md)")
 
 
 class RunNowRequest(Request):
@@ -199,9 +208,14 @@ class RuleRequest(Request):
     project: r.ProjectId
     task: r.EntityId | None = Field(default=None, description="Only this task (default: every task)")
     events: list[str] | None = Field(default=None, description="failed, timed_out, lost, "
-                                                               "cancelled, misfired, recovered "
-                                                               "or all (default: all but "
-                                                               "cancelled)")
+                                                               "cancelled, misfired, recovered, "
+                                                               "unplaceable or all (default: "
+                                                               "all but cancelled)")
+    unplaceable_after_ms: r.UnplaceableAfter | None = Field(
+        default=None, description="Adding a rule with the unplaceable event: how long a queued "
+                                  "Run no live worker can take waits before it is reported "
+                                  "(default: 5 minutes for a new rule, unchanged for one that "
+                                  "asked for it already)")
 
 
 class TokenCreateRequest(Request):

@@ -91,10 +91,16 @@ def list_flows(project: str, database_url: str, as_json: bool) -> None:
                 ["FLOW", "REVISION", "NAME", "NODES", "FAILURE"]))
 
 
+def _starter(view: FlowRunView) -> str:
+    if view.trigger is None:
+        return view.requested_by
+    return f"trigger {view.trigger} (its occurrence of {view.scheduled_for})"
+
+
 def _say_run(view: FlowRunView) -> None:
     say(f"flow run {view.id} of {view.project}/{view.flow}@{view.revision}: {view.status}"
         + (f" ({view.ended_reason})" if view.ended_reason else "")
-        + f", started by {view.requested_by} at {when(view.created_at_ms)}")
+        + f", started by {_starter(view)} at {when(view.created_at_ms)}")
     if view.parameters:
         say("parameters: " + ", ".join(f"{k}={v}" for k, v in sorted(view.parameters.items())))
     emit_table([(s.node, s.task, s.state, (s.run or "-")[:13], s.run_status or "-",
@@ -160,10 +166,10 @@ def runs(project: str, flow_id: str | None, limit: int, database_url: str,
     respond(services(database_url), lambda s: s.flows.list_runs(project, flow_id, limit),
             as_json, lambda views: emit_table(
                 [(v.id[:13], v.flow, v.revision, v.status, v.ended_reason or "-",
-                  when(v.created_at_ms), v.requested_by,
-                  sum(1 for s in v.steps if s.state in ("succeeded", "failed")))
+                  when(v.created_at_ms),
+                  v.requested_by if v.trigger is None else f"trigger {v.trigger}")
                  for v in views],
-                ["ID", "FLOW", "REV", "STATUS", "REASON", "STARTED", "BY", "NODES DONE"]))
+                ["ID", "FLOW", "REV", "STATUS", "REASON", "STARTED", "BY"]))
 
 
 @flow.command("cancel")

@@ -8,6 +8,19 @@ from typing import Any
 
 import click
 
+from qinglong.cli.commands.trigger_schedule import (
+    ANCHOR_HELP,
+    AT_HELP,
+    EVERY_HELP,
+    check_dst,
+    check_jitter,
+    dst_and_jitter_options,
+    overlap_of,
+    schedule_summary,
+    schedule_text,
+    seconds,
+    trigger_values,
+)
 from qinglong.cli.context import CLOCK, catalog, respond
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
 from qinglong.cli.params import (
@@ -21,23 +34,15 @@ from qinglong.cli.params import (
 )
 from qinglong.cli.targets import add_delete_command, add_switch_commands
 from qinglong.domain.cron import (
-    DstGap,
-    DstOverlap,
     DstPolicy,
-    check_dst_applies,
-    normalize_expression,
 )
-from qinglong.domain.interval import MAX_EVERY_S, check_every, format_every
-from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.timezones import UTC_NAME, canonical_timezone
 from qinglong.domain.trigger import (
     DEFAULT_QUEUE_LIMIT,
     MAX_QUEUE_LIMIT,
     MisfirePolicy,
-    Overlap,
     OverlapPolicy,
-    text_kind,
 )
 from qinglong.errors import InvalidInput
 from qinglong.service.params import (
@@ -46,7 +51,7 @@ from qinglong.service.params import (
     TriggerResumeParams,
 )
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
-from qinglong.service.views.triggers import TriggerRevisionView, TriggerView
+from qinglong.service.views.triggers import TriggerView
 
 
 @click.group()
@@ -82,84 +87,41 @@ def _publish(params: TriggerPublishParams, database_url: str, as_json: bool) -> 
     restored = " (restored)" if result.restored else ""
     if result.created:
         state = "enabled" if result.enabled else "disabled"
+        starts = f"; starts flow {result.flow}" if result.flow is not None else ""
+        values = ", ".join(f"{k}={v}" for k, v in result.parameters.items())
         say(f"published trigger {project}/{trigger_id} revision {result.revision} ({state}; "
-            f"{_schedule_text(result)} in {result.timezone}, misfire {result.misfire})"
-            f"{restored}")
+            f"{schedule_summary(result)} in {result.timezone}, misfire {result.misfire}"
+            f"{starts}{'; values ' + values if values else ''}){restored}")
     elif result.restored:
         say(f"restored trigger {project}/{trigger_id} at revision {result.revision}")
     else:
         say(f"trigger {project}/{trigger_id} unchanged at revision {result.revision}")
 
 
-_EVERY_HELP = (f"Run every DURATION (whole seconds, 1s to {format_every(MAX_EVERY_S)}): 90s, "
-               "5m, 1h30m, 1d. Counted on real time from --anchor: daylight saving time never "
-               "moves, skips or doubles a run.")
-_ANCHOR_HELP = ("With --every: the instant the intervals count from (RFC 3339, epoch ms, or a "
-                "duration from now such as 10m). Default: the publish time for a new interval "
-                "trigger (it runs at once); an interval trigger keeps its anchor.")
-_AT_HELP = ("Run once, at TIME: RFC 3339 with an offset (2026-12-24T18:00:00+08:00), epoch ms, "
-            "or a duration from now (2h). After it the trigger is done.")
-_JITTER_HELP = ("Run each occurrence up to DURATION after its nominal time (0s to 1h; 0s: no "
-                "jitter), by a stable offset per trigger (a hash of its id) plus --jitter-random.")
-_JITTER_RANDOM_HELP = ("The part of --jitter drawn anew for each occurrence (a hash of the "
-                       "trigger and the occurrence, the same on every replica); default 0s.")
-_DST_GAP_HELP = ("With a wall-clock --cron (fixed second, minute and hour): a time that a "
-                 "spring-forward gap skips runs at the end of the gap (shift, the default) or "
-                 "not at all (skip).")
-_DST_OVERLAP_HELP = ("With a wall-clock --cron: a time that a fall-back overlap repeats runs "
-                     "once at its first instant (first, the default), once at its second "
-                     "(second), or at both (both).")
-
-
-def schedule_text(cron: str | None, every_s: int | None, anchor_ms: int | None,
-                  at_ms: int | None) -> str | None:
-    """The schedule a command line asks for, as the text a publish takes (None: keep)."""
-    given = [name for name, value in (("--cron", cron), ("--every", every_s), ("--at", at_ms))
-             if value is not None]
-    if len(given) > 1:
-        raise click.UsageError(f"{' and '.join(given)} exclude each other: give one schedule")
-    if anchor_ms is not None and every_s is None:
-        raise click.UsageError("--anchor applies to --every (give both)")
-    if cron is not None:
-        return normalize_expression(cron)  # fail fast, before the database is opened
-    if every_s is not None:
-        try:
-            check_every(every_s)
-        except InvalidInput as exc:
-            raise click.BadParameter(exc.rule, param_hint="'--every'") from None
-        anchor = "" if anchor_ms is None else f" from {instant_text(anchor_ms)}"
-        return f"every {format_every(every_s)}{anchor}"
-    if at_ms is not None:
-        return f"at {instant_text(at_ms)}"
-    return None
-
-
-def _dst_and_jitter_options(func: Any) -> Any:
-    """How a schedule meets daylight saving time and its jitter: the same options, with the
-    same meaning, for publishing a trigger and for previewing one."""
-    func = click.option("--jitter-random", "jitter_random_s", type=WholeSeconds(),
-                        metavar="DURATION", help=_JITTER_RANDOM_HELP)(func)
-    func = click.option("--jitter", "jitter_s", type=WholeSeconds(), metavar="DURATION",
-                        help=_JITTER_HELP)(func)
-    func = click.option("--dst-overlap", type=click.Choice([o.value for o in DstOverlap]),
-                        help=_DST_OVERLAP_HELP)(func)
-    return click.option("--dst-gap", type=click.Choice([g.value for g in DstGap]),
-                        help=_DST_GAP_HELP)(func)
-
-
 @trigger.command()
 @project_option
 @trigger_option
-@click.option("--task", "task_id", metavar="TASK", help="Task to run (required for a new trigger).")
+@click.option("--task", "task_id", metavar="TASK",
+              help="Task to run (required for a new trigger, unless --flow).")
+@click.option("--flow", metavar="FLOW",
+              help="A new trigger starts a run of this flow at each occurrence (its current "
+                   "revision), instead of a Run of a task; it is filed under --task, one of the "
+                   "flow's tasks (default: its first root's). What a trigger starts never "
+                   "changes.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A value for a parameter of the task (or of the flow's tasks), given to "
+                   "every Run the trigger admits; repeat for more. Replaces the trigger's "
+                   "values; checked when published and when the task is republished.")
+@click.option("--no-params", is_flag=True, help="Give no values (the tasks' defaults apply).")
 @click.option("--cron", metavar="EXPR", help="5 fields, or 6 with seconds first: '*/5 * * * *'.")
-@click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=_EVERY_HELP)
+@click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=EVERY_HELP)
 @click.option("--anchor", "anchor_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME",
-              help=_ANCHOR_HELP)
-@click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=_AT_HELP)
+              help=ANCHOR_HELP)
+@click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=AT_HELP)
 @click.option("--timezone", metavar="ZONE",
               help="IANA time zone, e.g. UTC, Asia/Shanghai: required with --cron; for --every "
                    "and --at only how times are shown (default UTC).")
-@_dst_and_jitter_options
+@dst_and_jitter_options
 @click.option(
     "--misfire", type=click.Choice([p.value for p in MisfirePolicy]),
     help="What a late scheduler does with a missed occurrence (default for new triggers: skip).",
@@ -183,7 +145,8 @@ def publish(
     anchor_ms: int | None, at_ms: int | None, timezone: str | None, dst_gap: str | None,
     dst_overlap: str | None, jitter_s: int | None, jitter_random_s: int | None,
     misfire: str | None, overlap: str | None, overlap_queue_limit: int | None, disabled: bool,
-    database_url: str, as_json: bool,
+    database_url: str, as_json: bool, flow: str | None = None, params: tuple[str, ...] = (),
+    no_params: bool = False,
 ) -> None:
     """Publish a trigger revision; its schedule restarts from the publish time.
 
@@ -200,71 +163,18 @@ def publish(
             "trigger fires only at an instant after it is published", param_hint="'--at'")
     if timezone is not None:
         canonical_timezone(timezone)
-    _check_dst(expression, dst_gap, dst_overlap)
-    _check_jitter(jitter_s, jitter_random_s)
+    check_dst(expression, dst_gap, dst_overlap)
+    check_jitter(jitter_s, jitter_random_s)
     _publish(
         TriggerPublishParams(
             project_id=project, trigger_id=trigger_id, task_id=task_id, expression=expression,
             timezone=timezone, misfire_policy=misfire, enabled=False if disabled else None,
-            overlap=_overlap(overlap, overlap_queue_limit), dst_gap=dst_gap,
+            overlap=overlap_of(overlap, overlap_queue_limit), dst_gap=dst_gap,
             dst_overlap=dst_overlap, jitter_s=jitter_s, jitter_random_s=jitter_random_s,
+            flow=flow, parameters=trigger_values(params, no_params),
         ),
         database_url, as_json,
     )
-
-
-def _check_dst(expression: str | None, gap: str | None, overlap: str | None) -> None:
-    """Fail fast, naming the option, when a DST policy is given for a schedule it cannot
-    apply to (an interval or one-shot schedule, or a cron interval expression)."""
-    if (gap is None and overlap is None) or expression is None:
-        return
-    option = "'--dst-gap'" if gap not in (None, "shift") else "'--dst-overlap'"
-    if text_kind(expression) != "cron":
-        raise click.BadParameter("applies to --cron triggers (--every and --at follow real "
-                                 "elapsed time)", param_hint=option)
-    try:
-        check_dst_applies(expression, DstPolicy.parse(gap, overlap))
-    except InvalidInput as exc:
-        raise click.BadParameter(exc.rule, param_hint=option) from None
-
-
-def _check_jitter(jitter_s: int | None, random_s: int | None) -> Jitter | None:
-    """The jitter the options state (None: none, or not given), checked before the database
-    is opened. A --jitter-random without --jitter is checked by the publish (it may add to
-    the trigger's current jitter)."""
-    if jitter_s is None:
-        return None
-    try:
-        return Jitter.of(jitter_s, random_s or 0)
-    except InvalidInput as exc:
-        raise click.BadParameter(exc.rule, param_hint=f"'--{exc.field}'") from None
-
-
-def _schedule_text(view: TriggerRevisionView) -> str:
-    """The schedule as lists show it: its text, and a cron trigger's DST policy when it is not
-    the default (``30 2 * * * (DST gap skip, overlap both)``)."""
-    dst = view.dst
-    text = view.schedule
-    if dst is not None and (dst.gap, dst.overlap) != ("shift", "first"):
-        text += f" (DST gap {dst.gap}, overlap {dst.overlap})"
-    jitter = view.jitter
-    if jitter is not None:
-        random = f", {_seconds(jitter.random_s)} random" if jitter.random_s else ""
-        text += f" (jitter {_seconds(jitter.max_s)}{random})"
-    return text
-
-
-def _seconds(value: int) -> str:
-    return format_every(value) if value else "0s"
-
-
-def _overlap(policy: str | None, queue_limit: int | None) -> Overlap | None:
-    if policy is None:
-        if queue_limit is not None:
-            raise InvalidInput("overlap-queue-limit", "give it with --overlap queue")
-        return None  # keep the current policy
-    return Overlap(policy=OverlapPolicy(policy),
-                   queue_limit=DEFAULT_QUEUE_LIMIT if queue_limit is None else queue_limit)
 
 
 def _switch(project: str, trigger_id: str, enabled: bool, database_url: str,
@@ -368,8 +278,8 @@ def _trigger_table(views: list[TriggerView]) -> None:
             (
                 f"{view.project}/{view.trigger}",
                 view.revision,
-                view.task,
-                _schedule_text(view),
+                view.task if view.flow is None else f"flow {view.flow}",
+                schedule_summary(view),
                 view.timezone,
                 view.misfire,
                 _state_text(view),
@@ -398,7 +308,7 @@ def _next_fires(view: TriggerView) -> str:
 
 def _jitter_text(nominal_ms: int, due_ms: int) -> str:
     """`` +4m12s``: how long after its nominal time a jittered occurrence runs."""
-    return f" +{_seconds((due_ms - nominal_ms) // 1000)}" if due_ms != nominal_ms else ""
+    return f" +{seconds((due_ms - nominal_ms) // 1000)}" if due_ms != nominal_ms else ""
 
 
 def _fire_text(local: str, utc: str) -> str:
@@ -411,14 +321,14 @@ def _fire_text(local: str, utc: str) -> str:
 
 @trigger.command()
 @click.option("--cron", metavar="EXPR", help="Cron expression to preview.")
-@click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=_EVERY_HELP)
+@click.option("--every", "every_s", type=WholeSeconds(), metavar="DURATION", help=EVERY_HELP)
 @click.option("--anchor", "anchor_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME",
               help="With --every: the instant the intervals count from (default: --after, "
                    "rounded up to a whole second, as a publish at that time would).")
-@click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=_AT_HELP)
+@click.option("--at", "at_ms", type=WholeSecond(CLOCK.now_ms), metavar="TIME", help=AT_HELP)
 @click.option("--timezone", metavar="ZONE",
               help="IANA time zone (required with --cron; default UTC for --every and --at).")
-@_dst_and_jitter_options
+@dst_and_jitter_options
 @click.option("--project", "project", metavar="PROJECT",
               help="With --jitter: the project of the trigger (its offset is a hash of both).")
 @click.option("--trigger", "trigger_id", metavar="TRIGGER",
@@ -449,10 +359,10 @@ def preview(cron: str | None, every_s: int | None, anchor_ms: int | None, at_ms:
         if parsed.tzinfo is None:
             raise InvalidInput("after", "needs a UTC offset or Z")
         after_ms = int(parsed.timestamp() * 1000)
-    _check_dst(text, dst_gap, dst_overlap)
+    check_dst(text, dst_gap, dst_overlap)
     if jitter_random_s is not None and jitter_s is None:
         raise click.UsageError("--jitter-random is a part of --jitter (give both)")
-    jitter = _check_jitter(jitter_s, jitter_random_s)
+    jitter = check_jitter(jitter_s, jitter_random_s)
     if jitter is not None and (project is None or trigger_id is None):
         raise click.UsageError("--jitter needs --project and --trigger: a trigger's offset is a "
                                "hash of its project and id")

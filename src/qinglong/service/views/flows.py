@@ -65,7 +65,11 @@ class FlowRunView(ViewModel):
     status: Annotated[str, one_of("running", "succeeded", "failed", "cancelled")]
     ended_reason: Annotated[str | None, one_of("nodes", "cancelled", "timeout", None)]
     requested_by: str
-    request_id: str
+    request_id: str | None = Field(description="The client request id that started it (null: "
+                                               "an occurrence of a trigger did)")
+    trigger: str | None = Field(default=None, description="The trigger whose occurrence "
+                                                          "started it")
+    scheduled_for: OptionalInstant = Field(default=None, description="That occurrence")
     parameters: dict[str, Any]
     created_at: Instant
     created_at_ms: int
@@ -98,7 +102,8 @@ def flow_run_view(run: FlowRun, revision: FlowRevision) -> FlowRunView:
     return FlowRunView(
         id=run.id, project=run.project_id, flow=run.flow_id, revision=run.flow_revision,
         status=run.status.value, ended_reason=run.ended_reason, requested_by=run.requested_by,
-        request_id=flow_request_id(run.request_key),
+        request_id=None if run.trigger_id is not None else flow_request_id(run.request_key),
+        trigger=run.trigger_id, scheduled_for=rfc3339(run.scheduled_for_ms),
         parameters=dict(run.parameters), created_at=instant(run.created_at_ms),
         created_at_ms=run.created_at_ms,
         deadline_at=rfc3339(run.deadline_at_ms), finished_at=rfc3339(run.finished_at_ms),

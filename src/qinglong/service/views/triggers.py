@@ -49,6 +49,10 @@ class TriggerRevisionView(ViewModel):
     overlap: str
     overlap_queue_limit: int
     jitter: JitterView | None
+    flow: str | None = Field(default=None, description="The flow each occurrence starts "
+                                                       "(null: a Run of the task)")
+    parameters: dict[str, str | int | bool] = Field(
+        default_factory=dict, description="Values the trigger gives its Runs' parameters")
     enabled: bool
     content_digest: str
     published_at: Instant
@@ -114,7 +118,8 @@ def trigger_revision_view(revision: TriggerRevision) -> TriggerRevisionView:
         schedule=spec.expression, cron=spec.cron_expression, **parts,
         timezone=spec.timezone, misfire=spec.misfire_policy.value,
         overlap=spec.overlap.policy.value, overlap_queue_limit=spec.overlap.queue_limit,
-        jitter=jitter_view(revision), enabled=revision.enabled,
+        jitter=jitter_view(revision), flow=spec.flow, parameters=spec.values,
+        enabled=revision.enabled,
         content_digest=revision.content_digest, published_at=instant(revision.created_at_ms),
         published_at_ms=revision.created_at_ms)
 

@@ -46,6 +46,7 @@ from qinglong.clock import pause
 from qinglong.domain.admission import admission_rows
 from qinglong.domain.admission_jitter import with_jittered_instant
 from qinglong.domain.decision import Disposition
+from qinglong.domain.flow_runs import FlowOccurrence
 from qinglong.domain.task import ExecutionRevision, TaskRevision
 from qinglong.errors import (
     ConnectionLost,
@@ -60,7 +61,7 @@ from qinglong.errors import (
 from qinglong.storage import records
 from qinglong.storage.admission.claims import REVISIONS, ClockRegressed, Raced
 from qinglong.storage.admission.params import ClaimCommitParams, CommitOutcome, CommitResult
-from qinglong.storage.admission.writes import Key, Writes
+from qinglong.storage.admission.writes import FlowStarter, Key, Writes
 from qinglong.storage.kernel import (
     CommitNotAcknowledged,
     CommitRejected,
@@ -112,8 +113,10 @@ class BatchCommitter:
         resolve_in_doubt: Callable[[ClaimCommitParams], CommitResult],
         before_commit: Callable[[], None] | None = None,
         on_retry: Callable[[str], None] | None = None,
+        start_flow: FlowStarter | None = None,
     ) -> None:
         self._db = db
+        self._start_flow = start_flow
         self._actor_id = actor_id
         self._commit_deadline_s = commit_deadline_s
         self._in_doubt_settle_s = in_doubt_settle_s
@@ -238,7 +241,7 @@ class BatchCommitter:
         now = int(facts[0]["now_ms"])
         tasks: dict[tuple[str, str, int], TaskRevision] = {}
         executions: dict[tuple[str, str, int], ExecutionRevision | QinglongError] = {}
-        writes = Writes()
+        writes = Writes(start_flow=self._start_flow)
         executor = tx.capabilities.executor_type
         for index, row in zip(chunk, facts, strict=True):
             params = items[index]
@@ -252,16 +255,19 @@ class BatchCommitter:
             except QinglongError as exc:
                 attempt.settled[index] = exc
                 continue
-            admission = None
+            admission = flow = None
             if params.decision.disposition is Disposition.ADMIT:
                 assert params.ids is not None and execution is not None
                 claim, decision = params.claim, params.decision
-                admission = with_jittered_instant(admission_rows(
-                    candidate=claim.candidate, decision=decision, execution=execution,
-                    task_name=task.name, ids=params.ids, committed_at_ms=now,
-                    actor_id=self._actor_id, fence=claim.fence,
-                ), decision.jittered_for_ms)
-            writes.add(index, params.claim, params.decision, admission, now_ms=now)
+                if claim.candidate.spec.flow is not None:
+                    flow = (_occurrence(params, self._actor_id), params.ids.run_id)
+                else:
+                    admission = with_jittered_instant(admission_rows(
+                        candidate=claim.candidate, decision=decision, execution=execution,
+                        task_name=task.name, ids=params.ids, committed_at_ms=now,
+                        actor_id=self._actor_id, fence=claim.fence,
+                    ), decision.jittered_for_ms)
+            writes.add(index, params.claim, params.decision, admission, now_ms=now, flow=flow)
         done = writes.apply(tx, now_ms=now)
         if done:
             # The rows are written (and locked) now: every fence written must still be live
@@ -321,6 +327,17 @@ def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int,
     if isinstance(execution, QinglongError):
         raise execution
     return task, execution
+
+
+def _occurrence(params: ClaimCommitParams, actor_id: str) -> FlowOccurrence:
+    """The flow start an admitted occurrence of a flow trigger asks for."""
+    candidate, fence = params.claim.candidate, params.claim.fence
+    assert candidate.spec.flow is not None and params.decision.scheduled_for_ms is not None
+    return FlowOccurrence(
+        project_id=candidate.project_id, flow_id=candidate.spec.flow,
+        trigger_id=candidate.trigger_id, trigger_revision=candidate.trigger_revision,
+        scheduled_for_ms=params.decision.scheduled_for_ms, claim_version=fence.version,
+        claim_token=str(fence.token), actor=actor_id, parameters=candidate.spec.values)
 
 
 def _execution(row: Any, key: tuple[str, str, int], pinned_digest: str,

@@ -24,6 +24,7 @@ class CommitResult:
     disposition: Disposition
     run_id: str | None = None
     attempt_id: str | None = None
+    flow_run_id: str | None = None  # an occurrence of a flow trigger: the flow run it started
     reason: str | None = None  # why a commit raced, low-cardinality
     in_doubt: bool = False  # COMMIT's reply was lost; durable facts showed it committed
     durable: bool = True  # False: committed locally, replication not confirmed (WARNING 01000)

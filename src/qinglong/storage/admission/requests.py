@@ -36,9 +36,14 @@ def _current(tx: Tx, query: str, kind: str, key: dict[str, str]) -> Row:
 
 def enabled_trigger(tx: Tx, project_id: str, trigger_id: str, *, instead: str = "") -> TriggerRevision:
     """The trigger's current revision, refused unless it is there and enabled (``instead``:
-    what else the user may do, said with the refusal)."""
+    what else the user may do, said with the refusal) and runs its task (a trigger that
+    starts a flow admits flow runs only as its schedule's occurrences)."""
     trigger = records.trigger_revision(_current(tx, "manual_trigger_current", "trigger", {
         "project_id": project_id, "trigger_id": trigger_id}))
+    if trigger.spec.flow is not None:
+        raise NotRunnable(f"trigger {project_id}/{trigger_id} starts flow {trigger.spec.flow}, "
+                          "not a Run of its task: start the flow with `ql flow run --flow "
+                          f"{trigger.spec.flow}`")
     if not trigger.enabled:
         raise NotRunnable(f"trigger {project_id}/{trigger_id} is disabled; `ql trigger enable` "
                           f"it first{instead}")

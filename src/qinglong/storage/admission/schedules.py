@@ -13,8 +13,8 @@ One algorithm on every database; only the claim statement and the clock differ.
 - ``schedule_next_due_in_ms``: a wake-up hint for the scheduler's cadence.
 
 A COMMIT whose reply was lost is resolved from durable facts (the occurrence's idempotency
-key and the claim token its ``run.created`` carries; else the schedule row) and never
-retried.
+key and the claim token its ``run.created`` carries, or for a flow trigger the flow run's
+key and id; else the schedule row) and never retried.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from qinglong.clock import pause
 from qinglong.domain.decision import Disposition
+from qinglong.domain.flow import occurrence_flow_key
 from qinglong.domain.identifiers import owner_id
 from qinglong.domain.occurrences import DONE_CURSOR_MS, cursor_for_storage
 from qinglong.domain.runs import cron_idempotency_key
@@ -37,6 +38,7 @@ from qinglong.storage.admission.params import (
     CorruptScheduleRow,
     ScheduleClaimParams,
 )
+from qinglong.storage.admission.writes import FlowStarter
 from qinglong.storage.kernel import Database, Tx
 
 # While a row is due (held by another replica, or locked by its claim in flight when ours
@@ -55,9 +57,12 @@ class ScheduleStore:
         in_doubt_settle_s: float = 0.2,
         before_commit: Callable[[], None] | None = None,
         on_retry: Callable[[str], None] | None = None,
+        start_flow: FlowStarter | None = None,
     ) -> None:
         """``on_retry`` hears the code of every admission conflict retried before COMMIT;
-        ``before_commit`` runs just before each COMMIT (a fault-injection seam)."""
+        ``before_commit`` runs just before each COMMIT (a fault-injection seam);
+        ``start_flow`` starts the flow of an occurrence of a flow trigger (writes.py; without
+        it such an occurrence is an error of its row and is decided again)."""
         self._db = db
         self._commit_deadline_s = commit_deadline_s
         self._in_doubt_settle_s = in_doubt_settle_s
@@ -65,7 +70,7 @@ class ScheduleStore:
             db, actor_id=actor_id, commit_deadline_s=commit_deadline_s,
             in_doubt_settle_s=in_doubt_settle_s,
             resolve_in_doubt=lambda item: self._resolve_in_doubt(item, settle=False),
-            before_commit=before_commit, on_retry=on_retry,
+            before_commit=before_commit, on_retry=on_retry, start_flow=start_flow,
         )
 
     # -- claim ------------------------------------------------------------------------
@@ -120,6 +125,21 @@ class ScheduleStore:
             pause(self._in_doubt_settle_s)
 
         def look(tx: Tx) -> CommitResult | None:
+            if decision.disposition is Disposition.ADMIT and candidate.spec.flow is not None:
+                assert decision.scheduled_for_ms is not None and params.ids is not None
+                key = occurrence_flow_key(candidate.trigger_id, candidate.trigger_revision,
+                                          decision.scheduled_for_ms)
+                flow = tx.one("flow_run_by_key", {"project_id": candidate.project_id,
+                                                  "key": key})
+                if flow is None:
+                    return None
+                if flow["id"] == params.ids.run_id:  # the flow run of our claim's commit
+                    return CommitResult(outcome=CommitOutcome.ADMITTED,
+                                        disposition=decision.disposition,
+                                        flow_run_id=flow["id"], in_doubt=True)
+                return CommitResult(outcome=CommitOutcome.RACED,
+                                    disposition=decision.disposition,
+                                    reason="superseded_while_in_doubt")
             if decision.disposition is Disposition.ADMIT:
                 assert decision.scheduled_for_ms is not None and params.ids is not None
                 key = cron_idempotency_key(candidate.trigger_id, candidate.trigger_revision,

@@ -13,16 +13,22 @@ under the claim's full fence and records what a misfire dropped or a pause held 
   (``schedule_advance_fenced``), and only a row that advanced gets its other rows.
 
 Either way a row whose fence no longer holds writes nothing and is reported as not done.
+
+An occurrence of a trigger that starts a flow is admitted as a flow run instead of a Run: its
+schedule row moves like any other (as a row that admits nothing), and only if it moved is the
+flow started, in the same transaction (``FlowStarter``: storage/flows/start.py, given by the
+schedule store's owner), under the occurrence's key, with the claim as its evidence.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from qinglong.domain.admission import AdmissionRows
 from qinglong.domain.decision import PAUSED_FATE, Decision, Disposition
+from qinglong.domain.flow_runs import FlowOccurrence
 from qinglong.domain.occurrences import cursor_for_storage
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import StorageError
@@ -31,6 +37,8 @@ from qinglong.storage.events import insert_events
 from qinglong.storage.kernel import Tx
 
 Key = tuple[str, str]  # (project_id, trigger_id)
+# Starts the flow of one occurrence in the admitting transaction, as the flow run of this id.
+FlowStarter = Callable[[Tx, FlowOccurrence, str], object]
 # The batch's rows as JSON text: compact, and without the reference-cycle check (the rows
 # are plain dicts and lists built here, never cyclic).
 _ENCODE = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
@@ -102,6 +110,7 @@ class Planned:
     admission: AdmissionRows | None
     misfires: list[dict[str, object]]
     result: CommitResult
+    flow: FlowOccurrence | None = None  # the flow the occurrence starts instead of a Run
 
 
 @dataclass(slots=True)
@@ -109,9 +118,13 @@ class Writes:
     """The writes of a batch of claimed rows, by the index of each row in the batch."""
 
     planned: dict[int, Planned] = field(default_factory=dict)
+    start_flow: FlowStarter | None = None
 
     def add(self, index: int, claim: ScheduleClaim, decision: Decision,
-            admission: AdmissionRows | None, *, now_ms: int) -> None:
+            admission: AdmissionRows | None, *, now_ms: int,
+            flow: tuple[FlowOccurrence, str] | None = None) -> None:
+        """Plan one row's writes: ``admission`` its Run's rows, or ``flow`` the flow its
+        occurrence starts with the flow run's id (or neither: the row only moves)."""
         candidate, fence = claim.candidate, claim.fence
         run_id = admission.run["id"] if admission is not None else None
         move: dict[str, object] = {
@@ -129,20 +142,33 @@ class Writes:
             result = CommitResult(outcome=CommitOutcome.ADMITTED,
                                   disposition=decision.disposition, run_id=run_id,
                                   attempt_id=str(admission.attempt["id"]))
+        elif flow is not None:  # admitted as a flow run (its id stands for the occurrence)
+            run_id = flow[1]
+            result = CommitResult(outcome=CommitOutcome.ADMITTED,
+                                  disposition=decision.disposition, flow_run_id=flow[1])
         else:
             assert decision.disposition is not Disposition.ADMIT
             result = CommitResult(outcome=CommitOutcome.ADVANCED, disposition=decision.disposition)
         self.planned[index] = Planned(
             key=(candidate.project_id, candidate.trigger_id), move=move, admission=admission,
             misfires=misfire_record(claim, decision, run_id if isinstance(run_id, str) else None),
-            result=result)
+            result=result, flow=flow[0] if flow is not None else None)
 
     def apply(self, tx: Tx, *, now_ms: int) -> set[Key]:
         """Write every planned row whose fence still holds; the keys of those written."""
         if not self.planned:
             return set()
-        if tx.capabilities.set_based_writes:
-            return self._apply_set_based(tx, now_ms)
+        done = (self._apply_set_based(tx, now_ms) if tx.capabilities.set_based_writes
+                else self._apply_rows(tx))
+        for planned in self.planned.values():
+            if planned.flow is not None and planned.key in done:
+                if self.start_flow is None:
+                    raise StorageError("admit occurrences: this scheduler cannot start flows")
+                assert planned.result.flow_run_id is not None
+                self.start_flow(tx, planned.flow, planned.result.flow_run_id)
+        return done
+
+    def _apply_rows(self, tx: Tx) -> set[Key]:
         done: set[Key] = set()
         admissions: list[AdmissionRows] = []
         misfires: list[dict[str, object]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from qinglong.domain.task import CommandSpec, TaskRevision
@@ -47,6 +48,8 @@ class TriggerPublishParams:
     dst_overlap: str | None = None  # first | second | both
     jitter_s: int | None = None  # the jitter's bound; 0: no jitter
     jitter_random_s: int | None = None  # the part of it drawn per occurrence
+    parameters: Mapping[str, object] | None = None  # values it gives ({}: none; None: keep)
+    flow: str | None = None  # a new trigger starts this flow (task: one of its tasks)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

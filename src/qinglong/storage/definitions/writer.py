@@ -34,12 +34,13 @@ from qinglong.storage.definitions.params import (
     TriggerPublishResult,
 )
 from qinglong.storage.definitions.reader import DefinitionReader
+from qinglong.storage.definitions.trigger_flows import check_flow_values, flow_task
 from qinglong.storage.kernel import Tx
 
 
 def _spec_extras(params: TriggerPublishParams) -> dict[str, Any]:
     return {name: getattr(params, name)
-            for name in ("dst_gap", "dst_overlap", "jitter_s", "jitter_random_s")}
+            for name in ("dst_gap", "dst_overlap", "jitter_s", "jitter_random_s", "parameters")}
 
 
 _HEAD_GET = {"task": "task_head_get", "trigger": "trigger_head_get"}
@@ -208,15 +209,21 @@ class DefinitionWriter:
         for row in rows:
             current = self.current_trigger(task.project_id, row["trigger_id"])
             assert current is not None
-            revision = next_trigger_revision(
-                current,
-                project_id=task.project_id,
-                trigger_id=current.trigger_id,
-                task_id=None,
-                enabled=current.enabled,
-                task=task,
-                now_ms=task.created_at_ms,
-            )
+            try:
+                revision = next_trigger_revision(
+                    current,
+                    project_id=task.project_id,
+                    trigger_id=current.trigger_id,
+                    task_id=None,
+                    enabled=current.enabled,
+                    task=task,
+                    now_ms=task.created_at_ms,
+                )
+            except InvalidInput as exc:  # its values no longer fit the task
+                raise InvalidInput(
+                    f"trigger {current.trigger_id}: {exc.field}",
+                    f"{exc.rule}; change the trigger's values first (`ql trigger publish "
+                    "--param`/`--no-params`), or publish the task with --no-repin") from None
             if revision is not None:
                 self._append_trigger_revision(revision, current)
                 repinned.append(revision.trigger_id)
@@ -246,15 +253,21 @@ class DefinitionWriter:
         extras = _spec_extras(params)
         switch_only = (params.task_id is None and params.expression is None
                        and params.timezone is None and params.misfire_policy is None
-                       and params.overlap is None
+                       and params.overlap is None and params.flow is None
                        and all(value is None for value in extras.values()))
         if current is None or (deleted and switch_only):
             if switch_only:
                 raise NotFound("trigger", params.trigger_id)  # enable/disable of no trigger
-            if params.task_id is None:
+            if params.task_id is None and params.flow is None:
                 raise InvalidInput("task", f"is required for a new trigger ({params.trigger_id!r} "
-                                           "does not exist yet)")
-        task_id = params.task_id or current.task_id  # type: ignore[union-attr]
+                                           "does not exist yet), or --flow")
+        flow = params.flow if current is None else current.spec.flow
+        if params.flow is not None:
+            entity_id(params.flow, "flow")
+        if current is None and flow is not None:
+            task_id = flow_task(self._tx, params.project_id, flow, params.task_id)
+        else:
+            task_id = params.task_id or current.task_id  # type: ignore[union-attr]
         task = self.current_task(params.project_id, task_id)
         if task is None:
             raise NotFound("task", task_id)
@@ -273,8 +286,12 @@ class DefinitionWriter:
             timezone=params.timezone,
             misfire_policy=params.misfire_policy,
             overlap=params.overlap,
+            flow=params.flow,
             **extras,
         )
+        if revision is not None and revision.spec.flow is not None:
+            check_flow_values(self._tx, params.project_id, revision.spec.flow,
+                              revision.spec.values)
         if revision is None:
             assert current is not None
             if deleted:

@@ -145,6 +145,14 @@ class FlowSteps:
             self.end(flow["id"], FlowStatus.FAILED if refused else progress.ended, "nodes",
                      now_ms)
 
+    def refuse(self, flow_run_id: str, node_ids: Sequence[str], error: str,
+               now_ms: int) -> None:
+        """End a flow run that could not start: every node skipped with ``error``, the flow
+        run ``failed`` (a trigger's occurrence whose flow cannot start is recorded so)."""
+        for node_id in node_ids:
+            self._skip(flow_run_id, node_id, now_ms, error)
+        self.end(flow_run_id, FlowStatus.FAILED, "nodes", now_ms)
+
     def _skip(self, flow_run_id: str, node_id: str, now_ms: int, error: str | None) -> None:
         self._tx.execute("flow_step_skip", {
             "flow_run_id": flow_run_id, "node_id": node_id, "now_ms": now_ms,

@@ -3,9 +3,8 @@
 - ``flow_publish``: append a revision of a flow, pinning the tasks it runs
   (storage/flows/publish.py); the same content again writes nothing.
 - ``flow_start``: start the current revision once per client request id, in one
-  transaction that re-reads every pinned task (there, enabled, still the revision pinned),
-  checks the values given for parameters, writes the flow run with a step row per node and
-  admits the roots' Runs. A lost COMMIT reply is settled by looking the key up.
+  transaction (storage/flows/start.py). A lost COMMIT reply is settled by looking the key
+  up.
 - ``flow_cancel``: cancel a flow run: the Runs of its released steps are cancelled (a
   queued one ends now, a running one is asked to stop), its pending steps skipped and the
   flow run ended -- ``cancelled``, or ``failed`` for its timeout (``flows_expire``).
@@ -17,24 +16,21 @@ release.py, called by the lifecycle writer).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowDocument, FlowRevision, flow_idempotency_key
 from qinglong.domain.flow_progress import FlowStatus, NodeState
 from qinglong.domain.flow_runs import FlowRun, FlowStart, FlowStarted
 from qinglong.domain.identifiers import RUN_REF
-from qinglong.domain.parameters import Parameter, resolve
-from qinglong.domain.parameters import text as param_text
 from qinglong.domain.runs import Actor
-from qinglong.errors import Conflict, InvalidInput, NotFound, NotRunnable, RequestIdConflict
+from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.ids import new_uuid
 from qinglong.storage.admission import RequestAdmissions
 from qinglong.storage.admission.requests import active_project
 from qinglong.storage.flow_records import flow_revision, flow_run
-from qinglong.storage.flows.publish import FlowPublished, current_task, publish
-from qinglong.storage.flows.release import FlowSteps, Releaser
+from qinglong.storage.flows.publish import FlowPublished, publish
+from qinglong.storage.flows.start import find
+from qinglong.storage.flows.start import start as start_flow
 from qinglong.storage.kernel import Database, Tx
 from qinglong.storage.runs.lifecycle import LifecycleWriter
 
@@ -115,11 +111,11 @@ class FlowStore:
                 "the flow at most once")
 
         def admit(tx: Tx) -> FlowStarted:
-            return _start(tx, start, key, flow_run_id, new_id=self._new_id)
+            return start_flow(tx, start, key, flow_run_id, new_id=self._new_id)
 
         def in_doubt() -> FlowStarted:
             found = self._admissions.look_up("start flow", hint,
-                                             lambda tx: _find(tx, start, key))
+                                             lambda tx: find(tx, start, key))
             return FlowStarted(flow_run_id=found, started=found == flow_run_id, in_doubt=True)
 
         return self._admissions.admit_by_key("start flow", admit, hint, in_doubt)
@@ -198,83 +194,3 @@ def _stop_released(writer: LifecycleWriter, released: list[str], reason: str,
             continue
 
 
-def _find(tx: Tx, start: FlowStart, key: str) -> str | None:
-    """The flow run this request started before (None: none); RequestIdConflict when its
-    request id started another flow, or the same with other values."""
-    row = tx.one("flow_run_by_key", {"project_id": start.project_id, "key": key})
-    if row is None:
-        return None
-    if row["flow_id"] != start.flow_id:
-        raise RequestIdConflict(
-            f"request id {start.request_id!r} already started flow {row['flow_id']} (run "
-            f"{row['id']}), not {start.flow_id}; use a new request id")
-    stored = json.loads(row["parameters"]) if row["parameters"] else {}
-    if {k: param_text(v) for k, v in stored.items()} != {
-            k: param_text(v) for k, v in start.parameters.items()}:
-        raise RequestIdConflict(
-            f"request id {start.request_id!r} already started flow run {row['id']} with other "
-            "parameter values; use a new request id")
-    return str(row["id"])
-
-
-def _check_values(revision: FlowRevision, values: Mapping[str, object],
-                  declared: Mapping[str, tuple[Parameter, ...]]) -> None:
-    """Each value must be for a parameter some node's task declares, and of its type for
-    every node whose task declares it (checked before anything is written)."""
-    known = {p.name for params in declared.values() for p in params}
-    for name in sorted(values):
-        if name not in known:
-            raise InvalidInput(f"parameters.{name}", f"no task of flow {revision.flow_id} "
-                                                     "declares this parameter")
-    for node in revision.spec.nodes:
-        params = declared[node.task_id]
-        names = {p.name for p in params}
-        given = {**node.parameters, **{k: v for k, v in values.items() if k in names}}
-        try:
-            resolve(params, given)
-        except InvalidInput as exc:
-            raise InvalidInput(f"parameters (node {node.node_id})", exc.rule) from None
-
-
-def _start(tx: Tx, start: FlowStart, key: str, flow_run_id: str, *,
-           new_id: Callable[[], str]) -> FlowStarted:
-    existing = _find(tx, start, key)
-    if existing is not None:
-        return FlowStarted(flow_run_id=existing, started=False)
-    active_project(tx, start.project_id)
-    row = tx.one("flow_current", {"project_id": start.project_id, "flow_id": start.flow_id})
-    if row is None:
-        raise NotFound("flow", f"{start.project_id}/{start.flow_id}")
-    revision = flow_revision(row)
-    declared: dict[str, tuple[Parameter, ...]] = {}
-    for task_id, pin in sorted(revision.pins.items()):
-        task = current_task(tx, start.project_id, task_id)
-        if task is None:
-            raise NotRunnable(f"task {start.project_id}/{task_id} of flow {start.flow_id} was "
-                              "deleted; publish it, or a flow without it, first")
-        if not task.enabled:
-            raise NotRunnable(f"task {start.project_id}/{task_id} of flow {start.flow_id} is "
-                              "disabled; `ql task enable` it first")
-        if (task.revision, task.content_digest) != (pin.revision, pin.digest):
-            raise NotRunnable(
-                f"flow {start.project_id}/{start.flow_id} pins revision {pin.revision} of task "
-                f"{task_id}, which is now at revision {task.revision}: publish the flow again "
-                "(`ql flow publish`) to re-pin it")
-        declared[task_id] = task.spec.parameters
-    _check_values(revision, start.parameters, declared)
-    now_ms = tx.now_ms()
-    timeout = revision.spec.timeout_ms
-    tx.execute("flow_run_insert", {
-        "id": flow_run_id, "project_id": start.project_id, "flow_id": start.flow_id,
-        "flow_revision": revision.revision, "idempotency_key": key,
-        "requested_by": start.actor, "now_ms": now_ms,
-        "parameters": canonical_json(dict(start.parameters)) if start.parameters else None,
-        "deadline_at_ms": None if timeout is None else now_ms + timeout})
-    tx.execute_many("flow_step_insert", [
-        {"flow_run_id": flow_run_id, "node_id": n.node_id, "status": NodeState.PENDING.value,
-         "run_id": None, "released_at_ms": None} for n in revision.spec.nodes])
-    steps = FlowSteps(tx, Releaser(actor=Actor.USER, actor_id=start.actor, new_id=new_id))
-    flow = steps.lock(flow_run_id)
-    assert flow is not None
-    steps.move_on(flow, now_ms)
-    return FlowStarted(flow_run_id=flow_run_id, started=True)

@@ -241,7 +241,7 @@ Run is admitted exactly once. Publish with <code>ql flow publish -f FILE</code> 
 <section><h2>Flow runs</h2>
 <div class="table-scroll">
 <table id="flow-runs" class="grid"><thead><tr><th>Flow run</th><th>Flow</th><th>Status</th>
-<th>Started (your zone)</th><th>By</th><th>Nodes done</th></tr></thead><tbody></tbody></table>
+<th>Started (your zone)</th><th>By</th><th>Ended</th></tr></thead><tbody></tbody></table>
 </div></section>
 """
 

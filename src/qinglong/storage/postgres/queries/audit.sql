@@ -39,7 +39,16 @@ SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms,
          WHERE e.run_id = r.id AND e.sequence = 1) AS claim_token
 FROM qinglong.runs r
 WHERE r.trigger_type IN ('cron', 'backfill')
-  AND r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+  AND r.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s
+UNION ALL
+-- and the flow runs that occurrences of flow triggers started, with the claim they name;
+-- attempts: their step rows (a flow run is written with one per node)
+SELECT f.id, f.project_id, f.trigger_id, f.trigger_revision, f.scheduled_for_ms,
+       f.created_at_ms, 'flow_start', f.status, f.finished_at_ms, NULL,
+       (SELECT count(*) FROM qinglong.flow_steps s WHERE s.flow_run_id = f.id), 0,
+       f.claim_version, f.claim_token
+FROM qinglong.flow_runs f
+WHERE f.trigger_id IS NOT NULL AND f.scheduled_for_ms BETWEEN %(from_ms)s AND %(to_ms)s;
 
 -- name: audit_claims
 -- Claims granted around the window (the evidence for fences and cursor history).

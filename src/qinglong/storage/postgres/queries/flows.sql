@@ -14,7 +14,7 @@
 -- A flow run's columns (of f), as storage/flow_records.py reads them.
        f.id, f.project_id, f.flow_id, f.flow_revision, f.status, f.ended_reason,
        f.idempotency_key, f.requested_by, f.parameters::text AS parameters, f.created_at_ms,
-       f.deadline_at_ms, f.finished_at_ms
+       f.deadline_at_ms, f.finished_at_ms, f.trigger_id, f.scheduled_for_ms
 
 -- name: flow_current
 -- A flow's current revision.
@@ -67,9 +67,13 @@ WHERE project_id = %(project_id)s AND idempotency_key = %(key)s;
 
 -- name: flow_run_insert
 INSERT INTO qinglong.flow_runs (id, project_id, flow_id, flow_revision, status, idempotency_key,
-                                requested_by, parameters, created_at_ms, deadline_at_ms)
+                                requested_by, parameters, created_at_ms, deadline_at_ms,
+                                trigger_id, trigger_revision, scheduled_for_ms, claim_version,
+                                claim_token)
 VALUES (%(id)s, %(project_id)s, %(flow_id)s, %(flow_revision)s, 'running', %(idempotency_key)s,
-        %(requested_by)s, %(parameters)s::jsonb, %(now_ms)s, %(deadline_at_ms)s);
+        %(requested_by)s, %(parameters)s::jsonb, %(now_ms)s, %(deadline_at_ms)s,
+        %(trigger_id)s, %(trigger_revision)s, %(scheduled_for_ms)s, %(claim_version)s,
+        %(claim_token)s);
 
 -- name: flow_step_insert
 INSERT INTO qinglong.flow_steps (flow_run_id, node_id, status, run_id, released_at_ms)

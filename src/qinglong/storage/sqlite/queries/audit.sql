@@ -34,7 +34,14 @@ SELECT r.id, r.project_id, r.trigger_id, r.trigger_revision, r.scheduled_for_ms,
               OR (e.sequence = 2 AND e.type = 'run.queued'))) AS admission_events,
        NULL AS claim_version, NULL AS claim_token
 FROM runs r
-WHERE r.trigger_type IN ('cron', 'backfill') AND r.scheduled_for_ms BETWEEN :from_ms AND :to_ms;
+WHERE r.trigger_type IN ('cron', 'backfill') AND r.scheduled_for_ms BETWEEN :from_ms AND :to_ms
+UNION ALL
+-- and the flow runs that occurrences of flow triggers started; attempts: their step rows
+SELECT f.id, f.project_id, f.trigger_id, f.trigger_revision, f.scheduled_for_ms,
+       f.created_at_ms, 'flow_start', f.status, f.finished_at_ms, NULL,
+       (SELECT count(*) FROM flow_steps s WHERE s.flow_run_id = f.id), 0, NULL, NULL
+FROM flow_runs f
+WHERE f.trigger_id IS NOT NULL AND f.scheduled_for_ms BETWEEN :from_ms AND :to_ms;
 
 -- name: audit_misfires
 -- Misfire decisions around the window.

@@ -1028,6 +1028,9 @@
     details($("trigger-details"), [
       ["State", badge(t.state)],
       ["Task", [t.task, el("span", { class: "muted" }, " (revision " + t.task_revision + ")")]],
+      ["Starts flow", t.flow ? el("a", { href: "/flows" }, t.flow) : null],
+      ["Values", t.parameters && Object.keys(t.parameters).length ? Object.keys(t.parameters)
+        .sort().map(function (k) { return k + "=" + t.parameters[k]; }).join(", ") : null],
       ["Schedule", el("code", {}, t.schedule || t.cron || "")],
       ["DST", t.dst ? "gap " + t.dst.gap + ", overlap " + t.dst.overlap : null],
       ["Jitter", t.jitter ? "up to " + t.jitter.max_s + " s (" + t.jitter.random_s +
@@ -1538,15 +1541,16 @@
     applyRoles(tbody);
   }
 
+  function flowStarter(r) {
+    return r.trigger ? "trigger " + r.trigger : r.requested_by;
+  }
+
   function drawFlowRuns(runs) {
     var tbody = clear($("flow-runs").tBodies[0]);
     if (!runs.length) emptyRow(tbody, 6, "No flow run yet.");
     runs.forEach(function (r) {
-      var done = r.steps.filter(function (s) {
-        return s.state === "succeeded" || s.state === "failed";
-      }).length;
       tbody.appendChild(row([flowRunLink(r.id), r.flow, badge(r.status), when(r.created_at),
-        r.requested_by, el("td", { class: "num" }, done + " / " + r.steps.length)]));
+        flowStarter(r), r.finished_at ? when(r.finished_at) : "-"]));
     });
   }
 
@@ -1590,7 +1594,8 @@
       ["Id", el("span", { class: "mono" }, run.id)],
       ["Flow", run.project + " / " + run.flow + " (revision " + run.revision + ")"],
       ["Status", [badge(run.status), run.ended_reason ? " (" + run.ended_reason + ")" : ""]],
-      ["Started by", run.requested_by + " · request " + run.request_id],
+      ["Started by", run.trigger ? flowStarter(run) + " · its occurrence of " +
+        when(run.scheduled_for) : run.requested_by + " · request " + run.request_id],
       ["Started", when(run.created_at)],
       ["Deadline", run.deadline_at ? when(run.deadline_at) : null],
       ["Finished", run.finished_at ? when(run.finished_at) : null],
