@@ -227,6 +227,14 @@ class Declarative:
                            f"{current.task_id!r} for life; give the trigger a new id to run "
                            f"{trigger.task_id!r}")
                 return None
+            if current.spec.flow != spec.flow:
+                issues.add(trigger.at("flow" if spec.flow else "task"),
+                           trigger.field_name("flow"),
+                           f"trigger {trigger.trigger_id!r} starts "
+                           + (f"flow {current.spec.flow!r}" if current.spec.flow else
+                              "its task") + " for life; give the trigger a new id to start "
+                           + (f"flow {spec.flow!r}" if spec.flow else "its task"))
+                return None
             stored_fields = trigger_fields(current.task_id, current.spec, current.enabled)
             fields = [change for change in diff_fields(stored_fields, wanted)
                       if not default_policy_noise(change)]
@@ -270,7 +278,9 @@ class Declarative:
             enabled=trigger.enabled, dst_gap=dst.gap.value if dst else None,
             dst_overlap=dst.overlap.value if dst else None,
             jitter_s=jitter.max_s if jitter else 0,
-            jitter_random_s=jitter.random_s if jitter else 0) if writes else None
+            jitter_random_s=jitter.random_s if jitter else 0,
+            flow=spec.flow if view is None else None,
+            parameters=spec.values) if writes else None
         return Change(kind="trigger", project_id=trigger.project_id, item_id=trigger.trigger_id,
                       action=action, fields=tuple(fields), where=trigger.where,
                       phase=PHASE_STOP_TRIGGERS if stops else PHASE_TRIGGERS, params=params,

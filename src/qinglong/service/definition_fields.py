@@ -78,6 +78,8 @@ def trigger_fields(task_id: str, spec: TriggerSpec, enabled: bool, *,
         "overlap": spec.overlap.policy.value,
         "overlap_queue_limit": (spec.overlap.queue_limit
                                 if spec.overlap.policy is OverlapPolicy.QUEUE else None),
+        "flow": spec.flow,
+        "parameters": spec.values or None,
         "enabled": enabled,
     }
 
@@ -86,7 +88,7 @@ TRIGGER_DEFAULTS: dict[str, object] = {
     "jitter": None, "jitter_random": None,
     "dst_gap": DstGap.SHIFT.value, "dst_overlap": DstOverlap.FIRST.value,
     "misfire": MisfirePolicy.SKIP.value, "overlap": OverlapPolicy.ALLOW.value,
-    "overlap_queue_limit": None, "enabled": True}
+    "overlap_queue_limit": None, "flow": None, "parameters": None, "enabled": True}
 
 
 def default_policy_noise(change: FieldChange) -> bool:

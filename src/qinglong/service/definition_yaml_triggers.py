@@ -15,6 +15,7 @@ from qinglong.domain.interval import IntervalSchedule, check_every
 from qinglong.domain.jitter import Jitter
 from qinglong.domain.occurrences import parse_instant
 from qinglong.domain.once import OnceSchedule
+from qinglong.domain.parameters import trigger_values
 from qinglong.domain.timezones import UTC_NAME, canonical_timezone
 from qinglong.domain.trigger import (
     DEFAULT_QUEUE_LIMIT,
@@ -30,7 +31,7 @@ from qinglong.service.definition_yaml_nodes import Fields, YMap
 
 TRIGGER_KEYS = ("task", "cron", "every", "anchor", "at", "timezone", "dst_gap", "dst_overlap",
                 "jitter", "jitter_random", "misfire", "overlap", "overlap_queue_limit",
-                "enabled")
+                "flow", "parameters", "enabled")
 
 
 def _schedule(fields: Fields, zone: str | None) -> tuple[ScheduleKind | None, bool]:
@@ -110,6 +111,17 @@ def _jitter(fields: Fields) -> Jitter | None:
         return None
 
 
+def _values(fields: Fields) -> tuple[tuple[str, str | int | bool], ...]:
+    """``parameters: {who: eve, count: 3}``: the values the trigger gives (checked against its
+    task, or its flow's tasks, when it is published)."""
+    found = fields.mapping("parameters")
+    if found is None:
+        return ()
+    values = fields.attempt("parameters", lambda: trigger_values(
+        {str(k): v for k, v in found.items()}))
+    return values or ()
+
+
 def parse_trigger(project: str, trigger_id: str, mapping: YMap, file: str, issues: Issues,
              where: Where | None) -> DesiredTrigger | None:
     fields = Fields(mapping, file, f"triggers.{trigger_id}", issues, TRIGGER_KEYS)
@@ -135,10 +147,15 @@ def parse_trigger(project: str, trigger_id: str, mapping: YMap, file: str, issue
                                                                 "overlap: queue"))
     enabled = fields.flag("enabled", True)
     jitter = _jitter(fields)
+    flow = fields.text("flow")
+    if flow is not None:
+        fields.attempt("flow", lambda: entity_id(flow, "flow"))
+    values = _values(fields)
     if (not fields.ok or task_id is None or schedule is None or misfire is None
             or overlap is None):
         return None
-    spec = TriggerSpec(schedule=schedule, misfire_policy=misfire, overlap=overlap, jitter=jitter)
+    spec = TriggerSpec(schedule=schedule, misfire_policy=misfire, overlap=overlap, jitter=jitter,
+                       parameters=values, flow=flow)
     return DesiredTrigger(
         project_id=project, trigger_id=trigger_id, task_id=task_id, spec=spec, enabled=enabled,
         keep_anchor=keep_anchor, where=where, path=f"triggers.{trigger_id}",

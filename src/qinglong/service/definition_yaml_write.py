@@ -154,6 +154,10 @@ def trigger_document(trigger: DesiredTrigger) -> dict[str, Any]:
         doc["overlap"] = spec.overlap.policy.value
         if spec.overlap.queue_limit != DEFAULT_QUEUE_LIMIT:
             doc["overlap_queue_limit"] = spec.overlap.queue_limit
+    if spec.flow is not None:
+        doc["flow"] = spec.flow
+    if spec.parameters:
+        doc["parameters"] = spec.values
     if not trigger.enabled:
         doc["enabled"] = False
     return doc
