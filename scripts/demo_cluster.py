@@ -5,7 +5,8 @@ applies `demo_cluster.yaml` with `ql apply` (20 one-second triggers of a short t
 one 5-second trigger of a task that runs 3 s, idempotent, 2 attempts) and publishes the
 flow `demo_flow.yaml` (fan-out to two transforms that require a worker labelled gpu, then
 fan-in), starts three `ql control` replicas and two `ql worker`s (the second with
-`--labels gpu`), starts the flow three times, kills one replica with SIGKILL after ~10 s
+`--labels gpu`), starts the flow three times by hand and publishes a trigger that starts it
+every 10 s (disabled again before the end), kills one replica with SIGKILL after ~10 s
 and one worker with SIGKILL while it runs the long task, runs ~40 s, then prints per
 trigger: expected occurrences, admitted, duplicates, gaps and admission lag p50/p99 (database time), and per Run its
 outcome: how many ended in each state, how many attempts they took, dispatch latency, and
@@ -124,9 +125,13 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
     ql("apply", "-f", str(DEFINITIONS), "--database-url", admin)
     say(f"ql flow publish -f {FLOW.name}: fetch -> transform-a, transform-b (gpu) -> report")
     ql("flow", "publish", "-f", str(FLOW), "--project", "demo", "--database-url", admin)
+    say("ql trigger publish --flow nightly --every 10s: a trigger that starts the flow at each "
+        "occurrence (disabled again after ~25 s)")
+    ql("trigger", "publish", "--project", "demo", "--trigger", "nightly-every-10s", "--flow",
+       "nightly", "--every", "10s", "--database-url", admin)
     web = start_panel(server, tmp)
     try:
-        status = run_cluster(runtime, worker_url, tmp)
+        status = run_cluster(runtime, worker_url, tmp, admin)
         keep_panel_open(web)
         return status
     finally:
@@ -134,7 +139,7 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
         web.wait(15)
 
 
-def run_cluster(runtime: str, worker_url: str, tmp: Path) -> int:
+def run_cluster(runtime: str, worker_url: str, tmp: Path, admin: str) -> int:
     replicas = [Replica(f"replica-{n}", runtime, tmp) for n in (1, 2, 3)]
     workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS,
                       extra=("--labels", "gpu") if n == 2 else ())
@@ -158,8 +163,14 @@ def run_cluster(runtime: str, worker_url: str, tmp: Path) -> int:
             ql("flow", "run", "--project", "demo", "--flow", "nightly", "--request-id",
                f"demo-nightly-{n}", "--actor", "demo", "--database-url", runtime)
         say(f"started the flow nightly {FLOW_RUNS} times (`ql flow runs --project demo`)")
-        killed_replica = False
+        killed_replica = flow_trigger_stopped = False
         while (elapsed := time.monotonic() - started) < SECONDS:
+            if not flow_trigger_stopped and elapsed >= SECONDS - 15:
+                ql("trigger", "disable", "--project", "demo", "--trigger", "nightly-every-10s",
+                   "--database-url", admin)
+                flow_trigger_stopped = True
+                say(f"disabled the trigger nightly-every-10s at {elapsed:.0f} s (the flow runs "
+                    "it started finish)")
             if not killed_replica and elapsed >= KILL_AT:
                 replicas[0].kill()
                 killed_replica = True
@@ -192,7 +203,7 @@ def flow_outcomes(runtime: str) -> int:
     and the worker that ran it (a transform on the gpu worker only)."""
     with psycopg.connect(runtime, row_factory=dict_row) as conn:
         rows = conn.execute(
-            "SELECT f.id, f.status, s.node_id, s.status AS step, "
+            "SELECT f.id, f.status, f.trigger_id, s.node_id, s.status AS step, "
             "(SELECT count(*) FROM qinglong.runs r WHERE r.idempotency_key = "
             "'ql3:flow-step:v1:' || f.id || ':' || s.node_id) AS runs, "
             "(SELECT string_agg(DISTINCT a.worker_id, ',') FROM qinglong.run_attempts a "
@@ -200,12 +211,13 @@ def flow_outcomes(runtime: str) -> int:
             "FROM qinglong.flow_runs f JOIN qinglong.flow_steps s ON s.flow_run_id = f.id "
             "ORDER BY f.created_at_ms, s.node_id").fetchall()
     problems = 0
-    print(f"\n{'flow run':<15}{'status':<11}nodes (Runs admitted, worker)")
+    print(f"\n{'flow run':<15}{'started by':<20}{'status':<11}nodes (Runs admitted, worker)")
     for flow_id in dict.fromkeys(r["id"] for r in rows):
         mine = [r for r in rows if r["id"] == flow_id]
         nodes = ", ".join(f"{r['node_id']} {r['step']} ({r['runs']}, {r['workers'] or '-'})"
                           for r in mine)
-        print(f"{flow_id[:13]:<15}{mine[0]['status']:<11}{nodes}")
+        by = f"trigger {mine[0]['trigger_id']}" if mine[0]["trigger_id"] else "ql flow run"
+        print(f"{flow_id[:13]:<15}{by[:19]:<20}{mine[0]['status']:<11}{nodes}")
         problems += mine[0]["status"] != "succeeded"
         problems += sum(1 for r in mine if r["runs"] != 1)
         problems += sum(1 for r in mine if r["node_id"].startswith("transform")

@@ -56,7 +56,9 @@ class AckLedger:
         line = json.dumps({
             "project": claim.candidate.project_id, "trigger": claim.candidate.trigger_id,
             "trigger_revision": claim.candidate.trigger_revision,
-            "scheduled_for_ms": decision.scheduled_for_ms, "run_id": result.run_id,
+            "scheduled_for_ms": decision.scheduled_for_ms,
+            # the Run, or the flow run an occurrence of a flow trigger started
+            "run_id": result.run_id or result.flow_run_id,
             "claim_token": claim.fence.token, "claim_version": claim.fence.version,
             "owner": claim.fence.owner, "in_doubt": result.in_doubt,
         }, sort_keys=True) + "\n"

@@ -22,7 +22,10 @@ task is started every ~1.5 s through everything the chaos does (a start that fai
 again with the same request id), so a node's ending -- a worker's finish, a lost Attempt the
 reconciler ends -- releases the next nodes while replicas, workers and the database are
 killed. The audit then judges every flow run (F1-F4: each released step admitted once, none
-lost, docs/controls/flows.md), and every flow run must have ended.
+lost, docs/controls/flows.md), and every flow run must have ended. A trigger `diamond-3s`
+starts the same flow at each of its occurrences: the replicas admit those as flow runs
+through the same faults, and the audit judges each occurrence (admitted once, by the claim
+that held it) as it judges the Runs of the other triggers.
 """
 
 from __future__ import annotations
@@ -194,6 +197,11 @@ class _Soak:
         db = open_postgres(connector)
         FlowStore(db, RequestAdmissions(db), actor_id="soak").flow_publish(parse_flow(FLOW),
                                                                            "soak")
+        # and a trigger that starts the flow every 3 s: its occurrences are admitted as flow
+        # runs by the replicas through every fault, judged as occurrences and as flow runs
+        DefinitionStore(db).trigger_publish(TriggerPublishParams(
+            project_id="soak", trigger_id="diamond-3s", flow="diamond",
+            expression="*/3 * * * * *", timezone="UTC"))
         connector.close()
         self.proxy = PgProxy("127.0.0.1", self.server.port).start()
         for n in range(1, self.config.replicas + 1):
@@ -616,9 +624,12 @@ def _judge(soak: _Soak, report: AuditReport, codes: list[int], traces: list[str]
             flows is not None and flows.violations == 0 and flows.running == 0
             and flows.flow_runs >= len(soak.flow_runs) > 0)
         if flows is not None:
+            by_trigger = next((t for t in report.triggers if t.trigger_id == "diamond-3s"),
+                              None)
             figures.update({"flow_runs": flows.flow_runs, "flow_steps_released":
                             flows.steps_released, "flow_steps_skipped": flows.steps_skipped,
-                            "flow_starts": dict(soak.flow_starts)})
+                            "flow_starts": dict(soak.flow_starts),
+                            "flow_runs_by_trigger": by_trigger.admitted if by_trigger else 0})
             for name, found in flows.findings().items():
                 if found:
                     soak.problems.append(f"{name}: {found[:5]}")

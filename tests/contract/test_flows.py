@@ -478,3 +478,15 @@ def test_a_cancel_takes_the_runs_before_the_flow_run_so_an_ending_never_deadlock
     assert shown["x"].run_status == RunStatus.CANCELLED.value
     assert shown["a"].run_status == RunStatus.SUCCEEDED.value  # it finished after all
     assert shown["c"].state is NodeState.SKIPPED
+
+
+def test_the_audit_of_one_project_judges_only_its_flow_runs(flows: Flows) -> None:
+    flows.publish(DIAMOND)
+    flows.start()
+    db = flows.backend.database("ql_runtime", "contract-flow-audit-project")
+
+    def judged(project: str | None) -> int:
+        return db.read("audit flows", lambda tx: check_flows(
+            tx, from_ms=0, to_ms=2**62, project_id=project), snapshot=True).flow_runs
+
+    assert (judged(None), judged("demo"), judged("elsewhere")) == (1, 1, 0)

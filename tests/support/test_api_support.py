@@ -431,7 +431,8 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
     ("POST", "/api/v1/projects/{project}/triggers/{trigger}/revisions"): [
         {"cron": "61 * * * *"}, {"timezone": "Mars/Olympus"}, {"misfire": "sometimes"},
         {"overlap": "queue", "overlap_queue_limit": -1}, {"overlap_queue_limit": 3},
-        {"enabled": "yes"}, {"task": "Bad Task"}],
+        {"enabled": "yes"}, {"task": "Bad Task"}, {"parameters": {"nope": "1"}},
+        {"parameters": {"x": [1]}}, {"flow": "Bad Flow"}],
     ("POST", "/api/v1/projects/{project}/triggers/{trigger}/pause"): [{"until": "soon"}],
     ("POST", "/api/v1/projects/{project}/tasks/{task}/run"): [{"request_id": "has space"},
                                                              {"request_id": 5},

@@ -58,10 +58,10 @@ class FlowReport:
                 "F4 flow run outcome": self.outcome}
 
 
-def check_flows(tx: Tx, *, from_ms: int, to_ms: int) -> FlowReport:
-    """Judge F1-F4 over the flow runs started in [from_ms, to_ms]."""
+def check_flows(tx: Tx, *, from_ms: int, to_ms: int, project_id: str | None = None) -> FlowReport:
+    """Judge F1-F4 over the flow runs started in [from_ms, to_ms] (of one project, or all)."""
     report = FlowReport()
-    window = {"from_ms": from_ms, "to_ms": to_ms}
+    window = {"from_ms": from_ms, "to_ms": to_ms, "project_id": project_id}
     steps: dict[str, list[Any]] = {}
     for row in tx.all("audit_flow_steps", window):
         steps.setdefault(row["flow_run_id"], []).append(row)

@@ -24,7 +24,7 @@ def run_audit(url: str, clock: Clock, params: AuditParams,
         return (read_input(tx, now_ms=now_ms, from_ms=from_ms, to_ms=to_ms),
                 check_execution(tx, now_ms=now_ms, from_ms=from_ms, to_ms=to_ms,
                                 stale_ms=params.execution_stale_ms),
-                check_flows(tx, from_ms=from_ms, to_ms=to_ms))
+                check_flows(tx, from_ms=from_ms, to_ms=to_ms, project_id=params.project_id))
 
     stores = open_database(url, clock=clock, role=Role.AUDIT,
                            options=OpenOptions(application_name="ql-audit"))

@@ -9,4 +9,12 @@ from qinglong.execution.executor import RunFinished
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.runs.params import RescuedAttempt
 
-__all__ = ["CommitOutcome", "CommitResult", "RescuedAttempt", "RunFinished"]
+__all__ = ["CommitOutcome", "CommitResult", "RescuedAttempt", "RunFinished", "admitted_what"]
+
+
+def admitted_what(result: CommitResult) -> str:
+    """What an admission wrote, as a log line names it: ``run ID``, or ``flow run ID`` for an
+    occurrence of a trigger that starts a flow."""
+    if result.flow_run_id is not None:
+        return f"flow run {result.flow_run_id}"
+    return f"run {result.run_id}"

@@ -15,7 +15,12 @@ from qinglong.cli.params import json_events_option, setting_option
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
-from qinglong.profiles.reports import CommitOutcome, CommitResult, RescuedAttempt
+from qinglong.profiles.reports import (
+    CommitOutcome,
+    CommitResult,
+    RescuedAttempt,
+    admitted_what,
+)
 
 if TYPE_CHECKING:
     from qinglong.profiles.cluster import ControlSeams
@@ -33,13 +38,14 @@ class ControlConsole(EventConsole):
         event = {
             "event": result.outcome.value, "disposition": decision.disposition.value,
             "project": c.project_id, "trigger": c.trigger_id, "trigger_revision": c.trigger_revision,
-            "run_id": result.run_id, "scheduled_for_ms": decision.scheduled_for_ms,
+            "run_id": result.run_id, "flow_run_id": result.flow_run_id,
+            "scheduled_for_ms": decision.scheduled_for_ms,
             "claim_version": claim.fence.version, "claim_acquired_at_ms": claim.fence.acquired_at_ms,
             "reason": result.reason, "in_doubt": result.in_doubt, "durable": result.durable,
         }
         if result.outcome is CommitOutcome.ADMITTED:
             text = (f"admitted {c.project_id}/{c.trigger_id} @ {rfc3339(decision.scheduled_for_ms)} "
-                    f"run {result.run_id}")
+                    f"{admitted_what(result)}")
         else:
             text = f"{result.outcome.value} {c.project_id}/{c.trigger_id} ({result.reason or decision.disposition.value})"
         self._emit(event, text)

@@ -30,7 +30,13 @@ from qinglong.profiles.local import (
     sqlite_path_from_url,
 )
 from qinglong.profiles.open import capabilities_of
-from qinglong.profiles.reports import CommitOutcome, CommitResult, RescuedAttempt, RunFinished
+from qinglong.profiles.reports import (
+    CommitOutcome,
+    CommitResult,
+    RescuedAttempt,
+    RunFinished,
+    admitted_what,
+)
 
 if TYPE_CHECKING:
     from qinglong.web.server import RunningApi
@@ -57,8 +63,9 @@ class ConsoleObserver(EventConsole):
         if result.outcome is CommitOutcome.ADMITTED:
             self._emit(
                 {**base, "event": "admitted", "run_id": result.run_id,
+                 "flow_run_id": result.flow_run_id,
                  "scheduled_for_ms": decision.scheduled_for_ms, "misfired": decision.misfired},
-                f"admitted   {name} @ {rfc3339(decision.scheduled_for_ms)} run {result.run_id}"
+                f"admitted   {name} @ {rfc3339(decision.scheduled_for_ms)} {admitted_what(result)}"
                 + (" (misfired, fire_once)" if decision.misfired else ""),
             )
         elif result.outcome is CommitOutcome.RACED:

@@ -116,6 +116,7 @@ SELECT id, project_id, flow_id, flow_revision, status, ended_reason, created_at_
        finished_at_ms
 FROM qinglong.flow_runs
 WHERE created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s
+  AND (%(project_id)s::text IS NULL OR project_id = %(project_id)s)
 ORDER BY created_at_ms, id;
 
 -- name: audit_flow_steps
@@ -124,11 +125,13 @@ SELECT s.flow_run_id, s.node_id, s.status, s.run_id, s.error_summary, r.status A
 FROM qinglong.flow_steps s
 JOIN qinglong.flow_runs f ON f.id = s.flow_run_id
 LEFT JOIN qinglong.runs r ON r.id = s.run_id
-WHERE f.created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+WHERE f.created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s
+  AND (%(project_id)s::text IS NULL OR f.project_id = %(project_id)s);
 
 -- name: audit_flow_step_runs
 -- Every Run released as a step of those flow runs, by its key.
 SELECT r.id, r.idempotency_key
 FROM qinglong.runs r
 JOIN qinglong.flow_runs f ON f.id = r.triggered_by
-WHERE r.trigger_type = 'flow' AND f.created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s;
+WHERE r.trigger_type = 'flow' AND f.created_at_ms BETWEEN %(from_ms)s AND %(to_ms)s
+  AND (%(project_id)s::text IS NULL OR f.project_id = %(project_id)s);

@@ -102,6 +102,7 @@ SELECT id, project_id, flow_id, flow_revision, status, ended_reason, created_at_
        finished_at_ms
 FROM flow_runs
 WHERE created_at_ms BETWEEN :from_ms AND :to_ms
+  AND (:project_id IS NULL OR project_id = :project_id)
 ORDER BY created_at_ms, id;
 
 -- name: audit_flow_steps
@@ -110,11 +111,13 @@ SELECT s.flow_run_id, s.node_id, s.status, s.run_id, s.error_summary, r.status A
 FROM flow_steps s
 JOIN flow_runs f ON f.id = s.flow_run_id
 LEFT JOIN runs r ON r.id = s.run_id
-WHERE f.created_at_ms BETWEEN :from_ms AND :to_ms;
+WHERE f.created_at_ms BETWEEN :from_ms AND :to_ms
+  AND (:project_id IS NULL OR f.project_id = :project_id);
 
 -- name: audit_flow_step_runs
 -- Every Run released as a step of those flow runs, by its key.
 SELECT r.id, r.idempotency_key
 FROM runs r
 JOIN flow_runs f ON f.id = r.triggered_by
-WHERE r.trigger_type = 'flow' AND f.created_at_ms BETWEEN :from_ms AND :to_ms;
+WHERE r.trigger_type = 'flow' AND f.created_at_ms BETWEEN :from_ms AND :to_ms
+  AND (:project_id IS NULL OR f.project_id = :project_id);
