@@ -34,10 +34,10 @@ from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
-from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.kernel import Capabilities, Database
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.driver import open_postgres

@@ -1,9 +1,11 @@
-"""Per-task resource limits (issue 21, item 4): the most memory (address space) and CPU time
-one Attempt's command may use, part of the task's spec and digest (docs/controls/limits.md).
+"""Per-task resource limits (issue 21, item 4): the most memory and CPU time one Attempt's
+command may use, part of the task's spec and digest (docs/controls/limits.md).
 
-The executor applies them with ``setrlimit`` through util-linux's ``prlimit`` when it starts
-the command, so the command and everything it starts inherit them: RLIMIT_AS for memory
-(an allocation beyond it fails, and the program decides what that does) and RLIMIT_CPU for
+The executor applies them when it starts the command, so the command and everything it
+starts inherit them: memory in a memory cgroup of the command's own where the executor may
+make one (execution/cgroups.py: resident memory, MEMORY_LIMIT when the kernel kills for
+it), else with ``setrlimit`` through util-linux's ``prlimit`` as RLIMIT_AS (an allocation
+beyond it fails, and the program decides what that does); and RLIMIT_CPU for
 CPU time (SIGXCPU at the limit, SIGKILL CPU_HARD_GRACE_S later for a command that ignores
 it). A command ended by SIGXCPU ends its Attempt with the reason CPU_LIMIT.
 """
@@ -95,10 +97,11 @@ class ResourceLimits:
             parts.append(f"CPU time {self.cpu_seconds} s")
         return ", ".join(parts) or "none"
 
-    def prlimit_args(self) -> list[str]:
-        """The options of util-linux ``prlimit`` that set these limits (soft:hard)."""
+    def prlimit_args(self, *, memory: bool = True) -> list[str]:
+        """The options of util-linux ``prlimit`` that set these limits (soft:hard); without
+        ``memory`` when a memory cgroup holds the memory limit instead."""
         args = []
-        if self.memory_bytes is not None:
+        if self.memory_bytes is not None and memory:
             args.append(f"--as={self.memory_bytes}:{self.memory_bytes}")
         if self.cpu_seconds is not None:
             args.append(f"--cpu={self.cpu_seconds}:{self.cpu_seconds + CPU_HARD_GRACE_S}")

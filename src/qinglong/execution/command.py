@@ -17,6 +17,7 @@ from qinglong.domain.command_spec import ArgvCommand
 from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.parameters import substitute, text
 from qinglong.domain.runs import AttemptStatus
+from qinglong.execution.cgroups import RunGroup
 from qinglong.execution.identity import PRLIMIT, Identity
 from qinglong.execution.logs import CappedLogPump, private_dir, private_file, private_opener
 from qinglong.execution.processes import kill_group
@@ -63,6 +64,16 @@ class Spawned:
     process: subprocess.Popen[bytes]
     pump: CappedLogPump
     log_path: Path
+    group: RunGroup | None = None  # its memory cgroup, removed once it has ended
+
+    def memory_killed(self) -> bool:
+        """Whether the kernel killed a process of the command at its memory limit (read,
+        then the cgroup removed: call once, after the command ended)."""
+        if self.group is None:
+            return False
+        killed = self.group.oom_kills() > 0
+        self.group.remove()
+        return killed
 
 
 LOG_PREPARE_TRIES = 3
@@ -106,9 +117,11 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
     if isinstance(execution.plan.command, ArgvCommand) and lease.parameters:
         argv = [argv[0], *substitute(argv[1:], lease.parameters)]
     run_as = identity.run_as
+    group = _memory_group(identity, lease, log_path)
     try:
         process = subprocess.Popen(
-            identity.argv(argv, limits), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            identity.argv(argv, limits, group), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, cwd=cwd,
             env=identity.environment(environment(lease, inherited)), start_new_session=True,
             close_fds=True, user=None if run_as is None else run_as.uid,
@@ -116,6 +129,8 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
             extra_groups=None if run_as is None else [],
         )
     except OSError as exc:
+        if group is not None:
+            group.remove()
         reason = exc.strerror or str(exc)
         _note(log_path, f"could not start the command: {reason}")
         return failed("EXECUTOR_START_FAILED", f"could not start {argv[0]!r}: {reason}",
@@ -123,7 +138,24 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
     assert process.stdout is not None
     pump = CappedLogPump(process.stdout, log_path, log_max_bytes, tap=tap)
     pump.start()
-    return Spawned(process=process, pump=pump, log_path=log_path)
+    return Spawned(process=process, pump=pump, log_path=log_path, group=group)
+
+
+def _memory_group(identity: Identity, lease: AttemptLease, log_path: Path) -> RunGroup | None:
+    """The memory cgroup of this command, when its task has a memory limit and the executor
+    makes cgroups; one that cannot be made now falls back to setrlimit, said in the log."""
+    assert lease.execution is not None
+    memory = lease.execution.plan.limits.memory_bytes
+    if memory is None or identity.cgroups is None:
+        return None
+    run_as = identity.run_as
+    try:
+        return identity.cgroups.create(f"ql-{lease.fence.attempt_id}", memory,
+                                       None if run_as is None else run_as.uid)
+    except OSError as exc:
+        _note(log_path, f"no memory cgroup ({exc.strerror or exc}): the memory limit is "
+                        "applied with setrlimit (address space)")
+        return None
 
 
 def _note(path: Path, message: str) -> None:
@@ -150,6 +182,11 @@ def collect(spawned: Spawned) -> None:
     if not spawned.pump.join(STRAGGLER_WAIT_S):
         kill_group(spawned.process.pid, signal.SIGKILL)
         spawned.pump.join(STRAGGLER_WAIT_S)
+
+
+def memory_outcome() -> Outcome:
+    return failed("MEMORY_LIMIT", "killed by the kernel at its memory limit (the cgroup's "
+                                  "OOM killer)")
 
 
 def exit_outcome(code: int) -> Outcome:

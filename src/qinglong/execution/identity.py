@@ -5,9 +5,9 @@ command is started.
 Limits are set with ``setrlimit`` by util-linux's ``prlimit`` and niceness by ``nice``: each
 sets its own process's value and then execs the next program, so the command (same pid, the
 leader of its own process group) and everything it starts inherit them, from its first
-instruction. No cgroup is made: the hosts we run on do not all delegate cgroup v2 to an
-unprivileged service, and ``setrlimit`` works everywhere; what that means for memory is in
-the document above.
+instruction. Where the executor may create cgroups (cgroups.py), a memory limit is a memory
+cgroup's instead, which the command joins first, the same way; the CPU-time limit stays
+``setrlimit``'s (a cgroup bounds CPU bandwidth, not time).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from qinglong.domain.limits import ResourceLimits
 from qinglong.errors import InvalidConfig
+from qinglong.execution.cgroups import MemoryCgroups, RunGroup, detect
 
 MAX_NICE = 19
 PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
@@ -57,6 +58,7 @@ class Identity:
 
     nice: int = 0
     run_as: RunAs | None = None
+    cgroups: MemoryCgroups | None = None  # where memory cgroups are made (None: setrlimit)
 
     def __post_init__(self) -> None:
         if isinstance(self.nice, bool) or not isinstance(self.nice, int) or \
@@ -64,18 +66,31 @@ class Identity:
             raise InvalidConfig("nice", f"must be between 0 and {MAX_NICE}")
 
     @classmethod
-    def of(cls, nice: int, run_as: str | None) -> Identity:
-        """From the flags (InvalidConfig for a --run-as this process cannot use)."""
-        return cls(nice=nice, run_as=None if run_as is None else RunAs.lookup(run_as))
+    def of(cls, nice: int, run_as: str | None, *, use_cgroups: bool = True) -> Identity:
+        """From the flags (InvalidConfig for a --run-as this process cannot use); with memory
+        cgroups where this host lets the executor make them."""
+        return cls(nice=nice, run_as=None if run_as is None else RunAs.lookup(run_as),
+                   cgroups=detect() if use_cgroups else None)
 
-    def argv(self, argv: list[str], limits: ResourceLimits) -> list[str]:
-        """``argv`` behind the programs that set the limits and the niceness."""
-        prefix: list[str] = []
+    def argv(self, argv: list[str], limits: ResourceLimits,
+             group: RunGroup | None = None) -> list[str]:
+        """``argv`` behind the programs that join its cgroup (``group``: the memory limit is
+        that group's) and set the other limits and the niceness."""
+        prefix: list[str] = group.prefix() if group is not None else []
         if self.nice:
             prefix += [NICE, "-n", str(self.nice)]
-        if not limits.empty:
-            prefix += [PRLIMIT, *limits.prlimit_args(), "--"]
+        rlimits = limits.prlimit_args(memory=group is None)
+        if rlimits:
+            prefix += [PRLIMIT, *rlimits, "--"]
         return prefix + argv
+
+    def limits_support(self) -> str:
+        """What this executor applies, for /status."""
+        if self.cgroups is None:
+            return limits_support()
+        return (f"memory: a {self.cgroups.describe()} per command (resident memory, "
+                "MEMORY_LIMIT when the kernel kills for it); CPU time: setrlimit via prlimit "
+                "(SIGXCPU)")
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """The command's environment, with HOME, USER and LOGNAME of the run-as user."""
@@ -85,7 +100,8 @@ class Identity:
 
 
 def limits_support() -> str:
-    """What this host can apply, for `ql worker --help` and /status."""
+    """What this host can apply without cgroups, for `ql worker --help` and /status."""
     if not os.access(PRLIMIT, os.X_OK):
         return "unavailable: util-linux prlimit is not installed (tasks with limits fail)"
-    return "setrlimit via prlimit (memory: address space; CPU time: SIGXCPU); no cgroups"
+    return ("setrlimit via prlimit (memory: address space; CPU time: SIGXCPU); no memory "
+            "cgroup can be made here")

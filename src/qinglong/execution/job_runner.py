@@ -243,6 +243,7 @@ class JobRunner:
             timed_out = True
             command.terminate(spawned.process)
         command.collect(spawned)
+        memory_killed = spawned.memory_killed()
         with job.lock:
             job.exited = True
         self.reaper.forget(spawned.process.pid)
@@ -250,4 +251,5 @@ class JobRunner:
             emit(self.diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
                                                message=f"run {lease.fence.run_id}: "
                                                        f"{spawned.pump.error}"))
-        return job_outcome(job, spawned.process.returncode, timed_out, timeout_ms)
+        return job_outcome(job, spawned.process.returncode, timed_out, timeout_ms,
+                           memory_killed=memory_killed)

@@ -66,9 +66,11 @@ class Job:
         kill_group(process.pid, signal.SIGKILL)
 
 
-def job_outcome(job: Job, code: int, timed_out: bool, timeout_ms: int) -> Outcome:
-    """How a command that ran ended: stopped (and why), timed out, or its exit code; a command
-    stopped because its lease was lost has no outcome to record (LeaseLost)."""
+def job_outcome(job: Job, code: int, timed_out: bool, timeout_ms: int, *,
+                memory_killed: bool = False) -> Outcome:
+    """How a command that ran ended: stopped (and why), timed out, killed at its memory
+    limit, or its exit code; a command stopped because its lease was lost has no outcome to
+    record (LeaseLost)."""
     if job.stop_reason == "lease_lost":
         raise LeaseLost(f"run {job.lease.fence.run_id}: the lease was lost while it ran")
     if job.stop_reason == "shutdown":
@@ -80,4 +82,6 @@ def job_outcome(job: Job, code: int, timed_out: bool, timeout_ms: int) -> Outcom
     if timed_out:
         return Outcome(status=AttemptStatus.TIMED_OUT, error_code="TIMEOUT",
                        error_summary=f"killed after the {timeout_ms} ms timeout")
+    if memory_killed:
+        return command.memory_outcome()
     return command.exit_outcome(code)

@@ -30,7 +30,6 @@ from qinglong.clock import Clock, SystemClock
 from qinglong.diagnostics import Diagnostic, diagnostic_from
 from qinglong.errors import AlreadyRunning, NotReady, QinglongError
 from qinglong.execution.executor import Executor, RunFinished
-from qinglong.execution.identity import limits_support
 from qinglong.ids import new_uuid
 from qinglong.metrics import Caps, ExecutionMetrics, new_registry
 from qinglong.profiles.lease_recording import LeaseRecordingRunStore
@@ -98,6 +97,7 @@ class WorkerApp:
                  clock: Clock | None = None) -> None:
         self._settings = settings
         self._identity = settings.identity()  # refuses a --run-as it cannot use, before anything
+        self.limits_support = self._identity.limits_support()  # what this host applies
         self._observer = observer
         self._clock = clock or SystemClock()
         self.metrics = WorkerMetrics()
@@ -137,7 +137,7 @@ class WorkerApp:
                 "labels": self._settings.label_map,
                 "nice": self._identity.nice,
                 "run_as": None if self._identity.run_as is None else self._identity.run_as.name,
-                "limits": limits_support(),
+                "limits": self.limits_support,
                 "running": executor.active() if executor else 0,
                 "started": executor.started if executor else 0,
                 "notifications": self._wakeups.received}

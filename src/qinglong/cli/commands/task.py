@@ -169,8 +169,10 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
                    "(repeatable; docs/controls/parameters.md).")
 @click.option("--no-params", is_flag=True, help="Remove every parameter.")
 @click.option("--memory-limit", metavar="SIZE",
-              help="Most memory (address space) a Run's command may use, e.g. 512M, 2G: an "
-                   "allocation beyond it fails (setrlimit; docs/controls/limits.md).")
+              help="Most memory a Run's command may use, e.g. 512M, 2G: resident memory in "
+                   "a cgroup of its own where the worker may make one (killed beyond it: "
+                   "MEMORY_LIMIT), else address space with setrlimit (an allocation beyond "
+                   "it fails); docs/controls/limits.md.")
 @click.option("--no-memory-limit", is_flag=True, help="Remove the memory limit.")
 @click.option("--cpu-limit", type=DURATION, metavar="DURATION",
               help="Most CPU time a Run's command may use, whole seconds (30s, 10m): at the "

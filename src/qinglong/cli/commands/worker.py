@@ -83,10 +83,13 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
     held by a live process (exit 4; a crashed one's id is free 30 s after its last
     heartbeat, and a start waits for that).
 
-    A task's --memory-limit and --cpu-limit are applied with setrlimit through util-linux
-    prlimit (no cgroups): an allocation beyond the memory limit fails, and a command that
-    reaches its CPU-time limit is stopped with SIGXCPU and its Attempt ends CPU_LIMIT
-    (docs/controls/limits.md). /status says what this host can apply.
+    A task's --memory-limit is a memory cgroup's where this worker may create cgroups (cgroup
+    v2 with the memory controller delegated to it, or v1 as root): the command's resident
+    memory is bounded and an Attempt the kernel kills for it ends MEMORY_LIMIT. Elsewhere it
+    is applied with setrlimit through util-linux prlimit (address space: an allocation beyond
+    it fails). --cpu-limit is setrlimit's everywhere: the command is stopped with SIGXCPU and
+    its Attempt ends CPU_LIMIT (docs/controls/limits.md). The worker says at start, and
+    /status says, which this host applies.
     """
     from qinglong.cli.params import check_cli_url
     from qinglong.domain.placement import labels_text
@@ -127,7 +130,8 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
             port = app.start_http()
             console.state("starting", f"http on port {port}; session {app.session}; labels "
                                       f"{labels_text(settings.label_map)}; database "
-                                      f"{redact_url(settings.database_url)}")
+                                      f"{redact_url(settings.database_url)}; limits: "
+                                      f"{app.limits_support}")
             app.start(stop)
             while not stop.wait(0.5):
                 pass
