@@ -305,3 +305,18 @@ def backend_bed(backend: PgBackend) -> Any:
     from tests.contract.test_admission_batch import SharedBed
     return SharedBed(backend)
 
+
+
+def test_a_flow_publish_that_would_break_a_flow_triggers_values_is_refused(
+        demo: Backend) -> None:
+    publish(demo, "etl-nightly", flow="etl", parameters={"count": 3})
+    task(demo, "greet", GREET[0], Parameter(name="count", type=ParamType.BOOLEAN,
+                                            default=False))
+    admin = FlowStore(demo.database("ql_admin", "contract-flow-trigger-admin"),
+                      manual_store(demo, "ql_admin"), actor_id="admin")
+    with pytest.raises(InvalidInput) as refused:  # count is now a boolean; the trigger gives 3
+        admin.flow_publish(parse_flow(DIAMOND), "demo")
+    assert refused.value.field == "trigger etl-nightly: parameters (node clean-b)"
+    assert admin.flow_get("demo", "etl").revision == 1  # nothing written
+    publish(demo, "etl-nightly", parameters={"count": "true"})
+    assert admin.flow_publish(parse_flow(DIAMOND), "demo").revision.revision == 2

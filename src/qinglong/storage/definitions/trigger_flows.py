@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from qinglong.domain.identifiers import entity_id
 from qinglong.domain.parameters import Parameter
 from qinglong.errors import InvalidInput, NotFound
-from qinglong.storage.flows.publish import current_task
-from qinglong.storage.flows.start import check_values, current_revision
+from qinglong.storage.flows.publish import check_values, current_task
+from qinglong.storage.flows.start import current_revision
 from qinglong.storage.kernel import Tx
 
 

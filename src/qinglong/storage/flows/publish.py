@@ -7,11 +7,13 @@ re-pins)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowDocument, FlowRevision, TaskPin, pins_content
-from qinglong.domain.parameters import resolve
+from qinglong.domain.parameters import Parameter, resolve
+from qinglong.domain.stored_trigger import stored_spec
 from qinglong.domain.task import TaskRevision
 from qinglong.errors import Conflict, InvalidInput
 from qinglong.storage import records
@@ -41,6 +43,42 @@ def check_node_parameters(document: FlowDocument, tasks: dict[str, TaskRevision]
                 resolve(tasks[node.task_id].spec.parameters, node.parameters)
             except InvalidInput as exc:
                 raise InvalidInput(f"nodes.{node.node_id}.parameters", exc.rule) from None
+
+
+def check_values(revision: FlowRevision, values: Mapping[str, object],
+                 declared: Mapping[str, tuple[Parameter, ...]]) -> None:
+    """Each value must be for a parameter some node's task declares, and of its type for
+    every node whose task declares it (checked before anything is written)."""
+    known = {p.name for params in declared.values() for p in params}
+    for name in sorted(values):
+        if name not in known:
+            raise InvalidInput(f"parameters.{name}", f"no task of flow {revision.flow_id} "
+                                                     "declares this parameter")
+    for node in revision.spec.nodes:
+        params = declared[node.task_id]
+        names = {p.name for p in params}
+        given = {**node.parameters, **{k: v for k, v in values.items() if k in names}}
+        try:
+            resolve(params, given)
+        except InvalidInput as exc:
+            raise InvalidInput(f"parameters (node {node.node_id})", exc.rule) from None
+
+
+def check_triggers(tx: Tx, revision: FlowRevision,
+                   tasks: Mapping[str, TaskRevision]) -> None:
+    """The values each trigger of this flow gives must fit its tasks as this revision runs
+    them: a publish that would make a trigger's occurrences fail is refused, naming it."""
+    declared = {task_id: task.spec.parameters for task_id, task in tasks.items()}
+    for row in tx.all("flow_triggers_of_flow", {"project_id": revision.project_id,
+                                                "flow_id": revision.flow_id}):
+        spec, _ = stored_spec(str(row["spec_json"]))
+        try:
+            check_values(revision, spec.values, declared)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"trigger {row['trigger_id']}: {exc.field}",
+                f"{exc.rule}; the trigger starts this flow with these values: change them "
+                "first (`ql trigger publish --param`/`--no-params`)") from None
 
 
 def publish(tx: Tx, document: FlowDocument, project_id: str, *, now_ms: int) -> FlowPublished:
@@ -74,4 +112,5 @@ def publish(tx: Tx, document: FlowDocument, project_id: str, *, now_ms: int) -> 
     revision = FlowRevision(project_id=project_id, flow_id=document.flow_id, revision=number,
                             name=document.name, spec=document.spec, pins=pins,
                             content_digest=digest, created_at_ms=now_ms)
+    check_triggers(tx, revision, tasks)
     return FlowPublished(revision=revision, created=True)

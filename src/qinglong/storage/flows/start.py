@@ -22,14 +22,14 @@ from qinglong.domain.canonical import canonical_json
 from qinglong.domain.flow import FlowRevision, occurrence_flow_key
 from qinglong.domain.flow_progress import NodeState
 from qinglong.domain.flow_runs import FlowOccurrence, FlowStart, FlowStarted
-from qinglong.domain.parameters import Parameter, resolve
+from qinglong.domain.parameters import Parameter
 from qinglong.domain.parameters import text as param_text
 from qinglong.domain.runs import Actor
 from qinglong.errors import Conflict, InvalidInput, NotFound, NotRunnable, RequestIdConflict
 from qinglong.ids import new_uuid
 from qinglong.storage.admission.requests import active_project
 from qinglong.storage.flow_records import flow_revision
-from qinglong.storage.flows.publish import current_task
+from qinglong.storage.flows.publish import check_values, current_task
 from qinglong.storage.flows.release import FlowSteps, Releaser
 from qinglong.storage.kernel import Tx
 
@@ -53,25 +53,6 @@ def find(tx: Tx, start: FlowStart, key: str) -> str | None:
             f"request id {start.request_id!r} already started flow run {row['id']} with other "
             "parameter values; use a new request id")
     return str(row["id"])
-
-
-def check_values(revision: FlowRevision, values: Mapping[str, object],
-                 declared: Mapping[str, tuple[Parameter, ...]]) -> None:
-    """Each value must be for a parameter some node's task declares, and of its type for
-    every node whose task declares it (checked before anything is written)."""
-    known = {p.name for params in declared.values() for p in params}
-    for name in sorted(values):
-        if name not in known:
-            raise InvalidInput(f"parameters.{name}", f"no task of flow {revision.flow_id} "
-                                                     "declares this parameter")
-    for node in revision.spec.nodes:
-        params = declared[node.task_id]
-        names = {p.name for p in params}
-        given = {**node.parameters, **{k: v for k, v in values.items() if k in names}}
-        try:
-            resolve(params, given)
-        except InvalidInput as exc:
-            raise InvalidInput(f"parameters (node {node.node_id})", exc.rule) from None
 
 
 def current_revision(tx: Tx, project_id: str, flow_id: str) -> FlowRevision:

@@ -157,3 +157,15 @@ LIMIT %(limit)s;
 -- The Runs of a flow run's released steps (an array of ids), locked in id order: a cancel
 -- takes them before the flow run, as every lifecycle step does.
 SELECT id FROM qinglong.runs WHERE id = ANY (%(run_ids)s::text[]) ORDER BY id FOR UPDATE;
+
+-- name: flow_triggers_of_flow
+-- The triggers (not deleted) whose current revision starts this flow, with their specs (a
+-- flow publish checks the values they give against the revision it writes).
+SELECT r.trigger_id, r.spec_json::text AS spec_json
+FROM qinglong.triggers h
+JOIN qinglong.trigger_revisions r
+  ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id
+ AND r.revision = h.current_revision
+WHERE h.project_id = %(project_id)s AND h.deleted_at_ms IS NULL
+  AND r.spec_json -> 'config' ->> 'flow' = %(flow_id)s
+ORDER BY r.trigger_id;

@@ -152,3 +152,15 @@ LIMIT :limit;
 -- name: flow_cancel_lock_runs
 -- The Runs of a flow run's released steps (the write transaction already holds the file).
 SELECT id FROM runs WHERE id IN (SELECT value FROM json_each(:run_ids)) ORDER BY id;
+
+-- name: flow_triggers_of_flow
+-- The triggers (not deleted) whose current revision starts this flow, with their specs (a
+-- flow publish checks the values they give against the revision it writes).
+SELECT r.trigger_id, r.spec_json AS spec_json
+FROM triggers h
+JOIN trigger_revisions r
+  ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id
+ AND r.revision = h.current_revision
+WHERE h.project_id = :project_id AND h.deleted_at_ms IS NULL
+  AND json_extract(r.spec_json, '$.config.flow') = :flow_id
+ORDER BY r.trigger_id;
