@@ -302,3 +302,32 @@ def test_a_flow_publish_that_breaks_a_flow_triggers_values_is_refused(db: Cli) -
     assert_one_line_error(refused, 2, "trigger tick: parameters (node extract)", "--no-params")
     _ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--no-params")
     _ok(db, "flow", "publish", "-f", "flow.yaml", *PROJECT)
+
+
+APPLIED = """\
+apiVersion: qinglong/v1
+project: demo
+tasks:
+  a: {shell: "echo a", parameters: [{name: who, default: w}]}
+  b: {shell: "echo b"}
+triggers:
+  nightly: {task: a, flow: ab, every: 1h, parameters: {who: zed}}
+flows:
+  ab:
+    nodes:
+      a: a
+      b: {task: b, after: a}
+"""
+
+
+def test_apply_creates_a_flow_and_the_trigger_that_starts_it_in_one_file(cli: Cli) -> None:
+    Path("all.yaml").write_text(APPLIED)
+    _ok(cli, "apply", "-f", "all.yaml")  # the flow is published before the trigger needs it
+    [shown] = [t for t in _json(cli, "trigger", "list") if t["trigger"] == "nightly"]
+    assert (shown["flow"], shown["task"], shown["parameters"]) == ("ab", "a", {"who": "zed"})
+    assert "nothing to change" in _ok(cli, "apply", "-f", "all.yaml")
+    exported = _ok(cli, "export", "--project", "demo")
+    assert "flow: ab" in exported and "who: zed" in exported
+    Path("all.yaml").write_text(APPLIED.replace("flow: ab, ", ""))
+    refused = cli("apply", "-f", "all.yaml")
+    assert refused.code == 2 and "starts flow 'ab' for life" in refused.err, refused.err

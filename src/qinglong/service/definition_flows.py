@@ -22,9 +22,8 @@ from qinglong.domain.parameters import Parameter, resolve
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.definition_fields import FieldChange
 from qinglong.service.definition_model import DesiredFlow, DesiredProject, Issues, Where
-from qinglong.service.definition_plan import Action, Change, FlowPublishParams
+from qinglong.service.definition_plan import PHASE_FLOWS, Action, Change, FlowPublishParams
 
-PHASE_FLOWS = 4  # after the project's triggers (definition_plan's phases 0-3)
 
 
 def _plain(value: object) -> object:

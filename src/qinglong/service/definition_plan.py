@@ -32,9 +32,10 @@ class Action(StrEnum):
 
 # Writes in this order, per project: create the project; stop the triggers that end up
 # disabled (before their tasks change, so none fires a task revision it should not); publish
-# the tasks (their triggers are re-pinned with them); publish the other triggers; then the
-# flows (definition_flows.PHASE_FLOWS: they pin the tasks' new revisions).
-PHASE_PROJECT, PHASE_STOP_TRIGGERS, PHASE_TASKS, PHASE_TRIGGERS = range(4)
+# the tasks (their triggers are re-pinned with them); publish the flows (definition_flows:
+# they pin the tasks' new revisions); then the other triggers (a trigger may start a flow of
+# the same file).
+PHASE_PROJECT, PHASE_STOP_TRIGGERS, PHASE_TASKS, PHASE_FLOWS, PHASE_TRIGGERS = range(5)
 
 
 
