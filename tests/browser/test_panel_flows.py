@@ -76,3 +76,32 @@ def test_a_viewer_sees_flows_but_cannot_start_one(panel: Panel, site: Site) -> N
                 "the flow listed")
     buttons = panel.css('#flows button[data-flow="etl"]')
     assert buttons and not buttons[0].is_displayed()
+
+
+def test_a_trigger_that_starts_a_flow_shows_it_and_its_flow_runs_say_so(
+        panel: Panel, site: Site) -> None:
+    _publish(site)
+    site.http.ok("POST", "/api/v1/projects/flows/triggers/tick/revisions", site.admin, {
+        "flow": "etl", "schedule": "every 1s"}, (200, 201))
+    site.http.ok("POST", "/api/v1/projects/flows/tasks/greet/revisions", site.admin, {
+        "command": {"kind": "shell", "command": 'echo "$who"'},
+        "parameters": [{"name": "who", "default": "world"}]}, (200, 201))
+    site.http.ok("POST", "/api/v1/projects/flows/triggers/hello/revisions", site.admin, {
+        "task": "greet", "schedule": "every 1h", "parameters": {"who": "zed"}}, (200, 201))
+    panel.login("viewer")
+    panel.open("/triggers/flows/tick", "trigger")
+    panel.until(lambda d: "Starts flow" in panel.text("trigger-details"), "the flow row")
+    assert "etl" in panel.text("trigger-details")
+    panel.open("/triggers/flows/hello", "trigger")
+    panel.until(lambda d: "who=zed" in panel.text("trigger-details"), "the trigger's values")
+    panel.open("/flows", "flows")
+    panel.by_id("flows-project").send_keys("flows")
+    panel.until(lambda d: any(r[4] == "trigger tick" for r in panel.rows("flow-runs")),
+                "a flow run the trigger started", timeout=60)
+    started = next(r for r in panel.rows("flow-runs") if r[4] == "trigger tick")
+    started_link = [a for a in panel.css("#flow-runs a")
+                    if a.text and started[0].startswith(a.text)]
+    started_link[0].click()
+    panel.ready("flow-run")
+    panel.until(lambda d: "trigger tick" in panel.text("flow-run-details"), "who started it")
+    assert "its occurrence of" in panel.text("flow-run-details")
