@@ -73,9 +73,22 @@ def test_channels_and_rules_never_print_a_secret(db: Callable[..., Result],
         ok(db("notify", *command))
     assert "secret    set" in ok(db("notify", "channel", "show", "ops"))
     rules = json.loads(ok(db("notify", "rule", "list", "--json")))
-    assert [(r["channel"], r["task"], r["events"]) for r in rules] == [
-        ("ops", None, ["failed", "timed_out", "lost", "misfired", "recovered"]),
-        ("tg", "hello", ["failed", "cancelled"])]
+    assert [(r["channel"], r["task"], r["events"], r["unplaceable_after_ms"]) for r in rules] == [
+        ("ops", None, ["failed", "timed_out", "lost", "misfired", "recovered", "unplaceable"],
+         300_000),
+        ("tg", "hello", ["failed", "cancelled"], None)]
+    # the delay of the unplaceable event: shown, changed, kept when not given again
+    table = ok(db("notify", "rule", "list")).splitlines()
+    assert "UNPLACEABLE AFTER" in table[0]
+    assert table[1].split()[:5] == ["ops", "demo", "*",
+                                    "failed,timed_out,lost,misfired,recovered,unplaceable", "5m"]
+    assert "unplaceable after 5m" in ok(db("notify", "channel", "show", "ops"))
+    said = ok(db("notify", "rule", "add", "--channel", "ops", "--project", "demo",
+                 "--events", "unplaceable", "--unplaceable-after", "1h30m"))
+    assert "unplaceable after 1h30m" in said
+    ok(db("notify", "rule", "add", "--channel", "ops", "--project", "demo"))
+    [ops] = json.loads(ok(db("notify", "rule", "list", "--channel", "ops", "--json")))
+    assert ops["unplaceable_after_ms"] == 5_400_000
     replaced = ok(db("notify", "channel", "add", "ops", "--webhook", "https://b.example.com/",
                      "--replace"))
     assert replaced.startswith("replaced channel ops") and "secret set" in replaced  # kept
@@ -119,6 +132,12 @@ BAD = [
      "--retry-backoff"),
     (("channel", "add", "dup", "--webhook", "https://h.example/"), "--replace"),
     (("rule", "add", "--channel", "dup", "--project", "demo", "--events", "faild"), "faild"),
+    (("rule", "add", "--channel", "dup", "--project", "demo", "--unplaceable-after", "30s"),
+     "--unplaceable-after"),
+    (("rule", "add", "--channel", "dup", "--project", "demo", "--unplaceable-after", "soon"),
+     "--unplaceable-after"),
+    (("rule", "add", "--channel", "dup", "--project", "demo", "--events", "failed",
+      "--unplaceable-after", "10m"), "--unplaceable-after"),
     (("rule", "add", "--channel", "nope", "--project", "demo"), "channel 'nope' not found"),
     (("rule", "add", "--channel", "dup", "--project", "nope"), "project 'nope' not found"),
     (("rule", "add", "--channel", "dup", "--project", "demo", "--task", "nope"),

@@ -275,12 +275,15 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # table and indexes (its grants stay, like 0009's), 0011_login_devices' table,
     # 0012_eligibility's view, 0013_lean_indexes' index changes (reversed) and
     # 0014_placement's and 0015_parameters' columns, and 0016_flows' tables (its grants on
-    # runs and run_attempts stay, like 0009's).
+    # runs and run_attempts stay, like 0009's), and 0017_unplaceable's column, constraints and
+    # index (its grant of UPDATE on notify_rules stays); 0018_flow_triggers' columns and index
+    # go with 0016's flow_runs.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
-                                '0014_placement', '0015_parameters', '0016_flows');
+                                '0014_placement', '0015_parameters', '0016_flows',
+                                '0017_unplaceable', '0018_flow_triggers');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -292,10 +295,16 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
             (claim_expires_at_ms, project_id, trigger_id) WHERE claim_token IS NOT NULL;
         CREATE INDEX runs_status_idx ON runs (status, queued_at_ms, id);
         CREATE INDEX run_attempts_status_idx ON run_attempts (status, run_id, created_at_ms, id);
+        DROP INDEX runs_labelled_queued_idx;
         ALTER TABLE runs DROP COLUMN requires;
         ALTER TABLE instances DROP COLUMN labels;
         ALTER TABLE runs DROP COLUMN parameters;
         DROP TABLE flow_steps, flow_runs, flow_revisions, flows;
+        ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_after_check;
+        ALTER TABLE notify_rules DROP COLUMN after_ms;
+        ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_event_check;
+        ALTER TABLE notify_rules ADD CONSTRAINT notify_rules_event_check
+            CHECK (event IN ('failed', 'timed_out', 'lost', 'cancelled', 'misfired', 'recovered'));
     """)
     audits = audit_everyone(pg_db)
     # every role is told it is not ready; the roles with privileges on the tables the
@@ -315,7 +324,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
                "missing-migration:0014_placement", "missing-migration:0015_parameters",
-               "missing-migration:0016_flows"]
+               "missing-migration:0016_flows", "missing-migration:0017_unplaceable",
+               "missing-migration:0018_flow_triggers"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -327,7 +337,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         assert migrate(conn).applied == ("0008_accounts", "0009_web_controls", "0010_retention",
                                          "0011_login_devices", "0012_eligibility",
                                          "0013_lean_indexes", "0014_placement", "0015_parameters",
-                                         "0016_flows")
+                                         "0016_flows", "0017_unplaceable",
+                                         "0018_flow_triggers")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

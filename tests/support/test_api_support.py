@@ -496,10 +496,14 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"channel": "ops", "project": "demo", "events": ["sometimes"]},
         {"channel": "ops", "project": "demo", "events": []},
         {"channel": "Bad Name", "project": "demo"}, {"channel": "ops", "project": "Demo"},
-        {"channel": "ops"}, {"channel": "ops", "project": "demo", "task": "Bad Task"}],
+        {"channel": "ops"}, {"channel": "ops", "project": "demo", "task": "Bad Task"},
+        {"channel": "ops", "project": "demo", "unplaceable_after_ms": 59_999},
+        {"channel": "ops", "project": "demo", "events": ["failed"],
+         "unplaceable_after_ms": 600_000}],
     ("POST", "/api/v1/notify/rules/remove"): [
         {"channel": "ops", "project": "demo", "events": ["nope"]},
-        {"channel": "ops", "project": "demo", "events": []}, {"channel": "ops"}],
+        {"channel": "ops", "project": "demo", "events": []}, {"channel": "ops"},
+        {"channel": "ops", "project": "demo", "unplaceable_after_ms": 600_000}],
 }
 # These answer 409 (the stored state refuses), never 422.
 CONFLICTS = {("POST", "/api/v1/users"): [{"username": "admin", "role": "viewer",
@@ -1138,9 +1142,15 @@ def flow_notify(http: Http, people: People, db: Database) -> None:
                   body={"channel": "ops", "project": "demo"}).problem(403)
         added_rules = ok("POST", rules, admin, {"channel": "ops", "project": "demo",
                                                 "events": ["failed", "lost"]}, 201)
-        assert [(r["channel"], r["project"], r["task"], r["events"]) for r in added_rules] == [
-            ("ops", "demo", None, ["failed", "lost"])]
-        ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello"}, 201)
+        assert [(r["channel"], r["project"], r["task"], r["events"], r["unplaceable_after_ms"])
+                for r in added_rules] == [("ops", "demo", None, ["failed", "lost"], None)]
+        [mail] = ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello"},
+                    201)
+        assert "unplaceable" in mail["events"] and mail["unplaceable_after_ms"] == 300_000
+        [mail] = ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello",
+                                           "events": ["unplaceable"],
+                                           "unplaceable_after_ms": 3_600_000}, 201)
+        assert mail["unplaceable_after_ms"] == 3_600_000
         http.call("POST", rules, auth=admin,
                   body={"channel": "ops", "project": "ghost"}).problem(404)
         http.call("POST", rules, auth=admin,
@@ -1197,7 +1207,8 @@ def flow_notify(http: Http, people: People, db: Database) -> None:
     assert actions == [("admin", "notify.channel.remove"), ("admin", "notify.rule.remove"),
                        ("admin", "notify.rule.remove"), ("operator", "notify.retry"),
                        ("operator", "notify.test"), ("admin", "notify.rule.add"),
-                       ("admin", "notify.rule.add"), ("admin", "notify.channel.put"),
+                       ("admin", "notify.rule.add"), ("admin", "notify.rule.add"),
+                       ("admin", "notify.channel.put"),
                        ("admin", "notify.channel.put"), ("admin", "notify.channel.put")], actions
     assert all(HOOK_SECRET.encode() not in raw for raw in answers)
 

@@ -35,9 +35,10 @@ def test_events_parse_from_lists_and_commas_in_a_stable_order() -> None:
         RuleEvent.FAILED, RuleEvent.LOST, RuleEvent.MISFIRED)
     assert parse_events(["all"]) == tuple(RuleEvent)
     assert RuleEvent.CANCELLED not in DEFAULT_EVENTS  # cancellations are asked for explicitly
+    assert RuleEvent.UNPLACEABLE in DEFAULT_EVENTS  # a failure-class signal
     assert [e.wire for e in RuleEvent] == ["run.failed", "run.timed_out", "run.lost",
                                            "run.cancelled", "trigger.misfired",
-                                           "trigger.recovered"]
+                                           "trigger.recovered", "run.unplaceable"]
 
 
 @pytest.mark.parametrize("given", [["faild"], ["failed,nope"], [""], [" , "]])
@@ -45,7 +46,8 @@ def test_an_unknown_or_missing_event_is_refused_naming_the_choices(given: list[s
     with pytest.raises(InvalidInput) as caught:
         parse_events(given)
     assert caught.value.field == "events"
-    assert "failed, timed_out, lost, cancelled, misfired, recovered" in caught.value.rule
+    assert ("failed, timed_out, lost, cancelled, misfired, recovered, unplaceable"
+            in caught.value.rule)
 
 
 # --- channel specs ------------------------------------------------------------------------
@@ -187,7 +189,8 @@ def test_the_document_has_every_key_of_its_version() -> None:
     doc = payload.build(event, delivery_id="d1", channel="ops")
     assert set(doc) == {"schema", "id", "event", "channel", "occurred_at", "occurred_at_ms",
                         "project", "task", "trigger", "title", "summary", "run", "misfire",
-                        "recovery"}
+                        "recovery", "placement"}
+    assert doc["placement"] is None  # only run.unplaceable has one
     assert doc["schema"] == "qinglong/notification@v1" and doc["id"] == "d1"
     assert doc["occurred_at"] == "2027-01-14T08:00:01.000Z"
     assert doc["title"] == "qinglong: demo/backup failed"

@@ -9,7 +9,13 @@ failure reported and left for the next cycle:
    end ``dead``; delivered and dead rows past the retention are deleted (hourly);
 2. enqueue: Run outcomes and misfires that rules want become outbox rows (a page per source);
 3. recoveries: triggers that misfired and have since fired on time are notified;
-4. deliver: up to 16 deliveries, one leased row at a time (bounded by a time budget too).
+4. unplaceable (every 15 s, while the probe says a labelled Run has waited long enough): a
+   page of up to 500 queued Runs that require worker labels is looked at, and each no live
+   worker can take that has waited out a rule's delay is enqueued once per channel; a full
+   page goes on from where it ended at the next cycle, the end of the queue starts the next
+   pass over from the oldest. This step never makes a probe "busy": a Run reported once
+   stays queued, and asking about it every second would defeat the quiet pause;
+5. deliver: up to 16 deliveries, one leased row at a time (bounded by a time budget too).
    A failed delivery waits out its channel's backoff before its next attempt, and the channel
    cools down for as long: its other deliveries wait too, so a receiver that is down gets one
    attempt per backoff from this dispatcher, not one per waiting notification.
@@ -41,6 +47,7 @@ from qinglong.storage.notify.params import (
     OutboxProbe,
     OutboxProbeParams,
     OutboxRecordParams,
+    UnplaceableParams,
 )
 
 SOURCE = "notify"
@@ -59,6 +66,8 @@ class NotifySettings:
     tidy_every_s: float = 30.0
     purge_every_s: float = 3600.0
     retention_ms: int = 30 * DAY_MS  # delivered and dead rows are kept this long
+    unplaceable_every_s: float = 15.0  # a pass over the labelled queue starts this often
+    unplaceable_limit: int = 500  # queued Runs looked at per page
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +111,8 @@ class Dispatcher:
         self._cooling: dict[str, float] = {}  # channel -> monotonic time it may be tried again
         self._saturated = False  # the last cycle left work waiting: no need to ask
         self._quiet = 0  # probes in a row that found nothing to do
+        self._unplaceable_at: float | None = None  # when the last pass over the queue began
+        self._unplaceable_from: tuple[int, str] | None = None  # where the next page starts
 
     def _report(self, code: str, message: str) -> None:
         emit(self._diagnostics, Diagnostic(source=SOURCE, code=code, message=message))
@@ -112,7 +123,7 @@ class Dispatcher:
         and the next one still runs; a database that fails (or refuses a privilege) ends the
         cycle: the rest would fail the same way, and the next cycle tries again."""
         if self._saturated:
-            return self._full_cycle(stop_requested)
+            return self._full_cycle(stop_requested, unplaceable=True)
         try:
             probe, cooling = self._probe()
         except (StorageError, PermissionDenied) as exc:
@@ -122,11 +133,38 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001 - unsure whether there is work: do the cycle
             emit(self._diagnostics, diagnostic_from(SOURCE, exc))
             probe, cooling = None, {}
+        asked, found = probe is None or probe.unplaceable, 0
         if probe is not None and probe.idle:
-            self._quiet += 1
-            return NotifyReport(next_due_in_ms=_with_cooling(probe.next_due_in_ms, cooling))
+            found = self._unplaceable_step(asked)
+            if not found:
+                self._quiet += 1
+                return NotifyReport(next_due_in_ms=_with_cooling(probe.next_due_in_ms, cooling))
+            asked = False  # it found something to send: the full cycle sends it
         self._quiet = 0
-        return self._full_cycle(stop_requested)
+        return self._full_cycle(stop_requested, unplaceable=asked, enqueued=found)
+
+    def _unplaceable_step(self, asked: bool) -> int:
+        """A page of the walk over the queued Runs that require labels, when the probe says
+        one has waited long enough (``asked``) and a page is due; what it enqueued. A failure
+        is reported and the walk goes on at its next pace."""
+        now = self._clock.monotonic()
+        if not asked:
+            self._unplaceable_from = None  # nothing waits long enough: the next pass restarts
+            return 0
+        if (self._unplaceable_from is None and self._unplaceable_at is not None
+                and now - self._unplaceable_at < self._settings.unplaceable_every_s):
+            return 0
+        if self._unplaceable_from is None:
+            self._unplaceable_at = now
+        try:
+            report = self._store.outbox_unplaceable(UnplaceableParams(
+                after=self._unplaceable_from, limit=self._settings.unplaceable_limit))
+        except Exception as exc:  # noqa: BLE001 - reported; the next pass tries again
+            self._unplaceable_from = None
+            emit(self._diagnostics, diagnostic_from(SOURCE, exc))
+            return 0
+        self._unplaceable_from = report.next_after
+        return report.enqueued
 
     def quiet_pause_s(self) -> float | None:
         """How long the loop may pause after this many quiet probes in a row: None (the
@@ -153,23 +191,28 @@ class Dispatcher:
                 self._purged_at = now
         return probe, cooling
 
-    def _full_cycle(self, stop_requested: Callable[[], bool]) -> NotifyReport:
+    def _full_cycle(self, stop_requested: Callable[[], bool], *, unplaceable: bool,
+                    enqueued: int = 0) -> NotifyReport:
         s = self._settings
-        tally = {"enqueued": 0, "recovered": 0, "delivered": 0, "failed": 0, "dead": 0,
+        tally = {"enqueued": enqueued, "recovered": 0, "delivered": 0, "failed": 0, "dead": 0,
                  "saturated": 0}
 
         def enqueue() -> None:
             report = self._store.outbox_enqueue(OutboxEnqueueParams(settle_ms=s.settle_ms,
                                                                     limit=s.scan_limit))
-            tally["enqueued"] = report.enqueued
+            tally["enqueued"] += report.enqueued
             tally["saturated"] |= report.saturated
 
         def recoveries() -> None:
             tally["recovered"] = self._store.outbox_recoveries(s.recovery_limit)
 
+        def unplaceable_runs() -> None:
+            if unplaceable:
+                tally["enqueued"] += self._unplaceable_step(True)
+
         next_due = None
         try:
-            for step in (self._tidy, enqueue, recoveries,
+            for step in (self._tidy, enqueue, recoveries, unplaceable_runs,
                          lambda: self._deliver(stop_requested, tally)):
                 try:
                     step()

@@ -16,7 +16,7 @@ from enum import StrEnum
 from qinglong.clock import Clock
 from qinglong.domain.notify import payload as documents
 from qinglong.domain.notify.channels import ChannelSpec, check_secret, missing_secret
-from qinglong.domain.notify.events import DEFAULT_EVENTS, RuleEvent
+from qinglong.domain.notify.events import DEFAULT_EVENTS, RuleEvent, unplaceable_after
 from qinglong.domain.notify.model import Channel, Delivery, DeliveryStatus, Rule
 from qinglong.errors import InvalidInput, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
@@ -149,11 +149,17 @@ class Notifications:
     # -- rules --------------------------------------------------------------------------
 
     def add_rule(self, channel: str, project_id: str, task_id: str | None,
-                 events: tuple[RuleEvent, ...] = DEFAULT_EVENTS) -> list[Rule]:
+                 events: tuple[RuleEvent, ...] = DEFAULT_EVENTS,
+                 unplaceable_after_ms: int | None = None) -> list[Rule]:
         """Tell ``channel`` about ``events`` of a project, or of one of its tasks (None: every
-        task); the rules of that target as they now stand."""
+        task); the rules of that target as they now stand. ``unplaceable_after_ms``: how long
+        a queued Run no live worker can take waits before it is reported (with the
+        unplaceable event only; None: 5 minutes for a new rule, unchanged for one that asked
+        for it already)."""
+        after = unplaceable_after(events, unplaceable_after_ms)
         return self._store.rule_add(RuleAddParams(channel=channel, project_id=project_id,
-                                                  task_id=task_id, events=events))
+                                                  task_id=task_id, events=events,
+                                                  unplaceable_after_ms=after))
 
     def rules(self, channel: str | None = None, project_id: str | None = None) -> list[Rule]:
         return self._store.rule_list(channel=channel, project_id=project_id)

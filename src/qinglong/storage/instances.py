@@ -57,6 +57,16 @@ def _labels(value: object) -> dict[str, str | None]:
     return json_object(value, "an instance's labels")  # type: ignore[return-value]
 
 
+def live_offers(tx: Tx, now_ms: int,
+                alive_ms: int = INSTANCE_STALE_MS) -> tuple[Mapping[str, str | None], ...]:
+    """The labels each live executor offers at ``now_ms`` (the store's clock): a worker or
+    `ql serve` seen within ``alive_ms`` and not stopped. What a queued Run's requirements are
+    held against (``domain.placement.unplaceable``), by /metrics, ``GET /api/v1/queue`` and
+    the unplaceable notification alike."""
+    return tuple(_labels(row["labels"]) for row in tx.all(
+        "metrics_live_offers", {"since_ms": now_ms - alive_ms}))
+
+
 def instance_from_row(row: Row) -> Instance:
     stopped = row["stopped_at_ms"]
     return Instance(

@@ -16,7 +16,7 @@ from pydantic_core import CoreSchema
 from qinglong.domain import identifiers as ids
 from qinglong.domain import jitter, retry, task, trigger
 from qinglong.domain.manual import REQUEST_ID
-from qinglong.domain.notify import channels
+from qinglong.domain.notify import channels, events
 from qinglong.service import accounts
 
 
@@ -65,6 +65,8 @@ ChannelSecret = Annotated[str, length(1, channels.MAX_SECRET)]
 ChannelTimeout = Annotated[int, between(channels.MIN_TIMEOUT_MS, channels.MAX_TIMEOUT_MS)]
 ChannelAttempts = Annotated[int, between(channels.MIN_ATTEMPTS, channels.MAX_ATTEMPTS)]
 ChannelBackoff = Annotated[int, between(channels.MIN_BACKOFF_MS, channels.MAX_BACKOFF_MS)]
+UnplaceableAfter = Annotated[int, between(events.MIN_UNPLACEABLE_AFTER_MS,
+                                          events.MAX_UNPLACEABLE_AFTER_MS)]
 Port = Annotated[int, between(1, channels.MAX_PORT)]
 Headers = Annotated[list[str], Rule((("maxItems", channels.MAX_HEADERS),))]
 Recipients = Annotated[list[str], Rule((("maxItems", channels.MAX_RECIPIENTS),))]

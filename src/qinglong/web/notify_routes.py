@@ -170,15 +170,20 @@ def add_rule(call: Call) -> Reply:
     body: rq.RuleRequest = call.body
     _rule_target(body)
     events = parse_events(body.events, "events") if body.events else DEFAULT_EVENTS
-    rules = call.backend.notifications.add_rule(body.channel, body.project, body.task, events)
+    with naming({"unplaceable_after": "unplaceable_after_ms"}):
+        rules = call.backend.notifications.add_rule(body.channel, body.project, body.task,
+                                                    events, body.unplaceable_after_ms)
     call.audit("notify.rule.add", project=body.project, target=f"channel {body.channel}",
-               detail={"task": body.task, "events": [e.value for e in events]})
+               detail={"task": body.task, "events": [e.value for e in events],
+                       "unplaceable_after_ms": body.unplaceable_after_ms})
     return Reply([rule_view(r) for r in rules], 201)
 
 
 def remove_rule(call: Call) -> Reply:
     body: rq.RuleRequest = call.body
     _rule_target(body)
+    if body.unplaceable_after_ms is not None:
+        raise InvalidInput("unplaceable_after_ms", "goes with adding a rule, not removing one")
     events = parse_events(body.events, "events") if body.events else None
     removed = call.backend.notifications.remove_rule(body.channel, body.project, body.task,
                                                       events)

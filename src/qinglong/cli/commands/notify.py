@@ -27,7 +27,15 @@ from qinglong.domain.notify.channels import (
     channel_spec,
     check_name,
 )
-from qinglong.domain.notify.events import DEFAULT_EVENTS, known_events, parse_events
+from qinglong.domain.notify.events import (
+    DEFAULT_EVENTS,
+    DEFAULT_UNPLACEABLE_AFTER_MS,
+    UNPLACEABLE_AFTER_RANGE,
+    delay_text,
+    events_text,
+    known_events,
+    parse_events,
+)
 from qinglong.domain.notify.model import Channel, DeliveryStatus
 from qinglong.domain.notify.presets import PRESETS
 from qinglong.errors import DeliveryFailed
@@ -53,7 +61,8 @@ def _notifications(database_url: str) -> Iterator[Notifications]:
 def notify() -> None:
     """Notifications: tell a webhook, an email address, Telegram or Bark when a Run fails,
     times out or is lost (or is cancelled), when a trigger misfires and when it fires on time
-    again. Channels say where; rules attach a channel to a project or a task and name the
+    again, and when a queued Run waits for worker labels no live worker offers. Channels say
+    where; rules attach a channel to a project or a task and name the
     events. `ql serve` (SQLite) and every `ql control` replica (PostgreSQL) deliver from a
     durable outbox, retrying with backoff; a restart loses nothing. On PostgreSQL, channels
     and rules are managed as ql_admin; the outbox is read as ql_runtime."""
@@ -210,7 +219,8 @@ def channel_show(name: str, database_url: str, as_json: bool) -> None:
         f"{retry.max_backoff_ms} ms; timeout {item.spec.timeout_ms} ms")
     say("rules" if rules else "rules     (none: nothing is sent until `ql notify rule add`)")
     for rule in rules:
-        say(f"  {rule.project_id}/{rule.task_id or '*'}: {', '.join(e.value for e in rule.events)}")
+        said = events_text(rule.events, rule.unplaceable_after_ms, with_delay=True)
+        say(f"  {rule.project_id}/{rule.task_id or '*'}: {said}")
 
 
 @channel.command("remove")
@@ -238,6 +248,10 @@ def rule() -> None:
 
 _events_help = (f"Comma-separated: {known_events()}, or all (default "
                 f"{','.join(e.value for e in DEFAULT_EVENTS)}).")
+_after_help = (f"How long a queued Run no live worker can take waits before unplaceable is "
+               f"sent ({UNPLACEABLE_AFTER_RANGE}; default "
+               f"{delay_text(DEFAULT_UNPLACEABLE_AFTER_MS)} for a new rule, unchanged for one "
+               "that asked for unplaceable already).")
 
 
 @rule.command("add")
@@ -245,23 +259,29 @@ _events_help = (f"Comma-separated: {known_events()}, or all (default "
 @click.option("--project", required=True, metavar="PROJECT")
 @click.option("--task", "task_id", metavar="TASK", help="Only this task (default: every task).")
 @click.option("--events", multiple=True, metavar="LIST", help=_events_help)
+@click.option("--unplaceable-after", "unplaceable_after", type=DURATION, metavar="DURATION",
+              help=_after_help)
 @database_url_option
 @json_option
 def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
-             database_url: str, as_json: bool) -> None:
+             unplaceable_after: int | None, database_url: str, as_json: bool) -> None:
     """Tell CHANNEL about events of PROJECT (or one TASK). Runs are notified when they end:
     a failure the task retries is notified once, after its last attempt. misfired and
-    recovered concern the triggers of the project (or of the task). A rule covers what
-    happens after it was added."""
+    recovered concern the triggers of the project (or of the task). unplaceable: a queued
+    Run whose required worker labels no live worker offers, once it has waited
+    --unplaceable-after (once per Run). A rule covers what happens after it was added."""
     with naming(FIELDS):
         wanted = parse_events(events) if events else DEFAULT_EVENTS
-    with _notifications(database_url) as notifications:
-        rules = notifications.add_rule(channel_name, project, task_id, wanted)
+    with (naming({"unplaceable_after": "--unplaceable-after"}),
+          _notifications(database_url) as notifications):
+        rules = notifications.add_rule(channel_name, project, task_id, wanted,
+                                       unplaceable_after)
     if as_json:
         emit_json([rule_view(r) for r in rules])
         return
     for item in rules:
-        say(f"{item.channel} is told about {', '.join(e.value for e in item.events)} of "
+        said = events_text(item.events, item.unplaceable_after_ms, with_delay=True)
+        say(f"{item.channel} is told about {said} of "
             f"{item.project_id}/{item.task_id or '*'}")
 
 
@@ -278,9 +298,10 @@ def rule_list(channel_name: str | None, project: str | None, database_url: str,
     if as_json:
         emit_json([rule_view(r) for r in rules])
         return
-    emit_table([(r.channel, r.project_id, r.task_id or "*", ",".join(e.value for e in r.events),
+    emit_table([(r.channel, r.project_id, r.task_id or "*", events_text(r.events, None),
+                 delay_text(r.unplaceable_after_ms),
                  when(r.created_at_ms)) for r in rules],
-               ["CHANNEL", "PROJECT", "TASK", "EVENTS", "SINCE"])
+               ["CHANNEL", "PROJECT", "TASK", "EVENTS", "UNPLACEABLE AFTER", "SINCE"])
 
 
 @rule.command("remove")

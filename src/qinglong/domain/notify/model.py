@@ -38,6 +38,9 @@ class Rule:
     task_id: str | None  # None: every task of the project
     events: tuple[RuleEvent, ...]
     created_at_ms: int  # the earliest of its events' rows
+    # how long a queued Run no live worker can take waits before it is reported (None: the
+    # rule does not ask for unplaceable)
+    unplaceable_after_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

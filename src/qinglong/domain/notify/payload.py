@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from qinglong.domain.durations import format_duration
 from qinglong.domain.instants import rfc3339
 from qinglong.domain.notify.events import TEST_EVENT
 
@@ -59,6 +60,17 @@ class RecoveryFacts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementFacts:
+    """Why a queued Run waits: no live worker offers the labels it requires."""
+
+    requires: tuple[str, ...]  # the labels the Run requires (KEY or KEY=VALUE)
+    reason: str  # "no live worker offers gpu, region=us"
+    queued_at_ms: int  # since when it is queued
+    waited_ms: int  # how long it had waited when it was found
+    after_ms: int  # the rule's delay it waited longer than
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotifyEvent:
     """Something a rule can be told about, as the dispatcher found it in the database."""
 
@@ -71,6 +83,7 @@ class NotifyEvent:
     run: RunFacts | None = None
     misfire: MisfireFacts | None = None
     recovery: RecoveryFacts | None = None
+    placement: PlacementFacts | None = None  # run.unplaceable (with ``run``)
 
 
 def _cut(text: str) -> str:
@@ -88,6 +101,13 @@ def title_and_summary(event: NotifyEvent, channel: str) -> tuple[str, str]:
         return ("qinglong: test notification",
                 f"A test notification from qinglong to channel {channel!r}: it arrived.")
     subject = _subject(event)
+    if event.placement is not None and event.run is not None:
+        p, run = event.placement, event.run
+        return (f"qinglong: {subject} waits for a worker",
+                _cut(f"Run {run.id} of {subject} has been queued for "
+                     f"{format_duration(p.waited_ms // 1000 * 1000)} (longer than "
+                     f"{format_duration(p.after_ms)}): {p.reason}. It stays queued until a "
+                     f"worker with these labels runs (ql worker --labels)."))
     if event.run is not None:
         run = event.run
         verb = {"failed": "failed", "timed_out": "timed out", "lost": "was lost",
@@ -139,6 +159,8 @@ def build(event: NotifyEvent, *, delivery_id: str, channel: str) -> dict[str, An
         "run": None if event.run is None else asdict(event.run),
         "misfire": None if event.misfire is None else asdict(event.misfire),
         "recovery": None if event.recovery is None else asdict(event.recovery),
+        "placement": None if event.placement is None else {
+            **asdict(event.placement), "requires": list(event.placement.requires)},
     }
 
 
@@ -157,7 +179,8 @@ def template_values(payload: Mapping[str, Any], *, secret: str | None,
                     params: Mapping[str, str]) -> dict[str, str]:
     """What ``{name}`` stands for in a template channel."""
     run = payload.get("run") or {}
-    error = run.get("error_summary") or run.get("error_code") or ""
+    error = (run.get("error_summary") or run.get("error_code")
+             or (payload.get("placement") or {}).get("reason") or "")
     status = run.get("status") or str(payload["event"]).rpartition(".")[2]
     values = {
         "event": str(payload["event"]),

@@ -51,6 +51,9 @@ class RuleView(ViewModel):
     project: str
     task: str | None
     events: list[str]
+    unplaceable_after_ms: int | None = Field(
+        description="With the unplaceable event: how long a queued Run no live worker can "
+                    "take waits before it is reported (null: the rule does not ask for it)")
     created_at: Instant
     created_at_ms: int
 
@@ -140,6 +143,7 @@ def target_view(channel: Channel) -> WebhookView | EmailView | TemplateView:
 def rule_view(rule: Rule) -> RuleView:
     return RuleView(channel=rule.channel, project=rule.project_id, task=rule.task_id,
                     events=[event.value for event in rule.events],
+                    unplaceable_after_ms=rule.unplaceable_after_ms,
                     created_at=instant(rule.created_at_ms), created_at_ms=rule.created_at_ms)
 
 

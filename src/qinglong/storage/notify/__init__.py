@@ -2,7 +2,8 @@
 outbox the dispatcher delivers from (``ql_runtime``), written once over the kernel.
 
 ``outbox_enqueue`` turns Run outcomes and misfires that rules want into outbox rows, one per
-(channel, event): a repeated pass adds nothing. ``outbox_claim`` leases the next due
+(channel, event): a repeated pass adds nothing. ``outbox_unplaceable`` does the same for
+a page of the queued Runs no live worker can take (storage/notify/unplaceable.py). ``outbox_claim`` leases the next due
 delivery (SKIP LOCKED where several processes dispatch); ``outbox_record`` reports its
 attempt under that lease and returns the delivery as it now stands, or None when the lease
 was lost. ``outbox_probe`` tells, in one statement, whether a dispatcher cycle could have
@@ -27,7 +28,10 @@ from qinglong.storage.notify.params import (
     OutboxEnqueueParams,
     OutboxProbe,
     OutboxProbeParams,
+    UnplaceableParams,
+    UnplaceableReport,
 )
+from qinglong.storage.notify.unplaceable import UnplaceableScan
 from qinglong.storage.notify.writer import SOURCES, NotifyWriter, probe
 from qinglong.storage.units import UnitStore, reads, writes
 
@@ -55,6 +59,13 @@ class NotifyStore(UnitStore[NotifyWriter]):
         return EnqueueReport(examined=sum(r.examined for r in reports),
                              enqueued=sum(r.enqueued for r in reports),
                              saturated=any(r.saturated for r in reports))
+
+    def outbox_unplaceable(self, params: UnplaceableParams) -> UnplaceableReport:
+        """One pass over a page of the queued Runs that require worker labels: each that no
+        live worker can take and that has waited out a rule's delay is notified once per
+        channel."""
+        return self._db.write("look for runs no worker can take", lambda tx: UnplaceableScan(
+            tx, new_id=self._new_id).scan(params), isolation="read committed")
 
     outbox_recoveries = writes("look for recovered triggers", NotifyWriter.recoveries)
     outbox_claim = writes("lease a notification", NotifyWriter.claim)

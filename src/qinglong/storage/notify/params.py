@@ -25,6 +25,9 @@ class RuleAddParams:
     project_id: str
     task_id: str | None  # None: every task of the project
     events: tuple[RuleEvent, ...]
+    # with unplaceable among the events: how long such a Run waits before it is reported
+    # (None: a new rule waits the default, a rule that asked for it already keeps its delay)
+    unplaceable_after_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +53,22 @@ class EnqueueReport:
     examined: int = 0  # source rows looked at
     enqueued: int = 0  # outbox rows written
     saturated: bool = False  # a page was full: more is waiting
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnplaceableParams:
+    """One pass of the walk over the queued Runs that require worker labels: up to ``limit``
+    Runs after ``after`` (queued_at_ms, run id; None: from the oldest)."""
+
+    after: tuple[int, str] | None = None
+    limit: int = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnplaceableReport:
+    examined: int = 0  # queued Runs looked at
+    enqueued: int = 0  # outbox rows written
+    next_after: tuple[int, str] | None = None  # where the next pass goes on (None: the start)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +123,10 @@ class OutboxProbe:
 
     enqueue: bool = False  # a rule and a source without a cursor, or source rows to look at
     recoveries: bool = False  # a waiting trigger was deleted, misfired again or fired on time
+    # a queued Run that requires labels has waited the shortest delay of an unplaceable rule
+    # (not part of ``idle``: such a Run stays until a worker comes, long after it was
+    # reported, so the dispatcher walks them on a pace of its own)
+    unplaceable: bool = False
     deliver: bool = False  # a delivery is due (channels cooling down left out)
     tidy: bool = False  # asked for: a delivery of a removed channel, or a last attempt expired
     purge: bool = False  # asked for: a delivery ended before the retention

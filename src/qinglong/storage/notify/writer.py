@@ -8,19 +8,23 @@ frontier), and again once it is older than the settle window, when no transactio
 still commit it is open any more (the settled position). Transactions commit out of the order
 of their timestamps, so a row can appear behind the frontier; the second look finds it. What
 a rule wants becomes one outbox row per (channel, source key), and the unique key makes every
-further look a no-op.
+further look a no-op. (Queued Runs no live worker can take are a state, not rows that appear
+once: storage/notify/unplaceable.py walks them instead.)
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from qinglong.domain.notify import payload as documents
-from qinglong.domain.notify.channels import DEFAULT_ATTEMPTS, ChannelSpec, spec_from_stored
-from qinglong.domain.notify.events import ALL_TASKS, RuleEvent
+from qinglong.domain.notify.channels import ChannelSpec, spec_from_stored
+from qinglong.domain.notify.events import (
+    ALL_TASKS,
+    DEFAULT_UNPLACEABLE_AFTER_MS,
+    RuleEvent,
+    check_unplaceable_after,
+)
 from qinglong.domain.notify.model import Channel, ClaimedDelivery, Delivery, DeliveryStatus, Rule
-from qinglong.domain.notify.payload import MisfireFacts, NotifyEvent, RecoveryFacts, RunFacts
+from qinglong.domain.notify.payload import NotifyEvent, RecoveryFacts
 from qinglong.domain.runs import EXECUTION_ORIGIN_SCHEDULED
 from qinglong.errors import Conflict, InvalidInput, NotFound, RecordCorrupt
 from qinglong.storage.dbapi import Row
@@ -39,7 +43,15 @@ from qinglong.storage.notify.params import (
     RuleAddParams,
     RuleRemoveParams,
 )
-from qinglong.storage.units import TxUnit
+from qinglong.storage.notify.rows import (
+    OutboxUnit,
+    delivery_from_row,
+    json_value,
+    misfire_event,
+    optional_int,
+    recovery_key,
+    run_event,
+)
 
 SOURCES = ("run_outcomes", "misfires")
 _PAGE = {"run_outcomes": "notify_outcomes_page", "misfires": "notify_misfires_page"}
@@ -49,36 +61,6 @@ CORRUPT_RETRY_MS = 60_000
 MAX_ERROR = 1024
 
 
-def misfire_key(project_id: str, trigger_id: str, revision: int, due_at_ms: int) -> str:
-    return f"trigger.misfired:{project_id}/{trigger_id}@{revision}:{due_at_ms}"
-
-
-def recovery_key(project_id: str, trigger_id: str, revision: int, due_at_ms: int) -> str:
-    return f"trigger.recovered:{project_id}/{trigger_id}@{revision}:{due_at_ms}"
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def delivery_from_row(row: Row) -> Delivery:
-    status = DeliveryStatus(row["status"])
-    active = status in (DeliveryStatus.PENDING, DeliveryStatus.SENDING)
-    return Delivery(
-        id=row["id"], channel=row["channel"], event=row["event"], source_key=row["source_key"],
-        project_id=row["project_id"], task_id=row["task_id"], trigger_id=row["trigger_id"],
-        run_id=row["run_id"], status=status, attempts=int(row["attempts"]),
-        max_attempts=int(row["max_attempts"]),
-        next_attempt_at_ms=int(row["next_attempt_at_ms"]) if active else None,
-        last_status=_int(row["last_status"]), last_error=row["last_error"],
-        occurred_at_ms=int(row["occurred_at_ms"]), created_at_ms=int(row["created_at_ms"]),
-        finished_at_ms=_int(row["finished_at_ms"]))
-
-
 def _channel_from_row(row: Row) -> Channel:
     return Channel(spec=spec_from_stored(row["name"], row["kind"], row["config_json"]),
                    secret_set=bool(row["secret_set"]), version=int(row["version"]),
@@ -86,14 +68,7 @@ def _channel_from_row(row: Row) -> Channel:
                    updated_at_ms=int(row["updated_at_ms"]))
 
 
-def _max_attempts(row: Row) -> int:
-    try:
-        return spec_from_stored(row["channel"], row["kind"], row["config_json"]).retry.max_attempts
-    except RecordCorrupt:
-        return DEFAULT_ATTEMPTS  # its sends will fail, visibly, with the same error
-
-
-class NotifyWriter(TxUnit):
+class NotifyWriter(OutboxUnit):
     """One unit of notify work in ``tx``, at one reading of the store's clock."""
 
     # -- channels -----------------------------------------------------------------------
@@ -148,11 +123,21 @@ class NotifyWriter(TxUnit):
                 raise NotFound("task", f"{params.project_id}/{params.task_id}")
         if not params.events:
             raise InvalidInput("events", "name at least one event")
-        task = params.task_id or ALL_TASKS
+        given = params.unplaceable_after_ms
+        if given is not None:
+            check_unplaceable_after(given)
+            if RuleEvent.UNPLACEABLE not in params.events:
+                raise InvalidInput("unplaceable_after", "goes with the unplaceable event")
+        key = {"channel": params.channel, "project_id": params.project_id,
+               "task_id": params.task_id or ALL_TASKS}
         for event in params.events:
-            self._run("notify_rule_insert", {"channel": params.channel,
-                                             "project_id": params.project_id, "task_id": task,
-                                             "event": event.value, "now_ms": self.now_ms})
+            after = None
+            if event is RuleEvent.UNPLACEABLE:
+                after = DEFAULT_UNPLACEABLE_AFTER_MS if given is None else given
+            self._run("notify_rule_insert", {**key, "event": event.value, "after_ms": after,
+                                             "now_ms": self.now_ms})
+        if given is not None:  # a rule that asked for it already: its delay changes
+            self._run("notify_rule_delay", {**key, "after_ms": given})
         return [rule for rule in self.rule_list(params.channel, params.project_id)
                 if rule.task_id == params.task_id]
 
@@ -163,10 +148,13 @@ class NotifyWriter(TxUnit):
         rules = []
         for (name, project, task), rows in grouped.items():
             wanted = {row["event"] for row in rows}
+            after = [int(row["after_ms"]) for row in rows
+                     if row["event"] == RuleEvent.UNPLACEABLE.value]
             rules.append(Rule(channel=name, project_id=project,
                               task_id=None if task == ALL_TASKS else task,
                               events=tuple(e for e in RuleEvent if e.value in wanted),
-                              created_at_ms=min(int(row["created_at_ms"]) for row in rows)))
+                              created_at_ms=min(int(row["created_at_ms"]) for row in rows),
+                              unplaceable_after_ms=after[0] if after else None))
         return sorted(rules, key=lambda r: (r.channel, r.project_id, r.task_id or ""))
 
     def rule_remove(self, params: RuleRemoveParams) -> int:
@@ -238,25 +226,12 @@ class NotifyWriter(TxUnit):
         written = 0
         if source == "run_outcomes":
             for row in self._all("notify_outcomes_match", window):
-                written += self._insert(_run_event(row), row)
+                written += self._insert(run_event(row), row)
             return written
         for row in self._all("notify_misfires_match", window):
-            written += self._insert(_misfire_event(row), row)
+            written += self._insert(misfire_event(row), row)
         self._run("notify_recovery_watch", {**window, "now_ms": self.now_ms})
         return written
-
-    def _insert(self, event: NotifyEvent, channel_row: Row) -> int:
-        delivery_id = self._new_id()
-        channel = channel_row["channel"]
-        document = documents.build(event, delivery_id=delivery_id, channel=channel)
-        return self._run("notify_outbox_insert", {
-            "id": delivery_id, "channel": channel, "source_key": event.source_key,
-            "event": event.event, "project_id": event.project_id, "task_id": event.task_id,
-            "trigger_id": event.trigger_id,
-            "run_id": event.run.id if event.run is not None else None,
-            "payload": documents.body(document).decode("utf-8"),
-            "occurred_at_ms": event.occurred_at_ms, "max_attempts": _max_attempts(channel_row),
-            "now_ms": self.now_ms})
 
     # -- recoveries ---------------------------------------------------------------------
 
@@ -326,7 +301,7 @@ class NotifyWriter(TxUnit):
             if leased is None:
                 return None
             return ClaimedDelivery(delivery=delivery_from_row(leased),
-                                   payload=_json(row["payload"]), spec=spec,
+                                   payload=json_value(row["payload"]), spec=spec,
                                    secret=row["secret"], token=token)
         return None
 
@@ -404,41 +379,11 @@ def probe(tx: Tx, params: OutboxProbeParams) -> OutboxProbe:
         "retention_ms": params.retention_ms, "origin": EXECUTION_ORIGIN_SCHEDULED})
     assert row is not None  # one row, always
     now = int(row["now_ms"])
-    next_ms = _int(row["next_attempt_at_ms"])
+    next_ms = optional_int(row["next_attempt_at_ms"])
     return OutboxProbe(
         enqueue=bool(row["enqueue_start"] or row["outcomes"] or row["misfires"]),
-        recoveries=bool(row["recoveries"]),
+        recoveries=bool(row["recoveries"]), unplaceable=bool(row["unplaceable"]),
         deliver=next_ms is not None and next_ms <= now,
         tidy=bool(row["tidy"]), purge=bool(row["purge"]),
         next_due_in_ms=None if next_ms is None else max(0, next_ms - now))
 
-
-def _run_event(row: Row) -> NotifyEvent:
-    details = _json(row["event_payload"]) or {}
-    status = str(row["event_type"]).removeprefix("run.")
-    exit_code = details.get("exit_code")
-    run = RunFacts(
-        id=row["run_id"], status=status, task_name=row["task_name"],
-        origin=row["execution_origin"], requested_by=row["triggered_by"],
-        scheduled_for_ms=_int(row["scheduled_for_ms"]),
-        created_at_ms=int(row["run_created_at_ms"]), started_at_ms=_int(row["started_at_ms"]),
-        finished_at_ms=_int(row["finished_at_ms"]), attempts=int(row["attempts_spent"]),
-        exit_code=exit_code if isinstance(exit_code, int) else None,
-        error_code=row["error_code"], error_summary=row["error_summary"],
-        cancel_reason=row["cancel_reason"] or details.get("cancel_reason"))
-    return NotifyEvent(event=row["event_type"], source_key=f"{row['event_type']}:{row['run_id']}",
-                       occurred_at_ms=int(row["occurred_at_ms"]), project_id=row["project_id"],
-                       task_id=row["task_id"], trigger_id=row["trigger_id"], run=run)
-
-
-def _misfire_event(row: Row) -> NotifyEvent:
-    revision, due = int(row["trigger_revision"]), int(row["due_at_ms"])
-    return NotifyEvent(
-        event=RuleEvent.MISFIRED.wire,
-        source_key=misfire_key(row["project_id"], row["trigger_id"], revision, due),
-        occurred_at_ms=int(row["decided_at_ms"]), project_id=row["project_id"],
-        task_id=row["task_id"], trigger_id=row["trigger_id"],
-        misfire=MisfireFacts(trigger_revision=revision, policy=row["policy"], due_at_ms=due,
-                             skipped_through_ms=int(row["skipped_through_ms"]),
-                             next_fire_at_ms=int(row["next_fire_at_ms"]), run_id=row["run_id"],
-                             decided_at_ms=int(row["decided_at_ms"])))

@@ -60,7 +60,7 @@ _FLOW_RUNS = {
 # Managing notification channels and rules (ql_admin, ql_web).
 _NOTIFY_SETTINGS = {
     "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
-    "notify_rules": frozenset({S, I, D}),
+    "notify_rules": frozenset({S, I, U, D}),  # U: a rule's unplaceable delay (0017_unplaceable)
 }
 
 # The exact privileges of each application role on every table of the schema;

@@ -55,6 +55,7 @@ from qinglong.domain.schedule import check_budget
 from qinglong.domain.task import ExecutorType
 from qinglong.errors import QinglongError
 from qinglong.ids import new_uuid
+from qinglong.storage.instances import live_offers
 from qinglong.storage.kernel import Database, Tx
 from qinglong.storage.runs.granting import RevisionCache
 from qinglong.storage.runs.lifecycle import (
@@ -151,12 +152,10 @@ class RunStore:
         def read(tx: Tx) -> QueuePlacement:
             now = tx.now_ms()
             rows = tx.all("metrics_queue_placement", {"cap": cap, "groups": groups})
-            offers = tx.all("metrics_live_offers", {"since_ms": now - alive_ms})
             return QueuePlacement(
                 groups=tuple((tuple(json.loads(r["requires"])), int(r["depth"]),
                               int(r["oldest_ms"])) for r in rows),
-                offers=tuple(json.loads(r["labels"]) if r["labels"] else {} for r in offers),
-                now_ms=now)
+                offers=live_offers(tx, now, alive_ms), now_ms=now)
 
         return self._db.read("read the queue's placement", read)
 

@@ -55,14 +55,22 @@ SELECT count(*) AS found FROM qinglong.task_definitions
 WHERE project_id = %(project_id)s AND task_id = %(task_id)s AND deleted_at_ms IS NULL;
 
 -- name: notify_rule_insert
--- One event of a rule (already there: nothing changes, its time stays).
-INSERT INTO qinglong.notify_rules (channel, project_id, task_id, event, created_at_ms)
-VALUES (%(channel)s, %(project_id)s, %(task_id)s, %(event)s, %(now_ms)s)
+-- One event of a rule (already there: nothing changes, its time stays); after_ms: the delay
+-- of 'unplaceable', NULL for the other events.
+INSERT INTO qinglong.notify_rules (channel, project_id, task_id, event, created_at_ms,
+                                   after_ms)
+VALUES (%(channel)s, %(project_id)s, %(task_id)s, %(event)s, %(now_ms)s, %(after_ms)s)
 ON CONFLICT (channel, project_id, task_id, event) DO NOTHING;
+
+-- name: notify_rule_delay
+-- Change the delay of a rule's 'unplaceable' event.
+UPDATE qinglong.notify_rules SET after_ms = %(after_ms)s
+WHERE channel = %(channel)s AND project_id = %(project_id)s AND task_id = %(task_id)s
+  AND event = 'unplaceable' AND after_ms <> %(after_ms)s;
 
 -- name: notify_rule_list
 -- The rules of channels in use, optionally of one channel and one project.
-SELECT n.channel, n.project_id, n.task_id, n.event, n.created_at_ms
+SELECT n.channel, n.project_id, n.task_id, n.event, n.created_at_ms, n.after_ms
 FROM qinglong.notify_rules n
 JOIN qinglong.notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
 WHERE (%(channel)s::varchar IS NULL OR n.channel = %(channel)s::varchar)
@@ -229,6 +237,39 @@ WHERE n.project_id = %(project_id)s AND n.event = 'recovered'
                   WHERE o.channel = c.name AND o.source_key = %(source_key)s)
 ORDER BY c.name;
 
+-- name: notify_unplaceable_page
+-- One page of the walk over the queued Runs that require worker labels and have waited at
+-- least the shortest delay of any 'unplaceable' rule (none: no page), oldest first after a
+-- position (runs_labelled_queued_idx; at most %(limit)s Runs), each with every channel in
+-- use whose rule covers it, whose delay it has waited out, and that has no outbox row for it
+-- yet (none: one row with a NULL channel, so the page's end is known). Whether a live
+-- worker could take it is judged by the caller (domain/placement.py).
+WITH page AS (
+    SELECT r.id, r.project_id, r.task_id, r.trigger_id, r.task_name, r.execution_origin,
+           r.triggered_by, r.scheduled_for_ms, r.created_at_ms, r.attempts_spent,
+           r.requires::text AS requires, r.queued_at_ms
+    FROM qinglong.runs r
+    WHERE r.status = 'queued' AND r.requires IS NOT NULL
+      AND (r.queued_at_ms, r.id) > (%(after_ms)s::bigint, %(after_id)s::varchar)
+      AND r.queued_at_ms <= %(now_ms)s::bigint - (
+          SELECT min(n.after_ms) FROM qinglong.notify_rules n
+          JOIN qinglong.notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+          WHERE n.event = 'unplaceable')
+    ORDER BY r.queued_at_ms, r.id LIMIT %(limit)s
+)
+SELECT p.*, w.channel, w.kind, w.config_json, w.after_ms
+FROM page p
+LEFT JOIN (SELECT n.project_id, n.task_id, n.after_ms, c.name AS channel, c.kind,
+                  c.config_json
+           FROM qinglong.notify_rules n
+           JOIN qinglong.notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+           WHERE n.event = 'unplaceable') w
+     ON w.project_id = p.project_id AND w.task_id IN ('*', p.task_id)
+    AND p.queued_at_ms <= %(now_ms)s::bigint - w.after_ms
+    AND NOT EXISTS (SELECT 1 FROM qinglong.notify_outbox o
+                    WHERE o.channel = w.channel AND o.source_key = 'run.unplaceable:' || p.id)
+ORDER BY p.queued_at_ms, p.id, w.after_ms, w.channel;
+
 -- name: notify_outbox_insert
 -- A notification for one channel (already there: nothing changes).
 INSERT INTO qinglong.notify_outbox (id, channel, source_key, event, project_id, task_id,
@@ -334,6 +375,9 @@ WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
 -- recoveries: a waiting trigger that was deleted, misfired again or fired on time since
 --   (notify_recovery_probe; one that did none of these would only be marked looked at);
 -- next_attempt_at_ms: when the next delivery notify_outbox_due could lease falls due;
+-- unplaceable: a queued Run that requires labels has waited the shortest delay of an
+--   'unplaceable' rule (notify_unplaceable_page would return a page: it may have been
+--   reported already, or a live worker may take it; the dispatcher asks on its own pace);
 -- tidy, purge (only when asked for): what notify_outbox_orphaned, notify_outbox_exhausted and
 --   notify_outbox_purge would change.
 WITH clock AS MATERIALIZED (
@@ -373,6 +417,13 @@ SELECT k.now_ms,
         WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
           AND o.channel NOT IN (SELECT jsonb_array_elements_text(%(skip)s::jsonb)))
            AS next_attempt_at_ms,
+       EXISTS (SELECT 1 FROM qinglong.runs r
+               WHERE r.status = 'queued' AND r.requires IS NOT NULL
+                 AND r.queued_at_ms <= k.now_ms - (
+                     SELECT min(n.after_ms) FROM qinglong.notify_rules n
+                     JOIN qinglong.notify_channels c
+                       ON c.name = n.channel AND c.removed_at_ms IS NULL
+                     WHERE n.event = 'unplaceable')) AS unplaceable,
        CASE WHEN %(tidy)s::boolean THEN
            EXISTS (SELECT 1 FROM qinglong.notify_outbox o
                    JOIN qinglong.notify_channels c ON c.name = o.channel

@@ -53,14 +53,21 @@ SELECT count(*) AS found FROM task_definitions
 WHERE project_id = :project_id AND task_id = :task_id AND deleted_at_ms IS NULL;
 
 -- name: notify_rule_insert
--- One event of a rule (already there: nothing changes, its time stays).
-INSERT INTO notify_rules (channel, project_id, task_id, event, created_at_ms)
-VALUES (:channel, :project_id, :task_id, :event, :now_ms)
+-- One event of a rule (already there: nothing changes, its time stays); after_ms: the delay
+-- of 'unplaceable', NULL for the other events.
+INSERT INTO notify_rules (channel, project_id, task_id, event, created_at_ms, after_ms)
+VALUES (:channel, :project_id, :task_id, :event, :now_ms, :after_ms)
 ON CONFLICT (channel, project_id, task_id, event) DO NOTHING;
+
+-- name: notify_rule_delay
+-- Change the delay of a rule's 'unplaceable' event.
+UPDATE notify_rules SET after_ms = :after_ms
+WHERE channel = :channel AND project_id = :project_id AND task_id = :task_id
+  AND event = 'unplaceable' AND after_ms <> :after_ms;
 
 -- name: notify_rule_list
 -- The rules of channels in use, optionally of one channel and one project.
-SELECT n.channel, n.project_id, n.task_id, n.event, n.created_at_ms
+SELECT n.channel, n.project_id, n.task_id, n.event, n.created_at_ms, n.after_ms
 FROM notify_rules n JOIN notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
 WHERE (:channel IS NULL OR n.channel = :channel)
   AND (:project_id IS NULL OR n.project_id = :project_id)
@@ -217,6 +224,36 @@ WHERE n.project_id = :project_id AND n.event = 'recovered' AND n.task_id IN ('*'
                   WHERE o.channel = c.name AND o.source_key = :source_key)
 ORDER BY c.name;
 
+-- name: notify_unplaceable_page
+-- One page of the walk over the queued Runs that require worker labels and have waited the
+-- shortest delay of an 'unplaceable' rule, each with the channels that still owe it a
+-- notification (as on PostgreSQL; runs_labelled_queued_idx).
+WITH page AS (
+    SELECT r.id, r.project_id, r.task_id, r.trigger_id, r.task_name, r.execution_origin,
+           r.triggered_by, r.scheduled_for_ms, r.created_at_ms, r.attempts_spent,
+           r.requires, r.queued_at_ms
+    FROM runs r
+    WHERE r.status = 'queued' AND r.requires IS NOT NULL
+      AND (r.queued_at_ms, r.id) > (:after_ms, :after_id)
+      AND r.queued_at_ms <= :now_ms - (
+          SELECT min(n.after_ms) FROM notify_rules n
+          JOIN notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+          WHERE n.event = 'unplaceable')
+    ORDER BY r.queued_at_ms, r.id LIMIT :limit
+)
+SELECT p.*, w.channel, w.kind, w.config_json, w.after_ms
+FROM page p
+LEFT JOIN (SELECT n.project_id, n.task_id, n.after_ms, c.name AS channel, c.kind,
+                  c.config_json
+           FROM notify_rules n
+           JOIN notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+           WHERE n.event = 'unplaceable') w
+     ON w.project_id = p.project_id AND w.task_id IN ('*', p.task_id)
+    AND p.queued_at_ms <= :now_ms - w.after_ms
+    AND NOT EXISTS (SELECT 1 FROM notify_outbox o
+                    WHERE o.channel = w.channel AND o.source_key = 'run.unplaceable:' || p.id)
+ORDER BY p.queued_at_ms, p.id, w.after_ms, w.channel;
+
 -- name: notify_outbox_insert
 -- A notification for one channel (already there: nothing changes).
 INSERT INTO notify_outbox (id, channel, source_key, event, project_id, task_id, trigger_id,
@@ -311,6 +348,8 @@ WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
 -- recoveries: a waiting trigger that was deleted, misfired again or fired on time since
 --   (notify_recovery_probe; one that did none of these would only be marked looked at);
 -- next_attempt_at_ms: when the next delivery notify_outbox_due could lease falls due;
+-- unplaceable: a queued Run that requires labels has waited the shortest delay of an
+--   'unplaceable' rule (notify_unplaceable_page would return a page);
 -- tidy, purge (only when asked for): what notify_outbox_orphaned, notify_outbox_exhausted and
 --   notify_outbox_purge would change.
 SELECT :now_ms AS now_ms,
@@ -346,6 +385,12 @@ SELECT :now_ms AS now_ms,
         JOIN notify_channels c ON c.name = o.channel AND c.removed_at_ms IS NULL
         WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
           AND o.channel NOT IN (SELECT value FROM json_each(:skip))) AS next_attempt_at_ms,
+       EXISTS (SELECT 1 FROM runs r
+               WHERE r.status = 'queued' AND r.requires IS NOT NULL
+                 AND r.queued_at_ms <= :now_ms - (
+                     SELECT min(n.after_ms) FROM notify_rules n
+                     JOIN notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+                     WHERE n.event = 'unplaceable')) AS unplaceable,
        CASE WHEN :tidy THEN
            EXISTS (SELECT 1 FROM notify_outbox o
                    JOIN notify_channels c ON c.name = o.channel
