@@ -25,7 +25,6 @@ from qinglong.service.definition_model import DesiredFlow, DesiredProject, Issue
 from qinglong.service.definition_plan import PHASE_FLOWS, Action, Change, FlowPublishParams
 
 
-
 def _plain(value: object) -> object:
     """A located YAML value as plain dicts and lists (what parse_flow reads)."""
     if isinstance(value, Mapping):
