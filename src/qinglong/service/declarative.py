@@ -39,6 +39,7 @@ from qinglong.service.definition_fields import (
     created_fields,
     default_policy_noise,
     diff_fields,
+    target_change,
     task_fields,
     trigger_fields,
 )
@@ -229,11 +230,8 @@ class Declarative:
                 return None
             if current.spec.flow != spec.flow:
                 issues.add(trigger.at("flow" if spec.flow else "task"),
-                           trigger.field_name("flow"),
-                           f"trigger {trigger.trigger_id!r} starts "
-                           + (f"flow {current.spec.flow!r}" if current.spec.flow else
-                              "its task") + " for life; give the trigger a new id to start "
-                           + (f"flow {spec.flow!r}" if spec.flow else "its task"))
+                           trigger.field_name("flow"), target_change(trigger.trigger_id,
+                                                                     current.spec, spec))
                 return None
             stored_fields = trigger_fields(current.task_id, current.spec, current.enabled)
             fields = [change for change in diff_fields(stored_fields, wanted)
@@ -278,9 +276,8 @@ class Declarative:
             enabled=trigger.enabled, dst_gap=dst.gap.value if dst else None,
             dst_overlap=dst.overlap.value if dst else None,
             jitter_s=jitter.max_s if jitter else 0,
-            jitter_random_s=jitter.random_s if jitter else 0,
-            flow=spec.flow if view is None else None,
-            parameters=spec.values) if writes else None
+            jitter_random_s=jitter.random_s if jitter else 0, parameters=spec.values,
+            flow=spec.flow if view is None else None) if writes else None
         return Change(kind="trigger", project_id=trigger.project_id, item_id=trigger.trigger_id,
                       action=action, fields=tuple(fields), where=trigger.where,
                       phase=PHASE_STOP_TRIGGERS if stops else PHASE_TRIGGERS, params=params,

@@ -84,6 +84,15 @@ def trigger_fields(task_id: str, spec: TriggerSpec, enabled: bool, *,
     }
 
 
+def target_change(trigger_id: str, stored: TriggerSpec, wanted: TriggerSpec) -> str:
+    """Why a file may not change what a stored trigger starts (a flow, or its task)."""
+    def what(spec: TriggerSpec) -> str:
+        return f"flow {spec.flow!r}" if spec.flow else "its task"
+
+    return (f"trigger {trigger_id!r} starts {what(stored)} for life; give the trigger a new "
+            f"id to start {what(wanted)}")
+
+
 TRIGGER_DEFAULTS: dict[str, object] = {
     "jitter": None, "jitter_random": None,
     "dst_gap": DstGap.SHIFT.value, "dst_overlap": DstOverlap.FIRST.value,
