@@ -34,12 +34,15 @@ import psycopg
 from psycopg.rows import dict_row
 
 from qinglong.domain.cron import CronSchedule
+from qinglong.domain.interval import IntervalSchedule
+from qinglong.domain.trigger import parse_trigger_envelope
 from testkit.cluster import Replica, Worker, percentile, tally
 from testkit.postgres import EmbeddedPostgres
 
 DEFINITIONS = Path(__file__).with_name("demo_cluster.yaml")
 FLOW = Path(__file__).with_name("demo_flow.yaml")
 FLOW_RUNS = 3
+FLOW_TRIGGER = "nightly-every-10s"  # starts the flow every 10 s until it is disabled
 SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "40"))
 KILL_AT = SECONDS / 4
 WORKER_LEASE_MS = 5_000
@@ -127,7 +130,7 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
     ql("flow", "publish", "-f", str(FLOW), "--project", "demo", "--database-url", admin)
     say("ql trigger publish --flow nightly --every 10s: a trigger that starts the flow at each "
         "occurrence (disabled again after ~25 s)")
-    ql("trigger", "publish", "--project", "demo", "--trigger", "nightly-every-10s", "--flow",
+    ql("trigger", "publish", "--project", "demo", "--trigger", FLOW_TRIGGER, "--flow",
        "nightly", "--every", "10s", "--database-url", admin)
     web = start_panel(server, tmp)
     try:
@@ -166,7 +169,7 @@ def run_cluster(runtime: str, worker_url: str, tmp: Path, admin: str) -> int:
         killed_replica = flow_trigger_stopped = False
         while (elapsed := time.monotonic() - started) < SECONDS:
             if not flow_trigger_stopped and elapsed >= SECONDS - 15:
-                ql("trigger", "disable", "--project", "demo", "--trigger", "nightly-every-10s",
+                ql("trigger", "disable", "--project", "demo", "--trigger", FLOW_TRIGGER,
                    "--database-url", admin)
                 flow_trigger_stopped = True
                 say(f"disabled the trigger nightly-every-10s at {elapsed:.0f} s (the flow runs "
@@ -310,13 +313,45 @@ def outcomes(runtime: str, victim: dict[str, str]) -> int:
     return 0 if problems == 0 else 1
 
 
+class Every:
+    """An interval schedule as the demo's tally walks it: every ``every_ms`` from ``anchor_ms``
+    (the flow trigger is published with --every 10s and no anchor: the publish anchors it)."""
+
+    def __init__(self, anchor_ms: int, every_ms: int) -> None:
+        self.anchor_ms, self.every_ms = anchor_ms, every_ms
+
+    def first_at_or_after(self, at_ms: int) -> int:
+        steps = max(0, -(-(at_ms - self.anchor_ms) // self.every_ms))
+        return self.anchor_ms + steps * self.every_ms
+
+    def next_after(self, at_ms: int) -> int:
+        return self.first_at_or_after(at_ms + 1)
+
+
 def summarize(runtime: str, replicas: list[Replica], start_ms: int, end_ms: int) -> int:
     with psycopg.connect(runtime, row_factory=dict_row) as conn:
-        runs = conn.execute("SELECT trigger_id, scheduled_for_ms, created_at_ms FROM qinglong.runs").fetchall()
-        published = {r["trigger_id"]: int(r["created_at_ms"]) for r in conn.execute(
-            "SELECT trigger_id, created_at_ms FROM qinglong.trigger_revisions")}
-    schedules = {"* * * * * *": CronSchedule.parse("* * * * * *", "UTC"),
-                 "every-5s-long": CronSchedule.parse("*/5 * * * * *", "UTC")}
+        # the Runs of occurrences, and the flow runs the flow trigger's occurrences started
+        runs = conn.execute(
+            "SELECT trigger_id, scheduled_for_ms, created_at_ms FROM qinglong.runs "
+            "WHERE trigger_type = 'cron' UNION ALL SELECT trigger_id, scheduled_for_ms, "
+            "created_at_ms FROM qinglong.flow_runs WHERE trigger_id IS NOT NULL").fetchall()
+        revisions = conn.execute("SELECT trigger_id, created_at_ms, enabled, spec_json FROM "
+                                 "qinglong.trigger_revisions ORDER BY revision").fetchall()
+    published: dict[str, int] = {}
+    stopped: dict[str, int] = {}  # a trigger disabled during the demo: its last instant
+    anchor = 0  # the flow trigger's: its interval counts from there
+    for r in revisions:
+        published.setdefault(r["trigger_id"], int(r["created_at_ms"]))
+        if not r["enabled"]:
+            stopped[r["trigger_id"]] = int(r["created_at_ms"]) - 1
+        if r["trigger_id"] == FLOW_TRIGGER:
+            interval = parse_trigger_envelope(r["spec_json"], stored=True).schedule
+            assert isinstance(interval, IntervalSchedule)
+            anchor = interval.anchor_ms
+    schedules: dict[str, CronSchedule | Every] = {
+        "* * * * * *": CronSchedule.parse("* * * * * *", "UTC"),
+        "every-5s-long": CronSchedule.parse("*/5 * * * * *", "UTC"),
+        FLOW_TRIGGER: Every(anchor, 10_000)}
     print(f"\n{'trigger':<18}{'expected':>9}{'admitted':>9}{'duplicates':>11}{'gaps':>6}"
           f"{'lag p50':>9}{'lag p99':>9}")
     problems = 0
@@ -324,7 +359,7 @@ def summarize(runtime: str, replicas: list[Replica], start_ms: int, end_ms: int)
     for trigger in sorted(published):
         schedule = schedules.get(trigger, schedules["* * * * * *"])
         t = tally([r for r in runs if r["trigger_id"] == trigger], schedule,
-                  max(start_ms, published[trigger]), end_ms)
+                  max(start_ms, published[trigger]), min(end_ms, stopped.get(trigger, end_ms)))
         problems += t.duplicates + len(t.gaps) + len(t.spurious)
         all_lags += t.lags_ms
         print(f"{trigger:<18}{t.expected:>9}{t.admitted:>9}{t.duplicates:>11}{len(t.gaps):>6}"

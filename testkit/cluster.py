@@ -14,9 +14,8 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from qinglong.domain.cron import CronSchedule
 from testkit import ports
 from testkit.replica import SEAM_OPTIONS
 
@@ -190,7 +189,15 @@ class Tally:
     lags_ms: list[int]
 
 
-def tally(runs: list[dict[str, Any]], schedule: CronSchedule, start_ms: int, end_ms: int) -> Tally:
+class Nominal(Protocol):
+    """What tally walks: a cron schedule, or the demo's interval."""
+
+    def first_at_or_after(self, at_ms: int) -> int: ...
+
+    def next_after(self, at_ms: int) -> int: ...
+
+
+def tally(runs: list[dict[str, Any]], schedule: Nominal, start_ms: int, end_ms: int) -> Tally:
     """Compare one trigger's Runs with its nominal occurrences in [start_ms, end_ms]."""
     expected = []
     at = schedule.first_at_or_after(start_ms)
