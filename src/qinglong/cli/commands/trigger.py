@@ -155,6 +155,10 @@ def publish(
     leave out keep their current values (and it stays enabled or disabled as it was).
     Publishing identical content is a no-op and keeps the schedule as it is. Publishing a
     deleted trigger restores it, enabled unless --disabled is given.
+
+    A new trigger published with --flow starts a run of that flow at each occurrence instead
+    of a Run of a task; --param gives values to the Runs (or flow runs) it admits
+    (docs/controls/flows.md, docs/controls/parameters.md).
     """
     expression = schedule_text(cron, every_s, anchor_ms, at_ms)
     if at_ms is not None and not disabled and at_ms < (now_ms := CLOCK.now_ms()):
