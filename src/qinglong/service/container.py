@@ -55,7 +55,7 @@ class Services:
         self.catalog = Catalog(stores.definitions, self.clock)
         self.processes = Processes(stores.instances)
         self.runs = RunViews(stores.runs, logs=stores.logs,
-                             offers=lambda: self.processes.offers(self.clock.now_ms()))
+                             offers=self.processes.offers)
         self.manual = ManualRuns(stores.admissions, stores.runs)
         self.backfills = Backfills(stores.admissions, self.clock)
         self.ledger = TriggerLedger(stores.runs)

@@ -8,12 +8,7 @@ from collections.abc import Mapping
 
 from qinglong.storage.instances import INSTANCE_STALE_MS, Instance, InstanceStore, Registration
 
-__all__ = ["INSTANCE_STALE_MS", "Instance", "Processes", "Registration", "alive"]
-
-
-def alive(item: Instance, now_ms: int) -> bool:
-    """Seen within the staleness window and not stopped."""
-    return item.stopped_at_ms is None and now_ms - item.seen_at_ms <= INSTANCE_STALE_MS
+__all__ = ["INSTANCE_STALE_MS", "Instance", "Processes", "Registration"]
 
 
 class Processes:
@@ -23,10 +18,10 @@ class Processes:
     def listed(self) -> list[Instance]:
         return self._store.instance_list()
 
-    def offers(self, now_ms: int) -> list[Mapping[str, str | None]]:
-        """The labels each executor alive at ``now_ms`` offers (a worker, or `ql serve`)."""
-        return [item.labels for item in self.listed()
-                if item.role in ("worker", "serve") and alive(item, now_ms)]
+    def offers(self) -> list[Mapping[str, str | None]]:
+        """The labels each live executor offers now (a worker, or `ql serve`): the one
+        definition /metrics and the unplaceable notification use too."""
+        return list(self._store.instance_offers())
 
     def register(self, instance_id: str, role: str, host: str, pid: int) -> Registration:
         """Serve under ``instance_id`` (InstanceHeld while a live process holds it)."""

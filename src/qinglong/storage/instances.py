@@ -143,6 +143,10 @@ class InstanceStore:
             self._write("record a clean stop", "instance_stop", params)
             self._held.pop(instance_id, None)
 
+    def instance_offers(self) -> tuple[Mapping[str, str | None], ...]:
+        """The labels each live executor offers now, by the store's clock (``live_offers``)."""
+        return self._db.read("read live executors", lambda tx: live_offers(tx, tx.now_ms()))
+
     def instance_list(self) -> list[Instance]:
         rows = self._db.read("list instances", lambda tx: tx.all("instance_list"))
         return [instance_from_row(row) for row in rows]
