@@ -10,43 +10,21 @@ from __future__ import annotations
 import os
 import pwd
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from qinglong.clock import SystemClock
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.parameters import Parameter, ParamType
 from qinglong.domain.task import ArgvCommand, CommandSpec, ShellCommand
 from qinglong.errors import InvalidConfig
 from qinglong.execution import command as command_module
-from qinglong.execution.executor import Executor
 from qinglong.execution.identity import Identity, RunAs
-from qinglong.testing import FakeClock
-from tests.conftest import SqliteStores
-from tests.execution.test_local_executor import admit, log_text, wait_terminal
+from tests.execution.test_local_executor import log_text
 
 pytestmark = pytest.mark.slow
 
 MiB = 1024**2
-
-
-@pytest.fixture
-def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterator:
-    made: list[Executor] = []
-
-    def go(spec: CommandSpec, identity: Identity | None = None, task: str = "job"):
-        [run_id] = admit(sqlite_stores, clock, spec, task=task)
-        executor = Executor(sqlite_stores.runs, SystemClock(), owner="limits",
-                            log_dir=tmp_path / "logs", poll_interval_s=0.05, identity=identity)
-        made.append(executor)
-        executor.start()
-        return wait_terminal(sqlite_stores, run_id)
-
-    yield go
-    for executor in made:
-        executor.stop(0.5)
 
 
 def test_a_busy_command_is_stopped_at_its_cpu_limit(run) -> None:

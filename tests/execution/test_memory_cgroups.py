@@ -15,20 +15,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from qinglong.clock import SystemClock
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.task import ArgvCommand, CommandSpec, ShellCommand
 from qinglong.execution.cgroups import JOIN, V1, V2, MemoryCgroups, candidates, detect
-from qinglong.execution.executor import Executor
 from qinglong.execution.identity import NICE, PRLIMIT, Identity, RunAs
-from qinglong.testing import FakeClock
-from tests.conftest import SqliteStores
-from tests.execution.test_local_executor import admit, log_text, wait_terminal
+from tests.execution.test_local_executor import log_text
 
 pytestmark = pytest.mark.slow
 
@@ -46,23 +41,6 @@ def host_cgroups() -> MemoryCgroups:
         pytest.fail("no memory cgroup can be made here (no writable cgroup v1 memory hierarchy "
                     "and no delegated cgroup v2 memory controller)")
     return found
-
-
-@pytest.fixture
-def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterator:
-    made: list[Executor] = []
-
-    def go(spec: CommandSpec, identity: Identity, task: str = "job"):
-        [run_id] = admit(sqlite_stores, clock, spec, task=task)
-        executor = Executor(sqlite_stores.runs, SystemClock(), owner="cgroups",
-                            log_dir=tmp_path / "logs", poll_interval_s=0.05, identity=identity)
-        made.append(executor)
-        executor.start()
-        return wait_terminal(sqlite_stores, run_id)
-
-    yield go
-    for executor in made:
-        executor.stop(0.5)
 
 
 def python(script: str, *args: str, memory: int) -> CommandSpec:

@@ -16,10 +16,10 @@ from qinglong.cli.commands.trigger_schedule import (
     check_jitter,
     dst_and_jitter_options,
     overlap_of,
+    param_values,
     schedule_summary,
     schedule_text,
     seconds,
-    trigger_values,
 )
 from qinglong.cli.context import CLOCK, catalog, respond
 from qinglong.cli.output import emit_json, emit_table, rfc3339, say
@@ -33,9 +33,7 @@ from qinglong.cli.params import (
     project_option,
 )
 from qinglong.cli.targets import add_delete_command, add_switch_commands
-from qinglong.domain.cron import (
-    DstPolicy,
-)
+from qinglong.domain.cron import DstPolicy
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.timezones import UTC_NAME, canonical_timezone
 from qinglong.domain.trigger import (
@@ -175,7 +173,7 @@ def publish(
             timezone=timezone, misfire_policy=misfire, enabled=False if disabled else None,
             overlap=overlap_of(overlap, overlap_queue_limit), dst_gap=dst_gap,
             dst_overlap=dst_overlap, jitter_s=jitter_s, jitter_random_s=jitter_random_s,
-            flow=flow, parameters=trigger_values(params, no_params),
+            flow=flow, parameters=param_values(params, no_params),
         ),
         database_url, as_json,
     )

@@ -135,7 +135,7 @@ def overlap_of(policy: str | None, queue_limit: int | None) -> Overlap | None:
 
 
 
-def trigger_values(params: tuple[str, ...], clear: bool) -> dict[str, object] | None:
+def param_values(params: tuple[str, ...], clear: bool) -> dict[str, object] | None:
     """The values ``--param NAME=VALUE`` (repeated) and ``--no-params`` give: None keeps the
     trigger's values, ``{}`` clears them."""
     if clear and params:

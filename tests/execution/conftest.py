@@ -1,0 +1,38 @@
+"""Fixtures of the execution tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from qinglong.clock import SystemClock
+from qinglong.domain.model import RunDetail
+from qinglong.domain.task import CommandSpec
+from qinglong.execution.executor import Executor
+from qinglong.execution.identity import Identity
+from qinglong.testing import FakeClock
+from tests.conftest import SqliteStores
+from tests.execution.test_local_executor import admit, wait_terminal
+
+RunCommand = Callable[..., RunDetail]
+
+
+@pytest.fixture
+def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterator[RunCommand]:
+    """Publish a task of ``spec``, admit one Run of it and let a real executor (``identity``:
+    its niceness, run-as user and memory cgroups) run it to its end; the Run's detail."""
+    made: list[Executor] = []
+
+    def go(spec: CommandSpec, identity: Identity | None = None, task: str = "job") -> RunDetail:
+        [run_id] = admit(sqlite_stores, clock, spec, task=task)
+        executor = Executor(sqlite_stores.runs, SystemClock(), owner="limits",
+                            log_dir=tmp_path / "logs", poll_interval_s=0.05, identity=identity)
+        made.append(executor)
+        executor.start()
+        return wait_terminal(sqlite_stores, run_id)
+
+    yield go
+    for executor in made:
+        executor.stop(0.5)
