@@ -277,13 +277,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0014_placement's and 0015_parameters' columns, and 0016_flows' tables (its grants on
     # runs and run_attempts stay, like 0009's), and 0017_unplaceable's column, constraints and
     # index (its grant of UPDATE on notify_rules stays); 0018_flow_triggers' columns and index
-    # go with 0016's flow_runs.
+    # go with 0016's flow_runs; 0019_scripts' tables go.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
                                 '0014_placement', '0015_parameters', '0016_flows',
-                                '0017_unplaceable', '0018_flow_triggers');
+                                '0017_unplaceable', '0018_flow_triggers', '0019_scripts');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -300,6 +300,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         ALTER TABLE instances DROP COLUMN labels;
         ALTER TABLE runs DROP COLUMN parameters;
         DROP TABLE flow_steps, flow_runs, flow_revisions, flows;
+        DROP TABLE script_revisions, scripts, script_blobs;
         ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_after_check;
         ALTER TABLE notify_rules DROP COLUMN after_ms;
         ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_event_check;
@@ -320,17 +321,23 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         "ql_runtime": ("flow_revisions", "flow_runs", "flow_steps", "flows"),
         "ql_worker": ("flow_revisions", "flow_runs", "flow_steps"),
         "postgres": ("flow_revisions", "flow_runs", "flow_steps", "flows")}
+    script_tables = {  # the script tables each role has privileges on (0019_scripts)
+        "ql_admin": ("script_blobs", "script_revisions", "scripts"),
+        "ql_web": ("script_blobs", "script_revisions", "scripts"),
+        "ql_worker": ("script_blobs",),
+        "postgres": ("script_blobs", "script_revisions", "scripts")}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
                "missing-migration:0014_placement", "missing-migration:0015_parameters",
                "missing-migration:0016_flows", "missing-migration:0017_unplaceable",
-               "missing-migration:0018_flow_triggers"]
+               "missing-migration:0018_flow_triggers", "missing-migration:0019_scripts"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
                              if role in marks else [])
-                          + [f"missing-table:{t}" for t in flow_tables.get(role, ())])]
+                          + [f"missing-table:{t}" for t in flow_tables.get(role, ())]
+                          + [f"missing-table:{t}" for t in script_tables.get(role, ())])]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
@@ -338,7 +345,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0011_login_devices", "0012_eligibility",
                                          "0013_lean_indexes", "0014_placement", "0015_parameters",
                                          "0016_flows", "0017_unplaceable",
-                                         "0018_flow_triggers")
+                                         "0018_flow_triggers", "0019_scripts")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

@@ -50,6 +50,9 @@ _PUBLISHING = {
     "trigger_pauses": frozenset({S, I, U}),
     "flows": frozenset({S, I, U}),  # 0016_flows
     "flow_revisions": frozenset({S, I}),
+    "scripts": frozenset({S, I, U}),  # 0019_scripts
+    "script_revisions": frozenset({S, I}),
+    "script_blobs": frozenset({S, I}),
 }
 # Starting, cancelling and moving flow runs on (ql_runtime, ql_web): a flow run and the step
 # row of each of its nodes (0016_flows).
@@ -118,6 +121,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
     WORKER: {
         **_SCHEMA_FACTS,
         "task_execution_revisions": frozenset({S}),
+        "script_blobs": frozenset({S}),  # the script a plan pins, by its digest (0019_scripts)
         "concurrency_limits": frozenset({S}),
         "runs": frozenset({S, I, U}),
         "run_attempts": frozenset({S, I, U}),
