@@ -283,7 +283,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
                                 '0014_placement', '0015_parameters', '0016_flows',
-                                '0017_unplaceable', '0018_flow_triggers', '0019_scripts');
+                                '0017_unplaceable', '0018_flow_triggers', '0019_scripts',
+                                '0020_notify_events', '0021_project_env');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -331,7 +332,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
                "missing-migration:0014_placement", "missing-migration:0015_parameters",
                "missing-migration:0016_flows", "missing-migration:0017_unplaceable",
-               "missing-migration:0018_flow_triggers", "missing-migration:0019_scripts"]
+               "missing-migration:0018_flow_triggers", "missing-migration:0019_scripts",
+               "missing-migration:0020_notify_events", "missing-migration:0021_project_env"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -345,7 +347,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0011_login_devices", "0012_eligibility",
                                          "0013_lean_indexes", "0014_placement", "0015_parameters",
                                          "0016_flows", "0017_unplaceable",
-                                         "0018_flow_triggers", "0019_scripts")
+                                         "0018_flow_triggers", "0019_scripts",
+                                         "0020_notify_events", "0021_project_env")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
