@@ -12,6 +12,7 @@ from qinglong.domain.model import RunDetail
 from qinglong.domain.task import CommandSpec
 from qinglong.execution.executor import Executor
 from qinglong.execution.identity import Identity
+from qinglong.execution.scripts import Fetch
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.execution.test_local_executor import admit, wait_terminal
@@ -22,13 +23,16 @@ RunCommand = Callable[..., RunDetail]
 @pytest.fixture
 def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterator[RunCommand]:
     """Publish a task of ``spec``, admit one Run of it and let a real executor (``identity``:
-    its niceness, run-as user and memory cgroups) run it to its end; the Run's detail."""
+    its niceness, run-as user and memory cgroups; ``scripts``: the content of a script task
+    by its digest) run it to its end; the Run's detail."""
     made: list[Executor] = []
 
-    def go(spec: CommandSpec, identity: Identity | None = None, task: str = "job") -> RunDetail:
+    def go(spec: CommandSpec, identity: Identity | None = None, task: str = "job",
+           scripts: Fetch | None = None) -> RunDetail:
         [run_id] = admit(sqlite_stores, clock, spec, task=task)
         executor = Executor(sqlite_stores.runs, SystemClock(), owner="limits",
-                            log_dir=tmp_path / "logs", poll_interval_s=0.05, identity=identity)
+                            log_dir=tmp_path / "logs", poll_interval_s=0.05, identity=identity,
+                            scripts=scripts)
         made.append(executor)
         executor.start()
         return wait_terminal(sqlite_stores, run_id)

@@ -32,6 +32,9 @@ FIELD_OPTIONS = {
     "command.command": "--shell",
     "command.shell": "--bash",
     "command.file": "--argv",
+    "command.path": "--script",
+    "command.interpreter": "--interpreter",
+    "script": "--script",
     "command.args": "--argv",
     "command": "--shell/--argv",
     "argv": "--argv",
@@ -100,6 +103,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "notify": ("notify", "notify", ()),
     "project": ("project", "project", ()),
     "run": ("run", "run", ()),
+    "script": ("script", "script", ()),
     "serve": ("serve", "serve", ()),
     "task": ("task", "task", ("manual",)),  # ql task run
     "token": ("token", "token", ()),

@@ -18,6 +18,8 @@ def command_text(command: CommandView) -> str:
     """The command as it runs: its argv, or its shell text (with the shell unless /bin/sh)."""
     if command.kind == "argv":
         return " ".join(command.argv or ())
+    if command.kind == "script":
+        return " ".join(command.argv or ()) + f"  (script @{(command.digest or '')[:12]})"
     shell = "" if command.shell == "/bin/sh" else f"[{command.shell}] "
     return f"{shell}{command.command}"
 

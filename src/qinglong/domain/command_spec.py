@@ -11,6 +11,7 @@ from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.parameters import Parameter, check_parameters, parse_stored
 from qinglong.domain.placement import check_canonical_requirements, parse_requirements
 from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.scripts import Interpreter, check_digest, check_path, known_interpreters
 from qinglong.domain.task_env import EnvEntry, env_json, parse_env_entry, plain_text
 from qinglong.errors import InvalidInput
 
@@ -102,10 +103,49 @@ class ShellCommand:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptCommand:
+    """Run the project's script ``path`` -- exactly the content whose SHA-256 is ``digest``,
+    pinned when the task was published -- with ``interpreter`` and ``args`` (docs/scripts.md).
+    The executor fetches the content by its digest, verifies it and writes it into the Run's
+    own directory; ``argv`` names the script by its path in the project until then."""
+
+    path: str
+    digest: str
+    interpreter: str
+    args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_path(self.path, "command.path")
+        check_digest(self.digest, "command.digest")
+        if self.interpreter not in tuple(Interpreter):
+            raise InvalidInput("command.interpreter", f"must be one of {known_interpreters()}")
+        if not isinstance(self.args, list | tuple):
+            raise InvalidInput("command.args", "must be a list of strings")
+        object.__setattr__(self, "args", tuple(self.args))
+        if len(self.args) > MAX_ARGS:
+            raise InvalidInput("command.args", f"at most {MAX_ARGS} arguments")
+        total = _utf8_len(self.path)
+        for index, arg in enumerate(self.args):
+            total += _utf8_len(plain_text(arg, f"command.args[{index}]"))
+        if total > MAX_COMMAND_BYTES:
+            raise InvalidInput("command", f"must be at most {MAX_COMMAND_BYTES} bytes in total")
+
+    def argv(self) -> list[str]:
+        return [self.interpreter, self.path, *self.args]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": "script", "path": self.path, "digest": self.digest,
+                "interpreter": self.interpreter, "args": list(self.args)}
+
+
+Command = ArgvCommand | ShellCommand | ScriptCommand
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommandSpec:
     """The `qinglong/command@v1` task spec."""
 
-    command: ArgvCommand | ShellCommand
+    command: Command
     environment: tuple[EnvEntry, ...] = ()
     working_directory: str | None = None
     timeout_ms: int = DEFAULT_TIMEOUT_MS
@@ -187,7 +227,7 @@ class CommandSpec:
         return {"schema": TASK_SPEC_SCHEMA, "config": self.config_json()}
 
 
-def _parse_command(value: object) -> ArgvCommand | ShellCommand:
+def _parse_command(value: object) -> Command:
     if not isinstance(value, Mapping):
         raise InvalidInput("command", "must be an object")
     kind = value.get("kind")
@@ -200,7 +240,14 @@ def _parse_command(value: object) -> ArgvCommand | ShellCommand:
     if kind == "shell":
         _exact_keys(value, "command", {"kind", "command", "shell"}, set())
         return ShellCommand(command=value["command"], shell=value["shell"])
-    raise InvalidInput("command.kind", "must be 'argv' or 'shell'")
+    if kind == "script":
+        _exact_keys(value, "command", {"kind", "path", "digest", "interpreter", "args"}, set())
+        args = value["args"]
+        if not isinstance(args, list):
+            raise InvalidInput("command.args", "must be a list of strings")
+        return ScriptCommand(path=value["path"], digest=value["digest"],
+                             interpreter=value["interpreter"], args=tuple(args))
+    raise InvalidInput("command.kind", "must be 'argv', 'shell' or 'script'")
 
 
 def parse_command_config(config: object) -> CommandSpec:

@@ -20,12 +20,12 @@ from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.parameters import Parameter, resolve, trigger_values
 from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.scripts import ScriptRef
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
-    ArgvCommand,
+    Command,
     CommandSpec,
     EnvEntry,
-    ShellCommand,
     TaskRevision,
     new_task_revision,
 )
@@ -244,7 +244,7 @@ class TaskPatch:
     needs a command). Environment entries in ``env_set`` are added or replaced, names in
     ``env_unset`` removed; ``env_clear`` starts from no entries at all."""
 
-    command: ArgvCommand | ShellCommand | None = None
+    command: Command | ScriptRef | None = None  # a ScriptRef is pinned by the publish
     env_set: tuple[EnvEntry, ...] = ()
     env_unset: tuple[str, ...] = ()
     env_clear: bool = False
@@ -314,6 +314,8 @@ def merged_task_spec(current: CommandSpec | None, patch: TaskPatch) -> CommandSp
         environment[entry.name] = entry
     command = patch.command or (current.command if current else None)
     assert command is not None
+    if isinstance(command, ScriptRef):
+        raise InvalidInput("script", "must be pinned to a revision before it is published")
     return CommandSpec(
         command=command,
         environment=tuple(environment.values()),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from qinglong.domain.command_spec import ArgvCommand
+from qinglong.domain.command_spec import ArgvCommand, ScriptCommand
 from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.parameters import substitute, text
 from qinglong.domain.runs import AttemptStatus
@@ -98,9 +98,10 @@ def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
 
 def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],
           log_max_bytes: int, tap: Callable[[bytes], None] | None = None,
-          identity: Identity = PLAIN) -> Spawned | Outcome:
+          identity: Identity = PLAIN, script: Path | None = None) -> Spawned | Outcome:
     """Start the command in its own process group with its output going to ``log_path``, at
-    the executor's niceness, as its run-as user, under the task's resource limits."""
+    the executor's niceness, as its run-as user, under the task's resource limits (a script
+    task: its interpreter on ``script``, the pinned content written there)."""
     execution = lease.execution
     assert execution is not None
     cwd = execution.plan.working_directory or default_cwd
@@ -114,7 +115,11 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
         _note(log_path, message)
         return failed("LIMITS_UNAVAILABLE", message, log_path=log_path)
     argv = execution.argv()
-    if isinstance(execution.plan.command, ArgvCommand) and lease.parameters:
+    plan = execution.plan.command
+    if isinstance(plan, ScriptCommand):
+        assert script is not None
+        argv = [plan.interpreter, str(script), *substitute(list(plan.args), lease.parameters)]
+    elif isinstance(plan, ArgvCommand) and lease.parameters:
         argv = [argv[0], *substitute(argv[1:], lease.parameters)]
     run_as = identity.run_as
     group = _memory_group(identity, lease, log_path)
@@ -156,6 +161,11 @@ def _memory_group(identity: Identity, lease: AttemptLease, log_path: Path) -> Ru
         _note(log_path, f"no memory cgroup ({exc.strerror or exc}): the memory limit is "
                         "applied with setrlimit (address space)")
         return None
+
+
+def note(path: Path, message: str) -> None:
+    """A line of qinglong's own in the Attempt's log."""
+    _note(path, message)
 
 
 def _note(path: Path, message: str) -> None:

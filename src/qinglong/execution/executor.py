@@ -37,6 +37,7 @@ from qinglong.execution.logs import DEFAULT_LOG_BYTES, MAX_LOG_BYTES, MIN_LOG_BY
 from qinglong.execution.logship import LogRefusals
 from qinglong.execution.processes import settle_orphan
 from qinglong.execution.reaper import GroupReaper
+from qinglong.execution.scripts import Fetch
 from qinglong.execution.step_batch import StepBatch
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
@@ -75,6 +76,7 @@ class Executor:
         lease_store: RunStore | None = None,
         labels: Mapping[str, str | None] | None = None,
         identity: Identity | None = None,
+        scripts: Fetch | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as
         interrupted and its Run queued again (no attempt spent), instead of cancelled.
@@ -82,7 +84,8 @@ class Executor:
         the local file under ``log_dir`` is only a spool, removed when the Attempt ends.
         ``labels``: what this executor offers (domain/placement.py); it leases only Runs whose
         task requires no label it lacks. ``identity``: the niceness and run-as user of every
-        command (execution/identity.py).
+        command (execution/identity.py). ``scripts``: the content of a script task by its
+        digest (execution/scripts.py).
         ``renew_every_s``: renew more often than three times a lease, so a cancel request
         (carried by every renewal reply) is seen sooner where no notification brings it.
         ``lease_store``: renewals go through it (a connection of their own, which reconnects
@@ -126,7 +129,7 @@ class Executor:
                 workdir=os.getcwd(),
                 inherited=dict(os.environ if inherited_env is None else inherited_env),
                 requeue_on_drain=requeue_on_drain, log_store=log_store,
-                identity=identity or Identity()),
+                identity=identity or Identity(), scripts=scripts),
             reaper=self._reaper, log_refusals=self.log_refusals, stopping=self._stopping,
             diagnostics=diagnostics)
         self.started = 0  # commands started (for metrics)

@@ -24,8 +24,9 @@ from pathlib import Path
 from qinglong.clock import Clock, pause
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import Outcome
+from qinglong.domain.task import ScriptCommand
 from qinglong.errors import DatabaseCorrupt, LeaseLost, StorageError
-from qinglong.execution import command
+from qinglong.execution import command, scripts
 from qinglong.execution.identity import Identity
 from qinglong.execution.jobs import Job, job_outcome
 from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
@@ -55,6 +56,7 @@ class RunnerSettings:
     requeue_on_drain: bool
     log_store: LogStore | None
     identity: Identity = dataclasses.field(default_factory=Identity)  # niceness, run-as user
+    scripts: scripts.Fetch | None = None  # a script's content by its digest (docs/scripts.md)
 
 
 def passing(exc: BaseException) -> bool:
@@ -200,12 +202,36 @@ class JobRunner:
         if job.stop_reason == "lease_lost":  # lost before it began: never start it
             raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
                             "started")
+        plan = lease.execution.plan.command
+        if not isinstance(plan, ScriptCommand):
+            return self._supervise(job, log, shipper, None)
+        directory = scripts.script_dir(log, lease.attempt, self.settings.identity)
+        try:
+            return self._supervise(job, log, shipper, self._script(job, plan, directory))
+        finally:
+            scripts.clean(directory)
+
+    def _script(self, job: Job, plan: ScriptCommand, directory: Path) -> Path | Outcome:
+        """The script's content written under ``directory`` (fetched through a passing
+        storage fault within a lease length, like a step)."""
+        written: list[Path | Outcome] = []
+        self.persist(job, lambda: written.append(scripts.materialise(
+            plan, self.settings.scripts, directory, self.settings.identity)))
+        return written[-1]
+
+    def _supervise(self, job: Job, log: Path, shipper: LogShipper | None,
+                   script: Path | Outcome | None) -> Outcome | None:
+        lease = job.lease
+        assert lease.execution is not None
+        if isinstance(script, Outcome):
+            command.note(log, script.error_summary or "the script could not be written")
+            return dataclasses.replace(script, log_path=str(log))
         spawned_at = self.clock.monotonic()
         spawned = command.spawn(lease, log, default_cwd=self.settings.workdir,
                                 inherited=self.settings.inherited,
                                 log_max_bytes=self.settings.log_max_bytes,
                                 tap=shipper.feed if shipper is not None else None,
-                                identity=self.settings.identity)
+                                identity=self.settings.identity, script=script)
         if isinstance(spawned, Outcome):
             return spawned
         self.reaper.watch(spawned.process.pid)

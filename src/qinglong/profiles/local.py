@@ -64,6 +64,7 @@ from qinglong.storage.retention import open_retention
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.flow_store import FlowStore
 from qinglong.storage.runs.params import RescuedAttempt
+from qinglong.storage.scripts import ScriptStore
 from qinglong.storage.sqlite.connection import (
     SqliteDatabase,
     sqlite_path_from_url,
@@ -247,6 +248,7 @@ class LocalApp:
                 renew_every_s=LOCAL_RENEW_EVERY_S,
                 labels=config.labels,
                 identity=config.identity(),
+                scripts=ScriptStore(db).content,
             )
             self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()

@@ -54,6 +54,7 @@ from qinglong.storage.postgres.roles import WORKER
 from qinglong.storage.postgres.topology import choose_primary
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.scripts import ScriptStore
 from qinglong.storage.wakeups import Wakeups
 
 
@@ -227,6 +228,7 @@ class WorkerApp:
                                  actor_id=self.session),
             labels=s.label_map,
             identity=self._identity,
+            scripts=ScriptStore(db).content,
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from qinglong.clock import Clock
 from qinglong.domain.model import TaskView
 from qinglong.domain.publishing import TaskPatch, merged_task_spec
-from qinglong.domain.task import ArgvCommand, ShellCommand
+from qinglong.domain.scripts import ScriptRef, interpreter_for
+from qinglong.domain.task import Command, ScriptCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.views.system import LimitsView
 from qinglong.service.views.tasks import (
@@ -33,6 +34,7 @@ from qinglong.storage.definitions.params import (
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.scripts import ScriptStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,7 +50,7 @@ class TaskPublishRequest:
     keep_shell: bool = False
 
 
-def _with_current_shell(patch: TaskPatch, current: ArgvCommand | ShellCommand) -> TaskPatch:
+def _with_current_shell(patch: TaskPatch, current: Command) -> TaskPatch:
     """``patch`` with its shell command run by the interpreter ``current`` uses, if any."""
     command = patch.command
     if (isinstance(command, ShellCommand) and isinstance(current, ShellCommand)
@@ -58,9 +60,21 @@ def _with_current_shell(patch: TaskPatch, current: ArgvCommand | ShellCommand) -
 
 
 class Catalog:
-    def __init__(self, definitions: DefinitionStore, clock: Clock) -> None:
+    def __init__(self, definitions: DefinitionStore, clock: Clock,
+                 scripts: ScriptStore | None = None) -> None:
         self._store = definitions
         self._clock = clock
+        self._scripts = scripts
+
+    def pinned_script(self, project_id: str, ref: ScriptRef) -> ScriptCommand:
+        """``ref`` pinned to the content its script has now (NotFound: no such script)."""
+        if self._scripts is None:
+            raise InvalidInput("script", "scripts are not available here")
+        head = self._scripts.head(project_id, ref.path)
+        assert head.digest is not None
+        return ScriptCommand(path=ref.path, digest=head.digest,
+                             interpreter=interpreter_for(ref.path, ref.interpreter).value,
+                             args=ref.args)
 
     # -- projects -----------------------------------------------------------------------
 
@@ -93,6 +107,8 @@ class Catalog:
         current = head.revision if head else None
         restoring = head is not None and head.deleted_at_ms is not None
         patch = request.patch
+        if isinstance(patch.command, ScriptRef):
+            patch = replace(patch, command=self.pinned_script(request.project_id, patch.command))
         if request.keep_shell and current is not None:
             patch = _with_current_shell(patch, current.spec.command)
         spec = merged_task_spec(current.spec if current else None, patch)
@@ -126,6 +142,15 @@ class Catalog:
             raise NotFound("task", task_id)
         return self.task_publish(TaskPublishRequest(project_id=project_id, task_id=task_id,
                                                     patch=TaskPatch(), enabled=enabled))
+
+    def script_tasks(self, project_id: str, path: str) -> list[tuple[str, ScriptCommand]]:
+        """The live tasks of the project whose current revision runs the script ``path``."""
+        found = []
+        for head in self._store.task_list(project_id, False):
+            command = head.revision.spec.command
+            if isinstance(command, ScriptCommand) and command.path == path:
+                found.append((head.revision.task_id, command))
+        return found
 
     def task_list(self, project_id: str, include_deleted: bool = False) -> list[TaskViewModel]:
         return [task_view(t) for t in self._store.task_list(project_id, include_deleted)]

@@ -25,6 +25,7 @@ from qinglong.service.processes import Processes
 from qinglong.service.queue import QueueView, queue_view
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
+from qinglong.service.scripts import Scripts
 from qinglong.service.stats import TaskStats
 from qinglong.storage.kernel import Capabilities, Tx
 from qinglong.storage.stores import Stores
@@ -49,10 +50,11 @@ class Services:
     processes: Processes = field(init=False)
     notifications: Notifications = field(init=False)
     flows: Flows = field(init=False)
+    scripts: Scripts = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
-        self.catalog = Catalog(stores.definitions, self.clock)
+        self.catalog = Catalog(stores.definitions, self.clock, stores.scripts)
         self.processes = Processes(stores.instances)
         self.runs = RunViews(stores.runs, logs=stores.logs,
                              offers=self.processes.offers)
@@ -62,9 +64,11 @@ class Services:
         self.pages = RunPages(stores.runs)
         self.stats = TaskStats(stores.runs)
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
-        self.declarative = Declarative(stores.definitions, stores.db.unit, stores.flows)
+        self.declarative = Declarative(stores.definitions, stores.db.unit, stores.flows,
+                                       pin_script=self.catalog.pinned_script)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
         self.flows = Flows(stores.flows)
+        self.scripts = Scripts(stores.scripts, self.catalog, stores.db.unit)
 
     def queue(self) -> QueueView:
         """The queue and its Runs by required labels (GET /api/v1/queue)."""

@@ -30,7 +30,7 @@ from qinglong.domain.model import ProjectStatus, TaskView, TriggerView
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.task import CommandSpec
-from qinglong.errors import InvalidInput, NotFound, QinglongError
+from qinglong.errors import NotFound, QinglongError
 from qinglong.service.definition_env import env_field_changes, resolve_env
 from qinglong.service.definition_export import export_definitions
 from qinglong.service.definition_fields import (
@@ -63,8 +63,8 @@ from qinglong.service.definition_plan import (
     Plan,
     WriteParams,
     action_of,
-    spec_key,
 )
+from qinglong.service.definition_task_spec import ScriptPinner, desired_spec, pinned_command
 from qinglong.storage.definitions import DefinitionStore
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
@@ -80,10 +80,12 @@ class Declarative:
     """Plan, apply and export definitions over one DefinitionStore."""
 
     def __init__(self, definitions: DefinitionStore, unit: UnitRunner,
-                 flows: FlowStore | None = None) -> None:
+                 flows: FlowStore | None = None,
+                 pin_script: ScriptPinner | None = None) -> None:
         self._store = definitions
         self._unit = unit
         self._flows = flows
+        self._pin_script = pin_script
         self._now_ms: int | None = None
 
     # -- plan ---------------------------------------------------------------------------
@@ -170,16 +172,9 @@ class Declarative:
         entries = resolve_env(task, stored, environ, issues)
         if entries is None:
             return None
-        try:
-            spec = CommandSpec(command=task.command, environment=tuple(entries),
-                               working_directory=task.working_directory,
-                               timeout_ms=task.timeout_ms, retry=task.retry,
-                               idempotent=task.idempotent, concurrency=task.concurrency,
-                               requires=task.requires, limits=task.limits,
-                               parameters=task.parameters)
-        except InvalidInput as exc:
-            key = spec_key(exc.field)
-            issues.add(task.at(key), task.field_name(key), exc.rule)
+        command = pinned_command(task, self._pin_script, issues)
+        spec = None if command is None else desired_spec(task, command, entries, issues)
+        if command is None or spec is None:
             return None
         if (cwd_must_exist and spec.working_directory is not None
                 and not Path(spec.working_directory).is_dir()):
@@ -189,9 +184,9 @@ class Declarative:
             return None
         wanted = task_fields(task.name, spec, task.enabled)
         if current is None:
-            defaults = task_fields(task.task_id, CommandSpec(command=task.command), True)
+            defaults = task_fields(task.task_id, CommandSpec(command=command), True)
             defaults["bash"] = False
-            fields = created_fields(wanted, defaults, ("shell", "argv"))
+            fields = created_fields(wanted, defaults, ("shell", "argv", "script"))
             fields += env_field_changes((), spec.environment)
             action = Action.CREATE
         else:

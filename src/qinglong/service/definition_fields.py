@@ -12,7 +12,7 @@ from qinglong.domain.interval import IntervalSchedule, format_every
 from qinglong.domain.limits import size_text
 from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
-from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.domain.task import CommandSpec, ScriptCommand, ShellCommand
 from qinglong.domain.trigger import MisfirePolicy, OverlapPolicy, TriggerSpec
 
 # --- field-by-field views (what a plan shows) -------------------------------------------
@@ -24,6 +24,11 @@ def task_fields(name: str, spec: CommandSpec, enabled: bool) -> dict[str, object
     if isinstance(command, ShellCommand):
         fields["shell"] = command.command
         fields["bash"] = command.shell == "/bin/bash"
+    elif isinstance(command, ScriptCommand):
+        fields["script"] = command.path
+        fields["script.digest"] = command.digest
+        fields["interpreter"] = command.interpreter
+        fields["args"] = list(command.args)
     else:
         fields["argv"] = command.argv()
     retry = spec.retry

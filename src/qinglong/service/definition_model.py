@@ -16,7 +16,8 @@ from qinglong.domain.flow import FlowDocument
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.parameters import Parameter
 from qinglong.domain.retry import RetryPolicy
-from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ArgvCommand, ShellCommand
+from qinglong.domain.scripts import ScriptRef
+from qinglong.domain.task import DEFAULT_TIMEOUT_MS, Command
 from qinglong.domain.trigger import TriggerSpec
 from qinglong.errors import InvalidInput
 
@@ -122,7 +123,7 @@ class DesiredTask(Placed):
     project_id: str
     task_id: str
     name: str
-    command: ArgvCommand | ShellCommand
+    command: Command | ScriptRef  # a ScriptRef is pinned to its script's content by the plan
     env: tuple[EnvValue, ...] = ()
     working_directory: str | None = None
     timeout_ms: int = DEFAULT_TIMEOUT_MS

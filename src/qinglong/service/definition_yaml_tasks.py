@@ -9,12 +9,15 @@ from qinglong.domain.limits import ResourceLimits, parse_size, whole_seconds
 from qinglong.domain.parameters import Parameter, ParamType, check_parameters
 from qinglong.domain.placement import parse_requirements
 from qinglong.domain.retry import RetryPolicy
+from qinglong.domain.scripts import ScriptRef, interpreter_for
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
     ENV_NAME,
     ArgvCommand,
+    Command,
     CommandSpec,
     EnvEntry,
+    ScriptCommand,
     ShellCommand,
 )
 from qinglong.errors import InvalidInput
@@ -23,7 +26,7 @@ from qinglong.service.definition_model import DesiredTask, EnvValue, Issues, Whe
 from qinglong.service.definition_plan import spec_key
 from qinglong.service.definition_yaml_nodes import Fields, YList, YMap, type_name
 
-TASK_KEYS = ("name", "shell", "bash", "argv", "env", "cwd", "timeout", "retry", "idempotent",
+TASK_KEYS = ("name", "shell", "bash", "argv", "script", "interpreter", "args", "env", "cwd", "timeout", "retry", "idempotent",
              "concurrency", "requires", "limits", "parameters", "enabled")
 PARAMETER_KEYS = ("name", "type", "default")
 LIMIT_KEYS = ("memory", "cpu")
@@ -33,14 +36,52 @@ _RETRY_FIELDS = {"max-attempts": "max_attempts", "retry-backoff": "backoff",
                  "retry-on-timeout": "on_timeout"}
 
 
-def _command(fields: Fields) -> ArgvCommand | ShellCommand | None:
-    shell, argv = fields.map.get("shell"), fields.map.get("argv")
-    if shell is not None and argv is not None:
-        fields.fail("argv", "give either shell or argv, not both")
+def _script(fields: Fields) -> ScriptRef | None:
+    """``script: PATH`` with an optional ``interpreter`` and ``args``: pinned to the script's
+    content when the plan is made."""
+    path = fields.text("script")
+    interpreter = fields.text("interpreter") if "interpreter" in fields.map else None
+    args: list[str] = []
+    words = fields.items("args") if "args" in fields.map else None
+    if words is not None:
+        for index in range(len(words)):
+            word = words.text(index)
+            if not isinstance(word, str):
+                fields.fail(f"args[{index}]", f"must be a string, not {type_name(word)}",
+                            where=Where(fields.file, words.item_lines[index]))
+                return None
+            args.append(word)
+    if path is None:
         return None
+    return fields.attempt("script", lambda: ScriptRef(path=path, interpreter=interpreter,
+                                                      args=tuple(args)))
+
+
+def _checkable(command: ArgvCommand | ShellCommand | ScriptRef) -> Command:
+    """A command the spec's bounds can be checked on (a script: with a stand-in digest; the
+    plan pins the real one)."""
+    if not isinstance(command, ScriptRef):
+        return command
+    return ScriptCommand(path=command.path, digest="0" * 64,
+                         interpreter=interpreter_for(command.path, command.interpreter).value,
+                         args=command.args)
+
+
+def _command(fields: Fields) -> ArgvCommand | ShellCommand | ScriptRef | None:
+    shell, argv = fields.map.get("shell"), fields.map.get("argv")
+    script = fields.map.get("script")
+    if sum(value is not None for value in (shell, argv, script)) > 1:
+        fields.fail("argv" if argv is not None else "script",
+                    "give one of shell, argv or script")
+        return None
+    for key in ("interpreter", "args"):
+        if script is None and key in fields.map:
+            fields.fail(key, "applies only to script")
+    if script is not None:
+        return _script(fields)
     if shell is None and argv is None:
-        fields.fail("shell", "a task needs shell: COMMAND or argv: [/PROGRAM, ARGS...]",
-                    where=fields.where())
+        fields.fail("shell", "a task needs shell: COMMAND, argv: [/PROGRAM, ARGS...] or "
+                             "script: PATH", where=fields.where())
         return None
     if shell is not None:
         command = fields.text("shell")
@@ -244,7 +285,7 @@ def parse_task(project: str, task_id: str, mapping: YMap, file: str, issues: Iss
         path=f"tasks.{task_id}",
         lines={key: Where(file, line) for key, line in mapping.key_lines.items()})
     try:  # every bound of the spec, before any value is read from the environment
-        CommandSpec(command=command,
+        CommandSpec(command=_checkable(command),
                     environment=tuple(EnvEntry(name=e.name, value=e.value or "") for e in env),
                     working_directory=cwd, timeout_ms=task.timeout_ms, retry=retry,
                     idempotent=idempotent, concurrency=concurrency, requires=requires,

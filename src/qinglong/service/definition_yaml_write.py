@@ -16,9 +16,11 @@ from qinglong.domain.occurrences import instant_text
 from qinglong.domain.once import OnceSchedule
 from qinglong.domain.parameters import ParamType
 from qinglong.domain.retry import RetryPolicy
-from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ShellCommand
+from qinglong.domain.scripts import ScriptRef, interpreter_for
+from qinglong.domain.task import DEFAULT_TIMEOUT_MS, ScriptCommand, ShellCommand
 from qinglong.domain.timezones import UTC_NAME
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, MisfirePolicy, OverlapPolicy
+from qinglong.errors import InvalidInput
 from qinglong.service.definition_env import STORED
 from qinglong.service.definition_flows import flow_document
 from qinglong.service.definition_model import (
@@ -74,6 +76,13 @@ def _env_value(entry: EnvValue) -> object:
     return _FlowMap(secret=STORED)
 
 
+def _by_extension(path: str) -> str | None:
+    try:
+        return interpreter_for(path).value
+    except InvalidInput:
+        return None
+
+
 def task_document(task: DesiredTask) -> dict[str, Any]:
     """A task as the file writes it: defaults left out."""
     doc: dict[str, Any] = {}
@@ -83,6 +92,14 @@ def task_document(task: DesiredTask) -> dict[str, Any]:
         doc["shell"] = task.command.command
         if task.command.shell == "/bin/bash":
             doc["bash"] = True
+    elif isinstance(task.command, ScriptCommand):
+        doc["script"] = task.command.path  # pinned again to the script's content by apply
+        if _by_extension(task.command.path) != task.command.interpreter:
+            doc["interpreter"] = task.command.interpreter
+        if task.command.args:
+            doc["args"] = _Flow(list(task.command.args))
+    elif isinstance(task.command, ScriptRef):
+        doc["script"] = task.command.path
     else:
         doc["argv"] = _Flow(task.command.argv())
     if task.env:

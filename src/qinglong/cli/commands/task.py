@@ -33,6 +33,7 @@ from qinglong.domain.parameters import parameters_change
 from qinglong.domain.placement import requirements_change
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.retry import DEFAULT_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS, MAX_ATTEMPTS
+from qinglong.domain.scripts import ScriptRef
 from qinglong.domain.task import (
     DEFAULT_TIMEOUT_MS,
     MAX_CONCURRENCY,
@@ -77,12 +78,26 @@ def _misplaced_option(words: tuple[str, ...]) -> str | None:
     return None
 
 
-def _command(shell: str | None, bash: bool, sh: bool, argv: bool,
-             words: tuple[str, ...]) -> ArgvCommand | ShellCommand | None:
+def _script(path: str, interpreter: str | None, words: tuple[str, ...]) -> ScriptRef:
+    misplaced = _misplaced_option(words)
+    if misplaced is not None:
+        raise InvalidInput("script", f"{misplaced!r} after the script is an option of this "
+                                     "command: put options before --script's arguments, or "
+                                     "write -- before the arguments")
+    return ScriptRef(path=path, interpreter=interpreter, args=words)
+
+
+def _command(shell: str | None, bash: bool, sh: bool, argv: bool, script: str | None,
+             interpreter: str | None,
+             words: tuple[str, ...]) -> ArgvCommand | ShellCommand | ScriptRef | None:
     """The command the options give (None: keep the current one). Without --bash or --sh a
     shell command says /bin/sh here; the publish keeps an existing shell task's interpreter."""
-    if argv and shell is not None:
-        raise InvalidInput("command", "give either --shell or --argv, not both")
+    if sum((argv, shell is not None, script is not None)) > 1:
+        raise InvalidInput("command", "give one of --shell, --argv or --script")
+    if interpreter is not None and script is None:
+        raise InvalidInput("interpreter", "--interpreter only applies to --script")
+    if script is not None:
+        return _script(script, interpreter, words)
     if bash and sh:
         raise InvalidInput("sh", "give either --bash or --sh, not both")
     if shell is not None:
@@ -126,6 +141,12 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
     help="Run the words after the options directly: --argv /bin/echo hi (options go first; "
          "write -- before the program to pass words that look like ql options).",
 )
+@click.option("--script", metavar="PATH",
+              help="Run the project's script PATH (`ql script put`), with the words after the "
+                   "options as its arguments; the task pins the script's current content.")
+@click.option("--interpreter", type=click.Choice(["python3", "node", "bash", "sh"]),
+              help="What runs --script (default: by its extension: .py python3, .js/.mjs/.cjs "
+                   "node, .sh bash).")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE",
               help="Set a plain environment entry (ql export writes its value); others are "
                    "kept (repeatable).")
@@ -189,7 +210,7 @@ def _check_cwd_here(cwd: str | None, database_url: str) -> None:
 @json_option
 def publish(
     project: str, task_id: str, shell: str | None, bash: bool, sh: bool, argv: bool,
-    env: tuple[str, ...], secret_env: tuple[str, ...],
+    script: str | None, interpreter: str | None, env: tuple[str, ...], secret_env: tuple[str, ...],
     unset_env: tuple[str, ...], clear_env: bool, cwd: str | None, no_cwd: bool,
     timeout: int | None, max_attempts: int | None, retry_backoff: int | None,
     retry_max_backoff: int | None, retry_on_exit: str | None, retry_on_timeout: bool | None,
@@ -204,12 +225,13 @@ def publish(
     For an existing task, what you leave out keeps its current value: `--timeout 10s` alone
     changes only the timeout, and `--env` adds or replaces entries without dropping the
     others. An --env value is plain: `ql export` writes it; a --secret-env value is a secret
-    (read from an environment variable here, never written out by anything). A new task needs --shell or --argv. Triggers bound to the task are re-pinned to
+    (read from an environment variable here, never written out by anything). A new task needs
+    --shell, --argv or --script. Triggers bound to the task are re-pinned to
     the new revision in the same transaction, unless --no-repin is given or the revision is
     disabled. Publishing a deleted task restores it, enabled unless --disabled is given.
     """
     patch = TaskPatch(
-        command=_command(shell, bash, sh, argv, words),
+        command=_command(shell, bash, sh, argv, script, interpreter, words),
         env_set=environment_from_pairs(env) + secret_entries(secret_env),
         env_unset=unset_env,
         env_clear=clear_env,
