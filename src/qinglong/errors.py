@@ -45,6 +45,19 @@ class InvalidConfig(InvalidInput):
     code = "QL_INVALID_CONFIG"
 
 
+class SecretKeyMissing(InvalidConfig):
+    """The secret key of project environments is needed here and is not given (or is not a
+    key)."""
+
+    code = "QL_SECRET_KEY_MISSING"
+
+
+class SecretKeyMismatch(InvalidConfig):
+    """A secret was sealed under another key than this process's (or does not open)."""
+
+    code = "QL_SECRET_KEY_MISMATCH"
+
+
 class NotFound(QinglongError, LookupError):
     """A record does not exist."""
 

@@ -277,7 +277,9 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0014_placement's and 0015_parameters' columns, and 0016_flows' tables (its grants on
     # runs and run_attempts stay, like 0009's), and 0017_unplaceable's column, constraints and
     # index (its grant of UPDATE on notify_rules stays); 0018_flow_triggers' columns and index
-    # go with 0016's flow_runs; 0019_scripts' tables go.
+    # go with 0016's flow_runs; 0019_scripts' tables go; so do 0021_project_env's tables and
+    # its columns of run_attempts (its grant of INSERT on audit_log to ql_admin goes with
+    # 0008's audit_log).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -302,6 +304,9 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         ALTER TABLE runs DROP COLUMN parameters;
         DROP TABLE flow_steps, flow_runs, flow_revisions, flows;
         DROP TABLE script_revisions, scripts, script_blobs;
+        DROP TABLE project_env_entries, project_env_revisions, secret_keyring;
+        ALTER TABLE run_attempts DROP COLUMN environment_revision,
+            DROP COLUMN environment_digest;
         ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_after_check;
         ALTER TABLE notify_rules DROP COLUMN after_ms;
         ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_event_check;
@@ -312,6 +317,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # every role is told it is not ready; the roles with privileges on the tables the
     # migration adds are also told that they are missing
     with_tables = {"ql_web", "postgres"}  # postgres: the superuser sees all
+    # (ql_admin may insert into audit_log since 0021_project_env)
     missing = [f"missing-table:{t}" for t in
                ("api_tokens", "audit_log", "login_devices", "login_failures", "user_sessions",
                 "users")]
@@ -327,6 +333,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         "ql_web": ("script_blobs", "script_revisions", "scripts"),
         "ql_worker": ("script_blobs",),
         "postgres": ("script_blobs", "script_revisions", "scripts")}
+    env_tables = {  # the project environment tables each role has privileges on (0021)
+        "ql_admin": ("audit_log", "project_env_entries", "project_env_revisions",
+                     "secret_keyring"),
+        "ql_web": ("project_env_entries", "project_env_revisions", "secret_keyring"),
+        "ql_worker": ("project_env_entries", "project_env_revisions"),
+        "ql_runtime": ("project_env_entries", "project_env_revisions"),
+        "postgres": ("project_env_entries", "project_env_revisions", "secret_keyring")}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
@@ -339,7 +352,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
                              if role in marks else [])
                           + [f"missing-table:{t}" for t in flow_tables.get(role, ())]
-                          + [f"missing-table:{t}" for t in script_tables.get(role, ())])]
+                          + [f"missing-table:{t}" for t in script_tables.get(role, ())]
+                          + [f"missing-table:{t}" for t in env_tables.get(role, ())])]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift

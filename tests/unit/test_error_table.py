@@ -11,6 +11,8 @@ EXPECTED = {
     errors.InvalidInput: (2, 422),
     errors.InvalidSchedule: (2, 422),
     errors.InvalidConfig: (2, 422),
+    errors.SecretKeyMissing: (2, 422),
+    errors.SecretKeyMismatch: (2, 422),
     errors.NotFound: (2, 404),
     errors.Conflict: (2, 409),
     errors.IllegalTransition: (2, 409),

@@ -144,6 +144,8 @@ class Attempt:
     worker_id: str | None = None
     lease_generation: int = 0
     lease_expires_at_ms: int | None = None
+    environment_revision: int | None = None  # the project environment it was leased with
+    environment_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,10 +36,15 @@ def failed(code: str, summary: str, exit_code: int | None = None,
 
 
 def environment(lease: AttemptLease, inherited: Mapping[str, str]) -> dict[str, str]:
-    """What the child sees: a few inherited variables, the task's entries, and QL_* facts."""
+    """What the child sees: a few inherited variables, the project's environment, the
+    task's entries, and QL_* facts (a project secret that cannot be opened raises an
+    OSError: the command does not start)."""
+    from qinglong.execution.project_env import project_variables
+
     assert lease.execution is not None
     env = {name: inherited[name] for name in INHERITED_ENV if name in inherited}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(project_variables(lease.environment, inherited))
     env.update({entry.name: entry.value for entry in lease.execution.plan.environment})
     env.update({name: text(value) for name, value in lease.parameters.items()})
     fence = lease.fence

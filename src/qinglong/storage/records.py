@@ -199,6 +199,8 @@ def attempt_from_row(row: Mapping[str, Any]) -> Attempt:
         worker_id=row.get("worker_id"),
         lease_generation=int(row.get("lease_generation") or 0),
         lease_expires_at_ms=_opt_int(row.get("lease_expires_at_ms")),
+        environment_revision=_opt_int(row.get("environment_revision")),
+        environment_digest=row.get("environment_digest"),
     )
 
 

@@ -138,6 +138,9 @@ def _say_run(view: RunDetailView, tail_lines: int) -> None:
         worker = f"  worker {attempt.worker}" if attempt.worker else ""
         say(f"attempt {attempt.attempt}  {attempt.status}  pid {attempt.pid or '-'}  "
             f"exit {exit_text}{worker}  log {attempt.log_path or stored}")
+        if attempt.environment_revision is not None:
+            say(f"  environment revision {attempt.environment_revision} "
+                f"({attempt.environment_digest})")
     say("events:")
     for event in view.events:
         payload = json.dumps(event.payload, sort_keys=True, separators=(", ", ": "))

@@ -74,6 +74,8 @@ class AttemptView(ViewModel):
     log_path: str | None
     error_code: str | None
     error_summary: str | None
+    environment_revision: int | None = None  # the project environment it ran with
+    environment_digest: str | None = None  # (SHA-256 of its names, flags and value digests)
 
 
 class EventView(ViewModel):
@@ -145,7 +147,9 @@ def attempt_view(item: Attempt) -> AttemptView:
         lease_expires_at=rfc3339(item.lease_expires_at_ms), pid=item.pid,
         exit_code=item.exit_code, started_at=rfc3339(item.started_at_ms),
         finished_at=rfc3339(item.finished_at_ms), log_path=item.log_path,
-        error_code=item.error_code, error_summary=item.error_summary)
+        error_code=item.error_code, error_summary=item.error_summary,
+        environment_revision=item.environment_revision,
+        environment_digest=item.environment_digest)
 
 
 def event_summary(kind: str) -> str:

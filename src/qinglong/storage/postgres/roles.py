@@ -60,6 +60,14 @@ _FLOW_RUNS = {
     "flow_runs": frozenset({S, I, U}),
     "flow_steps": frozenset({S, I, U}),
 }
+# Project environments and the key of their secrets (ql_admin, ql_web; 0021_project_env):
+# revisions are appended, never changed; entries and the keyring are UPDATEd only when
+# `ql secret rotate-key` seals them again.
+_PROJECT_ENV = {
+    "project_env_revisions": frozenset({S, I}),
+    "project_env_entries": frozenset({S, I, U}),
+    "secret_keyring": frozenset({S, I, U}),
+}
 # Managing notification channels and rules (ql_admin, ql_web).
 _NOTIFY_SETTINGS = {
     "notify_channels": frozenset({S, I, U}),  # removed ones are kept, secret erased
@@ -73,6 +81,8 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         **_SCHEMA_FACTS,
         **_PUBLISHING,
         **_NOTIFY_SETTINGS,
+        **_PROJECT_ENV,
+        "audit_log": frozenset({I}),  # what `ql env` and `ql secret` change (0021)
         "instances": frozenset({S}),
         "concurrency_limits": frozenset({S, I, U, D}),
     },
@@ -109,6 +119,8 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "flows": frozenset({S}),
         "flow_revisions": frozenset({S}),
         **_FLOW_RUNS,
+        "project_env_revisions": frozenset({S}),  # as a lease reads them (0021_project_env)
+        "project_env_entries": frozenset({S}),
     },
     WORKER_INGRESS: {
         **_SCHEMA_FACTS,
@@ -122,6 +134,9 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         **_SCHEMA_FACTS,
         "task_execution_revisions": frozenset({S}),
         "script_blobs": frozenset({S}),  # the script a plan pins, by its digest (0019_scripts)
+        # the project environment a lease carries (secrets sealed: 0021_project_env)
+        "project_env_revisions": frozenset({S}),
+        "project_env_entries": frozenset({S}),
         "concurrency_limits": frozenset({S}),
         "runs": frozenset({S, I, U}),
         "run_attempts": frozenset({S, I, U}),
@@ -140,6 +155,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         **_SCHEMA_FACTS,
         **_PUBLISHING,
         **_NOTIFY_SETTINGS,
+        **_PROJECT_ENV,
         "runs": frozenset({S, I, U}),
         "run_attempts": frozenset({S, I, U}),
         "run_events": frozenset({S, I}),

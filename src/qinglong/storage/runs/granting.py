@@ -17,11 +17,13 @@ from qinglong.domain.lifecycle import (
     RunState,
     StepContext,
 )
+from qinglong.domain.project_env import LeasedEnvironment
 from qinglong.domain.task import ExecutionRevision
 from qinglong.errors import RecordCorrupt
 from qinglong.storage import records
 from qinglong.storage.dbapi import Row
 from qinglong.storage.kernel import Tx
+from qinglong.storage.project_env import leased_environment, record_leased
 from qinglong.storage.runs.overlap import OverlapDecision, OverlapVerdict
 from qinglong.storage.runs.params import AttemptLease, LeaseRenewal
 from qinglong.storage.runs.rows import attempt_state, run_from_candidate, run_state
@@ -82,6 +84,7 @@ class LeaseGranting:
         leases: list[AttemptLease] = []
         pending: list[Change] = []  # written together, or before a decision that counts them
         limited = rows[0]["global_max_running"] is not None  # counted only when one is set
+        environments: dict[str, LeasedEnvironment | None] = {}  # by project, read once
         for row in rows:
             if len(leases) >= limit:
                 break
@@ -104,6 +107,9 @@ class LeaseGranting:
                                        token_digest_hex=lifecycle.token_digest(secret),
                                        lease_ms=lease_ms)
             pending.append(change)
+            project = row["project_id"]
+            if project not in environments:
+                environments[project] = leased_environment(self._tx, project)
             leases.append(AttemptLease(
                 fence=LeaseFence(run_id=run.id, attempt_id=attempt.id,
                                  generation=change.generation, token=secret),
@@ -115,8 +121,12 @@ class LeaseGranting:
                 expires_at_ms=ctx.now_ms + lease_ms,
                 execution=execution, problem=problem,
                 parameters=json.loads(row["parameters"]) if row["parameters"] else {},
+                environment=environments[project],
             ))
         self.apply_all(pending)
+        for lease in leases:  # which environment revision each Attempt runs with
+            if lease.environment is not None:
+                record_leased(self._tx, lease.fence.attempt_id, lease.environment)
         return leases
 
     def _locked(self, key: str) -> bool:

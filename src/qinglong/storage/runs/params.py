@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qinglong.domain.lifecycle import LeaseFence, Outcome
+from qinglong.domain.project_env import LeasedEnvironment
 from qinglong.domain.task import ExecutionRevision
 
 
@@ -35,6 +36,9 @@ class AttemptLease:
     execution: ExecutionRevision | None  # None when the pinned plan failed verification
     problem: str | None = None
     parameters: Mapping[str, str | int | bool] = field(default_factory=dict)  # the Run's values
+    # the project's environment at its latest revision, read with the lease (its secrets
+    # still sealed: the executor opens them with its own key, execution/project_env.py)
+    environment: LeasedEnvironment | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
