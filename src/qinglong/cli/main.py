@@ -75,6 +75,13 @@ FIELD_OPTIONS = {
     "database-url": "--database-url",
     "log-dir": "--log-dir",
     "drain-timeout": "--drain-timeout",
+    "variable": "NAME",  # ql env
+    "value": "--value",
+    "value-file": "--value-file",
+    "from-env": "--from-env",
+    "description": "--description",
+    "old-key-file": "--old-key-file",
+    "new-key-file": "--new-key-file",
 }
 
 
@@ -96,13 +103,15 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "audit": ("audit", "audit", ()),
     "control": ("control", "control", ()),
     "db": ("db", "db", ()),
+    "env": ("env", "env", ()),
     "export": ("apply", "export", ()),
     "flow": ("flow", "flow", ()),
     "import": ("apply", "import_group", ()),
     "limits": ("limits", "limits", ()),
-    "notify": ("notify", "notify", ()),
+    "notify": ("notify", "notify", ("notify_rules",)),  # ql notify rule
     "project": ("project", "project", ()),
     "run": ("run", "run", ()),
+    "secret": ("env", "secret", ()),
     "script": ("script", "script", ()),
     "serve": ("serve", "serve", ()),
     "task": ("task", "task", ("manual",)),  # ql task run
