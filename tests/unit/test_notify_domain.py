@@ -38,7 +38,11 @@ def test_events_parse_from_lists_and_commas_in_a_stable_order() -> None:
     assert RuleEvent.UNPLACEABLE in DEFAULT_EVENTS  # a failure-class signal
     assert [e.wire for e in RuleEvent] == ["run.failed", "run.timed_out", "run.lost",
                                            "run.cancelled", "trigger.misfired",
-                                           "trigger.recovered", "run.unplaceable"]
+                                           "trigger.recovered", "run.unplaceable",
+                                           "run.started", "run.succeeded", "run.running_long",
+                                           "run.late_start"]
+    for opt_in in ("started", "succeeded", "running_long", "late_start"):  # issue 22
+        assert RuleEvent(opt_in) not in DEFAULT_EVENTS
 
 
 @pytest.mark.parametrize("given", [["faild"], ["failed,nope"], [""], [" , "]])
@@ -189,8 +193,9 @@ def test_the_document_has_every_key_of_its_version() -> None:
     doc = payload.build(event, delivery_id="d1", channel="ops")
     assert set(doc) == {"schema", "id", "event", "channel", "occurred_at", "occurred_at_ms",
                         "project", "task", "trigger", "title", "summary", "run", "misfire",
-                        "recovery", "placement"}
+                        "recovery", "placement", "deadline"}
     assert doc["placement"] is None  # only run.unplaceable has one
+    assert doc["deadline"] is None  # only run.running_long and run.late_start have one
     assert doc["schema"] == "qinglong/notification@v1" and doc["id"] == "d1"
     assert doc["occurred_at"] == "2027-01-14T08:00:01.000Z"
     assert doc["title"] == "qinglong: demo/backup failed"

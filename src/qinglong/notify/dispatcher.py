@@ -7,14 +7,17 @@ failure reported and left for the next cycle:
 
 1. tidy (every 30 s): deliveries of removed channels, and last attempts whose sender vanished,
    end ``dead``; delivered and dead rows past the retention are deleted (hourly);
-2. enqueue: Run outcomes and misfires that rules want become outbox rows (a page per source);
+2. enqueue: Run outcomes (and, while a rule asks for them, starts and successes) and
+   misfires that rules want become outbox rows (a page per source);
 3. recoveries: triggers that misfired and have since fired on time are notified;
-4. unplaceable (every 15 s, while the probe says a labelled Run has waited long enough): a
-   page of up to 500 queued Runs that require worker labels is looked at, and each no live
-   worker can take that has waited out a rule's delay is enqueued once per channel; a full
-   page goes on from where it ended at the next cycle, the end of the queue starts the next
-   pass over from the oldest. This step never makes a probe "busy": a Run reported once
-   stays queued, and asking about it every second would defeat the quiet pause;
+4. walks (each every 15 s, while the probe says a Run has waited long enough): a page of
+   up to 500 queued Runs that require worker labels is looked at, and each no live worker
+   can take that has waited out a rule's delay is enqueued once per channel (unplaceable);
+   so are the running Runs whose attempt has run longer than a rule's delay (running_long)
+   and the queued Runs not started that long after their scheduled time (late_start). A
+   full page goes on from where it ended at the next cycle, the end starts the next pass
+   over from the oldest. This step never makes a probe "busy": a Run reported once stays
+   in its state, and asking about it every second would defeat the quiet pause;
 5. deliver: up to 16 deliveries, one leased row at a time (bounded by a time budget too).
    A failed delivery waits out its channel's backoff before its next attempt, and the channel
    cools down for as long: its other deliveries wait too, so a receiver that is down gets one
@@ -51,6 +54,9 @@ from qinglong.storage.notify.params import (
 )
 
 SOURCE = "notify"
+# The walks over Runs in a state, each on its own pace (storage/notify/unplaceable.py and
+# deadlines.py).
+WALKS = frozenset({"unplaceable", "running_long", "late_start"})
 DAY_MS = 86_400_000
 
 
@@ -66,8 +72,9 @@ class NotifySettings:
     tidy_every_s: float = 30.0
     purge_every_s: float = 3600.0
     retention_ms: int = 30 * DAY_MS  # delivered and dead rows are kept this long
-    unplaceable_every_s: float = 15.0  # a pass over the labelled queue starts this often
-    unplaceable_limit: int = 500  # queued Runs looked at per page
+    # a pass of each walk (unplaceable, running_long, late_start) starts this often
+    unplaceable_every_s: float = 15.0
+    unplaceable_limit: int = 500  # Runs looked at per page of a walk
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,8 +118,10 @@ class Dispatcher:
         self._cooling: dict[str, float] = {}  # channel -> monotonic time it may be tried again
         self._saturated = False  # the last cycle left work waiting: no need to ask
         self._quiet = 0  # probes in a row that found nothing to do
-        self._unplaceable_at: float | None = None  # when the last pass over the queue began
-        self._unplaceable_from: tuple[int, str] | None = None  # where the next page starts
+        # per walk (unplaceable, running_long, late_start): when its last pass began, and
+        # where its next page starts
+        self._walk_at: dict[str, float] = {}
+        self._walk_from: dict[str, tuple[int, str] | None] = {}
 
     def _report(self, code: str, message: str) -> None:
         emit(self._diagnostics, Diagnostic(source=SOURCE, code=code, message=message))
@@ -123,7 +132,7 @@ class Dispatcher:
         and the next one still runs; a database that fails (or refuses a privilege) ends the
         cycle: the rest would fail the same way, and the next cycle tries again."""
         if self._saturated:
-            return self._full_cycle(stop_requested, unplaceable=True)
+            return self._full_cycle(stop_requested, walks=WALKS)
         try:
             probe, cooling = self._probe()
         except (StorageError, PermissionDenied) as exc:
@@ -133,37 +142,43 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001 - unsure whether there is work: do the cycle
             emit(self._diagnostics, diagnostic_from(SOURCE, exc))
             probe, cooling = None, {}
-        asked, found = probe is None or probe.unplaceable, 0
+        asked, found = WALKS if probe is None else probe.walks, 0
         if probe is not None and probe.idle:
-            found = self._unplaceable_step(asked)
+            found = self._walk_steps(asked)
             if not found:
                 self._quiet += 1
                 return NotifyReport(next_due_in_ms=_with_cooling(probe.next_due_in_ms, cooling))
-            asked = False  # it found something to send: the full cycle sends it
+            asked = frozenset()  # it found something to send: the full cycle sends it
         self._quiet = 0
-        return self._full_cycle(stop_requested, unplaceable=asked, enqueued=found)
+        return self._full_cycle(stop_requested, walks=asked, enqueued=found)
 
-    def _unplaceable_step(self, asked: bool) -> int:
-        """A page of the walk over the queued Runs that require labels, when the probe says
-        one has waited long enough (``asked``) and a page is due; what it enqueued. A failure
-        is reported and the walk goes on at its next pace."""
+    def _walk_steps(self, asked: frozenset[str]) -> int:
+        """A page of each walk over Runs in a state (unplaceable, running_long, late_start):
+        what they enqueued."""
+        return sum(self._walk_step(walk, walk in asked) for walk in sorted(WALKS))
+
+    def _walk_step(self, walk: str, asked: bool) -> int:
+        """A page of the walk ``walk``, when the probe says a Run has waited long enough
+        (``asked``) and a page is due; what it enqueued. A failure is reported and the walk
+        goes on at its next pace."""
         now = self._clock.monotonic()
         if not asked:
-            self._unplaceable_from = None  # nothing waits long enough: the next pass restarts
+            self._walk_from[walk] = None  # nothing waits long enough: the next pass restarts
             return 0
-        if (self._unplaceable_from is None and self._unplaceable_at is not None
-                and now - self._unplaceable_at < self._settings.unplaceable_every_s):
+        start = self._walk_from.get(walk)
+        began = self._walk_at.get(walk)
+        if start is None and began is not None and now - began < self._settings.unplaceable_every_s:
             return 0
-        if self._unplaceable_from is None:
-            self._unplaceable_at = now
+        if start is None:
+            self._walk_at[walk] = now
         try:
-            report = self._store.outbox_unplaceable(UnplaceableParams(
-                after=self._unplaceable_from, limit=self._settings.unplaceable_limit))
+            report = self._store.outbox_walk(walk, UnplaceableParams(
+                after=start, limit=self._settings.unplaceable_limit))
         except Exception as exc:  # noqa: BLE001 - reported; the next pass tries again
-            self._unplaceable_from = None
+            self._walk_from[walk] = None
             emit(self._diagnostics, diagnostic_from(SOURCE, exc))
             return 0
-        self._unplaceable_from = report.next_after
+        self._walk_from[walk] = report.next_after
         return report.enqueued
 
     def quiet_pause_s(self) -> float | None:
@@ -191,7 +206,7 @@ class Dispatcher:
                 self._purged_at = now
         return probe, cooling
 
-    def _full_cycle(self, stop_requested: Callable[[], bool], *, unplaceable: bool,
+    def _full_cycle(self, stop_requested: Callable[[], bool], *, walks: frozenset[str],
                     enqueued: int = 0) -> NotifyReport:
         s = self._settings
         tally = {"enqueued": enqueued, "recovered": 0, "delivered": 0, "failed": 0, "dead": 0,
@@ -207,8 +222,8 @@ class Dispatcher:
             tally["recovered"] = self._store.outbox_recoveries(s.recovery_limit)
 
         def unplaceable_runs() -> None:
-            if unplaceable:
-                tally["enqueued"] += self._unplaceable_step(True)
+            if walks:
+                tally["enqueued"] += self._walk_steps(walks)
 
         next_due = None
         try:

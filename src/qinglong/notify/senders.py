@@ -12,7 +12,7 @@ import http.client
 import smtplib
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from qinglong import __version__
 from qinglong.clock import Clock
 from qinglong.domain.notify import payload as documents
-from qinglong.domain.notify import signing, templates
+from qinglong.domain.notify import services, signing, templates
 from qinglong.domain.notify.channels import (
     ChannelSpec,
     EmailTarget,
@@ -30,6 +30,7 @@ from qinglong.domain.notify.channels import (
     TemplateTarget,
     WebhookTarget,
 )
+from qinglong.domain.notify.services import ServiceTarget
 
 USER_AGENT = f"qinglong/{__version__}"
 MAX_DETAIL = 300
@@ -44,8 +45,8 @@ class SendResult:
     elapsed_ms: int
 
 
-def _one_line(text: str, secret: str | None) -> str:
-    if secret:
+def _one_line(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     text = " ".join(text.split())
     return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 3] + "..."
@@ -89,13 +90,17 @@ class Sender:
                 ok, status, detail = self._webhook(target, secret, payload, timeout_s)
             elif isinstance(target, TemplateTarget):
                 ok, status, detail = self._template(target, secret, payload, timeout_s)
+            elif isinstance(target, ServiceTarget):
+                ok, status, detail = self._service(target, secret, payload, timeout_s)
             else:
                 ok, status, detail = self._email(target, secret, payload, timeout_s)
         except (OSError, http.client.HTTPException, smtplib.SMTPException) as exc:
             ok, status, detail = False, getattr(exc, "smtp_code", None), _network_error(
                 exc, timeout_s)
         elapsed = int((self._clock.monotonic() - started) * 1000)
-        return SendResult(ok=ok, status=status, detail=_one_line(detail, secret),
+        hidden = (services.secret_parts(target.service, secret)
+                  if isinstance(target, ServiceTarget) else (secret,) if secret else ())
+        return SendResult(ok=ok, status=status, detail=_one_line(detail, hidden),
                           elapsed_ms=max(0, elapsed))
 
     # -- HTTP ---------------------------------------------------------------------------
@@ -129,6 +134,18 @@ class Sender:
             rendered = templates.render_body(target.body, values)
             body = documents.body(rendered) if isinstance(rendered, dict | list) else None
         return _request(target.method.value, url, headers, body, timeout_s)
+
+    def _service(self, target: ServiceTarget, secret: str | None, payload: Mapping[str, Any],
+                 timeout_s: float) -> tuple[bool, int | None, str]:
+        """A service's own request, built (and signed, for DingTalk and Feishu) at this
+        instant of the clock; a 2xx answer whose JSON says it failed is a failure."""
+        request = services.request(target, secret, payload, now_ms=self._clock.now_ms())
+        headers = {**request.headers, **self._headers(payload)}
+
+        def judge(status: int, answer: str) -> tuple[bool, str | None]:
+            return services.judge(target.service, status, answer)
+
+        return _request(request.method, request.url, headers, request.body, timeout_s, judge)
 
     # -- SMTP ---------------------------------------------------------------------------
 
@@ -175,7 +192,9 @@ class Sender:
 
 
 def _request(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
-             timeout_s: float) -> tuple[bool, int | None, str]:
+             timeout_s: float,
+             judge: Callable[[int, str], tuple[bool, str | None]] | None = None,
+             ) -> tuple[bool, int | None, str]:
     parts = urlsplit(url)
     connection: http.client.HTTPConnection
     if parts.scheme == "https":
@@ -195,6 +214,9 @@ def _request(method: str, url: str, headers: Mapping[str, str], body: bytes | No
     finally:
         connection.close()
     if 200 <= status < 300:
+        ok, why = (True, None) if judge is None else judge(status, peek)
+        if not ok:
+            return False, status, why or f"HTTP {status} {reason}: refused"
         return True, status, f"HTTP {status} {reason}".strip()
     if 300 <= status < 400:
         return False, status, (f"HTTP {status} {reason}: redirects are not followed; use "

@@ -16,8 +16,10 @@ from enum import StrEnum
 from qinglong.clock import Clock
 from qinglong.domain.notify import payload as documents
 from qinglong.domain.notify.channels import ChannelSpec, check_secret, missing_secret
-from qinglong.domain.notify.events import DEFAULT_EVENTS, RuleEvent, unplaceable_after
+from qinglong.domain.notify.events import DEFAULT_EVENTS, RuleEvent, delays_given
 from qinglong.domain.notify.model import Channel, Delivery, DeliveryStatus, Rule
+from qinglong.domain.notify.services import ServiceTarget
+from qinglong.domain.notify.services import check_secret as check_service_secret
 from qinglong.errors import InvalidInput, NotFound, RecordCorrupt
 from qinglong.ids import new_uuid
 from qinglong.storage.notify import NotifyStore
@@ -108,6 +110,8 @@ class Notifications:
         target that cannot work without a secret is refused without one (InvalidInput on
         ``secret``; ``smtp_user_field`` is how the caller names the SMTP user)."""
         check_secret(secret)
+        if secret is not None and isinstance(spec.target, ServiceTarget):
+            check_service_secret(spec.target.service, secret)
         if drop_secret and (secret is not None or not replace):
             raise InvalidInput("drop_secret", "goes with replace, without a new secret")
         replaced = kept = False
@@ -150,16 +154,24 @@ class Notifications:
 
     def add_rule(self, channel: str, project_id: str, task_id: str | None,
                  events: tuple[RuleEvent, ...] = DEFAULT_EVENTS,
-                 unplaceable_after_ms: int | None = None) -> list[Rule]:
+                 unplaceable_after_ms: int | None = None, *,
+                 running_long_after_ms: int | None = None,
+                 late_start_after_ms: int | None = None) -> list[Rule]:
         """Tell ``channel`` about ``events`` of a project, or of one of its tasks (None: every
-        task); the rules of that target as they now stand. ``unplaceable_after_ms``: how long
-        a queued Run no live worker can take waits before it is reported (with the
-        unplaceable event only; None: 5 minutes for a new rule, unchanged for one that asked
-        for it already)."""
-        after = unplaceable_after(events, unplaceable_after_ms)
-        return self._store.rule_add(RuleAddParams(channel=channel, project_id=project_id,
-                                                  task_id=task_id, events=events,
-                                                  unplaceable_after_ms=after))
+        task); the rules of that target as they now stand. The delays go with their events
+        only (InvalidInput on ``unplaceable_after`` ... otherwise): ``unplaceable_after_ms``,
+        how long a queued Run no live worker can take waits before it is reported;
+        ``running_long_after_ms``, how long a Run runs before it is reported;
+        ``late_start_after_ms``, how long after its scheduled time a Run not started is
+        reported. None: the default for a new rule, unchanged for one that asked already."""
+        given = delays_given(events, {RuleEvent.UNPLACEABLE: unplaceable_after_ms,
+                                      RuleEvent.RUNNING_LONG: running_long_after_ms,
+                                      RuleEvent.LATE_START: late_start_after_ms})
+        return self._store.rule_add(RuleAddParams(
+            channel=channel, project_id=project_id, task_id=task_id, events=events,
+            unplaceable_after_ms=given.get(RuleEvent.UNPLACEABLE),
+            running_long_after_ms=given.get(RuleEvent.RUNNING_LONG),
+            late_start_after_ms=given.get(RuleEvent.LATE_START)))
 
     def rules(self, channel: str | None = None, project_id: str | None = None) -> list[Rule]:
         return self._store.rule_list(channel=channel, project_id=project_id)

@@ -16,7 +16,7 @@ from pydantic_core import CoreSchema
 from qinglong.domain import identifiers as ids
 from qinglong.domain import jitter, retry, task, trigger
 from qinglong.domain.manual import REQUEST_ID
-from qinglong.domain.notify import channels, events
+from qinglong.domain.notify import channels, events, urls
 from qinglong.service import accounts
 
 
@@ -60,7 +60,7 @@ QueueLimit = Annotated[int, between(0, trigger.MAX_QUEUE_LIMIT)]
 JitterSeconds = Annotated[int, between(0, jitter.MAX_JITTER_S)]
 
 ChannelName = Annotated[str, matching(channels.NAME)]
-ChannelUrl = Annotated[str, length(1, channels.MAX_URL)]
+ChannelUrl = Annotated[str, length(1, urls.MAX_URL)]
 ChannelSecret = Annotated[str, length(1, channels.MAX_SECRET)]
 ChannelTimeout = Annotated[int, between(channels.MIN_TIMEOUT_MS, channels.MAX_TIMEOUT_MS)]
 ChannelAttempts = Annotated[int, between(channels.MIN_ATTEMPTS, channels.MAX_ATTEMPTS)]

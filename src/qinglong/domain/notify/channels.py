@@ -1,10 +1,12 @@
 """Channels: where notifications go, and how hard to try.
 
-Three kinds: ``webhook`` (a JSON POST in our versioned shape, HMAC-signed with the channel's
-secret), ``email`` (SMTP, the secret is the password) and ``template`` (any HTTP endpoint: a
-URL template and a JSON body template filled from the event). The presets ``telegram`` and
-``bark`` are templates written for those services (``presets``). A channel's secret is kept
-apart from its spec: it is written, used to send, and never shown.
+Four kinds: ``webhook`` (a JSON POST in our versioned shape, HMAC-signed with the channel's
+secret), ``email`` (SMTP, the secret is the password), ``template`` (any HTTP endpoint: a
+URL template and a JSON body template filled from the event) and ``service`` (a chat or push
+service qinglong knows: DingTalk, Feishu, WeCom, ServerChan, PushPlus, ntfy, Gotify, Slack,
+Discord; ``services``). The presets ``telegram`` and ``bark`` are templates written for those
+services (``presets``). A channel's secret is kept apart from its spec: it is written, used
+to send, and never shown.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlsplit
 
 from qinglong.domain.notify import templates
+from qinglong.domain.notify.services import ServiceTarget, secret_needed
+from qinglong.domain.notify.urls import check_http_url
 from qinglong.errors import InvalidInput, RecordCorrupt
 
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?$")
@@ -26,7 +29,6 @@ NAME_RULE = ("must be 1-64 lowercase letters, digits, '-' or '_', starting and e
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 EMAIL = re.compile(r"^[^@\s<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}$")
 HOST = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,253}$")
-MAX_URL = 2048
 MAX_HEADERS = 16
 MAX_RECIPIENTS = 20
 MAX_PARAMS = 16
@@ -48,6 +50,7 @@ class ChannelKind(StrEnum):
     WEBHOOK = "webhook"
     EMAIL = "email"
     TEMPLATE = "template"
+    SERVICE = "service"
 
 
 class SmtpSecurity(StrEnum):
@@ -63,27 +66,6 @@ def check_name(name: str, field: str = "channel") -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise InvalidInput(field, NAME_RULE)
     return name
-
-
-def check_http_url(url: str, field: str = "url") -> str:
-    """An absolute http(s) URL with a host and no credentials or fragment."""
-    if not isinstance(url, str) or not url or len(url) > MAX_URL or any(c.isspace() for c in url):
-        raise InvalidInput(field, f"must be an http:// or https:// URL of at most {MAX_URL} "
-                                  "characters, without spaces")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise InvalidInput(field, f"{url!r} is not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput(field, f"{url!r} must be an http:// or https:// URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise InvalidInput(field, "must not carry credentials (user:password@); use the "
-                                  "channel's secret or a --header")
-    if parts.fragment:
-        raise InvalidInput(field, "must not have a #fragment")
-    del port
-    return url
 
 
 def check_email(address: str, field: str) -> str:
@@ -256,10 +238,11 @@ class TemplateTarget:
         return f"{self.method.value} {self.url}"
 
 
-Target = WebhookTarget | EmailTarget | TemplateTarget
+Target = WebhookTarget | EmailTarget | TemplateTarget | ServiceTarget
 KIND_OF: dict[type[Any], ChannelKind] = {WebhookTarget: ChannelKind.WEBHOOK,
                                          EmailTarget: ChannelKind.EMAIL,
-                                         TemplateTarget: ChannelKind.TEMPLATE}
+                                         TemplateTarget: ChannelKind.TEMPLATE,
+                                         ServiceTarget: ChannelKind.SERVICE}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,6 +297,8 @@ def _target_doc(target: Target) -> dict[str, Any]:
         return {"host": target.host, "port": target.port, "security": target.security.value,
                 "username": target.username, "from": target.sender,
                 "to": list(target.recipients)}
+    if isinstance(target, ServiceTarget):
+        return {"service": target.service, "params": [list(p) for p in target.params]}
     return {"url": target.url, "method": target.method.value, "body": target.body,
             "content_type": target.content_type, "headers": [list(h) for h in target.headers],
             "params": [list(p) for p in target.params], "preset": target.preset}
@@ -340,6 +325,8 @@ def spec_from_stored(name: str, kind: str, config: str | Mapping[str, Any]) -> C
                                     content_type=t["content_type"],
                                     headers=_pairs(t.get("headers")),
                                     params=_pairs(t.get("params")), preset=t.get("preset"))
+        elif kind == ChannelKind.SERVICE:
+            target = ServiceTarget(service=t["service"], params=_pairs(t.get("params")))
         else:
             raise ValueError(kind)
         retry = RetryPolicy(**doc["retry"])
@@ -359,4 +346,6 @@ def missing_secret(target: Target, smtp_user_field: str) -> str | None:
         return f"the {target.preset} preset needs the secret ({what})"
     if isinstance(target, EmailTarget) and target.username is not None:
         return f"{smtp_user_field} needs the password as the secret"
+    if isinstance(target, ServiceTarget):
+        return secret_needed(target.service)
     return None

@@ -3,14 +3,21 @@
 A rule names events in the short form (``failed``); the payload and the
 ``X-Qinglong-Event`` header carry the wire form (``run.failed``). Runs are notified when they
 end: a failure the task's retry policy retries is not notified until the last attempt ends.
-One event is about a Run that has not ended: ``unplaceable`` (``run.unplaceable``), a queued
-Run whose required worker labels no live worker offers, once it has waited longer than the
-rule's delay (docs/controls/placement.md).
+Opt-in, never in ``DEFAULT_EVENTS``: ``started`` (``run.started``: a Run's attempt started,
+the first one the rule saw) and ``succeeded`` (``run.succeeded``).
+
+Three events are about a Run that has not ended, each after the rule's own delay (a state
+the dispatcher walks, not a row it scans): ``unplaceable`` (``run.unplaceable``), a queued
+Run whose required worker labels no live worker offers (docs/controls/placement.md);
+``running_long`` (``run.running_long``), a Run still running that long after its attempt
+started; ``late_start`` (``run.late_start``), a Run still queued, never started, that long
+after its scheduled time (a manual Run: its creation). Every event is sent at most once per
+Run and channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from qinglong.domain.durations import format_duration
@@ -25,16 +32,23 @@ class RuleEvent(StrEnum):
     MISFIRED = "misfired"
     RECOVERED = "recovered"
     UNPLACEABLE = "unplaceable"
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    RUNNING_LONG = "running_long"
+    LATE_START = "late_start"
 
     @property
     def wire(self) -> str:
         """``run.failed``; the misfire pair is about a trigger: ``trigger.misfired``; a Run
-        no live worker can take: ``run.unplaceable``."""
+        no live worker can take: ``run.unplaceable``; ``run.started``, ``run.running_long``."""
         return ("trigger." if self in TRIGGER_EVENTS else "run.") + self.value
 
 
 # The events of a Run's ending (the run_events scan); the misfire pair, about a trigger.
 RUN_EVENTS = (RuleEvent.FAILED, RuleEvent.TIMED_OUT, RuleEvent.LOST, RuleEvent.CANCELLED)
+# A Run's start and its success (a scan of their own: most Runs start and succeed, so a
+# dispatcher looks at them only while a rule asks for one).
+PROGRESS_EVENTS = (RuleEvent.STARTED, RuleEvent.SUCCEEDED)
 TRIGGER_EVENTS = (RuleEvent.MISFIRED, RuleEvent.RECOVERED)
 TEST_EVENT = "notify.test"  # what `ql notify test` sends
 # A rule without an explicit list: every failure, the misfire/recovery pair and a Run no live
@@ -55,6 +69,43 @@ DEFAULT_UNPLACEABLE_AFTER_MS = 300_000
 
 UNPLACEABLE_AFTER_RANGE = (f"{format_duration(MIN_UNPLACEABLE_AFTER_MS)} to "
                            f"{format_duration(MAX_UNPLACEABLE_AFTER_MS)}")
+# The events sent after a rule's delay, with their default delays: all take 1 minute to 7
+# days (the walk that finds them runs every 15 s).
+DELAYED: dict[RuleEvent, int] = {RuleEvent.UNPLACEABLE: DEFAULT_UNPLACEABLE_AFTER_MS,
+                                 RuleEvent.RUNNING_LONG: 600_000,
+                                 RuleEvent.LATE_START: DEFAULT_UNPLACEABLE_AFTER_MS}
+
+
+def delay_field(event: RuleEvent) -> str:
+    """The field that names ``event``'s delay (``running_long_after``)."""
+    return f"{event.value}_after"
+
+
+def check_delay(event: RuleEvent, after_ms: object, field: str | None = None) -> int:
+    """A rule's delay before ``event`` is sent (InvalidInput on ``field`` outside 1 minute to
+    7 days)."""
+    name = field or delay_field(event)
+    if isinstance(after_ms, bool) or not isinstance(after_ms, int) or not (
+            MIN_UNPLACEABLE_AFTER_MS <= after_ms <= MAX_UNPLACEABLE_AFTER_MS):
+        raise InvalidInput(name, f"must be from {UNPLACEABLE_AFTER_RANGE} (got "
+                                 f"{_shown(after_ms)})")
+    return after_ms
+
+
+def delays_given(events: Iterable[RuleEvent],
+                 given: Mapping[RuleEvent, int | None]) -> dict[RuleEvent, int]:
+    """The delays given with a rule that asks for ``events``, checked; a delay of an event the
+    rule does not ask for would do nothing: refused (on that delay's field)."""
+    wanted = tuple(events)
+    checked = {}
+    for event, after_ms in given.items():
+        if after_ms is None:
+            continue
+        if event not in wanted:
+            raise InvalidInput(delay_field(event), f"goes with the {event.value} event; add "
+                                                   f"{event.value} to the events")
+        checked[event] = check_delay(event, after_ms)
+    return checked
 
 
 def check_unplaceable_after(after_ms: int, field: str = "unplaceable_after") -> int:
@@ -81,17 +132,21 @@ def unplaceable_after(events: Iterable[RuleEvent], after_ms: int | None,
 
 
 def delay_text(after_ms: int | None) -> str:
-    """A rule's unplaceable delay as people write it (``5m``), ``-`` for none."""
+    """A rule's delay as people write it (``5m``), ``-`` for none."""
     return "-" if after_ms is None else format_duration(after_ms)
 
 
-def events_text(events: Iterable[RuleEvent], after_ms: int | None, *,
+def events_text(events: Iterable[RuleEvent],
+                delays: Mapping[RuleEvent, int | None] | int | None, *,
                 with_delay: bool = False) -> str:
     """A rule's events as listed (``failed,unplaceable``); ``with_delay``, as said in a
-    sentence: ``failed, unplaceable after 5m``."""
+    sentence: ``failed, unplaceable after 5m``. ``delays``: the rule's delay of each delayed
+    event (an int: the unplaceable delay)."""
     if not with_delay:
         return ",".join(e.value for e in events)
-    return ", ".join(f"{e.value} after {delay_text(after_ms)}" if e is RuleEvent.UNPLACEABLE
+    if not isinstance(delays, Mapping):
+        delays = {RuleEvent.UNPLACEABLE: delays}
+    return ", ".join(f"{e.value} after {delay_text(delays.get(e))}" if e in DELAYED
                      else e.value for e in events)
 
 

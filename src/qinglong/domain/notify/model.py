@@ -41,6 +41,17 @@ class Rule:
     # how long a queued Run no live worker can take waits before it is reported (None: the
     # rule does not ask for unplaceable)
     unplaceable_after_ms: int | None = None
+    # how long a Run runs before running_long is sent, how long after its scheduled time a
+    # Run not started is reported late_start (None: the rule does not ask for that event)
+    running_long_after_ms: int | None = None
+    late_start_after_ms: int | None = None
+
+    @property
+    def delays(self) -> dict[RuleEvent, int | None]:
+        """The delay of each event sent after one (None: the rule does not ask for it)."""
+        return {RuleEvent.UNPLACEABLE: self.unplaceable_after_ms,
+                RuleEvent.RUNNING_LONG: self.running_long_after_ms,
+                RuleEvent.LATE_START: self.late_start_after_ms}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

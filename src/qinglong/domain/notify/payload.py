@@ -71,6 +71,16 @@ class PlacementFacts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeadlineFacts:
+    """How late a Run is: ``run.running_long`` (still running since its attempt started) or
+    ``run.late_start`` (not started since its scheduled time)."""
+
+    since_ms: int  # the attempt's start, or the scheduled time (a manual Run: its creation)
+    waited_ms: int  # how long since then, when it was found
+    after_ms: int  # the rule's delay it has run out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotifyEvent:
     """Something a rule can be told about, as the dispatcher found it in the database."""
 
@@ -84,6 +94,7 @@ class NotifyEvent:
     misfire: MisfireFacts | None = None
     recovery: RecoveryFacts | None = None
     placement: PlacementFacts | None = None  # run.unplaceable (with ``run``)
+    deadline: DeadlineFacts | None = None  # run.running_long, run.late_start (with ``run``)
 
 
 def _cut(text: str) -> str:
@@ -108,16 +119,19 @@ def title_and_summary(event: NotifyEvent, channel: str) -> tuple[str, str]:
                      f"{format_duration(p.waited_ms // 1000 * 1000)} (longer than "
                      f"{format_duration(p.after_ms)}): {p.reason}. It stays queued until a "
                      f"worker with these labels runs (ql worker --labels)."))
+    if event.deadline is not None and event.run is not None:
+        return _deadline(event, event.deadline, event.run, subject)
     if event.run is not None:
         run = event.run
         verb = {"failed": "failed", "timed_out": "timed out", "lost": "was lost",
-                "cancelled": "was cancelled"}.get(run.status, run.status)
+                "cancelled": "was cancelled", "running": "started"}.get(run.status, run.status)
         detail = []
         if run.exit_code is not None:
             detail.append(f"exit {run.exit_code}")
         if run.cancel_reason:
             detail.append(f"reason {run.cancel_reason}")
-        detail.append(f"{run.attempts} attempt{'s' if run.attempts != 1 else ''}")
+        detail.append(f"attempt {run.attempts}" if run.status == "running"
+                      else f"{run.attempts} attempt{'s' if run.attempts != 1 else ''}")
         when = (f" for {rfc3339(run.scheduled_for_ms)}" if run.scheduled_for_ms is not None
                 else "")
         text = f"Run {run.id} of {subject}{when} {verb} ({', '.join(detail)})"
@@ -141,6 +155,20 @@ def title_and_summary(event: NotifyEvent, channel: str) -> tuple[str, str]:
     return f"qinglong: {event.event} {subject}", _cut(f"{event.event} for {subject}")
 
 
+def _deadline(event: NotifyEvent, d: DeadlineFacts, run: RunFacts,
+              subject: str) -> tuple[str, str]:
+    waited = format_duration(d.waited_ms // 1000 * 1000)
+    if event.event == "run.running_long":
+        return (f"qinglong: {subject} still running",
+                _cut(f"Run {run.id} of {subject} has been running for {waited} (longer than "
+                     f"{format_duration(d.after_ms)}) since its attempt {run.attempts} started "
+                     f"at {rfc3339(d.since_ms)}."))
+    return (f"qinglong: {subject} has not started",
+            _cut(f"Run {run.id} of {subject} has not started {waited} after "
+                 f"{rfc3339(d.since_ms)} (longer than {format_duration(d.after_ms)}); it is "
+                 f"still queued."))
+
+
 def build(event: NotifyEvent, *, delivery_id: str, channel: str) -> dict[str, Any]:
     """The document one channel receives for ``event``."""
     title, summary = title_and_summary(event, channel)
@@ -161,6 +189,7 @@ def build(event: NotifyEvent, *, delivery_id: str, channel: str) -> dict[str, An
         "recovery": None if event.recovery is None else asdict(event.recovery),
         "placement": None if event.placement is None else {
             **asdict(event.placement), "requires": list(event.placement.requires)},
+        "deadline": None if event.deadline is None else asdict(event.deadline),
     }
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qinglong.domain.notify.channels import TemplateTarget, check_http_url
+from qinglong.domain.notify.channels import TemplateTarget
+from qinglong.domain.notify.urls import check_http_url
 from qinglong.errors import InvalidInput
 
 TELEGRAM_SERVER = "https://api.telegram.org"

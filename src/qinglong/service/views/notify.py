@@ -14,6 +14,7 @@ from pydantic import Field
 
 from qinglong.domain.notify.channels import EmailTarget, TemplateTarget, WebhookTarget
 from qinglong.domain.notify.model import Channel, Delivery, Rule
+from qinglong.domain.notify.services import ServiceTarget
 from qinglong.service.notifications import SentTest
 from qinglong.service.times import rfc3339
 from qinglong.service.views.base import Instant, OptionalInstant, ViewModel, instant, one_of
@@ -46,6 +47,12 @@ class TemplateView(ViewModel):
     preset: str | None
 
 
+class ServiceView(ViewModel):
+    service: Annotated[str, one_of("dingtalk", "feishu", "wecom", "serverchan", "pushplus",
+                                   "ntfy", "gotify", "slack", "discord")]
+    params: dict[str, str] = Field(description="server, topic, priority (never the secret)")
+
+
 class RuleView(ViewModel):
     channel: str
     project: str
@@ -66,12 +73,13 @@ class ChannelRetryView(ViewModel):
 
 class ChannelView(ViewModel):
     name: str
-    kind: Annotated[str, one_of("webhook", "email", "template")]
+    kind: Annotated[str, one_of("webhook", "email", "template", "service")]
     target: str
     webhook: WebhookView | None = Field(default=None, description="A webhook channel's target")
     email: EmailView | None = Field(default=None, description="An email channel's target")
     template: TemplateView | None = Field(default=None,
                                           description="A template channel's target")
+    service: ServiceView | None = Field(default=None, description="A service channel's target")
     secret: Annotated[str, one_of(SECRET_SET, SECRET_NOT_SET)] = Field(description="Whether a secret is stored (never "
                                                           "its value)")
     timeout_ms: int
@@ -125,7 +133,7 @@ def _headers(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return [f"{name}: {value}" for name, value in pairs]
 
 
-def target_view(channel: Channel) -> WebhookView | EmailView | TemplateView:
+def target_view(channel: Channel) -> WebhookView | EmailView | TemplateView | ServiceView:
     target = channel.spec.target
     if isinstance(target, WebhookTarget):
         return WebhookView(url=target.url, headers=_headers(target.headers),
@@ -134,6 +142,8 @@ def target_view(channel: Channel) -> WebhookView | EmailView | TemplateView:
         return EmailView(smtp_host=target.host, smtp_port=target.effective_port,
                          smtp_security=target.security.value, smtp_user=target.username,
                          from_=target.sender, to=list(target.recipients))
+    if isinstance(target, ServiceTarget):
+        return ServiceView(service=target.service, params=dict(target.params))
     assert isinstance(target, TemplateTarget)
     return TemplateView(url=target.url, method=target.method.value, body=target.body,
                         content_type=target.content_type, headers=_headers(target.headers),

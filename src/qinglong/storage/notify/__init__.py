@@ -3,7 +3,9 @@ outbox the dispatcher delivers from (``ql_runtime``), written once over the kern
 
 ``outbox_enqueue`` turns Run outcomes and misfires that rules want into outbox rows, one per
 (channel, event): a repeated pass adds nothing. ``outbox_unplaceable`` does the same for
-a page of the queued Runs no live worker can take (storage/notify/unplaceable.py). ``outbox_claim`` leases the next due
+a page of the queued Runs no live worker can take (storage/notify/unplaceable.py), and
+``outbox_deadlines`` for the Runs running too long or not started in time
+(storage/notify/deadlines.py). ``outbox_claim`` leases the next due
 delivery (SKIP LOCKED where several processes dispatch); ``outbox_record`` reports its
 attempt under that lease and returns the delivery as it now stands, or None when the lease
 was lost. ``outbox_probe`` tells, in one statement, whether a dispatcher cycle could have
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from qinglong.domain.notify.events import RuleEvent
 from qinglong.errors import StorageError
 from qinglong.ids import new_uuid
 from qinglong.storage.kernel import Database
+from qinglong.storage.notify.deadlines import DeadlineScan
 from qinglong.storage.notify.params import (
     EnqueueReport,
     OutboxEnqueueParams,
@@ -66,6 +70,18 @@ class NotifyStore(UnitStore[NotifyWriter]):
         channel."""
         return self._db.write("look for runs no worker can take", lambda tx: UnplaceableScan(
             tx, new_id=self._new_id).scan(params), isolation="read committed")
+
+    def outbox_deadlines(self, event: RuleEvent, params: UnplaceableParams) -> UnplaceableReport:
+        """One pass over a page of the Runs that may be late for ``event`` (running_long,
+        late_start): each that has run out a rule's delay is notified once per channel."""
+        return self._db.write(f"look for {event.value} runs", lambda tx: DeadlineScan(
+            tx, new_id=self._new_id).scan(event, params), isolation="read committed")
+
+    def outbox_walk(self, walk: str, params: UnplaceableParams) -> UnplaceableReport:
+        """The walk named ``walk`` (unplaceable, running_long, late_start): one page."""
+        if walk == RuleEvent.UNPLACEABLE.value:
+            return self.outbox_unplaceable(params)
+        return self.outbox_deadlines(RuleEvent(walk), params)
 
     outbox_recoveries = writes("look for recovered triggers", NotifyWriter.recoveries)
     outbox_claim = writes("lease a notification", NotifyWriter.claim)

@@ -28,6 +28,15 @@ class RuleAddParams:
     # with unplaceable among the events: how long such a Run waits before it is reported
     # (None: a new rule waits the default, a rule that asked for it already keeps its delay)
     unplaceable_after_ms: int | None = None
+    # the same for running_long and late_start
+    running_long_after_ms: int | None = None
+    late_start_after_ms: int | None = None
+
+    @property
+    def delays(self) -> dict[RuleEvent, int | None]:
+        return {RuleEvent.UNPLACEABLE: self.unplaceable_after_ms,
+                RuleEvent.RUNNING_LONG: self.running_long_after_ms,
+                RuleEvent.LATE_START: self.late_start_after_ms}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +136,10 @@ class OutboxProbe:
     # (not part of ``idle``: such a Run stays until a worker comes, long after it was
     # reported, so the dispatcher walks them on a pace of its own)
     unplaceable: bool = False
+    # the same for the running_long and late_start walks
+    running_long: bool = False
+    late_start: bool = False
+    progress: bool = False  # a Run start or success to look at, while a rule asks for them
     deliver: bool = False  # a delivery is due (channels cooling down left out)
     tidy: bool = False  # asked for: a delivery of a removed channel, or a last attempt expired
     purge: bool = False  # asked for: a delivery ended before the retention
@@ -134,7 +147,16 @@ class OutboxProbe:
 
     @property
     def idle(self) -> bool:
-        return not (self.enqueue or self.recoveries or self.deliver or self.tidy or self.purge)
+        return not (self.enqueue or self.progress or self.recoveries or self.deliver
+                    or self.tidy or self.purge)
+
+    @property
+    def walks(self) -> frozenset[str]:
+        """The walks over Runs in a state (unplaceable, running_long, late_start) that would
+        find a page now."""
+        return frozenset(name for name, due in (("unplaceable", self.unplaceable),
+                                                ("running_long", self.running_long),
+                                                ("late_start", self.late_start)) if due)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

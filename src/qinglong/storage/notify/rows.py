@@ -112,3 +112,25 @@ def misfire_event(row: Row) -> NotifyEvent:
                              skipped_through_ms=int(row["skipped_through_ms"]),
                              next_fire_at_ms=int(row["next_fire_at_ms"]), run_id=row["run_id"],
                              decided_at_ms=int(row["decided_at_ms"])))
+
+
+def progress_event(row: Row) -> NotifyEvent:
+    """A Run's start (an ``attempt.running`` event: ``run.started``) or its success
+    (``run.succeeded``), from notify_progress_match. A start is told as it was then: the Run
+    running, its attempt that started, nothing about how it ended."""
+    if row["event_type"] != "attempt.running":
+        return run_event(row)
+    details = json_value(row["event_payload"]) or {}
+    attempt = details.get("attempt")
+    at = int(row["occurred_at_ms"])
+    run = RunFacts(
+        id=row["run_id"], status="running", task_name=row["task_name"],
+        origin=row["execution_origin"], requested_by=row["triggered_by"],
+        scheduled_for_ms=optional_int(row["scheduled_for_ms"]),
+        created_at_ms=int(row["run_created_at_ms"]), started_at_ms=at, finished_at_ms=None,
+        attempts=attempt if isinstance(attempt, int) else int(row["attempts_spent"]) + 1,
+        exit_code=None, error_code=None, error_summary=None, cancel_reason=None)
+    wire = RuleEvent.STARTED.wire
+    return NotifyEvent(event=wire, source_key=f"{wire}:{row['run_id']}", occurred_at_ms=at,
+                       project_id=row["project_id"], task_id=row["task_id"],
+                       trigger_id=row["trigger_id"], run=run)

@@ -17,12 +17,7 @@ from __future__ import annotations
 import json
 
 from qinglong.domain.notify.channels import ChannelSpec, spec_from_stored
-from qinglong.domain.notify.events import (
-    ALL_TASKS,
-    DEFAULT_UNPLACEABLE_AFTER_MS,
-    RuleEvent,
-    check_unplaceable_after,
-)
+from qinglong.domain.notify.events import ALL_TASKS, DELAYED, RuleEvent, delays_given
 from qinglong.domain.notify.model import Channel, ClaimedDelivery, Delivery, DeliveryStatus, Rule
 from qinglong.domain.notify.payload import NotifyEvent, RecoveryFacts
 from qinglong.domain.runs import EXECUTION_ORIGIN_SCHEDULED
@@ -49,12 +44,14 @@ from qinglong.storage.notify.rows import (
     json_value,
     misfire_event,
     optional_int,
+    progress_event,
     recovery_key,
     run_event,
 )
 
-SOURCES = ("run_outcomes", "misfires")
-_PAGE = {"run_outcomes": "notify_outcomes_page", "misfires": "notify_misfires_page"}
+SOURCES = ("run_outcomes", "misfires", "run_progress")
+_PAGE = {"run_outcomes": "notify_outcomes_page", "misfires": "notify_misfires_page",
+         "run_progress": "notify_progress_page"}
 NO_BOUND = 2**62  # "no upper bound" for the frontier's page
 CLAIM_TRIES = 4  # rows whose channel cannot be read are set aside, then the next is tried
 CORRUPT_RETRY_MS = 60_000
@@ -123,21 +120,15 @@ class NotifyWriter(OutboxUnit):
                 raise NotFound("task", f"{params.project_id}/{params.task_id}")
         if not params.events:
             raise InvalidInput("events", "name at least one event")
-        given = params.unplaceable_after_ms
-        if given is not None:
-            check_unplaceable_after(given)
-            if RuleEvent.UNPLACEABLE not in params.events:
-                raise InvalidInput("unplaceable_after", "goes with the unplaceable event")
+        given = delays_given(params.events, params.delays)
         key = {"channel": params.channel, "project_id": params.project_id,
                "task_id": params.task_id or ALL_TASKS}
         for event in params.events:
-            after = None
-            if event is RuleEvent.UNPLACEABLE:
-                after = DEFAULT_UNPLACEABLE_AFTER_MS if given is None else given
+            after = given.get(event, DELAYED[event]) if event in DELAYED else None
             self._run("notify_rule_insert", {**key, "event": event.value, "after_ms": after,
                                              "now_ms": self.now_ms})
-        if given is not None:  # a rule that asked for it already: its delay changes
-            self._run("notify_rule_delay", {**key, "after_ms": given})
+        for event, after in given.items():  # a rule that asked for it already: it changes
+            self._run("notify_rule_delay", {**key, "event": event.value, "after_ms": after})
         return [rule for rule in self.rule_list(params.channel, params.project_id)
                 if rule.task_id == params.task_id]
 
@@ -148,13 +139,15 @@ class NotifyWriter(OutboxUnit):
         rules = []
         for (name, project, task), rows in grouped.items():
             wanted = {row["event"] for row in rows}
-            after = [int(row["after_ms"]) for row in rows
-                     if row["event"] == RuleEvent.UNPLACEABLE.value]
+            after = {row["event"]: int(row["after_ms"]) for row in rows
+                     if row["after_ms"] is not None}
             rules.append(Rule(channel=name, project_id=project,
                               task_id=None if task == ALL_TASKS else task,
                               events=tuple(e for e in RuleEvent if e.value in wanted),
                               created_at_ms=min(int(row["created_at_ms"]) for row in rows),
-                              unplaceable_after_ms=after[0] if after else None))
+                              unplaceable_after_ms=after.get(RuleEvent.UNPLACEABLE.value),
+                              running_long_after_ms=after.get(RuleEvent.RUNNING_LONG.value),
+                              late_start_after_ms=after.get(RuleEvent.LATE_START.value)))
         return sorted(rules, key=lambda r: (r.channel, r.project_id, r.task_id or ""))
 
     def rule_remove(self, params: RuleRemoveParams) -> int:
@@ -224,9 +217,11 @@ class NotifyWriter(OutboxUnit):
     def _examine(self, source: str, after: int, upto: int) -> int:
         window = {"after_ms": after, "upto_ms": upto}
         written = 0
-        if source == "run_outcomes":
-            for row in self._all("notify_outcomes_match", window):
-                written += self._insert(run_event(row), row)
+        if source in ("run_outcomes", "run_progress"):
+            match, event = (("notify_outcomes_match", run_event) if source == "run_outcomes"
+                            else ("notify_progress_match", progress_event))
+            for row in self._all(match, window):
+                written += self._insert(event(row), row)
             return written
         for row in self._all("notify_misfires_match", window):
             written += self._insert(misfire_event(row), row)
@@ -382,7 +377,9 @@ def probe(tx: Tx, params: OutboxProbeParams) -> OutboxProbe:
     next_ms = optional_int(row["next_attempt_at_ms"])
     return OutboxProbe(
         enqueue=bool(row["enqueue_start"] or row["outcomes"] or row["misfires"]),
-        recoveries=bool(row["recoveries"]), unplaceable=bool(row["unplaceable"]),
+        progress=bool(row["progress"]), recoveries=bool(row["recoveries"]),
+        unplaceable=bool(row["unplaceable"]), running_long=bool(row["running_long"]),
+        late_start=bool(row["late_start"]),
         deliver=next_ms is not None and next_ms <= now,
         tidy=bool(row["tidy"]), purge=bool(row["purge"]),
         next_due_in_ms=None if next_ms is None else max(0, next_ms - now))

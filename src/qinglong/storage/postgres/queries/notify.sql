@@ -63,10 +63,10 @@ VALUES (%(channel)s, %(project_id)s, %(task_id)s, %(event)s, %(now_ms)s, %(after
 ON CONFLICT (channel, project_id, task_id, event) DO NOTHING;
 
 -- name: notify_rule_delay
--- Change the delay of a rule's 'unplaceable' event.
+-- Change the delay of a rule's event sent after one (unplaceable, running_long, late_start).
 UPDATE qinglong.notify_rules SET after_ms = %(after_ms)s
 WHERE channel = %(channel)s AND project_id = %(project_id)s AND task_id = %(task_id)s
-  AND event = 'unplaceable' AND after_ms <> %(after_ms)s;
+  AND event = %(event)s AND after_ms <> %(after_ms)s;
 
 -- name: notify_rule_list
 -- The rules of channels in use, optionally of one channel and one project.
@@ -378,14 +378,45 @@ WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
 -- unplaceable: a queued Run that requires labels has waited the shortest delay of an
 --   'unplaceable' rule (notify_unplaceable_page would return a page: it may have been
 --   reported already, or a live worker may take it; the dispatcher asks on its own pace);
+-- progress: like outcomes, for the starts and successes (notify_progress_page: only from
+--   the first rule that asks for 'started' or 'succeeded'; none, never);
+-- running_long, late_start: like unplaceable, for those walks (notify_running_long_page,
+--   notify_late_start_page);
 -- tidy, purge (only when asked for): what notify_outbox_orphaned, notify_outbox_exhausted and
 --   notify_outbox_purge would change.
 WITH clock AS MATERIALIZED (
-    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
+    SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
+           (SELECT min(created_at_ms) FROM qinglong.notify_rules
+            WHERE event IN ('started', 'succeeded')) AS progress_ms,
+           (SELECT min(n.after_ms) FROM qinglong.notify_rules n
+            JOIN qinglong.notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+            WHERE n.event = 'running_long') AS running_long_ms,
+           (SELECT min(n.after_ms) FROM qinglong.notify_rules n
+            JOIN qinglong.notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+            WHERE n.event = 'late_start') AS late_start_ms
 )
 SELECT k.now_ms,
-       (oc.source IS NULL OR mc.source IS NULL)
+       (oc.source IS NULL OR mc.source IS NULL OR pc.source IS NULL)
            AND EXISTS (SELECT 1 FROM qinglong.notify_rules) AS enqueue_start,
+       CASE WHEN k.progress_ms IS NULL THEN false ELSE
+           EXISTS (SELECT 1 FROM qinglong.run_events e
+                   WHERE e.type IN ('attempt.running', 'run.succeeded')
+                     AND e.created_at_ms > greatest(pc.frontier_ms, k.progress_ms - 1))
+           OR EXISTS (SELECT 1 FROM qinglong.run_events e
+                      WHERE e.type IN ('attempt.running', 'run.succeeded')
+                        AND e.created_at_ms > greatest(pc.settled_ms, k.progress_ms - 1)
+                        AND e.created_at_ms <= least(pc.frontier_ms,
+                                                     k.now_ms - %(settle_ms)s::bigint))
+       END AS progress,
+       CASE WHEN k.running_long_ms IS NULL THEN false ELSE EXISTS (
+           SELECT 1 FROM qinglong.runs r
+           WHERE r.status IN ('dispatching', 'running') AND r.status = 'running'
+             AND r.started_at_ms <= k.now_ms - k.running_long_ms) END AS running_long,
+       CASE WHEN k.late_start_ms IS NULL THEN false ELSE EXISTS (
+           SELECT 1 FROM qinglong.runs r
+           WHERE r.status = 'queued' AND r.started_at_ms IS NULL
+             AND coalesce(r.scheduled_for_ms, r.created_at_ms) <= k.now_ms - k.late_start_ms)
+       END AS late_start,
        EXISTS (SELECT 1 FROM qinglong.run_events e
                WHERE e.type IN ('run.failed', 'run.timed_out', 'run.lost', 'run.cancelled')
                  AND e.created_at_ms > oc.frontier_ms)
@@ -440,7 +471,8 @@ SELECT k.now_ms,
        ELSE false END AS purge
 FROM clock k
 LEFT JOIN qinglong.notify_cursors oc ON oc.source = 'run_outcomes'
-LEFT JOIN qinglong.notify_cursors mc ON mc.source = 'misfires';
+LEFT JOIN qinglong.notify_cursors mc ON mc.source = 'misfires'
+LEFT JOIN qinglong.notify_cursors pc ON pc.source = 'run_progress';
 
 -- name: notify_delivery_list
 -- Deliveries, newest first, optionally of one status and one channel.

@@ -60,10 +60,10 @@ VALUES (:channel, :project_id, :task_id, :event, :now_ms, :after_ms)
 ON CONFLICT (channel, project_id, task_id, event) DO NOTHING;
 
 -- name: notify_rule_delay
--- Change the delay of a rule's 'unplaceable' event.
+-- Change the delay of a rule's event sent after one (unplaceable, running_long, late_start).
 UPDATE notify_rules SET after_ms = :after_ms
 WHERE channel = :channel AND project_id = :project_id AND task_id = :task_id
-  AND event = 'unplaceable' AND after_ms <> :after_ms;
+  AND event = :event AND after_ms <> :after_ms;
 
 -- name: notify_rule_list
 -- The rules of channels in use, optionally of one channel and one project.
@@ -350,11 +350,30 @@ WHERE o.status IN ('pending', 'sending') AND o.attempts < o.max_attempts
 -- next_attempt_at_ms: when the next delivery notify_outbox_due could lease falls due;
 -- unplaceable: a queued Run that requires labels has waited the shortest delay of an
 --   'unplaceable' rule (notify_unplaceable_page would return a page);
+-- progress, running_long, late_start: as on PostgreSQL;
 -- tidy, purge (only when asked for): what notify_outbox_orphaned, notify_outbox_exhausted and
 --   notify_outbox_purge would change.
 SELECT :now_ms AS now_ms,
-       (oc.source IS NULL OR mc.source IS NULL)
+       (oc.source IS NULL OR mc.source IS NULL OR pc.source IS NULL)
            AND EXISTS (SELECT 1 FROM notify_rules) AS enqueue_start,
+       CASE WHEN k.progress_ms IS NULL THEN 0 ELSE
+           EXISTS (SELECT 1 FROM run_events e
+                   WHERE e.type IN ('attempt.running', 'run.succeeded')
+                     AND e.created_at_ms > max(coalesce(pc.frontier_ms, -1), k.progress_ms - 1))
+           OR EXISTS (SELECT 1 FROM run_events e
+                      WHERE e.type IN ('attempt.running', 'run.succeeded')
+                        AND e.created_at_ms > max(pc.settled_ms, k.progress_ms - 1)
+                        AND e.created_at_ms <= min(pc.frontier_ms, :now_ms - :settle_ms))
+       END AS progress,
+       CASE WHEN k.running_long_ms IS NULL THEN 0 ELSE EXISTS (
+           SELECT 1 FROM runs r
+           WHERE r.status IN ('dispatching', 'running') AND r.status = 'running'
+             AND r.started_at_ms <= :now_ms - k.running_long_ms) END AS running_long,
+       CASE WHEN k.late_start_ms IS NULL THEN 0 ELSE EXISTS (
+           SELECT 1 FROM runs r
+           WHERE r.status = 'queued' AND r.started_at_ms IS NULL
+             AND coalesce(r.scheduled_for_ms, r.created_at_ms) <= :now_ms - k.late_start_ms)
+       END AS late_start,
        EXISTS (SELECT 1 FROM run_events e
                WHERE e.type IN ('run.failed', 'run.timed_out', 'run.lost', 'run.cancelled')
                  AND e.created_at_ms > oc.frontier_ms)
@@ -404,9 +423,17 @@ SELECT :now_ms AS now_ms,
                    WHERE o.finished_at_ms IS NOT NULL
                      AND o.finished_at_ms < :now_ms - :retention_ms)
        ELSE 0 END AS purge
-FROM (SELECT 1) one
+FROM (SELECT (SELECT min(created_at_ms) FROM notify_rules
+              WHERE event IN ('started', 'succeeded')) AS progress_ms,
+             (SELECT min(n.after_ms) FROM notify_rules n
+              JOIN notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+              WHERE n.event = 'running_long') AS running_long_ms,
+             (SELECT min(n.after_ms) FROM notify_rules n
+              JOIN notify_channels c ON c.name = n.channel AND c.removed_at_ms IS NULL
+              WHERE n.event = 'late_start') AS late_start_ms) k
 LEFT JOIN notify_cursors oc ON oc.source = 'run_outcomes'
-LEFT JOIN notify_cursors mc ON mc.source = 'misfires';
+LEFT JOIN notify_cursors mc ON mc.source = 'misfires'
+LEFT JOIN notify_cursors pc ON pc.source = 'run_progress';
 
 -- name: notify_outbox_release
 -- At `ql serve` start: its file lock proves no attempt is in flight any more.
