@@ -491,7 +491,16 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"name": "a", "kind": "template", "url": "https://chat.example.com/{nope}"},
         {"name": "a", "kind": "template", "url": "https://chat.example.com/h",
          "body_template": "not json"},
-        {"name": "ops", "kind": "webhook", "url": "https://hooks.example.com/h"}],
+        {"name": "ops", "kind": "webhook", "url": "https://hooks.example.com/h"},
+        {"name": "a", "kind": "service"}, {"name": "a", "kind": "service", "service": "sms"},
+        {"name": "a", "kind": "service", "service": "gotify", "secret": "app-token"},
+        {"name": "a", "kind": "service", "service": "ntfy", "params": {"topic": "a b"}},
+        {"name": "a", "kind": "service", "service": "slack", "secret": "not a url"},
+        {"name": "a", "kind": "service", "service": "dingtalk"},
+        {"name": "a", "kind": "service", "service": "feishu", "url": "https://x.example.com",
+         "secret": "tok"},
+        {"name": "a", "kind": "webhook", "url": "https://hooks.example.com/h",
+         "service": "slack"}],
     ("POST", "/api/v1/notify/rules"): [
         {"channel": "ops", "project": "demo", "events": ["sometimes"]},
         {"channel": "ops", "project": "demo", "events": []},
@@ -499,11 +508,16 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"channel": "ops"}, {"channel": "ops", "project": "demo", "task": "Bad Task"},
         {"channel": "ops", "project": "demo", "unplaceable_after_ms": 59_999},
         {"channel": "ops", "project": "demo", "events": ["failed"],
-         "unplaceable_after_ms": 600_000}],
+         "unplaceable_after_ms": 600_000},
+        {"channel": "ops", "project": "demo", "events": ["failed"],
+         "running_long_after_ms": 600_000},
+        {"channel": "ops", "project": "demo", "events": ["late_start"],
+         "late_start_after_ms": 1_000}],
     ("POST", "/api/v1/notify/rules/remove"): [
         {"channel": "ops", "project": "demo", "events": ["nope"]},
         {"channel": "ops", "project": "demo", "events": []}, {"channel": "ops"},
-        {"channel": "ops", "project": "demo", "unplaceable_after_ms": 600_000}],
+        {"channel": "ops", "project": "demo", "unplaceable_after_ms": 600_000},
+        {"channel": "ops", "project": "demo", "late_start_after_ms": 600_000}],
 }
 # These answer 409 (the stored state refuses), never 422.
 CONFLICTS = {("POST", "/api/v1/users"): [{"username": "admin", "role": "viewer",
@@ -1169,6 +1183,12 @@ def flow_notify(http: Http, people: People, db: Database) -> None:
         assert tested["event"] == "notify.test" and tested["channel"] == "ops"
         assert len(receiver.received) == 1
         headers, sent = receiver.received[0]
+        [mail] = ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello",
+                                           "events": ["started", "running_long", "late_start"],
+                                           "running_long_after_ms": 1_800_000}, 201)
+        assert (mail["running_long_after_ms"], mail["late_start_after_ms"]) == (1_800_000,
+                                                                                300_000)
+        assert {"started", "running_long", "late_start", "unplaceable"} <= set(mail["events"])
         assert headers["x-qinglong-event"] == "notify.test" and "x-qinglong-signature" in headers
         assert json.loads(sent)["id"] == tested["id"] and HOOK_SECRET.encode() not in sent
         http.call("POST", f"{channels}/ghost/test", auth=operator, body={}).problem(404)
@@ -1226,6 +1246,7 @@ def flow_flows(http: Http, people: People) -> None:
     body = {"name": "Greet twice", "timeout": "1h", "nodes": {
         "first": "hello", "second": {"task": "hello", "after": {"first": "always"}}}}
     published = http.ok("POST", f"{base}/revisions", admin, body, 201)
+                       ("admin", "notify.rule.add"),
     check(by_key[("POST", "/api/v1/projects/{project}/flows/{flow}/revisions")], 201, published)
     assert (published["revision"], published["created"], published["timeout_ms"]) == (
         1, True, 3_600_000)

@@ -23,6 +23,7 @@ from qinglong.domain.notify.channels import (
 from qinglong.domain.notify.events import DEFAULT_EVENTS, parse_events
 from qinglong.domain.notify.model import DeliveryStatus
 from qinglong.domain.notify.presets import preset_target
+from qinglong.domain.notify.services import service_target
 from qinglong.domain.notify.templates import parse_body_template
 from qinglong.errors import InvalidInput
 from qinglong.service.accounts import Level
@@ -64,6 +65,13 @@ _TEMPLATE = ("method", "body_template", "content_type")
 def _target(body: rq.ChannelRequest) -> Target:
     headers = tuple(parse_header(text, "headers") for text in body.headers)
     params = tuple(body.params.items())
+    if body.kind != "service":
+        _refuse(body.kind, body, "service")
+    if body.kind == "service":
+        _refuse("service", body, "url", "preset", "headers", *_TEMPLATE, *_SMTP)
+        if body.service is None:
+            raise InvalidInput("service", "a service channel names its service")
+        return service_target(body.service, dict(params))
     if body.kind == "webhook":
         _refuse("webhook", body, "preset", "params", *_TEMPLATE, *_SMTP)
         if body.url is None:
@@ -156,6 +164,12 @@ def list_rules(call: Call) -> Reply:
         channel=q["channel"], project_id=q["project"])])
 
 
+# A delay's field in the notification model as the request names it.
+_DELAYS = {"unplaceable_after": "unplaceable_after_ms",
+           "running_long_after": "running_long_after_ms",
+           "late_start_after": "late_start_after_ms"}
+
+
 def _rule_target(body: rq.RuleRequest) -> None:
     with naming({"channel": "channel"}):
         check_name(body.channel)
@@ -170,20 +184,25 @@ def add_rule(call: Call) -> Reply:
     body: rq.RuleRequest = call.body
     _rule_target(body)
     events = parse_events(body.events, "events") if body.events else DEFAULT_EVENTS
-    with naming({"unplaceable_after": "unplaceable_after_ms"}):
-        rules = call.backend.notifications.add_rule(body.channel, body.project, body.task,
-                                                    events, body.unplaceable_after_ms)
+    with naming(_DELAYS):
+        rules = call.backend.notifications.add_rule(
+            body.channel, body.project, body.task, events, body.unplaceable_after_ms,
+            running_long_after_ms=body.running_long_after_ms,
+            late_start_after_ms=body.late_start_after_ms)
     call.audit("notify.rule.add", project=body.project, target=f"channel {body.channel}",
                detail={"task": body.task, "events": [e.value for e in events],
-                       "unplaceable_after_ms": body.unplaceable_after_ms})
+                       "unplaceable_after_ms": body.unplaceable_after_ms,
+                       "running_long_after_ms": body.running_long_after_ms,
+                       "late_start_after_ms": body.late_start_after_ms})
     return Reply([rule_view(r) for r in rules], 201)
 
 
 def remove_rule(call: Call) -> Reply:
     body: rq.RuleRequest = call.body
     _rule_target(body)
-    if body.unplaceable_after_ms is not None:
-        raise InvalidInput("unplaceable_after_ms", "goes with adding a rule, not removing one")
+    for name in _DELAYS.values():
+        if getattr(body, name) is not None:
+            raise InvalidInput(name, "goes with adding a rule, not removing one")
     events = parse_events(body.events, "events") if body.events else None
     removed = call.backend.notifications.remove_rule(body.channel, body.project, body.task,
                                                       events)
@@ -214,7 +233,8 @@ def retry_delivery(call: Call) -> Reply:
     return Reply(delivery_view(item))
 
 
-SECRETS = ("The secret (an HMAC key, an SMTP password, a bot token, a device key) is "
+SECRETS = ("The secret (an HMAC key, an SMTP password, a bot token, a device key, a service's "
+           "token or webhook URL) is "
            "write-only: no answer carries it, only whether one is set.")
 
 ENDPOINTS: tuple[Endpoint, ...] = (

@@ -162,11 +162,12 @@ class BackfillRequest(Request):
 
 class ChannelRequest(Request):
     """A notification channel. ``kind`` webhook needs ``url``; email needs ``smtp_host``,
-    ``from`` and ``to``; template needs ``url`` or a ``preset`` (telegram, bark). A field
-    that does not apply to the kind is refused. ``secret`` is write-only."""
+    ``from`` and ``to``; template needs ``url`` or a ``preset`` (telegram, bark); service
+    needs ``service`` (its parameters in ``params``). A field that does not apply to the kind
+    is refused. ``secret`` is write-only."""
 
     name: r.ChannelName = Field(description="1-64 lowercase letters, digits, '-' or '_'")
-    kind: Literal["webhook", "email", "template"]
+    kind: Literal["webhook", "email", "template", "service"]
     url: r.ChannelUrl | None = Field(
         default=None, description="webhook: where to POST; template: a URL template with "
                                   "{placeholders}")
@@ -180,7 +181,8 @@ class ChannelRequest(Request):
         default=None, description="template: the JSON body, placeholders inside strings")
     content_type: str | None = Field(default=None, description="template: the body's media type")
     params: r.Params = Field(
-        default_factory=dict, description="template or preset: values for {NAME}")
+        default_factory=dict, description="template or preset: values for {NAME}; service: "
+                                          "server, topic, priority")
     smtp_host: str | None = None
     smtp_port: r.Port | None = None
     smtp_security: Literal["starttls", "tls", "none"] | None = None
@@ -191,6 +193,9 @@ class ChannelRequest(Request):
     secret: r.ChannelSecret | None = Field(
         default=None, description="The HMAC key, SMTP password, bot token "
                                                          "or device key (write-only: never shown "
+    service: Literal["dingtalk", "feishu", "wecom", "serverchan", "pushplus", "ntfy", "gotify",
+                     "slack", "discord"] | None = Field(
+        default=None, description="service: which one (docs/controls/notifications.md)")
                                                          "back)")
     drop_secret: bool = Field(default=False, description="With replace: erase the stored secret")
     timeout_ms: r.ChannelTimeout | None = Field(default=None,
@@ -209,8 +214,11 @@ class RuleRequest(Request):
     task: r.EntityId | None = Field(default=None, description="Only this task (default: every task)")
     events: list[str] | None = Field(default=None, description="failed, timed_out, lost, "
                                                                "cancelled, misfired, recovered, "
-                                                               "unplaceable or all (default: "
-                                                               "all but cancelled)")
+                                                               "unplaceable, started, succeeded, "
+                                                               "running_long, late_start or all "
+                                                               "(default: failed, timed_out, "
+                                                               "lost, misfired, recovered, "
+                                                               "unplaceable)")
     unplaceable_after_ms: r.UnplaceableAfter | None = Field(
         default=None, description="Adding a rule with the unplaceable event: how long a queued "
                                   "Run no live worker can take waits before it is reported "
@@ -235,6 +243,15 @@ class UserCreateRequest(Request):
 class UserUpdateRequest(Request):
     role: Literal["viewer", "operator", "admin"] | None = None
     password: str | None = None
+    running_long_after_ms: r.UnplaceableAfter | None = Field(
+        default=None, description="Adding a rule with the running_long event: how long a Run's "
+                                  "attempt runs before it is reported (default: 10 minutes for "
+                                  "a new rule, unchanged for one that asked for it already)")
+    late_start_after_ms: r.UnplaceableAfter | None = Field(
+        default=None, description="Adding a rule with the late_start event: how long after its "
+                                  "scheduled time a Run not started is reported (default: 5 "
+                                  "minutes for a new rule, unchanged for one that asked for it "
+                                  "already)")
     disabled: bool | None = None
 
 

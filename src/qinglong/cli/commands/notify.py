@@ -27,25 +27,16 @@ from qinglong.domain.notify.channels import (
     channel_spec,
     check_name,
 )
-from qinglong.domain.notify.events import (
-    DEFAULT_EVENTS,
-    DEFAULT_UNPLACEABLE_AFTER_MS,
-    UNPLACEABLE_AFTER_RANGE,
-    delay_text,
-    events_text,
-    known_events,
-    parse_events,
-)
+from qinglong.domain.notify.events import events_text
 from qinglong.domain.notify.model import Channel, DeliveryStatus
 from qinglong.domain.notify.presets import PRESETS
+from qinglong.domain.notify.services import SERVICES, ServiceTarget
 from qinglong.errors import DeliveryFailed
 from qinglong.service.notifications import Notifications, naming
 from qinglong.service.views.notify import (
     ChannelView,
-    RuleRemovedView,
     channel_view,
     delivery_view,
-    rule_view,
     sent_test_view,
     target_view,
 )
@@ -59,9 +50,11 @@ def _notifications(database_url: str) -> Iterator[Notifications]:
 
 @click.group()
 def notify() -> None:
-    """Notifications: tell a webhook, an email address, Telegram or Bark when a Run fails,
-    times out or is lost (or is cancelled), when a trigger misfires and when it fires on time
-    again, and when a queued Run waits for worker labels no live worker offers. Channels say
+    """Notifications: tell a webhook, an email address, a chat or push service (DingTalk,
+    Feishu, WeCom, ServerChan, PushPlus, Telegram, Bark, ntfy, Gotify, Slack, Discord) when
+    a Run fails, times out or is lost (or is cancelled, starts, succeeds, runs too long or
+    has not started in time), when a trigger misfires and when it fires on time again, and
+    when a queued Run waits for worker labels no live worker offers. Channels say
     where; rules attach a channel to a project or a task and name the
     events. `ql serve` (SQLite) and every `ql control` replica (PostgreSQL) deliver from a
     durable outbox, retrying with backoff; a restart loses nothing. On PostgreSQL, channels
@@ -97,6 +90,9 @@ def _say_channel(verb: str, item: Channel) -> None:
 @click.option("--preset", type=click.Choice(PRESETS),
               help="A template for a service: telegram (secret: the bot token; --param "
                    "chat_id=ID) or bark (secret: the device key).")
+@click.option("--service", type=click.Choice(SERVICES),
+              help="A service qinglong sends to in its own format (secret: its token, key or "
+                   "webhook URL; see docs/controls/notifications.md).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
               help="An extra HTTP header (repeatable; template values may use placeholders).")
 @click.option("--method", type=click.Choice([m.value for m in HttpMethod]),
@@ -137,7 +133,7 @@ def _say_channel(verb: str, item: Channel) -> None:
 @database_url_option
 @json_option
 def channel_add(name: str, webhook: str | None, email: bool, template: str | None,
-                preset: str | None, headers: tuple[str, ...], method: str | None,
+                preset: str | None, service: str | None, headers: tuple[str, ...], method: str | None,
                 body_template: str | None, content_type: str | None, params: tuple[str, ...],
                 smtp_host: str | None, smtp_port: int | None, smtp_security: str | None,
                 smtp_user: str | None, sender: str | None, recipients: tuple[str, ...],
@@ -145,7 +141,8 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
                 no_secret: bool, timeout: int | None, max_attempts: int | None,
                 retry_backoff: int | None, retry_max_backoff: int | None, replace: bool,
                 database_url: str, as_json: bool) -> None:
-    """Add channel NAME: --webhook URL, --email, --template URL or --preset telegram|bark.
+    """Add channel NAME: --webhook URL, --email, --template URL, --preset telegram|bark or
+    --service dingtalk|feishu|wecom|serverchan|pushplus|ntfy|gotify|slack|discord.
 
     \b
     ql notify channel add ops --webhook https://hooks.example.com/ql --secret-env OPS_KEY
@@ -153,12 +150,14 @@ def channel_add(name: str, webhook: str | None, email: bool, template: str | Non
         --from ql@example.com --to oncall@example.com --secret-file ~/.ql-smtp
     ql notify channel add tg --preset telegram --param chat_id=-100123 --secret-env TG_TOKEN
     ql notify channel add phone --preset bark --secret-env BARK_KEY
+    ql notify channel add ding --service dingtalk --secret-env DING  # TOKEN:SIGNING_SECRET
+    ql notify channel add push --service ntfy --param topic=ql-alerts
     ql notify channel add chat --template 'https://chat.example.com/hooks/{project}' \\
         --body-template '{"text": "{title}: {summary}"}'
     """
     with naming(FIELDS):
         check_name(name)
-        target = target_from_options(webhook, email, template, preset, headers, method,
+        target = target_from_options(webhook, email, template, preset, service, headers, method,
                                      body_template, content_type, params, smtp_host, smtp_port,
                                      smtp_security, smtp_user, sender, recipients)
         spec = channel_spec(name, target, timeout_ms=timeout, max_attempts=max_attempts,
@@ -188,7 +187,8 @@ def channel_list(database_url: str, as_json: bool) -> None:
     rows = []
     for entry in entries:
         item, target = entry.channel, entry.channel.spec.target
-        preset = target.preset if isinstance(target, TemplateTarget) else None
+        preset = (target.preset if isinstance(target, TemplateTarget)
+                  else target.service if isinstance(target, ServiceTarget) else None)
         rows.append((item.name, item.spec.kind.value + (f":{preset}" if preset else ""),
                      target.shown, "set" if item.secret_set else "-", len(entry.rules)))
     emit_table(rows, ["NAME", "KIND", "TARGET", "SECRET", "RULES"])
@@ -219,7 +219,7 @@ def channel_show(name: str, database_url: str, as_json: bool) -> None:
         f"{retry.max_backoff_ms} ms; timeout {item.spec.timeout_ms} ms")
     say("rules" if rules else "rules     (none: nothing is sent until `ql notify rule add`)")
     for rule in rules:
-        said = events_text(rule.events, rule.unplaceable_after_ms, with_delay=True)
+        said = events_text(rule.events, rule.delays, with_delay=True)
         say(f"  {rule.project_id}/{rule.task_id or '*'}: {said}")
 
 
@@ -236,94 +236,6 @@ def channel_remove(name: str, database_url: str, as_json: bool) -> None:
         emit_json(channel_view(item).extended(ChannelView, removed=True))
         return
     say(f"removed channel {name} and its rules; deliveries still waiting for it will not be sent")
-
-
-# --- rules ------------------------------------------------------------------------------
-
-
-@notify.group()
-def rule() -> None:
-    """Which events of a project (or of one of its tasks) a channel is told about."""
-
-
-_events_help = (f"Comma-separated: {known_events()}, or all (default "
-                f"{','.join(e.value for e in DEFAULT_EVENTS)}).")
-_after_help = (f"How long a queued Run no live worker can take waits before unplaceable is "
-               f"sent ({UNPLACEABLE_AFTER_RANGE}; default "
-               f"{delay_text(DEFAULT_UNPLACEABLE_AFTER_MS)} for a new rule, unchanged for one "
-               "that asked for unplaceable already).")
-
-
-@rule.command("add")
-@click.option("--channel", "channel_name", required=True, metavar="CHANNEL")
-@click.option("--project", required=True, metavar="PROJECT")
-@click.option("--task", "task_id", metavar="TASK", help="Only this task (default: every task).")
-@click.option("--events", multiple=True, metavar="LIST", help=_events_help)
-@click.option("--unplaceable-after", "unplaceable_after", type=DURATION, metavar="DURATION",
-              help=_after_help)
-@database_url_option
-@json_option
-def rule_add(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
-             unplaceable_after: int | None, database_url: str, as_json: bool) -> None:
-    """Tell CHANNEL about events of PROJECT (or one TASK). Runs are notified when they end:
-    a failure the task retries is notified once, after its last attempt. misfired and
-    recovered concern the triggers of the project (or of the task). unplaceable: a queued
-    Run whose required worker labels no live worker offers, once it has waited
-    --unplaceable-after (once per Run). A rule covers what happens after it was added."""
-    with naming(FIELDS):
-        wanted = parse_events(events) if events else DEFAULT_EVENTS
-    with (naming({"unplaceable_after": "--unplaceable-after"}),
-          _notifications(database_url) as notifications):
-        rules = notifications.add_rule(channel_name, project, task_id, wanted,
-                                       unplaceable_after)
-    if as_json:
-        emit_json([rule_view(r) for r in rules])
-        return
-    for item in rules:
-        said = events_text(item.events, item.unplaceable_after_ms, with_delay=True)
-        say(f"{item.channel} is told about {said} of "
-            f"{item.project_id}/{item.task_id or '*'}")
-
-
-@rule.command("list")
-@click.option("--channel", "channel_name", metavar="CHANNEL", help="Only this channel.")
-@click.option("--project", metavar="PROJECT", help="Only this project.")
-@database_url_option
-@json_option
-def rule_list(channel_name: str | None, project: str | None, database_url: str,
-              as_json: bool) -> None:
-    """List the rules."""
-    with _notifications(database_url) as notifications:
-        rules = notifications.rules(channel=channel_name, project_id=project)
-    if as_json:
-        emit_json([rule_view(r) for r in rules])
-        return
-    emit_table([(r.channel, r.project_id, r.task_id or "*", events_text(r.events, None),
-                 delay_text(r.unplaceable_after_ms),
-                 when(r.created_at_ms)) for r in rules],
-               ["CHANNEL", "PROJECT", "TASK", "EVENTS", "UNPLACEABLE AFTER", "SINCE"])
-
-
-@rule.command("remove")
-@click.option("--channel", "channel_name", required=True, metavar="CHANNEL")
-@click.option("--project", required=True, metavar="PROJECT")
-@click.option("--task", "task_id", metavar="TASK", help="The rule of this task (default: the "
-                                                        "project-wide rule).")
-@click.option("--events", multiple=True, metavar="LIST",
-              help="Only these events (default: the whole rule).")
-@database_url_option
-@json_option
-def rule_remove(channel_name: str, project: str, task_id: str | None, events: tuple[str, ...],
-                database_url: str, as_json: bool) -> None:
-    """Stop telling CHANNEL about PROJECT (or TASK): the whole rule, or some --events."""
-    with naming(FIELDS):
-        wanted = parse_events(events) if events else None
-    with _notifications(database_url) as notifications:
-        removed = notifications.remove_rule(channel_name, project, task_id, wanted)
-    if as_json:
-        emit_json(RuleRemovedView(removed=removed))
-        return
-    say(f"removed {removed} event(s) from the rule {channel_name} -> {project}/{task_id or '*'}")
 
 
 # --- test, deliveries, retry --------------------------------------------------------------

@@ -20,6 +20,7 @@ from qinglong.domain.notify.channels import (
     parse_header,
 )
 from qinglong.domain.notify.presets import preset_target
+from qinglong.domain.notify.services import service_target
 from qinglong.domain.notify.templates import parse_body_template
 from qinglong.errors import InvalidInput
 from qinglong.service.notifications import naming
@@ -29,7 +30,7 @@ FIELDS = {"header": "--header", "smtp-host": "--smtp-host", "smtp-port": "--smtp
            "body-template": "--body-template", "content-type": "--content-type",
            "events": "--events", "max-attempts": "--max-attempts",
            "retry-backoff": "--retry-backoff", "retry-max-backoff": "--retry-max-backoff",
-           "timeout": "--timeout", "channel": "CHANNEL", "preset": "--preset",
+           "timeout": "--timeout", "channel": "CHANNEL", "preset": "--preset", "service": "--service",
            "secret": "--secret-env/--secret-file/--secret-stdin", "delivery": "DELIVERY"}
 
 
@@ -76,16 +77,17 @@ def _refuse(kind: str, **given: object) -> None:
 
 
 def target_from_options(webhook: str | None, email: bool, template: str | None,
-                        preset: str | None, headers: tuple[str, ...], method: str | None,
+                        preset: str | None, service: str | None, headers: tuple[str, ...], method: str | None,
                         body_template: str | None, content_type: str | None,
                         params: tuple[str, ...], smtp_host: str | None, smtp_port: int | None,
                         smtp_security: str | None, smtp_user: str | None, sender: str | None,
                         recipients: tuple[str, ...]) -> Target:
     kinds = [flag for flag, value in (("--webhook", webhook), ("--email", email),
-                                      ("--template", template), ("--preset", preset)) if value]
+                                      ("--template", template), ("--preset", preset),
+                                      ("--service", service)) if value]
     if len(kinds) != 1:
-        raise click.UsageError("give exactly one of --webhook URL, --email, --template URL and "
-                               "--preset telegram|bark")
+        raise click.UsageError("give exactly one of --webhook URL, --email, --template URL, "
+                               "--preset telegram|bark and --service NAME")
     smtp = {"smtp_host": smtp_host, "smtp_port": smtp_port, "smtp_security": smtp_security,
             "smtp_user": smtp_user, "from": sender, "to": recipients}
     http = {"method": method, "body_template": body_template, "content_type": content_type}
@@ -101,6 +103,10 @@ def target_from_options(webhook: str | None, email: bool, template: str | None,
             return EmailTarget(host=smtp_host, port=smtp_port,
                                security=SmtpSecurity(smtp_security or SmtpSecurity.STARTTLS),
                                username=smtp_user, sender=sender, recipients=recipients)
+    if service is not None:
+        _refuse("service", header=headers, **http, **smtp)
+        with naming(FIELDS):
+            return service_target(service, dict(_pairs(params, "--param")))
     if preset is not None:
         _refuse("preset", header=headers, **http, **smtp)
         with naming(FIELDS):

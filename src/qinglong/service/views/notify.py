@@ -61,6 +61,12 @@ class RuleView(ViewModel):
     unplaceable_after_ms: int | None = Field(
         description="With the unplaceable event: how long a queued Run no live worker can "
                     "take waits before it is reported (null: the rule does not ask for it)")
+    running_long_after_ms: int | None = Field(
+        default=None, description="With the running_long event: how long a Run's attempt "
+                                  "runs before it is reported (null: not asked for)")
+    late_start_after_ms: int | None = Field(
+        default=None, description="With the late_start event: how long after its scheduled "
+                                  "time a Run not started is reported (null: not asked for)")
     created_at: Instant
     created_at_ms: int
 
@@ -154,6 +160,8 @@ def rule_view(rule: Rule) -> RuleView:
     return RuleView(channel=rule.channel, project=rule.project_id, task=rule.task_id,
                     events=[event.value for event in rule.events],
                     unplaceable_after_ms=rule.unplaceable_after_ms,
+                    running_long_after_ms=rule.running_long_after_ms,
+                    late_start_after_ms=rule.late_start_after_ms,
                     created_at=instant(rule.created_at_ms), created_at_ms=rule.created_at_ms)
 
 
