@@ -300,7 +300,8 @@ SNAPSHOT_TABLES = ("projects", "task_definitions", "task_definition_revisions", 
                    "trigger_revisions", "trigger_schedules", "trigger_pauses",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
                    "audit_log", "notify_channels", "notify_rules", "notify_outbox", "flows",
-                   "flow_revisions", "flow_runs", "flow_steps")
+                   "flow_revisions", "flow_runs", "flow_steps", "scripts", "script_revisions",
+                   "script_blobs")
 
 
 def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
@@ -330,7 +331,10 @@ def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 
-READ_QUERIES = {"/api/v1/cron/preview": "?cron=0+0+1+1+*", "/api/v1/flow-runs": "?project=demo"}
+READ_QUERIES = {"/api/v1/cron/preview": "?cron=0+0+1+1+*", "/api/v1/flow-runs": "?project=demo",
+                "/api/v1/projects/{project}/scripts/content": "?path=hello.py",
+                "/api/v1/projects/{project}/scripts/history": "?path=hello.py",
+                "/api/v1/projects/{project}/scripts/diff": "?path=hello.py"}
 
 
 def response_schemas(document: dict[str, Any]) -> Callable[[Endpoint, int, Any], None]:
@@ -416,6 +420,8 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"command": {"kind": "shell", "command": "   "}},
         {"command": {"kind": "argv", "argv": ["relative/path"]}},
         {"command": {"kind": "python", "code": "1"}},
+        {"command": {"kind": "script", "path": "tool.rb"}},
+        {"command": {"kind": "script", "path": "/abs.py"}},
         {"timeout_ms": 0}, {"timeout_ms": "5s"},
         {"environment": {"QL_RESERVED": "x"}}, {"environment": {"bad name": "x"}},
         {"retry": {"max_attempts": 0}}, {"retry": {"on_exit_codes": [0]}},
@@ -448,6 +454,11 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"nodes": {"a": {"task": "hello", "parameters": {"nope": 1}}}},
         {"failure": "panic", "nodes": {"a": "hello"}}, {"timeout": "soon", "nodes": {"a": "hello"}},
         {"timeout": "10ms", "nodes": {"a": "hello"}}, {"name": "", "nodes": {"a": "hello"}}],
+    ("PUT", "/api/v1/projects/{project}/scripts/content"): [
+        {"path": "/abs.py", "content": "print(1)"}, {"path": "a/../b.py", "content": "x"},
+        {"path": "x.py"}, {"content": "x"}, {"path": "x.py", "content": 7},
+        {"path": "x.py", "content": "x", "expected_revision": -1},
+        {"path": "x.py", "content": "x", "expected_revision": 5}],
     ("POST", "/api/v1/projects/{project}/flows/{flow}/run"): [{"request_id": "has space"},
                                                              {"parameters": {"x": [1]}}],
     ("POST", "/api/v1/tokens"): [{"name": "x", "scope": "root"}, {"name": "", "scope": "read"},
@@ -520,7 +531,9 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"channel": "ops", "project": "demo", "late_start_after_ms": 600_000}],
 }
 # These answer 409 (the stored state refuses), never 422.
-CONFLICTS = {("POST", "/api/v1/users"): [{"username": "admin", "role": "viewer",
+CONFLICTS = {("PUT", "/api/v1/projects/{project}/scripts/content"): [
+                 {"path": "x.py", "content": "x", "expected_revision": 5}],
+             ("POST", "/api/v1/users"): [{"username": "admin", "role": "viewer",
                                           "password": PASSWORD}],
              ("POST", "/api/v1/notify/channels"): [
                  {"name": "ops", "kind": "webhook", "url": "https://hooks.example.com/h"}]}

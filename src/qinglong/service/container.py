@@ -68,7 +68,7 @@ class Services:
                                        pin_script=self.catalog.pinned_script)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
         self.flows = Flows(stores.flows)
-        self.scripts = Scripts(stores.scripts, self.catalog, stores.db.unit)
+        self.scripts = Scripts(stores.scripts, self.catalog, stores.db)
 
     def queue(self) -> QueueView:
         """The queue and its Runs by required labels (GET /api/v1/queue)."""

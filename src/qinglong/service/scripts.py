@@ -9,8 +9,6 @@ the caller keeps them where they are. A Run already admitted runs what its revis
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from typing import TypeVar
 
 from qinglong.domain.publishing import TaskPatch
 from qinglong.domain.scripts import ScriptRevision
@@ -25,19 +23,17 @@ from qinglong.service.views.scripts import (
     content_view,
     script_view,
 )
+from qinglong.storage.kernel import Database
 from qinglong.storage.scripts import ScriptSave, ScriptStore
 
-T = TypeVar("T")
-Unit = Callable[[str, Callable[[], T]], T]
 MAX_DIFF_LINES = 20_000
 
 
 class Scripts:
-    def __init__(self, store: ScriptStore, catalog: Catalog,
-                 unit: Callable[[str, Callable[[], object]], object]) -> None:
+    def __init__(self, store: ScriptStore, catalog: Catalog, db: Database) -> None:
         self._store = store
         self._catalog = catalog
-        self._unit = unit
+        self._db = db
 
     def put(self, project_id: str, path: str, content: bytes, actor: str, *,
             expected_revision: int | None = None, keep_tasks: bool = False,
@@ -53,9 +49,9 @@ class Scripts:
                 ScriptSaveView, changed=saved.changed, tasks_updated=updated,
                 tasks_behind=behind)
 
-        result = self._unit("save a script", work)
-        assert isinstance(result, ScriptSaveView)
-        return result
+        if self._db.in_unit:  # a caller's unit (an API request) holds it already
+            return work()
+        return self._db.unit("save a script", work)
 
     def _follow(self, project_id: str, revision: ScriptRevision,
                 keep: bool) -> tuple[list[str], list[str]]:

@@ -41,6 +41,7 @@ from qinglong.web import (
     flow_routes,
     notify_routes,
     runs,
+    script_routes,
     system,
 )
 from qinglong.web.auth import authenticate, check_csrf, credentials
@@ -71,7 +72,7 @@ def api_endpoints() -> tuple[Endpoint, ...]:
     """Every route of the API, the OpenAPI document and docs page included."""
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
-            *flow_routes.ENDPOINTS)
+            *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

@@ -54,6 +54,25 @@ class ArgvCommandRequest(Request):
                                                       "arguments")
 
 
+class ScriptCommandRequest(Request):
+    kind: Literal["script"]
+    path: str = Field(description="A script of the project (docs/scripts.md); the task pins "
+                                  "its current content")
+    interpreter: Literal["python3", "node", "bash", "sh"] | None = Field(
+        default=None, description="Left out: by the extension (.py, .js/.mjs/.cjs, .sh)")
+    args: list[str] = Field(default_factory=list, max_length=256)
+
+
+class ScriptSaveRequest(Request):
+    path: str = Field(description="The script's path in its project, e.g. jd/sign.py")
+    content: str = Field(description="UTF-8 text, at most 1 MiB")
+    expected_revision: int | None = Field(
+        default=None, ge=0, description="Save only if the script is still at this revision "
+                                        "(0: only if it is new); left out: whatever it is at")
+    keep_tasks: bool = Field(default=False, description="Leave the tasks that run it on the "
+                                                        "content they pinned")
+
+
 class RetryRequest(Request):
     max_attempts: r.RetryAttempts | None = None
     backoff_ms: r.RetryBackoff | None = None
@@ -72,7 +91,7 @@ class TaskPublishRequest(Request):
     """What to change; what is left out keeps its current value (a new task needs a
     command). ``working_directory`` and ``concurrency`` set to null clear them."""
 
-    command: Annotated[ShellCommandRequest | ArgvCommandRequest,
+    command: Annotated[ShellCommandRequest | ArgvCommandRequest | ScriptCommandRequest,
                        Field(discriminator="kind")] | None = None
     name: r.DisplayName | None = None
     environment: dict[str, str] | None = Field(
@@ -173,6 +192,9 @@ class ChannelRequest(Request):
                                   "{placeholders}")
     preset: Literal["telegram", "bark"] | None = Field(
         default=None, description="template: a preset for a service instead of url")
+    service: Literal["dingtalk", "feishu", "wecom", "serverchan", "pushplus", "ntfy", "gotify",
+                     "slack", "discord"] | None = Field(
+        default=None, description="service: which one (docs/controls/notifications.md)")
     headers: r.Headers = Field(
         default_factory=list, description="'Name: value' (webhook, template)")
     method: Literal["POST", "PUT", "GET"] | None = Field(default=None,
@@ -193,9 +215,6 @@ class ChannelRequest(Request):
     secret: r.ChannelSecret | None = Field(
         default=None, description="The HMAC key, SMTP password, bot token "
                                                          "or device key (write-only: never shown "
-    service: Literal["dingtalk", "feishu", "wecom", "serverchan", "pushplus", "ntfy", "gotify",
-                     "slack", "discord"] | None = Field(
-        default=None, description="service: which one (docs/controls/notifications.md)")
                                                          "back)")
     drop_secret: bool = Field(default=False, description="With replace: erase the stored secret")
     timeout_ms: r.ChannelTimeout | None = Field(default=None,
@@ -224,6 +243,15 @@ class RuleRequest(Request):
                                   "Run no live worker can take waits before it is reported "
                                   "(default: 5 minutes for a new rule, unchanged for one that "
                                   "asked for it already)")
+    running_long_after_ms: r.UnplaceableAfter | None = Field(
+        default=None, description="Adding a rule with the running_long event: how long a Run's "
+                                  "attempt runs before it is reported (default: 10 minutes for "
+                                  "a new rule, unchanged for one that asked for it already)")
+    late_start_after_ms: r.UnplaceableAfter | None = Field(
+        default=None, description="Adding a rule with the late_start event: how long after its "
+                                  "scheduled time a Run not started is reported (default: 5 "
+                                  "minutes for a new rule, unchanged for one that asked for it "
+                                  "already)")
 
 
 class TokenCreateRequest(Request):
@@ -243,15 +271,6 @@ class UserCreateRequest(Request):
 class UserUpdateRequest(Request):
     role: Literal["viewer", "operator", "admin"] | None = None
     password: str | None = None
-    running_long_after_ms: r.UnplaceableAfter | None = Field(
-        default=None, description="Adding a rule with the running_long event: how long a Run's "
-                                  "attempt runs before it is reported (default: 10 minutes for "
-                                  "a new rule, unchanged for one that asked for it already)")
-    late_start_after_ms: r.UnplaceableAfter | None = Field(
-        default=None, description="Adding a rule with the late_start event: how long after its "
-                                  "scheduled time a Run not started is reported (default: 5 "
-                                  "minutes for a new rule, unchanged for one that asked for it "
-                                  "already)")
     disabled: bool | None = None
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 from qinglong.domain.parameters import Parameter, ParamType, check_parameters
 from qinglong.domain.placement import parse_requirements
 from qinglong.domain.publishing import TaskPatch
+from qinglong.domain.scripts import ScriptRef
 from qinglong.domain.task import ArgvCommand, EnvEntry, ShellCommand
 from qinglong.web import requests as rq
 
 
-def _command(body: rq.TaskPublishRequest) -> ArgvCommand | ShellCommand | None:
+def _command(body: rq.TaskPublishRequest) -> ArgvCommand | ShellCommand | ScriptRef | None:
     given = body.command
+    if isinstance(given, rq.ScriptCommandRequest):
+        return ScriptRef(path=given.path, interpreter=given.interpreter, args=tuple(given.args))
     if isinstance(given, rq.ShellCommandRequest):
         return ShellCommand(command=given.command, shell=given.shell or "/bin/sh")
     if isinstance(given, rq.ArgvCommandRequest):

@@ -260,3 +260,40 @@ solid on success, dashed on failure, dotted always. Select a node for its Run.</
 <th>Run</th><th>Run status</th><th>Released</th><th>Ended</th><th>Note</th></tr></thead>
 <tbody></tbody></table></div></section>
 """
+
+SCRIPTS = """
+<h1>Scripts</h1>
+<p class="muted">A project's scripts: every save is a revision named by the SHA-256 of its
+content, and the tasks that run a script move onto the new content (a Run already admitted
+runs what it pinned). Also <code>ql script put|get|ls|diff|rm|history</code>.</p>
+<form id="scripts-form" class="inline">
+<label>Project <select id="scripts-project"></select></label>
+<label>New script <input id="script-new-path" placeholder="jd/sign.py" size="28"></label>
+<button type="button" id="script-new" data-needs="admin">New</button></form>
+<p id="problem" class="problem" hidden></p>
+<div class="scripts-layout">
+<section class="scripts-list"><h2>Files</h2>
+<div class="table-scroll">
+<table id="scripts" class="grid"><thead><tr><th>Path</th><th>Rev</th><th>Bytes</th>
+<th>Saved (your zone)</th></tr></thead><tbody></tbody></table></div></section>
+<section class="scripts-editor"><h2><span id="script-path">No script open</span>
+<span id="script-revision" class="muted"></span></h2>
+<div id="script-code" class="code-editor" hidden>
+<pre id="script-gutter" class="code-gutter" aria-hidden="true"></pre>
+<div class="code-area"><pre id="script-highlight" class="code-highlight" aria-hidden="true"></pre>
+<textarea id="script-text" class="code-input" spellcheck="false" autocomplete="off"
+aria-label="Script content" wrap="off"></textarea></div></div>
+<p class="actions" id="script-actions" hidden>
+<button type="button" id="script-save" data-needs="admin">Save</button>
+<label data-needs="admin"><input type="checkbox" id="script-keep-tasks"> Keep tasks on their
+revision</label>
+<button type="button" id="script-diff">Diff against the running revision</button>
+<button type="button" id="script-remove" data-needs="admin">Remove</button>
+<span id="script-result" role="status"></span></p>
+<pre id="script-diff-view" class="code-diff" hidden></pre>
+<h3>History</h3>
+<div class="table-scroll">
+<table id="script-history" class="grid"><thead><tr><th>Rev</th><th>SHA-256</th><th>Bytes</th>
+<th>Source</th><th>By</th><th>Saved</th></tr></thead><tbody></tbody></table></div>
+</section></div>
+"""

@@ -36,6 +36,7 @@ from qinglong.web.panel.markup import (
     LOGIN,
     RUN,
     RUNS,
+    SCRIPTS,
     STATS,
     TASK_EDITOR,
     TASKS,
@@ -53,7 +54,8 @@ PAGE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"
 NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/tasks/edit", "Task editor", "task-editor"),
        ("/triggers/edit", "Trigger editor", "trigger-editor"), ("/runs", "Runs", "runs"),
-       ("/flows", "Flows", "flows"), ("/stats", "Stats", "stats"))
+       ("/flows", "Flows", "flows"), ("/scripts", "Scripts", "scripts"),
+       ("/stats", "Stats", "stats"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,7 @@ class StaticFile:
     version: str  # the first 12 hex digits of its SHA-256: part of the URL, so caches refresh
 
 
-STATIC_FILES = ("panel.js", "panel.css")
+STATIC_FILES = ("panel.js", "editor.js", "panel.css")
 
 
 def _load_static() -> dict[str, StaticFile]:
@@ -118,6 +120,7 @@ PAGES = (
     Page("/runs/{run}", "run", "Run", RUN, ("run",)),
     Page("/flows", "flows", "Flows", FLOWS),
     Page("/flows/runs/{flow_run}", "flow-run", "Flow run", FLOW_RUN, ("flow_run",)),
+    Page("/scripts", "scripts", "Scripts", SCRIPTS),
     Page("/stats", "stats", "Stats", STATS),
 )
 
@@ -140,6 +143,7 @@ class Panel:
             "<link rel=\"icon\" href=\"data:,\">"
             f"<link rel=\"stylesheet\" href=\"{self._asset('panel.css')}\">"
             f"<meta name=\"ql-csrf\" content=\"{_attr(csrf)}\">"
+            f"<script src=\"{self._asset('editor.js')}\" defer></script>"
             f"<script src=\"{self._asset('panel.js')}\" defer></script>"
             f"</head><body data-page=\"{_attr(page)}\"{attrs}>{nav}"
             f"<main id=\"main\">{markup}</main></body></html>")

@@ -1691,6 +1691,192 @@
     return root;
   }
 
+  // --- scripts --------------------------------------------------------------------------------
+
+  /* The script editor: a textarea over a highlighted copy of its text, with line numbers; a
+     save sends the revision it was loaded at, so a save made since is refused, never
+     overwritten. A viewer reads the text and its history, with no write control. */
+  function scriptsPage() {
+    var select = $("scripts-project");
+    var text = $("script-text");
+    var open = null; // {project, path, revision, content}: the revision the editor holds
+    var language = "";
+    var writable = allowed("admin");
+    text.readOnly = !writable;
+
+    function paint() {
+      var value = text.value;
+      var lines = value.split("\n").length;
+      var numbers = [];
+      for (var i = 1; i <= lines; i++) numbers.push(String(i));
+      $("script-gutter").textContent = numbers.join("\n");
+      var target = clear($("script-highlight"));
+      var pieces = value.length > 200000 ? [["", value]]
+        : window.QlEditor.tokens(value, language);
+      pieces.forEach(function (p) {
+        target.appendChild(p[0] ? el("span", { class: "tok-" + p[0] }, p[1])
+          : document.createTextNode(p[1]));
+      });
+      target.appendChild(document.createTextNode("\n")); // a last empty line keeps its height
+      sync();
+    }
+
+    function sync() { // the numbers and the highlighted copy follow the textarea's scroll
+      var target = $("script-highlight");
+      $("script-gutter").scrollTop = text.scrollTop;
+      target.scrollTop = text.scrollTop;
+      target.scrollLeft = text.scrollLeft;
+    }
+
+    function dirty() { return open !== null && text.value !== open.content; }
+
+    function loadList() {
+      var project = select.value;
+      if (!project) return Promise.resolve();
+      return api("GET", "/projects/" + seg(project) + "/scripts").then(function (scripts) {
+        showProblem("problem", null);
+        var tbody = clear($("scripts").tBodies[0]);
+        if (!scripts.length) emptyRow(tbody, 4, "No script in this project.");
+        scripts.forEach(function (s) {
+          var link = el("a", { href: "#", class: "mono", "data-path": s.path,
+            onclick: function (event) { event.preventDefault(); openScript(project, s.path); } },
+          s.path);
+          tbody.appendChild(row([link, el("td", { class: "num" }, s.revision),
+            el("td", { class: "num" }, s.size_bytes), when(s.created_at)]));
+        });
+      }).catch(function (e) { showProblem("problem", e); });
+    }
+
+    function show(project, path, revision, content) {
+      open = { project: project, path: path, revision: revision, content: content };
+      language = window.QlEditor.languageOf(path, "");
+      $("script-path").textContent = project + "/" + path;
+      $("script-revision").textContent = revision ? " revision " + revision : " (new)";
+      $("script-code").hidden = false;
+      $("script-actions").hidden = false;
+      $("script-remove").hidden = !writable || !revision;
+      $("script-diff-view").hidden = true;
+      text.value = content;
+      paint();
+      return loadHistory();
+    }
+
+    function openScript(project, path) {
+      if (dirty() && !window.confirm("Discard the unsaved changes to " + open.path + "?")) {
+        return Promise.resolve();
+      }
+      return api("GET", "/projects/" + seg(project) + "/scripts/content" + query({ path: path }))
+        .then(function (s) { return show(project, path, s.revision, s.content); })
+        .catch(function (e) { showProblem("problem", e); });
+    }
+
+    function loadHistory() {
+      var tbody = clear($("script-history").tBodies[0]);
+      if (!open || !open.revision) { emptyRow(tbody, 6, "Not saved yet."); return null; }
+      return api("GET", "/projects/" + seg(open.project) + "/scripts/history" +
+          query({ path: open.path, limit: 50 })).then(function (revisions) {
+        revisions.forEach(function (r) {
+          tbody.appendChild(row([el("td", { class: "num" }, r.revision),
+            el("span", { class: "mono" }, r.digest ? r.digest.slice(0, 12) : "removed"),
+            el("td", { class: "num" }, r.size_bytes === null ? "—" : r.size_bytes),
+            r.source, r.created_by, when(r.created_at)]));
+        });
+      }).catch(function (e) { showProblem("problem", e); });
+    }
+
+    function showDiff() {
+      var view = clear($("script-diff-view"));
+      view.hidden = false;
+      var lines = window.QlEditor.lineDiff(open.content, text.value);
+      if (lines === null) {
+        view.appendChild(document.createTextNode("Too large to compare here: use ql script diff."));
+        return;
+      }
+      var changed = lines.some(function (l) { return l.op !== " "; });
+      if (!changed) {
+        view.appendChild(document.createTextNode("No change against revision " +
+          (open.revision || "(new)") + "."));
+        return;
+      }
+      view.appendChild(el("span", { class: "diff-head" }, "--- " + open.path + "@" +
+        (open.revision || 0) + " (running)\n+++ " + open.path + " (this editor)\n"));
+      lines.forEach(function (l) {
+        var cls = l.op === "+" ? "diff-add" : l.op === "-" ? "diff-del" : "diff-same";
+        view.appendChild(el("span", { class: cls }, l.op + " " + l.text + "\n"));
+      });
+    }
+
+    function save() {
+      var button = $("script-save");
+      button.disabled = true;
+      api("PUT", "/projects/" + seg(open.project) + "/scripts/content", {
+        path: open.path, content: text.value, expected_revision: open.revision || 0,
+        keep_tasks: $("script-keep-tasks").checked
+      }).then(function (saved) {
+        var note = saved.changed ? "Saved revision " + saved.revision + "."
+          : "Unchanged at revision " + saved.revision + ".";
+        if (saved.tasks_updated.length) note += " Tasks now running it: " + saved.tasks_updated.join(", ") + ".";
+        if (saved.tasks_behind.length) note += " Tasks left on an older revision: " + saved.tasks_behind.join(", ") + ".";
+        showResult("script-result", null, note);
+        open.revision = saved.revision;
+        open.content = text.value;
+        $("script-revision").textContent = " revision " + saved.revision;
+        $("script-remove").hidden = false;
+        loadHistory();
+        loadList();
+      }).catch(function (e) { showResult("script-result", e); })
+        .then(function () { button.disabled = false; });
+    }
+
+    function remove() {
+      if (!window.confirm("Remove " + open.path + "? Its history stays; tasks that run it keep " +
+          "the content they pinned.")) return;
+      api("DELETE", "/projects/" + seg(open.project) + "/scripts/content" +
+          query({ path: open.path, expected_revision: open.revision })).then(function () {
+        showResult("script-result", null, "Removed " + open.path + ".");
+        open = null;
+        $("script-code").hidden = true;
+        $("script-actions").hidden = true;
+        $("script-path").textContent = "No script open";
+        $("script-revision").textContent = "";
+        clear($("script-history").tBodies[0]);
+        loadList();
+      }).catch(function (e) { showResult("script-result", e); });
+    }
+
+    text.addEventListener("input", paint);
+    text.addEventListener("scroll", sync);
+    text.addEventListener("keydown", function (event) {
+      if (event.key === "Tab" && !event.ctrlKey && !event.altKey && !event.metaKey &&
+          !text.readOnly && !event.shiftKey) {
+        event.preventDefault(); // a tab key in a script inserts four spaces
+        var start = text.selectionStart;
+        text.setRangeText("    ", start, text.selectionEnd, "end");
+        paint();
+      } else if ((event.ctrlKey || event.metaKey) && event.key === "s" && writable && open) {
+        event.preventDefault();
+        save();
+      }
+    });
+    $("script-save").addEventListener("click", save);
+    $("script-remove").addEventListener("click", remove);
+    $("script-diff").addEventListener("click", showDiff);
+    $("script-new").addEventListener("click", function () {
+      var path = $("script-new-path").value.trim();
+      if (!path || !select.value) return;
+      show(select.value, path, 0, "");
+      text.focus();
+    });
+    window.addEventListener("beforeunload", function (event) {
+      if (dirty()) { event.preventDefault(); event.returnValue = ""; }
+    });
+    projectsInto(null).then(function (projects) {
+      projects.forEach(function (p) { select.appendChild(el("option", { value: p.id }, p.id)); });
+      select.addEventListener("change", loadList);
+      loadList();
+    }).catch(function (e) { showProblem("problem", e); });
+  }
+
   // --- start ----------------------------------------------------------------------------------
 
   var PAGES = {
@@ -1704,6 +1890,7 @@
     run: runPage,
     flows: flowsPage,
     "flow-run": flowRunPage,
+    scripts: scriptsPage,
     stats: statsPage
   };
 
