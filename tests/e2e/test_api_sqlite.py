@@ -21,6 +21,7 @@ import pytest
 from qinglong.clock import SystemClock
 from qinglong.storage.sqlite.connection import SqliteDatabase
 from qinglong.storage.sqlite.migrate import migrate
+from tests.support.env_api_flows import flow_environments
 from tests.support.test_api_support import (
     PASSWORD,
     Database,
@@ -129,6 +130,10 @@ def test_notification_channels_rules_test_and_retry_keep_secrets(still_site: Sit
 
 def test_flows_publish_start_show_and_cancel_over_http(still_site: Site) -> None:
     flow_flows(still_site.server.http, still_site.people)
+
+
+def test_project_environments_over_http(still_site: Site) -> None:
+    flow_environments(still_site.server.http, still_site.people, still_site.db)
 
 
 def test_run_pages_follow_a_cursor(still_site: Site) -> None:

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from testkit.cluster import Worker
+from tests.support.env_api_flows import flow_environments
 from tests.support.pg import PgTestDatabase
 from tests.support.test_api_support import (
     Database,
@@ -93,6 +94,10 @@ def test_notification_channels_rules_test_and_retry_keep_secrets(site: Site) -> 
 
 def test_flows_publish_start_show_and_cancel_over_http(site: Site) -> None:
     flow_flows(site.server.http, site.people)
+
+
+def test_project_environments_over_http(site: Site) -> None:
+    flow_environments(site.server.http, site.people, site.db)
 
 
 def test_run_pages_follow_a_cursor(site: Site) -> None:

@@ -296,7 +296,8 @@ def seed(http: Http, admin: Auth) -> World:
 
 # --- what a write would change ---------------------------------------------------------------
 
-SNAPSHOT_TABLES = ("projects", "task_definitions", "task_definition_revisions", "triggers",
+SNAPSHOT_TABLES = ("projects", "project_env_revisions", "project_env_entries",
+                   "secret_keyring", "task_definitions", "task_definition_revisions", "triggers",
                    "trigger_revisions", "trigger_schedules", "trigger_pauses",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
                    "audit_log", "notify_channels", "notify_rules", "notify_outbox", "flows",
@@ -327,7 +328,8 @@ def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
               "run": GHOST_RUN if write else world.run_id,
               "token": "ffffffffffffffff" if write else token_id,
               "username": "nobody", "channel": "ghost" if write else "ops",
-              "delivery": GHOST_RUN, "flow": "ghost", "flow_run": GHOST_RUN}
+              "delivery": GHOST_RUN, "flow": "ghost", "flow_run": GHOST_RUN,
+              "variable": "REGION"}
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 
@@ -461,6 +463,9 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"path": "x.py", "content": "x", "expected_revision": 5}],
     ("POST", "/api/v1/projects/{project}/flows/{flow}/run"): [{"request_id": "has space"},
                                                              {"parameters": {"x": [1]}}],
+    ("PUT", "/api/v1/projects/{project}/environment/{variable}"): [
+        {"value": 5}, {"secret": "yes"}, {"enabled": 1}, {"value": "a\u0000b"},
+        {"description": "two\nlines"}, {"value": "x" * (64 * 1024 + 1)}, {}],
     ("POST", "/api/v1/tokens"): [{"name": "x", "scope": "root"}, {"name": "", "scope": "read"},
                                  {"name": "x", "scope": "read", "expires_in_ms": 1},
                                  {"name": "x", "scope": "read", "username": "Not Valid"}],
@@ -549,7 +554,7 @@ def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
         values = {"project": "demo", "task": "hello", "trigger": "yearly",
                   "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer",
                   "channel": "ops", "delivery": GHOST_RUN, "flow": "etl",
-                  "flow_run": GHOST_RUN}
+                  "flow_run": GHOST_RUN, "variable": "REGION"}
         return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], endpoint.path)
 
     for endpoint in write_endpoints():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from qinglong.cli.output import json_text, shown
 from qinglong.domain import identifiers as ids
-from qinglong.domain import retry, task
+from qinglong.domain import project_env, retry, task
 from qinglong.domain.manual import REQUEST_ID, request_id
 from qinglong.domain.notify import channels
 from qinglong.domain.text import NotJson, check_json_value, strict_json
@@ -48,7 +48,7 @@ def test_every_path_parameter_states_the_pattern_the_server_checks_it_with() -> 
                 method, path, name)
             seen.add(name)
     assert seen == {"project", "task", "trigger", "run", "token", "username", "channel",
-                    "delivery", "flow", "flow_run"}
+                    "delivery", "flow", "flow_run", "variable"}
 
 
 def test_query_parameters_named_like_identifiers_state_their_pattern_and_numbers_a_range() -> None:
@@ -92,6 +92,7 @@ HANDLER_CHECKS: dict[str, Any] = {
     "delivery": _at_most("delivery", 36),
     "flow": lambda value: ids.entity_id(value, "flow"),
     "flow_run": _run_ref,  # (a prefix the flow store looks up, as a Run's)
+    "variable": project_env.variable_name,  # (the store's check of an entry's name)
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,11 +25,18 @@ PLAIN_DIGEST = "sha256:"  # of project, name and value: plain values are shown a
 SECRET_DIGEST = "hmac-sha256:"  # noqa: S105 - a prefix; keyed by the database's digest key: reveals nothing
 
 
+# an entry's name (the API's path parameter states it): a task's rule, QL_ left out
+VARIABLE_NAME = re.compile(r"^(?![Qq][Ll]_)[A-Za-z_][A-Za-z0-9_]{0,127}$")
+VARIABLE_NAME_RULE = ("must match [A-Za-z_][A-Za-z0-9_]* (at most 128 characters), not "
+                      "starting with the reserved prefix QL_")
+
+
 def variable_name(value: object, field: str = "variable") -> str:
     if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
         raise InvalidInput(field, "must match [A-Za-z_][A-Za-z0-9_]* (at most 128 characters)")
     if value.upper().startswith(RESERVED_ENV_PREFIX):
         raise InvalidInput(field, f"{value!r} uses the reserved prefix QL_")
+    assert VARIABLE_NAME.fullmatch(value)
     return value
 
 

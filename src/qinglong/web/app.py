@@ -38,6 +38,7 @@ from qinglong.web import (
     account_routes,
     backfill_routes,
     definitions,
+    env_routes,
     flow_routes,
     notify_routes,
     runs,
@@ -72,7 +73,7 @@ def api_endpoints() -> tuple[Endpoint, ...]:
     """Every route of the API, the OpenAPI document and docs page included."""
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
-            *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS)
+            *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

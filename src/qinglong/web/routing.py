@@ -26,6 +26,7 @@ from qinglong.clock import Clock
 from qinglong.domain import identifiers as ids
 from qinglong.domain.notify.channels import NAME as CHANNEL_NAME
 from qinglong.domain.notify.channels import NAME_RULE as CHANNEL_NAME_RULE
+from qinglong.domain.project_env import VARIABLE_NAME, VARIABLE_NAME_RULE
 from qinglong.domain.text import MAX_JSON_INT, MIN_JSON_INT, NotJson, check_text, strict_json
 from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
 from qinglong.service.accounts import USERNAME_RULE, Level, Principal
@@ -72,6 +73,7 @@ IDENTIFIERS: dict[str, Identifier] = {
     "channel": Identifier(CHANNEL_NAME, CHANNEL_NAME_RULE, "Notification channel name"),
     "delivery": Identifier(ids.UUID_REF, ids.DELIVERY_REF_RULE,
                            "Delivery id, or the start of it"),
+    "variable": Identifier(VARIABLE_NAME, VARIABLE_NAME_RULE, "Environment entry name"),
 }
 
 
