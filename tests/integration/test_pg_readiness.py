@@ -279,7 +279,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # index (its grant of UPDATE on notify_rules stays); 0018_flow_triggers' columns and index
     # go with 0016's flow_runs; 0019_scripts' tables go; so do 0021_project_env's tables and
     # its columns of run_attempts (its grant of INSERT on audit_log to ql_admin goes with
-    # 0008's audit_log).
+    # 0008's audit_log); 0020_notify_events' index goes and its constraints go back to
+    # 0006's (0017's come back when it runs again).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -307,6 +308,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         DROP TABLE project_env_entries, project_env_revisions, secret_keyring;
         ALTER TABLE run_attempts DROP COLUMN environment_revision,
             DROP COLUMN environment_digest;
+        DROP INDEX run_events_progress_idx;
+        ALTER TABLE notify_channels DROP CONSTRAINT notify_channels_kind_check;
+        ALTER TABLE notify_channels ADD CONSTRAINT notify_channels_kind_check
+            CHECK (kind IN ('webhook', 'email', 'template'));
+        ALTER TABLE notify_cursors DROP CONSTRAINT notify_cursors_source_check;
+        ALTER TABLE notify_cursors ADD CONSTRAINT notify_cursors_source_check
+            CHECK (source IN ('run_outcomes', 'misfires'));
         ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_after_check;
         ALTER TABLE notify_rules DROP COLUMN after_ms;
         ALTER TABLE notify_rules DROP CONSTRAINT notify_rules_event_check;
