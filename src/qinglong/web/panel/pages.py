@@ -34,6 +34,7 @@ from qinglong.web.panel.markup import (
     FLOW_RUN,
     FLOWS,
     LOGIN,
+    NOTIFICATIONS,
     RUN,
     RUNS,
     SCRIPTS,
@@ -55,7 +56,7 @@ NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/tasks/edit", "Task editor", "task-editor"),
        ("/triggers/edit", "Trigger editor", "trigger-editor"), ("/runs", "Runs", "runs"),
        ("/flows", "Flows", "flows"), ("/scripts", "Scripts", "scripts"),
-       ("/stats", "Stats", "stats"))
+       ("/stats", "Stats", "stats"), ("/notifications", "Notifications", "notifications"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ PAGES = (
     Page("/flows/runs/{flow_run}", "flow-run", "Flow run", FLOW_RUN, ("flow_run",)),
     Page("/scripts", "scripts", "Scripts", SCRIPTS),
     Page("/stats", "stats", "Stats", STATS),
+    Page("/notifications", "notifications", "Notifications", NOTIFICATIONS),
 )
 
 
