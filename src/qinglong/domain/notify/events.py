@@ -11,7 +11,7 @@ the dispatcher walks, not a row it scans): ``unplaceable`` (``run.unplaceable``)
 Run whose required worker labels no live worker offers (docs/controls/placement.md);
 ``running_long`` (``run.running_long``), a Run still running that long after its attempt
 started; ``late_start`` (``run.late_start``), a Run still queued, never started, that long
-after its scheduled time (a manual Run: its creation). Every event is sent at most once per
+after its scheduled time (a manual Run: when it was asked for). Every event is sent at most once per
 Run and channel.
 """
 

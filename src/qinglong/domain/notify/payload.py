@@ -75,7 +75,7 @@ class DeadlineFacts:
     """How late a Run is: ``run.running_long`` (still running since its attempt started) or
     ``run.late_start`` (not started since its scheduled time)."""
 
-    since_ms: int  # the attempt's start, or the scheduled time (a manual Run: its creation)
+    since_ms: int  # the attempt's start, or the scheduled time (a manual Run: when asked for)
     waited_ms: int  # how long since then, when it was found
     after_ms: int  # the rule's delay it has run out
 

@@ -1,6 +1,6 @@
 """The deadline notifications: ``running_long`` (a Run still running its rule's delay after
 its attempt started) and ``late_start`` (a Run still queued, never started, its rule's delay
-after its scheduled time; a manual Run: after its creation).
+after its scheduled time; a manual Run is scheduled for when it was asked for).
 
 Like ``unplaceable`` (storage/notify/unplaceable.py) these are states, not rows that appear
 once, so they are walked, not scanned: each pass looks at a bounded page of the Runs in that
