@@ -267,3 +267,9 @@ class DeliveryFailed(QinglongError):
     """A notification could not be delivered."""
 
     code = "QL_NOTIFY_DELIVERY_FAILED"
+
+
+class RepoFetchFailed(QinglongError):
+    """A subscription's repository could not be fetched (git's own words follow)."""
+
+    code = "QL_REPO_FETCH_FAILED"

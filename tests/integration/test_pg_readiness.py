@@ -280,14 +280,14 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # go with 0016's flow_runs; 0019_scripts' tables go; so do 0021_project_env's tables and
     # its columns of run_attempts (its grant of INSERT on audit_log to ql_admin goes with
     # 0008's audit_log); 0020_notify_events' index goes and its constraints go back to
-    # 0006's (0017's come back when it runs again).
+    # 0006's (0017's come back when it runs again); 0022_repos' table goes.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
                                 '0014_placement', '0015_parameters', '0016_flows',
                                 '0017_unplaceable', '0018_flow_triggers', '0019_scripts',
-                                '0020_notify_events', '0021_project_env');
+                                '0020_notify_events', '0021_project_env', '0022_repos');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -306,6 +306,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         DROP TABLE flow_steps, flow_runs, flow_revisions, flows;
         DROP TABLE script_revisions, scripts, script_blobs;
         DROP TABLE project_env_entries, project_env_revisions, secret_keyring;
+        DROP TABLE repos;
         ALTER TABLE run_attempts DROP COLUMN environment_revision,
             DROP COLUMN environment_digest;
         DROP INDEX run_events_progress_idx;
@@ -348,20 +349,23 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         "ql_worker": ("project_env_entries", "project_env_revisions"),
         "ql_runtime": ("project_env_entries", "project_env_revisions"),
         "postgres": ("project_env_entries", "project_env_revisions", "secret_keyring")}
+    repo_tables = {"ql_admin": ("repos",), "ql_web": ("repos",), "postgres": ("repos",)}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
                "missing-migration:0014_placement", "missing-migration:0015_parameters",
                "missing-migration:0016_flows", "missing-migration:0017_unplaceable",
                "missing-migration:0018_flow_triggers", "missing-migration:0019_scripts",
-               "missing-migration:0020_notify_events", "missing-migration:0021_project_env"]
+               "missing-migration:0020_notify_events", "missing-migration:0021_project_env",
+               "missing-migration:0022_repos"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
                              if role in marks else [])
                           + [f"missing-table:{t}" for t in flow_tables.get(role, ())]
                           + [f"missing-table:{t}" for t in script_tables.get(role, ())]
-                          + [f"missing-table:{t}" for t in env_tables.get(role, ())])]
+                          + [f"missing-table:{t}" for t in env_tables.get(role, ())]
+                          + [f"missing-table:{t}" for t in repo_tables.get(role, ())])]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
@@ -370,7 +374,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0013_lean_indexes", "0014_placement", "0015_parameters",
                                          "0016_flows", "0017_unplaceable",
                                          "0018_flow_triggers", "0019_scripts",
-                                         "0020_notify_events", "0021_project_env")
+                                         "0020_notify_events", "0021_project_env",
+                                         "0022_repos")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

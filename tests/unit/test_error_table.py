@@ -40,6 +40,7 @@ EXPECTED = {
     errors.UnsupportedMediaType: (2, 415),
     errors.InternalError: (1, 500),
     errors.DeliveryFailed: (1, 502),
+    errors.RepoFetchFailed: (1, 502),
     errors.QinglongError: (1, 500),
 }
 

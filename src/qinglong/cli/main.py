@@ -110,6 +110,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "limits": ("limits", "limits", ()),
     "notify": ("notify", "notify", ("notify_rules",)),  # ql notify rule
     "project": ("project", "project", ()),
+    "repo": ("repo", "repo", ()),
     "run": ("run", "run", ()),
     "secret": ("env", "secret", ()),
     "script": ("script", "script", ()),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from qinglong.domain.identifiers import ENTITY_ID, ENTITY_ID_RULE
 from qinglong.domain.limits import ResourceLimits
 from qinglong.domain.parameters import Parameter, check_parameters, parse_stored
 from qinglong.domain.placement import check_canonical_requirements, parse_requirements
@@ -138,7 +139,26 @@ class ScriptCommand:
                 "interpreter": self.interpreter, "args": list(self.args)}
 
 
-Command = ArgvCommand | ShellCommand | ScriptCommand
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepoPullCommand:
+    """Pull the project's Git subscription ``repo`` and import its scripts (the task a
+    subscription makes; docs/subscriptions.md). The executor runs ``ql repo import-run``
+    with the database URL it was given for pulls, and nothing else gets that URL."""
+
+    repo: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.repo, str) or not ENTITY_ID.fullmatch(self.repo):
+            raise InvalidInput("command.repo", ENTITY_ID_RULE)
+
+    def argv(self) -> list[str]:
+        return ["ql", "repo", "import-run", "--repo", self.repo]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": "repo", "repo": self.repo}
+
+
+Command = ArgvCommand | ShellCommand | ScriptCommand | RepoPullCommand
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,6 +260,9 @@ def _parse_command(value: object) -> Command:
     if kind == "shell":
         _exact_keys(value, "command", {"kind", "command", "shell"}, set())
         return ShellCommand(command=value["command"], shell=value["shell"])
+    if kind == "repo":
+        _exact_keys(value, "command", {"kind", "repo"}, set())
+        return RepoPullCommand(repo=value["repo"])
     if kind == "script":
         _exact_keys(value, "command", {"kind", "path", "digest", "interpreter", "args"}, set())
         args = value["args"]
@@ -247,7 +270,7 @@ def _parse_command(value: object) -> Command:
             raise InvalidInput("command.args", "must be a list of strings")
         return ScriptCommand(path=value["path"], digest=value["digest"],
                              interpreter=value["interpreter"], args=tuple(args))
-    raise InvalidInput("command.kind", "must be 'argv', 'shell' or 'script'")
+    raise InvalidInput("command.kind", "must be 'argv', 'shell', 'script' or 'repo'")
 
 
 def parse_command_config(config: object) -> CommandSpec:

@@ -103,10 +103,12 @@ def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
 
 def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],
           log_max_bytes: int, tap: Callable[[bytes], None] | None = None,
-          identity: Identity = PLAIN, script: Path | None = None) -> Spawned | Outcome:
+          identity: Identity = PLAIN, script: Path | None = None,
+          pull: tuple[list[str], Mapping[str, str]] | None = None) -> Spawned | Outcome:
     """Start the command in its own process group with its output going to ``log_path``, at
     the executor's niceness, as its run-as user, under the task's resource limits (a script
-    task: its interpreter on ``script``, the pinned content written there)."""
+    task: its interpreter on ``script``, the pinned content written there; a subscription's
+    pull: ``pull``'s argv with its extra environment, which no other command gets)."""
     execution = lease.execution
     assert execution is not None
     cwd = execution.plan.working_directory or default_cwd
@@ -121,7 +123,9 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
         return failed("LIMITS_UNAVAILABLE", message, log_path=log_path)
     argv = execution.argv()
     plan = execution.plan.command
-    if isinstance(plan, ScriptCommand):
+    if pull is not None:
+        argv = list(pull[0])
+    elif isinstance(plan, ScriptCommand):
         assert script is not None
         argv = [plan.interpreter, str(script), *substitute(list(plan.args), lease.parameters)]
     elif isinstance(plan, ArgvCommand) and lease.parameters:
@@ -133,7 +137,9 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
             identity.argv(argv, limits, group), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, cwd=cwd,
-            env=identity.environment(environment(lease, inherited)), start_new_session=True,
+            env=identity.environment({**environment(lease, inherited),
+                                      **(pull[1] if pull is not None else {})}),
+            start_new_session=True,
             close_fds=True, user=None if run_as is None else run_as.uid,
             group=None if run_as is None else run_as.gid,
             extra_groups=None if run_as is None else [],

@@ -77,6 +77,7 @@ class Executor:
         labels: Mapping[str, str | None] | None = None,
         identity: Identity | None = None,
         scripts: Fetch | None = None,
+        repos_url: str | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as
         interrupted and its Run queued again (no attempt spent), instead of cancelled.
@@ -85,7 +86,8 @@ class Executor:
         ``labels``: what this executor offers (domain/placement.py); it leases only Runs whose
         task requires no label it lacks. ``identity``: the niceness and run-as user of every
         command (execution/identity.py). ``scripts``: the content of a script task by its
-        digest (execution/scripts.py).
+        digest (execution/scripts.py). ``repos_url``: the database a subscription's pull
+        imports into (given only to the pull's command; docs/subscriptions.md).
         ``renew_every_s``: renew more often than three times a lease, so a cancel request
         (carried by every renewal reply) is seen sooner where no notification brings it.
         ``lease_store``: renewals go through it (a connection of their own, which reconnects
@@ -129,7 +131,7 @@ class Executor:
                 workdir=os.getcwd(),
                 inherited=dict(os.environ if inherited_env is None else inherited_env),
                 requeue_on_drain=requeue_on_drain, log_store=log_store,
-                identity=identity or Identity(), scripts=scripts),
+                identity=identity or Identity(), scripts=scripts, repos_url=repos_url),
             reaper=self._reaper, log_refusals=self.log_refusals, stopping=self._stopping,
             diagnostics=diagnostics)
         self.started = 0  # commands started (for metrics)

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from qinglong.clock import Clock, pause
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import Outcome
-from qinglong.domain.task import ScriptCommand
+from qinglong.domain.task import RepoPullCommand, ScriptCommand
 from qinglong.errors import DatabaseCorrupt, LeaseLost, StorageError
 from qinglong.execution import command, scripts
 from qinglong.execution.identity import Identity
@@ -57,6 +58,7 @@ class RunnerSettings:
     log_store: LogStore | None
     identity: Identity = dataclasses.field(default_factory=Identity)  # niceness, run-as user
     scripts: scripts.Fetch | None = None  # a script's content by its digest (docs/scripts.md)
+    repos_url: str | None = None  # the database a subscription's pull imports into
 
 
 def passing(exc: BaseException) -> bool:
@@ -203,6 +205,8 @@ class JobRunner:
             raise LeaseLost(f"run {lease.fence.run_id}: the lease was lost before the command "
                             "started")
         plan = lease.execution.plan.command
+        if isinstance(plan, RepoPullCommand):
+            return self._supervise(job, log, shipper, None, self._pull(job, plan))
         if not isinstance(plan, ScriptCommand):
             return self._supervise(job, log, shipper, None)
         directory = scripts.script_dir(log, lease.attempt, self.settings.identity)
@@ -219,19 +223,34 @@ class JobRunner:
             plan, self.settings.scripts, directory, self.settings.identity)))
         return written[-1]
 
+    def _pull(self, job: Job, plan: RepoPullCommand) -> tuple[list[str], dict[str, str]] | Outcome:
+        """A subscription's pull: `ql repo import-run` with the database URL this executor
+        was given for pulls (docs/subscriptions.md)."""
+        url = self.settings.repos_url
+        if url is None:
+            return command.failed("REPOS_UNAVAILABLE", "this executor pulls no subscription: "
+                                                       "start the worker with --repos-url")
+        return ([sys.executable, "-m", "qinglong", "repo", "import-run", "--project",
+                 job.lease.project_id, "--repo", plan.repo],
+                {"QL_DATABASE_URL": url, "QL_ACTOR": f"repo:{plan.repo}"})
+
     def _supervise(self, job: Job, log: Path, shipper: LogShipper | None,
-                   script: Path | Outcome | None) -> Outcome | None:
+                   script: Path | Outcome | None,
+                   pull: tuple[list[str], dict[str, str]] | Outcome | None = None,
+                   ) -> Outcome | None:
         lease = job.lease
         assert lease.execution is not None
-        if isinstance(script, Outcome):
-            command.note(log, script.error_summary or "the script could not be written")
-            return dataclasses.replace(script, log_path=str(log))
+        for failed in (script, pull):
+            if isinstance(failed, Outcome):
+                command.note(log, failed.error_summary or "the command could not start")
+                return dataclasses.replace(failed, log_path=str(log))
+        assert not isinstance(script, Outcome) and not isinstance(pull, Outcome)
         spawned_at = self.clock.monotonic()
         spawned = command.spawn(lease, log, default_cwd=self.settings.workdir,
                                 inherited=self.settings.inherited,
                                 log_max_bytes=self.settings.log_max_bytes,
                                 tap=shipper.feed if shipper is not None else None,
-                                identity=self.settings.identity, script=script)
+                                identity=self.settings.identity, script=script, pull=pull)
         if isinstance(spawned, Outcome):
             return spawned
         self.reaper.watch(spawned.process.pid)

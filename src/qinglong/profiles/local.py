@@ -249,6 +249,8 @@ class LocalApp:
                 labels=config.labels,
                 identity=config.identity(),
                 scripts=ScriptStore(db).content,
+                # a subscription's pull imports into this same file (docs/subscriptions.md)
+                repos_url=f"sqlite:///{self._config.database_path.absolute()}",
             )
             self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()

@@ -229,6 +229,7 @@ class WorkerApp:
             labels=s.label_map,
             identity=self._identity,
             scripts=ScriptStore(db).content,
+            repos_url=s.repos_url,
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)

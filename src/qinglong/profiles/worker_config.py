@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from qinglong.domain.placement import labels_text, parse_labels
+from qinglong.domain.repos import PULL_LABEL
 from qinglong.errors import InvalidInput
 from qinglong.execution.executor import MAX_CONCURRENCY, MIN_CONCURRENCY
 from qinglong.execution.identity import MAX_NICE, Identity
@@ -38,6 +39,7 @@ class WorkerSettings(BaseSettings):
     labels: str = ""  # KEY[=VALUE],... (domain/placement.py); stored in canonical order
     nice: int = Field(default=0, ge=0, le=MAX_NICE)  # every command's niceness
     run_as: str | None = None  # the user commands run as (a worker started as root)
+    repos_url: str | None = None  # the database subscriptions' pulls import into (ql_admin)
 
     _name = field_validator("worker_id")(process_name)
     _url = field_validator("database_url")(postgres_url("ql worker", " (ql serve runs Runs on SQLite)"))
@@ -57,10 +59,24 @@ class WorkerSettings(BaseSettings):
         """How commands are started (InvalidConfig for a --run-as this process cannot use)."""
         return Identity.of(self.nice, self.run_as)
 
+    @field_validator("repos_url")
+    @classmethod
+    def _repos_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL of the ql_admin role (or another "
+                             "role that may publish)")
+        return value
+
     @property
     def label_map(self) -> dict[str, str | None]:
-        """The labels this worker offers (none: it takes only Runs that require none)."""
-        return parse_labels([self.labels]) if self.labels else {}
+        """The labels this worker offers (none: it takes only Runs that require none); a
+        worker given --repos-url also offers ``ql-repos``, which pulls require."""
+        found = parse_labels([self.labels]) if self.labels else {}
+        if self.repos_url is not None:
+            found.setdefault(PULL_LABEL, None)
+        return found
 
     @property
     def connections(self) -> int:

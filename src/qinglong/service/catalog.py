@@ -8,7 +8,7 @@ from qinglong.clock import Clock
 from qinglong.domain.model import TaskView
 from qinglong.domain.publishing import TaskPatch, merged_task_spec
 from qinglong.domain.scripts import ScriptRef, interpreter_for
-from qinglong.domain.task import Command, ScriptCommand, ShellCommand
+from qinglong.domain.task import Command, CommandSpec, ScriptCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.views.system import LimitsView
 from qinglong.service.views.tasks import (
@@ -142,6 +142,18 @@ class Catalog:
             raise NotFound("task", task_id)
         return self.task_publish(TaskPublishRequest(project_id=project_id, task_id=task_id,
                                                     patch=TaskPatch(), enabled=enabled))
+
+    def task_spec(self, project_id: str, task_id: str) -> CommandSpec:
+        """A live task's current spec (NotFound for a deleted or unknown task)."""
+        head = self._store.task_get(project_id, task_id)
+        if head.deleted_at_ms is not None:
+            raise NotFound("task", task_id)
+        return head.revision.spec
+
+    def task_specs(self, project_id: str) -> list[tuple[str, CommandSpec, bool]]:
+        """Each live task of the project: its id, current spec and whether it is enabled."""
+        return [(h.revision.task_id, h.revision.spec, h.revision.enabled)
+                for h in self._store.task_list(project_id, False)]
 
     def script_tasks(self, project_id: str, path: str) -> list[tuple[str, ScriptCommand]]:
         """The live tasks of the project whose current revision runs the script ``path``."""

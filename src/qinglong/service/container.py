@@ -24,6 +24,7 @@ from qinglong.service.notifications import Notifications
 from qinglong.service.processes import Processes
 from qinglong.service.queue import QueueView, queue_view
 from qinglong.service.run_pages import RunPages
+from qinglong.service.repos import Repos
 from qinglong.service.runs import RunViews
 from qinglong.service.scripts import Scripts
 from qinglong.service.stats import TaskStats
@@ -51,6 +52,7 @@ class Services:
     notifications: Notifications = field(init=False)
     flows: Flows = field(init=False)
     scripts: Scripts = field(init=False)
+    repos: Repos = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
@@ -69,6 +71,8 @@ class Services:
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)
         self.flows = Flows(stores.flows)
         self.scripts = Scripts(stores.scripts, self.catalog, stores.db)
+        self.repos = Repos(stores.repos, self.scripts, self.catalog, stores.db,
+                           lambda request: self.manual.admit(request).id)
 
     def queue(self) -> QueueView:
         """The queue and its Runs by required labels (GET /api/v1/queue)."""

@@ -64,7 +64,7 @@ from qinglong.service.definition_plan import (
     WriteParams,
     action_of,
 )
-from qinglong.service.definition_task_spec import ScriptPinner, desired_spec, pinned_command
+from qinglong.service.definition_task_spec import ScriptPinner, desired_spec, pinned_command, pulls
 from qinglong.storage.definitions import DefinitionStore
 from qinglong.storage.definitions.params import (
     ProjectCreateParams,
@@ -286,13 +286,15 @@ class Declarative:
             "trigger", project, trigger_id, view, PHASE_STOP_TRIGGERS,
             TriggerPublishParams(project_id=project, trigger_id=trigger_id, enabled=False)
             if prune else None)
-            for trigger_id, view in sorted(triggers_now.items()) if trigger_id not in want.triggers]
+            for trigger_id, view in sorted(triggers_now.items()) if trigger_id not in want.triggers
+            and not pulls(tasks_now.get(view.revision.task_id))]
         changes += [_left_over(
             "task", project, task_id, view, PHASE_TASKS,
             TaskPublishParams(project_id=project, task_id=task_id, name=view.revision.name,
                               spec=view.revision.spec, enabled=False,
                               expected_revision=view.revision.revision) if prune else None)
-            for task_id, view in sorted(tasks_now.items()) if task_id not in want.tasks]
+            for task_id, view in sorted(tasks_now.items()) if task_id not in want.tasks
+            and not pulls(view)]
         return [change for change in changes if change is not None]
 
     # -- apply --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from qinglong.domain.flow import FlowRevision
 from qinglong.domain.model import ProjectStatus
+from qinglong.domain.task import RepoPullCommand
 from qinglong.service.definition_env import STORED_NOTE, exported_env
 from qinglong.service.definition_flows import exported_flow
 from qinglong.service.definition_model import DesiredProject, DesiredTask, DesiredTrigger
@@ -36,9 +37,13 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
                          "it is unarchived")
         desired = DesiredProject(project_id=project.id,
                                  name=None if project.name == project.id else project.name)
+        managed: set[str] = set()  # a subscription's pull task: ql repo keeps it, not files
         for view in store.task_list(project.id):
             task = view.revision
             spec = task.spec
+            if isinstance(spec.command, RepoPullCommand):
+                managed.add(task.task_id)
+                continue
             env, secrets = exported_env(spec.environment)
             if secrets:
                 names = ", ".join(secrets)
@@ -55,6 +60,8 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
                 enabled=task.enabled)
         for trigger_view in store.trigger_list(project.id, None):
             trigger = trigger_view.revision
+            if trigger.task_id in managed:
+                continue
             if trigger.enabled and not trigger_view.task_pin_current:
                 task_now = desired.tasks.get(trigger.task_id)
                 if task_now is not None and task_now.enabled:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from qinglong.domain.scripts import ScriptRef
-from qinglong.domain.task import Command, CommandSpec, EnvEntry, ScriptCommand
+from qinglong.domain.model import TaskView
+from qinglong.domain.task import Command, CommandSpec, EnvEntry, RepoPullCommand, ScriptCommand
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.definition_model import DesiredTask, Issues
 from qinglong.service.definition_plan import spec_key
@@ -46,3 +47,9 @@ def desired_spec(task: DesiredTask, command: Command, entries: list[EnvEntry],
         key = spec_key(exc.field)
         issues.add(task.at(key), task.field_name(key), exc.rule)
         return None
+
+
+def pulls(view: TaskView | None) -> bool:
+    """Whether a stored task is a subscription's pull task: `ql repo` keeps it, so files
+    neither export nor prune it (docs/subscriptions.md)."""
+    return view is not None and isinstance(view.revision.spec.command, RepoPullCommand)

@@ -72,10 +72,11 @@ class Scripts:
         return updated, behind
 
     def remove(self, project_id: str, path: str, actor: str,
-               expected_revision: int | None = None) -> tuple[ScriptView, list[str]]:
+               expected_revision: int | None = None,
+               source: str = "rm") -> tuple[ScriptView, list[str]]:
         """Remove the script (a revision without content); the tasks that still run one of
         its revisions are named: they keep running what they pinned."""
-        removed = self._store.remove(project_id, path, actor, expected_revision)
+        removed = self._store.remove(project_id, path, actor, expected_revision, source)
         still = [task for task, _ in self._catalog.script_tasks(project_id, path)]
         return script_view(removed), still
 

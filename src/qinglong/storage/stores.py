@@ -17,6 +17,7 @@ from qinglong.storage.notify import NotifyStore
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.flow_store import FlowStore
 from qinglong.storage.runs.logs import LogStore
+from qinglong.storage.repos import RepoStore
 from qinglong.storage.scripts import ScriptStore
 
 
@@ -34,6 +35,7 @@ class Stores:
     accounts: AccountStore = field(init=False)
     instances: InstanceStore = field(init=False)
     scripts: ScriptStore = field(init=False)
+    repos: RepoStore = field(init=False)
     logs: LogStore | None = field(init=False)  # output kept in the database, where it is
 
     def __post_init__(self) -> None:
@@ -48,6 +50,7 @@ class Stores:
         self.accounts = AccountStore(self.db, new_id=self.new_id)
         self.instances = InstanceStore(self.db)
         self.scripts = ScriptStore(self.db)
+        self.repos = RepoStore(self.db)
         self.logs = LogStore(self.db) if self.db.capabilities.logs_in_database else None
 
     @property

@@ -67,6 +67,10 @@ class WorkerConsole(EventConsole):
                 "itself keeps its own, so its leases and renewals are not slowed.")
 @setting_option("--run-as", str, "Run every command as this user (HOME, USER and LOGNAME "
                 "set to its own); only for a worker started as root, refused otherwise.")
+@setting_option("--repos-url", str, "postgresql:// URL of a role that may publish (ql_admin): "
+                "this worker then also runs Git subscriptions' pulls (it offers the label "
+                "ql-repos), whose command alone is given this URL to import with "
+                "(env QL_WORKER_REPOS_URL; docs/subscriptions.md).")
 @json_events_option
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 def worker(json_events: bool, quiet: bool, **flags: Any) -> None:

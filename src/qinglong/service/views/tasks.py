@@ -10,7 +10,13 @@ from pydantic import Field
 
 from qinglong.domain.model import Project
 from qinglong.domain.model import TaskView as TaskHead
-from qinglong.domain.task import ArgvCommand, CommandSpec, ScriptCommand, TaskRevision
+from qinglong.domain.task import (
+    ArgvCommand,
+    CommandSpec,
+    RepoPullCommand,
+    ScriptCommand,
+    TaskRevision,
+)
 from qinglong.service.env_changes import entry_changes
 from qinglong.service.times import rfc3339
 from qinglong.service.views.base import Instant, OptionalInstant, ViewModel, instant, one_of
@@ -26,13 +32,14 @@ class ProjectView(ViewModel):
 
 
 class CommandView(ViewModel):
-    kind: Literal["argv", "shell", "script"]
+    kind: Literal["argv", "shell", "script", "repo"]
     argv: list[str] | None = None
     shell: str | None = None
     command: str | None = None
     script: str | None = None  # a script of the project: its path,
     digest: str | None = None  # the SHA-256 of the content the task runs,
     interpreter: str | None = None  # and what runs it (argv: interpreter, path, args)
+    repo: str | None = None  # a subscription's pull task: the subscription it pulls
 
 
 class RetryView(ViewModel):
@@ -119,6 +126,8 @@ def command_view(spec: CommandSpec) -> CommandView:
     command = spec.command
     if isinstance(command, ArgvCommand):
         return CommandView(kind="argv", argv=command.argv())
+    if isinstance(command, RepoPullCommand):
+        return CommandView(kind="repo", argv=command.argv(), repo=command.repo)
     if isinstance(command, ScriptCommand):
         return CommandView(kind="script", argv=command.argv(), script=command.path,
                            digest=command.digest, interpreter=command.interpreter)

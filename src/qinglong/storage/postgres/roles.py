@@ -53,6 +53,7 @@ _PUBLISHING = {
     "scripts": frozenset({S, I, U}),  # 0019_scripts
     "script_revisions": frozenset({S, I}),
     "script_blobs": frozenset({S, I}),
+    "repos": frozenset({S, I, U}),  # 0022_repos
 }
 # Starting, cancelling and moving flow runs on (ql_runtime, ql_web): a flow run and the step
 # row of each of its nodes (0016_flows).
