@@ -118,6 +118,9 @@ def test_add_publishes_the_pull_task_and_its_trigger(services: Services, origin:
     assert services.catalog.task_show("demo", pull_task_id("jd")).enabled is False
     with pytest.raises(NotFound):
         services.repos.get("demo", "jd")
+    # added again: it continues, its pull task enabled again
+    services.repos.add("demo", "jd", RepoSpec(url=str(origin.bare)), "alice", cron=None)
+    assert services.catalog.task_show("demo", pull_task_id("jd")).enabled is True
 
 
 def test_a_pull_imports_reports_and_makes_tasks_once(services: Services, origin: Origin,

@@ -349,7 +349,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         "ql_worker": ("project_env_entries", "project_env_revisions"),
         "ql_runtime": ("project_env_entries", "project_env_revisions"),
         "postgres": ("project_env_entries", "project_env_revisions", "secret_keyring")}
-    repo_tables = {"ql_admin": ("repos",), "ql_web": ("repos",), "postgres": ("repos",)}
+    repo_tables = {"ql_admin": ("repos",), "ql_web": ("repos",), "ql_runtime": ("repos",),
+                   "postgres": ("repos",)}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",

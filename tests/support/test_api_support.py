@@ -302,7 +302,7 @@ SNAPSHOT_TABLES = ("projects", "project_env_revisions", "project_env_entries",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
                    "audit_log", "notify_channels", "notify_rules", "notify_outbox", "flows",
                    "flow_revisions", "flow_runs", "flow_steps", "scripts", "script_revisions",
-                   "script_blobs")
+                   "script_blobs", "repos")
 
 
 def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
@@ -329,7 +329,7 @@ def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
               "token": "ffffffffffffffff" if write else token_id,
               "username": "nobody", "channel": "ghost" if write else "ops",
               "delivery": GHOST_RUN, "flow": "ghost", "flow_run": GHOST_RUN,
-              "variable": "REGION"}
+              "variable": "REGION", "repo": "ghost"}
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 
@@ -456,6 +456,11 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"nodes": {"a": {"task": "hello", "parameters": {"nope": 1}}}},
         {"failure": "panic", "nodes": {"a": "hello"}}, {"timeout": "soon", "nodes": {"a": "hello"}},
         {"timeout": "10ms", "nodes": {"a": "hello"}}, {"name": "", "nodes": {"a": "hello"}}],
+    ("POST", "/api/v1/projects/{project}/repos"): [
+        {"name": "jd", "url": "not a url"}, {"name": "Bad Name!", "url": "/r.git"},
+        {"name": "jd", "url": "/r.git", "branch": "../x"},
+        {"name": "jd", "url": "/r.git", "schedule": "99 * * * *"},
+        {"name": "jd", "url": "/r.git", "token_env": "bad name"}],
     ("PUT", "/api/v1/projects/{project}/scripts/content"): [
         {"path": "/abs.py", "content": "print(1)"}, {"path": "a/../b.py", "content": "x"},
         {"path": "x.py"}, {"content": "x"}, {"path": "x.py", "content": 7},
@@ -554,7 +559,7 @@ def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
         values = {"project": "demo", "task": "hello", "trigger": "yearly",
                   "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer",
                   "channel": "ops", "delivery": GHOST_RUN, "flow": "etl",
-                  "flow_run": GHOST_RUN, "variable": "REGION"}
+                  "flow_run": GHOST_RUN, "variable": "REGION", "repo": "ghost"}
         return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], endpoint.path)
 
     for endpoint in write_endpoints():

@@ -48,7 +48,7 @@ def test_every_path_parameter_states_the_pattern_the_server_checks_it_with() -> 
                 method, path, name)
             seen.add(name)
     assert seen == {"project", "task", "trigger", "run", "token", "username", "channel",
-                    "delivery", "flow", "flow_run", "variable"}
+                    "delivery", "flow", "flow_run", "variable", "repo"}
 
 
 def test_query_parameters_named_like_identifiers_state_their_pattern_and_numbers_a_range() -> None:
@@ -93,6 +93,7 @@ HANDLER_CHECKS: dict[str, Any] = {
     "flow": lambda value: ids.entity_id(value, "flow"),
     "flow_run": _run_ref,  # (a prefix the flow store looks up, as a Run's)
     "variable": project_env.variable_name,  # (the store's check of an entry's name)
+    "repo": lambda value: ids.entity_id(value, "repo"),
 }
 
 

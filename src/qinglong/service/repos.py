@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from qinglong.domain.cron import CronSchedule
 from qinglong.domain.manual import ManualRequest
@@ -39,6 +40,7 @@ from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.kernel import Database
 from qinglong.storage.repos import RepoStore
 
+T = TypeVar("T")
 PULL_TIMEOUT_MS = 15 * 60_000
 Say = Callable[[str], None]
 
@@ -60,6 +62,10 @@ class Repos:
         self._db = db
         self._admit = admit
 
+    def _unit(self, action: str, work: Callable[[], T]) -> T:
+        """``work`` as one unit of work, or inside the caller's (an API request's)."""
+        return work() if self._db.in_unit else self._db.unit(action, work)
+
     # -- the subscription ---------------------------------------------------------------
 
     def add(self, project_id: str, name: str, spec: RepoSpec, actor: str, *,
@@ -74,7 +80,7 @@ class Repos:
             task = pull_task_id(name)
             cluster = self._db.capabilities.executor_type is ExecutorType.REMOTE_WORKER
             self._catalog.task_publish(TaskPublishRequest(
-                project_id=project_id, task_id=task, name=f"pull {name}",
+                project_id=project_id, task_id=task, name=f"pull {name}", enabled=True,
                 patch=TaskPatch(command=RepoPullCommand(repo=name), timeout_ms=PULL_TIMEOUT_MS,
                                 concurrency=1,
                                 requires=(PULL_LABEL,) if cluster else ())))
@@ -84,7 +90,7 @@ class Repos:
                     timezone=timezone, misfire_policy="skip"))
             return repo
 
-        return self._db.unit("add a subscription", work)
+        return self._unit("add a subscription", work)
 
     def listing(self, project_id: str, removed: bool = False) -> list[Repo]:
         return self._store.listing(project_id, removed)
@@ -105,7 +111,7 @@ class Repos:
             self._catalog.task_set_enabled(project_id, task, False)
             return repo
 
-        return self._db.unit("remove a subscription", work)
+        return self._unit("remove a subscription", work)
 
     def pull(self, project_id: str, name: str, actor: str, request_id: str) -> str:
         """Admit a Run of the pull task now (its log and outcome are the pull's); its id."""
@@ -154,7 +160,7 @@ class Repos:
 
         if dry_run:
             return self._dry(repo, fetched)
-        return self._db.unit("import a pull", work)
+        return self._unit("import a pull", work)
 
     def _dry(self, repo: Repo, fetched: Fetched) -> PullReport:
         current = self._current(repo)

@@ -41,6 +41,7 @@ from qinglong.web import (
     env_routes,
     flow_routes,
     notify_routes,
+    repo_routes,
     runs,
     script_routes,
     system,
@@ -73,7 +74,8 @@ def api_endpoints() -> tuple[Endpoint, ...]:
     """Every route of the API, the OpenAPI document and docs page included."""
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
-            *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS)
+            *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
+            *repo_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

@@ -73,6 +73,24 @@ class ScriptSaveRequest(Request):
                                                         "content they pinned")
 
 
+class RepoAddRequest(Request):
+    name: str = Field(description="The subscription's name: its scripts go to the folder NAME/")
+    url: str = Field(description="https://, ssh://, git://, file://, user@host:path or a path")
+    branch: str = "main"
+    include: list[str] | None = Field(default=None, max_length=16, description=(
+        "Globs of the files that are scripts (left out: *.py *.js *.mjs *.cjs *.sh)"))
+    exclude: list[str] = Field(default_factory=list, max_length=16)
+    auto_tasks: bool = Field(default=False, description="Tasks and triggers from the scripts' "
+                                                        "cron: header lines")
+    schedule: str | None = Field(default=None, description="Pull on this cron schedule "
+                                                           "(left out: only when asked)")
+    timezone: str = "UTC"
+    token_env: str | None = Field(default=None, description="An https token: this entry of "
+                                                            "the project's environment")
+    ssh_key_env: str | None = Field(default=None, description="An ssh deploy key: this entry "
+                                                              "of the project's environment")
+
+
 class RetryRequest(Request):
     max_attempts: r.RetryAttempts | None = None
     backoff_ms: r.RetryBackoff | None = None

@@ -65,6 +65,7 @@ IDENTIFIERS: dict[str, Identifier] = {
     "run": Identifier(ids.RUN_REF, ids.RUN_REF_RULE,
                       "Run id, or a unique prefix of 8 or more characters"),
     "flow": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Flow id"),
+    "repo": Identifier(ids.ENTITY_ID, ids.ENTITY_ID_RULE, "Git subscription name"),
     "flow_run": Identifier(ids.RUN_REF, ids.RUN_REF_RULE,
                            "Flow run id, or a unique prefix of 8 or more characters"),
     "token": Identifier(ids.TOKEN_ID, ids.TOKEN_ID_RULE, "Token id (the 16 characters after "

@@ -119,6 +119,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "notify_recoveries": frozenset({S, I, U, D}),
         "flows": frozenset({S}),
         "flow_revisions": frozenset({S}),
+        "repos": frozenset({S}),  # ql repo pull admits a pull as ql task run does (0022)
         **_FLOW_RUNS,
         "project_env_revisions": frozenset({S}),  # as a lease reads them (0021_project_env)
         "project_env_entries": frozenset({S}),

@@ -310,3 +310,35 @@ revision</label>
 <th>Source</th><th>By</th><th>Saved</th></tr></thead><tbody></tbody></table></div>
 </section></div>
 """
+
+SUBSCRIPTIONS = """
+<h1>Subscriptions</h1>
+<p class="muted">Git repositories whose scripts a project pulls. Each pull is a Run of the
+subscription's pull task: it imports the branch's scripts in one transaction and, with
+auto-tasks, keeps tasks in step with the scripts' <code>cron:</code> lines. Also
+<code>ql repo add|pull|ls|show|rm</code>.</p>
+<form id="repos-form" class="inline">
+<label>Project <select id="repos-project"></select></label></form>
+<p id="problem" class="problem" hidden></p>
+<p id="repo-result" role="status"></p>
+<section><h2>Subscriptions</h2>
+<div class="table-scroll">
+<table id="repos" class="grid"><thead><tr><th>Name</th><th>Repository</th><th>Branch</th>
+<th>Auto-tasks</th><th>Last commit</th><th>Last pull (your zone)</th><th>Last pull did</th>
+<th></th></tr></thead><tbody></tbody></table></div></section>
+<section data-needs="admin"><h2>Subscribe</h2>
+<form id="repo-add" class="inline">
+<label>Name <input id="repo-name" required placeholder="jd" size="20"></label>
+<label>Repository URL <input id="repo-url" required size="60"
+placeholder="https://github.com/owner/scripts.git"></label>
+<label>Branch <input id="repo-branch" value="main" size="20"></label>
+<label>Pull schedule (cron, optional) <input id="repo-schedule" placeholder="0 */6 * * *"
+size="20"></label>
+<label>Time zone <input id="repo-timezone" value="UTC" size="20"></label>
+<label>Script globs (space-separated) <input id="repo-include"
+placeholder="*.py *.js *.mjs *.cjs *.sh" size="40"></label>
+<label>Exclude globs <input id="repo-exclude" size="40"></label>
+<label><input type="checkbox" id="repo-auto-tasks"> Make tasks from the scripts' cron: lines
+</label>
+<button type="submit" id="repo-add-button">Subscribe</button></form></section>
+"""

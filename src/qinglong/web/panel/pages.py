@@ -39,6 +39,7 @@ from qinglong.web.panel.markup import (
     RUNS,
     SCRIPTS,
     STATS,
+    SUBSCRIPTIONS,
     TASK_EDITOR,
     TASKS,
     TRIGGER,
@@ -56,6 +57,7 @@ NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/tasks/edit", "Task editor", "task-editor"),
        ("/triggers/edit", "Trigger editor", "trigger-editor"), ("/runs", "Runs", "runs"),
        ("/flows", "Flows", "flows"), ("/scripts", "Scripts", "scripts"),
+       ("/subscriptions", "Subscriptions", "subscriptions"),
        ("/stats", "Stats", "stats"), ("/notifications", "Notifications", "notifications"))
 
 
@@ -122,6 +124,7 @@ PAGES = (
     Page("/flows", "flows", "Flows", FLOWS),
     Page("/flows/runs/{flow_run}", "flow-run", "Flow run", FLOW_RUN, ("flow_run",)),
     Page("/scripts", "scripts", "Scripts", SCRIPTS),
+    Page("/subscriptions", "subscriptions", "Subscriptions", SUBSCRIPTIONS),
     Page("/stats", "stats", "Stats", STATS),
     Page("/notifications", "notifications", "Notifications", NOTIFICATIONS),
 )

@@ -18,3 +18,6 @@ CREATE TABLE qinglong.repos (
 );
 
 GRANT SELECT, INSERT, UPDATE ON qinglong.repos TO ql_admin, ql_web;
+-- ql repo pull admits a Run of the pull task as ql task run does (ql_runtime): it reads which
+-- subscriptions there are.
+GRANT SELECT ON qinglong.repos TO ql_runtime;

@@ -1918,6 +1918,87 @@
       .then(function () { button.disabled = false; });
   }
 
+  // --- subscriptions --------------------------------------------------------------------------
+
+  /* Git subscriptions: each pull is a Run of the subscription's pull task; Pull admits one
+     and links to it. What a viewer may not do has no control on the page. */
+  function subscriptionsPage() {
+    var select = $("repos-project");
+
+    function did(report) {
+      if (!report) return "—";
+      var parts = [report.saved.length + " saved", report.removed.length + " removed"];
+      if (report.problems.length) parts.push(report.problems.length + " not imported");
+      var made = report.tasks_created.length;
+      if (made) parts.push(made + (made === 1 ? " task made" : " tasks made"));
+      if (report.tasks_disabled.length) parts.push(report.tasks_disabled.length + " disabled");
+      return parts.join(", ");
+    }
+
+    function load() {
+      var project = select.value;
+      if (!project) return Promise.resolve();
+      return api("GET", "/projects/" + seg(project) + "/repos").then(function (repos) {
+        showProblem("problem", null);
+        var tbody = clear($("repos").tBodies[0]);
+        if (!repos.length) emptyRow(tbody, 8, "No subscription in this project.");
+        repos.forEach(function (r) {
+          var pull = el("button", { type: "button", "data-needs": "operate", "data-repo": r.name,
+            onclick: function (event) {
+              var button = event.currentTarget;
+              button.disabled = true;
+              api("POST", "/projects/" + seg(project) + "/repos/" + seg(r.name) + "/pull", {})
+                .then(function (view) {
+                  showResult("repo-result", null, "Pull admitted: Run ").appendChild(runLink(view.run));
+                }).catch(function (e) { showResult("repo-result", e); })
+                .then(function () { button.disabled = false; });
+            } }, "Pull now");
+          var remove = el("button", { type: "button", "data-needs": "admin",
+            "data-remove": r.name, onclick: function () {
+              if (!window.confirm("End the subscription " + r.name + "? Its pull task and " +
+                  "trigger are disabled; the scripts and tasks it made stay.")) return;
+              api("DELETE", "/projects/" + seg(project) + "/repos/" + seg(r.name))
+                .then(function () {
+                  showResult("repo-result", null, "Subscription " + r.name + " ended.");
+                  load();
+                }).catch(function (e) { showResult("repo-result", e); });
+            } }, "Remove");
+          tbody.appendChild(row([el("span", { class: "mono" }, r.name),
+            el("span", { class: "mono" }, r.url), r.branch, r.auto_tasks ? "yes" : "no",
+            el("span", { class: "mono" }, r.last_commit ? r.last_commit.slice(0, 12) : "—"),
+            r.last_pull_at ? when(r.last_pull_at) : "never", did(r.last_report),
+            el("td", {}, pull, " ", remove)], { "data-repo-row": r.name }));
+        });
+        applyRoles(tbody);
+      }).catch(function (e) { showProblem("problem", e); });
+    }
+
+    function words(id) {
+      var text = $(id).value.trim();
+      return text ? text.split(/\s+/) : null;
+    }
+
+    $("repo-add").addEventListener("submit", function (event) {
+      event.preventDefault();
+      var body = { name: $("repo-name").value.trim(), url: $("repo-url").value.trim(),
+        branch: $("repo-branch").value.trim() || "main",
+        timezone: $("repo-timezone").value.trim() || "UTC",
+        auto_tasks: $("repo-auto-tasks").checked, exclude: words("repo-exclude") || [] };
+      if (words("repo-include")) body.include = words("repo-include");
+      if ($("repo-schedule").value.trim()) body.schedule = $("repo-schedule").value.trim();
+      api("POST", "/projects/" + seg(select.value) + "/repos", body).then(function (view) {
+        showResult("repo-result", null, "Subscribed as " + view.name + "; pull task " +
+          view.pull_task + ".");
+        load();
+      }).catch(function (e) { showResult("repo-result", e); });
+    });
+    projectsInto(null).then(function (projects) {
+      projects.forEach(function (p) { select.appendChild(el("option", { value: p.id }, p.id)); });
+      select.addEventListener("change", load);
+      every(5000, load);
+    }).catch(function (e) { showProblem("problem", e); });
+  }
+
   // --- start ----------------------------------------------------------------------------------
 
   var PAGES = {
@@ -1932,6 +2013,7 @@
     flows: flowsPage,
     "flow-run": flowRunPage,
     scripts: scriptsPage,
+    subscriptions: subscriptionsPage,
     stats: statsPage,
     notifications: notificationsPage
   };
