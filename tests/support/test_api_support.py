@@ -1188,6 +1188,12 @@ def flow_notify(http: Http, people: People, db: Database) -> None:
                                            "events": ["unplaceable"],
                                            "unplaceable_after_ms": 3_600_000}, 201)
         assert mail["unplaceable_after_ms"] == 3_600_000
+        [mail] = ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello",
+                                           "events": ["started", "running_long", "late_start"],
+                                           "running_long_after_ms": 1_800_000}, 201)
+        assert (mail["running_long_after_ms"], mail["late_start_after_ms"]) == (1_800_000,
+                                                                                300_000)
+        assert {"started", "running_long", "late_start", "unplaceable"} <= set(mail["events"])
         http.call("POST", rules, auth=admin,
                   body={"channel": "ops", "project": "ghost"}).problem(404)
         http.call("POST", rules, auth=admin,
@@ -1206,12 +1212,6 @@ def flow_notify(http: Http, people: People, db: Database) -> None:
         assert tested["event"] == "notify.test" and tested["channel"] == "ops"
         assert len(receiver.received) == 1
         headers, sent = receiver.received[0]
-        [mail] = ok("POST", rules, admin, {"channel": "mail", "project": "demo", "task": "hello",
-                                           "events": ["started", "running_long", "late_start"],
-                                           "running_long_after_ms": 1_800_000}, 201)
-        assert (mail["running_long_after_ms"], mail["late_start_after_ms"]) == (1_800_000,
-                                                                                300_000)
-        assert {"started", "running_long", "late_start", "unplaceable"} <= set(mail["events"])
         assert headers["x-qinglong-event"] == "notify.test" and "x-qinglong-signature" in headers
         assert json.loads(sent)["id"] == tested["id"] and HOOK_SECRET.encode() not in sent
         http.call("POST", f"{channels}/ghost/test", auth=operator, body={}).problem(404)
