@@ -13,6 +13,11 @@ outcome: how many ended in each state, how many attempts they took, dispatch lat
 what happened to the Runs the killed worker held; and per flow run its outcome, each node's
 Run (exactly one) and the worker that ran it.
 
+It also subscribes the project to a local Git repository made of `demo_repo/` (`ql repo add
+--auto-tasks`): the first worker is given `--repos-url` (ql_admin), takes the pull's Run and
+imports the example scripts; their `cron:` header lines become tasks and triggers whose Runs
+run the imported scripts, and the summary counts them with the others.
+
 A `ql web` (role ql_web) serves the web panel and the API beside them: the demo prints its
 URL and a login (user `demo`, a fresh password), and the panel shows the triggers and Runs
 live. Run from a terminal, the demo keeps the panel up after the summary until Enter.
@@ -41,6 +46,7 @@ from testkit.postgres import EmbeddedPostgres
 
 DEFINITIONS = Path(__file__).with_name("demo_cluster.yaml")
 FLOW = Path(__file__).with_name("demo_flow.yaml")
+EXAMPLES = Path(__file__).with_name("demo_repo")  # committed to a local Git repository
 FLOW_RUNS = 3
 FLOW_TRIGGER = "nightly-every-10s"  # starts the flow every 10 s until it is disabled
 SECONDS = float(os.environ.get("QL_DEMO_SECONDS", "40"))
@@ -132,6 +138,11 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
         "occurrence (disabled again after ~25 s)")
     ql("trigger", "publish", "--project", "demo", "--trigger", FLOW_TRIGGER, "--flow",
        "nightly", "--every", "10s", "--database-url", admin)
+    repository = examples_repository(tmp)
+    say("ql repo add examples --auto-tasks: subscribe the project to a Git repository of "
+        f"example scripts ({EXAMPLES.name}); their cron: lines become tasks")
+    ql("repo", "add", "--project", "demo", "examples", "--url", str(repository),
+       "--auto-tasks", "--database-url", admin)
     web = start_panel(server, tmp)
     try:
         status = run_cluster(runtime, worker_url, tmp, admin)
@@ -145,11 +156,11 @@ def run(server: EmbeddedPostgres, tmp: Path) -> int:
 def run_cluster(runtime: str, worker_url: str, tmp: Path, admin: str) -> int:
     replicas = [Replica(f"replica-{n}", runtime, tmp) for n in (1, 2, 3)]
     workers = [Worker(f"worker-{n}", worker_url, tmp, slots=16, lease_ms=WORKER_LEASE_MS,
-                      extra=("--labels", "gpu") if n == 2 else ())
+                      extra=("--labels", "gpu") if n == 2 else ("--repos-url", admin))
                for n in (1, 2)]
     say("starting three ql control replicas (lease 5 s, grace 30 s) and two ql workers "
         f"(16 slots, lease {WORKER_LEASE_MS // 1000} s; worker-2 with --labels gpu) as "
-        "ql_worker")
+        "ql_worker; worker-1 also pulls subscriptions (--repos-url)")
     started = time.monotonic()
     for process in (*replicas, *workers):
         process.start()
@@ -166,6 +177,8 @@ def run_cluster(runtime: str, worker_url: str, tmp: Path, admin: str) -> int:
             ql("flow", "run", "--project", "demo", "--flow", "nightly", "--request-id",
                f"demo-nightly-{n}", "--actor", "demo", "--database-url", runtime)
         say(f"started the flow nightly {FLOW_RUNS} times (`ql flow runs --project demo`)")
+        ql("repo", "pull", "--project", "demo", "examples", "--database-url", runtime)
+        say("ql repo pull examples: a Run of the pull task, which worker-1 takes")
         killed_replica = flow_trigger_stopped = False
         while (elapsed := time.monotonic() - started) < SECONDS:
             if not flow_trigger_stopped and elapsed >= SECONDS - 15:
@@ -198,7 +211,44 @@ def run_cluster(runtime: str, worker_url: str, tmp: Path, admin: str) -> int:
             if process.process is not None and process.process.poll() is None:
                 process.stop()
     return (summarize(runtime, replicas, start_ms, end_ms) | outcomes(runtime, victim)
+            | subscription(runtime)
             | flow_outcomes(runtime))
+
+
+def examples_repository(tmp: Path) -> Path:
+    """A local Git repository of the example scripts (one commit)."""
+    work = tmp / "examples-repo"
+    shutil.copytree(EXAMPLES, work)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp),
+           "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
+           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.com",
+           "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (("init", "--quiet", "--initial-branch=main"), ("add", "."),
+                 ("commit", "--quiet", "-m", "example scripts")):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
+    return work
+
+
+def subscription(runtime: str) -> int:
+    """The pull's Run and the Runs of the tasks its scripts' cron lines made."""
+    with psycopg.connect(runtime, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT task_id, status, count(*) AS n FROM qinglong.runs "
+            "WHERE task_id = 'repo-examples' OR task_id LIKE 'examples-%' "
+            "GROUP BY task_id, status ORDER BY task_id, status").fetchall()
+    print("\nsubscription examples (ql repo show --project demo examples):")
+    for row in rows:
+        print(f"  {row['task_id']:<24}{row['n']:>4} {row['status']}")
+    pulled = any(r["task_id"] == "repo-examples" and r["status"] == "succeeded" for r in rows)
+    made = {r["task_id"] for r in rows if r["task_id"] != "repo-examples"}
+    # a Run whose worker the demo killed is lost (these tasks are not idempotent)
+    ended = all(r["status"] in ("succeeded", "lost") for r in rows if r["task_id"] in made)
+    ran = {r["task_id"] for r in rows if r["task_id"] in made and r["status"] == "succeeded"}
+    ok = pulled and made == {"examples-examples-hello", "examples-examples-greet"} and ended \
+        and ran == made
+    print("subscription:", "OK, pulled once; the tasks it made ran the imported scripts"
+          if ok else "the pull or the tasks it made did not all succeed")
+    return 0 if ok else 1
 
 
 def flow_outcomes(runtime: str) -> int:
@@ -276,7 +326,7 @@ def outcomes(runtime: str, victim: dict[str, str]) -> int:
             "GROUP BY r.id").fetchall()
         lost = conn.execute("SELECT count(*) AS n FROM qinglong.run_attempts "
                             "WHERE status = 'lost'").fetchone()
-    print(f"\n{'task':<10}{'runs':>6}  outcomes")
+    print(f"\n{'task':<24}{'runs':>6}  outcomes")
     for task in sorted({r["task_id"] for r in runs}):
         mine = [r for r in runs if r["task_id"] == task]
         counts: dict[str, int] = {}
@@ -284,7 +334,7 @@ def outcomes(runtime: str, victim: dict[str, str]) -> int:
             label = r["status"] + (f" ({r['cancel_reason']})" if r["cancel_reason"] else "")
             counts[label] = counts.get(label, 0) + 1
         retried = sum(1 for r in mine if r["attempts"] > 1)
-        print(f"{task:<10}{len(mine):>6}  " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        print(f"{task:<24}{len(mine):>6}  " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
               + (f"; {retried} took a second attempt" if retried else ""))
     latencies = [int(r["first_start"]) - int(r["created_at_ms"]) for r in runs
                  if r["first_start"] is not None]
@@ -352,7 +402,11 @@ def summarize(runtime: str, replicas: list[Replica], start_ms: int, end_ms: int)
         "* * * * * *": CronSchedule.parse("* * * * * *", "UTC"),
         "every-5s-long": CronSchedule.parse("*/5 * * * * *", "UTC"),
         FLOW_TRIGGER: Every(anchor, 10_000)}
-    print(f"\n{'trigger':<18}{'expected':>9}{'admitted':>9}{'duplicates':>11}{'gaps':>6}"
+    for r in revisions:  # the triggers the subscription's scripts made: their own cron
+        made = parse_trigger_envelope(r["spec_json"], stored=True).schedule
+        if r["trigger_id"].startswith("examples-") and isinstance(made, CronSchedule):
+            schedules[r["trigger_id"]] = made
+    print(f"\n{'trigger':<24}{'expected':>9}{'admitted':>9}{'duplicates':>11}{'gaps':>6}"
           f"{'lag p50':>9}{'lag p99':>9}")
     problems = 0
     all_lags: list[int] = []
@@ -362,7 +416,7 @@ def summarize(runtime: str, replicas: list[Replica], start_ms: int, end_ms: int)
                   max(start_ms, published[trigger]), min(end_ms, stopped.get(trigger, end_ms)))
         problems += t.duplicates + len(t.gaps) + len(t.spurious)
         all_lags += t.lags_ms
-        print(f"{trigger:<18}{t.expected:>9}{t.admitted:>9}{t.duplicates:>11}{len(t.gaps):>6}"
+        print(f"{trigger:<24}{t.expected:>9}{t.admitted:>9}{t.duplicates:>11}{len(t.gaps):>6}"
               f"{percentile(t.lags_ms, 50):>7}ms{percentile(t.lags_ms, 99):>7}ms")
     per_replica = {r.owner: sum(1 for e in r.events() if e.get("event") == "admitted") for r in replicas}
     print(f"\nadmissions per replica: {per_replica}")

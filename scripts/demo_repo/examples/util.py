@@ -1,0 +1,3 @@
+# A subscribed script without a cron line: imported as a script, no task is made for it.
+def double(value: int) -> int:
+    return value * 2
