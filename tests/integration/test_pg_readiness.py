@@ -280,14 +280,15 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # go with 0016's flow_runs; 0019_scripts' tables go; so do 0021_project_env's tables and
     # its columns of run_attempts (its grant of INSERT on audit_log to ql_admin goes with
     # 0008's audit_log); 0020_notify_events' index goes and its constraints go back to
-    # 0006's (0017's come back when it runs again); 0022_repos' table goes.
+    # 0006's (0017's come back when it runs again); 0022_repos' table goes; so does 0023_deps'.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
                                 '0011_login_devices', '0012_eligibility', '0013_lean_indexes',
                                 '0014_placement', '0015_parameters', '0016_flows',
                                 '0017_unplaceable', '0018_flow_triggers', '0019_scripts',
-                                '0020_notify_events', '0021_project_env', '0022_repos');
+                                '0020_notify_events', '0021_project_env', '0022_repos',
+                                '0023_deps');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -307,6 +308,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         DROP TABLE script_revisions, scripts, script_blobs;
         DROP TABLE project_env_entries, project_env_revisions, secret_keyring;
         DROP TABLE repos;
+        DROP TABLE dep_set_revisions;
         ALTER TABLE run_attempts DROP COLUMN environment_revision,
             DROP COLUMN environment_digest;
         DROP INDEX run_events_progress_idx;
@@ -351,6 +353,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         "postgres": ("project_env_entries", "project_env_revisions", "secret_keyring")}
     repo_tables = {"ql_admin": ("repos",), "ql_web": ("repos",), "ql_runtime": ("repos",),
                    "postgres": ("repos",)}
+    deps_tables = {"ql_admin": ("dep_set_revisions",), "ql_web": ("dep_set_revisions",),
+                   "ql_worker": ("dep_set_revisions",), "postgres": ("dep_set_revisions",)}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
@@ -358,7 +362,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0016_flows", "missing-migration:0017_unplaceable",
                "missing-migration:0018_flow_triggers", "missing-migration:0019_scripts",
                "missing-migration:0020_notify_events", "missing-migration:0021_project_env",
-               "missing-migration:0022_repos"]
+               "missing-migration:0022_repos", "missing-migration:0023_deps"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -366,7 +370,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                           + [f"missing-table:{t}" for t in flow_tables.get(role, ())]
                           + [f"missing-table:{t}" for t in script_tables.get(role, ())]
                           + [f"missing-table:{t}" for t in env_tables.get(role, ())]
-                          + [f"missing-table:{t}" for t in repo_tables.get(role, ())])]
+                          + [f"missing-table:{t}" for t in repo_tables.get(role, ())]
+                          + [f"missing-table:{t}" for t in deps_tables.get(role, ())])]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
@@ -376,7 +381,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0016_flows", "0017_unplaceable",
                                          "0018_flow_triggers", "0019_scripts",
                                          "0020_notify_events", "0021_project_env",
-                                         "0022_repos")
+                                         "0022_repos", "0023_deps")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

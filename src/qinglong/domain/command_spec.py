@@ -158,7 +158,20 @@ class RepoPullCommand:
         return {"kind": "repo", "repo": self.repo}
 
 
-Command = ArgvCommand | ShellCommand | ScriptCommand | RepoPullCommand
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DepsInstallCommand:
+    """Install the project's current dependency set into this worker's cache (the task
+    ``ql deps`` makes; docs/dependencies.md). The executor runs its installer on the set
+    it reads when the Attempt starts; the log says which revision and digest."""
+
+    def argv(self) -> list[str]:
+        return ["ql", "deps", "install-run"]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": "deps"}
+
+
+Command = ArgvCommand | ShellCommand | ScriptCommand | RepoPullCommand | DepsInstallCommand
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,6 +273,9 @@ def _parse_command(value: object) -> Command:
     if kind == "shell":
         _exact_keys(value, "command", {"kind", "command", "shell"}, set())
         return ShellCommand(command=value["command"], shell=value["shell"])
+    if kind == "deps":
+        _exact_keys(value, "command", {"kind"}, set())
+        return DepsInstallCommand()
     if kind == "repo":
         _exact_keys(value, "command", {"kind", "repo"}, set())
         return RepoPullCommand(repo=value["repo"])
@@ -270,7 +286,7 @@ def _parse_command(value: object) -> Command:
             raise InvalidInput("command.args", "must be a list of strings")
         return ScriptCommand(path=value["path"], digest=value["digest"],
                              interpreter=value["interpreter"], args=tuple(args))
-    raise InvalidInput("command.kind", "must be 'argv', 'shell', 'script' or 'repo'")
+    raise InvalidInput("command.kind", "must be 'argv', 'shell', 'script', 'repo' or 'deps'")
 
 
 def parse_command_config(config: object) -> CommandSpec:

@@ -10,14 +10,15 @@ from qinglong.ids import new_uuid
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.deps import DepStore
 from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Capabilities, Database, Tx
 from qinglong.storage.notify import NotifyStore
+from qinglong.storage.repos import RepoStore
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.flow_store import FlowStore
 from qinglong.storage.runs.logs import LogStore
-from qinglong.storage.repos import RepoStore
 from qinglong.storage.scripts import ScriptStore
 
 
@@ -36,6 +37,7 @@ class Stores:
     instances: InstanceStore = field(init=False)
     scripts: ScriptStore = field(init=False)
     repos: RepoStore = field(init=False)
+    deps: DepStore = field(init=False)
     logs: LogStore | None = field(init=False)  # output kept in the database, where it is
 
     def __post_init__(self) -> None:
@@ -51,6 +53,7 @@ class Stores:
         self.instances = InstanceStore(self.db)
         self.scripts = ScriptStore(self.db)
         self.repos = RepoStore(self.db)
+        self.deps = DepStore(self.db)
         self.logs = LogStore(self.db) if self.db.capabilities.logs_in_database else None
 
     @property

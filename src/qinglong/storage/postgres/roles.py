@@ -54,6 +54,7 @@ _PUBLISHING = {
     "script_revisions": frozenset({S, I}),
     "script_blobs": frozenset({S, I}),
     "repos": frozenset({S, I, U}),  # 0022_repos
+    "dep_set_revisions": frozenset({S, I}),  # 0023_deps: appended, never changed
 }
 # Starting, cancelling and moving flow runs on (ql_runtime, ql_web): a flow run and the step
 # row of each of its nodes (0016_flows).
@@ -136,6 +137,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         **_SCHEMA_FACTS,
         "task_execution_revisions": frozenset({S}),
         "script_blobs": frozenset({S}),  # the script a plan pins, by its digest (0019_scripts)
+        "dep_set_revisions": frozenset({S}),  # a script's project's dependencies (0023_deps)
         # the project environment a lease carries (secrets sealed: 0021_project_env)
         "project_env_revisions": frozenset({S}),
         "project_env_entries": frozenset({S}),
