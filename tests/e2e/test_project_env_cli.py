@@ -76,7 +76,8 @@ def test_without_the_key_the_run_fails_and_never_starts(tmp_path: Path) -> None:
     q, out, _ = _setup(tmp_path)
     shown = _run_once(q, "r-nokey", None)
     assert shown["run"]["status"] == "failed"
-    assert "QL_SECRET_KEY_MISSING" in shown["run"]["error_summary"]
+    assert shown["run"]["error_code"] == "ENVIRONMENT_UNAVAILABLE", shown["run"]
+    assert shown["run"]["error_summary"].startswith("QL_SECRET_KEY_MISSING")
     assert not out.exists()
     logs = q.run("run", "logs", shown["run"]["id"]).stdout
     assert "QL_SECRET_KEY_MISSING" in logs and "project environment revision 4" in logs

@@ -21,6 +21,7 @@ from qinglong.execution.cgroups import RunGroup
 from qinglong.execution.identity import PRLIMIT, Identity
 from qinglong.execution.logs import CappedLogPump, private_dir, private_file, private_opener
 from qinglong.execution.processes import kill_group
+from qinglong.execution.project_env import EnvironmentUnavailable, project_variables
 from qinglong.storage.runs.params import AttemptLease
 
 PLAIN = Identity()
@@ -39,8 +40,6 @@ def environment(lease: AttemptLease, inherited: Mapping[str, str]) -> dict[str, 
     """What the child sees: a few inherited variables, the project's environment, the
     task's entries, and QL_* facts (a project secret that cannot be opened raises an
     OSError: the command does not start)."""
-    from qinglong.execution.project_env import project_variables
-
     assert lease.execution is not None
     env = {name: inherited[name] for name in INHERITED_ENV if name in inherited}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -149,6 +148,8 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
             group.remove()
         reason = exc.strerror or str(exc)
         _note(log_path, f"could not start the command: {reason}")
+        if isinstance(exc, EnvironmentUnavailable):  # nothing started: no partial environment
+            return failed("ENVIRONMENT_UNAVAILABLE", reason, log_path=log_path)
         return failed("EXECUTOR_START_FAILED", f"could not start {argv[0]!r}: {reason}",
                       log_path=log_path)
     assert process.stdout is not None
