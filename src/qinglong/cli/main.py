@@ -103,6 +103,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "audit": ("audit", "audit", ()),
     "control": ("control", "control", ()),
     "db": ("db", "db", ()),
+    "deps": ("deps", "deps", ()),
     "env": ("env", "env", ()),
     "export": ("apply", "export", ()),
     "flow": ("flow", "flow", ()),

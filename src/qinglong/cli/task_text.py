@@ -16,7 +16,7 @@ _LABELS = {"working_directory": "cwd", "timeout_ms": "timeout", "concurrency": "
 
 def command_text(command: CommandView) -> str:
     """The command as it runs: its argv, or its shell text (with the shell unless /bin/sh)."""
-    if command.kind == "argv":
+    if command.kind in ("argv", "repo", "deps"):  # repo, deps: what the executor starts
         return " ".join(command.argv or ())
     if command.kind == "script":
         return " ".join(command.argv or ()) + f"  (script @{(command.digest or '')[:12]})"

@@ -17,14 +17,15 @@ from qinglong.service.accounts import Accounts, SessionPolicy
 from qinglong.service.backfill import Backfills
 from qinglong.service.catalog import Catalog
 from qinglong.service.declarative import Declarative
+from qinglong.service.deps import Deps
 from qinglong.service.flows import Flows
 from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
 from qinglong.service.notifications import Notifications
 from qinglong.service.processes import Processes
 from qinglong.service.queue import QueueView, queue_view
-from qinglong.service.run_pages import RunPages
 from qinglong.service.repos import Repos
+from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.scripts import Scripts
 from qinglong.service.stats import TaskStats
@@ -53,6 +54,7 @@ class Services:
     flows: Flows = field(init=False)
     scripts: Scripts = field(init=False)
     repos: Repos = field(init=False)
+    deps: Deps = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
@@ -73,6 +75,8 @@ class Services:
         self.scripts = Scripts(stores.scripts, self.catalog, stores.db)
         self.repos = Repos(stores.repos, self.scripts, self.catalog, stores.db,
                            lambda request: self.manual.admit(request).id)
+        self.deps = Deps(stores.deps, self.catalog, stores.db,
+                         lambda request: self.manual.admit(request).id)
 
     def queue(self) -> QueueView:
         """The queue and its Runs by required labels (GET /api/v1/queue)."""

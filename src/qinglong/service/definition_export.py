@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from qinglong.domain.flow import FlowRevision
 from qinglong.domain.model import ProjectStatus
-from qinglong.domain.task import RepoPullCommand
+from qinglong.domain.task import DepsInstallCommand, RepoPullCommand
 from qinglong.service.definition_env import STORED_NOTE, exported_env
 from qinglong.service.definition_flows import exported_flow
 from qinglong.service.definition_model import DesiredProject, DesiredTask, DesiredTrigger
@@ -41,7 +41,7 @@ def export_definitions(store: DefinitionStore, project_ids: Sequence[str] | None
         for view in store.task_list(project.id):
             task = view.revision
             spec = task.spec
-            if isinstance(spec.command, RepoPullCommand):
+            if isinstance(spec.command, RepoPullCommand | DepsInstallCommand):
                 managed.add(task.task_id)
                 continue
             env, secrets = exported_env(spec.environment)

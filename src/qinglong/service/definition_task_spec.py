@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from qinglong.domain.scripts import ScriptRef
 from qinglong.domain.model import TaskView
-from qinglong.domain.task import Command, CommandSpec, EnvEntry, RepoPullCommand, ScriptCommand
+from qinglong.domain.scripts import ScriptRef
+from qinglong.domain.task import (
+    Command,
+    CommandSpec,
+    DepsInstallCommand,
+    EnvEntry,
+    RepoPullCommand,
+    ScriptCommand,
+)
 from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.definition_model import DesiredTask, Issues
 from qinglong.service.definition_plan import spec_key
@@ -50,6 +57,8 @@ def desired_spec(task: DesiredTask, command: Command, entries: list[EnvEntry],
 
 
 def pulls(view: TaskView | None) -> bool:
-    """Whether a stored task is a subscription's pull task: `ql repo` keeps it, so files
-    neither export nor prune it (docs/subscriptions.md)."""
-    return view is not None and isinstance(view.revision.spec.command, RepoPullCommand)
+    """Whether a stored task is a subscription's pull task or a project's dependency
+    install task: `ql repo` and `ql deps` keep them, so files neither export nor prune them
+    (docs/subscriptions.md, docs/dependencies.md)."""
+    return view is not None and isinstance(view.revision.spec.command,
+                                           RepoPullCommand | DepsInstallCommand)

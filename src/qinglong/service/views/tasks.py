@@ -13,6 +13,7 @@ from qinglong.domain.model import TaskView as TaskHead
 from qinglong.domain.task import (
     ArgvCommand,
     CommandSpec,
+    DepsInstallCommand,
     RepoPullCommand,
     ScriptCommand,
     TaskRevision,
@@ -32,7 +33,7 @@ class ProjectView(ViewModel):
 
 
 class CommandView(ViewModel):
-    kind: Literal["argv", "shell", "script", "repo"]
+    kind: Literal["argv", "shell", "script", "repo", "deps"]
     argv: list[str] | None = None
     shell: str | None = None
     command: str | None = None
@@ -128,6 +129,8 @@ def command_view(spec: CommandSpec) -> CommandView:
         return CommandView(kind="argv", argv=command.argv())
     if isinstance(command, RepoPullCommand):
         return CommandView(kind="repo", argv=command.argv(), repo=command.repo)
+    if isinstance(command, DepsInstallCommand):  # installs the project's dependency set
+        return CommandView(kind="deps", argv=command.argv())
     if isinstance(command, ScriptCommand):
         return CommandView(kind="script", argv=command.argv(), script=command.path,
                            digest=command.digest, interpreter=command.interpreter)
