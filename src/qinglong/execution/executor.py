@@ -29,6 +29,7 @@ from qinglong.domain.lifecycle import check_attempt_lease
 from qinglong.domain.placement import label_tokens
 from qinglong.errors import InvalidConfig
 from qinglong.execution import command
+from qinglong.execution.deps import Lookup
 from qinglong.execution.identity import Identity
 from qinglong.execution.job_runner import JobRunner, RunnerSettings
 from qinglong.execution.jobs import Job, RunFinished
@@ -78,6 +79,8 @@ class Executor:
         identity: Identity | None = None,
         scripts: Fetch | None = None,
         repos_url: str | None = None,
+        deps: Lookup | None = None,
+        deps_dir: Path | None = None,
     ) -> None:
         """``requeue_on_drain``: a command still running when a drain times out is recorded as
         interrupted and its Run queued again (no attempt spent), instead of cancelled.
@@ -87,7 +90,9 @@ class Executor:
         task requires no label it lacks. ``identity``: the niceness and run-as user of every
         command (execution/identity.py). ``scripts``: the content of a script task by its
         digest (execution/scripts.py). ``repos_url``: the database a subscription's pull
-        imports into (given only to the pull's command; docs/subscriptions.md).
+        imports into (given only to the pull's command; docs/subscriptions.md). ``deps``: a
+        project's dependency set, whose environments are cached in ``deps_dir``
+        (docs/dependencies.md).
         ``renew_every_s``: renew more often than three times a lease, so a cancel request
         (carried by every renewal reply) is seen sooner where no notification brings it.
         ``lease_store``: renewals go through it (a connection of their own, which reconnects
@@ -131,7 +136,8 @@ class Executor:
                 workdir=os.getcwd(),
                 inherited=dict(os.environ if inherited_env is None else inherited_env),
                 requeue_on_drain=requeue_on_drain, log_store=log_store,
-                identity=identity or Identity(), scripts=scripts, repos_url=repos_url),
+                identity=identity or Identity(), scripts=scripts, repos_url=repos_url,
+                deps=deps, deps_dir=deps_dir),
             reaper=self._reaper, log_refusals=self.log_refusals, stopping=self._stopping,
             diagnostics=diagnostics)
         self.started = 0  # commands started (for metrics)

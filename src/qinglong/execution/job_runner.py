@@ -25,9 +25,10 @@ from pathlib import Path
 from qinglong.clock import Clock, pause
 from qinglong.diagnostics import Diagnostic, DiagnosticSink, diagnostic_from, emit
 from qinglong.domain.lifecycle import Outcome
-from qinglong.domain.task import RepoPullCommand, ScriptCommand
+from qinglong.domain.parameters import substitute
+from qinglong.domain.task import DepsInstallCommand, RepoPullCommand, ScriptCommand
 from qinglong.errors import DatabaseCorrupt, LeaseLost, StorageError
-from qinglong.execution import command, scripts
+from qinglong.execution import command, deps, scripts
 from qinglong.execution.identity import Identity
 from qinglong.execution.jobs import Job, job_outcome
 from qinglong.execution.logship import LogRefusals, LogShipper, noting_lost_output
@@ -59,6 +60,8 @@ class RunnerSettings:
     identity: Identity = dataclasses.field(default_factory=Identity)  # niceness, run-as user
     scripts: scripts.Fetch | None = None  # a script's content by its digest (docs/scripts.md)
     repos_url: str | None = None  # the database a subscription's pull imports into
+    deps: deps.Lookup | None = None  # a project's dependency set (docs/dependencies.md)
+    deps_dir: Path | None = None  # where this executor caches their environments
 
 
 def passing(exc: BaseException) -> bool:
@@ -207,11 +210,16 @@ class JobRunner:
         plan = lease.execution.plan.command
         if isinstance(plan, RepoPullCommand):
             return self._supervise(job, log, shipper, None, self._pull(job, plan))
+        if isinstance(plan, DepsInstallCommand):
+            return self._supervise(job, log, shipper, None, self._deps(job, None))
         if not isinstance(plan, ScriptCommand):
             return self._supervise(job, log, shipper, None)
         directory = scripts.script_dir(log, lease.attempt, self.settings.identity)
         try:
-            return self._supervise(job, log, shipper, self._script(job, plan, directory))
+            script = self._script(job, plan, directory)
+            launch = None if isinstance(script, Outcome) else self._deps(job, [
+                plan.interpreter, str(script), *substitute(list(plan.args), lease.parameters)])
+            return self._supervise(job, log, shipper, script, launch)
         finally:
             scripts.clean(directory)
 
@@ -233,6 +241,14 @@ class JobRunner:
         return ([sys.executable, "-m", "qinglong", "repo", "import-run", "--project",
                  job.lease.project_id, "--repo", plan.repo],
                 {"QL_DATABASE_URL": url, "QL_ACTOR": f"repo:{plan.repo}"})
+
+    def _deps(self, job: Job, then: list[str] | None) -> deps.Launch | Outcome | None:
+        """The installer's command for the project's dependency set (fetched through a
+        passing storage fault within a lease length; docs/dependencies.md)."""
+        found: list[deps.Launch | Outcome | None] = []
+        self.persist(job, lambda: found.append(deps.launch(
+            self.settings.deps, self.settings.deps_dir, job.lease.project_id, then)))
+        return found[-1]
 
     def _supervise(self, job: Job, log: Path, shipper: LogShipper | None,
                    script: Path | Outcome | None,

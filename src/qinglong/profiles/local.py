@@ -56,6 +56,7 @@ from qinglong.scheduler.report import CycleReport
 from qinglong.service.queue import read_queue
 from qinglong.storage.admission import RequestAdmissions, ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
+from qinglong.storage.deps import DepStore
 from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Database
@@ -120,6 +121,7 @@ class LocalServeConfig:
     labels: Mapping[str, str | None] = field(default_factory=dict)  # placement (its executor's)
     nice: int = 0  # every command's niceness
     run_as: str | None = None  # the user commands run as (a server started as root)
+    deps_dir: Path | None = None  # dependency environments (default: <database>.deps)
 
     def identity(self) -> Identity:
         """How commands are started (InvalidConfig for a --run-as this process cannot use)."""
@@ -150,6 +152,14 @@ class LocalServeConfig:
             return self.log_dir.absolute()
         path = self.database_path.absolute()
         return path.with_name(path.name + ".logs")
+
+    @property
+    def effective_deps_dir(self) -> Path:
+        """Where projects' dependency environments are cached (docs/dependencies.md)."""
+        if self.deps_dir is not None:
+            return self.deps_dir.absolute()
+        path = self.database_path.absolute()
+        return path.with_name(path.name + ".deps")
 
 
 class LocalObserver(Protocol):
@@ -251,6 +261,7 @@ class LocalApp:
                 scripts=ScriptStore(db).content,
                 # a subscription's pull imports into this same file (docs/subscriptions.md)
                 repos_url=f"sqlite:///{self._config.database_path.absolute()}",
+                deps=DepStore(db).current, deps_dir=config.effective_deps_dir,
             )
             self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()

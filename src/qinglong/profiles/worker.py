@@ -35,6 +35,7 @@ from qinglong.metrics import Caps, ExecutionMetrics, new_registry
 from qinglong.profiles.lease_recording import LeaseRecordingRunStore
 from qinglong.profiles.registration import Heartbeat, register, waiting_reason
 from qinglong.profiles.worker_config import WorkerSettings
+from qinglong.storage.deps import DepStore
 from qinglong.storage.instances import InstanceStore, Registration
 from qinglong.storage.postgres.connection import (
     PoolConnector,
@@ -230,6 +231,7 @@ class WorkerApp:
             identity=self._identity,
             scripts=ScriptStore(db).content,
             repos_url=s.repos_url,
+            deps=DepStore(db).current, deps_dir=s.effective_deps_dir,
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)

@@ -6,6 +6,8 @@ Values come from command-line flags, then ``QL_WORKER_*`` environment variables 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -40,6 +42,7 @@ class WorkerSettings(BaseSettings):
     nice: int = Field(default=0, ge=0, le=MAX_NICE)  # every command's niceness
     run_as: str | None = None  # the user commands run as (a worker started as root)
     repos_url: str | None = None  # the database subscriptions' pulls import into (ql_admin)
+    deps_dir: str | None = None  # projects' dependency environments (docs/dependencies.md)
 
     _name = field_validator("worker_id")(process_name)
     _url = field_validator("database_url")(postgres_url("ql worker", " (ql serve runs Runs on SQLite)"))
@@ -68,6 +71,15 @@ class WorkerSettings(BaseSettings):
             raise ValueError("must be a postgresql:// URL of the ql_admin role (or another "
                              "role that may publish)")
         return value
+
+    @property
+    def effective_deps_dir(self) -> Path:
+        """Where this worker caches projects' dependency environments: --deps-dir, else
+        $XDG_CACHE_HOME/qinglong/deps (~/.cache/qinglong/deps)."""
+        if self.deps_dir:
+            return Path(self.deps_dir).absolute()
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "qinglong" / "deps"
 
     @property
     def label_map(self) -> dict[str, str | None]:

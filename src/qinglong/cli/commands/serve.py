@@ -127,6 +127,10 @@ class ConsoleObserver(EventConsole):
               help="Runs executing at once.")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where attempt logs go (default: <database>.logs next to the database).")
+@click.option("--deps-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where projects' dependency environments are built and cached, one per "
+                   "set digest (default: <database>.deps next to the database; "
+                   "docs/dependencies.md).")
 @click.option("--log-max-bytes", type=click.IntRange(1024, 1024**3), default=DEFAULT_LOG_BYTES,
               show_default=True,
               help="Per-attempt log size cap: the first and the last half of the output are "
@@ -159,7 +163,7 @@ class ConsoleObserver(EventConsole):
 @trusted_proxy_option
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
-    concurrency: int, log_dir: Path | None, log_max_bytes: int, log_retention_days: int,
+    concurrency: int, log_dir: Path | None, deps_dir: Path | None, log_max_bytes: int, log_retention_days: int,
     retention_days: int, drain_timeout: int, labels: str | None, nice: int,
     run_as: str | None,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
@@ -181,6 +185,7 @@ def serve(
         interval_s=None if interval is None else interval / 1000,
         concurrency=concurrency,
         log_dir=log_dir,
+        deps_dir=deps_dir,
         log_max_bytes=log_max_bytes,
         log_retention_days=log_retention_days,
         retention_days=retention_days,

@@ -71,6 +71,9 @@ class WorkerConsole(EventConsole):
                 "this worker then also runs Git subscriptions' pulls (it offers the label "
                 "ql-repos), whose command alone is given this URL to import with "
                 "(env QL_WORKER_REPOS_URL; docs/subscriptions.md).")
+@setting_option("--deps-dir", str, "Where projects' dependency environments are built and "
+                "cached, one per set digest (default $XDG_CACHE_HOME/qinglong/deps, else "
+                "~/.cache/qinglong/deps; env QL_WORKER_DEPS_DIR; docs/dependencies.md).")
 @json_events_option
 @click.option("--quiet", is_flag=True, help="Print only errors.")
 def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
