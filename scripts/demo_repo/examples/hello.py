@@ -3,6 +3,8 @@
 # --repos-url pulls it. The header lines below make a task and a trigger.
 # cron: */2 * * * * *
 # name: Hello from a subscribed Python script
+from __future__ import annotations
+
 import os
 import platform
 
