@@ -342,3 +342,36 @@ placeholder="*.py *.js *.mjs *.cjs *.sh" size="40"></label>
 </label>
 <button type="submit" id="repo-add-button">Subscribe</button></form></section>
 """
+
+ENVIRONMENT = """
+<h1>Environment</h1>
+<p class="muted">Named values every Run of a project's tasks gets (a task's own entry wins).
+A secret's value is sealed with the server's key and never shown again: here, in the API, the
+CLI or an export. Every change is a revision, in the audit log. Also
+<code>ql env set|ls|show|rm|history</code>.</p>
+<form id="env-form" class="inline">
+<label>Project <select id="env-project"></select></label></form>
+<p id="problem" class="problem" hidden></p>
+<p id="env-result" role="status"></p>
+<p id="env-revision" class="muted"></p>
+<section><h2>Entries</h2>
+<div class="table-scroll">
+<table id="env-entries" class="grid"><thead><tr><th>Name</th><th>Value</th><th>Enabled</th>
+<th>Description</th><th>Value digest</th><th></th></tr></thead><tbody></tbody></table>
+</div></section>
+<section data-needs="admin"><h2>Set an entry</h2>
+<form id="env-set" class="inline" autocomplete="off">
+<label>Name <input id="env-name" required placeholder="JD_COOKIE" size="24"
+spellcheck="false"></label>
+<label>Value <input id="env-value" type="password" size="40" spellcheck="false"
+autocomplete="new-password"></label>
+<label><input type="checkbox" id="env-secret" checked> Secret (write-only)</label>
+<label><input type="checkbox" id="env-enabled" checked> Enabled</label>
+<label>Description <input id="env-description" size="30"></label>
+<button type="submit" id="env-save">Set</button></form></section>
+<section><h2>History</h2>
+<div class="table-scroll">
+<table id="env-history" class="grid"><thead><tr><th>Revision</th><th>Change</th><th>Entry</th>
+<th>What changed</th><th>By</th><th>When (your zone)</th></tr></thead><tbody></tbody></table>
+</div></section>
+"""

@@ -31,6 +31,7 @@ from qinglong.web.auth import SESSION_COOKIE
 from qinglong.web.backend import WebBackend
 from qinglong.web.panel.markup import (
     DASHBOARD,
+    ENVIRONMENT,
     FLOW_RUN,
     FLOWS,
     LOGIN,
@@ -58,6 +59,7 @@ NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/triggers/edit", "Trigger editor", "trigger-editor"), ("/runs", "Runs", "runs"),
        ("/flows", "Flows", "flows"), ("/scripts", "Scripts", "scripts"),
        ("/subscriptions", "Subscriptions", "subscriptions"),
+       ("/environment", "Environment", "environment"),
        ("/stats", "Stats", "stats"), ("/notifications", "Notifications", "notifications"))
 
 
@@ -125,6 +127,7 @@ PAGES = (
     Page("/flows/runs/{flow_run}", "flow-run", "Flow run", FLOW_RUN, ("flow_run",)),
     Page("/scripts", "scripts", "Scripts", SCRIPTS),
     Page("/subscriptions", "subscriptions", "Subscriptions", SUBSCRIPTIONS),
+    Page("/environment", "environment", "Environment", ENVIRONMENT),
     Page("/stats", "stats", "Stats", STATS),
     Page("/notifications", "notifications", "Notifications", NOTIFICATIONS),
 )

@@ -1999,6 +1999,75 @@
     }).catch(function (e) { showProblem("problem", e); });
   }
 
+  // --- project environment ------------------------------------------------------------------
+
+  /* A project's environment: plain values are shown, a secret's never (the API has none to
+     give); a value typed here goes to the server once and the field is cleared. */
+  function environmentPage() {
+    var select = $("env-project");
+
+    function base() { return "/projects/" + seg(select.value) + "/environment"; }
+
+    function load() {
+      if (!select.value) return Promise.resolve();
+      return Promise.all([api("GET", base()), api("GET", base() + "/history" + query({ limit: 50 }))])
+        .then(function (got) {
+          showProblem("problem", null);
+          var env = got[0];
+          $("env-revision").textContent = env.revision
+            ? "Revision " + env.revision + " (" + (env.digest || "").slice(0, 19) + ")"
+            : "No entry yet.";
+          var tbody = clear($("env-entries").tBodies[0]);
+          if (!env.entries.length) emptyRow(tbody, 6, "No entry in this project's environment.");
+          env.entries.forEach(function (e) {
+            var remove = el("button", { type: "button", "data-needs": "admin",
+              "data-remove": e.name, onclick: function () {
+                if (!window.confirm("Remove " + e.name + " from the environment?")) return;
+                api("DELETE", base() + "/" + seg(e.name)).then(function () {
+                  showResult("env-result", null, "Removed " + e.name + ".");
+                  load();
+                }).catch(function (err) { showResult("env-result", err); });
+              } }, "Remove");
+            tbody.appendChild(row([el("span", { class: "mono" }, e.name),
+              e.secret ? el("span", { class: "muted", "data-secret": e.name }, "secret (set)")
+                : el("span", { class: "mono" }, e.value),
+              e.enabled ? "yes" : "no", e.description || "—",
+              el("span", { class: "mono" }, e.value_digest.slice(0, 24)), remove],
+              { "data-entry": e.name }));
+          });
+          var history = clear($("env-history").tBodies[0]);
+          got[1].forEach(function (r) {
+            history.appendChild(row([el("td", { class: "num" }, r.revision), r.op,
+              el("span", { class: "mono" }, r.name), r.fields.join(", ") || "—",
+              r.created_by || "—", r.created_at ? when(r.created_at) : "—"]));
+          });
+          applyRoles(tbody);
+        }).catch(function (e) { showProblem("problem", e); });
+    }
+
+    $("env-set").addEventListener("submit", function (event) {
+      event.preventDefault();
+      var name = $("env-name").value.trim();
+      var body = { secret: $("env-secret").checked, enabled: $("env-enabled").checked };
+      if ($("env-value").value !== "") body.value = $("env-value").value;
+      if ($("env-description").value.trim()) body.description = $("env-description").value.trim();
+      api("PUT", base() + "/" + seg(name), body).then(function (view) {
+        $("env-value").value = ""; // a value is sent once, never kept on the page
+        showResult("env-result", null, view.changed ? "Set " + name + ": revision " +
+          view.revision + "." : name + " already was so: no new revision.");
+        load();
+      }).catch(function (e) { showResult("env-result", e); });
+    });
+    $("env-secret").addEventListener("change", function () {
+      $("env-value").type = $("env-secret").checked ? "password" : "text";
+    });
+    projectsInto(null).then(function (projects) {
+      projects.forEach(function (p) { select.appendChild(el("option", { value: p.id }, p.id)); });
+      select.addEventListener("change", load);
+      load();
+    }).catch(function (e) { showProblem("problem", e); });
+  }
+
   // --- start ----------------------------------------------------------------------------------
 
   var PAGES = {
@@ -2014,6 +2083,7 @@
     "flow-run": flowRunPage,
     scripts: scriptsPage,
     subscriptions: subscriptionsPage,
+    environment: environmentPage,
     stats: statsPage,
     notifications: notificationsPage
   };
