@@ -42,8 +42,10 @@ class Origin:
     def _git(self, *args: str) -> None:
         subprocess.run(["git", *args], env=GIT_ENV, check=True, capture_output=True)
 
-    def commit(self, files: dict[str, str | bytes | None], *, force: bool = False) -> None:
-        """Write (None: delete) the files, commit and push (``force``: as a new root)."""
+    def commit(self, files: dict[str, str | bytes | None], *, force: bool = False,
+               links: dict[str, str] | None = None) -> None:
+        """Write (None: delete) the files and ``links`` (symbolic links: path -> target),
+        commit and push (``force``: as a new root)."""
         if force:
             self._git("-C", str(self.work), "checkout", "--quiet", "--orphan", "rewrite")
             self._git("-C", str(self.work), "rm", "-r", "--quiet", "--cached", ".")
@@ -57,6 +59,9 @@ class Origin:
                 target.write_bytes(content)
             else:
                 target.write_text(content)
+            self._git("-C", str(self.work), "add", path)
+        for path, target in (links or {}).items():
+            (self.work / path).symlink_to(target)
             self._git("-C", str(self.work), "add", path)
         self._git("-C", str(self.work), "commit", "--quiet", "-m", "change")
         if force:
@@ -206,3 +211,26 @@ def test_bad_subscriptions_are_refused_with_the_field(spec: dict[str, object],
     with pytest.raises(InvalidInput) as refused:
         RepoSpec(**spec)  # type: ignore[arg-type]
     assert refused.value.field == field
+
+
+def test_a_task_auto_tasks_did_not_make_is_never_taken_over(services: Services,
+                                                            origin: Origin) -> None:
+    """A task that has the id a header would make, but runs something else, is left as it
+    is and reported; so are a symbolic link and a file larger than a script may be."""
+    from qinglong.domain.publishing import TaskPatch
+    from qinglong.domain.task import ShellCommand
+    from qinglong.service.catalog import TaskPublishRequest
+
+    services.catalog.task_publish(TaskPublishRequest(
+        project_id="demo", task_id="jd-report", patch=TaskPatch(
+            command=ShellCommand(command="echo mine"))))
+    origin.commit({"report.py": REPORT, "huge.py": "#" * (1024 * 1024 + 1)},
+                  links={"link.py": "report.py"})
+    services.repos.add("demo", "jd", RepoSpec(url=str(origin.bare), auto_tasks=True), "alice",
+                       cron=None)
+    report = _pull(services)
+    problems = dict(report.problems)
+    assert "exists and runs something else" in problems["report.py"], problems
+    assert "symbolic link" in problems["link.py"] and "larger" in problems["huge.py"], problems
+    assert report.saved == ("jd/report.py",) and report.tasks_created == ()
+    assert services.catalog.task_show("demo", "jd-report").command.kind == "shell"

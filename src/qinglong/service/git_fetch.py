@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from qinglong.domain.repos import RepoSpec
+from qinglong.domain.scripts import MAX_SCRIPT_BYTES
 from qinglong.errors import InvalidInput
 from qinglong.errors import RepoFetchFailed as FetchFailed
 
@@ -92,9 +93,10 @@ def checkout(spec: RepoSpec, environ: Mapping[str, str],
 
 
 def tracked_files(root: Path, environ: Mapping[str, str],
-                  say: Callable[[str], None]) -> Iterator[tuple[str, bytes | None]]:
-    """Each file git tracks at the commit, with its bytes (None for a symbolic link, which
-    is not followed)."""
+                  say: Callable[[str], None]) -> Iterator[tuple[str, bytes | str]]:
+    """Each file git tracks at the commit, with its bytes -- or, for a file that cannot be
+    read as a script, why: a symbolic link (never followed), a file too large to be one (read
+    no further than the limit), a file that cannot be read."""
     env = {"PATH": environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1"}
     listing = _git(["ls-files", "-s", "-z"], env, say, cwd=root)
     entries = [e for e in listing.split("\0") if e]
@@ -104,9 +106,18 @@ def tracked_files(root: Path, environ: Mapping[str, str],
     for entry in entries:
         meta, _, path = entry.partition("\t")
         if meta.split(" ", 1)[0] == SYMLINK_MODE:
-            yield path, None
+            yield path, "is a symbolic link (not followed)"
             continue
-        yield path, (root / path).read_bytes()
+        try:
+            with open(root / path, "rb") as handle:
+                content = handle.read(MAX_SCRIPT_BYTES + 1)
+        except OSError as exc:
+            yield path, f"cannot be read ({exc.strerror or exc})"
+            continue
+        if len(content) > MAX_SCRIPT_BYTES:
+            yield path, f"is larger than a script may be ({MAX_SCRIPT_BYTES:,} bytes)"
+            continue
+        yield path, content
 
 
 def environment() -> dict[str, str]:

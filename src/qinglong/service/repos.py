@@ -133,10 +133,11 @@ class Repos:
                     continue
                 target = f"{name}/{path}"
                 seen.add(target)
+                if isinstance(content, str):
+                    problems.append((path, content))
+                    continue
                 try:
                     check_path(target)
-                    if content is None:
-                        raise InvalidInput("path", "is a symbolic link (not followed)")
                     files[target] = check_content(content, path)
                 except InvalidInput as exc:
                     problems.append((path, exc.rule))
@@ -211,10 +212,15 @@ class Repos:
             if header.cron is None:
                 continue
             task = task_id_for(repo.name, inside)
+            command = self._command(project, task, path)
+            if command is None:
+                taken = f"task {task!r} exists and runs something else: it was left as it is"
+                problems.append((inside, taken))
+                continue
             wanted.add(task)
             view = self._catalog.task_publish(TaskPublishRequest(
                 project_id=project, task_id=task, name=(header.name or inside)[:255],
-                enabled=True, patch=TaskPatch(command=self._command(project, task, path))))
+                enabled=True, patch=TaskPatch(command=command)))
             if view.created:
                 (created if view.revision == 1 else updated).append(task)
             trigger = self._catalog.trigger_publish(TriggerPublishParams(
@@ -229,18 +235,20 @@ class Repos:
         return replace(report, problems=tuple(sorted(problems)), tasks_created=tuple(created),
                        tasks_updated=tuple(updated), tasks_disabled=tuple(disabled))
 
-    def _command(self, project: str, task: str, path: str) -> ScriptRef | ScriptCommand:
-        """The task's command: the script pinned to its content now (kept as it is when the
-        task already runs that content, so an unchanged pull publishes nothing)."""
+    def _command(self, project: str, task: str, path: str) -> ScriptCommand | None:
+        """The task's command: the script pinned to its content now (its interpreter and
+        arguments kept when the task runs it already); None when a task of that id exists
+        and runs something else (a task auto-tasks did not make is never taken over)."""
         try:
             now = self._catalog.task_spec(project, task)
         except NotFound:
             now = None
         pinned = self._catalog.pinned_script(project, ScriptRef(path=path))
-        if now is not None and isinstance(now.command, ScriptCommand) \
-                and now.command.path == path:
+        if now is None:
+            return pinned
+        if isinstance(now.command, ScriptCommand) and now.command.path == path:
             return replace(now.command, digest=pinned.digest)
-        return pinned
+        return None
 
     def _own_tasks(self, repo: Repo) -> list[tuple[str, bool]]:
         """The tasks auto-tasks made for this subscription (a script task under its folder,
