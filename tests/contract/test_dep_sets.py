@@ -114,9 +114,10 @@ def test_unknown_packages_projects_and_archived_projects(services: Services,
 
 def test_a_worker_reads_the_current_set(services: Services, backend: Backend) -> None:
     worker = DepStore(backend.database("ql_worker", "contract-deps-worker"))
-    assert worker.current("demo") is None
-    services.deps.add("demo", ["qltiny"], ["axios@1"], "alice")
+    assert worker.current("demo") is None and worker.recent("demo") == []
+    first, _ = services.deps.add("demo", ["qltiny"], ["axios@1"], "alice")
     made, _ = services.deps.add("demo", ["requests"], [], "alice")
     found = worker.current("demo")
     assert found is not None and found.revision == 2 and found.digest == made.digest
     assert found.deps == made.deps
+    assert worker.recent("demo") == [made, first]  # the current set first

@@ -41,20 +41,20 @@ PLAIN = b"import os; print('plain', 'VIRTUAL_ENV' in os.environ)\n"
 
 
 class Project:
-    """The project's current set, as the store would answer an executor."""
+    """The project's revisions, newest first, as the store would answer an executor."""
 
     def __init__(self) -> None:
-        self.revision: DepsRevision | None = None
+        self.revisions: list[DepsRevision] = []
 
     def set(self, deps: DepSet) -> str:
-        number = 1 if self.revision is None else self.revision.revision + 1
-        self.revision = DepsRevision(project_id="demo", revision=number, deps=deps,
-                                     digest=deps.digest, actor="t", created_at_ms=0)
+        self.revisions.insert(0, DepsRevision(
+            project_id="demo", revision=len(self.revisions) + 1, deps=deps,
+            digest=deps.digest, actor="t", created_at_ms=0))
         return deps.digest
 
-    def lookup(self, project_id: str) -> DepsRevision | None:
+    def lookup(self, project_id: str) -> list[DepsRevision]:
         assert project_id == "demo"
-        return self.revision
+        return list(self.revisions)
 
 
 Go = Callable[..., RunDetail]
@@ -143,6 +143,13 @@ def test_a_failed_install_fails_its_run_and_the_previous_set_keeps_serving(
     python = tmp_path / "cache" / "python"
     assert not (python / broken).exists() and not list(python.glob(f".build-{broken}-*"))
     assert (python / first).is_symlink()
+    # while the set stays broken, scripts run in the previous set's environment (the
+    # install that failed is not tried again by every script Run: ql deps install does)
+    served = run(_script(PY_SCRIPT, "a.py", "python3"), "py-fallback")
+    log = log_text(served)
+    assert served.run.status == "succeeded", log
+    assert "running in the environment of the earlier set r1" in log, log
+    assert "No matching distribution" not in log and log.endswith("py tiny True\n"), log
     # the set goes back to the first: its environment is still there and serves at once
     project.set(DepSet.of(["qltiny"]))
     again = run(_script(PY_SCRIPT, "a.py", "python3"), "py2")

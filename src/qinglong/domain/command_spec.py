@@ -165,7 +165,7 @@ class DepsInstallCommand:
     it reads when the Attempt starts; the log says which revision and digest."""
 
     def argv(self) -> list[str]:
-        return ["ql", "deps", "install-run"]
+        return ["python3", "-m", "qinglong.execution.deps_install"]  # with qinglong's python
 
     def to_json(self) -> dict[str, object]:
         return {"kind": "deps"}

@@ -10,7 +10,7 @@ there already, and then (a script Run) executes the script in it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from qinglong.domain.deps import DepsRevision
@@ -18,7 +18,9 @@ from qinglong.domain.lifecycle import Outcome
 from qinglong.domain.runs import AttemptStatus
 from qinglong.errors import RecordCorrupt
 
-Lookup = Callable[[str], DepsRevision | None]  # a project's current set (None: it has none)
+# A project's latest revisions, newest first (none: it has no set); the first is its current
+# set, the others what a script Run may fall back to when the current one cannot be built.
+Lookup = Callable[[str], Sequence[DepsRevision]]
 Launch = tuple[list[str], dict[str, str]]  # an argv and the environment only it gets
 INSTALLER = "qinglong.execution.deps_install"
 
@@ -40,9 +42,10 @@ def launch(lookup: Lookup | None, cache: Path | None, project_id: str,
                                                "has no dependency store)")
         return None
     try:
-        current = lookup(project_id)
+        revisions = lookup(project_id)
     except RecordCorrupt as exc:
         return _failed("DEPS_UNREADABLE", f"the project's dependency set: {exc}")
+    current = revisions[0] if revisions else None
     if then is not None and (current is None or current.deps.empty):
         return None
     if cache is None:
@@ -55,6 +58,13 @@ def launch(lookup: Lookup | None, cache: Path | None, project_id: str,
             argv += ["--python", spec]
         for spec in current.deps.node:
             argv += ["--node", spec]
-    if then is not None:
+    if then is not None and current is not None:
+        seen = {current.digest}
+        for earlier in revisions[1:]:
+            if earlier.digest not in seen and not earlier.deps.empty:
+                seen.add(earlier.digest)
+                languages = "+".join(name for name, specs in (
+                    ("python", earlier.deps.python), ("node", earlier.deps.node)) if specs)
+                argv += ["--fallback", f"{earlier.digest}:{earlier.revision}:{languages}"]
         argv += ["--", *then]
     return argv, {}

@@ -14,15 +14,20 @@ half-built environment is never used and the environment of the previous set, un
 own digest, keeps serving. Every specifier is one argument of an argv list: nothing passes
 through a shell.
 
-With a COMMAND it then executes it in the environment: the venv's ``bin`` and the
-packages' ``node_modules/.bin`` first on PATH (so ``python3`` is the venv's), VIRTUAL_ENV
-set, NODE_PATH naming ``node_modules``. It exits 125 when the installation fails (what pip
-or npm said is in the log above), 127 when COMMAND cannot be executed.
+With a COMMAND (a script Run) it then executes it in the environment: the venv's ``bin``
+and the packages' ``node_modules/.bin`` first on PATH (so ``python3`` is the venv's),
+VIRTUAL_ENV set, NODE_PATH naming ``node_modules``. A build that fails leaves
+``<digest>.failed``: script Runs do not try that set again (an install Run does, and clears
+the mark when it succeeds) and run in the environment of the newest earlier set this host
+has (``--fallback DIGEST:REVISION:LANGUAGES``, newest first), saying so. It exits 125 when
+the set cannot be installed and there is nothing to fall back to (what pip or npm said is in
+the log above), 127 when COMMAND cannot be executed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import shutil
@@ -102,6 +107,51 @@ def ensure(root: Path, digest: str, what: str,
     return link, True
 
 
+def _install(cache: Path, digest: str, short: str, sets: dict[str, list[str]],
+             env: dict[str, str], script: bool) -> dict[str, Path]:
+    """Each language's environment of the set, built where it is missing (InstallFailed
+    when one cannot be; a script Run does not try again a set an install failed to build
+    on this host: ``<digest>.failed`` marks it until an install Run succeeds)."""
+    paths: dict[str, Path] = {}
+    builders = {"python": build_python, "node": build_node}
+    for language, specs in sets.items():
+        root = cache / language
+        marker = root / f"{digest}.failed"
+        if script and not (root / digest).exists():
+            if marker.exists():
+                raise InstallFailed(f"{language} dependencies of {short} failed to install on "
+                                    "this host (ql deps install tries again)")
+            say(f"{language} dependencies of {short} are not installed on this host: "
+                "installing them first")
+        elif not script:
+            say(f"{language}: {' '.join(specs)} ({short})")
+        build = builders[language]
+        try:
+            paths[language], built = ensure(root, digest, language,
+                                            lambda target, s=specs, b=build: b(target, s, env))  # type: ignore[misc]
+        except (InstallFailed, OSError) as exc:
+            with contextlib.suppress(OSError):
+                marker.write_text(f"{exc}\n")
+            raise InstallFailed(str(exc)) from None
+        marker.unlink(missing_ok=True)
+        if built or not script:
+            say(f"{language} dependencies {'installed' if built else 'already installed'} "
+                f"at {paths[language]}")
+    return paths
+
+
+def _fallback(cache: Path, fallbacks: Sequence[str]) -> tuple[str, dict[str, Path]] | None:
+    """The newest earlier set whose environments this host has (``DIGEST:REVISION:LANGS``,
+    newest first)."""
+    for item in fallbacks:
+        digest, revision, languages = item.split(":", 2)
+        paths = {language: cache / language / digest for language in languages.split("+")
+                 if language}
+        if paths and all(path.exists() for path in paths.values()):
+            return f"r{revision} sha256 {digest[:12]}", paths
+    return None
+
+
 def main(arguments: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if arguments is None else arguments)
     then: list[str] = []
@@ -114,6 +164,7 @@ def main(arguments: Sequence[str] | None = None) -> int:
     parser.add_argument("--revision")
     parser.add_argument("--python", action="append", default=[])
     parser.add_argument("--node", action="append", default=[])
+    parser.add_argument("--fallback", action="append", default=[])
     found = parser.parse_args(args)
     python = [check_python(s)[1] for s in found.python]
     node = [check_node(s)[1] for s in found.node]
@@ -126,27 +177,18 @@ def main(arguments: Sequence[str] | None = None) -> int:
         return INSTALL_FAILED
     cache, digest = Path(found.cache), found.digest
     short = f"set r{found.revision} sha256 {digest[:12]}"
-    paths: dict[str, Path] = {}
+    sets = {language: specs for language, specs in (("python", python), ("node", node))
+            if specs}
     try:
-        for language, specs, build in (("python", python, build_python),
-                                       ("node", node, build_node)):
-            if not specs:
-                continue
-            if then and not (cache / language / digest).exists():
-                say(f"{language} dependencies of {short} are not installed on this host: "
-                    "installing them first")
-            elif not then:
-                say(f"{language}: {' '.join(specs)} ({short})")
-            paths[language], built = ensure(
-                cache / language, digest, language,
-                lambda target, s=specs, b=build: b(target, s, env))  # type: ignore[misc]
-            if built or not then:
-                say(f"{language} dependencies {'installed' if built else 'already installed'}"
-                    f" at {paths[language]}")
-    except (InstallFailed, OSError) as exc:
-        say(f"DEPS_INSTALL_FAILED: {exc}; the environment of this set was not made (an "
-            "earlier set's keeps its own)")
-        return INSTALL_FAILED
+        paths = _install(cache, digest, short, sets, env, bool(then))
+    except InstallFailed as exc:
+        earlier = _fallback(cache, found.fallback) if then else None
+        if earlier is None:
+            say(f"DEPS_INSTALL_FAILED: {exc}; the environment of {short} was not made (an "
+                "earlier set's keeps serving)")
+            return INSTALL_FAILED
+        say(f"{exc}: running in the environment of the earlier set {earlier[0]}")
+        paths = earlier[1]
     if not then:
         return 0
     if "python" in paths:

@@ -261,7 +261,7 @@ class LocalApp:
                 scripts=ScriptStore(db).content,
                 # a subscription's pull imports into this same file (docs/subscriptions.md)
                 repos_url=f"sqlite:///{self._config.database_path.absolute()}",
-                deps=DepStore(db).current, deps_dir=config.effective_deps_dir,
+                deps=DepStore(db).recent, deps_dir=config.effective_deps_dir,
             )
             self.metrics.execution.watch_slots(executor.active)
             reconciled = executor.recover()

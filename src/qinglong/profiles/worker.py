@@ -231,7 +231,7 @@ class WorkerApp:
             identity=self._identity,
             scripts=ScriptStore(db).content,
             repos_url=s.repos_url,
-            deps=DepStore(db).current, deps_dir=s.effective_deps_dir,
+            deps=DepStore(db).recent, deps_dir=s.effective_deps_dir,
         )
         self._executor = executor
         self.metrics.execution.watch_slots(executor.active)

@@ -78,6 +78,13 @@ class DepStore:
 
         return self._db.read("deps current", work)
 
+    def recent(self, project_id: str, limit: int = 10) -> list[DepsRevision]:
+        """The project's latest revisions, newest first (what an executor reads: the current
+        set and those a script Run may fall back to)."""
+        return self._db.read("deps recent", lambda tx: [
+            _revision(r) for r in tx.all("deps_history", {"project_id": project_id,
+                                                          "limit": limit})])
+
     def show(self, project_id: str) -> DepsRevision | None:
         """The current set of a project that must exist (NotFound otherwise)."""
         def work(tx: Tx) -> DepsRevision | None:
