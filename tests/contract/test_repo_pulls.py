@@ -234,3 +234,26 @@ def test_a_task_auto_tasks_did_not_make_is_never_taken_over(services: Services,
     assert "symbolic link" in problems["link.py"] and "larger" in problems["huge.py"], problems
     assert report.saved == ("jd/report.py",) and report.tasks_created == ()
     assert services.catalog.task_show("demo", "jd-report").command.kind == "shell"
+
+
+def test_a_private_repository_is_pulled_with_the_token_from_the_environment(
+        services: Services, origin: Origin, tmp_path: Path) -> None:
+    """Over HTTP with basic authentication (git's own backend): the token named by
+    --token-env is taken from the pull's environment (the project's, in a Run); without it,
+    or with a wrong one, the pull fails saying so and writes nothing."""
+    from tests.support.git_http import private_git_server
+
+    origin.commit({"a.py": "print('private')\n"})
+    with private_git_server(origin.bare.parent, "t0ken") as base:
+        url = f"{base}/{origin.bare.name}"
+        services.repos.add("demo", "jd", RepoSpec(url=url, token_env="GH_TOKEN"), "alice",
+                           cron=None)
+        with pytest.raises(InvalidInput, match="GH_TOKEN"):
+            _pull(services)
+        with pytest.raises(RepoFetchFailed, match="asks for credentials"):
+            services.repos.import_run("demo", "jd", "repo:jd", {**GIT_ENV, "GH_TOKEN": "nope"},
+                                      [].append)
+        assert services.scripts.listing("demo") == []
+        report = services.repos.import_run("demo", "jd", "repo:jd",
+                                           {**GIT_ENV, "GH_TOKEN": "t0ken"}, [].append)
+    assert report.saved == ("jd/a.py",)

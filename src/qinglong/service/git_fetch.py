@@ -31,8 +31,10 @@ SYMLINK_MODE = "120000"
 def _credentials(spec: RepoSpec, environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
     env = {name: environ[name] for name in ("PATH", "HOME", "LANG", "TZ") if name in environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="/bin/false", SSH_ASKPASS="/bin/false",
-               GIT_CONFIG_NOSYSTEM="1", GIT_LFS_SKIP_SMUDGE="1")
+    # no prompt, and nothing of the host's git configuration (its stored credentials
+    # included): a pull uses the credential its subscription names, or none
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null",
+               GIT_LFS_SKIP_SMUDGE="1")
     if spec.token_env is not None:
         token = environ.get(spec.token_env)
         if not token:
@@ -68,7 +70,11 @@ def _git(args: list[str], env: Mapping[str, str], say: Callable[[str], None],
         raise FetchFailed(f"git {args[0]} took longer than {CLONE_TIMEOUT_S} s") from None
     errors = done.stderr.decode("utf-8", "replace").strip()
     if done.returncode != 0:
-        raise FetchFailed(f"git {args[0]} failed: {errors or f'exit {done.returncode}'}")
+        hint = ""
+        if "could not read Username" in errors or "Authentication failed" in errors:
+            hint = (" (the repository asks for credentials: name a token with --token-env, "
+                    "or check the one named)")
+        raise FetchFailed(f"git {args[0]} failed: {errors or f'exit {done.returncode}'}{hint}")
     if errors:
         for line in errors.splitlines():
             say(f"git: {line}")
