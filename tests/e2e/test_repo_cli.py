@@ -101,3 +101,42 @@ def test_serve_runs_the_pull_and_then_the_tasks_it_made(cli: Cli, tmp_path: Path
     shown_repo = _json(cli, "repo", "show", *PROJECT, "jd")
     assert shown_repo["last_report"]["saved"] == [] and shown_repo["last_commit"]
     assert [s["path"] for s in _json(cli, "script", "ls", *PROJECT)] == ["jd/jd_sign.py"]
+
+
+@pytest.mark.slow
+def test_a_private_repository_is_pulled_with_a_project_secret(tmp_path: Path) -> None:
+    """The chain an operator sets up: a deploy token stored as a project secret (`ql env set
+    --secret`), a subscription naming it (`--token-env`), and `ql serve` started with the key:
+    the pull Run gets the token through the project's environment and clones the private
+    repository; the token is in no log and no listing."""
+    from tests.support.git_http import private_git_server
+
+    token = "ghp_private_deploy_token"
+    origin = Origin(tmp_path / "git")
+    origin.commit({"secret_job.py": "print('from a private repository')\n"})
+    url = f"sqlite:///{tmp_path / 'ql.db'}"
+    plain = Ql(url, cwd=tmp_path)
+    plain.run("db", "migrate")
+    plain.run("project", "create", "demo")
+    plain.run("secret", "new-key", "--out", "ql.key")
+    keyed = Ql(url, cwd=tmp_path, env={"QL_SECRET_KEY_FILE": str(tmp_path / "ql.key")})
+    (tmp_path / "token.txt").write_text(token)
+    keyed.run("env", "set", "--project", "demo", "GH_TOKEN", "--secret", "--value-file",
+              "token.txt")
+    with private_git_server(origin.bare.parent, token) as base:
+        keyed.run("repo", "add", "--project", "demo", "priv", "--url",
+                  f"{base}/{origin.bare.name}", "--token-env", "GH_TOKEN")
+        server = keyed.start("serve", "--interval", "250ms", stdout=tmp_path / "serve.out")
+        try:
+            run_id = keyed.json("repo", "pull", "--project", "demo", "priv")["run"]
+            wait_for(lambda: keyed.json("run", "show", run_id)["run"]["status"]
+                     in ("succeeded", "failed"), 60, "the pull to end", interval=0.2)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    shown = keyed.json("run", "show", run_id)
+    log = keyed.run("run", "logs", run_id).stdout
+    assert shown["run"]["status"] == "succeeded", log
+    assert "saved    priv/secret_job.py" in log
+    listed = keyed.run("env", "ls", "--project", "demo").stdout
+    assert token not in log + listed + (tmp_path / "serve.out").read_text()
