@@ -104,8 +104,8 @@ def test_a_removal_is_a_revision_and_the_history_stays(services: Services) -> No
     assert [v.digest is None for v in services.scripts.listing("demo", removed=True)] == [True]
     with pytest.raises(NotFound):
         services.scripts.remove("demo", "gone.py", "bob")
-    back = services.scripts.put("demo", "gone.py", HELLO, "carol")
-    assert (back.revision, back.changed) == (3, True)
+    back = services.scripts.put("demo", "gone.py", HELLO, "carol", expected_revision=0)
+    assert (back.revision, back.changed) == (3, True)  # new again: 0 is its expected revision
 
 
 def test_stored_content_that_changed_is_never_served(services: Services, web: Stores,

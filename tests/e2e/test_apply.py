@@ -280,7 +280,8 @@ def test_a_broken_file_writes_nothing_and_names_file_line_and_field(db: Ql, tmp_
     assert refused.err.splitlines() == [
         "defs/b.yml:6: tasks.report.timeout: must be a duration with a unit, e.g. 30s, 5m, 1h30m",
         ("defs/b.yml:7: tasks.report.tiemout: unknown key (expected one of name, shell, bash, "
-        "argv, env, cwd, timeout, retry, idempotent, concurrency, requires, limits, parameters, enabled)"),
+         "argv, script, interpreter, args, env, cwd, timeout, retry, idempotent, concurrency, "
+         "requires, limits, parameters, enabled)"),
         "defs/b.yml:9: tasks.ship.argv[0]: must be an absolute path",
         "defs/b.yml:11: tasks.ship.env.QL_X: name 'QL_X' uses the reserved prefix QL_",
         ("defs/b.yml:12: tasks.ship.env.PORT: must be a string, {from_env: VARIABLE} or "

@@ -21,7 +21,7 @@ def private_git_server(root: Path, token: str) -> Iterator[str]:
     expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             del format, args  # quiet
 
         def _serve(self) -> None:
@@ -57,8 +57,8 @@ def private_git_server(root: Path, token: str) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(payload)
 
-        do_GET = _serve  # noqa: N815
-        do_POST = _serve  # noqa: N815
+        do_GET = _serve
+        do_POST = _serve
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -98,7 +98,10 @@ class ScriptStore:
             _active_project(tx, save.project_id, writing=True)
             head = tx.one("script_head", {"project_id": save.project_id, "path": path})
             current = 0 if head is None else int(head["revision"])
-            _check_expected(save.expected_revision, current, path)
+            live = head is not None and head["digest"] is not None
+            # a removed script is saved again as a new one (0), or from its removal
+            expected = save.expected_revision
+            _check_expected(current if expected == 0 and not live else expected, current, path)
             if head is not None and head["digest"] is not None and \
                     str(head["digest"]).strip() == digest:
                 return SaveResult(revision=self._revision(tx, save.project_id, path, current),
