@@ -315,7 +315,7 @@ def test_a_broken_file_writes_nothing_and_names_file_line_and_field(db: Ql, tmp_
     ("apiVersion: qinglong/v1\nproject: demo\ntasks:\n  a:\n    shell: x\n    shell: y\n",
      "bad.yaml:6: shell: is given twice (first at line 5)"),
     ("apiVersion: qinglong/v1\nproject: demo\ntasks:\n  a:\n    shell: x\n    argv: [/bin/x]\n",
-     "bad.yaml:6: tasks.a.argv: give either shell or argv, not both"),
+     "bad.yaml:6: tasks.a.argv: give one of shell, argv or script"),
     (("apiVersion: qinglong/v1\nproject: demo\ntasks:\n  a: {shell: x}\ntriggers:\n"
      "  t: {task: b, cron: '* * * * *', timezone: UTC}\n"),
      ("bad.yaml:6: triggers.t.task: task 'b' is not defined in project 'demo' (define it under "
