@@ -108,6 +108,38 @@ class Panel:
             raise AssertionError(f"timed out after {timeout} s waiting for {what} on "
                                  f"{self.d.current_url}") from None
 
+    def choose(self, select_id: str, value: str) -> None:
+        """Choose ``value`` in the <select> ``select_id`` once the page has filled it in
+        (a page fills its project list after it is ready: typing before that chooses
+        nothing)."""
+        self.until(lambda d: self.css(f'#{select_id} option[value="{value}"]'),
+                   f"the option {value!r} of #{select_id}")
+        self.by_id(select_id).send_keys(value)
+        self.until(lambda d: self.by_id(select_id).get_attribute("value") == value,
+                   f"{value!r} chosen in #{select_id}")
+
+    def shown(self, selector: str) -> int:
+        """How many elements ``selector`` finds are displayed, counted in one step (a page
+        that redraws cannot leave a stale element behind)."""
+        count = self.d.execute_script(
+            "return Array.prototype.filter.call(document.querySelectorAll(arguments[0]),"
+            " function (n) { return n.getClientRects().length > 0 &&"
+            " getComputedStyle(n).visibility !== 'hidden'; }).length;", selector)
+        assert isinstance(count, int)
+        return count
+
+    def click(self, selector: str, what: str, timeout: float = 20) -> None:
+        """Click the first element ``selector`` finds, once there is one; found and clicked
+        in one step, and again if the page redrew it in between (a stale element)."""
+        def found_and_clicked(d: webdriver.Chrome) -> bool:
+            elements = self.css(selector)
+            if not elements:
+                return False
+            elements[0].click()
+            return True
+
+        self.until(found_and_clicked, what, timeout)
+
     def rows(self, table_id: str) -> list[list[str]]:
         found = self.d.execute_script(
             "var t = document.getElementById(arguments[0]);"

@@ -31,7 +31,7 @@ def test_an_operator_starts_a_flow_and_follows_its_graph(panel: Panel, site: Sit
     _publish(site)
     panel.login("operator")
     panel.open("/flows", "flows")
-    panel.by_id("flows-project").send_keys("flows")
+    panel.choose("flows-project", "flows")
     panel.until(lambda d: panel.css('#flows button[data-flow="etl"]'), "the Start button")
     assert [r[1] for r in panel.rows("flows")] == ["ETL <b>bold</b>"]
     assert not panel.css("#flows b")  # a name is text, never markup
@@ -71,7 +71,7 @@ def test_a_viewer_sees_flows_but_cannot_start_one(panel: Panel, site: Site) -> N
     _publish(site)
     panel.login("viewer")
     panel.open("/flows", "flows")
-    panel.by_id("flows-project").send_keys("flows")
+    panel.choose("flows-project", "flows")
     panel.until(lambda d: panel.rows("flows") and panel.rows("flows")[0][0] == "etl",
                 "the flow listed")
     buttons = panel.css('#flows button[data-flow="etl"]')
@@ -95,7 +95,7 @@ def test_a_trigger_that_starts_a_flow_shows_it_and_its_flow_runs_say_so(
     panel.open("/triggers/flows/hello", "trigger")
     panel.until(lambda d: "who=zed" in panel.text("trigger-details"), "the trigger's values")
     panel.open("/flows", "flows")
-    panel.by_id("flows-project").send_keys("flows")
+    panel.choose("flows-project", "flows")
     panel.until(lambda d: any(r[4] == "trigger tick" for r in panel.rows("flow-runs")),
                 "a flow run the trigger started", timeout=60)
     started = next(r for r in panel.rows("flow-runs") if r[4] == "trigger tick")

@@ -47,7 +47,7 @@ def test_an_operator_sends_a_test_notification_from_the_panel(panel: Panel, site
     rows = {r[0]: r for r in panel.rows("notify-channels")}
     assert rows["lark"][1] == "service:feishu" and rows["lark"][3] == "set"
     assert "sign-secret" not in panel.d.page_source and "hook-1" not in panel.d.page_source
-    panel.css('#notify-channels button[data-channel="lark"]')[0].click()
+    panel.click('#notify-channels button[data-channel="lark"]', "lark's Send test button")
     panel.until(lambda d: panel.by_id("notify-test-result").get_attribute("data-delivered")
                 == "true", "the test to be delivered")
     assert panel.text("notify-test-result").startswith("Delivered to lark: HTTP 200")
@@ -56,7 +56,7 @@ def test_an_operator_sends_a_test_notification_from_the_panel(panel: Panel, site
     assert got.json["sign"] and got.json["timestamp"]
     assert got.headers["X-Qinglong-Event"] == "notify.test"
     panel.shot("notify-delivered")
-    panel.css('#notify-channels button[data-channel="down"]')[0].click()
+    panel.click('#notify-channels button[data-channel="down"]', "down's Send test button")
     panel.until(lambda d: panel.by_id("notify-test-result").get_attribute("data-delivered")
                 == "false", "the failed test to be reported")
     assert "Not delivered to down: connection refused" in panel.text("notify-test-result")
@@ -69,5 +69,5 @@ def test_a_viewer_sees_the_channels_but_no_test_button(panel: Panel, site: Site,
     panel.open("/notifications", "notifications")
     panel.until(lambda d: any(r[0] == "lark" for r in panel.rows("notify-channels")),
                 "the channel listed")
-    buttons = panel.css('#notify-channels button[data-channel="lark"]')
-    assert buttons and not buttons[0].is_displayed()
+    selector = '#notify-channels button[data-channel="lark"]'
+    assert panel.css(selector) and panel.shown(selector) == 0

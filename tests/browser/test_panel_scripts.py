@@ -25,9 +25,8 @@ def _seed(site: Site, project: str, path: str, content: str = SCRIPT) -> None:
 
 def _open(panel: Panel, project: str, path: str) -> None:
     panel.open("/scripts", "scripts")
-    panel.by_id("scripts-project").send_keys(project)
-    link = panel.until(lambda d: panel.css(f'#scripts a[data-path="{path}"]'), "the script")
-    link[0].click()
+    panel.choose("scripts-project", project)
+    panel.click(f'#scripts a[data-path="{path}"]', "the script")
     panel.until(lambda d: panel.text("script-path") == f"{project}/{path}", "the editor")
 
 

@@ -1734,6 +1734,7 @@
       var project = select.value;
       if (!project) return Promise.resolve();
       return api("GET", "/projects/" + seg(project) + "/scripts").then(function (scripts) {
+        if (select.value !== project) return; // another project was chosen meanwhile
         showProblem("problem", null);
         var tbody = clear($("scripts").tBodies[0]);
         if (!scripts.length) emptyRow(tbody, 4, "No script in this project.");
@@ -1939,6 +1940,7 @@
       var project = select.value;
       if (!project) return Promise.resolve();
       return api("GET", "/projects/" + seg(project) + "/repos").then(function (repos) {
+        if (select.value !== project) return; // another project was chosen meanwhile
         showProblem("problem", null);
         var tbody = clear($("repos").tBodies[0]);
         if (!repos.length) emptyRow(tbody, 8, "No subscription in this project.");
@@ -2009,9 +2011,11 @@
     function base() { return "/projects/" + seg(select.value) + "/environment"; }
 
     function load() {
-      if (!select.value) return Promise.resolve();
+      var project = select.value;
+      if (!project) return Promise.resolve();
       return Promise.all([api("GET", base()), api("GET", base() + "/history" + query({ limit: 50 }))])
         .then(function (got) {
+          if (select.value !== project) return; // another project was chosen meanwhile
           showProblem("problem", null);
           var env = got[0];
           $("env-revision").textContent = env.revision
