@@ -257,3 +257,18 @@ def test_a_private_repository_is_pulled_with_the_token_from_the_environment(
         report = services.repos.import_run("demo", "jd", "repo:jd",
                                            {**GIT_ENV, "GH_TOKEN": "t0ken"}, [].append)
     assert report.saved == ("jd/a.py",)
+
+
+def test_a_subscription_never_takes_over_a_task_of_its_pull_task_id(services: Services,
+                                                                     origin: Origin) -> None:
+    from qinglong.domain.publishing import TaskPatch
+    from qinglong.domain.task import ShellCommand
+    from qinglong.service.catalog import TaskPublishRequest
+
+    services.catalog.task_publish(TaskPublishRequest(
+        project_id="demo", task_id="repo-jd", patch=TaskPatch(
+            command=ShellCommand(command="echo mine"))))
+    with pytest.raises(Conflict, match="runs something else"):
+        services.repos.add("demo", "jd", RepoSpec(url=str(origin.bare)), "alice", cron=None)
+    assert services.repos.listing("demo", removed=True) == []
+    assert services.catalog.task_show("demo", "repo-jd").command.kind == "shell"

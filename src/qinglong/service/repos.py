@@ -32,7 +32,7 @@ from qinglong.domain.repos import (
 )
 from qinglong.domain.scripts import ScriptRef, check_content, check_path, digest_of
 from qinglong.domain.task import ExecutorType, RepoPullCommand, ScriptCommand
-from qinglong.errors import InvalidInput, NotFound
+from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.service import git_fetch
 from qinglong.service.catalog import Catalog, TaskPublishRequest
 from qinglong.service.scripts import Scripts
@@ -78,6 +78,13 @@ class Repos:
         def work() -> Repo:
             repo, _ = self._store.put(project_id, name, spec, actor, create=True)
             task = pull_task_id(name)
+            try:
+                taken = self._catalog.task_spec(project_id, task).command
+            except NotFound:
+                taken = RepoPullCommand(repo=name)
+            if taken != RepoPullCommand(repo=name):
+                raise Conflict(f"task {task!r} exists and runs something else: the pull task "
+                               "of this subscription needs its id (choose another name)")
             cluster = self._db.capabilities.executor_type is ExecutorType.REMOTE_WORKER
             self._catalog.task_publish(TaskPublishRequest(
                 project_id=project_id, task_id=task, name=f"pull {name}", enabled=True,
