@@ -8,71 +8,34 @@ set's environment until the set changes; bad specifiers are one line, exit 2."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
+from tests.support.cli_session import PROJECT, Cli, as_json, ok, serving, session
 from tests.support.deps_packages import npm_tarball, wheel
-from tests.support.ql import Ql, wait_for
-
-PROJECT = ("--project", "demo")
-Cli = Callable[..., Result]
+from tests.support.ql import wait_for
 
 
 @pytest.fixture
 def cli(ql: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:  # noqa: F811
-    monkeypatch.delenv("QL_DATABASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    url = f"sqlite:///{tmp_path / 'ql.db'}"
-
-    def run(*argv: str) -> Result:
-        return ql(*argv, "--database-url", url)
-
-    for step in (("db", "migrate"), ("project", "create", "demo")):
-        _ok(run, *step)
-    return run
-
-
-def _ok(cli: Cli, *argv: str) -> str:
-    done = cli(*argv)
-    assert done.code == 0, f"ql {' '.join(argv)} exited {done.code}: {done.err}"
-    return done.out
-
-
-def _json(cli: Cli, *argv: str) -> Any:
-    return json.loads(_ok(cli, *argv, "--json"))
-
-
-@contextmanager
-def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    q = Ql(f"sqlite:///{tmp_path / 'ql.db'}", cwd=tmp_path)
-    server = q.start("serve", "--interval", "250ms", stdout=tmp_path / "serve.out")
-    try:
-        yield server
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    assert server.returncode == 0, (tmp_path / "serve.out").read_text()
+    return session(ql, tmp_path, monkeypatch)
 
 
 def _ended(cli: Cli, run_id: str) -> dict[str, Any] | None:
-    shown: dict[str, Any] = _json(cli, "run", "show", run_id)
+    shown: dict[str, Any] = as_json(cli, "run", "show", run_id)
     return shown if shown["run"]["status"] in ("succeeded", "failed") else None
 
 
 def _run(cli: Cli, *argv: str, key: str = "run") -> tuple[str, str]:
     """Admit a Run, wait for its end; its status and log."""
-    admitted = _json(cli, *argv)
+    admitted = as_json(cli, *argv)
     run_id = admitted[key] if key in admitted and isinstance(admitted[key], str) \
         else admitted["id"]
     shown = wait_for(lambda: _ended(cli, run_id), 180, "the Run to end", interval=0.2)
-    return shown["run"]["status"], _ok(cli, "run", "logs", run_id)
+    return shown["run"]["status"], ok(cli, "run", "logs", run_id)
 
 
 def test_bad_specifiers_are_one_line_and_write_nothing(cli: Cli) -> None:
@@ -80,7 +43,7 @@ def test_bad_specifiers_are_one_line_and_write_nothing(cli: Cli) -> None:
                         (("--python", "--index-url=http://x"), "python"),
                         (("--node", "axios@1 && id"), "node"), ((), "deps")):
         assert_one_line_error(cli("deps", "add", *PROJECT, *argv), 2, field)
-    assert _json(cli, "deps", "ls", *PROJECT) == []
+    assert as_json(cli, "deps", "ls", *PROJECT) == []
     assert_one_line_error(cli("deps", "install", *PROJECT), 2, "dependency set", "demo")
 
 
@@ -88,17 +51,17 @@ def test_bad_specifiers_are_one_line_and_write_nothing(cli: Cli) -> None:
 def test_serve_installs_the_set_and_the_scripts_run_in_it(cli: Cli, tmp_path: Path) -> None:
     wheels = wheel(tmp_path / "wheels").parent
     tgz = npm_tarball(tmp_path / "npm")
-    _ok(cli, "env", "set", *PROJECT, "PIP_NO_INDEX", "--value", "1")
-    _ok(cli, "env", "set", *PROJECT, "PIP_FIND_LINKS", "--value", str(wheels))
-    added = _json(cli, "deps", "add", *PROJECT, "--python", "QLTiny==1.*",
+    ok(cli, "env", "set", *PROJECT, "PIP_NO_INDEX", "--value", "1")
+    ok(cli, "env", "set", *PROJECT, "PIP_FIND_LINKS", "--value", str(wheels))
+    added = as_json(cli, "deps", "add", *PROJECT, "--python", "QLTiny==1.*",
                   "--node", f"qltinyjs@file:{tgz}")
     assert added["python"] == ["qltiny==1.*"] and added["revision"] == 1
     (tmp_path / "a.py").write_text("import qltiny, sys\nprint('py', qltiny.VALUE)\n")
     (tmp_path / "b.js").write_text("console.log('js', require('qltinyjs'))\n")
     for path, task in (("a.py", "py"), ("b.js", "js")):
-        _ok(cli, "script", "put", *PROJECT, path, "--file", str(tmp_path / path))
-        _ok(cli, "task", "publish", *PROJECT, "--task", task, "--script", path)
-    with _serving(tmp_path):
+        ok(cli, "script", "put", *PROJECT, path, "--file", str(tmp_path / path))
+        ok(cli, "task", "publish", *PROJECT, "--task", task, "--script", path)
+    with serving(tmp_path):
         status, log = _run(cli, "deps", "install", *PROJECT)
         assert status == "succeeded", log
         assert "Successfully installed qltiny-1.0" in log and "added 1 package" in log, log
@@ -110,7 +73,7 @@ def test_serve_installs_the_set_and_the_scripts_run_in_it(cli: Cli, tmp_path: Pa
         status, log = _run(cli, "task", "run", *PROJECT, "--task", "js")
         assert (status, log) == ("succeeded", "js tiny js\n"), log
         # a set that cannot be installed: its install fails with pip's words ...
-        _ok(cli, "deps", "add", *PROJECT, "--python", "no-such-package==9")
+        ok(cli, "deps", "add", *PROJECT, "--python", "no-such-package==9")
         status, log = _run(cli, "deps", "install", *PROJECT)
         assert status == "failed", log
         assert "No matching distribution found for no-such-package" in log, log
@@ -120,11 +83,11 @@ def test_serve_installs_the_set_and_the_scripts_run_in_it(cli: Cli, tmp_path: Pa
         assert status == "succeeded" and log.endswith("py tiny\n"), log
         assert "running in the environment of the earlier set r1" in log, log
         # the set goes back: the first environment serves again, nothing reinstalled
-        _ok(cli, "deps", "rm", *PROJECT, "--python", "no-such-package")
+        ok(cli, "deps", "rm", *PROJECT, "--python", "no-such-package")
         status, log = _run(cli, "task", "run", *PROJECT, "--task", "py")
         assert (status, log) == ("succeeded", "py tiny\n"), log
-    history = _json(cli, "deps", "history", *PROJECT)
+    history = as_json(cli, "deps", "history", *PROJECT)
     assert [h["revision"] for h in history] == [3, 2, 1]
     assert history[0]["digest"] == history[2]["digest"] == added["digest"]
-    listed = {t["task"]: t for t in _json(cli, "task", "list", *PROJECT)}
+    listed = {t["task"]: t for t in as_json(cli, "task", "list", *PROJECT)}
     assert listed["deps-install"]["command"]["kind"] == "deps"

@@ -17,21 +17,15 @@ start-up each would make the file slow):
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
-from tests.support.ql import Ql, wait_for
-
-PROJECT = ("--project", "demo")
-Cli = Callable[..., Result]
+from tests.support.cli_session import PROJECT, Cli, as_json, ok, serving, session
+from tests.support.ql import wait_for
 
 # extract -> (load-a, load-b); load-a gives its own value, which the trigger's value overrides
 FLOW = """\
@@ -50,48 +44,15 @@ def _line(log: Path) -> str:
 
 @pytest.fixture
 def cli(ql: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:  # noqa: F811
-    """`ql ARGS` in-process on tmp_path/ql.db, migrated, with the project `demo`."""
-    monkeypatch.delenv("QL_DATABASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    url = f"sqlite:///{tmp_path / 'ql.db'}"
-
-    def run(*argv: str) -> Result:
-        return ql(*argv, "--database-url", url)
-
-    for step in (("db", "migrate"), ("project", "create", "demo")):
-        _ok(run, *step)
-    return run
-
-
-def _ok(cli: Cli, *argv: str) -> str:
-    done = cli(*argv)
-    assert done.code == 0, f"ql {' '.join(argv)} exited {done.code}: {done.err}"
-    return done.out
-
-
-def _json(cli: Cli, *argv: str) -> Any:
-    return json.loads(_ok(cli, *argv, "--json"))
+    return session(ql, tmp_path, monkeypatch)
 
 
 def _flow_tasks(cli: Cli, log: Path) -> None:
     for task in ("extract", "load"):
-        _ok(cli, "task", "publish", *PROJECT, "--task", task, "--param", "who=world",
+        ok(cli, "task", "publish", *PROJECT, "--task", task, "--param", "who=world",
             "--shell", _line(log))
     Path("flow.yaml").write_text(FLOW)
-    _ok(cli, "flow", "publish", "-f", "flow.yaml", *PROJECT)
-
-
-@contextmanager
-def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """A real `ql serve` (standalone, SQLite), stopped cleanly on the way out."""
-    q = Ql(f"sqlite:///{tmp_path / 'ql.db'}", cwd=tmp_path)
-    server = q.start("serve", "--interval", "250ms", stdout=tmp_path / "serve.out")
-    try:
-        yield server
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    assert server.returncode == 0, (tmp_path / "serve.out").read_text()
+    ok(cli, "flow", "publish", "-f", "flow.yaml", *PROJECT)
 
 
 def _log(log: Path) -> list[list[str]]:
@@ -101,7 +62,7 @@ def _log(log: Path) -> list[list[str]]:
 def _ended_flow_runs(cli: Cli, at_least: int, *, revision: int | None = None,
                      ) -> list[dict[str, Any]] | None:
     """The project's ended flow runs (of `revision`, if given), once there are `at_least`."""
-    runs: list[dict[str, Any]] = _json(cli, "flow", "runs", *PROJECT)
+    runs: list[dict[str, Any]] = as_json(cli, "flow", "runs", *PROJECT)
     ended = [r for r in runs if r["status"] != "running"
              and (revision is None or r["revision"] == revision)]
     return ended if len(ended) >= at_least else None
@@ -111,7 +72,7 @@ def _audit_ok(cli: Cli) -> None:
     done = cli("audit", *PROJECT)
     assert done.code == 0, done.out + done.err
     assert "OK:" in done.out, done.out
-    audited = _json(cli, "audit", *PROJECT)
+    audited = as_json(cli, "audit", *PROJECT)
     assert audited["ok"] is True and audited["flows"]["violations"] == 0, audited["flows"]
 
 
@@ -120,19 +81,19 @@ def test_serve_starts_the_flow_at_each_occurrence_with_the_triggers_value(
         cli: Cli, tmp_path: Path) -> None:
     log = tmp_path / "steps.log"
     _flow_tasks(cli, log)
-    published = _ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
+    published = ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
                     "--every", "1s", "--param", "who=zed")
     assert "starts flow pair" in published and "values who=zed" in published, published
-    listed = _ok(cli, "trigger", "list", *PROJECT).splitlines()
+    listed = ok(cli, "trigger", "list", *PROJECT).splitlines()
     assert "flow pair" in next(row for row in listed if row.startswith("demo/tick")), listed
-    (view,) = _json(cli, "trigger", "list", *PROJECT)
+    (view,) = as_json(cli, "trigger", "list", *PROJECT)
     assert (view["flow"], view["task"], view["parameters"]) == ("pair", "extract", {"who": "zed"})
 
-    with _serving(tmp_path):
+    with serving(tmp_path):
         wait_for(lambda: _ended_flow_runs(cli, 2), 60, "two flow runs started by the trigger",
                  interval=0.2)
 
-    shown = [_json(cli, "flow", "show", r["id"]) for r in _json(cli, "flow", "runs", *PROJECT)]
+    shown = [as_json(cli, "flow", "show", r["id"]) for r in as_json(cli, "flow", "runs", *PROJECT)]
     ended = [s for s in shown if s["status"] != "running"]
     assert len(ended) >= 2
     # one flow run per occurrence, each the trigger's, none on request
@@ -162,7 +123,7 @@ def test_serve_starts_the_flow_at_each_occurrence_with_the_triggers_value(
             assert lines[order[run]][:2] == [steps[node]["task"], "zed"], lines[order[run]]
         assert order[runs["extract"]] < min(order[runs["load-a"]], order[runs["load-b"]])
 
-    table = _ok(cli, "flow", "runs", *PROJECT).splitlines()
+    table = ok(cli, "flow", "runs", *PROJECT).splitlines()
     assert len(table) == len(shown) + 1, table
     assert all(row.endswith("trigger tick") for row in table[1:]), table
     _audit_ok(cli)
@@ -171,13 +132,13 @@ def test_serve_starts_the_flow_at_each_occurrence_with_the_triggers_value(
 @pytest.mark.slow
 def test_a_task_triggers_values_reach_every_scheduled_run(cli: Cli, tmp_path: Path) -> None:
     log = tmp_path / "greet.log"
-    _ok(cli, "task", "publish", *PROJECT, "--task", "greet", "--param", "who=world",
+    ok(cli, "task", "publish", *PROJECT, "--task", "greet", "--param", "who=world",
         "--shell", f'{_line(log)}; echo "hello $who"')
-    published = _ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tock", "--task", "greet",
+    published = ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tock", "--task", "greet",
                     "--every", "1s", "--param", "who=eve")
     assert "values who=eve" in published, published
 
-    with _serving(tmp_path):
+    with serving(tmp_path):
         wait_for(lambda: len(_log(log)) >= 2, 60, "two scheduled Runs of the trigger",
                  interval=0.2)
 
@@ -186,13 +147,13 @@ def test_a_task_triggers_values_reach_every_scheduled_run(cli: Cli, tmp_path: Pa
     assert all(line[:2] == ["greet", "eve"] and line[3] == "tock" for line in lines), lines
     assert len({line[2] for line in lines}) == len(lines), f"a Run ran twice: {lines}"
     for line in lines[:2]:
-        shown = _json(cli, "run", "show", line[2])
+        shown = as_json(cli, "run", "show", line[2])
         assert (shown["run"]["trigger"], shown["run"]["parameters"]) == ("tock", {"who": "eve"})
-        assert "hello eve" in _ok(cli, "run", "logs", line[2])
+        assert "hello eve" in ok(cli, "run", "logs", line[2])
     _audit_ok(cli)
     # --no-params: the task's defaults apply again
-    _ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tock", "--no-params")
-    (view,) = _json(cli, "trigger", "list", *PROJECT)
+    ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tock", "--no-params")
+    (view,) = as_json(cli, "trigger", "list", *PROJECT)
     assert view["parameters"] == {}, view
 
 
@@ -201,29 +162,29 @@ def test_a_stale_flow_fails_each_occurrence_and_the_schedule_goes_on(
         cli: Cli, tmp_path: Path) -> None:
     log = tmp_path / "steps.log"
     _flow_tasks(cli, log)
-    _ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
+    ok(cli, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
         "--every", "1s", "--param", "who=zed")
     # the flow pins load@1; load moves on, so the flow cannot start until published again
-    _ok(cli, "task", "publish", *PROJECT, "--task", "load", "--param", "who=world",
+    ok(cli, "task", "publish", *PROJECT, "--task", "load", "--param", "who=world",
         "--shell", f"{_line(log)}  # v2")
 
-    with _serving(tmp_path):
+    with serving(tmp_path):
         failed = wait_for(lambda: _ended_flow_runs(cli, 2), 60, "two ended flow runs",
                           interval=0.2)
-        again = _json(cli, "flow", "publish", "-f", "flow.yaml", *PROJECT)
+        again = as_json(cli, "flow", "publish", "-f", "flow.yaml", *PROJECT)
         assert again["revision"] == 2, again
         wait_for(lambda: _ended_flow_runs(cli, 1, revision=2), 60,
                  "a flow run of the flow published again", interval=0.2)
 
     for flow_run in failed:
-        shown = _json(cli, "flow", "show", flow_run["id"])
+        shown = as_json(cli, "flow", "show", flow_run["id"])
         assert (shown["status"], shown["trigger"], shown["revision"]) == ("failed", "tick", 1)
         assert {s["node"] for s in shown["steps"]} == {"extract", "load-a", "load-b"}
         for step in shown["steps"]:
             assert (step["state"], step["run"]) == ("skipped", None), step
             assert "publish the flow again" in step["error"], step
     by_revision: dict[int, list[str]] = {1: [], 2: []}
-    for flow_run in _json(cli, "flow", "runs", *PROJECT):
+    for flow_run in as_json(cli, "flow", "runs", *PROJECT):
         assert flow_run["trigger"] == "tick"
         by_revision[flow_run["revision"]].append(flow_run["status"])
     assert set(by_revision[1]) == {"failed"}, by_revision
@@ -238,13 +199,13 @@ def test_a_stale_flow_fails_each_occurrence_and_the_schedule_goes_on(
 def db(cli: Cli, tmp_path: Path) -> Cli:
     """Tasks extract, load (who) and count (n: integer), and the flow pair."""
     _flow_tasks(cli, tmp_path / "unused.log")
-    _ok(cli, "task", "publish", *PROJECT, "--task", "count", "--param", "n:int=2",
+    ok(cli, "task", "publish", *PROJECT, "--task", "count", "--param", "n:int=2",
         "--shell", "true")
     return cli
 
 
 def _triggers(db: Cli) -> dict[str, dict[str, Any]]:
-    return {t["trigger"]: t for t in _json(db, "trigger", "list", *PROJECT)}
+    return {t["trigger"]: t for t in as_json(db, "trigger", "list", *PROJECT)}
 
 
 @pytest.mark.parametrize(("args", "needles"), [
@@ -263,16 +224,16 @@ def test_a_bad_trigger_is_one_clear_error_and_writes_nothing(
 
 
 def test_fire_on_a_flow_trigger_names_flow_run(db: Cli) -> None:
-    _ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
+    ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
         "--every", "1h")
     assert_one_line_error(db("trigger", "fire", *PROJECT, "--trigger", "tick"), 2,
                           "ql flow run --flow pair")
-    assert _json(db, "flow", "runs", *PROJECT) == []
-    assert _json(db, "run", "list") == []
+    assert as_json(db, "flow", "runs", *PROJECT) == []
+    assert as_json(db, "run", "list") == []
 
 
 def test_a_task_republish_that_breaks_a_triggers_values_is_refused(db: Cli) -> None:
-    _ok(db, "trigger", "publish", *PROJECT, "--trigger", "ct", "--task", "count",
+    ok(db, "trigger", "publish", *PROJECT, "--trigger", "ct", "--task", "count",
         "--every", "1h", "--param", "n=5")
     refused = db("task", "publish", *PROJECT, "--task", "count", "--no-params",
                  "--shell", "true")
@@ -281,9 +242,9 @@ def test_a_task_republish_that_breaks_a_triggers_values_is_refused(db: Cli) -> N
     refused = db("task", "publish", *PROJECT, "--task", "count", "--param", "n:bool=false",
                  "--shell", "true")
     assert_one_line_error(refused, 2, "trigger ct: parameters", "--no-repin")
-    assert [t["revision"] for t in _json(db, "task", "list", *PROJECT)
+    assert [t["revision"] for t in as_json(db, "task", "list", *PROJECT)
             if t["task"] == "count"] == [1]
-    forced = _ok(db, "task", "publish", *PROJECT, "--task", "count", "--no-params",
+    forced = ok(db, "task", "publish", *PROJECT, "--task", "count", "--no-params",
                  "--shell", "true", "--no-repin")
     assert "revision 2" in forced, forced
     ct = _triggers(db)["ct"]
@@ -294,14 +255,14 @@ def test_a_flow_publish_that_breaks_a_flow_triggers_values_is_refused(db: Cli) -
     """A task republish leaves the flow pinned to the revisions it runs (its occurrences fail
     with `publish the flow again` until it is); publishing the flow with the new revision is
     what would make the trigger's values wrong, so that publish is refused, naming it."""
-    _ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
+    ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--flow", "pair",
         "--every", "1h", "--param", "who=zed")
-    _ok(db, "task", "publish", *PROJECT, "--task", "extract", "--param", "who:int=1",
+    ok(db, "task", "publish", *PROJECT, "--task", "extract", "--param", "who:int=1",
         "--shell", "true")  # who becomes an integer, and the trigger gives zed
     refused = db("flow", "publish", "-f", "flow.yaml", *PROJECT)
     assert_one_line_error(refused, 2, "trigger tick: parameters (node extract)", "--no-params")
-    _ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--no-params")
-    _ok(db, "flow", "publish", "-f", "flow.yaml", *PROJECT)
+    ok(db, "trigger", "publish", *PROJECT, "--trigger", "tick", "--no-params")
+    ok(db, "flow", "publish", "-f", "flow.yaml", *PROJECT)
 
 
 APPLIED = """\
@@ -322,11 +283,11 @@ flows:
 
 def test_apply_creates_a_flow_and_the_trigger_that_starts_it_in_one_file(cli: Cli) -> None:
     Path("all.yaml").write_text(APPLIED)
-    _ok(cli, "apply", "-f", "all.yaml")  # the flow is published before the trigger needs it
-    [shown] = [t for t in _json(cli, "trigger", "list") if t["trigger"] == "nightly"]
+    ok(cli, "apply", "-f", "all.yaml")  # the flow is published before the trigger needs it
+    [shown] = [t for t in as_json(cli, "trigger", "list") if t["trigger"] == "nightly"]
     assert (shown["flow"], shown["task"], shown["parameters"]) == ("ab", "a", {"who": "zed"})
-    assert "nothing to change" in _ok(cli, "apply", "-f", "all.yaml")
-    exported = _ok(cli, "export", "--project", "demo")
+    assert "nothing to change" in ok(cli, "apply", "-f", "all.yaml")
+    exported = ok(cli, "export", "--project", "demo")
     assert "flow: ab" in exported and "who: zed" in exported
     Path("all.yaml").write_text(APPLIED.replace("flow: ab, ", ""))
     refused = cli("apply", "-f", "all.yaml")

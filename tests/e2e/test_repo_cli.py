@@ -6,10 +6,6 @@ Runs then execute the imported content; a second pull with nothing new writes no
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,50 +13,17 @@ import pytest
 
 from tests.contract.test_repo_pulls import Origin
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
+from tests.support.cli_session import PROJECT, Cli, as_json, ok, serving, session
 from tests.support.ql import Ql, wait_for
-
-PROJECT = ("--project", "demo")
-Cli = Callable[..., Result]
 
 
 @pytest.fixture
 def cli(ql: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:  # noqa: F811
-    monkeypatch.delenv("QL_DATABASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    url = f"sqlite:///{tmp_path / 'ql.db'}"
-
-    def run(*argv: str) -> Result:
-        return ql(*argv, "--database-url", url)
-
-    for step in (("db", "migrate"), ("project", "create", "demo")):
-        _ok(run, *step)
-    return run
-
-
-def _ok(cli: Cli, *argv: str) -> str:
-    done = cli(*argv)
-    assert done.code == 0, f"ql {' '.join(argv)} exited {done.code}: {done.err}"
-    return done.out
-
-
-def _json(cli: Cli, *argv: str) -> Any:
-    return json.loads(_ok(cli, *argv, "--json"))
-
-
-@contextmanager
-def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    q = Ql(f"sqlite:///{tmp_path / 'ql.db'}", cwd=tmp_path)
-    server = q.start("serve", "--interval", "250ms", stdout=tmp_path / "serve.out")
-    try:
-        yield server
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    assert server.returncode == 0, (tmp_path / "serve.out").read_text()
+    return session(ql, tmp_path, monkeypatch)
 
 
 def _ended(cli: Cli, run_id: str) -> dict[str, Any] | None:
-    shown: dict[str, Any] = _json(cli, "run", "show", run_id)
+    shown: dict[str, Any] = as_json(cli, "run", "show", run_id)
     return shown if shown["run"]["status"] in ("succeeded", "failed") else None
 
 
@@ -70,10 +33,10 @@ def test_bad_input_and_a_dry_run_write_nothing(cli: Cli, tmp_path: Path) -> None
     assert_one_line_error(cli("repo", "add", *PROJECT, "jd", "--url", "not a url"), 2, "url")
     assert_one_line_error(cli("repo", "add", *PROJECT, "jd", "--url", str(origin.bare),
                               "--schedule", "99 * * * *"), 2, "99")
-    dry = _ok(cli, "repo", "add", *PROJECT, "jd", "--url", str(origin.bare), "--dry-run")
+    dry = ok(cli, "repo", "add", *PROJECT, "jd", "--url", str(origin.bare), "--dry-run")
     assert "would save 1" in dry and "jd/a.py" in dry, dry
-    assert _json(cli, "repo", "ls", *PROJECT) == []
-    assert _json(cli, "script", "ls", *PROJECT) == []
+    assert as_json(cli, "repo", "ls", *PROJECT) == []
+    assert as_json(cli, "script", "ls", *PROJECT) == []
     missing = cli("repo", "pull", *PROJECT, "nope")
     assert_one_line_error(missing, missing.code, "nope")
 
@@ -84,23 +47,23 @@ def test_serve_runs_the_pull_and_then_the_tasks_it_made(cli: Cli, tmp_path: Path
     out = tmp_path / "ran.txt"
     origin.commit({"jd_sign.py": f"# cron: * * * * * *\nopen({str(out)!r}, 'a').write('v1\\n')\n",
                    "README.md": "not a script\n"})
-    added = _ok(cli, "repo", "add", *PROJECT, "jd", "--url", str(origin.bare), "--auto-tasks")
+    added = ok(cli, "repo", "add", *PROJECT, "jd", "--url", str(origin.bare), "--auto-tasks")
     assert "pull task repo-jd" in added, added
-    with _serving(tmp_path):
-        run_id = _json(cli, "repo", "pull", *PROJECT, "jd")["run"]
+    with serving(tmp_path):
+        run_id = as_json(cli, "repo", "pull", *PROJECT, "jd")["run"]
         shown = wait_for(lambda: _ended(cli, run_id), 60, "the pull Run to end", interval=0.2)
-        log = _ok(cli, "run", "logs", run_id)
+        log = ok(cli, "run", "logs", run_id)
         assert shown["run"]["status"] == "succeeded", log
         assert "saved    jd/jd_sign.py" in log and "task created   jd-jd-sign" in log, log
         # the task the header made runs the imported content every second
         wait_for(lambda: out.exists() and "v1" in out.read_text(), 60,
                  "a Run of the imported script")
-        again = _json(cli, "repo", "pull", *PROJECT, "jd")["run"]
+        again = as_json(cli, "repo", "pull", *PROJECT, "jd")["run"]
         wait_for(lambda: _ended(cli, again), 60, "the second pull to end", interval=0.2)
-        assert "nothing changed" in _ok(cli, "run", "logs", again)
-    shown_repo = _json(cli, "repo", "show", *PROJECT, "jd")
+        assert "nothing changed" in ok(cli, "run", "logs", again)
+    shown_repo = as_json(cli, "repo", "show", *PROJECT, "jd")
     assert shown_repo["last_report"]["saved"] == [] and shown_repo["last_commit"]
-    assert [s["path"] for s in _json(cli, "script", "ls", *PROJECT)] == ["jd/jd_sign.py"]
+    assert [s["path"] for s in as_json(cli, "script", "ls", *PROJECT)] == ["jd/jd_sign.py"]
 
 
 @pytest.mark.slow

@@ -14,70 +14,44 @@ The `ql` commands run in-process against one database file; a real `ql serve` ru
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, ql  # noqa: F401
-from tests.support.ql import Ql, wait_for
+from tests.support.cli_session import PROJECT, Cli, as_json, ok, serving, session
+from tests.support.ql import wait_for
 
-PROJECT = ("--project", "demo")
-Cli = Callable[..., Result]
 V1 = "import sys\nprint('v1', *sys.argv[1:])\n"
 V2 = "import sys\nprint('v2', *sys.argv[1:])\n"
 
 
 @pytest.fixture
 def cli(ql: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:  # noqa: F811
-    """`ql ARGS` in-process on tmp_path/ql.db, migrated, with the project `demo`."""
-    monkeypatch.delenv("QL_DATABASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    url = f"sqlite:///{tmp_path / 'ql.db'}"
-
-    def run(*argv: str) -> Result:
-        return ql(*argv, "--database-url", url)
-
-    for step in (("db", "migrate"), ("project", "create", "demo")):
-        _ok(run, *step)
-    return run
-
-
-def _ok(cli: Cli, *argv: str) -> str:
-    done = cli(*argv)
-    assert done.code == 0, f"ql {' '.join(argv)} exited {done.code}: {done.err}"
-    return done.out
-
-
-def _json(cli: Cli, *argv: str) -> Any:
-    return json.loads(_ok(cli, *argv, "--json"))
+    return session(ql, tmp_path, monkeypatch)
 
 
 def test_every_save_is_a_revision_and_each_command_reads_them(cli: Cli, tmp_path: Path) -> None:
     Path("sign.py").write_text(V1)
-    assert "saved demo/jd/sign.py revision 1" in _ok(cli, "script", "put", *PROJECT,
+    assert "saved demo/jd/sign.py revision 1" in ok(cli, "script", "put", *PROJECT,
                                                       "jd/sign.py", "-f", "sign.py")
-    assert "unchanged at revision 1" in _ok(cli, "script", "put", *PROJECT, "jd/sign.py",
+    assert "unchanged at revision 1" in ok(cli, "script", "put", *PROJECT, "jd/sign.py",
                                             "-f", "sign.py")
     Path("sign.py").write_text(V2)
-    saved = _json(cli, "script", "put", *PROJECT, "jd/sign.py", "-f", "sign.py")
+    saved = as_json(cli, "script", "put", *PROJECT, "jd/sign.py", "-f", "sign.py")
     assert (saved["revision"], saved["digest"]) == (2, hashlib.sha256(V2.encode()).hexdigest())
-    assert _ok(cli, "script", "get", *PROJECT, "jd/sign.py") == V2
-    assert _ok(cli, "script", "get", *PROJECT, "jd/sign.py", "--revision", "1") == V1
-    listed = _ok(cli, "script", "ls", *PROJECT).splitlines()
+    assert ok(cli, "script", "get", *PROJECT, "jd/sign.py") == V2
+    assert ok(cli, "script", "get", *PROJECT, "jd/sign.py", "--revision", "1") == V1
+    listed = ok(cli, "script", "ls", *PROJECT).splitlines()
     assert listed[0].split()[:3] == ["PATH", "REV", "BYTES"] and listed[1].startswith("jd/sign.py")
-    assert [r["revision"] for r in _json(cli, "script", "history", *PROJECT, "jd/sign.py")] \
+    assert [r["revision"] for r in as_json(cli, "script", "history", *PROJECT, "jd/sign.py")] \
         == [2, 1]
-    diff = _ok(cli, "script", "diff", *PROJECT, "jd/sign.py")
+    diff = ok(cli, "script", "diff", *PROJECT, "jd/sign.py")
     assert "-print('v1', *sys.argv[1:])" in diff and "+print('v2', *sys.argv[1:])" in diff
-    assert "removed demo/jd/sign.py at revision 3" in _ok(cli, "script", "rm", *PROJECT,
+    assert "removed demo/jd/sign.py at revision 3" in ok(cli, "script", "rm", *PROJECT,
                                                           "jd/sign.py")
-    assert _json(cli, "script", "ls", *PROJECT) == []
-    assert len(_json(cli, "script", "ls", *PROJECT, "--all")) == 1
+    assert as_json(cli, "script", "ls", *PROJECT) == []
+    assert len(as_json(cli, "script", "ls", *PROJECT, "--all")) == 1
 
 
 def test_bad_input_is_one_clear_line_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
@@ -90,7 +64,7 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(cli: Cli, tmp_path: Path
                           "'..'")
     assert_one_line_error(cli("script", "put", *PROJECT, "none.py"), 2, "cannot read")
     Path("ok.py").write_text(V1)
-    _ok(cli, "script", "put", *PROJECT, "ok.py")
+    ok(cli, "script", "put", *PROJECT, "ok.py")
     assert_one_line_error(cli("script", "put", *PROJECT, "ok.py", "-f", "big.py",
                               "--if-revision", "0"), 2, "at most")
     Path("ok.py").write_text(V2)
@@ -101,54 +75,42 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(cli: Cli, tmp_path: Path
     assert missing.code != 0
     assert_one_line_error(missing, missing.code, "no.py")
     Path("tool.rb").write_text("puts 1\n")
-    _ok(cli, "script", "put", *PROJECT, "tool.rb")
+    ok(cli, "script", "put", *PROJECT, "tool.rb")
     assert_one_line_error(cli("task", "publish", *PROJECT, "--task", "t", "--script", "tool.rb"),
                           2, "extension", "python3")
-    assert [r["revision"] for r in _json(cli, "script", "history", *PROJECT, "ok.py")] == [1]
-    assert _json(cli, "task", "list", *PROJECT) == []
-
-
-@contextmanager
-def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    q = Ql(f"sqlite:///{tmp_path / 'ql.db'}", cwd=tmp_path)
-    server = q.start("serve", "--interval", "250ms", stdout=tmp_path / "serve.out")
-    try:
-        yield server
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    assert server.returncode == 0, (tmp_path / "serve.out").read_text()
+    assert [r["revision"] for r in as_json(cli, "script", "history", *PROJECT, "ok.py")] == [1]
+    assert as_json(cli, "task", "list", *PROJECT) == []
 
 
 def _log_of(cli: Cli, run_id: str) -> str | None:
-    shown = _json(cli, "run", "show", run_id)
+    shown = as_json(cli, "run", "show", run_id)
     if shown["run"]["status"] not in ("succeeded", "failed"):
         return None
     assert shown["run"]["status"] == "succeeded", shown
-    return _ok(cli, "run", "logs", run_id)
+    return ok(cli, "run", "logs", run_id)
 
 
 @pytest.mark.slow
 def test_serve_runs_exactly_the_content_each_run_pinned(
         cli: Cli, ql: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     Path("job.py").write_text(V1)
-    _ok(cli, "script", "put", *PROJECT, "tools/job.py", "-f", "job.py")
+    ok(cli, "script", "put", *PROJECT, "tools/job.py", "-f", "job.py")
     # the script's own arguments come last, after --: the database is named by the environment
     monkeypatch.setenv("QL_DATABASE_URL", f"sqlite:///{tmp_path / 'ql.db'}")
-    published = _ok(ql, "task", "publish", *PROJECT, "--task", "job", "--script",
+    published = ok(ql, "task", "publish", *PROJECT, "--task", "job", "--script",
                     "tools/job.py", "--", "--day", "mon")
     assert "published task demo/job revision 1" in published
-    shown = _ok(cli, "task", "show", *PROJECT, "--task", "job")
+    shown = ok(cli, "task", "show", *PROJECT, "--task", "job")
     assert "python3 tools/job.py --day mon" in shown, shown
-    first = _json(cli, "task", "run", *PROJECT, "--task", "job")["id"]
+    first = as_json(cli, "task", "run", *PROJECT, "--task", "job")["id"]
     Path("job.py").write_text(V2)  # saved before the first Run ran: it still runs v1
-    moved = _json(cli, "script", "put", *PROJECT, "tools/job.py", "-f", "job.py")
+    moved = as_json(cli, "script", "put", *PROJECT, "tools/job.py", "-f", "job.py")
     assert moved["tasks_updated"] == ["job"]
-    second = _json(cli, "task", "run", *PROJECT, "--task", "job")["id"]
+    second = as_json(cli, "task", "run", *PROJECT, "--task", "job")["id"]
     def both() -> tuple[str, str] | None:
         ended = _log_of(cli, first), _log_of(cli, second)
         return (ended[0], ended[1]) if ended[0] and ended[1] else None
 
-    with _serving(tmp_path):
+    with serving(tmp_path):
         logs = wait_for(both, 60, "both Runs ended", interval=0.2)
     assert logs[0].strip() == "v1 --day mon" and logs[1].strip() == "v2 --day mon", logs
