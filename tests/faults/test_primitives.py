@@ -86,7 +86,11 @@ def servers() -> Iterator[Servers]:
     finally:
         try:
             made.stop_all()
-            left = _processes_mentioning(str(work))
+            # pg_ctl returns once the postmaster has removed its pid file; the process itself
+            # may still be exiting: wait for that (bounded), then judge
+            deadline = time.monotonic() + 10
+            while (left := _processes_mentioning(str(work))) and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert not left, f"processes left behind: {left}"
         finally:
             shutil.rmtree(work, ignore_errors=True)
