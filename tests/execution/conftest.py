@@ -24,8 +24,10 @@ RunCommand = Callable[..., RunDetail]
 def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterator[RunCommand]:
     """Publish a task of ``spec``, admit one Run of it and let a real executor (``identity``:
     its niceness, run-as user and memory cgroups; ``scripts``: the content of a script task
-    by its digest) run it to its end; the Run's detail."""
-    made: list[Executor] = []
+    by its digest) run it to its end; the Run's detail. Each call's executor is stopped before
+    the call returns, so the next call's Run is leased by the next call's executor alone (one
+    still polling would take it with its own identity)."""
+    running: list[Executor] = []
 
     def go(spec: CommandSpec, identity: Identity | None = None, task: str = "job",
            scripts: Fetch | None = None) -> RunDetail:
@@ -33,10 +35,14 @@ def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterat
         executor = Executor(sqlite_stores.runs, SystemClock(), owner="limits",
                             log_dir=tmp_path / "logs", poll_interval_s=0.05, identity=identity,
                             scripts=scripts)
-        made.append(executor)
+        running.append(executor)
         executor.start()
-        return wait_terminal(sqlite_stores, run_id)
+        try:
+            return wait_terminal(sqlite_stores, run_id)
+        finally:
+            executor.stop(0.5)
+            running.remove(executor)
 
     yield go
-    for executor in made:
+    for executor in running:  # a call that failed before its executor was stopped
         executor.stop(0.5)
