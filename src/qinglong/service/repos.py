@@ -36,6 +36,7 @@ from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.service import git_fetch
 from qinglong.service.catalog import Catalog, TaskPublishRequest
 from qinglong.service.scripts import Scripts
+from qinglong.service.units import as_one_unit
 from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.kernel import Database
 from qinglong.storage.repos import RepoStore
@@ -63,8 +64,7 @@ class Repos:
         self._admit = admit
 
     def _unit(self, action: str, work: Callable[[], T]) -> T:
-        """``work`` as one unit of work, or inside the caller's (an API request's)."""
-        return work() if self._db.in_unit else self._db.unit(action, work)
+        return as_one_unit(self._db, action, work)
 
     # -- the subscription ---------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from qinglong.domain.scripts import ScriptRevision
 from qinglong.domain.task import ScriptCommand
 from qinglong.errors import InvalidInput
 from qinglong.service.catalog import Catalog, TaskPublishRequest
+from qinglong.service.units import as_one_unit
 from qinglong.service.views.scripts import (
     ScriptContentView,
     ScriptDiffView,
@@ -49,9 +50,7 @@ class Scripts:
                 ScriptSaveView, changed=saved.changed, tasks_updated=updated,
                 tasks_behind=behind)
 
-        if self._db.in_unit:  # a caller's unit (an API request) holds it already
-            return work()
-        return self._db.unit("save a script", work)
+        return as_one_unit(self._db, "save a script", work)
 
     def _follow(self, project_id: str, revision: ScriptRevision,
                 keep: bool) -> tuple[list[str], list[str]]:
