@@ -34,17 +34,21 @@ from qinglong.domain.decision import Decision
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.scheduler.report import CycleReport
+from qinglong.service.container import Services
 from qinglong.storage.admission import ScheduleStore
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
 from qinglong.storage.definitions import DefinitionStore
+from qinglong.storage.definitions.params import ProjectCreateParams
 from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.kernel import Capabilities, Database
+from qinglong.storage.open import Role, open_database
 from qinglong.storage.postgres.connection import SessionSettings, SingleConnector
 from qinglong.storage.postgres.driver import open_postgres
 from qinglong.storage.postgres.migrate import migrate
 from qinglong.storage.postgres.roles import provision_roles
 from qinglong.storage.postgres.web_pool import WebPool
 from qinglong.storage.runs import RunStore
+from qinglong.storage.stores import Stores
 from qinglong.testing import FakeClock
 from testkit.postgres import EmbeddedPostgres
 from tests.conftest import SqliteStores
@@ -524,3 +528,21 @@ def pg_backend(request: pytest.FixtureRequest, contract_pg: PgTargets) -> Iterat
     COMMIT replies lost on the way back."""
     with _pg_backend(str(request.param), request, contract_pg) as pg:
         yield pg
+
+
+@pytest.fixture
+def web_demo(backend: Backend) -> Iterator[Stores]:
+    """The stores as the HTTP API opens them (ql_web on PostgreSQL: it publishes, saves
+    scripts and sets environments), with the project ``demo``."""
+    stores = open_database(backend.url("ql_web"), clock=backend.clock(), role=Role.WEB)
+    try:
+        stores.definitions.project_create(ProjectCreateParams(project_id="demo"))
+        yield stores
+    finally:
+        stores.close()
+
+
+@pytest.fixture
+def demo_services(web_demo: Stores, backend: Backend) -> Services:
+    """Every use case over ``web_demo``."""
+    return Services(stores=web_demo, clock=backend.clock())

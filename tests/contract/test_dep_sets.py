@@ -6,33 +6,24 @@ cannot change, and a worker (ql_worker on PostgreSQL) reads the current set."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from qinglong.domain.deps import INSTALL_TASK, DepSet
 from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.service.container import Services
-from qinglong.storage.definitions.params import ProjectCreateParams
 from qinglong.storage.deps import DepStore
-from qinglong.storage.open import Role, open_database
 from qinglong.storage.stores import Stores
 from tests.contract.conftest import Backend
 
 
 @pytest.fixture
-def web(backend: Backend) -> Iterator[Stores]:
-    stores = open_database(backend.url("ql_web"), clock=backend.clock(), role=Role.WEB)
-    try:
-        stores.definitions.project_create(ProjectCreateParams(project_id="demo"))
-        yield stores
-    finally:
-        stores.close()
+def web(web_demo: Stores) -> Stores:
+    return web_demo
 
 
 @pytest.fixture
-def services(web: Stores, backend: Backend) -> Services:
-    return Services(stores=web, clock=backend.clock())
+def services(demo_services: Services) -> Services:
+    return demo_services
 
 
 def test_changes_are_revisions_of_the_canonical_set(services: Services) -> None:

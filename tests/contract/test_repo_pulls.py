@@ -7,7 +7,6 @@ deletes a task (it disables it), and a pull that finds nothing new writes nothin
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,6 @@ import pytest
 from qinglong.domain.repos import PULL_LABEL, RepoSpec, pull_task_id
 from qinglong.errors import Conflict, InvalidInput, NotFound, RepoFetchFailed
 from qinglong.service.container import Services
-from qinglong.storage.definitions.params import ProjectCreateParams
-from qinglong.storage.open import Role, open_database
 from qinglong.storage.stores import Stores
 from tests.contract.conftest import Backend
 
@@ -71,18 +68,13 @@ class Origin:
 
 
 @pytest.fixture
-def web(backend: Backend) -> Iterator[Stores]:
-    stores = open_database(backend.url("ql_web"), clock=backend.clock(), role=Role.WEB)
-    try:
-        stores.definitions.project_create(ProjectCreateParams(project_id="demo"))
-        yield stores
-    finally:
-        stores.close()
+def web(web_demo: Stores) -> Stores:
+    return web_demo
 
 
 @pytest.fixture
-def services(web: Stores, backend: Backend) -> Services:
-    return Services(stores=web, clock=backend.clock())
+def services(demo_services: Services) -> Services:
+    return demo_services
 
 
 @pytest.fixture

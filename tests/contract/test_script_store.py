@@ -6,7 +6,6 @@ new save in the same transaction (or left where they are when asked)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,8 +18,6 @@ from qinglong.service.container import Services
 from qinglong.service.definition_model import DefinitionErrors
 from qinglong.service.definition_yaml import parse_text
 from qinglong.service.definition_yaml_write import dump_projects
-from qinglong.storage.definitions.params import ProjectCreateParams
-from qinglong.storage.open import Role, open_database
 from qinglong.storage.stores import Stores
 from tests.contract.conftest import Backend
 
@@ -28,20 +25,13 @@ HELLO = b"print('hello')\n"
 
 
 @pytest.fixture
-def web(backend: Backend) -> Iterator[Stores]:
-    """The stores as the HTTP API opens them (ql_web on PostgreSQL: it saves scripts and
-    publishes tasks)."""
-    stores = open_database(backend.url("ql_web"), clock=backend.clock(), role=Role.WEB)
-    try:
-        stores.definitions.project_create(ProjectCreateParams(project_id="demo"))
-        yield stores
-    finally:
-        stores.close()
+def web(web_demo: Stores) -> Stores:
+    return web_demo
 
 
 @pytest.fixture
-def services(web: Stores, backend: Backend) -> Services:
-    return Services(stores=web, clock=backend.clock())
+def services(demo_services: Services) -> Services:
+    return demo_services
 
 
 def test_each_save_is_a_revision_named_by_its_sha256(services: Services) -> None:
