@@ -70,7 +70,11 @@ class StaticFile:
     version: str  # the first 12 hex digits of its SHA-256: part of the URL, so caches refresh
 
 
-STATIC_FILES = ("panel.js", "editor.js", "panel.css")
+# The scripts load in this order: editor.js (what the script editor needs), panel.js (the
+# helpers, as window.QL, and the first pages), then each page script, which adds its pages to
+# QL.pages; the page is filled once all of them have loaded.
+PAGE_SCRIPTS = ("editor.js", "panel.js")
+STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
 
 def _load_static() -> dict[str, StaticFile]:
@@ -151,10 +155,10 @@ class Panel:
             "<link rel=\"icon\" href=\"data:,\">"
             f"<link rel=\"stylesheet\" href=\"{self._asset('panel.css')}\">"
             f"<meta name=\"ql-csrf\" content=\"{_attr(csrf)}\">"
-            f"<script src=\"{self._asset('editor.js')}\" defer></script>"
-            f"<script src=\"{self._asset('panel.js')}\" defer></script>"
-            f"</head><body data-page=\"{_attr(page)}\"{attrs}>{nav}"
-            f"<main id=\"main\">{markup}</main></body></html>")
+            + "".join(f"<script src=\"{self._asset(name)}\" defer></script>"
+                      for name in PAGE_SCRIPTS)
+            + f"</head><body data-page=\"{_attr(page)}\"{attrs}>{nav}"
+            + f"<main id=\"main\">{markup}</main></body></html>")
 
     @staticmethod
     def _nav(principal: Principal, current: str) -> str:

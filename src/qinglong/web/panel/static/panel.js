@@ -2092,7 +2092,28 @@
     notifications: notificationsPage
   };
 
-  setupHeader();
-  if (PAGES[page]) PAGES[page]();
-  body.setAttribute("data-ready", "true");
+  /* The helpers the other page scripts (loaded after this one, each registering its pages in
+     QL.pages) build on. They run once every deferred script has loaded. */
+  window.QL = {
+    $: $, el: el, append: append, clear: clear, svg: svg, row: row, emptyRow: emptyRow,
+    badge: badge, showProblem: showProblem, describe: describe, allowed: allowed,
+    applyRoles: applyRoles, api: api, ApiError: ApiError, query: query, seg: seg,
+    requestId: requestId, stamp: stamp, toMs: toMs, local: local, utc: utc, zoned: zoned,
+    relative: relative, parseDuration: parseDuration, durationText: durationText,
+    duration: duration, when: when, shortId: shortId, runLink: runLink,
+    triggerLink: triggerLink, every: every, pool: pool, debounce: debounce,
+    percentile: percentile, projectsInto: projectsInto, showResult: showResult,
+    ensureProject: ensureProject, sizeText: sizeText, parseSize: parseSize,
+    labelsText: labelsText, commandText: commandText, details: details,
+    page: page, body: body, pages: PAGES
+  };
+
+  function start() {
+    setupHeader();
+    if (PAGES[page]) PAGES[page]();
+    body.setAttribute("data-ready", "true");
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();
