@@ -8,6 +8,7 @@ import pytest
 from qinglong.errors import Conflict, NotFound
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
+    AuditListParams,
     AuditWriteParams,
     SessionCreateParams,
     TokenCreateParams,
@@ -163,11 +164,49 @@ def test_the_audit_log_pages_newest_first(accounts: AccountStore) -> None:
         project_id="demo", target=f"task t{i}", detail={"revision": i, "nested": {"a": [1]}},
         client="127.0.0.1")) for i in range(5)]
     assert [w.id for w in written] == sorted(w.id for w in written)
-    page = accounts.audit_list(None, 3)
+    page = accounts.audit_list(AuditListParams(limit=3))
     assert [e.action for e in page] == ["task.publish.4", "task.publish.3", "task.publish.2"]
     assert page[0].detail == {"revision": 4, "nested": {"a": [1]}}
     assert (page[0].actor, page[0].via, page[0].token_id, page[0].client) == (
         "ann", "token", "0123456789abcdef", "127.0.0.1")
-    rest = accounts.audit_list(page[-1].id, 3)
+    rest = accounts.audit_list(AuditListParams(limit=3, before_id=page[-1].id))
     assert [e.action for e in rest] == ["task.publish.1", "task.publish.0"]
-    assert accounts.audit_list(rest[-1].id, 3) == []
+    assert accounts.audit_list(AuditListParams(limit=3, before_id=rest[-1].id)) == []
+
+
+def test_the_audit_log_filters_by_actor_action_project_and_time(
+        accounts: AccountStore, backend: Backend) -> None:
+    def write(actor: str, action: str, project: str | None) -> int:
+        entry = accounts.audit_write(AuditWriteParams(
+            actor=actor, via="session", action=action, project_id=project))
+        backend.pass_time(5)  # each entry at its own instant
+        return entry.at_ms
+
+    first = write("ann", "task.publish", "demo")
+    write("bob", "notify.test", None)
+    middle = write("ann", "notify.channel.put", "other")
+    write("ann", "notifyx", "demo")  # not under notify: only 'notify' itself or 'notify.*'
+    write("bob", "task.publish", "demo")
+    last = write("ann", "trigger.pause", "demo")
+
+    def actions(**given: object) -> list[str]:
+        return [e.action for e in accounts.audit_list(AuditListParams(limit=100, **given))]
+
+    assert actions(actor="ann") == ["trigger.pause", "notifyx", "notify.channel.put",
+                                    "task.publish"]
+    assert actions(action="notify") == ["notify.channel.put", "notify.test"]
+    assert actions(action="notify.channel") == ["notify.channel.put"]
+    assert actions(action="task.publish", actor="bob") == ["task.publish"]
+    assert actions(project_id="demo") == ["trigger.pause", "task.publish", "notifyx",
+                                          "task.publish"]
+    assert actions(since_ms=middle, until_ms=last) == ["task.publish", "notifyx",
+                                                       "notify.channel.put"]
+    assert actions(since_ms=last) == ["trigger.pause"]
+    assert actions(until_ms=first + 1) == ["task.publish"]
+    assert actions(actor="nobody") == []
+    # a filtered page continues after its cursor with the same filters
+    page = accounts.audit_list(AuditListParams(limit=2, actor="ann", project_id="demo"))
+    assert [e.action for e in page] == ["trigger.pause", "notifyx"]
+    rest = accounts.audit_list(AuditListParams(limit=2, actor="ann", project_id="demo",
+                                               before_id=page[-1].id))
+    assert [e.action for e in rest] == ["task.publish"]

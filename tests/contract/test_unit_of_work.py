@@ -14,7 +14,7 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.service.container import Services
 from qinglong.service.definition_plan import ApplyStopped
 from qinglong.service.definition_yaml import parse_text
-from qinglong.storage.accounts.params import AuditWriteParams
+from qinglong.storage.accounts.params import AuditListParams, AuditWriteParams
 from qinglong.storage.admission.params import ManualRunParams
 from qinglong.storage.definitions.params import ProjectCreateParams, TaskPublishParams
 from qinglong.storage.open import Role, open_database
@@ -43,7 +43,7 @@ def _audit(stores: Stores, action: str) -> None:
 
 
 def _actions(stores: Stores) -> list[str]:
-    return [entry.action for entry in stores.accounts.audit_list(None, 100)]
+    return [entry.action for entry in stores.accounts.audit_list(AuditListParams(limit=100))]
 
 
 def test_a_change_and_its_audit_row_commit_together(web: Stores) -> None:

@@ -41,6 +41,7 @@ from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
+    AuditListParams,
     AuditWriteParams,
     SessionCreateParams,
     TokenCreateParams,
@@ -57,6 +58,7 @@ TOKEN_SHAPE = re.compile(r"^qlt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 SESSION_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MAX_TOKEN_LIFETIME_MS = 3650 * 86_400_000
 MAX_AUDIT_PAGE = 10_000
+AUDIT_TEXT_MAX = 64  # an actor's or an action's longest (the columns' width)
 TOUCH_AFTER_MS = 60_000  # tokens record being seen at most once a minute, sessions also at
 TOUCHES_PER_IDLE = 4  # least 4 times per idle window (so one in use never runs idle)
 
@@ -347,7 +349,19 @@ class Accounts:
             action=action, project_id=project, target=target, detail=detail or {},
             client=client))
 
-    def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntryView]:
+    def audit_list(self, before_id: int | None, limit: int, *, actor: str | None = None,
+                   action: str | None = None, project: str | None = None,
+                   since_ms: int | None = None,
+                   until_ms: int | None = None) -> list[AuditEntryView]:
+        """Newest first, before ``before_id``; only ``actor``'s, only ``action`` (and the
+        actions under it), only ``project``'s, only at ``since_ms <= at < until_ms``."""
         if not 1 <= limit <= MAX_AUDIT_PAGE:
             raise InvalidInput("limit", f"must be between 1 and {MAX_AUDIT_PAGE}")
-        return [audit_view(entry) for entry in self._store.audit_list(before_id, limit)]
+        for name, text in (("actor", actor), ("action", action)):
+            if text is not None and not 1 <= len(text) <= AUDIT_TEXT_MAX:
+                raise InvalidInput(name, f"must be 1-{AUDIT_TEXT_MAX} characters")
+        if since_ms is not None and until_ms is not None and until_ms <= since_ms:
+            raise InvalidInput("until", "must be later than since")
+        return [audit_view(entry) for entry in self._store.audit_list(AuditListParams(
+            limit=limit, before_id=before_id, actor=actor, action=action, project_id=project,
+            since_ms=since_ms, until_ms=until_ms))]

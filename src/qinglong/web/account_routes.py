@@ -111,9 +111,11 @@ def audit_log(call: Call) -> Reply:
     if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 19
                                    and int(cursor) < 2**63):
         raise InvalidInput("cursor", "is not a cursor this API gave out")
-    limit = call.query["limit"]
-    entries = call.backend.accounts.audit_list(None if cursor is None else int(cursor),
-                                               limit + 1)
+    q = call.query
+    limit = q["limit"]
+    entries = call.backend.accounts.audit_list(
+        None if cursor is None else int(cursor), limit + 1, actor=q["actor"],
+        action=q["action"], project=q["project"], since_ms=q["since"], until_ms=q["until"])
     shown = entries[:limit]
     more = len(entries) > limit
     return Reply(views.AuditPageView(items=shown, next_cursor=str(shown[-1].id) if more else None))
@@ -158,6 +160,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/audit", audit_log, "The audit log: who published, paused, "
              "cancelled or ran what, newest first", "accounts", Level.ADMIN,
              response=views.AuditPageView,
+             description="The filters combine; send the same ones with the cursor.",
              query=(Query("limit", "int", "Entries per page", 1, 1000, default=100),
-                    Query("cursor", "str", "next_cursor of the previous page"))),
+                    Query("cursor", "str", "next_cursor of the previous page"),
+                    Query("actor", "str", "Only this user's (or CLI user's) entries"),
+                    Query("action", "str", "Only this action and the actions under it "
+                          "(notify: notify.test, notify.channel.put, ...)"),
+                    Query("project", "str", "Only this project's entries"),
+                    Query("since", "instant", "Only entries at or after this time"),
+                    Query("until", "instant", "Only entries before this time"))),
 )

@@ -17,7 +17,9 @@ IMMEDIATE`` (SQLite) transaction; each read one read.
   records one and keeps only the user's ``keep`` newest.
 - ``user_rehash`` replaces a password hash only while it is still ``old_hash``, and ends
   nothing (the password is the same).
-- ``audit_list`` pages newest first, before the entry ``before_id`` when given.
+- ``audit_list`` pages newest first, before the entry ``before_id`` when given, keeping the
+  entries of one actor, action (and the actions under it), project and time range when
+  asked (``AuditListParams``).
 """
 
 from __future__ import annotations

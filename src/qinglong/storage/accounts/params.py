@@ -121,6 +121,22 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AuditListParams:
+    """A page of the audit log, newest first: entries before ``before_id`` (when given) that
+    pass every filter given. ``action`` matches that action and every action under it
+    (``notify`` matches ``notify.test`` and ``notify.channel.put``); the time range is
+    ``since_ms <= at_ms < until_ms``."""
+
+    limit: int
+    before_id: int | None = None
+    actor: str | None = None
+    action: str | None = None
+    project_id: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AuditWriteParams:
     actor: str
     via: str

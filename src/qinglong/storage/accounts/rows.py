@@ -12,6 +12,7 @@ from qinglong.errors import Conflict, InvalidInput, NotFound
 from qinglong.storage.accounts.params import (
     ApiToken,
     AuditEntry,
+    AuditListParams,
     AuditWriteParams,
     DeviceCreateParams,
     LoginAttempt,
@@ -236,8 +237,11 @@ class AccountRows(TxUnit):
                           project_id=params.project_id, target=params.target,
                           detail=dict(params.detail), client=params.client)
 
-    def audit_list(self, before_id: int | None, limit: int) -> list[AuditEntry]:
+    def audit_list(self, params: AuditListParams) -> list[AuditEntry]:
+        before_id = params.before_id
         if before_id is not None and not 0 <= before_id <= MAX_JSON_INT:  # a 64-bit row id
             raise InvalidInput("cursor", "is not a cursor this API gave out")
-        return [audit_from_row(row) for row in self._all(
-            "account_audit_list", {"before_id": before_id, "limit": limit})]
+        return [audit_from_row(row) for row in self._all("account_audit_list", {
+            "before_id": before_id, "limit": params.limit, "actor": params.actor,
+            "action": params.action, "project_id": params.project_id,
+            "since_ms": params.since_ms, "until_ms": params.until_ms})]

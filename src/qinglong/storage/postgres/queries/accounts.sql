@@ -1,8 +1,9 @@
 -- name: account_user_insert
 -- A new user.
-INSERT INTO qinglong.users (username, role, password_hash, created_at_ms, updated_at_ms,
-                            disabled_at_ms)
-VALUES (%(username)s, %(role)s, %(password_hash)s, %(now_ms)s, %(now_ms)s, NULL);
+INSERT INTO qinglong.users (username, role, all_projects, password_hash, created_at_ms,
+                            updated_at_ms, disabled_at_ms)
+VALUES (%(username)s, CASE WHEN %(role)s = 'none' THEN 'viewer' ELSE %(role)s END,
+        %(role)s <> 'none', %(password_hash)s, %(now_ms)s, %(now_ms)s, NULL);
 
 -- name: account_user_get
 -- One user by name.
@@ -15,7 +16,9 @@ SELECT * FROM qinglong.users ORDER BY username;
 -- name: account_user_update
 -- Change a user's role, password or disabled state (NULL keeps each).
 UPDATE qinglong.users
-   SET role = coalesce(%(role)s::varchar, role),
+   SET role = CASE WHEN %(role)s::varchar = 'none' THEN 'viewer'
+                   ELSE coalesce(%(role)s::varchar, role) END,
+       all_projects = coalesce(%(role)s::varchar <> 'none', all_projects),
        password_hash = coalesce(%(password_hash)s::varchar, password_hash),
        disabled_at_ms = CASE WHEN %(disabled)s::boolean IS NULL THEN disabled_at_ms
                              WHEN %(disabled)s::boolean THEN coalesce(disabled_at_ms, %(now_ms)s)
@@ -38,7 +41,7 @@ VALUES (%(id_digest)s, %(username)s, %(now_ms)s, %(now_ms)s + %(lifetime_ms)s,
 
 -- name: account_session_get
 -- A session that still holds (not ended, not expired, its user enabled), with the user's role.
-SELECT s.id_digest, s.username, u.role, s.created_at_ms, s.expires_at_ms,
+SELECT s.id_digest, s.username, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, s.created_at_ms, s.expires_at_ms,
        s.idle_expires_at_ms, s.seen_at_ms
   FROM qinglong.user_sessions s JOIN qinglong.users u ON u.username = s.username
  WHERE s.id_digest = %(id_digest)s AND s.ended_at_ms IS NULL AND u.disabled_at_ms IS NULL
@@ -60,19 +63,20 @@ UPDATE qinglong.user_sessions SET ended_at_ms = %(now_ms)s
 -- name: account_token_insert
 -- A new API token (its secret's digest only).
 INSERT INTO qinglong.api_tokens (id, username, name, scope, secret_digest, created_at_ms,
-                                 expires_at_ms, last_used_at_ms, revoked_at_ms, revoked_by)
+                                 expires_at_ms, last_used_at_ms, revoked_at_ms, revoked_by,
+                                 projects)
 VALUES (%(id)s, %(username)s, %(name)s, %(scope)s, %(secret_digest)s, %(now_ms)s,
-        %(now_ms)s + %(lifetime_ms)s::bigint, NULL, NULL, NULL);
+        %(now_ms)s + %(lifetime_ms)s::bigint, NULL, NULL, NULL, %(projects)s::varchar);
 
 -- name: account_token_get
 -- One token by its public id, with its user's role and state.
-SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+SELECT t.*, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, u.disabled_at_ms AS user_disabled_at_ms
   FROM qinglong.api_tokens t JOIN qinglong.users u ON u.username = t.username
  WHERE t.id = %(id)s;
 
 -- name: account_token_list
 -- Tokens of one user (or of all when username is NULL), newest first.
-SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+SELECT t.*, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, u.disabled_at_ms AS user_disabled_at_ms
   FROM qinglong.api_tokens t JOIN qinglong.users u ON u.username = t.username
  WHERE %(username)s::varchar IS NULL OR t.username = %(username)s::varchar
  ORDER BY t.created_at_ms DESC, t.id;
@@ -160,6 +164,41 @@ VALUES (%(now_ms)s, %(actor)s, %(via)s, %(token_id)s::varchar, %(action)s,
 RETURNING id;
 
 -- name: account_audit_list
--- Audit entries, newest first, before an id when given.
-SELECT * FROM qinglong.audit_log WHERE %(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint
+-- Audit entries, newest first, before an id when given; of one actor, one action (or an action
+-- under it: 'notify' keeps 'notify.test'), one project and at_ms in [since_ms, until_ms) when
+-- given.
+SELECT * FROM qinglong.audit_log
+ WHERE (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+   AND (%(actor)s::varchar IS NULL OR actor = %(actor)s::varchar)
+   AND (%(action)s::varchar IS NULL OR action = %(action)s::varchar
+        OR left(action, length(%(action)s::varchar) + 1) = %(action)s::varchar || '.')
+   AND (%(project_id)s::varchar IS NULL OR project_id = %(project_id)s::varchar)
+   AND (%(since_ms)s::bigint IS NULL OR at_ms >= %(since_ms)s::bigint)
+   AND (%(until_ms)s::bigint IS NULL OR at_ms < %(until_ms)s::bigint)
  ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: account_grants_of_user
+-- The projects a user is granted a role on (per-project roles, 0024_grants), by project.
+SELECT project_id, role FROM qinglong.user_grants WHERE username = %(username)s ORDER BY project_id;
+
+-- name: account_grants_on_project
+-- Who is granted a role on one project, by name.
+SELECT username, project_id, role, granted_by, granted_at_ms
+  FROM qinglong.user_grants WHERE project_id = %(project_id)s ORDER BY username;
+
+-- name: account_grant_get
+-- One grant.
+SELECT username, project_id, role, granted_by, granted_at_ms
+  FROM qinglong.user_grants WHERE username = %(username)s AND project_id = %(project_id)s;
+
+-- name: account_grant_put
+-- Grant a role on a project (replacing the one held).
+INSERT INTO qinglong.user_grants (username, project_id, role, granted_by, granted_at_ms)
+VALUES (%(username)s, %(project_id)s, %(role)s, %(by)s, %(now_ms)s)
+ON CONFLICT (username, project_id) DO UPDATE
+   SET role = excluded.role, granted_by = excluded.granted_by,
+       granted_at_ms = excluded.granted_at_ms;
+
+-- name: account_grant_delete
+-- Take a grant back.
+DELETE FROM qinglong.user_grants WHERE username = %(username)s AND project_id = %(project_id)s;

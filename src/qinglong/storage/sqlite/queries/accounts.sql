@@ -1,7 +1,9 @@
 -- name: account_user_insert
 -- A new user.
-INSERT INTO users (username, role, password_hash, created_at_ms, updated_at_ms, disabled_at_ms)
-VALUES (:username, :role, :password_hash, :now_ms, :now_ms, NULL);
+INSERT INTO users (username, role, all_projects, password_hash, created_at_ms, updated_at_ms,
+                   disabled_at_ms)
+VALUES (:username, CASE WHEN :role = 'none' THEN 'viewer' ELSE :role END, :role <> 'none',
+        :password_hash, :now_ms, :now_ms, NULL);
 
 -- name: account_user_get
 -- One user by name.
@@ -14,7 +16,8 @@ SELECT * FROM users ORDER BY username;
 -- name: account_user_update
 -- Change a user's role, password or disabled state (NULL keeps each).
 UPDATE users
-   SET role = coalesce(:role, role),
+   SET role = CASE WHEN :role = 'none' THEN 'viewer' ELSE coalesce(:role, role) END,
+       all_projects = coalesce(:role <> 'none', all_projects),
        password_hash = coalesce(:password_hash, password_hash),
        disabled_at_ms = CASE WHEN :disabled IS NULL THEN disabled_at_ms
                              WHEN :disabled THEN coalesce(disabled_at_ms, :now_ms)
@@ -36,7 +39,7 @@ VALUES (:id_digest, :username, :now_ms, :now_ms + :lifetime_ms,
 
 -- name: account_session_get
 -- A session that still holds (not ended, not expired, its user enabled), with the user's role.
-SELECT s.id_digest, s.username, u.role, s.created_at_ms, s.expires_at_ms,
+SELECT s.id_digest, s.username, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, s.created_at_ms, s.expires_at_ms,
        s.idle_expires_at_ms, s.seen_at_ms
   FROM user_sessions s JOIN users u ON u.username = s.username
  WHERE s.id_digest = :id_digest AND s.ended_at_ms IS NULL AND u.disabled_at_ms IS NULL
@@ -56,20 +59,20 @@ UPDATE user_sessions SET ended_at_ms = :now_ms WHERE id_digest = :id_digest AND 
 -- name: account_token_insert
 -- A new API token (its secret's digest only).
 INSERT INTO api_tokens (id, username, name, scope, secret_digest, created_at_ms, expires_at_ms,
-                        last_used_at_ms, revoked_at_ms, revoked_by)
+                        last_used_at_ms, revoked_at_ms, revoked_by, projects)
 VALUES (:id, :username, :name, :scope, :secret_digest, :now_ms,
         CASE WHEN :lifetime_ms IS NULL THEN NULL ELSE :now_ms + :lifetime_ms END,
-        NULL, NULL, NULL);
+        NULL, NULL, NULL, :projects);
 
 -- name: account_token_get
 -- One token by its public id, with its user's role and state.
-SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+SELECT t.*, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, u.disabled_at_ms AS user_disabled_at_ms
   FROM api_tokens t JOIN users u ON u.username = t.username
  WHERE t.id = :id;
 
 -- name: account_token_list
 -- Tokens of one user (or of all when username is NULL), newest first.
-SELECT t.*, u.role, u.disabled_at_ms AS user_disabled_at_ms
+SELECT t.*, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, u.disabled_at_ms AS user_disabled_at_ms
   FROM api_tokens t JOIN users u ON u.username = t.username
  WHERE :username IS NULL OR t.username = :username
  ORDER BY t.created_at_ms DESC, t.id;
@@ -153,6 +156,41 @@ VALUES (:now_ms, :actor, :via, :token_id, :action, :project_id, :target, :detail
 RETURNING id;
 
 -- name: account_audit_list
--- Audit entries, newest first, before an id when given.
-SELECT * FROM audit_log WHERE :before_id IS NULL OR id < :before_id
+-- Audit entries, newest first, before an id when given; of one actor, one action (or an action
+-- under it: 'notify' keeps 'notify.test'), one project and at_ms in [since_ms, until_ms) when
+-- given.
+SELECT * FROM audit_log
+ WHERE (:before_id IS NULL OR id < :before_id)
+   AND (:actor IS NULL OR actor = :actor)
+   AND (:action IS NULL OR action = :action
+        OR substr(action, 1, length(:action) + 1) = :action || '.')
+   AND (:project_id IS NULL OR project_id = :project_id)
+   AND (:since_ms IS NULL OR at_ms >= :since_ms)
+   AND (:until_ms IS NULL OR at_ms < :until_ms)
  ORDER BY id DESC LIMIT :limit;
+
+-- name: account_grants_of_user
+-- The projects a user is granted a role on (per-project roles, 0024_grants), by project.
+SELECT project_id, role FROM user_grants WHERE username = :username ORDER BY project_id;
+
+-- name: account_grants_on_project
+-- Who is granted a role on one project, by name.
+SELECT username, project_id, role, granted_by, granted_at_ms
+  FROM user_grants WHERE project_id = :project_id ORDER BY username;
+
+-- name: account_grant_get
+-- One grant.
+SELECT username, project_id, role, granted_by, granted_at_ms
+  FROM user_grants WHERE username = :username AND project_id = :project_id;
+
+-- name: account_grant_put
+-- Grant a role on a project (replacing the one held).
+INSERT INTO user_grants (username, project_id, role, granted_by, granted_at_ms)
+VALUES (:username, :project_id, :role, :by, :now_ms)
+ON CONFLICT (username, project_id) DO UPDATE
+   SET role = excluded.role, granted_by = excluded.granted_by,
+       granted_at_ms = excluded.granted_at_ms;
+
+-- name: account_grant_delete
+-- Take a grant back.
+DELETE FROM user_grants WHERE username = :username AND project_id = :project_id;
