@@ -16,6 +16,7 @@ from qinglong.domain.task import ExecutorType
 from qinglong.service.accounts import Accounts, SessionPolicy
 from qinglong.service.backfill import Backfills
 from qinglong.service.catalog import Catalog
+from qinglong.service.dashboard import TriggerSummaries
 from qinglong.service.declarative import Declarative
 from qinglong.service.deps import Deps
 from qinglong.service.flows import Flows
@@ -29,6 +30,7 @@ from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.scripts import Scripts
 from qinglong.service.stats import TaskStats
+from qinglong.storage.dashboard import DashboardStore
 from qinglong.storage.kernel import Capabilities, Tx
 from qinglong.storage.stores import Stores
 
@@ -47,6 +49,7 @@ class Services:
     ledger: TriggerLedger = field(init=False)
     pages: RunPages = field(init=False)
     stats: TaskStats = field(init=False)
+    summaries: TriggerSummaries = field(init=False)
     accounts: Accounts = field(init=False)
     declarative: Declarative = field(init=False)
     processes: Processes = field(init=False)
@@ -67,6 +70,7 @@ class Services:
         self.ledger = TriggerLedger(stores.runs)
         self.pages = RunPages(stores.runs)
         self.stats = TaskStats(stores.runs)
+        self.summaries = TriggerSummaries(DashboardStore(stores.db), self.clock)
         self.accounts = Accounts(stores.accounts, policy=self.session_policy)
         self.declarative = Declarative(stores.definitions, stores.db.unit, stores.flows,
                                        pin_script=self.catalog.pinned_script)

@@ -37,6 +37,7 @@ from qinglong.errors import (
 from qinglong.web import (
     account_routes,
     backfill_routes,
+    dashboard_routes,
     definitions,
     env_routes,
     flow_routes,
@@ -75,7 +76,7 @@ def api_endpoints() -> tuple[Endpoint, ...]:
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
             *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
-            *repo_routes.ENDPOINTS)
+            *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

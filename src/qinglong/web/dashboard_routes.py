@@ -1,0 +1,35 @@
+"""The dashboard's route: a page of triggers with their latest Run, success rate, lag and
+next fire time, computed in the database for the whole page at once (service/dashboard.py
+says what each figure means)."""
+
+from __future__ import annotations
+
+from qinglong.domain.identifiers import project_id
+from qinglong.service.accounts import Level
+from qinglong.service.dashboard import DEFAULT_PAGE, DEFAULT_WINDOW, MAX_PAGE, MAX_WINDOW
+from qinglong.service.views.dashboard import TriggerSummaryPageView
+from qinglong.web.routing import Call, Endpoint, Query, Reply
+
+
+def trigger_summary(call: Call) -> Reply:
+    q = call.query
+    project = q["project"]
+    return Reply(call.backend.summaries.page(
+        None if project is None else project_id(project), cursor=q["cursor"],
+        limit=q["limit"], window=q["window"]))
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/api/v1/triggers/summary", trigger_summary,
+             "A page of triggers, each with its state, next fire time, latest Run, and the "
+             "success rate and largest admission lag of its latest Runs (one query per page, "
+             "whatever the number of triggers)", "triggers", Level.READ,
+             response=TriggerSummaryPageView,
+             query=(Query("project", "str", "Only this project"),
+                    Query("limit", "int", "Triggers per page", 1, MAX_PAGE,
+                          default=DEFAULT_PAGE),
+                    Query("window", "int", "How many of each trigger's latest Runs (by "
+                                           "occurrence) the success rate and lag cover", 1,
+                          MAX_WINDOW, default=DEFAULT_WINDOW),
+                    Query("cursor", "str", "next_cursor of the previous page"))),
+)
