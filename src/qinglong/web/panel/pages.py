@@ -35,7 +35,6 @@ from qinglong.web.panel.markup import (
     FLOW_RUN,
     FLOWS,
     LOGIN,
-    NOTIFICATIONS,
     RUN,
     RUNS,
     SCRIPTS,
@@ -46,6 +45,7 @@ from qinglong.web.panel.markup import (
     TRIGGER,
     TRIGGER_EDITOR,
 )
+from qinglong.web.panel.markup_admin import AUDIT, CLUSTER, NOTIFICATIONS, TOKENS, USERS
 
 STATIC_PREFIX = "/static/panel/"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -60,7 +60,9 @@ NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/flows", "Flows", "flows"), ("/scripts", "Scripts", "scripts"),
        ("/subscriptions", "Subscriptions", "subscriptions"),
        ("/environment", "Environment", "environment"),
-       ("/stats", "Stats", "stats"), ("/notifications", "Notifications", "notifications"))
+       ("/stats", "Stats", "stats"), ("/notifications", "Notifications", "notifications"),
+       ("/cluster", "Cluster", "cluster"), ("/tokens", "Tokens", "tokens"),
+       ("/users", "Users", "users"), ("/audit", "Audit log", "audit"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,7 @@ class StaticFile:
 # The scripts load in this order: editor.js (what the script editor needs), panel.js (the
 # helpers, as window.QL, and the first pages), then each page script, which adds its pages to
 # QL.pages; the page is filled once all of them have loaded.
-PAGE_SCRIPTS = ("editor.js", "panel.js")
+PAGE_SCRIPTS = ("editor.js", "panel.js", "admin.js")
 STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
 
@@ -134,6 +136,10 @@ PAGES = (
     Page("/environment", "environment", "Environment", ENVIRONMENT),
     Page("/stats", "stats", "Stats", STATS),
     Page("/notifications", "notifications", "Notifications", NOTIFICATIONS),
+    Page("/cluster", "cluster", "Cluster", CLUSTER),
+    Page("/tokens", "tokens", "API tokens", TOKENS),
+    Page("/users", "users", "Users", USERS),
+    Page("/audit", "audit", "Audit log", AUDIT),
 )
 
 
