@@ -30,7 +30,6 @@ from qinglong.service.accounts import Principal, csrf_token_for
 from qinglong.web.auth import SESSION_COOKIE
 from qinglong.web.backend import WebBackend
 from qinglong.web.panel.markup import (
-    DASHBOARD,
     ENVIRONMENT,
     FLOW_RUN,
     FLOWS,
@@ -46,6 +45,7 @@ from qinglong.web.panel.markup import (
     TRIGGER_EDITOR,
 )
 from qinglong.web.panel.markup_admin import AUDIT, CLUSTER, NOTIFICATIONS, TOKENS, USERS
+from qinglong.web.panel.markup_dashboard import DASHBOARD
 
 STATIC_PREFIX = "/static/panel/"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -75,7 +75,7 @@ class StaticFile:
 # The scripts load in this order: editor.js (what the script editor needs), panel.js (the
 # helpers, as window.QL, and the first pages), then each page script, which adds its pages to
 # QL.pages; the page is filled once all of them have loaded.
-PAGE_SCRIPTS = ("editor.js", "panel.js", "admin.js")
+PAGE_SCRIPTS = ("editor.js", "panel.js", "admin.js", "dashboard.js")
 STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
 
