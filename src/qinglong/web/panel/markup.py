@@ -4,8 +4,6 @@ sideways when the table is wider than the screen."""
 
 from __future__ import annotations
 
-from qinglong.domain.task import DEFAULT_TIMEOUT_MS
-
 DASHBOARD = """
 <h1>Dashboard</h1>
 <p class="muted">Times in <span id="viewer-zone"></span> (your browser) and UTC.
@@ -38,101 +36,32 @@ TASKS = """
 <h1>Tasks</h1>
 <p><a href="/tasks/edit" data-needs="admin">New task</a></p>
 <p id="problem" class="problem" hidden></p>
+<p id="tasks-result" role="status"></p>
+<section><h2>Projects</h2>
+<div class="table-scroll">
+<table id="projects" class="grid"><thead><tr><th>Project</th><th>Name</th><th>Status</th>
+<th>Triggers paused</th><th></th></tr></thead><tbody></tbody></table></div></section>
+<section><h2>Tasks</h2>
 <div class="table-scroll">
 <table id="tasks" class="grid"><thead><tr><th>Project</th><th>Task</th><th>Command</th>
 <th>Revision</th><th>Enabled</th><th>Environment (names only)</th><th>Timeout</th>
 <th>Runs on (worker labels)</th><th></th>
-</tr></thead><tbody></tbody></table></div>
-"""
-
-TASK_EDITOR = f"""
-<h1>Task editor</h1>
-<p class="muted">Publishes a shell task: each publish appends a revision. Environment values
-are write-only: they are sent once and never shown again.</p>
-<form id="task-form" autocomplete="off">
-<label>Project <input name="project" id="task-project" list="project-list" required
-  placeholder="demo"></label>
-<label>Task id <input name="task" id="task-id" required placeholder="hello"></label>
-<label>Name <input name="name" id="task-name" placeholder="(optional)"></label>
-<label>Shell <select name="shell" id="task-shell"><option value="/bin/sh">/bin/sh</option>
-  <option value="/bin/bash">/bin/bash</option></select></label>
-<label class="wide">Command <textarea name="command" id="task-command" rows="4" required
-  spellcheck="false" placeholder="echo hello"></textarea></label>
-<label>Working directory <input name="working_directory" id="task-wd" spellcheck="false"
-  placeholder="(none) an absolute path"></label>
-<label>Timeout <input name="timeout" id="task-timeout" spellcheck="false"
-  placeholder="30s, 5m, 1h30m (new tasks: {DEFAULT_TIMEOUT_MS // 60_000}m)"
-  aria-describedby="task-timeout-note">
-  <span id="task-timeout-note" class="muted" role="status"></span></label>
-<label>Runs on (worker labels) <input name="requires" id="task-requires" spellcheck="false"
-  placeholder="any worker, or gpu, region=eu"></label>
-<label>Memory limit <input name="memory_limit" id="task-memory" spellcheck="false"
-  placeholder="(none) 512M, 2G"></label>
-<label>CPU-time limit <input name="cpu_limit" id="task-cpu" spellcheck="false"
-  placeholder="(none) 30s, 10m"></label>
-<fieldset class="wide"><legend>Environment</legend>
-<ul id="env-existing" class="plain"></ul>
-<div id="env-new"></div>
-<button type="button" id="env-add">Add an entry</button>
-</fieldset>
-<p class="wide"><button type="submit" id="task-publish" data-needs="admin">Publish</button>
-  <span id="task-result" role="status"></span></p>
-</form>
-<datalist id="project-list"></datalist>
-"""
-
-TRIGGER_EDITOR = """
-<h1>Trigger editor</h1>
-<p class="muted">Publishes a trigger bound to a task: a cron expression (5 fields, or 6 with
-seconds first), <code>every 90s</code> (optionally <code>from</code> an instant) or
-<code>at</code> an instant. The preview below follows what you type. Fields left empty keep
-a trigger's current value.</p>
-<form id="trigger-form" autocomplete="off">
-<label>Project <input name="project" id="trigger-project" list="project-list" required
-  placeholder="demo"></label>
-<label>Trigger id <input name="trigger" id="trigger-id" required placeholder="nightly"></label>
-<label>Task <select name="task" id="trigger-task" required></select></label>
-<label>Schedule <input name="schedule" id="trigger-cron" required spellcheck="false"
-  placeholder="30 2 * * *, every 90s, at 2027-01-01T09:00:00Z"></label>
-<label>Time zone <input name="timezone" id="trigger-timezone" list="zone-list" required
-  spellcheck="false"></label>
-<label>Misfire <select name="misfire" id="trigger-misfire"><option value="">(keep / default)
-  </option><option value="skip">skip</option><option value="fire_once">fire_once</option>
-  </select></label>
-<label>Overlap <select name="overlap" id="trigger-overlap"><option value="">(keep / default)
-  </option><option value="allow">allow</option><option value="skip">skip</option>
-  <option value="queue">queue</option><option value="cancel_previous">cancel_previous</option>
-  </select></label>
-<label>DST gap (cron) <select name="dst_gap" id="trigger-dst-gap"><option value="">(keep /
-  default: shift)</option><option value="shift">shift</option><option value="skip">skip
-  </option></select></label>
-<label>DST overlap (cron) <select name="dst_overlap" id="trigger-dst-overlap"><option value="">
-  (keep / default: first)</option><option value="first">first</option><option value="second">
-  second</option><option value="both">both</option></select></label>
-<label>Jitter, seconds <input name="jitter_s" id="trigger-jitter" type="number" min="0"
-  max="3600" step="1" placeholder="(keep / none)"></label>
-<label>Random part, seconds <input name="jitter_random_s" id="trigger-jitter-random"
-  type="number" min="0" max="3600" step="1" placeholder="(keep / 0)"></label>
-<p class="wide"><button type="submit" id="trigger-publish" data-needs="admin">Publish</button>
-  <span id="trigger-result" role="status"></span></p>
-</form>
-<section><h2>Preview</h2><p id="preview-state" class="muted">Type a schedule.</p>
-<div class="table-scroll">
-<table id="preview" class="grid"><thead><tr><th>#</th><th>In the trigger's zone</th>
-<th>Your zone</th><th>UTC</th><th>DST</th></tr></thead><tbody></tbody></table></div></section>
-<datalist id="project-list"></datalist><datalist id="zone-list"></datalist>
+</tr></thead><tbody></tbody></table></div></section>
 """
 
 TRIGGER = """
 <h1>Trigger <span id="trigger-title"></span></h1>
 <p id="problem" class="problem" hidden></p>
 <p class="actions"><button type="button" id="trigger-fire" data-needs="operate">Fire now</button>
+<button type="button" id="trigger-switch" data-needs="operate" hidden></button>
+<button type="button" id="trigger-delete" class="danger" data-needs="admin">Delete</button>
 <a id="trigger-edit" data-needs="admin">Edit</a> <a id="trigger-runs">Runs</a>
 <span id="trigger-action-result" role="status"></span></p>
 <form id="pause-form" class="inline" data-needs="operate" autocomplete="off">
-<label>Pause until <input id="pause-until" spellcheck="false"
+<label for="pause-until">Pause until <input id="pause-until" spellcheck="false"
   placeholder="(until resumed), 10m, 2h or 2027-01-01T09:00:00Z"></label>
-<label>Reason <input id="pause-reason" maxlength="500" placeholder="(optional)"></label>
+<label for="pause-reason">Reason <input id="pause-reason" maxlength="500"
+  placeholder="(optional)"></label>
 <button type="submit" id="trigger-pause">Pause</button>
 <button type="button" id="trigger-resume">Resume</button></form>
 <dl id="trigger-details" class="details"></dl>
@@ -140,6 +69,25 @@ TRIGGER = """
 <div class="table-scroll">
 <table id="next-fires" class="grid"><thead><tr><th>In the trigger's zone</th><th>Your zone</th>
 <th>UTC</th></tr></thead><tbody></tbody></table></div></section>
+<section id="backfill" data-needs="operate"><h2>Backfill</h2>
+<p class="muted">Admit a Run for each past occurrence in a window that has none (one Run per
+occurrence, however often it is asked). The window ends before the trigger's next undecided
+occurrence.</p>
+<form id="backfill-form" class="inline" autocomplete="off">
+<label for="backfill-from">From <input id="backfill-from" spellcheck="false" required
+  placeholder="2h (ago) or 2027-01-01T09:00:00Z"></label>
+<label for="backfill-to">To <input id="backfill-to" spellcheck="false" required
+  placeholder="10m (ago) or 2027-01-01T10:00:00Z"></label>
+<button type="submit" id="backfill-plan-button">Show what it admits</button>
+<button type="button" id="backfill-run" disabled>Backfill</button>
+<button type="button" id="backfill-stop" hidden>Stop</button></form>
+<p id="backfill-result" role="status"></p>
+<p id="backfill-state" hidden><progress id="backfill-progress" max="1" value="0"></progress>
+<span id="backfill-count" role="status"></span></p>
+<ol id="backfill-log" class="plain"></ol>
+<div class="table-scroll">
+<table id="backfill-plan" class="grid"><thead><tr><th>#</th><th>Occurrence (trigger's zone)
+</th><th>Your zone</th><th>UTC</th></tr></thead><tbody></tbody></table></div></section>
 <section><h2>Occurrence ledger</h2>
 <form id="ledger-form" class="inline"><label>Window <select id="ledger-window">
 <option value="3600000">last hour</option><option value="21600000">last 6 hours</option>

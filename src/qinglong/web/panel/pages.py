@@ -39,13 +39,12 @@ from qinglong.web.panel.markup import (
     SCRIPTS,
     STATS,
     SUBSCRIPTIONS,
-    TASK_EDITOR,
     TASKS,
     TRIGGER,
-    TRIGGER_EDITOR,
 )
 from qinglong.web.panel.markup_admin import AUDIT, CLUSTER, NOTIFICATIONS, TOKENS, USERS
 from qinglong.web.panel.markup_dashboard import DASHBOARD
+from qinglong.web.panel.markup_editors import TASK_EDITOR, TRIGGER_EDITOR
 
 STATIC_PREFIX = "/static/panel/"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -75,7 +74,8 @@ class StaticFile:
 # The scripts load in this order: editor.js (what the script editor needs), panel.js (the
 # helpers, as window.QL, and the first pages), then each page script, which adds its pages to
 # QL.pages; the page is filled once all of them have loaded.
-PAGE_SCRIPTS = ("editor.js", "panel.js", "admin.js", "dashboard.js")
+PAGE_SCRIPTS = ("editor.js", "panel.js", "editors.js", "controls.js", "admin.js",
+                "dashboard.js")
 STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
 

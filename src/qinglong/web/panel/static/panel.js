@@ -103,16 +103,64 @@
     return String(error && error.message ? error.message : error);
   }
 
-  function allowed(need) {
-    return (LEVELS[body.getAttribute("data-role")] || 0) >= (NEEDS[need] || 99);
+  /* May the user do what needs ``need`` (read, operate, admin) to ``project`` (the project
+     the control acts on; left out: no one project)? For now the session's one role decides,
+     whatever the project. */
+  /* The roles the page was served with: on every project (data-role) and on single ones
+     (data-grants: "project:role project:role"). A control on a project is allowed by the
+     higher of the two; one on no project by the role on every project. */
+  var GRANTS = {};
+  (body.getAttribute("data-grants") || "").split(" ").forEach(function (pair) {
+    var cut = pair.indexOf(":");
+    if (cut > 0) GRANTS[pair.slice(0, cut)] = LEVELS[pair.slice(cut + 1)] || 0;
+  });
+
+  function allowed(need, project) {
+    var level = LEVELS[body.getAttribute("data-role")] || 0;
+    if (project && GRANTS[project] > level) level = GRANTS[project];
+    return level >= (NEEDS[need] || 99);
   }
 
-  /* Hide what the viewer's role may not do (the API refuses it anyway). */
+  /* Hide what the viewer's role may not do (the API refuses it anyway). A control acts on
+     the project of its nearest element with data-project (the page's, on a trigger's page). */
   function applyRoles(root) {
     var nodes = (root || document).querySelectorAll("[data-needs]");
     for (var i = 0; i < nodes.length; i++) {
-      if (!allowed(nodes[i].getAttribute("data-needs"))) nodes[i].hidden = true;
+      var holder = nodes[i].closest("[data-project]");
+      if (!allowed(nodes[i].getAttribute("data-needs"),
+          holder ? holder.getAttribute("data-project") : null)) nodes[i].hidden = true;
     }
+  }
+
+  /* A confirmation beside ``control`` (a button): the question and two buttons, Yes focused
+     (Escape or No cancels and gives the focus back). On Yes, ``action`` runs; the promise it
+     returns settles before the control is usable again. One confirmation at a time per
+     control. */
+  function confirmBeside(control, question, yes, action) {
+    var next = control.nextSibling;
+    if (next && next.className === "confirm") return;
+    var box;
+    function close() {
+      if (box.parentNode) box.parentNode.removeChild(box);
+      control.disabled = false;
+    }
+    var no = el("button", { type: "button", class: "confirm-no", onclick: function () {
+      close();
+      control.focus();
+    } }, "No");
+    var go = el("button", { type: "button", class: "danger confirm-yes", onclick: function () {
+      close();
+      control.disabled = true;
+      Promise.resolve().then(action).catch(function () { return null; })
+        .then(function () { control.disabled = false; });
+    } }, yes);
+    box = el("span", { class: "confirm", role: "alertdialog", "aria-label": question,
+      onkeydown: function (event) {
+        if (event.key === "Escape") { event.preventDefault(); close(); control.focus(); }
+      } }, el("span", { class: "confirm-question" }, question), " ", go, " ", no);
+    control.disabled = true;
+    control.parentNode.insertBefore(box, control.nextSibling);
+    go.focus();
   }
 
   // --- the API ----------------------------------------------------------------------------
@@ -550,143 +598,12 @@
     });
   }
 
-  // --- tasks -----------------------------------------------------------------------------------
+  // --- what the task and trigger pages share (their pages are in editors.js, controls.js) ----
 
   function commandText(command) {
     if (!command) return "";
     if (command.kind === "shell") return command.shell + " -c " + command.command;
     return (command.argv || []).join(" ");
-  }
-
-  function tasksPage() {
-    projectsInto(null).then(function (projects) {
-      return pool(projects, 4, function (p) {
-        return api("GET", "/projects/" + seg(p.id) + "/tasks");
-      }).then(function (lists) {
-        var tbody = clear($("tasks").tBodies[0]);
-        var count = 0;
-        lists.forEach(function (tasks, i) {
-          if (!Array.isArray(tasks)) return;
-          tasks.forEach(function (t) {
-            count++;
-            var actions = el("td", {});
-            if (allowed("operate")) {
-              actions.appendChild(el("button", { type: "button", class: "run-now",
-                "data-task": t.project + "/" + t.task, onclick: function (event) {
-                  runNow(t.project, t.task, event.currentTarget);
-                } }, "Run now"));
-              actions.appendChild(document.createTextNode(" "));
-            }
-            if (allowed("admin")) {
-              actions.appendChild(el("a", { href: "/tasks/edit" + query({ project: t.project,
-                task: t.task }) }, "Edit"));
-              actions.appendChild(document.createTextNode(" "));
-            }
-            actions.appendChild(el("a", { href: "/runs" + query({ project: t.project,
-              task: t.task }) }, "Runs"));
-            tbody.appendChild(row([
-              projects[i].id,
-              [el("strong", {}, t.task), t.name && t.name !== t.task ? [" ", el("span",
-                { class: "muted" }, t.name)] : null],
-              el("code", {}, commandText(t.command)),
-              el("td", { class: "num" }, t.revision),
-              t.enabled ? "yes" : "no",
-              t.environment.length ? t.environment.join(", ") : "—",
-              duration(t.timeout_ms),
-              t.requires && t.requires.length ? t.requires.join(", ") : "any worker",
-              actions
-            ], { "data-task": t.project + "/" + t.task }));
-          });
-        });
-        if (!count) emptyRow(tbody, 9, "No tasks yet.");
-      });
-    }).catch(function (e) { showProblem("problem", e); });
-  }
-
-  function runNow(project, task, button) {
-    button.disabled = true;
-    api("POST", "/projects/" + seg(project) + "/tasks/" + seg(task) + "/run",
-      { request_id: requestId() }).then(function (run) {
-      location.assign("/runs/" + seg(run.id));
-    }).catch(function (e) {
-      button.disabled = false;
-      showProblem("problem", e);
-    });
-  }
-
-  // --- task editor --------------------------------------------------------------------------
-
-  function taskEditorPage() {
-    var params = new URLSearchParams(location.search);
-    var loaded = null;
-    projectsInto($("project-list")).catch(function () { return []; });
-    $("env-add").addEventListener("click", function () { addEnvRow("", ""); });
-    if (params.get("project")) $("task-project").value = params.get("project");
-    if (params.get("task")) {
-      $("task-id").value = params.get("task");
-      api("GET", "/projects/" + seg(params.get("project") || "") + "/tasks/" +
-        seg(params.get("task"))).then(function (t) {
-        loaded = t;
-        $("task-name").value = t.name || "";
-        if (t.command.kind === "shell") {
-          $("task-command").value = t.command.command;
-          $("task-shell").value = t.command.shell;
-        } else {
-          $("task-result").textContent = "This task runs a program (argv); publishing here " +
-            "replaces it with a shell command.";
-        }
-        $("task-wd").value = t.working_directory || "";
-        $("task-timeout").value = t.timeout_ms ? durationText(t.timeout_ms) : "";
-        noteTimeout();
-        $("task-requires").value = (t.requires || []).join(", ");
-        $("task-memory").value = t.memory_limit_bytes ? sizeText(t.memory_limit_bytes) : "";
-        $("task-cpu").value = t.cpu_limit_s ? durationText(t.cpu_limit_s * 1000) : "";
-        drawExistingEnv(t.environment);
-      }).catch(function (e) { showResult("task-result", e); });
-    }
-    $("task-timeout").addEventListener("input", noteTimeout);
-    $("task-form").addEventListener("submit", function (event) {
-      event.preventDefault();
-      publishTask(loaded).then(function (t) { if (t) loaded = t; });
-    });
-  }
-
-  /* Beside the timeout: what the text reads as, or why it is refused. */
-  function noteTimeout() {
-    var text = $("task-timeout").value.trim();
-    var note = clear($("task-timeout-note"));
-    note.removeAttribute("data-ms");
-    if (!text) return;
-    try {
-      var ms = parseDuration(text);
-      note.className = "muted";
-      note.setAttribute("data-ms", String(ms));
-      note.textContent = "= " + durationText(ms);
-    } catch (e) {
-      note.className = "problem";
-      note.textContent = e.message;
-    }
-  }
-
-  function drawExistingEnv(names) {
-    var list = clear($("env-existing"));
-    names.forEach(function (name) {
-      list.appendChild(el("li", {}, el("code", {}, name), " ",
-        el("span", { class: "muted" }, "(value set, not shown) "),
-        el("label", {}, el("input", { type: "checkbox", class: "env-unset", value: name }),
-          " remove")));
-    });
-  }
-
-  function addEnvRow() {
-    var holder = $("env-new");
-    var line = el("div", { class: "env-row" },
-      el("input", { class: "env-name", placeholder: "NAME", spellcheck: "false" }),
-      el("input", { class: "env-value", type: "password", placeholder: "value (write-only)",
-        autocomplete: "new-password" }),
-      el("button", { type: "button", onclick: function () { holder.removeChild(line); } },
-        "Remove"));
-    holder.appendChild(line);
   }
 
   function showResult(id, error, text) {
@@ -723,349 +640,12 @@
     return Number(found[1]) * factor;
   }
 
-  /* The placement and limit fields into the publish body: what changed is sent (a field
-     emptied clears its value), what did not is left out (kept). A refusal's text, or null. */
-  function placementAndLimits(payload, loaded) {
-    var requires = $("task-requires").value.split(",").map(function (s) { return s.trim(); })
-      .filter(function (s) { return s; });
-    var before = loaded ? (loaded.requires || []) : [];
-    if (requires.slice().sort().join(",") !== before.slice().sort().join(",")) {
-      payload.requires = requires;
-    }
-    var memory = $("task-memory").value.trim();
-    var cpu = $("task-cpu").value.trim();
-    try {
-      var bytes = memory ? parseSize(memory) : null;
-      if (bytes !== (loaded ? loaded.memory_limit_bytes : null)) {
-        payload.memory_limit_bytes = bytes;
-      }
-    } catch (e) { return "memory limit: " + e.message; }
-    try {
-      var ms = cpu ? parseDuration(cpu) : null;
-      if (ms !== null && ms % 1000) return "CPU-time limit: must be whole seconds";
-      var seconds = ms === null ? null : ms / 1000;
-      if (seconds !== (loaded ? loaded.cpu_limit_s : null)) payload.cpu_limit_s = seconds;
-    } catch (e) { return "CPU-time limit: " + e.message; }
-    return null;
-  }
-
-  function publishTask(loaded) {
-    var project = $("task-project").value.trim();
-    var task = $("task-id").value.trim();
-    var payload = {
-      command: { kind: "shell", command: $("task-command").value,
-        shell: $("task-shell").value }
-    };
-    var name = $("task-name").value.trim();
-    if (name) payload.name = name;
-    var wd = $("task-wd").value.trim();
-    if (wd) payload.working_directory = wd;
-    else if (loaded && loaded.working_directory) payload.working_directory = null;
-    var timeout = $("task-timeout").value.trim();
-    if (timeout) {
-      try {
-        payload.timeout_ms = parseDuration(timeout);
-      } catch (e) {
-        showResult("task-result", new ApiError(400, { title: "Not published",
-          detail: "timeout: " + e.message, field: "timeout" }));
-        return Promise.resolve(null);
-      }
-    }
-    var refused = placementAndLimits(payload, loaded);
-    if (refused) {
-      showResult("task-result", new ApiError(400, { title: "Not published",
-        detail: refused, field: "limits" }));
-      return Promise.resolve(null);
-    }
-    var environment = {};
-    var any = false;
-    var names = document.querySelectorAll("#env-new .env-row");
-    for (var i = 0; i < names.length; i++) {
-      var key = names[i].querySelector(".env-name").value.trim();
-      if (!key) continue;
-      environment[key] = names[i].querySelector(".env-value").value;
-      any = true;
-    }
-    if (any) payload.environment = environment;
-    var unset = Array.prototype.map.call(
-      document.querySelectorAll("#env-existing .env-unset:checked"),
-      function (box) { return box.value; });
-    if (unset.length) payload.unset_environment = unset;
-    var button = $("task-publish");
-    button.disabled = true;
-    return ensureProject(project).then(function () {
-      return api("POST", "/projects/" + seg(project) + "/tasks/" + seg(task) + "/revisions",
-        payload);
-    }).then(function (view) {
-      var node = showResult("task-result", null, (view.created ? "Published revision " :
-        "Nothing changed: still revision ") + view.revision + " of " + project + "/" + task + ". ");
-      node.appendChild(el("a", { href: "/triggers/edit" + query({ project: project,
-        task: task }) }, "Add a trigger"));
-      node.appendChild(document.createTextNode(" · "));
-      node.appendChild(el("a", { href: "/tasks" }, "Tasks"));
-      clear($("env-new"));
-      drawExistingEnv(view.environment);
-      history.replaceState(null, "", "/tasks/edit" + query({ project: project, task: task }));
-      return view;
-    }).catch(function (e) {
-      showResult("task-result", e);
-      return null;
-    }).then(function (view) {
-      button.disabled = false;
-      return view;
-    });
-  }
-
-  // --- trigger editor ------------------------------------------------------------------------
-
-  function triggerEditorPage() {
-    var params = new URLSearchParams(location.search);
-    var zones = $("zone-list");
-    try {
-      if (Intl.supportedValuesOf) {
-        Intl.supportedValuesOf("timeZone").forEach(function (zone) {
-          zones.appendChild(el("option", { value: zone }));
-        });
-      }
-    } catch (e) { /* no list: the field is free text */ }
-    $("trigger-timezone").value = viewerZone;
-    projectsInto($("project-list")).catch(function () { return []; });
-    var wantedTask = params.get("task");
-    var loadTasks = function () {
-      var project = $("trigger-project").value.trim();
-      var select = $("trigger-task");
-      if (!project) return Promise.resolve();
-      return api("GET", "/projects/" + seg(project) + "/tasks").then(function (tasks) {
-        var keep = select.value || wantedTask;
-        clear(select);
-        tasks.forEach(function (t) {
-          select.appendChild(el("option", { value: t.task }, t.task));
-        });
-        if (keep) select.value = keep;
-      }).catch(function () { clear(select); });
-    };
-    var preview = previewer();
-    $("trigger-project").addEventListener("change", loadTasks);
-    $("trigger-project").addEventListener("input", debounce(400, loadTasks));
-    $("trigger-cron").addEventListener("input", preview);
-    $("trigger-timezone").addEventListener("input", preview);
-    if (params.get("project")) $("trigger-project").value = params.get("project");
-    var ready = loadTasks();
-    var loaded = null;  // the trigger as loaded: what publishing keeps unless changed
-    if (params.get("trigger")) {
-      $("trigger-id").value = params.get("trigger");
-      api("GET", "/projects/" + seg(params.get("project") || "") + "/triggers/" +
-        seg(params.get("trigger"))).then(function (t) {
-        wantedTask = t.task;
-        loaded = t;
-        $("trigger-cron").value = t.cron || t.schedule || "";
-        $("trigger-timezone").value = t.timezone;
-        $("trigger-misfire").value = t.misfire;
-        $("trigger-overlap").value = t.overlap;
-        if (t.dst) {
-          $("trigger-dst-gap").value = t.dst.gap;
-          $("trigger-dst-overlap").value = t.dst.overlap;
-        }
-        if (t.jitter) {
-          $("trigger-jitter").value = String(t.jitter.max_s);
-          $("trigger-jitter-random").value = String(t.jitter.random_s);
-        }
-        return ready.then(function () {
-          $("trigger-task").value = t.task;
-          preview();
-        });
-      }).catch(function (e) { showResult("trigger-result", e); });
-    }
-    $("trigger-form").addEventListener("submit", function (event) {
-      event.preventDefault();
-      publishTrigger(loaded);
-    });
-  }
-
-  /* The live preview: asks the API 300 ms after the last keystroke; late answers to older
-     questions are dropped. */
-  function previewer() {
-    var asked = 0;
-    return debounce(300, function () {
-      var text = $("trigger-cron").value.trim();
-      var zone = $("trigger-timezone").value.trim() || "UTC";
-      var state = $("preview-state");
-      var tbody = $("preview").tBodies[0];
-      var mine = ++asked;
-      if (!text) {
-        clear(tbody);
-        state.textContent = "Type a schedule.";
-        return;
-      }
-      state.textContent = "Checking…";
-      api("GET", "/cron/preview" + query({ schedule: text, timezone: zone, count: 8 }))
-        .then(function (view) {
-          if (mine !== asked) return;
-          state.className = "muted";
-          clear(state);
-          append(state, ["Next " + view.occurrences.length + " fires of ",
-            el("code", {}, view.schedule), " in " + view.timezone + ":"]);
-          clear(tbody);
-          view.occurrences.forEach(function (o) {
-            tbody.appendChild(row([el("td", { class: "num" }, o.n), zoned(o.local),
-              local(o.at_ms), utc(o.at_ms), o.dst ? o.dst + (o.note ? ": " + o.note : "") : ""]));
-          });
-        }).catch(function (e) {
-          if (mine !== asked) return;
-          clear(tbody);
-          state.className = "problem";
-          state.textContent = describe(e);
-        });
-    });
-  }
-
-  function publishTrigger(loaded) {
-    var project = $("trigger-project").value.trim();
-    var trigger = $("trigger-id").value.trim();
-    var payload = {
-      task: $("trigger-task").value,
-      schedule: $("trigger-cron").value.trim(),
-      timezone: $("trigger-timezone").value.trim()
-    };
-    if (loaded && (loaded.project !== project || loaded.trigger !== trigger)) loaded = null;
-    var misfire = $("trigger-misfire").value;
-    var overlap = $("trigger-overlap").value;
-    // a policy the loaded trigger already has is left out: it keeps its value (and a queue
-    // keeps its limit, which sending the policy again would reset to the default)
-    if (misfire && !(loaded && loaded.misfire === misfire)) payload.misfire = misfire;
-    if (overlap && !(loaded && loaded.overlap === overlap)) payload.overlap = overlap;
-    if ($("trigger-dst-gap").value) payload.dst_gap = $("trigger-dst-gap").value;
-    if ($("trigger-dst-overlap").value) payload.dst_overlap = $("trigger-dst-overlap").value;
-    var jitter = $("trigger-jitter").value.trim();
-    var jitterRandom = $("trigger-jitter-random").value.trim();
-    if (jitter !== "") payload.jitter_s = Number(jitter);
-    if (jitterRandom !== "") payload.jitter_random_s = Number(jitterRandom);
-    var button = $("trigger-publish");
-    button.disabled = true;
-    api("POST", "/projects/" + seg(project) + "/triggers/" + seg(trigger) + "/revisions",
-      payload).then(function (view) {
-      var node = showResult("trigger-result", null, (view.created ? "Published revision " :
-        "Nothing changed: still revision ") + view.revision + " of " + project + "/" +
-        trigger + ". ");
-      node.appendChild(el("a", { href: "/triggers/" + seg(project) + "/" + seg(trigger) },
-        "Open the trigger"));
-    }).catch(function (e) {
-      showResult("trigger-result", e);
-    }).then(function () { button.disabled = false; });
-  }
-
-  // --- one trigger and its ledger ------------------------------------------------------------
-
-  function triggerPage() {
-    var project = body.getAttribute("data-project");
-    var trigger = body.getAttribute("data-trigger");
-    var base = "/projects/" + seg(project) + "/triggers/" + seg(trigger);
-    $("trigger-title").textContent = project + "/" + trigger;
-    $("trigger-edit").setAttribute("href", "/triggers/edit" + query({ project: project,
-      trigger: trigger }));
-    $("trigger-runs").setAttribute("href", "/runs" + query({ project: project,
-      trigger: trigger }));
-    $("trigger-fire").addEventListener("click", function (event) {
-      var button = event.currentTarget;
-      button.disabled = true;
-      api("POST", base + "/fire", { request_id: requestId() }).then(function (run) {
-        location.assign("/runs/" + seg(run.id));
-      }).catch(function (e) {
-        button.disabled = false;
-        showResult("trigger-action-result", e);
-      });
-    });
-    var refresh = function () {
-      return api("GET", base + "?next=5").then(drawTrigger)
-        .catch(function (e) { showProblem("problem", e); });
-    };
-    $("pause-form").addEventListener("submit", function (event) {
-      event.preventDefault();
-      var until = $("pause-until").value.trim();
-      var reason = $("pause-reason").value.trim();
-      var data = {};
-      if (until) data.until = /^[0-9]+$/.test(until) ? Number(until) : until;
-      if (reason) data.reason = reason;
-      api("POST", base + "/pause", data).then(function () {
-        showResult("trigger-action-result", null, "Paused. ");
-        return refresh();
-      }).catch(function (e) { showResult("trigger-action-result", e); });
-    });
-    $("trigger-resume").addEventListener("click", function () {
-      api("POST", base + "/resume", {}).then(function () {
-        showResult("trigger-action-result", null, "Resumed. ");
-        return refresh();
-      }).catch(function (e) { showResult("trigger-action-result", e); });
-    });
-    var loadLedger = function () {
-      var windowMs = Number($("ledger-window").value);
-      var now = Date.now();
-      return api("GET", base + "/ledger" + query({ from: new Date(now - windowMs).toISOString(),
-        limit: $("ledger-limit").value })).then(drawLedger)
-        .catch(function (e) { showProblem("problem", e); });
-    };
-    $("ledger-window").addEventListener("change", loadLedger);
-    $("ledger-limit").addEventListener("change", loadLedger);
-    every(10000, function () {
-      return Promise.all([
-        api("GET", base + "?next=5").then(drawTrigger),
-        loadLedger()
-      ]).catch(function (e) { showProblem("problem", e); });
-    });
-  }
-
   function details(dl, pairs) {
     clear(dl);
     pairs.forEach(function (pair) {
       if (pair[1] === null || pair[1] === undefined || pair[1] === "") return;
       dl.appendChild(el("dt", {}, pair[0]));
       dl.appendChild(el("dd", {}, pair[1]));
-    });
-  }
-
-  function drawTrigger(t) {
-    showProblem("problem", null);
-    details($("trigger-details"), [
-      ["State", badge(t.state)],
-      ["Task", [t.task, el("span", { class: "muted" }, " (revision " + t.task_revision + ")")]],
-      ["Starts flow", t.flow ? el("a", { href: "/flows" }, t.flow) : null],
-      ["Values", t.parameters && Object.keys(t.parameters).length ? Object.keys(t.parameters)
-        .sort().map(function (k) { return k + "=" + t.parameters[k]; }).join(", ") : null],
-      ["Schedule", el("code", {}, t.schedule || t.cron || "")],
-      ["DST", t.dst ? "gap " + t.dst.gap + ", overlap " + t.dst.overlap : null],
-      ["Jitter", t.jitter ? "up to " + t.jitter.max_s + " s (" + t.jitter.random_s +
-        " s drawn per occurrence, stable offset " + t.jitter.stable_s + " s)" : null],
-      ["Time zone", t.timezone],
-      ["Misfire", t.misfire],
-      ["Overlap", t.overlap],
-      ["Revision", String(t.revision)],
-      ["Published", when(t.published_at)],
-      ["Paused", t.pause ? "since " + local(t.pause.since) + (t.pause.until ? " until " +
-        local(t.pause.until) : "") + (t.pause.reason ? " (" + t.pause.reason + ")" : "") : null],
-      ["Last scheduled", t.last_scheduled_at ? when(t.last_scheduled_at) : null]
-    ]);
-    var tbody = clear($("next-fires").tBodies[0]);
-    if (!t.next_fire_at_ms.length) { emptyRow(tbody, 3, "No upcoming fire."); return; }
-    t.next_fire_at_ms.forEach(function (ms, i) {
-      tbody.appendChild(row([zoned(t.next_fire_local[i] || ""), local(ms), utc(ms)]));
-    });
-  }
-
-  function drawLedger(view) {
-    var counts = Object.keys(view.counts).sort().map(function (fate) {
-      return view.counts[fate] + " " + fate;
-    });
-    $("ledger-counts").textContent = "From " + local(view.from) + " to " + local(view.to) + ": " +
-      (counts.length ? counts.join(", ") : "no occurrences") +
-      (view.not_shown ? " (" + view.not_shown + " older not shown)" : "") + ".";
-    var tbody = clear($("ledger").tBodies[0]);
-    if (!view.occurrences.length) { emptyRow(tbody, 6, "No occurrences in this window."); return; }
-    view.occurrences.forEach(function (o) {
-      var runs = o.runs.length ? o.runs.map(function (r) {
-        return el("span", { class: "ledger-run" }, runLink(r.id), " ", badge(r.status), " ");
-      }) : "—";
-      tbody.appendChild(row([zoned(o.local), local(o.at_ms), utc(o.at_ms),
-        el("td", { class: "num" }, o.revision), badge(o.fate), runs]));
     });
   }
 
@@ -1190,7 +770,7 @@
     $("run-title").textContent = shortId(r.id);
     clear($("run-status")).appendChild(badge(r.status));
     var cancel = $("run-cancel");
-    cancel.hidden = !!ENDED[r.status] || !allowed("operate");
+    cancel.hidden = !!ENDED[r.status] || !allowed("operate", r.project);
     details($("run-details"), [
       ["Id", el("span", { class: "mono" }, r.id)],
       ["Status", badge(r.status)],
@@ -1536,7 +1116,7 @@
         } }, "Start");
       tbody.appendChild(row([el("span", { class: "mono" }, f.flow), f.name,
         el("td", { class: "num" }, f.revision), el("td", { class: "num" }, f.nodes.length),
-        f.failure, f.timeout_ms ? duration(f.timeout_ms) : "—", start]));
+        f.failure, f.timeout_ms ? duration(f.timeout_ms) : "—", start], { "data-project": project }));
     });
     applyRoles(tbody);
   }
@@ -1589,7 +1169,7 @@
   function drawFlowRun(run, flow) {
     document.title = "Flow run " + shortId(run.id) + " · qinglong";
     clear($("flow-run-status")).appendChild(badge(run.status));
-    $("flow-run-cancel").hidden = !!FLOW_ENDED[run.status] || !allowed("operate");
+    $("flow-run-cancel").hidden = !!FLOW_ENDED[run.status] || !allowed("operate", run.project);
     details($("flow-run-details"), [
       ["Id", el("span", { class: "mono" }, run.id)],
       ["Flow", run.project + " / " + run.flow + " (revision " + run.revision + ")"],
@@ -1701,8 +1281,7 @@
     var text = $("script-text");
     var open = null; // {project, path, revision, content}: the revision the editor holds
     var language = "";
-    var writable = allowed("admin");
-    text.readOnly = !writable;
+    var writable = false; // may the user change the open script's project (set by show)
 
     function paint() {
       var value = text.value;
@@ -1750,6 +1329,8 @@
 
     function show(project, path, revision, content) {
       open = { project: project, path: path, revision: revision, content: content };
+      writable = allowed("admin", project);
+      text.readOnly = !writable;
       language = window.QlEditor.languageOf(path, "");
       $("script-path").textContent = project + "/" + path;
       $("script-revision").textContent = revision ? " revision " + revision : " (new)";
@@ -1969,7 +1550,7 @@
             el("span", { class: "mono" }, r.url), r.branch, r.auto_tasks ? "yes" : "no",
             el("span", { class: "mono" }, r.last_commit ? r.last_commit.slice(0, 12) : "—"),
             r.last_pull_at ? when(r.last_pull_at) : "never", did(r.last_report),
-            el("td", {}, pull, " ", remove)], { "data-repo-row": r.name }));
+            el("td", {}, pull, " ", remove)], { "data-repo-row": r.name, "data-project": project }));
         });
         applyRoles(tbody);
       }).catch(function (e) { showProblem("problem", e); });
@@ -2037,7 +1618,7 @@
                 : el("span", { class: "mono" }, e.value),
               e.enabled ? "yes" : "no", e.description || "—",
               el("span", { class: "mono" }, e.value_digest.slice(0, 24)), remove],
-              { "data-entry": e.name }));
+              { "data-entry": e.name, "data-project": project }));
           });
           var history = clear($("env-history").tBodies[0]);
           got[1].forEach(function (r) {
@@ -2077,10 +1658,6 @@
   var PAGES = {
     login: loginPage,
     dashboard: dashboardPage,
-    tasks: tasksPage,
-    "task-editor": taskEditorPage,
-    "trigger-editor": triggerEditorPage,
-    trigger: triggerPage,
     runs: runsPage,
     run: runPage,
     flows: flowsPage,
@@ -2105,6 +1682,7 @@
     percentile: percentile, projectsInto: projectsInto, showResult: showResult,
     ensureProject: ensureProject, sizeText: sizeText, parseSize: parseSize,
     labelsText: labelsText, commandText: commandText, details: details,
+    confirmBeside: confirmBeside, viewerZone: viewerZone,
     page: page, body: body, pages: PAGES
   };
 
@@ -2114,6 +1692,8 @@
     body.setAttribute("data-ready", "true");
   }
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  // panel.js is deferred: the page scripts after it run before DOMContentLoaded (the document
+  // is "interactive" meanwhile), so only a complete document starts at once
+  if (document.readyState === "complete") start();
+  else document.addEventListener("DOMContentLoaded", start);
 })();

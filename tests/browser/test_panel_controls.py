@@ -1,0 +1,224 @@
+"""The controls over projects, tasks and triggers (issue 23, item 1), in a real browser against
+`ql serve --http`: each asks beside itself before it acts (No sends nothing; Yes has the
+focus, so Enter confirms), and a refusal shows the API's problem next to the control. Tasks
+are disabled, enabled and deleted from the tasks page; triggers from their page, with pause
+and its reason shown with the state; projects are paused with a reason, resumed, archived
+and unarchived; a backfill shows what its window admits, then its progress as it admits; a
+viewer sees none of these controls, an operator none of an admin's."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from selenium.webdriver.common.keys import Keys
+
+from tests.browser.panel_support import Panel, Site, publish_shell_task
+
+pytestmark = pytest.mark.slow
+
+
+def get(site: Site, path: str) -> dict[str, object]:
+    shown = site.http.ok("GET", "/api/v1" + path, site.admin)
+    assert isinstance(shown, dict)
+    return shown
+
+
+def publish_trigger(site: Site, project: str, trigger: str, task: str,
+                    cron: str = "0 3 * * *") -> None:
+    site.http.ok("POST", f"/api/v1/projects/{project}/triggers/{trigger}/revisions", site.admin,
+                 {"task": task, "cron": cron, "timezone": "UTC"}, (200, 201))
+
+
+def confirm(panel: Panel, selector: str, what: str) -> None:
+    """Click the control, then confirm with Enter on the focused Yes."""
+    panel.click(selector, what)
+    panel.until(lambda d: panel.css(".confirm .confirm-yes"), f"the confirmation of {what}")
+    active = panel.d.switch_to.active_element
+    assert "confirm-yes" in (active.get_attribute("class") or ""), "Yes has the focus"
+    active.send_keys(Keys.ENTER)
+
+
+def test_tasks_are_disabled_enabled_and_deleted_after_a_confirmation(panel: Panel,
+                                                                     site: Site) -> None:
+    publish_shell_task(site, "ctk", "used", "true")
+    publish_shell_task(site, "ctk", "spare", "true")
+    publish_trigger(site, "ctk", "daily", "used")
+    panel.login("operator")
+    panel.open("/tasks", "tasks")
+    disable = 'button[data-action="disable"][data-task="ctk/spare"]'
+    panel.click(disable, "Disable")
+    panel.until(lambda d: panel.css(".confirm"), "the confirmation")
+    assert "Disable ctk/spare?" in panel.text("tasks")
+    panel.shot("confirm-disable")
+    panel.click(".confirm .confirm-no", "No")  # nothing is sent
+    assert not panel.css(".confirm")
+    assert get(site, "/projects/ctk/tasks/spare")["enabled"] is True
+    confirm(panel, disable, "Disable")
+    panel.until(lambda d: "Disabled ctk/spare." in panel.text("tasks-result"), "disabled")
+    assert get(site, "/projects/ctk/tasks/spare")["enabled"] is False
+    confirm(panel, 'button[data-action="enable"][data-task="ctk/spare"]', "Enable")
+    panel.until(lambda d: "Enabled ctk/spare." in panel.text("tasks-result"), "enabled")
+    assert get(site, "/projects/ctk/tasks/spare")["enabled"] is True
+    assert panel.shown('#tasks button[data-action="delete"]') == 0  # an admin's
+
+    panel.login("admin")
+    panel.open("/tasks", "tasks")
+    # refused while a trigger uses it: the API's problem beside the control
+    confirm(panel, 'button[data-action="delete"][data-task="ctk/used"]', "Delete")
+    panel.until(lambda d: panel.css('#tasks tr[data-task="ctk/used"] .row-result .problem'),
+                "the refusal next to the control")
+    problem = panel.css('#tasks tr[data-task="ctk/used"] .row-result')[0].text
+    assert "daily" in problem, problem
+    assert get(site, "/projects/ctk/tasks/used")["deleted"] is False
+    panel.shot("delete-refused")
+    confirm(panel, 'button[data-action="delete"][data-task="ctk/spare"]', "Delete")
+    panel.until(lambda d: "Deleted ctk/spare." in panel.text("tasks-result"), "deleted")
+    panel.until(lambda d: not panel.css('#tasks tr[data-task="ctk/spare"]'), "the row gone")
+    assert get(site, "/projects/ctk/tasks/spare")["deleted"] is True
+
+
+def test_a_trigger_is_disabled_enabled_paused_and_deleted_from_its_page(panel: Panel,
+                                                                        site: Site) -> None:
+    publish_shell_task(site, "ctr", "job", "true")
+    publish_trigger(site, "ctr", "night", "job")
+    panel.login("operator")
+    panel.open("/triggers/ctr/night", "trigger")
+    panel.until(lambda d: panel.by_id("trigger-switch").text == "Disable", "the switch")
+    assert not panel.by_id("trigger-delete").is_displayed()  # an admin's
+    confirm(panel, "#trigger-switch", "Disable")
+    panel.until(lambda d: "Disabled." in panel.text("trigger-action-result")
+                and panel.by_id("trigger-switch").text == "Enable", "disabled")
+    assert get(site, "/projects/ctr/triggers/night")["state"] == "disabled"
+    confirm(panel, "#trigger-switch", "Enable")
+    panel.until(lambda d: panel.by_id("trigger-switch").text == "Disable", "enabled")
+    assert get(site, "/projects/ctr/triggers/night")["state"] == "firing"
+    # pause with a reason: the reason is shown with the state
+    panel.fill("pause-reason", "db upgrade")
+    panel.by_id("trigger-pause").click()
+    panel.until(lambda d: "paused (db upgrade)" in panel.text("trigger-details"), "paused")
+    panel.shot("paused-with-reason")
+    panel.by_id("trigger-resume").click()
+    panel.until(lambda d: "firing" in panel.text("trigger-details"), "resumed")
+
+    panel.login("admin")
+    panel.open("/triggers/ctr/night", "trigger")
+    panel.until(lambda d: panel.by_id("trigger-delete").is_displayed(), "Delete")
+    confirm(panel, "#trigger-delete", "Delete")
+    panel.until(lambda d: "deleted" in panel.text("trigger-details"), "deleted")
+    assert get(site, "/projects/ctr/triggers/night")["state"] == "deleted"
+    assert not panel.by_id("trigger-delete").is_displayed()
+
+
+def test_a_project_is_paused_with_a_reason_resumed_archived_and_unarchived(
+        panel: Panel, site: Site) -> None:
+    publish_shell_task(site, "arc", "job", "true")
+    publish_trigger(site, "arc", "one", "job")
+    publish_trigger(site, "arc", "two", "job", "0 4 * * *")
+    row = '#projects tr[data-project-row="arc"]'
+    panel.login("operator")
+    panel.open("/tasks", "tasks")
+    panel.until(lambda d: panel.css(row), "the project's row")
+    assert panel.shown(f'{row} button[data-action="archive"]') == 0  # an admin's
+    panel.fill("project-reason-arc", "freeze")
+    confirm(panel, 'button[data-action="pause"][data-project="arc"]', "Pause")
+    panel.until(lambda d: "2 of 2 (freeze)" in panel.css(row)[0].text, "paused")
+    assert get(site, "/projects/arc/triggers/one")["pause"]["reason"] == "freeze"  # type: ignore[index]
+    panel.shot("project-paused")
+    panel.open("/triggers/arc/two", "trigger")
+    panel.until(lambda d: "paused (freeze)" in panel.text("trigger-details"), "its reason")
+    panel.open("/tasks", "tasks")
+    confirm(panel, 'button[data-action="resume"][data-project="arc"]', "Resume")
+    panel.until(lambda d: "none of 2" in panel.css(row)[0].text, "resumed")
+    assert get(site, "/projects/arc/triggers/one")["state"] == "firing"
+
+    panel.login("admin")
+    panel.open("/tasks", "tasks")
+    confirm(panel, 'button[data-action="archive"][data-project="arc"]', "Archive")
+    panel.until(lambda d: "archived" in panel.css(row)[0].text, "archived")
+    assert get(site, "/projects/arc")["status"] == "archived"
+    assert get(site, "/projects/arc/triggers/one")["state"] == "archived"
+    confirm(panel, 'button[data-action="unarchive"][data-project="arc"]', "Unarchive")
+    panel.until(lambda d: "Unarchived arc." in panel.text("tasks-result"), "unarchived")
+    assert get(site, "/projects/arc")["status"] == "active"
+
+
+def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site) -> None:
+    publish_shell_task(site, "bfl", "job", "true")
+    publish_trigger(site, "bfl", "minutely", "job", "* * * * *")
+    panel.login("operator")
+    panel.open("/triggers/bfl/minutely", "trigger")
+    panel.until(lambda d: "* * * * *" in panel.text("trigger-details"), "the details")
+    assert panel.by_id("backfill-run").get_attribute("disabled") is not None
+    panel.fill("backfill-from", "70m")
+    panel.fill("backfill-to", "5m")
+    panel.by_id("backfill-plan-button").click()
+    panel.until(lambda d: panel.by_id("backfill-result").get_attribute("data-to-admit"),
+                "what the window admits")
+    total = int(panel.by_id("backfill-result").get_attribute("data-to-admit") or 0)
+    assert 64 <= total <= 66, total
+    assert f"{total} to admit" in panel.text("backfill-result")
+    rows = panel.rows("backfill-plan")
+    assert len(rows) == 51 and rows[-1] == [f"… and {total - 50} more."], rows[-1]
+    assert rows[0][3].endswith(" UTC")
+    assert not site.http.ok("GET", "/api/v1/runs?project=bfl&limit=5", site.admin)["items"]
+    panel.shot("backfill-window")
+
+    confirm(panel, "#backfill-run", "Backfill")
+    panel.until(lambda d: panel.by_id("backfill-result").get_attribute("data-state"),
+                "the backfill's end", timeout=60)
+    assert panel.by_id("backfill-result").get_attribute("data-state") == "done"
+    assert f"Done: {total} admitted, 0 already had a Run" in panel.text("backfill-result")
+    # its progress, request by request: 20 occurrences at a time, counted up to the total
+    steps = [int(li.get_attribute("data-done") or 0) for li in panel.css("#backfill-log li")]
+    assert steps == [min(total, 20 * n) for n in range(1, math.ceil(total / 20) + 1)], steps
+    assert panel.by_id("backfill-progress").get_attribute("value") == str(total)
+    assert f"{total} admitted" in panel.text("backfill-count")
+    panel.shot("backfill-done")
+    runs = site.http.ok("GET", "/api/v1/runs?project=bfl&limit=100", site.admin)["items"]
+    assert len(runs) == total and {r["trigger_type"] for r in runs} == {"backfill"}, runs[:2]
+    # the same window again admits nothing
+    panel.by_id("backfill-plan-button").click()
+    panel.until(lambda d: "0 to admit" in panel.text("backfill-result"), "nothing left")
+    assert panel.by_id("backfill-run").get_attribute("disabled") is not None
+    # a window that is not the trigger's past: the API's problem beside the form
+    panel.fill("backfill-to", "2099-01-01T00:00:00Z")
+    panel.by_id("backfill-plan-button").click()
+    panel.until(lambda d: panel.css("#backfill-result .problem"), "the refusal")
+
+
+def test_a_viewer_sees_no_write_control_and_an_operator_no_admin_one(panel: Panel,
+                                                                      site: Site) -> None:
+    publish_shell_task(site, "vwr", "job", "true")
+    publish_trigger(site, "vwr", "daily", "job")
+    panel.login("viewer")
+    panel.open("/tasks", "tasks")
+    panel.until(lambda d: panel.css('#tasks tr[data-task="vwr/job"]')
+                and panel.css('#projects tr[data-project-row="vwr"]'), "the lists")
+    assert panel.shown("#projects button, #projects input, #tasks button") == 0
+    assert not [a for a in panel.css("#tasks a") if a.text == "Edit"]
+    assert panel.shown('main a[href="/tasks/edit"]') == 0
+    panel.open("/triggers/vwr/daily", "trigger")
+    panel.until(lambda d: "0 3 * * *" in panel.text("trigger-details"), "the details")
+    for control in ("trigger-fire", "trigger-switch", "trigger-delete", "trigger-edit",
+                    "pause-form", "backfill"):
+        assert not panel.by_id(control).is_displayed(), control
+    assert panel.shown("main button, main input") == 0
+    panel.open("/tasks/edit?project=vwr&task=job", "task-editor")
+    panel.until(lambda d: panel.by_id("task-command").get_attribute("value") == "true", "loaded")
+    assert not panel.by_id("task-publish").is_displayed()
+    panel.open("/triggers/edit?project=vwr&trigger=daily", "trigger-editor")
+    panel.until(lambda d: panel.by_id("trigger-cron").get_attribute("value") == "0 3 * * *",
+                "loaded")
+    assert not panel.by_id("trigger-publish").is_displayed()
+
+    panel.login("operator")
+    panel.open("/tasks", "tasks")
+    panel.until(lambda d: panel.css('#tasks button[data-action="disable"]'), "the controls")
+    assert panel.shown('button[data-action="delete"], button[data-action="archive"]') == 0
+    assert not [a for a in panel.css("#tasks a") if a.text == "Edit"]
+    panel.open("/triggers/vwr/daily", "trigger")
+    panel.until(lambda d: panel.by_id("trigger-switch").is_displayed(), "the switch")
+    assert panel.by_id("backfill").is_displayed() and panel.by_id("pause-form").is_displayed()
+    assert not panel.by_id("trigger-delete").is_displayed()
+    assert not panel.by_id("trigger-edit").is_displayed()
