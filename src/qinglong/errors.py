@@ -216,6 +216,20 @@ class InsecureTransport(Forbidden):
     code = "QL_INSECURE_TRANSPORT"
 
 
+class SecondFactorRequired(Unauthenticated):
+    """The password was right and the user has a second factor: the login needs its one-time
+    code (``otp``) or a recovery code too; or the one sent is wrong or was used already."""
+
+    code = "QL_SECOND_FACTOR_REQUIRED"
+
+
+class SecondFactorEnrolmentRequired(Forbidden):
+    """The user's role must log in with a second factor and the user has none yet: until
+    they enrol one, their session may only say who they are, enrol and log out."""
+
+    code = "QL_SECOND_FACTOR_ENROLMENT_REQUIRED"
+
+
 class RateLimited(QinglongError):
     """Too many failed logins; wait before trying again."""
 

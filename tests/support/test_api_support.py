@@ -302,7 +302,7 @@ SNAPSHOT_TABLES = ("projects", "project_env_revisions", "project_env_entries",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
                    "audit_log", "notify_channels", "notify_rules", "notify_outbox", "flows",
                    "flow_revisions", "flow_runs", "flow_steps", "scripts", "script_revisions",
-                   "script_blobs", "repos")
+                   "script_blobs", "repos", "user_second_factors", "user_recovery_codes")
 
 
 def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
@@ -471,6 +471,10 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
     ("PUT", "/api/v1/projects/{project}/environment/{variable}"): [
         {"value": 5}, {"secret": "yes"}, {"enabled": 1}, {"value": "a\u0000b"},
         {"description": "two\nlines"}, {"value": "x" * (64 * 1024 + 1)}, {}],
+    ("POST", "/api/v1/account/second-factor/confirm"): [{"otp": "12345"}, {"otp": 123456},
+                                                       {"otp": "abcdef"}, {}],
+    ("DELETE", "/api/v1/account/second-factor"): [
+        {}, {"otp": "1"}, {"recovery_code": ""}, {"otp": "123456", "recovery_code": "x"}],
     ("POST", "/api/v1/tokens"): [{"name": "x", "scope": "root"}, {"name": "", "scope": "read"},
                                  {"name": "x", "scope": "read", "expires_in_ms": 1},
                                  {"name": "x", "scope": "read", "username": "Not Valid"}],

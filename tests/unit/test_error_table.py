@@ -33,6 +33,8 @@ EXPECTED = {
     errors.Unauthenticated: (2, 401),
     errors.Forbidden: (2, 403),
     errors.InsecureTransport: (2, 403),
+    errors.SecondFactorRequired: (2, 401),
+    errors.SecondFactorEnrolmentRequired: (2, 403),
     errors.RateLimited: (1, 429),
     errors.BadRequest: (2, 400),
     errors.MethodNotAllowed: (2, 405),

@@ -10,6 +10,7 @@ from qinglong.clock import Clock
 from qinglong.diagnostics import Diagnostic
 from qinglong.profiles.open import OpenOptions, Role, open_services
 from qinglong.service.accounts import SessionPolicy
+from qinglong.service.second_factor import SecondFactorPolicy
 from qinglong.storage.kernel import Wake
 from qinglong.storage.open import WEB_POOL_SIZE
 from qinglong.web.backend import WebBackend
@@ -21,23 +22,27 @@ __all__ = ["WEB_POOL_SIZE", "open_and_serve", "open_web_backend"]
 
 def open_web_backend(url: str, clock: Clock, *, pool_size: int = WEB_POOL_SIZE,
                      session_policy: SessionPolicy | None = None,
+                     second_factor: SecondFactorPolicy | None = None,
                      application_name: str = "ql-web",
                      on_commit: Callable[[Sequence[Wake]], None] | None = None) -> WebBackend:
     """``on_commit`` hears what the API's commits change (`ql serve --http`: its own loops
     wake at once for a Run admitted or a trigger published over the API)."""
     services = open_services(url, clock, role=Role.WEB, options=OpenOptions(
         application_name=application_name, pool_size=pool_size, on_commit=on_commit))
-    return WebBackend(stores=services.stores, clock=clock, session_policy=session_policy)
+    return WebBackend(stores=services.stores, clock=clock, session_policy=session_policy,
+                      second_factor_policy=second_factor)
 
 
 def open_and_serve(database_url: str, clock: Clock, listen: str, *,
                    pool_size: int = WEB_POOL_SIZE, session_policy: SessionPolicy | None = None,
+                   second_factor: SecondFactorPolicy | None = None,
                    instance_id: str | None = None,
                    diagnostics: Callable[[Diagnostic], None] | None = None,
                    trusted_proxies: tuple[Network, ...] = (),
                    on_commit: Callable[[Sequence[Wake]], None] | None = None) -> RunningApi:
     backend = open_web_backend(database_url, clock, pool_size=pool_size,
-                               session_policy=session_policy, on_commit=on_commit)
+                               session_policy=session_policy, second_factor=second_factor,
+                               on_commit=on_commit)
     try:
         return serve_api(backend, clock, listen, close_backend=True, instance_id=instance_id,
                          diagnostics=diagnostics, trusted_proxies=trusted_proxies)

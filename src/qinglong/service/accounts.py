@@ -27,6 +27,7 @@ from qinglong.errors import Forbidden, InvalidInput, NotFound
 from qinglong.service.hash_gate import PROCESS_GATE, HashGate
 from qinglong.service.logins import USERNAME, LoginLimits, PasswordChecks, digest
 from qinglong.service.passwords import check_password
+from qinglong.service.second_factor import SecondFactors
 from qinglong.service.times import rfc3339
 from qinglong.service.views.accounts import (
     AuditEntryView,
@@ -200,11 +201,13 @@ def audit_view(entry: AuditEntry) -> AuditEntryView:
 class Accounts:
     def __init__(self, store: AccountStore, *, policy: SessionPolicy | None = None,
                  hasher: PasswordHasher | None = None, gate: HashGate = PROCESS_GATE,
-                 limits: LoginLimits | None = None) -> None:
+                 limits: LoginLimits | None = None,
+                 second_factor: SecondFactors | None = None) -> None:
         self._store = store
         self._policy = policy or SessionPolicy()
         self._hasher = hasher or PasswordHasher()
-        self._checks = PasswordChecks(store, self._hasher, gate, limits or LoginLimits())
+        self._checks = PasswordChecks(store, self._hasher, gate, limits or LoginLimits(),
+                                      second=second_factor)
 
     @property
     def policy(self) -> SessionPolicy:
@@ -243,11 +246,14 @@ class Accounts:
     # -- logging in ----------------------------------------------------------------------
 
     def login(self, username: object, password: object, *, client: str | None,
-              device: str | None = None) -> LoginResult:
-        """A new session for the right password, unless too many logins failed lately (see
+              device: str | None = None, otp: object = None,
+              recovery_code: object = None) -> LoginResult:
+        """A new session for the right password (and the second factor's ``otp`` or
+        ``recovery_code``, when the user has one on), unless too many logins failed lately (see
         ``service.logins``). ``device`` is the browser's device cookie, if it sent one; the
         result carries a new one after a login without a valid one."""
-        verified = self._checks.verify(username, password, client=client, device=device)
+        verified = self._checks.verify(username, password, client=client, device=device,
+                                       otp=otp, recovery_code=recovery_code)
         secret = secrets.token_urlsafe(32)
         session = self._store.session_create(SessionCreateParams(
             id_digest=digest(secret), username=verified.user.username,

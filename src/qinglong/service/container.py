@@ -29,6 +29,7 @@ from qinglong.service.repos import Repos
 from qinglong.service.run_pages import RunPages
 from qinglong.service.runs import RunViews
 from qinglong.service.scripts import Scripts
+from qinglong.service.second_factor import SecondFactorPolicy, SecondFactors
 from qinglong.service.stats import TaskStats
 from qinglong.storage.dashboard import DashboardStore
 from qinglong.storage.kernel import Capabilities, Tx
@@ -42,6 +43,7 @@ class Services:
     stores: Stores
     clock: Clock
     session_policy: SessionPolicy | None = None
+    second_factor_policy: SecondFactorPolicy | None = None  # who must have one (ql web)
     catalog: Catalog = field(init=False)
     runs: RunViews = field(init=False)
     manual: ManualRuns = field(init=False)
@@ -51,6 +53,7 @@ class Services:
     stats: TaskStats = field(init=False)
     summaries: TriggerSummaries = field(init=False)
     accounts: Accounts = field(init=False)
+    second_factor: SecondFactors = field(init=False)
     declarative: Declarative = field(init=False)
     processes: Processes = field(init=False)
     notifications: Notifications = field(init=False)
@@ -71,7 +74,10 @@ class Services:
         self.pages = RunPages(stores.runs)
         self.stats = TaskStats(stores.runs)
         self.summaries = TriggerSummaries(DashboardStore(stores.db), self.clock)
-        self.accounts = Accounts(stores.accounts, policy=self.session_policy)
+        self.second_factor = SecondFactors(stores.accounts, self.clock,
+                                           policy=self.second_factor_policy)
+        self.accounts = Accounts(stores.accounts, policy=self.session_policy,
+                                 second_factor=self.second_factor)
         self.declarative = Declarative(stores.definitions, stores.db.unit, stores.flows,
                                        pin_script=self.catalog.pinned_script)
         self.notifications = Notifications(stores.notify, self.clock, new_id=stores.new_id)

@@ -10,9 +10,14 @@
 3. **Hashing, bounded.** The admitted attempt takes a slot of the process's ``HashGate`` (a
    few hashes at once, a few waiting, the rest refused at once; its recorded failures are taken
    back then, since nothing was checked).
-4. **Settled.** A right password takes its recorded failures back and clears the failures of
-   the subject that limited it; a wrong one leaves them counted. A wrong password, an unknown
-   user and a disabled user cost one verification each and answer alike.
+4. **The second factor.** A right password of a user whose second factor is on needs its
+   one-time code or a recovery code too (``service.second_factor``): none, or a wrong or used
+   one, answers 401 QL_SECOND_FACTOR_REQUIRED and leaves the attempt counted as a failure, as
+   a wrong password does (so it is throttled alike).
+5. **Settled.** A right password (and second factor) takes its recorded failures back and
+   clears the failures of the subject that limited it; a wrong one leaves them counted. A
+   wrong password, an unknown user and a disabled user cost one verification each and answer
+   alike.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -29,6 +35,9 @@ from qinglong.errors import RateLimited, Unauthenticated
 from qinglong.service.hash_gate import HashGate
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import DeviceCreateParams, User
+
+if TYPE_CHECKING:
+    from qinglong.service.second_factor import SecondFactors
 
 USERNAME = re.compile(r"^[a-z0-9][a-z0-9._@-]{0,63}$")
 DEVICE_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -59,15 +68,17 @@ class PasswordChecks:
     """The login's password check over ``store``, hashing with ``hasher`` inside ``gate``."""
 
     def __init__(self, store: AccountStore, hasher: PasswordHasher, gate: HashGate,
-                 limits: LoginLimits) -> None:
+                 limits: LoginLimits, second: SecondFactors | None = None) -> None:
         self._store = store
+        self._second = second
         self._hasher = hasher
         self._gate = gate
         self.limits = limits
         self._dummy_hash: str | None = None
 
     def verify(self, username: object, password: object, *, client: str | None,
-               device: str | None) -> Verified:
+               device: str | None, otp: object = None,
+               recovery_code: object = None) -> Verified:
         name = username if isinstance(username, str) else ""
         known_name = USERNAME.fullmatch(name) is not None
         device_digest = digest(device) if device and DEVICE_SHAPE.fullmatch(device) else None
@@ -94,6 +105,8 @@ class PasswordChecks:
         if not right:
             raise Unauthenticated("wrong user name or password")
         assert user is not None
+        if self._second is not None:  # refused: the attempt stays counted as a failure
+            self._second.check_login(user.username, otp, recovery_code)
         self._store.login_attempt_settle(attempt.failure_ids, limits[0][0])
         if trusted:
             return Verified(user=user, new_device=None)

@@ -11,6 +11,7 @@ from qinglong.service.accounts import (
     principal_view,
 )
 from qinglong.service.views import accounts as views
+from qinglong.service.views.second_factor import WhoamiView
 from qinglong.web import requests as rq
 from qinglong.web.auth import (
     clear_session_cookie,
@@ -27,9 +28,12 @@ USERS = "/api/v1/users"
 
 def login(call: Call) -> Response:
     body: rq.LoginRequest = call.body
+    if body.otp is not None and body.recovery_code is not None:
+        raise InvalidInput("recovery_code", "send otp or recovery_code, not both")
     accounts = call.backend.accounts
     result = accounts.login(body.username, body.password, client=call.client,
-                            device=device_cookie(call.headers))
+                            device=device_cookie(call.headers), otp=body.otp,
+                            recovery_code=body.recovery_code)
     response = JsonAnswer(result.view, headers={"Cache-Control": "no-store"})
     if result.device is not None:  # first, so the session cookie is the last Set-Cookie
         set_device_cookie(response, result.device, accounts.limits.device_lifetime_ms // 1000)
@@ -38,7 +42,11 @@ def login(call: Call) -> Response:
 
 
 def whoami(call: Call) -> Reply:
-    return Reply(principal_view(call.who))
+    who = call.who
+    state = None
+    if who.via == "session":
+        state = call.backend.second_factor.view(who.username, who.role)
+    return Reply(principal_view(who).extended(WhoamiView, second_factor=state))
 
 
 def logout(call: Call) -> Response:
@@ -131,10 +139,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "that, 429 with Retry-After, before the password is checked. Also 429 "
                          "(Retry-After: 1) while the server checks too many passwords at once. "
                          "Over plain HTTP to an address that is not loopback, 403 "
-                         "QL_INSECURE_TRANSPORT: a browser would drop the Secure cookie.",
+                         "QL_INSECURE_TRANSPORT: a browser would drop the Secure cookie. A user "
+                         "whose second factor is on sends otp (or recovery_code) too: without "
+                         "it, or with a wrong or used one, 401 QL_SECOND_FACTOR_REQUIRED, "
+                         "counted as a failed login.",
              atomic=False),  # a refused login keeps its count (the throttle)
-    Endpoint("GET", "/api/v1/session", whoami, "Who you are, and how you proved it",
-             "accounts", Level.READ, response=views.PrincipalView),
+    Endpoint("GET", "/api/v1/session", whoami, "Who you are, how you proved it, and your "
+             "second factor", "accounts", Level.READ, response=WhoamiView),
     Endpoint("DELETE", "/api/v1/session", logout, "Log out (ends the session)", "accounts",
              Level.READ, status=204),
     Endpoint("GET", TOKENS, list_tokens, "List your API tokens (all=true: everyone's, admins "

@@ -45,6 +45,7 @@ from qinglong.web import (
     repo_routes,
     runs,
     script_routes,
+    second_factor_routes,
     system,
 )
 from qinglong.web.auth import authenticate, check_csrf, credentials
@@ -76,7 +77,8 @@ def api_endpoints() -> tuple[Endpoint, ...]:
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
             *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
-            *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS)
+            *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS,
+            *second_factor_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:
@@ -129,6 +131,8 @@ class _Dispatcher:
         if endpoint is None:
             raise MethodNotAllowed(request.method, self._allowed)
         if principal is not None and endpoint.level is not None:
+            await run_in_threadpool(second_factor_routes.check_enrolled, self._backend,
+                                    principal, endpoint)
             principal.require(endpoint.level)
             if endpoint.writes:
                 check_csrf(principal, found.session if found else None, request.headers)

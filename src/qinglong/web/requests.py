@@ -27,6 +27,11 @@ class Empty(Request):
 class LoginRequest(Request):
     username: str
     password: str
+    otp: str | None = Field(default=None, pattern=r"^[0-9]{6}$",
+                            description="The second factor's 6-digit code (a user who has "
+                                        "one on: this or recovery_code)")
+    recovery_code: str | None = Field(default=None, min_length=1, max_length=64,
+                                      description="One unused recovery code, instead of otp")
 
 
 class ProjectCreateRequest(Request):

@@ -20,6 +20,8 @@ from qinglong.errors import InvalidInput
 if TYPE_CHECKING:  # argon2 loads only when an account command runs
     from qinglong.service.accounts import Accounts, Principal
     from qinglong.service.views.accounts import UserView
+    from qinglong.service.container import Services
+    from qinglong.service.views.second_factor import SecondFactorView
 
 PASSWORD_ENV = "QL_USER_PASSWORD"  # noqa: S105 - the variable's name, not a password
 PASSWORD_FILE_MAX = 4096  # bytes: a 1024-character password in UTF-8, and its newline
@@ -176,3 +178,28 @@ def update(username: str, role: str | None, new_password: bool, password_file: P
     respond(accounts(database_url, unit="update user"), call, as_json,
             lambda view: say(f"updated {username}: {view.role}, "
                              f"{'disabled' if view.disabled else 'enabled'}"))
+
+
+@user.command("reset-second-factor")
+@click.option("--username", required=True, metavar="NAME")
+@database_url_option
+@json_option
+def reset_second_factor(username: str, database_url: str, as_json: bool) -> None:
+    """Remove a user's second factor (a lost phone and no recovery code left): they log in
+    with the password alone, and enrol again on the panel's Account page."""
+    from qinglong.service.accounts import check_username
+
+    name = check_username(username)
+    removed: list[bool] = []
+
+    def call(opened: Services) -> SecondFactorView:
+        with opened.transaction("reset second factor"):
+            found, view = opened.second_factor.reset(name)
+            opened.accounts.audit(cli_principal(), "second-factor.reset",
+                                  target=f"user {name}", detail={"removed": found})
+        removed.append(found)
+        return view
+
+    respond(services(database_url), call, as_json,
+            lambda view: say(f"{name}: second factor removed" if removed[0]
+                             else f"{name} had no second factor"))

@@ -61,8 +61,14 @@ def _diagnostic(diagnostic: Diagnostic) -> None:
               help="A login lasts at most this long.")
 @click.option("--session-idle", type=DURATION, default="1h", show_default=True,
               help="A login ends after this long without a request (at least 1m).")
+@click.option("--require-second-factor", type=click.Choice(["viewer", "operator", "admin"]),
+              envvar="QL_REQUIRE_SECOND_FACTOR", metavar="ROLE",
+              help="Users of ROLE and above must log in with a second factor (TOTP): until "
+                   "they enrol one, their password session may only enrol (env "
+                   "QL_REQUIRE_SECOND_FACTOR; give every `ql web` of a database the same).")
 def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tuple[str, ...],
-        name: str | None, pool_size: int, session_lifetime: int, session_idle: int) -> None:
+        name: str | None, pool_size: int, session_lifetime: int, session_idle: int,
+        require_second_factor: str | None) -> None:
     """Serve the HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json) until SIGINT or SIGTERM.
 
     Stateless: sessions, tokens, login limits and the audit log live in the database, so any
@@ -74,6 +80,7 @@ def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tup
     from qinglong.errors import InvalidConfig
     from qinglong.profiles.web import open_and_serve
     from qinglong.service.accounts import SessionPolicy
+    from qinglong.service.second_factor import SecondFactorPolicy
     from qinglong.web.server import check_bind, instance_name
     from qinglong.web.transport import parse_trusted_proxies
 
@@ -95,6 +102,7 @@ def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tup
         running = open_and_serve(
             database_url, CLOCK, listen, pool_size=pool_size, instance_id=instance,
             session_policy=SessionPolicy(lifetime_ms=session_lifetime, idle_ms=session_idle),
+            second_factor=SecondFactorPolicy(require_second_factor),
             diagnostics=_diagnostic, trusted_proxies=trusted)
         host = listen.rpartition(":")[0]
         click.echo(f"{_stamp()} serving the API on http://{host}:{running.port}/api/v1 "

@@ -20,6 +20,8 @@ IMMEDIATE`` (SQLite) transaction; each read one read.
 - ``audit_list`` pages newest first, before the entry ``before_id`` when given, keeping the
   entries of one actor, action (and the actions under it), project and time range when
   asked (``AuditListParams``).
+- The second factor's verbs (``second_factor_*``, ``recovery_code_use``) are described in
+  ``storage.accounts.second_factors``.
 """
 
 from __future__ import annotations
@@ -74,3 +76,10 @@ class AccountStore(UnitStore[Rows]):
 
     audit_write = writes("write audit entry", Rows.audit_write)
     audit_list = reads("list audit entries", Rows.audit_list)
+
+    second_factor_get = reads("read second factor", Rows.second_factor_get)
+    second_factor_begin = writes("begin second factor enrolment", Rows.second_factor_begin)
+    second_factor_enable = writes("turn second factor on", Rows.second_factor_enable)
+    second_factor_step_use = writes("use a one-time code", Rows.second_factor_step_use)
+    recovery_code_use = writes("use a recovery code", Rows.recovery_code_use)
+    second_factor_remove = writes("remove second factor", Rows.second_factor_remove)

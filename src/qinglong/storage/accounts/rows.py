@@ -23,7 +23,7 @@ from qinglong.storage.accounts.params import (
     UserCreateParams,
     UserUpdateParams,
 )
-from qinglong.storage.units import TxUnit
+from qinglong.storage.accounts.second_factors import SecondFactorRows
 
 R = TypeVar("R")
 
@@ -66,7 +66,7 @@ def audit_from_row(row: Mapping[str, Any]) -> AuditEntry:
                       client=row["client"])
 
 
-class AccountRows(TxUnit):
+class AccountRows(SecondFactorRows):
     """One unit of account work in ``tx``, at one reading of the store's clock."""
 
     # -- users ---------------------------------------------------------------------------

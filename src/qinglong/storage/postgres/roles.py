@@ -172,6 +172,8 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "login_failures": frozenset({S, I, D}),
         "login_devices": frozenset({S, I, D}),  # 0011_login_devices
         "audit_log": frozenset({S, I}),
+        "user_second_factors": frozenset({S, I, U, D}),  # 0025_totp: removed when off
+        "user_recovery_codes": frozenset({S, I, U, D}),
         "notify_outbox": frozenset({S, U}),  # listed; a dead delivery made pending again
         **_FLOW_RUNS,
     },

@@ -72,7 +72,7 @@ AUDIT = """
 <h1>Audit log</h1>
 <p class="muted">Every write through the API or <code>ql</code>: who, how, from where and
 what changed, newest first. Times in your browser's zone.</p>
-<form id="audit-filter" class="inline" autocomplete="off">
+<form id="audit-filter" class="inline" autocomplete="off" novalidate>
 <label for="audit-actor">User <input id="audit-actor" list="audit-users" size="14"
   spellcheck="false"></label>
 <datalist id="audit-users"></datalist>

@@ -317,10 +317,13 @@
     var FIELDS = ["actor", "action", "project", "since", "until", "limit"];
     var stack = []; // the cursors of the newer pages, to go back
     var shown = { cursor: null, next: null };
+    var asked = 0; // only the answer to the latest request is drawn
 
+    /* An instant as a datetime-local value in the browser's zone (its milliseconds kept when
+       it has some: a range from a link stays exact). */
     function localInput(ms) {
       var d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
-      return d.toISOString().slice(0, 19);
+      return d.toISOString().slice(0, ms % 1000 ? 23 : 19);
     }
 
     function filters() {
@@ -358,7 +361,9 @@
       FIELDS.forEach(function (n) { if (given[n] !== undefined) params[n] = given[n]; });
       history.replaceState(null, "", location.pathname + QL.query(params));
       if (cursor) params.cursor = cursor;
+      var mine = ++asked;
       return QL.api("GET", "/audit" + QL.query(params)).then(function (page) {
+        if (mine !== asked) return;
         QL.showProblem(problem, null);
         QL.showProblem("problem", null);
         shown = { cursor: cursor, next: page.next_cursor };
@@ -366,7 +371,9 @@
         $("audit-older").disabled = !page.next_cursor;
         $("audit-newer").disabled = !stack.length;
         $("audit-page").textContent = "Page " + (stack.length + 1);
-      }).catch(function (e) { QL.showProblem(e.status === 403 ? "problem" : problem, e); });
+      }).catch(function (e) {
+        if (mine === asked) QL.showProblem(e.status === 403 ? "problem" : problem, e);
+      });
     }
 
     function draw(items) {
