@@ -332,7 +332,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     with_tables = {"ql_web", "postgres"}  # postgres: the superuser sees all
     # (ql_admin may insert into audit_log since 0021_project_env)
     missing = [f"missing-table:{t}" for t in
-               ("api_tokens", "audit_log", "login_devices", "login_failures", "user_recovery_codes", "user_second_factors", "user_sessions",
+               ("api_tokens", "audit_log", "login_devices", "login_failures",
+                "user_recovery_codes", "user_second_factors", "user_sessions",
                 "users")]
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
     flow_tables = {  # the flow tables each role has privileges on

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from qinglong.cli.commands.web import trusted_proxy_option
+from qinglong.cli.commands.web import second_factor_option, trusted_proxy_option
 from qinglong.cli.console import EventConsole, stamp
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
@@ -161,13 +161,14 @@ class ConsoleObserver(EventConsole):
 @click.option("--allow-remote", is_flag=True,
               help="Let --http bind an address that is not loopback (then put TLS in front).")
 @trusted_proxy_option
+@second_factor_option
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, deps_dir: Path | None, log_max_bytes: int, log_retention_days: int,
     retention_days: int, drain_timeout: int, labels: str | None, nice: int,
     run_as: str | None,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
-    allow_remote: bool, trusted_proxies: tuple[str, ...],
+    allow_remote: bool, trusted_proxies: tuple[str, ...], require_second_factor: str | None,
 ) -> None:
     """Run the scheduler and the executor until SIGINT or SIGTERM (SQLite profiles).
 
@@ -203,6 +204,8 @@ def serve(
     elif allow_remote or trusted_proxies:
         raise InvalidInput("--allow-remote" if allow_remote else "--trusted-proxy",
                            "goes with --http")
+    if require_second_factor is not None and listen is None:
+        raise InvalidInput("--require-second-factor", "goes with --http")
     observer = ConsoleObserver(quiet=quiet, json_events=json_events)
     stop = threading.Event()
 
@@ -218,7 +221,7 @@ def serve(
         try:
             if listen is not None:
                 api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events,
-                                 trusted=trusted, app=app)
+                                 trusted=trusted, app=app, second_factor=require_second_factor)
         except BaseException:
             app.stop(clean=False)
             raise
@@ -245,14 +248,17 @@ def serve(
 
 
 def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool,
-               app: LocalApp, trusted: tuple[Network, ...] = ()) -> RunningApi:
+               app: LocalApp, trusted: tuple[Network, ...] = (),
+               second_factor: str | None = None) -> RunningApi:
     """The HTTP API over the same SQLite file, on its own connections; its commits wake this
     process's loops (a Run admitted through it starts at once, a trigger published through it
     is decided at once)."""
     from qinglong.profiles.web import open_and_serve
+    from qinglong.service.second_factor import SecondFactorPolicy
 
     api = open_and_serve(database_url, CLOCK, listen, trusted_proxies=trusted,
-                         on_commit=app.wakeups.publish)
+                         on_commit=app.wakeups.publish,
+                         second_factor=SecondFactorPolicy(second_factor))
     host = listen.rpartition(":")[0]
     if json_events:
         click.echo(json.dumps({"at_ms": CLOCK.now_ms(), "event": "http", "host": host,

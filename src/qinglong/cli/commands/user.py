@@ -19,8 +19,8 @@ from qinglong.errors import InvalidInput
 
 if TYPE_CHECKING:  # argon2 loads only when an account command runs
     from qinglong.service.accounts import Accounts, Principal
-    from qinglong.service.views.accounts import UserView
     from qinglong.service.container import Services
+    from qinglong.service.views.accounts import UserView
     from qinglong.service.views.second_factor import SecondFactorView
 
 PASSWORD_ENV = "QL_USER_PASSWORD"  # noqa: S105 - the variable's name, not a password

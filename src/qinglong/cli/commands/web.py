@@ -30,6 +30,16 @@ def trusted_proxy_option(func: F) -> F:
              "is the peer address.")(func)
 
 
+def second_factor_option(func: F) -> F:
+    """``--require-second-factor ROLE``, for `ql web` and `ql serve --http`."""
+    return click.option(
+        "--require-second-factor", type=click.Choice(["viewer", "operator", "admin"]),
+        envvar="QL_REQUIRE_SECOND_FACTOR", metavar="ROLE",
+        help="Users of ROLE and above must log in with a second factor (TOTP): until they "
+             "enrol one, their password session may only enrol (env QL_REQUIRE_SECOND_FACTOR; "
+             "give every server of a database the same; docs/security.md#second-factor).")(func)
+
+
 def _stamp() -> str:
     return datetime.fromtimestamp(CLOCK.now_ms() / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
 
@@ -61,11 +71,7 @@ def _diagnostic(diagnostic: Diagnostic) -> None:
               help="A login lasts at most this long.")
 @click.option("--session-idle", type=DURATION, default="1h", show_default=True,
               help="A login ends after this long without a request (at least 1m).")
-@click.option("--require-second-factor", type=click.Choice(["viewer", "operator", "admin"]),
-              envvar="QL_REQUIRE_SECOND_FACTOR", metavar="ROLE",
-              help="Users of ROLE and above must log in with a second factor (TOTP): until "
-                   "they enrol one, their password session may only enrol (env "
-                   "QL_REQUIRE_SECOND_FACTOR; give every `ql web` of a database the same).")
+@second_factor_option
 def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tuple[str, ...],
         name: str | None, pool_size: int, session_lifetime: int, session_idle: int,
         require_second_factor: str | None) -> None:

@@ -181,6 +181,14 @@ LOGIN = """
   autofocus></label>
 <label>Password <input name="password" id="login-password" type="password"
   autocomplete="current-password" required></label>
+<div id="login-second" hidden>
+<p class="muted">This account has a second factor: type the code your authenticator app
+shows, or one of your recovery codes.</p>
+<label for="login-otp">One-time code <input name="otp" id="login-otp" inputmode="numeric"
+  autocomplete="one-time-code" maxlength="6" size="8" spellcheck="false"></label>
+<label for="login-recovery">or a recovery code <input name="recovery_code"
+  id="login-recovery" autocomplete="off" size="22" spellcheck="false"></label>
+</div>
 <p><button type="submit" id="login-submit">Log in</button></p>
 <p id="login-error" class="problem" role="alert" hidden></p>
 </form>

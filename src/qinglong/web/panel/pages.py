@@ -42,6 +42,7 @@ from qinglong.web.panel.markup import (
     TASKS,
     TRIGGER,
 )
+from qinglong.web.panel.markup_account import ACCOUNT
 from qinglong.web.panel.markup_admin import AUDIT, CLUSTER, NOTIFICATIONS, TOKENS, USERS
 from qinglong.web.panel.markup_dashboard import DASHBOARD
 from qinglong.web.panel.markup_editors import TASK_EDITOR, TRIGGER_EDITOR
@@ -61,7 +62,8 @@ NAV = (("/", "Dashboard", "dashboard"), ("/tasks", "Tasks", "tasks"),
        ("/environment", "Environment", "environment"),
        ("/stats", "Stats", "stats"), ("/notifications", "Notifications", "notifications"),
        ("/cluster", "Cluster", "cluster"), ("/tokens", "Tokens", "tokens"),
-       ("/users", "Users", "users"), ("/audit", "Audit log", "audit"))
+       ("/users", "Users", "users"), ("/audit", "Audit log", "audit"),
+       ("/account", "Account", "account"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,8 @@ class StaticFile:
 # helpers, as window.QL, and the first pages), then each page script, which adds its pages to
 # QL.pages; the page is filled once all of them have loaded.
 PAGE_SCRIPTS = ("editor.js", "panel.js", "editors.js", "controls.js", "admin.js",
-                "dashboard.js")
+                "dashboard.js",
+                "account.js")
 STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
 
@@ -140,6 +143,7 @@ PAGES = (
     Page("/tokens", "tokens", "API tokens", TOKENS),
     Page("/users", "users", "Users", USERS),
     Page("/audit", "audit", "Audit log", AUDIT),
+    Page("/account", "account", "Account", ACCOUNT),
 )
 
 
@@ -215,6 +219,11 @@ class Panel:
             if found is None:
                 return self._to_login(request)
             principal, secret = found
+            if page.name != "account" and await run_in_threadpool(
+                    self._backend.second_factor.enrolment_needed, principal.username,
+                    principal.role):  # a role that must have a second factor enrols first
+                return RedirectResponse("/account", status_code=303,
+                                        headers={"Cache-Control": "no-store"})
             params = {name: str(request.path_params[name]) for name in page.params}
             attrs = {"user": principal.username, "role": principal.role, **params}
             text = self._document(title=page.title, page=page.name, body_attrs=attrs,

@@ -446,15 +446,33 @@
       var button = $("login-submit");
       button.disabled = true;
       showProblem(error, null);
-      api("POST", "/session", {
+      var sent = {
         username: $("login-username").value.trim(),
         password: $("login-password").value
-      }).then(function () {
+      };
+      var second = $("login-second");
+      if (second && !second.hidden) { // the server asked for the second factor
+        var otp = $("login-otp").value.trim();
+        var recovery = $("login-recovery").value.trim();
+        if (otp) sent.otp = otp;
+        else if (recovery) sent.recovery_code = recovery;
+      }
+      api("POST", "/session", sent).then(function () {
         var next = body.getAttribute("data-next") || "/";
         location.assign(safeHref(next) ? next : "/");
       }).catch(function (e) {
-        $("login-password").value = "";
-        showProblem(error, e);
+        if (second && e.problem && e.problem.code === "QL_SECOND_FACTOR_REQUIRED") {
+          // the password was right: keep it, and ask for the code (a wrong one said so)
+          var asked = !second.hidden;
+          second.hidden = false;
+          $("login-otp").value = "";
+          $("login-recovery").value = "";
+          showProblem(error, asked ? e : null);
+          $("login-otp").focus();
+        } else {
+          $("login-password").value = "";
+          showProblem(error, e);
+        }
         button.disabled = false;
       });
     });
