@@ -2,7 +2,8 @@
 -- and, for each, what its latest Runs say. One statement per page, whatever the number of
 -- triggers: each trigger's Runs are read along runs_trigger_idx (project_id, trigger_id,
 -- scheduled_for_ms), newest occurrence first, at most :window of them (a correlated
--- subquery per trigger of the page: SQLite has no LATERAL).
+-- subquery per trigger of the page, its counts as one JSON array: SQLite has no LATERAL;
+-- MATERIALIZED runs it once per trigger, not once per column read from it).
 
 -- name: trigger_summary_page
 -- A page of current triggers after the key (after_project, after_trigger), in (project,
@@ -20,24 +21,25 @@ WITH page AS (
     ORDER BY h.project_id, h.trigger_id
     LIMIT :limit
 ),
-facts AS (
-    SELECT g.project_id, g.trigger_id, count(y.id) AS runs,
-           count(CASE WHEN y.status = 'succeeded' THEN 1 END) AS successes,
-           count(CASE WHEN y.status IN ('failed', 'timed_out', 'lost') THEN 1 END) AS failures,
-           count(CASE WHEN y.status = 'cancelled' AND y.cancel_reason IS NOT 'policy'
-                      THEN 1 END) AS cancelled,
-           count(CASE WHEN y.status = 'cancelled' AND y.cancel_reason = 'policy'
-                      THEN 1 END) AS skipped,
-           max(CASE WHEN y.trigger_type NOT IN ('manual', 'backfill')
-                    THEN y.created_at_ms - y.scheduled_for_ms END) AS max_lag_ms
+facts AS MATERIALIZED (
+    SELECT g.project_id, g.trigger_id, g.current_revision, g.deleted_at_ms, (
+        SELECT json_array(
+            count(*),
+            count(CASE WHEN y.status = 'succeeded' THEN 1 END),
+            count(CASE WHEN y.status IN ('failed', 'timed_out', 'lost') THEN 1 END),
+            count(CASE WHEN y.status = 'cancelled' AND y.cancel_reason IS NOT 'policy'
+                       THEN 1 END),
+            count(CASE WHEN y.status = 'cancelled' AND y.cancel_reason = 'policy' THEN 1 END),
+            max(CASE WHEN y.trigger_type NOT IN ('manual', 'backfill')
+                     THEN y.created_at_ms - y.scheduled_for_ms END))
+        FROM (SELECT x.status, x.cancel_reason, x.trigger_type, x.created_at_ms,
+                     x.scheduled_for_ms
+              FROM runs x
+              WHERE x.project_id = g.project_id AND x.trigger_id = g.trigger_id
+                AND x.scheduled_for_ms IS NOT NULL
+              ORDER BY x.scheduled_for_ms DESC, x.id DESC
+              LIMIT :window) y) AS counts
     FROM page g
-    LEFT JOIN runs y ON y.id IN (
-        SELECT x.id FROM runs x
-        WHERE x.project_id = g.project_id AND x.trigger_id = g.trigger_id
-          AND x.scheduled_for_ms IS NOT NULL
-        ORDER BY x.scheduled_for_ms DESC, x.id DESC
-        LIMIT :window)
-    GROUP BY g.project_id, g.trigger_id
 )
 SELECT r.*,
        s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
@@ -50,13 +52,15 @@ SELECT r.*,
        (th.current_revision = r.task_revision) AS task_pin_current,
        (p.status = 'active') AS project_active,
        h.deleted_at_ms AS h_deleted_at_ms,
-       f.runs AS w_runs, f.successes AS w_successes, f.failures AS w_failures,
-       f.cancelled AS w_cancelled, f.skipped AS w_skipped, f.max_lag_ms AS w_max_lag_ms,
+       json_extract(h.counts, '$[0]') AS w_runs, json_extract(h.counts, '$[1]') AS w_successes,
+       json_extract(h.counts, '$[2]') AS w_failures,
+       json_extract(h.counts, '$[3]') AS w_cancelled,
+       json_extract(h.counts, '$[4]') AS w_skipped,
+       json_extract(h.counts, '$[5]') AS w_max_lag_ms,
        l.id AS l_id, l.status AS l_status, l.trigger_type AS l_trigger_type,
        l.scheduled_for_ms AS l_scheduled_for_ms, l.created_at_ms AS l_created_at_ms,
        l.started_at_ms AS l_started_at_ms, l.finished_at_ms AS l_finished_at_ms
-FROM page h
-JOIN facts f ON f.project_id = h.project_id AND f.trigger_id = h.trigger_id
+FROM facts h
 JOIN trigger_revisions r
   ON r.project_id = h.project_id AND r.trigger_id = h.trigger_id AND r.revision = h.current_revision
 JOIN task_definitions th ON th.project_id = r.project_id AND th.task_id = r.task_id
