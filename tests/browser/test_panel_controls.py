@@ -76,6 +76,12 @@ def test_tasks_are_disabled_enabled_and_deleted_after_a_confirmation(panel: Pane
     panel.until(lambda d: "Deleted ctk/spare." in panel.text("tasks-result"), "deleted")
     panel.until(lambda d: not panel.css('#tasks tr[data-task="ctk/spare"]'), "the row gone")
     assert get(site, "/projects/ctk/tasks/spare")["deleted"] is True
+    # the trigger list: its trigger deleted, the task that it used can go too
+    confirm(panel, 'button[data-action="delete"][data-trigger="ctk/daily"]', "Delete trigger")
+    panel.until(lambda d: "Deleted ctk/daily." in panel.text("tasks-result"), "trigger deleted")
+    assert get(site, "/projects/ctk/triggers/daily")["state"] == "deleted"
+    confirm(panel, 'button[data-action="delete"][data-task="ctk/used"]', "Delete")
+    panel.until(lambda d: "Deleted ctk/used." in panel.text("tasks-result"), "deleted")
 
 
 def test_a_trigger_is_disabled_enabled_paused_and_deleted_from_its_page(panel: Panel,
@@ -143,8 +149,17 @@ def test_a_project_is_paused_with_a_reason_resumed_archived_and_unarchived(
     assert get(site, "/projects/arc")["status"] == "active"
 
 
+def parked_task(site: Site, project: str, task: str) -> None:
+    """A task whose Runs wait, queued, for a worker label no process offers: a backfill's
+    Runs are admitted and never run."""
+    site.http.ok("POST", "/api/v1/projects", site.admin, {"id": project}, (201, 409))
+    site.http.ok("POST", f"/api/v1/projects/{project}/tasks/{task}/revisions", site.admin,
+                 {"command": {"kind": "shell", "command": "true"}, "requires": ["parked"]},
+                 (200, 201))
+
+
 def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site) -> None:
-    publish_shell_task(site, "bfl", "job", "true")
+    parked_task(site, "bfl", "job")
     publish_trigger(site, "bfl", "minutely", "job", "* * * * *")
     panel.login("operator")
     panel.open("/triggers/bfl/minutely", "trigger")
@@ -187,6 +202,39 @@ def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site)
     panel.until(lambda d: panel.css("#backfill-result .problem"), "the refusal")
 
 
+def test_a_backfill_stopped_midway_carries_on_when_asked_again(panel: Panel,
+                                                               site: Site) -> None:
+    parked_task(site, "bfs", "job")
+    publish_trigger(site, "bfs", "minutely", "job", "* * * * *")
+    panel.login("operator")
+    panel.open("/triggers/bfs/minutely", "trigger")
+    panel.fill("backfill-from", "10h")
+    panel.fill("backfill-to", "5m")
+    panel.by_id("backfill-plan-button").click()
+    panel.until(lambda d: panel.by_id("backfill-result").get_attribute("data-to-admit"),
+                "what the window admits")
+    total = int(panel.by_id("backfill-result").get_attribute("data-to-admit") or 0)
+    assert total >= 590, total
+    confirm(panel, "#backfill-run", "Backfill")
+    panel.until(lambda d: int(panel.by_id("backfill-count").get_attribute("data-done") or 0)
+                >= 20, "the first request's progress")
+    panel.by_id("backfill-stop").click()
+    panel.until(lambda d: panel.by_id("backfill-result").get_attribute("data-state"),
+                "the backfill's end", timeout=60)
+    assert panel.by_id("backfill-result").get_attribute("data-state") == "interrupted"
+    done = int(panel.by_id("backfill-count").get_attribute("data-done") or 0)
+    assert 20 <= done < total, (done, total)
+    assert "Backfill the same window again to carry on" in panel.text("backfill-result")
+    assert panel.by_id("backfill-run").get_attribute("disabled") is not None
+    panel.shot("backfill-stopped")
+    # asked again, the window admits only what is left
+    panel.by_id("backfill-plan-button").click()
+    panel.until(lambda d: int(panel.by_id("backfill-result").get_attribute("data-to-admit")
+                              or -1) < total, "the rest")
+    left = int(panel.by_id("backfill-result").get_attribute("data-to-admit") or 0)
+    assert total - done - 1 <= left <= total - done + 1, (left, total, done)  # a minute passed
+
+
 def test_a_viewer_sees_no_write_control_and_an_operator_no_admin_one(panel: Panel,
                                                                       site: Site) -> None:
     publish_shell_task(site, "vwr", "job", "true")
@@ -195,7 +243,9 @@ def test_a_viewer_sees_no_write_control_and_an_operator_no_admin_one(panel: Pane
     panel.open("/tasks", "tasks")
     panel.until(lambda d: panel.css('#tasks tr[data-task="vwr/job"]')
                 and panel.css('#projects tr[data-project-row="vwr"]'), "the lists")
-    assert panel.shown("#projects button, #projects input, #tasks button") == 0
+    assert panel.shown("#projects button, #projects input, #tasks button, "
+                       "#trigger-list button") == 0
+    assert "firing" in panel.css('#trigger-list tr[data-trigger-row="vwr/daily"]')[0].text
     assert not [a for a in panel.css("#tasks a") if a.text == "Edit"]
     assert panel.shown('main a[href="/tasks/edit"]') == 0
     panel.open("/triggers/vwr/daily", "trigger")
@@ -214,7 +264,8 @@ def test_a_viewer_sees_no_write_control_and_an_operator_no_admin_one(panel: Pane
 
     panel.login("operator")
     panel.open("/tasks", "tasks")
-    panel.until(lambda d: panel.css('#tasks button[data-action="disable"]'), "the controls")
+    panel.until(lambda d: panel.css('#tasks button[data-action="disable"]')
+                and panel.css('#trigger-list button[data-action="disable"]'), "the controls")
     assert panel.shown('button[data-action="delete"], button[data-action="archive"]') == 0
     assert not [a for a in panel.css("#tasks a") if a.text == "Edit"]
     panel.open("/triggers/vwr/daily", "trigger")

@@ -41,6 +41,10 @@ TASKS = """
 <div class="table-scroll">
 <table id="projects" class="grid"><thead><tr><th>Project</th><th>Name</th><th>Status</th>
 <th>Triggers paused</th><th></th></tr></thead><tbody></tbody></table></div></section>
+<section><h2>Triggers</h2>
+<div class="table-scroll">
+<table id="trigger-list" class="grid"><thead><tr><th>Trigger</th><th>Task</th><th>Schedule
+</th><th>State</th><th></th></tr></thead><tbody></tbody></table></div></section>
 <section><h2>Tasks</h2>
 <div class="table-scroll">
 <table id="tasks" class="grid"><thead><tr><th>Project</th><th>Task</th><th>Command</th>

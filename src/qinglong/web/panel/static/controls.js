@@ -61,6 +61,7 @@
           }).then(function (lists) {
             showProblem("problem", null);
             drawProjects(projects, got[1], reload);
+            drawTriggerList(got[1], reload);
             drawTasks(projects, lists, reload);
           });
         }).catch(function (e) { showProblem("problem", e); });
@@ -114,6 +115,46 @@
       tbody.appendChild(row([el("strong", {}, p.id), p.name, badge(p.status),
         el("span", { class: "paused-note" }, pausedText(paused, own.length)), cell],
         { "data-project-row": p.id, "data-project": p.id }));
+    });
+  }
+
+  /* A trigger's state, and why it is paused. */
+  function stateOf(t) {
+    if (t.state !== "paused" || !t.pause) return badge(t.state);
+    return el("span", {}, badge(t.state), " (" + (t.pause.reason || "no reason given") + ")");
+  }
+
+  function drawTriggerList(triggers, reload) {
+    var tbody = clear($("trigger-list").tBodies[0]);
+    if (!triggers.length) { QL.emptyRow(tbody, 5, "No triggers yet."); return; }
+    triggers.forEach(function (t) {
+      var key = t.project + "/" + t.trigger;
+      var path = "/projects/" + seg(t.project) + "/triggers/" + seg(t.trigger);
+      var cell = el("td", { class: "controls" });
+      var result = el("span", { class: "row-result", role: "status" });
+      var refreshed = function (text) {
+        return function () { showResult("tasks-result", null, text); return reload(); };
+      };
+      if (allowed("operate", t.project)) {
+        var word = t.enabled ? "disable" : "enable";
+        cell.appendChild(confirmed(t.enabled ? "Disable" : "Enable",
+          { "data-action": word, "data-trigger": key },
+          t.enabled ? "Disable " + key + "? It stops firing." : "Enable " + key + "?",
+          t.enabled ? "Disable" : "Enable", result, function () {
+            return api("POST", path + "/" + word, {});
+          }, refreshed((t.enabled ? "Disabled " : "Enabled ") + key + ".")));
+      }
+      if (allowed("admin", t.project)) {
+        cell.appendChild(confirmed("Delete", { class: "danger", "data-action": "delete",
+          "data-trigger": key }, "Delete " + key + "? It stops firing and leaves the lists; " +
+          "its revisions and Runs stay.", "Delete", result, function () {
+          return api("DELETE", path);
+        }, refreshed("Deleted " + key + ".")));
+      }
+      cell.appendChild(result);
+      tbody.appendChild(row([QL.triggerLink(t.project, t.trigger), t.task,
+        el("code", {}, t.schedule || t.cron || ""), stateOf(t), cell],
+        { "data-trigger-row": key, "data-project": t.project }));
     });
   }
 
@@ -278,8 +319,7 @@
     var local = QL.local;
     var pause = t.pause;
     QL.details($("trigger-details"), [
-      ["State", [badge(t.state), pause && t.state === "paused" ? " " + (pause.reason
-        ? "(" + pause.reason + ")" : "(no reason given)") : ""]],
+      ["State", stateOf(t)],
       ["Enabled", t.enabled ? "yes" : "no"],
       ["Task", [t.task, el("span", { class: "muted" }, " (revision " + t.task_revision + ")")]],
       ["Starts flow", t.flow ? el("a", { href: "/flows" }, t.flow) : null],
@@ -444,9 +484,9 @@
         result.setAttribute("data-state", "failed");
       }).then(function () {
         stop.hidden = true;
-        plan = null;
+        plan = null;  // a new window is shown before the next backfill
         return loadLedger();
-      });
+      }).then(function () { return false; });
     }
 
     runButton.addEventListener("click", function (event) {

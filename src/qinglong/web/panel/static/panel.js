@@ -134,8 +134,8 @@
 
   /* A confirmation beside ``control`` (a button): the question and two buttons, Yes focused
      (Escape or No cancels and gives the focus back). On Yes, ``action`` runs; the promise it
-     returns settles before the control is usable again. One confirmation at a time per
-     control. */
+     returns settles before the control is usable again (unless it answers false). One
+     confirmation at a time per control. */
   function confirmBeside(control, question, yes, action) {
     var next = control.nextSibling;
     if (next && next.className === "confirm") return;
@@ -151,8 +151,9 @@
     var go = el("button", { type: "button", class: "danger confirm-yes", onclick: function () {
       close();
       control.disabled = true;
+      // an action that answers false leaves its control disabled (nothing left to do)
       Promise.resolve().then(action).catch(function () { return null; })
-        .then(function () { control.disabled = false; });
+        .then(function (answer) { control.disabled = answer === false; });
     } }, yes);
     box = el("span", { class: "confirm", role: "alertdialog", "aria-label": question,
       onkeydown: function (event) {
