@@ -280,7 +280,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # go with 0016's flow_runs; 0019_scripts' tables go; so do 0021_project_env's tables and
     # its columns of run_attempts (its grant of INSERT on audit_log to ql_admin goes with
     # 0008's audit_log); 0020_notify_events' index goes and its constraints go back to
-    # 0006's (0017's come back when it runs again); 0022_repos' table goes; so does 0023_deps'.
+    # 0006's (0017's come back when it runs again); 0022_repos' table goes; so does 0023_deps',
+    # and 0024_grants' (its columns go with 0008's users and api_tokens).
     # 0025_totp's tables go too.
     pg_db.execute("""
         DELETE FROM schema_migrations
@@ -289,10 +290,11 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0014_placement', '0015_parameters', '0016_flows',
                                 '0017_unplaceable', '0018_flow_triggers', '0019_scripts',
                                 '0020_notify_events', '0021_project_env', '0022_repos',
-                                '0023_deps', '0025_totp');
+                                '0023_deps', '0024_grants', '0025_totp');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
+        DROP TABLE user_grants;
         DROP TABLE user_recovery_codes, user_second_factors;
         DROP TABLE login_devices, audit_log, login_failures, api_tokens, user_sessions, users;
         DROP TABLE retention_marks;
@@ -333,8 +335,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # (ql_admin may insert into audit_log since 0021_project_env)
     missing = [f"missing-table:{t}" for t in
                ("api_tokens", "audit_log", "login_devices", "login_failures",
-                "user_recovery_codes", "user_second_factors", "user_sessions",
-                "users")]
+                "user_recovery_codes", "user_second_factors", "user_grants",
+                "user_sessions", "users")]
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
     flow_tables = {  # the flow tables each role has privileges on
         "ql_admin": ("flow_revisions", "flows"), "ql_web": ("flow_revisions", "flow_runs",
@@ -366,6 +368,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0018_flow_triggers", "missing-migration:0019_scripts",
                "missing-migration:0020_notify_events", "missing-migration:0021_project_env",
                "missing-migration:0022_repos", "missing-migration:0023_deps",
+               "missing-migration:0024_grants",
                "missing-migration:0025_totp"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
@@ -385,7 +388,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0016_flows", "0017_unplaceable",
                                          "0018_flow_triggers", "0019_scripts",
                                          "0020_notify_events", "0021_project_env",
-                                         "0022_repos", "0023_deps", "0025_totp")
+                                         "0022_repos", "0023_deps", "0024_grants", "0025_totp")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

@@ -119,7 +119,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "task": ("task", "task", ("manual",)),  # ql task run
     "token": ("token", "token", ()),
     "trigger": ("trigger", "trigger", ("backfill", "ledger", "manual")),
-    "user": ("user", "user", ()),
+    "user": ("user", "user", ("user_grants",)),  # ql user grant
     "web": ("web", "web", ()),
     "worker": ("worker", "worker", ()),
 }

@@ -23,7 +23,9 @@ from enum import IntEnum
 
 from argon2 import PasswordHasher
 
+from qinglong.domain.identifiers import project_id
 from qinglong.errors import Forbidden, InvalidInput, NotFound
+from qinglong.service.account_views import audit_view, token_view, user_view
 from qinglong.service.hash_gate import PROCESS_GATE, HashGate
 from qinglong.service.logins import USERNAME, LoginLimits, PasswordChecks, digest
 from qinglong.service.passwords import check_password
@@ -37,16 +39,13 @@ from qinglong.service.views.accounts import (
     TokenView,
     UserView,
 )
-from qinglong.service.views.base import instant
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
     ApiToken,
-    AuditEntry,
     AuditListParams,
     AuditWriteParams,
     SessionCreateParams,
     TokenCreateParams,
-    User,
     UserCreateParams,
     UserUpdateParams,
 )
@@ -54,6 +53,7 @@ from qinglong.storage.accounts.params import (
 USERNAME_RULE = ("must be 1-64 characters of lowercase letters, digits, '.', '_', '@' and '-', "
                  "starting with a letter or digit")
 TOKEN_NAME_MAX = 128
+MAX_TOKEN_PROJECTS = 100
 TOKEN_PREFIX = "qlt_"  # noqa: S105 - the prefix of every token, not a secret
 TOKEN_SHAPE = re.compile(r"^qlt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 SESSION_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -65,14 +65,17 @@ TOUCHES_PER_IDLE = 4  # least 4 times per idle window (so one in use never runs 
 
 
 class Level(IntEnum):
+    NONE = 0  # a user with no role on every project (only grants), or outside a token's
     READ = 1
     OPERATE = 2
     ADMIN = 3
 
 
-ROLE_LEVEL = {"viewer": Level.READ, "operator": Level.OPERATE, "admin": Level.ADMIN}
+ROLE_LEVEL = {"none": Level.NONE, "viewer": Level.READ, "operator": Level.OPERATE,
+              "admin": Level.ADMIN}
+GRANT_ROLES = ("viewer", "operator", "admin")  # what a grant on one project can be
 SCOPE_LEVEL = {"read": Level.READ, "operate": Level.OPERATE, "admin": Level.ADMIN}
-LEVEL_SCOPE = {level: scope for scope, level in SCOPE_LEVEL.items()}
+LEVEL_SCOPE = {Level.NONE: "none", **{level: scope for scope, level in SCOPE_LEVEL.items()}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +102,14 @@ class Principal:
     scope: str | None = None  # the token's scope
     session_digest: str | None = None
     expires_at_ms: int | None = None
+    grants: tuple[tuple[str, str], ...] = ()  # (project, role): the user's per-project roles
+    projects: tuple[str, ...] | None = None  # a token limited to these projects
 
     @property
     def level(self) -> Level:
+        """The level on every project (``service.access`` judges one project)."""
+        if self.projects is not None:
+            return Level.NONE
         level = ROLE_LEVEL[self.role]
         if self.scope is not None:
             level = min(level, SCOPE_LEVEL[self.scope])
@@ -133,7 +141,14 @@ def check_username(value: object, field: str = "username") -> str:
 
 
 def check_role(value: object, field: str = "role") -> str:
+    """A user's role on every project: none (only what grants give), viewer, operator, admin."""
     if value not in ROLE_LEVEL:
+        raise InvalidInput(field, "must be one of none, viewer, operator, admin")
+    return str(value)
+
+
+def check_grant_role(value: object, field: str = "role") -> str:
+    if value not in GRANT_ROLES:
         raise InvalidInput(field, "must be one of viewer, operator, admin")
     return str(value)
 
@@ -142,6 +157,15 @@ def check_scope(value: object, field: str = "scope") -> str:
     if value not in SCOPE_LEVEL:
         raise InvalidInput(field, "must be one of read, operate, admin")
     return str(value)
+
+
+def check_token_projects(value: object) -> tuple[str, ...]:
+    """The projects a token is limited to: 1 to 100 distinct project ids, kept sorted."""
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_TOKEN_PROJECTS:
+        raise InvalidInput("projects", f"must list 1 to {MAX_TOKEN_PROJECTS} project ids")
+    found = sorted({project_id(item, "projects") if isinstance(item, str)
+                    else project_id("", "projects") for item in value})
+    return tuple(found)
 
 
 def csrf_token_for(secret: str) -> str:
@@ -153,46 +177,11 @@ def csrf_matches(secret: str, token: str) -> bool:
     return hmac.compare_digest(csrf_token_for(secret), token)
 
 
-# --- views --------------------------------------------------------------------------------
-
-
-def user_view(user: User) -> UserView:
-    return UserView(username=user.username, role=user.role,
-                    disabled=user.disabled_at_ms is not None,
-                    created_at=instant(user.created_at_ms),
-                    updated_at=instant(user.updated_at_ms),
-                    disabled_at=rfc3339(user.disabled_at_ms))
-
-
-def token_state(token: ApiToken, now_ms: int) -> str:
-    if token.revoked_at_ms is not None:
-        return "revoked"
-    if token.expires_at_ms is not None and token.expires_at_ms <= now_ms:
-        return "expired"
-    return "active"
-
-
-def token_view(token: ApiToken, now_ms: int) -> TokenView:
-    return TokenView(id=token.id, name=token.name, username=token.username,
-                     scope=token.scope, state=token_state(token, now_ms),
-                     created_at=instant(token.created_at_ms),
-                     expires_at=rfc3339(token.expires_at_ms),
-                     last_used_at=rfc3339(token.last_used_at_ms),
-                     revoked_at=rfc3339(token.revoked_at_ms), revoked_by=token.revoked_by)
-
-
 def principal_view(principal: Principal) -> PrincipalView:
     return PrincipalView(username=principal.username, role=principal.role, via=principal.via,
                          token_id=principal.token_id, scope=principal.effective_scope,
                          expires_at=rfc3339(principal.expires_at_ms))
 
-
-def audit_view(entry: AuditEntry) -> AuditEntryView:
-    return AuditEntryView(id=entry.id, at=instant(entry.at_ms), at_ms=entry.at_ms,
-                          actor=entry.actor, via=entry.via, token_id=entry.token_id,
-                          action=entry.action, project=entry.project_id,
-                          target=entry.target, detail=dict(entry.detail),
-                          client=entry.client)
 
 
 # --- the service --------------------------------------------------------------------------
@@ -260,7 +249,8 @@ class Accounts:
             lifetime_ms=self._policy.lifetime_ms, idle_ms=self._policy.idle_ms, client=client))
         principal = Principal(username=session.username, role=session.role, via="session",
                               session_digest=session.id_digest,
-                              expires_at_ms=session.expires_at_ms)
+                              expires_at_ms=session.expires_at_ms,
+                              grants=self._store.grants_of(session.username))
         csrf = csrf_token_for(secret)
         return LoginResult(secret=secret, csrf_token=csrf, device=verified.new_device,
                            view=principal_view(principal).extended(SessionView,
@@ -278,7 +268,8 @@ class Accounts:
         if session is None:
             return None
         return Principal(username=session.username, role=session.role, via="session",
-                         session_digest=session.id_digest, expires_at_ms=session.expires_at_ms)
+                         session_digest=session.id_digest, expires_at_ms=session.expires_at_ms,
+                         grants=session.grants)
 
     def token_principal(self, token: str) -> Principal | None:
         shape = TOKEN_SHAPE.fullmatch(token)
@@ -294,13 +285,16 @@ class Accounts:
             self._store.token_used(found.id, TOUCH_AFTER_MS)
         return Principal(username=found.username, role=found.role, via="token",
                          token_id=found.id, scope=found.scope,
-                         expires_at_ms=found.expires_at_ms)
+                         expires_at_ms=found.expires_at_ms, grants=found.grants,
+                         projects=found.projects)
 
     # -- tokens --------------------------------------------------------------------------
 
     def token_create(self, username: str, *, name: str, scope: str,
-                     lifetime_ms: int | None) -> TokenCreatedView:
-        """A new token of ``username``, its secret in the view (shown this once)."""
+                     lifetime_ms: int | None,
+                     projects: list[str] | None = None) -> TokenCreatedView:
+        """A new token of ``username``, its secret in the view (shown this once); with
+        ``projects``, it reaches only those (each one its user has a role on)."""
         check_username(username)
         if not isinstance(name, str) or not 1 <= len(name) <= TOKEN_NAME_MAX \
                 or any(not ch.isprintable() for ch in name):
@@ -312,16 +306,34 @@ class Accounts:
         user = self._store.user_get(username)
         if user is None:
             raise NotFound("user", username)
-        if SCOPE_LEVEL[scope] > ROLE_LEVEL[user.role]:
-            raise InvalidInput("scope", f"{username} is {user.role}: a token can have at most "
-                                        f"the {LEVEL_SCOPE[ROLE_LEVEL[user.role]]} scope")
+        limited = None if projects is None else check_token_projects(projects)
+        top = self._highest_level(user.username, user.role, limited)
+        if SCOPE_LEVEL[scope] > top:
+            where = "" if limited is None else " on " + ", ".join(limited)
+            raise InvalidInput("scope", f"{username} has {LEVEL_SCOPE[top]} access{where}: a "
+                                        f"token can have at most that scope")
         token_id = secrets.token_hex(8)
         token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
         created = self._store.token_create(TokenCreateParams(
             id=token_id, username=username, name=name, scope=scope,
-            secret_digest=digest(token), lifetime_ms=lifetime_ms))
+            secret_digest=digest(token), lifetime_ms=lifetime_ms, projects=limited))
         return token_view(created, created.created_at_ms).extended(TokenCreatedView,
                                                                    token=token)
+
+    def _highest_level(self, username: str, role: str,
+                       projects: tuple[str, ...] | None) -> Level:
+        """The highest level a user has (on the given projects only, when given); each given
+        project must be one the user has a role on."""
+        granted = dict(self._store.grants_of(username))
+        if projects is None:
+            return max((ROLE_LEVEL[role], *(ROLE_LEVEL[r] for r in granted.values())))
+        found = []
+        for project in projects:
+            level = max(ROLE_LEVEL[role], ROLE_LEVEL[granted.get(project, "none")])
+            if level == Level.NONE:
+                raise InvalidInput("projects", f"{username} has no role on project {project}")
+            found.append(level)
+        return max(found)
 
     def token_list(self, username: str | None) -> list[TokenView]:
         now_ms = self._store.now_ms()

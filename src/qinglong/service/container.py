@@ -20,6 +20,7 @@ from qinglong.service.dashboard import TriggerSummaries
 from qinglong.service.declarative import Declarative
 from qinglong.service.deps import Deps
 from qinglong.service.flows import Flows
+from qinglong.service.grants import Grants
 from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
 from qinglong.service.notifications import Notifications
@@ -53,6 +54,7 @@ class Services:
     stats: TaskStats = field(init=False)
     summaries: TriggerSummaries = field(init=False)
     accounts: Accounts = field(init=False)
+    grants: Grants = field(init=False)
     second_factor: SecondFactors = field(init=False)
     declarative: Declarative = field(init=False)
     processes: Processes = field(init=False)
@@ -76,6 +78,7 @@ class Services:
         self.summaries = TriggerSummaries(DashboardStore(stores.db), self.clock)
         self.second_factor = SecondFactors(stores.accounts, self.clock,
                                            policy=self.second_factor_policy)
+        self.grants = Grants(stores.accounts)
         self.accounts = Accounts(stores.accounts, policy=self.session_policy,
                                  second_factor=self.second_factor)
         self.declarative = Declarative(stores.definitions, stores.db.unit, stores.flows,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from qinglong.errors import Forbidden, InvalidInput
+from qinglong.service.access import Reach
 from qinglong.service.accounts import (
     Level,
     check_username,
@@ -73,9 +74,11 @@ def create_token(call: Call) -> Reply:
     if owner != who.username:
         who.require(Level.ADMIN)
     view = call.backend.accounts.token_create(owner, name=body.name, scope=body.scope,
-                                              lifetime_ms=body.expires_in_ms)
+                                              lifetime_ms=body.expires_in_ms,
+                                              projects=body.projects)
     call.audit("token.create", target=f"token {view.id}",
-               detail={"username": owner, "name": body.name, "scope": body.scope})
+               detail={"username": owner, "name": body.name, "scope": body.scope,
+                       "projects": view.projects})
     return Reply(view, 201)
 
 
@@ -145,19 +148,20 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "counted as a failed login.",
              atomic=False),  # a refused login keeps its count (the throttle)
     Endpoint("GET", "/api/v1/session", whoami, "Who you are, how you proved it, and your "
-             "second factor", "accounts", Level.READ, response=WhoamiView),
+             "second factor", "accounts", Level.READ, response=WhoamiView, reach=Reach.SELF),
     Endpoint("DELETE", "/api/v1/session", logout, "Log out (ends the session)", "accounts",
-             Level.READ, status=204),
+             Level.READ, status=204, reach=Reach.SELF),
     Endpoint("GET", TOKENS, list_tokens, "List your API tokens (all=true: everyone's, admins "
              "only)", "accounts", Level.READ, response=views.TokenView, many=True,
+             reach=Reach.SELF,
              query=(Query("all", "bool", "Every user's tokens (admins)", default=False),)),
     Endpoint("POST", TOKENS, create_token, "Create an API token: the token is in this answer "
-             "only", "accounts", Level.READ, body=rq.TokenCreateRequest,
+             "only", "accounts", Level.READ, body=rq.TokenCreateRequest, reach=Reach.SELF,
              response=views.TokenCreatedView, status=201,
              description="With a session; with a token only if its scope is admin. The scope "
                          "can be at most your role's. Another user's token: admins only."),
     Endpoint("DELETE", TOKENS + "/{token}", revoke_token, "Revoke an API token (yours; anyone's "
-             "for admins)", "accounts", Level.READ, response=views.TokenView,
+             "for admins)", "accounts", Level.READ, response=views.TokenView, reach=Reach.SELF,
              description="Another user's token, without the admin scope, answers 404 like a "
                          "token that does not exist."),
     Endpoint("GET", USERS, list_users, "List users", "accounts", Level.ADMIN,

@@ -41,6 +41,7 @@ from qinglong.web import (
     definitions,
     env_routes,
     flow_routes,
+    grant_routes,
     notify_routes,
     repo_routes,
     runs,
@@ -49,6 +50,7 @@ from qinglong.web import (
     system,
 )
 from qinglong.web.auth import authenticate, check_csrf, credentials
+from qinglong.web.authorize import authorize, authorize_entity, needs_lookup
 from qinglong.web.backend import WebBackend
 from qinglong.web.guard import SECURITY_HEADERS, AnswerGuard
 from qinglong.web.openapi import build_openapi
@@ -77,7 +79,7 @@ def api_endpoints() -> tuple[Endpoint, ...]:
     base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
             *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
-            *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS,
+            *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS, *grant_routes.ENDPOINTS,
             *second_factor_routes.ENDPOINTS)
 
     @cache
@@ -133,9 +135,12 @@ class _Dispatcher:
         if principal is not None and endpoint.level is not None:
             await run_in_threadpool(second_factor_routes.check_enrolled, self._backend,
                                     principal, endpoint)
-            principal.require(endpoint.level)
+            authorize(endpoint, principal, request.path_params, request.query_params)
             if endpoint.writes:
                 check_csrf(principal, found.session if found else None, request.headers)
+            if needs_lookup(endpoint, principal):
+                await run_in_threadpool(authorize_entity, self._backend, endpoint, principal,
+                                        request.path_params)
         path = read_path(request.path_params)
         names = [name for name, _ in request.query_params.multi_items()]
         query = read_query(endpoint, request.query_params, names)

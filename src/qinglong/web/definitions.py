@@ -11,6 +11,7 @@ from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.trigger import DEFAULT_QUEUE_LIMIT, Overlap, OverlapPolicy
 from qinglong.errors import InvalidInput, NotFound
+from qinglong.service.access import Reach
 from qinglong.service.accounts import Level
 from qinglong.service.catalog import TaskPublishRequest as PublishTask
 from qinglong.service.params import (
@@ -53,7 +54,9 @@ def _published(view: tasks.TaskPublishView | triggers.TriggerPublishView) -> Rep
 
 
 def list_projects(call: Call) -> Reply:
-    return Reply(call.backend.catalog.project_list())
+    shown = call.visible
+    return Reply([view for view in call.backend.catalog.project_list()
+                  if shown is None or view.id in shown])
 
 
 def create_project(call: Call) -> Reply:
@@ -194,9 +197,11 @@ def _delete(kind: Literal["task", "trigger"]) -> Callable[[Call], Reply]:
 
 def list_all_triggers(call: Call) -> Reply:
     project = call.query["project"]
-    return Reply(call.backend.catalog.trigger_list(
+    shown = call.visible
+    return Reply([view for view in call.backend.catalog.trigger_list(
         None if project is None else project_id(project), next_count=call.query["next"],
-        include_deleted=call.query["include_deleted"]))
+        include_deleted=call.query["include_deleted"])
+        if shown is None or view.project in shown])
 
 
 def list_triggers(call: Call) -> Reply:
@@ -303,8 +308,8 @@ def preview(call: Call) -> Reply:
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("GET", "/api/v1/projects", list_projects, "List projects", "projects", Level.READ,
-             response=tasks.ProjectView, many=True),
+    Endpoint("GET", "/api/v1/projects", list_projects, "List the projects you may read",
+             "projects", Level.READ, response=tasks.ProjectView, many=True, reach=Reach.LISTING),
     Endpoint("POST", "/api/v1/projects", create_project, "Create a project", "projects",
              Level.ADMIN, body=rq.ProjectCreateRequest, response=tasks.ProjectView, status=201),
     Endpoint("GET", P, show_project, "Show a project", "projects", Level.READ,
@@ -334,7 +339,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              Level.ADMIN, response=tasks.TaskView),
     Endpoint("GET", "/api/v1/triggers", list_all_triggers,
              "List triggers with their state and next fire times", "triggers", Level.READ,
-             response=triggers.TriggerView, many=True,
+             response=triggers.TriggerView, many=True, reach=Reach.LISTING,
              query=(Query("project", "str", "Only this project"), NEXT, ALL)),
     Endpoint("GET", f"{P}/triggers", list_triggers, "List the triggers of a project",
              "triggers", Level.READ, response=triggers.TriggerView, many=True, query=(NEXT, ALL)),
@@ -364,7 +369,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                           default=50))),
     Endpoint("GET", "/api/v1/cron/preview", preview,
              "The next occurrences of a schedule in a zone, with DST marks", "triggers",
-             Level.READ, response=reports.PreviewView,
+             Level.READ, response=reports.PreviewView, reach=Reach.SELF,
              query=(Query("cron", "str", "A cron expression, e.g. 30 2 * * *"),
                     Query("schedule", "str", "Or any schedule: a cron expression, every "
                                              "DURATION [from TIME], at TIME"),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from qinglong.domain.identifiers import entity_id, project_id
+from qinglong.service.access import Reach
 from qinglong.service.accounts import Level
 from qinglong.service.views import flows as views
 from qinglong.web import requests as rq
@@ -87,6 +88,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                  "a new Run", "a new flow run")),
     Endpoint("GET", "/api/v1/flow-runs", list_flow_runs, "List a project's flow runs, newest "
              "first", "flows", Level.READ, response=views.FlowRunView, many=True,
+             reach=Reach.LISTING,
              query=(Query("project", "str", "The project", required=True),
                     Query("flow", "str", "Only runs of this flow"),
                     Query("limit", "int", "At most this many", 1, 1000, default=50))),

@@ -124,6 +124,10 @@ def _operation(endpoint: Endpoint) -> dict[str, object]:
         operation["security"] = []
     else:
         operation["x-qinglong-scope"] = endpoint.level.name.lower()
+        # what the scope is needed on (docs/security.md, service/access.py): the project in
+        # the path, the project of the Run or flow run, a listing's projects, every project
+        # (global), or nothing (self: anyone authenticated)
+        operation["x-qinglong-reach"] = endpoint.access.value
     return operation
 
 

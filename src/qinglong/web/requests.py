@@ -283,18 +283,27 @@ class TokenCreateRequest(Request):
     expires_in_ms: int | None = Field(default=None, description="Lifetime; null: until revoked")
     username: r.Username | None = Field(default=None, description="Whose token (admins only; default: "
                                                            "yours)")
+    projects: list[r.ProjectId] | None = Field(
+        default=None, min_length=1, max_length=100,
+        description="Limit the token to these projects (each one its user has a role on); it "
+                    "then reaches nothing outside them. Null: every project its user may reach")
 
 
 class UserCreateRequest(Request):
     username: r.Username
-    role: Literal["viewer", "operator", "admin"]
+    role: Literal["none", "viewer", "operator", "admin"] = Field(
+        description="The role on every project; none: only the projects granted to the user")
     password: str
 
 
 class UserUpdateRequest(Request):
-    role: Literal["viewer", "operator", "admin"] | None = None
+    role: Literal["none", "viewer", "operator", "admin"] | None = None
     password: str | None = None
     disabled: bool | None = None
+
+
+class GrantRequest(Request):
+    role: Literal["viewer", "operator", "admin"] = Field(description="The role on this project")
 
 
 class FlowNodeRequest(Request):

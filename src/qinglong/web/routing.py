@@ -29,9 +29,11 @@ from qinglong.domain.notify.channels import NAME_RULE as CHANNEL_NAME_RULE
 from qinglong.domain.project_env import VARIABLE_NAME, VARIABLE_NAME_RULE
 from qinglong.domain.text import MAX_JSON_INT, MIN_JSON_INT, NotJson, check_text, strict_json
 from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
+from qinglong.service.access import Reach, visible
 from qinglong.service.accounts import USERNAME_RULE, Level, Principal
 from qinglong.service.logins import USERNAME
 from qinglong.web.backend import WebBackend
+from qinglong.web.field_rules import NO_CONTROLS
 from qinglong.web.requests import Request
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -146,7 +148,8 @@ class Query:
         elif self.identifier is not None:
             schema = {"type": "string", "pattern": self.identifier.pattern.pattern}
         else:
-            schema = {"type": "string", "maxLength": MAX_PARAMETER_CHARS}
+            schema = {"type": "string", "maxLength": MAX_PARAMETER_CHARS,
+                      "pattern": NO_CONTROLS}
         if self.default is not None:
             schema["default"] = self.default
         return schema
@@ -245,6 +248,11 @@ class Call:
         assert self.principal is not None
         return self.principal
 
+    @property
+    def visible(self) -> frozenset[str] | None:
+        """The projects the caller may read (None: every project): what a listing keeps."""
+        return visible(self.who)
+
     def audit(self, action: str, *, project: str | None = None, target: str | None = None,
               detail: dict[str, object] | None = None) -> None:
         """Record what this call did, and who asked: in the call's unit of work, so the row
@@ -254,6 +262,7 @@ class Call:
 
 
 Handler = Callable[[Call], "Reply | Response"]
+_PATH_REACH = (("project", Reach.PROJECT), ("run", Reach.RUN), ("flow_run", Reach.FLOW_RUN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +287,20 @@ class Endpoint:
     # must keep what it wrote when it refuses (the login's failure count), that waits on
     # something outside the database (a test notification) or that commits in steps (backfill)
     atomic: bool = True
+    # what the route acts on, for per-project roles (service.access.Reach); None: derived
+    # from the path ({project}, {run}, {flow_run}), else the whole installation
+    reach: Reach | None = None
+
+    @property
+    def access(self) -> Reach:
+        if self.level is None:
+            return Reach.PUBLIC
+        if self.reach is not None:
+            return self.reach
+        for name, reach in _PATH_REACH:
+            if "{" + name + "}" in self.path:
+                return reach
+        return Reach.GLOBAL
 
     @property
     def writes(self) -> bool:

@@ -12,6 +12,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.runs import RunStatus
 from qinglong.errors import InvalidInput
+from qinglong.service.access import Reach
 from qinglong.service.accounts import Level
 from qinglong.service.params import RunListParams
 from qinglong.service.runs import LogPiece
@@ -51,7 +52,8 @@ def list_runs(call: Call) -> Reply:
         task_id=task,
         trigger_id=trigger,
         status=q["status"], since_ms=q["since"], until_ms=q["until"], limit=q["limit"],
-        oldest_first=q["order"] == "oldest")
+        oldest_first=q["order"] == "oldest",
+        projects=None if call.visible is None else tuple(sorted(call.visible)))
     return Reply(call.backend.pages.page(filters, q["cursor"]))
 
 
@@ -147,7 +149,8 @@ RUN_NOW = ("Client request id: the body's request_id or the Idempotency-Key head
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/runs", list_runs, "List Runs, newest occurrence first, a page at "
-             "a time", "runs", Level.READ, response=run_views.RunPageView,
+             "a time (of the projects you may read)", "runs", Level.READ,
+             response=run_views.RunPageView, reach=Reach.LISTING,
              query=(Query("project", "str", "Only this project"),
                     Query("task", "qualified", "Only Runs of this task (TASK or PROJECT/TASK)"),
                     Query("trigger", "qualified", "Only Runs of this trigger (TRIGGER or "

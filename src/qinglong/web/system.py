@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse, Response
 from qinglong import __version__
 from qinglong import metrics as ql_metrics
 from qinglong.errors import QinglongError, StorageError
+from qinglong.service.access import Reach
 from qinglong.service.accounts import Level
 from qinglong.service.processes import INSTANCE_STALE_MS, Instance
 from qinglong.service.queue import QueueView
@@ -113,7 +114,7 @@ def openapi_document(document: Callable[[], dict[str, object]]) -> Endpoint:
     handler.__name__ = "openapi"
     return Endpoint("GET", "/api/v1/openapi.json", handler, "This API's OpenAPI 3.1 document",
                     "system", Level.READ, media="application/json",
-                    medias=("application/json",))
+                    medias=("application/json",), reach=Reach.SELF)
 
 
 def docs_endpoint(document: Callable[[], dict[str, object]]) -> Endpoint:
@@ -123,7 +124,7 @@ def docs_endpoint(document: Callable[[], dict[str, object]]) -> Endpoint:
 
     handler.__name__ = "docs"
     return Endpoint("GET", "/api/v1/docs", handler, "The API reference as a page", "system",
-                    Level.READ, media="text/html", medias=("text/html",))
+                    Level.READ, media="text/html", medias=("text/html",), reach=Reach.SELF)
 
 
 def _schema_text(schema: object) -> str:
@@ -204,7 +205,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "system", None, response=Liveness),
     Endpoint("GET", "/api/v1/health", health, "Health: the database, and the processes "
              "serving it (replicas, workers, web servers)", "system", Level.READ,
-             response=HealthView),
+             response=HealthView, reach=Reach.SELF),
     Endpoint("GET", "/api/v1/queue", queue, "The queued Runs: how many, the oldest's wait, and "
              "those that require worker labels by set, each marked when no live worker offers "
              "them all (docs/controls/placement.md)", "system", Level.READ,

@@ -12,7 +12,8 @@ from qinglong.cli.params import DURATION, database_url_option, json_option
 @click.group()
 def token() -> None:
     """API tokens: `Authorization: Bearer qlt_...` on every request. A token's scope (read,
-    operate, admin) can only narrow its user's role. On PostgreSQL, connect as ql_web."""
+    operate, admin) can only narrow its user's roles, and --project limits it to projects.
+    On PostgreSQL, connect as ql_web."""
 
 
 @token.command()
@@ -21,15 +22,20 @@ def token() -> None:
 @click.option("--scope", required=True, type=click.Choice(["read", "operate", "admin"]))
 @click.option("--expires-in", type=DURATION, metavar="DURATION",
               help="Lifetime, e.g. 30d (default: until revoked).")
+@click.option("--project", "projects", multiple=True, metavar="PROJECT",
+              help="Limit the token to this project (repeat for more); it then reaches nothing "
+                   "outside them. Default: every project its user may reach.")
 @database_url_option
 @json_option
-def create(username: str, name: str, scope: str, expires_in: int | None, database_url: str,
-           as_json: bool) -> None:
+def create(username: str, name: str, scope: str, expires_in: int | None,
+           projects: tuple[str, ...], database_url: str, as_json: bool) -> None:
     """Create a token and print it: this is the only time it is shown."""
     with accounts(database_url, unit="create token") as opened:
-        view = opened.token_create(username, name=name, scope=scope, lifetime_ms=expires_in)
+        view = opened.token_create(username, name=name, scope=scope, lifetime_ms=expires_in,
+                                   projects=list(projects) if projects else None)
         opened.audit(cli_principal(), "token.create", target=f"token {view.id}",
-                     detail={"username": username, "name": name, "scope": scope})
+                     detail={"username": username, "name": name, "scope": scope,
+                             "projects": view.projects})
     if as_json:
         emit_json(view)
         return

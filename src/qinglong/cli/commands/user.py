@@ -113,7 +113,9 @@ def user() -> None:
 @user.command()
 @click.option("--username", required=True, metavar="NAME",
               help="Lowercase letters, digits, '.', '_', '@' and '-'.")
-@click.option("--role", required=True, type=click.Choice(["admin", "operator", "viewer"]))
+@click.option("--role", required=True, type=click.Choice(["admin", "operator", "viewer", "none"]),
+              help="The role on every project; none: only the projects granted "
+                   "(`ql user grant`).")
 @password_file_option
 @database_url_option
 @json_option
@@ -147,7 +149,8 @@ def list_users(database_url: str, as_json: bool) -> None:
 
 @user.command()
 @click.option("--username", required=True, metavar="NAME")
-@click.option("--role", type=click.Choice(["admin", "operator", "viewer"]), help="A new role.")
+@click.option("--role", type=click.Choice(["admin", "operator", "viewer", "none"]),
+              help="A new role on every project (none: only the projects granted).")
 @click.option("--new-password", is_flag=True,
               help="Set a new password (from --password-file, $QL_USER_PASSWORD or a prompt); "
                    "ends the user's sessions and revokes the user's tokens.")

@@ -10,8 +10,10 @@ from pydantic import Field
 
 from qinglong.service.views.base import Instant, OptionalInstant, ViewModel, one_of
 
-Role = Annotated[str, one_of("viewer", "operator", "admin")]
+Role = Annotated[str, one_of("none", "viewer", "operator", "admin")]
+GrantRole = Annotated[str, one_of("viewer", "operator", "admin")]
 Scope = Annotated[str, one_of("read", "operate", "admin")]
+Access = Annotated[str, one_of("none", "read", "operate", "admin")]
 Via = Annotated[str, one_of("session", "token", "cli")]
 
 
@@ -20,7 +22,7 @@ class PrincipalView(ViewModel):
     role: Role
     via: Via
     token_id: str | None
-    scope: Scope
+    scope: Access
     expires_at: OptionalInstant
 
 
@@ -49,6 +51,9 @@ class TokenView(ViewModel):
     last_used_at: OptionalInstant
     revoked_at: OptionalInstant
     revoked_by: str | None
+    projects: list[str] | None = Field(
+        default=None, description="The projects the token is limited to (null: every project "
+                                  "its user may reach)")
 
 
 class TokenCreatedView(TokenView):
@@ -72,3 +77,27 @@ class AuditEntryView(ViewModel):
 class AuditPageView(ViewModel):
     items: list[AuditEntryView]
     next_cursor: str | None
+
+
+class GrantView(ViewModel):
+    username: str
+    project: str
+    role: GrantRole
+    granted_by: str
+    granted_at: Instant
+
+
+class MeView(ViewModel):
+    """What the caller may do: its access on every project, and on each project where it has
+    more (``read``, ``operate`` or ``admin``; ``none``: nothing)."""
+
+    username: str
+    role: Role
+    via: Via
+    token_id: str | None
+    token_scope: Scope | None
+    token_projects: list[str] | None
+    everywhere: Access = Field(description="The access on every project (and to what belongs "
+                                           "to no project: users, the audit log, channels)")
+    projects: dict[str, Access] = Field(description="Projects where the access is higher than "
+                                                    "everywhere")

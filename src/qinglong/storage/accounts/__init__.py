@@ -74,6 +74,11 @@ class AccountStore(UnitStore[Rows]):
     device_valid = reads("read login device", Rows.device_valid)
     device_create = writes("record login device", Rows.device_create)
 
+    grants_of = reads("read a user's grants", Rows.grants_of)
+    grants_on = reads("read a project's grants", Rows.grants_on)
+    grant_put = writes("grant a project role", Rows.grant_put)
+    grant_delete = writes("take a project role back", Rows.grant_delete)
+
     audit_write = writes("write audit entry", Rows.audit_write)
     audit_list = reads("list audit entries", Rows.audit_list)
 

@@ -5,11 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+Grants = tuple[tuple[str, str], ...]  # (project, role), by project
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grant:
+    """A user's role on one project (per-project roles, docs/security.md)."""
+
+    username: str
+    project_id: str
+    role: str  # viewer | operator | admin
+    granted_by: str
+    granted_at_ms: int
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class User:
     username: str
-    role: str  # viewer | operator | admin
+    role: str  # viewer | operator | admin on every project, or none (only its grants)
     password_hash: str  # argon2 (encoded, with its parameters and salt)
     created_at_ms: int
     updated_at_ms: int
@@ -47,6 +60,7 @@ class Session:
     expires_at_ms: int
     idle_expires_at_ms: int
     seen_at_ms: int
+    grants: Grants = ()  # the user's per-project roles now
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +86,8 @@ class ApiToken:
     last_used_at_ms: int | None
     revoked_at_ms: int | None
     revoked_by: str | None
+    projects: tuple[str, ...] | None = None  # None: every project its user may reach
+    grants: Grants = ()  # its user's per-project roles now
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +98,7 @@ class TokenCreateParams:
     scope: str
     secret_digest: str
     lifetime_ms: int | None  # None: until revoked
+    projects: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

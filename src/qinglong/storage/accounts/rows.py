@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from qinglong.domain.text import MAX_JSON_INT
@@ -15,6 +16,8 @@ from qinglong.storage.accounts.params import (
     AuditListParams,
     AuditWriteParams,
     DeviceCreateParams,
+    Grant,
+    Grants,
     LoginAttempt,
     Session,
     SessionCreateParams,
@@ -33,7 +36,8 @@ def _opt(value: Any) -> int | None:
 
 
 def user_from_row(row: Mapping[str, Any]) -> User:
-    return User(username=row["username"], role=row["role"], password_hash=row["password_hash"],
+    role = row["role"] if row["all_projects"] else "none"
+    return User(username=row["username"], role=role, password_hash=row["password_hash"],
                 created_at_ms=int(row["created_at_ms"]), updated_at_ms=int(row["updated_at_ms"]),
                 disabled_at_ms=_opt(row["disabled_at_ms"]))
 
@@ -53,7 +57,14 @@ def token_from_row(row: Mapping[str, Any]) -> ApiToken:
                     created_at_ms=int(row["created_at_ms"]),
                     expires_at_ms=_opt(row["expires_at_ms"]),
                     last_used_at_ms=_opt(row["last_used_at_ms"]),
-                    revoked_at_ms=_opt(row["revoked_at_ms"]), revoked_by=row["revoked_by"])
+                    revoked_at_ms=_opt(row["revoked_at_ms"]), revoked_by=row["revoked_by"],
+                    projects=None if row["projects"] is None
+                    else tuple(str(row["projects"]).split(",")))
+
+
+def grant_from_row(row: Mapping[str, Any]) -> Grant:
+    return Grant(username=row["username"], project_id=row["project_id"], role=row["role"],
+                 granted_by=row["granted_by"], granted_at_ms=int(row["granted_at_ms"]))
 
 
 def audit_from_row(row: Mapping[str, Any]) -> AuditEntry:
@@ -141,7 +152,7 @@ class AccountRows(SecondFactorRows):
         row = self._one("account_session_get", {"id_digest": id_digest, "now_ms": self.now_ms})
         if row is None:
             return None
-        session = session_from_row(row)
+        session = replace(session_from_row(row), grants=self.grants_of(row["username"]))
         if self.now_ms - session.seen_at_ms >= touch_after_ms:
             self._run("account_session_touch", {"id_digest": id_digest, "now_ms": self.now_ms,
                                                 "idle_ms": idle_ms})
@@ -159,11 +170,15 @@ class AccountRows(SecondFactorRows):
                                 {"id": params.id, "username": params.username,
                                  "name": params.name, "scope": params.scope,
                                  "secret_digest": params.secret_digest,
-                                 "lifetime_ms": params.lifetime_ms, "now_ms": self.now_ms})
+                                 "lifetime_ms": params.lifetime_ms, "now_ms": self.now_ms,
+                                 "projects": None if params.projects is None
+                                 else ",".join(params.projects)})
 
     def token_get(self, token_id: str) -> ApiToken | None:
         row = self._one("account_token_get", {"id": token_id})
-        return None if row is None else token_from_row(row)
+        if row is None:
+            return None
+        return replace(token_from_row(row), grants=self.grants_of(row["username"]))
 
     def token_used(self, token_id: str, touch_after_ms: int) -> None:
         self._run("account_token_used", {"id": token_id, "now_ms": self.now_ms,
@@ -180,6 +195,31 @@ class AccountRows(SecondFactorRows):
         revoked = self.token_get(token_id)
         assert revoked is not None
         return revoked
+
+    # -- per-project roles ---------------------------------------------------------------
+
+    def grants_of(self, username: str) -> Grants:
+        return tuple((row["project_id"], row["role"]) for row in
+                     self._all("account_grants_of_user", {"username": username}))
+
+    def grants_on(self, project_id: str) -> list[Grant]:
+        return [grant_from_row(row) for row in
+                self._all("account_grants_on_project", {"project_id": project_id})]
+
+    def grant_put(self, username: str, project_id: str, role: str, by: str) -> Grant:
+        self._user_exists(username)
+        if self._one("project_get", {"id": project_id}) is None:
+            raise NotFound("project", project_id)
+        self._run("account_grant_put", {"username": username, "project_id": project_id,
+                                        "role": role, "by": by, "now_ms": self.now_ms})
+        row = self._one("account_grant_get", {"username": username, "project_id": project_id})
+        assert row is not None
+        return grant_from_row(row)
+
+    def grant_delete(self, username: str, project_id: str) -> bool:
+        """Take a grant back; False when there was none."""
+        return self._run("account_grant_delete",
+                         {"username": username, "project_id": project_id}) > 0
 
     # -- failed logins and login devices -------------------------------------------------
 

@@ -174,6 +174,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "audit_log": frozenset({S, I}),
         "user_second_factors": frozenset({S, I, U, D}),  # 0025_totp: removed when off
         "user_recovery_codes": frozenset({S, I, U, D}),
+        "user_grants": frozenset({S, I, U, D}),  # 0024_grants: a removed grant is deleted
         "notify_outbox": frozenset({S, U}),  # listed; a dead delivery made pending again
         **_FLOW_RUNS,
     },

@@ -20,6 +20,7 @@ class RunListParams:
     until_ms: int | None = None  # ... and before
     limit: int = 50
     oldest_first: bool = False
+    projects: tuple[str, ...] | None = None  # only these projects (the caller may read)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

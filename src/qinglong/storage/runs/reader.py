@@ -114,7 +114,8 @@ class RunReader:
             "project_id": filters.project_id, "task_id": filters.task_id,
             "trigger_id": filters.trigger_id, "status": filters.status,
             "since_ms": filters.since_ms, "until_ms": filters.until_ms, "limit": filters.limit,
-            "after_ms": after_ms, "after_id": after_id})
+            "after_ms": after_ms, "after_id": after_id,
+            "projects": None if filters.projects is None else json.dumps(filters.projects)})
         return [run_from_row(row) for row in rows]
 
     def run_get(self, run_id: str) -> RunDetail:

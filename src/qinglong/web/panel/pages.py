@@ -76,8 +76,7 @@ class StaticFile:
 # The scripts load in this order: editor.js (what the script editor needs), panel.js (the
 # helpers, as window.QL, and the first pages), then each page script, which adds its pages to
 # QL.pages; the page is filled once all of them have loaded.
-PAGE_SCRIPTS = ("editor.js", "panel.js", "editors.js", "controls.js", "admin.js",
-                "dashboard.js",
+PAGE_SCRIPTS = ("editor.js", "panel.js", "editors.js", "controls.js", "admin.js", "dashboard.js",
                 "account.js")
 STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
@@ -225,7 +224,9 @@ class Panel:
                 return RedirectResponse("/account", status_code=303,
                                         headers={"Cache-Control": "no-store"})
             params = {name: str(request.path_params[name]) for name in page.params}
-            attrs = {"user": principal.username, "role": principal.role, **params}
+            attrs = {"user": principal.username, "role": principal.role,
+                     "grants": " ".join(f"{name}:{role}" for name, role in principal.grants),
+                     **params}
             text = self._document(title=page.title, page=page.name, body_attrs=attrs,
                                   nav=self._nav(principal, page.name), markup=page.markup,
                                   csrf=csrf_token_for(secret))

@@ -9,6 +9,8 @@ SELECT r.*,
          ORDER BY a.attempt DESC LIMIT 1) AS exit_code
 FROM qinglong.runs r
 WHERE (%(project_id)s::varchar IS NULL OR r.project_id = %(project_id)s::varchar)
+  AND (%(projects)s::jsonb IS NULL
+       OR r.project_id IN (SELECT jsonb_array_elements_text(%(projects)s::jsonb)))
   AND (%(task_id)s::varchar IS NULL OR r.task_id = %(task_id)s::varchar)
   AND (%(trigger_id)s::varchar IS NULL OR r.trigger_id = %(trigger_id)s::varchar)
   AND (%(status)s::varchar IS NULL OR r.status = %(status)s::varchar)

@@ -9,6 +9,7 @@ SELECT r.*,
          ORDER BY a.attempt DESC LIMIT 1) AS exit_code
 FROM runs r
 WHERE (:project_id IS NULL OR r.project_id = :project_id)
+  AND (:projects IS NULL OR r.project_id IN (SELECT value FROM json_each(:projects)))
   AND (:task_id IS NULL OR r.task_id = :task_id)
   AND (:trigger_id IS NULL OR r.trigger_id = :trigger_id)
   AND (:status IS NULL OR r.status = :status)
