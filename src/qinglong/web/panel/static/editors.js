@@ -452,6 +452,10 @@
           tasks[t.task] = t;
           select.appendChild(el("option", { value: t.task }, t.task));
         });
+        if (keep && !tasks[keep] && keep === wantedTask) {
+          // the loaded trigger's task is not listed (deleted since): it stays the trigger's
+          select.appendChild(el("option", { value: keep }, keep + " (not listed)"));
+        }
         if (keep) select.value = keep;
         drawParams();
       }).catch(function () { clear(select); });
