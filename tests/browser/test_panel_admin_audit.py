@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from selenium import webdriver
 
 from tests.browser.panel_support import Panel, Site
 from tests.support.test_api_support import login
@@ -44,11 +45,13 @@ def _column(panel: Panel, index: int) -> list[str]:
 def _wait_rows(panel: Panel, check: Callable[[list[list[str]]], bool],
                what: str) -> list[list[str]]:
     """The audit table's rows once they are drawn and pass ``check``."""
-    def drawn(d: object) -> list[list[str]] | bool:
+    def drawn(d: webdriver.Chrome) -> list[list[str]] | bool:
         rows = [r for r in panel.rows("audit") if len(r) > 1]  # not the empty-table row
         return rows if rows and check(rows) else False
 
-    return panel.until(drawn, what)
+    found = panel.until(drawn, what)
+    assert isinstance(found, list)
+    return found
 
 
 def test_an_admin_filters_the_audit_log_and_pages_through_it(panel: Panel, site: Site,
@@ -157,7 +160,7 @@ def test_the_cluster_shows_each_processs_health_and_follows_it(panel: Panel, sit
     panel.login("operator")
     panel.open("/cluster", "cluster")
 
-    def shown(d: object) -> bool:
+    def shown(d: webdriver.Chrome) -> bool:
         _beat(instances, ages)  # kept at these ages until a refresh shows them
         states = _states(panel)
         return all(states.get(k) == v for k, v in wanted.items())
