@@ -178,6 +178,15 @@ def test_pages_follow_the_key_and_a_cursor_starts_after_the_last_trigger_shown(
     assert page(demo_services, project="demo", limit=6)["next_cursor"] == encode_cursor(
         "demo", "e")
     assert page(demo_services, project="other")["items"][0]["trigger"] == "a"
+    # a caller who may read some projects only sees theirs, in pages too
+    mine = page(demo_services, visible={"other"})
+    assert [(i["project"], i["trigger"]) for i in mine["items"]] == [("other", "a")]
+    seen = page(demo_services, visible={"demo", "ghost"}, limit=4)
+    assert [i["trigger"] for i in seen["items"]] == ["a", "b", "c", "cc"]
+    rest = page(demo_services, visible={"demo", "ghost"}, limit=4, cursor=seen["next_cursor"])
+    assert [i["trigger"] for i in rest["items"]] == ["d", "e", "f"]
+    assert rest["next_cursor"] is None
+    assert page(demo_services, visible=set())["items"] == []
 
 
 def test_an_unknown_project_or_a_cursor_the_api_did_not_give_is_refused(
@@ -247,8 +256,8 @@ def test_each_triggers_runs_are_read_along_the_trigger_index(
     triggers = [f"t{n}" for n in range(4)]
     publish(backend, *triggers)
     _seed_runs(backend, triggers)
-    args = {"project_id": None, "after_project": None, "after_trigger": None, "limit": 50,
-            "window": 50}
+    args = {"project_id": None, "projects": None, "after_project": None, "after_trigger": None,
+            "limit": 50, "window": 50}
     if backend.capabilities.name == "postgresql":
         backend.sql("ANALYZE runs")
         statement = load_queries("qinglong.storage.postgres")["trigger_summary_page"]
@@ -261,7 +270,7 @@ def test_each_triggers_runs_are_read_along_the_trigger_index(
         assert {n.get("Index Name") for n in scans} == {"runs_trigger_idx"}, scans
     else:
         statement = load_queries("qinglong.storage.sqlite")["trigger_summary_page"]
-        rows = backend.sql("EXPLAIN QUERY PLAN " + statement.replace(":project_id", "NULL")
+        rows = backend.sql("EXPLAIN QUERY PLAN " + statement.replace(":project_id", "NULL").replace(":projects", "NULL")
                            .replace(":after_project", "NULL").replace(":after_trigger", "NULL")
                            .replace(":limit", "50").replace(":window", "50"))
         details = [str(row["detail"]) for row in rows]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Collection
 
 from qinglong.clock import Clock
 from qinglong.domain.identifiers import entity_id, project_id
@@ -119,8 +120,10 @@ class TriggerSummaries:
         self._clock = clock
 
     def page(self, project: str | None = None, *, cursor: str | None = None,
-             limit: int = DEFAULT_PAGE, window: int = DEFAULT_WINDOW) -> TriggerSummaryPageView:
-        """One page of ``limit`` triggers (of ``project``, or of every project) after
+             limit: int = DEFAULT_PAGE, window: int = DEFAULT_WINDOW,
+             visible: Collection[str] | None = None) -> TriggerSummaryPageView:
+        """One page of ``limit`` triggers (of ``project``, or of every project; of the
+        projects in ``visible`` only, when given: the ones the caller may read) after
         ``cursor``, each summarized over its latest ``window`` Runs."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput("limit", f"must be between 1 and {MAX_PAGE}")
@@ -128,7 +131,8 @@ class TriggerSummaries:
             raise InvalidInput("window", f"must be between 1 and {MAX_WINDOW}")
         after = None if cursor is None else decode_cursor(cursor)
         rows = self._store.trigger_summary_page(TriggerSummaryParams(
-            project_id=project, after=after, limit=limit + 1, window=window))
+            project_id=project, after=after, limit=limit + 1, window=window,
+            projects=None if visible is None else tuple(sorted(visible))))
         now_ms = self._clock.now_ms()
         shown = rows[:limit]
         next_cursor = None

@@ -11,6 +11,7 @@ trigger, however many it has.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from qinglong.domain.identifiers import project_id
@@ -24,6 +25,7 @@ from qinglong.storage.kernel import Database, Tx
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerSummaryParams:
     project_id: str | None  # None: every project
+    projects: tuple[str, ...] | None = None  # only these (the ones the caller may read)
     after: tuple[str, str] | None  # the (project, trigger) the previous page ended with
     limit: int  # triggers on the page
     window: int  # how many of each trigger's latest Runs the counts cover
@@ -102,6 +104,7 @@ class DashboardStore:
             after_project, after_trigger = params.after or (None, None)
             rows = tx.execute("trigger_summary_page", {
                 "project_id": params.project_id, "after_project": after_project,
+                "projects": None if params.projects is None else json.dumps(params.projects),
                 "after_trigger": after_trigger, "limit": params.limit,
                 "window": params.window}).fetchall()
             return [_summary(row) for row in rows]

@@ -4,7 +4,7 @@
 -- scheduled_for_ms), newest occurrence first, at most %(window)s of them.
 
 -- name: trigger_summary_page
--- A page of current triggers after the key (after_project, after_trigger), in (project,
+-- A page of current triggers (of one project, of the projects in a JSON array, or all) after the key (after_project, after_trigger), in (project,
 -- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's
 -- latest %(window)s Runs by occurrence: the outcome counts (a lost Run is a failure, a Run
 -- its overlap policy ended is skipped: service/stats.py) and the largest admission lag of
@@ -13,6 +13,8 @@ WITH page AS (
     SELECT h.project_id, h.trigger_id, h.current_revision, h.deleted_at_ms
     FROM qinglong.triggers h
     WHERE (%(project_id)s::varchar IS NULL OR h.project_id = %(project_id)s::varchar)
+      AND (%(projects)s::jsonb IS NULL
+           OR h.project_id IN (SELECT jsonb_array_elements_text(%(projects)s::jsonb)))
       AND h.deleted_at_ms IS NULL
       AND (%(after_project)s::varchar IS NULL
            OR (h.project_id, h.trigger_id)

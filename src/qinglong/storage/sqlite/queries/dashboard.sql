@@ -6,7 +6,7 @@
 -- MATERIALIZED runs it once per trigger, not once per column read from it).
 
 -- name: trigger_summary_page
--- A page of current triggers after the key (after_project, after_trigger), in (project,
+-- A page of current triggers (of one project, of the projects in a JSON array, or all) after the key (after_project, after_trigger), in (project,
 -- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's
 -- latest :window Runs by occurrence: the outcome counts (a lost Run is a failure, a Run its
 -- overlap policy ended is skipped: service/stats.py) and the largest admission lag of a Run
@@ -15,6 +15,7 @@ WITH page AS (
     SELECT h.project_id, h.trigger_id, h.current_revision, h.deleted_at_ms
     FROM triggers h
     WHERE (:project_id IS NULL OR h.project_id = :project_id)
+      AND (:projects IS NULL OR h.project_id IN (SELECT value FROM json_each(:projects)))
       AND h.deleted_at_ms IS NULL
       AND (:after_project IS NULL
            OR (h.project_id, h.trigger_id) > (:after_project, :after_trigger))
