@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-long test-fast test-unit test-faults soak bench bench-standalone bench-finish bench-dispatch lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-long fuzz test-fast test-unit test-faults soak bench bench-standalone bench-finish bench-dispatch lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -37,6 +37,9 @@ test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WOR
 
 test-long: $(STAMP) ## The real-scale runs make test leaves out (marked long): e.g. a webhook receiver down for a full minute
 	$(BIN)/python -m pytest --durations=10 -m long $(PYTEST_ARGS)
+
+fuzz: $(STAMP) ## The API fuzzed from its OpenAPI document at length, on SQLite and PostgreSQL (FUZZ_EXAMPLES=150 per route and mode, FUZZ_SEED=23); prints the case count
+	$(BIN)/python -m pytest -m long -rP tests/e2e/test_api_fuzz.py $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## The inner loop (~1 min): domain, SQLite stores, scheduler, executor, CLI
 	$(BIN)/python -m pytest -m "not slow" tests/unit tests/scheduler tests/execution \

@@ -191,12 +191,12 @@ class Server:
 
 
 def start_server(args: list[str], log: Path, *, timeout: float = 30,
-                 env: dict[str, str] | None = None) -> Server:
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> Server:
     """Start ``python -m qinglong ARGS`` (listening on 127.0.0.1:0) and wait for its port."""
     with log.open("w") as out:
         process = subprocess.Popen([sys.executable, "-m", "qinglong", *args], stdout=out,
                                    stderr=subprocess.STDOUT, text=True, env=child_env(env),
-                                   start_new_session=True)
+                                   start_new_session=True, cwd=cwd)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = SERVING.search(log.read_text())
