@@ -19,6 +19,14 @@ def _tenant(site: Site, username: str, project: str, role: str) -> None:
                  {"role": role})
 
 
+def _switch(panel: Panel, select_id: str, value: str) -> None:
+    """Choose another option of a select, as a click on it would (typing again within a second
+    would extend the select's type-ahead instead)."""
+    panel.d.execute_script(
+        "var s = document.getElementById(arguments[0]); s.value = arguments[1];"
+        " s.dispatchEvent(new Event('change'));", select_id, value)
+
+
 def _trigger(site: Site, project: str) -> None:
     publish_shell_task(site, project, "quiet", "true")
     site.http.ok("POST", f"/api/v1/projects/{project}/triggers/daily/revisions", site.admin,
@@ -53,3 +61,20 @@ def test_a_viewer_of_a_project_gets_no_write_control_on_it(panel: Panel, site: S
     panel.until(lambda d: "daily" in panel.text("main"), "the trigger")
     for control in ("trigger-fire", "pause-form", "trigger-delete", "trigger-edit"):
         assert not panel.by_id(control).is_displayed(), control
+
+
+def test_a_project_admin_gets_the_write_forms_of_that_project_only(panel: Panel,
+                                                                   site: Site) -> None:
+    _trigger(site, "team-d")
+    _trigger(site, "team-e")
+    site.http.ok("POST", "/api/v1/users", site.admin,
+                 {"username": "dave", "role": "viewer", "password": PASSWORD}, (201, 409))
+    site.http.ok("PUT", "/api/v1/projects/team-d/grants/dave", site.admin, {"role": "admin"})
+    panel.login("dave")
+    panel.open("/environment", "environment")
+    panel.choose("env-project", "team-d")
+    panel.until(lambda d: panel.by_id("env-set").is_displayed(), "the form on team-d")
+    _switch(panel, "env-project", "team-e")  # a viewer there: the form goes
+    panel.until(lambda d: not panel.by_id("env-set").is_displayed(), "no form on team-e")
+    _switch(panel, "env-project", "team-d")
+    panel.until(lambda d: panel.by_id("env-set").is_displayed(), "the form back on team-d")

@@ -122,14 +122,29 @@
   }
 
   /* Hide what the viewer's role may not do (the API refuses it anyway). A control acts on
-     the project of its nearest element with data-project (the page's, on a trigger's page). */
+     the project of its nearest element with data-project (the page's, on a trigger's page;
+     the one chosen, on a page with a project select: see chooseProject). A control hidden
+     here is shown again when another project allows it; one hidden for another reason is
+     left alone. */
   function applyRoles(root) {
     var nodes = (root || document).querySelectorAll("[data-needs]");
     for (var i = 0; i < nodes.length; i++) {
       var holder = nodes[i].closest("[data-project]");
       if (!allowed(nodes[i].getAttribute("data-needs"),
-          holder ? holder.getAttribute("data-project") : null)) nodes[i].hidden = true;
+          holder ? holder.getAttribute("data-project") : null)) {
+        nodes[i].hidden = true;
+        nodes[i].setAttribute("data-role-hidden", "");
+      } else if (nodes[i].hasAttribute("data-role-hidden")) {
+        nodes[i].hidden = false;
+        nodes[i].removeAttribute("data-role-hidden");
+      }
     }
+  }
+
+  /* A page whose forms act on the project of a select: the controls follow that project. */
+  function chooseProject(project) {
+    $("main").setAttribute("data-project", project || "");
+    applyRoles(document);
   }
 
   /* A confirmation beside ``control`` (a button): the question and two buttons, Yes focused
@@ -1331,6 +1346,7 @@
     function loadList() {
       var project = select.value;
       if (!project) return Promise.resolve();
+      chooseProject(project);
       return api("GET", "/projects/" + seg(project) + "/scripts").then(function (scripts) {
         if (select.value !== project) return; // another project was chosen meanwhile
         showProblem("problem", null);
@@ -1539,6 +1555,7 @@
     function load() {
       var project = select.value;
       if (!project) return Promise.resolve();
+      chooseProject(project);
       return api("GET", "/projects/" + seg(project) + "/repos").then(function (repos) {
         if (select.value !== project) return; // another project was chosen meanwhile
         showProblem("problem", null);
@@ -1613,6 +1630,7 @@
     function load() {
       var project = select.value;
       if (!project) return Promise.resolve();
+      chooseProject(project);
       return Promise.all([api("GET", base()), api("GET", base() + "/history" + query({ limit: 50 }))])
         .then(function (got) {
           if (select.value !== project) return; // another project was chosen meanwhile
@@ -1693,7 +1711,7 @@
   window.QL = {
     $: $, el: el, append: append, clear: clear, svg: svg, row: row, emptyRow: emptyRow,
     badge: badge, showProblem: showProblem, describe: describe, allowed: allowed,
-    applyRoles: applyRoles, api: api, ApiError: ApiError, query: query, seg: seg,
+    applyRoles: applyRoles, chooseProject: chooseProject, api: api, ApiError: ApiError, query: query, seg: seg,
     requestId: requestId, stamp: stamp, toMs: toMs, local: local, utc: utc, zoned: zoned,
     relative: relative, parseDuration: parseDuration, durationText: durationText,
     duration: duration, when: when, shortId: shortId, runLink: runLink,
