@@ -138,9 +138,70 @@ def test_a_viewer_sees_no_user_control_and_no_admin_page_in_the_navigation(
     panel.login("viewer")
     panel.open("/users", "users")
     panel.until(lambda d: panel.text("problem"), "the API's refusal")
-    assert panel.shown("#main button, #main input, #main select") == 0
+    # what shows is read-only: the project whose grants are listed, and nothing to write
+    assert panel.shown("#main button, #main input, #main textarea") == 0
+    assert panel.shown("#main select") == panel.shown("#grants-project") == 1
     assert panel.shown('nav a[href="/users"]') == 0 and panel.shown('nav a[href="/audit"]') == 0
     assert panel.shown('nav a[href="/tokens"]') == 1 and panel.shown('nav a[href="/cluster"]') == 1
+    assert panel.shown("#grant-add") == 0 and panel.shown("[data-revoke-grant]") == 0
+
+
+# --- roles on one project ------------------------------------------------------------------------
+
+
+def _grants(site: Site, project: str) -> list[tuple[str, str]]:
+    return [(g["username"], g["role"]) for g in
+            site.http.ok("GET", f"/api/v1/projects/{project}/grants", site.admin)]
+
+
+def test_an_admin_grants_a_role_on_one_project_and_takes_it_back(panel: Panel,
+                                                                site: Site) -> None:
+    site.http.ok("POST", "/api/v1/projects", site.admin, {"id": "granted"}, (201, 409))
+    site.http.ok("POST", "/api/v1/users", site.admin,
+                 {"username": "gina", "role": "none", "password": PASSWORD}, (201, 409))
+    panel.login("admin")
+    panel.open("/users", "users")
+    panel.choose("grants-project", "granted")
+    panel.until(lambda d: panel.shown("#grant-add") == 1, "the grant form")
+    panel.fill("grant-user", "gina")
+    panel.by_id("grant-role").send_keys("operator")
+    panel.by_id("grant-add-submit").click()
+    panel.until(lambda d: "gina is operator on granted" in panel.text("grants-result"),
+                "the grant")
+    row = panel.until(lambda d: _row(panel, "grants", "data-grant", "gina"), "gina's grant")
+    assert row[1:3] == ["operator", "admin"], row
+    assert _grants(site, "granted") == [("gina", "operator")]
+    # a user that does not exist: the API's problem beside the form
+    panel.fill("grant-user", "nobody-here")
+    panel.by_id("grant-add-submit").click()
+    said = panel.until(lambda d: panel.text("grant-add-problem"), "the refusal")
+    assert "nobody-here" in said, said
+    # taking it back asks first
+    panel.click('button[data-revoke-grant="gina"]', "Take back")
+    panel.click('tr[data-grant="gina"] .confirm-yes', "Yes")
+    panel.until(lambda d: not _row(panel, "grants", "data-grant", "gina"), "the grant gone")
+    assert _grants(site, "granted") == []
+
+
+def test_a_projects_admin_manages_its_grants_but_no_user(panel: Panel, site: Site) -> None:
+    site.http.ok("POST", "/api/v1/projects", site.admin, {"id": "pams"}, (201, 409))
+    site.http.ok("POST", "/api/v1/users", site.admin,
+                 {"username": "pam", "role": "none", "password": PASSWORD}, (201, 409))
+    site.http.ok("PUT", "/api/v1/projects/pams/grants/pam", site.admin, {"role": "admin"})
+    panel.login("pam")
+    assert panel.shown('nav a[href="/users"]') == 1 and panel.shown('nav a[href="/audit"]') == 0
+    panel.open("/users", "users")
+    panel.until(lambda d: panel.text("problem"), "the users list refused")
+    assert panel.shown("#user-create") == 0 and panel.shown("[data-toggle]") == 0
+    panel.until(lambda d: panel.by_id("grants-project").get_attribute("value") == "pams",
+                "her project chosen")
+    panel.until(lambda d: panel.shown("#grant-add") == 1, "the grant form")
+    panel.fill("grant-user", "viewer")
+    panel.by_id("grant-role").send_keys("operator")
+    panel.by_id("grant-add-submit").click()
+    panel.until(lambda d: _row(panel, "grants", "data-grant", "viewer"), "the viewer's grant")
+    assert ("viewer", "operator") in _grants(site, "pams")
+    site.http.ok("DELETE", "/api/v1/projects/pams/grants/viewer", site.admin, status=204)
 
 
 # --- tokens -----------------------------------------------------------------------------------
@@ -148,6 +209,8 @@ def test_a_viewer_sees_no_user_control_and_no_admin_page_in_the_navigation(
 
 def test_a_user_creates_a_token_sees_it_once_copies_it_and_it_works(panel: Panel,
                                                                   site: Site) -> None:
+    for project in ("tok-a", "tok-b"):
+        site.http.ok("POST", "/api/v1/projects", site.admin, {"id": project}, (201, 409))
     panel.login("operator")
     panel.open("/tokens", "tokens")
     scopes = [o.get_attribute("value") for o in panel.css("#token-scope option")]
@@ -156,6 +219,7 @@ def test_a_user_creates_a_token_sees_it_once_copies_it_and_it_works(panel: Panel
     panel.fill("token-name", "backup script")
     panel.by_id("token-scope").send_keys("operate")
     panel.fill("token-expires", "30d")
+    panel.fill("token-projects", "tok-a, tok-b")
     panel.by_id("token-create-submit").click()
     panel.until(lambda d: panel.shown("#token-secret") == 1, "the secret")
     secret = str(panel.by_id("token-secret-value").get_attribute("value"))
@@ -165,10 +229,11 @@ def test_a_user_creates_a_token_sees_it_once_copies_it_and_it_works(panel: Panel
     assert said in ("Copied.", "Selected: copy it with Ctrl+C."), said
     token_id = secret.split("_")[1]
     row = panel.until(lambda d: _row(panel, "tokens", "data-token", token_id), "its row")
-    assert row[1:5] == ["backup script", "operator", "operate", "active"], row
-    assert row[6] != "never"  # it expires
-    who = site.http.ok("GET", "/api/v1/session", Auth(token=secret))
-    assert (who["username"], who["scope"]) == ("operator", "operate")
+    assert row[1:6] == ["backup script", "operator", "operate", "active", "tok-a, tok-b"], row
+    assert row[7] != "never"  # it expires
+    who = site.http.ok("GET", "/api/v1/me", Auth(token=secret))
+    assert (who["username"], who["token_scope"], who["token_projects"]) == (
+        "operator", "operate", ["tok-a", "tok-b"])
     # shown once: a reload has the row, never the secret
     panel.open("/tokens", "tokens")
     panel.until(lambda d: _row(panel, "tokens", "data-token", token_id), "its row again")

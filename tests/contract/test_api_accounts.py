@@ -3,9 +3,12 @@ log), on SQLite and on every PostgreSQL server (as ql_web), on each store's own 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from qinglong.errors import Conflict, NotFound
+from qinglong.errors import Conflict, InvalidInput, NotFound
+from qinglong.service.container import Services
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
     AuditListParams,
@@ -189,7 +192,7 @@ def test_the_audit_log_filters_by_actor_action_project_and_time(
     write("bob", "task.publish", "demo")
     last = write("ann", "trigger.pause", "demo")
 
-    def actions(**given: object) -> list[str]:
+    def actions(**given: Any) -> list[str]:
         return [e.action for e in accounts.audit_list(AuditListParams(limit=100, **given))]
 
     assert actions(actor="ann") == ["trigger.pause", "notifyx", "notify.channel.put",
@@ -210,3 +213,23 @@ def test_the_audit_log_filters_by_actor_action_project_and_time(
     rest = accounts.audit_list(AuditListParams(limit=2, actor="ann", project_id="demo",
                                                before_id=page[-1].id))
     assert [e.action for e in rest] == ["task.publish"]
+
+
+@pytest.mark.parametrize(("given", "field"), [
+    ({"actor": "a" * 65}, "actor"), ({"actor": ""}, "actor"), ({"action": "x" * 65}, "action"),
+    ({"since_ms": 2_000, "until_ms": 2_000}, "until"),
+    ({"since_ms": 3_000, "until_ms": 2_000}, "until")])
+def test_the_audit_logs_filters_refuse_what_cannot_match(
+        demo_services: Services, given: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        demo_services.accounts.audit_list(None, 10, **given)
+    assert refused.value.field == field
+
+
+def test_the_audit_logs_filters_as_the_api_asks_them(demo_services: Services) -> None:
+    accounts = demo_services.accounts
+    for actor, project in (("ann", "demo"), ("bob", None), ("ann", None)):
+        demo_services.stores.accounts.audit_write(AuditWriteParams(
+            actor=actor, via="cli", action="project.pause", project_id=project))
+    shown = accounts.audit_list(None, 10, actor="ann", action="project", project="demo")
+    assert [(e.actor, e.project, e.action) for e in shown] == [("ann", "demo", "project.pause")]

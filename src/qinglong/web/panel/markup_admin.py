@@ -20,7 +20,9 @@ their sessions and revokes their tokens. Also <code>ql user</code>.</p>
 <form id="user-create" class="inline" autocomplete="off">
 <label for="user-name">User name <input id="user-name" required size="20"
   spellcheck="false" placeholder="alice"></label>
-<label for="user-role">Role <select id="user-role"><option value="viewer">viewer</option>
+<label for="user-role">Role on every project <select id="user-role">
+  <option value="none">none (only projects granted)</option>
+  <option value="viewer" selected>viewer</option>
   <option value="operator">operator</option><option value="admin">admin</option></select></label>
 <label for="user-password">Password <input id="user-password" type="password" required
   autocomplete="new-password"></label>
@@ -28,6 +30,25 @@ their sessions and revokes their tokens. Also <code>ql user</code>.</p>
   required autocomplete="new-password"></label>
 <button type="submit" id="user-create-submit">Add user</button>
 <span id="user-create-problem" class="problem" role="alert" hidden></span>
+</form></section>
+<section><h2>Roles on one project</h2>
+<p class="muted">A grant gives a user a role on one project, above their role on every
+project. A project's admins manage its grants. Also <code>ql user grant</code>.</p>
+<form id="grants-filter" class="inline">
+<label for="grants-project">Project <select id="grants-project"></select></label></form>
+<p id="grants-result" role="status"></p>
+<div class="table-scroll">
+<table id="grants" class="grid"><thead><tr><th>User</th><th>Role on the project</th>
+<th>Granted by</th><th>Granted (your zone)</th><th></th></tr></thead><tbody></tbody></table>
+</div>
+<form id="grant-add" class="inline" autocomplete="off" hidden>
+<label for="grant-user">User <input id="grant-user" required size="16" list="grant-users"
+  spellcheck="false"></label>
+<datalist id="grant-users"></datalist>
+<label for="grant-role">Role <select id="grant-role"><option>viewer</option>
+  <option>operator</option><option>admin</option></select></label>
+<button type="submit" id="grant-add-submit">Grant</button>
+<span id="grant-add-problem" class="problem" role="alert" hidden></span>
 </form></section>
 """
 
@@ -45,13 +66,16 @@ Also <code>ql token</code>.</p>
 <label for="token-scope">Scope <select id="token-scope"></select></label>
 <label for="token-expires">Expires in <input id="token-expires" size="10"
   placeholder="30d" spellcheck="false"></label>
+<label for="token-projects">Only projects <input id="token-projects" size="18"
+  spellcheck="false" placeholder="(every project)"></label>
 <label for="token-owner" data-needs="admin">For user <input id="token-owner" size="16"
   list="token-users" placeholder="(yourself)" spellcheck="false"></label>
 <datalist id="token-users"></datalist>
 <button type="submit" id="token-create-submit">Create token</button>
 <span id="token-create-problem" class="problem" role="alert" hidden></span>
 </form>
-<p class="muted">Expires in: a duration such as 12h, 30d or 365d; empty: until revoked.</p>
+<p class="muted">Expires in: a duration such as 12h, 30d or 365d; empty: until revoked.
+Only projects: project ids separated by commas; the token reaches nothing else.</p>
 <div id="token-secret" class="secret-once" hidden>
 <p><strong>Copy the token now: it is shown only this once.</strong></p>
 <p><label for="token-secret-value">Token</label>
@@ -64,7 +88,7 @@ Also <code>ql token</code>.</p>
 <label for="token-all"><input type="checkbox" id="token-all"> Everyone's tokens</label></form>
 <div class="table-scroll">
 <table id="tokens" class="grid"><thead><tr><th>Id</th><th>Name</th><th>User</th><th>Scope</th>
-<th>State</th><th>Created</th><th>Expires</th><th>Last used</th><th></th></tr></thead>
+<th>State</th><th>Projects</th><th>Created</th><th>Expires</th><th>Last used</th><th></th></tr></thead>
 <tbody></tbody></table></div></section>
 """
 

@@ -13,7 +13,7 @@
 
   var QL = window.QL;
   var el = QL.el, $ = QL.$;
-  var ROLES = ["viewer", "operator", "admin"];
+  var ROLES = ["none", "viewer", "operator", "admin"]; // on every project (none: grants only)
   var SCOPES = [["read", "read"], ["operate", "operate"], ["admin", "admin"]];
   var STALE_MS = 10000; // a process not seen for this long is stale (dead after 30 s: the API)
   var EVENTS = ["failed", "timed_out", "lost", "cancelled", "misfired", "recovered",
@@ -46,7 +46,7 @@
     QL.showProblem(problem, null);
     if (control) control.disabled = true;
     return Promise.resolve().then(request).then(function (answer) {
-      return answer === undefined ? true : answer;
+      return answer === undefined || answer === null ? true : answer; // 204: no body
     }, function (error) {
       QL.showProblem(problem, error);
       return null;
@@ -84,10 +84,19 @@
 
   function byName(a, b) { return a < b ? -1 : a > b ? 1 : 0; }
 
-  /* Administration pages a role may not read are left out of its navigation. */
+  /* The projects this user is admin of by a grant (the page's data-grants: "p:role ..."). */
+  function adminProjects() {
+    return (QL.body.getAttribute("data-grants") || "").split(" ").filter(function (pair) {
+      return pair.slice(pair.lastIndexOf(":") + 1) === "admin";
+    }).map(function (pair) { return pair.slice(0, pair.lastIndexOf(":")); });
+  }
+
+  /* Administration pages a role may not use are left out of its navigation: the audit log
+     is for admins; the users page also for a project's admin (its grants). */
   function trimNav() {
     if (QL.allowed("admin")) return;
-    ["/users", "/audit"].forEach(function (href) {
+    var hide = adminProjects().length ? ["/audit"] : ["/users", "/audit"];
+    hide.forEach(function (href) {
       var link = document.querySelector('header.top nav a[href="' + href + '"]');
       if (link) link.hidden = true;
     });
@@ -188,6 +197,7 @@
       return form;
     }
 
+    grantsSection();
     $("user-create").addEventListener("submit", function (event) {
       event.preventDefault();
       var problem = $("user-create-problem");
@@ -212,6 +222,78 @@
     load();
   }
 
+  /* Roles on one project: the grants of the project chosen; a project's admin adds and
+     removes them. */
+  function grantsSection() {
+    var select = $("grants-project");
+
+    function load() {
+      var project = select.value;
+      var mayChange = !!project && QL.allowed("admin", project);
+      $("grant-add").hidden = !mayChange;
+      if (!project) return Promise.resolve();
+      return QL.api("GET", "/projects/" + QL.seg(project) + "/grants").then(function (grants) {
+        if (select.value !== project) return; // another project was chosen meanwhile
+        var tbody = QL.clear($("grants").tBodies[0]);
+        if (!grants.length) QL.emptyRow(tbody, 5, "No grant on " + project + ".");
+        grants.forEach(function (g) { tbody.appendChild(grantRow(g, project, mayChange)); });
+      }).catch(function (e) { QL.showResult("grants-result", e); });
+    }
+
+    function grantRow(g, project, mayChange) {
+      var cells = [el("span", { class: "mono" }, g.username), g.role, g.granted_by,
+        QL.when(g.granted_at)];
+      if (!mayChange) return QL.row(cells.concat([""]), { "data-grant": g.username });
+      var problem = problemSpan("grant-" + g.username);
+      var remove = el("button", { type: "button", class: "danger", "data-revoke-grant": g.username,
+        onclick: function () {
+          confirmThen(remove, "Take " + g.username + "'s role (" + g.role + ") on " + project +
+            " back?", "Take back", function () {
+            return act(null, problem, function () {
+              return QL.api("DELETE", "/projects/" + QL.seg(project) + "/grants/" +
+                QL.seg(g.username));
+            }).then(function (ok) {
+              if (!ok) return null;
+              QL.showResult("grants-result", null, g.username + " has no role of their own on " +
+                project + " now.");
+              return load();
+            });
+          });
+        } }, "Take back");
+      return QL.row(cells.concat([el("td", {}, remove, " ", problem)]),
+        { "data-grant": g.username });
+    }
+
+    $("grant-add").addEventListener("submit", function (event) {
+      event.preventDefault();
+      var project = select.value;
+      var username = $("grant-user").value.trim();
+      var role = $("grant-role").value;
+      act($("grant-add-submit"), $("grant-add-problem"), function () {
+        return QL.api("PUT", "/projects/" + QL.seg(project) + "/grants/" + QL.seg(username),
+          { role: role });
+      }).then(function (granted) {
+        if (!granted) return null;
+        $("grant-user").value = "";
+        QL.showResult("grants-result", null, username + " is " + granted.role + " on " +
+          project + ".");
+        return load();
+      });
+    });
+    if (QL.allowed("admin")) {
+      QL.api("GET", "/users").then(function (users) {
+        users.forEach(function (u) { $("grant-users").appendChild(el("option", { value: u.username })); });
+      }).catch(function () { return null; });
+    }
+    QL.projectsInto(null).then(function (projects) {
+      projects.forEach(function (p) { select.appendChild(el("option", { value: p.id }, p.id)); });
+      var mine = adminProjects();
+      if (mine.length && !QL.allowed("admin")) select.value = mine[0];
+      select.addEventListener("change", load);
+      load();
+    }).catch(function (e) { QL.showResult("grants-result", e); });
+  }
+
   // --- API tokens --------------------------------------------------------------------------------
 
   function tokensPage() {
@@ -233,7 +315,7 @@
       return QL.api("GET", "/tokens" + QL.query({ all: all ? "true" : "" })).then(function (tokens) {
         QL.showProblem("problem", null);
         var tbody = QL.clear($("tokens").tBodies[0]);
-        if (!tokens.length) QL.emptyRow(tbody, 9, "No token yet.");
+        if (!tokens.length) QL.emptyRow(tbody, 10, "No token yet.");
         tokens.forEach(function (t) { tbody.appendChild(tokenRow(t)); });
       }).catch(function (e) { QL.showProblem("problem", e); });
     }
@@ -241,7 +323,7 @@
     function tokenRow(t) {
       var cells = [el("span", { class: "mono" }, t.id), t.name, t.username, t.scope,
         el("span", { title: t.revoked_by ? "revoked by " + t.revoked_by : null },
-          QL.badge(t.state)),
+          QL.badge(t.state)), t.projects ? t.projects.join(", ") : "every project",
         QL.when(t.created_at), t.expires_at ? QL.when(t.expires_at) : "never",
         t.last_used_at ? QL.when(t.last_used_at) : "never"];
       var mayRevoke = t.state === "active" && (t.username === me || QL.allowed("admin"));
@@ -269,6 +351,9 @@
       var body = { name: $("token-name").value.trim(), scope: scope.value };
       var owner = QL.allowed("admin") ? $("token-owner").value.trim() : "";
       if (owner) body.username = owner;
+      var projects = $("token-projects").value.split(",").map(function (p) { return p.trim(); })
+        .filter(function (p) { return p; });
+      if (projects.length) body.projects = projects;
       try {
         var lifetime = optionalDuration("token-expires", "Expires in");
         if (lifetime !== null) body.expires_in_ms = lifetime;
@@ -286,7 +371,8 @@
         $("token-secret-value").focus();
         $("token-secret-value").select();
         QL.showResult("tokens-result", null, "Created " + made.name + " (" + made.id + ", scope " +
-          made.scope + (made.expires_at ? ", expires " + QL.local(made.expires_at) : "") + ").");
+          made.scope + (made.projects ? ", only " + made.projects.join(", ") : "") +
+          (made.expires_at ? ", expires " + QL.local(made.expires_at) : "") + ").");
         return load();
       });
     });
