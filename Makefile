@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo demo-cluster demo-standalone test test-long fuzz test-fast test-unit test-faults soak bench bench-standalone bench-finish bench-dispatch lint typecheck clean
+.PHONY: help install demo demo-cluster demo-standalone test test-long fuzz test-fast test-unit test-faults soak bench bench-standalone bench-finish bench-dashboard bench-dispatch lint typecheck clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -69,6 +69,10 @@ bench-standalone: $(STAMP) ## Standalone burst: ql serve on SQLite at its defaul
 
 bench-finish: $(STAMP) ## Burst to finished: own PostgreSQL 18, 1 replica + 2 workers at their defaults run 10,000 Runs due at one instant, and the spawn-only ceiling; 3 runs, prints a table; FINISH_ARGS="..."
 	$(BIN)/python -m benchmarks.finish $(FINISH_ARGS)
+
+bench-dashboard: $(STAMP) ## Dashboard benchmark: 1,000 triggers (60 Runs each) in headless chromium on SQLite, then PostgreSQL; pages drawn, the summary route, the old request per trigger; 5 runs, prints tables (~10 min); DASHBOARD_ARGS="..."
+	$(BIN)/python -m benchmarks.dashboard --database sqlite $(DASHBOARD_ARGS)
+	$(BIN)/python -m benchmarks.dashboard --database postgresql $(DASHBOARD_ARGS)
 
 bench-dispatch: $(STAMP) ## Worker dispatch benchmark: own PostgreSQL 18, 1 replica + 2 workers, 3 x 60 s, prints a table (~8 min); BENCH_ARGS="..."
 	$(BIN)/python -m benchmarks.dispatch --seconds 60 --runs 3 $(BENCH_ARGS)

@@ -2,14 +2,15 @@
 triggers, a page at a time, and what one refresh costs the server, against the old dashboard's
 request per trigger.
 
-    python -m benchmarks.dashboard [--triggers 1000] [--runs-per-trigger 60] [--repeat 5]
-                                   [--json FILE]
+    python -m benchmarks.dashboard [--database sqlite|postgresql] [--triggers 1000]
+                                   [--runs-per-trigger 60] [--repeat 5] [--json FILE]
 
-Builds a SQLite file with ``--triggers`` yearly cron triggers (published through the product in
-one unit of work) and ``--runs-per-trigger`` ended Runs each (written past the product, as the
-benchmark's own set-based SQL: succeeded, failed and skipped ones, with admission lags), starts
-`ql web` on it and drives headless chromium (Debian's, as the browser suite does) logged in as
-a viewer. Per repetition, measured inside the page (performance.now(), the layout forced before
+Builds a SQLite file (or an embedded PostgreSQL, migrated with its roles) with ``--triggers``
+yearly cron triggers (published through the product in one unit of work) and
+``--runs-per-trigger`` ended Runs each (written past the product, as the benchmark's own
+set-based SQL: succeeded, failed and skipped ones, with admission lags), starts `ql web` on it
+(as ql_web on PostgreSQL) and drives headless chromium (Debian's, as the browser suite does)
+logged in as a viewer. Per repetition, measured inside the page (performance.now(), the layout forced before
 the clock is read):
 
 - first page: from navigation start to the first page of triggers drawn (the
@@ -27,18 +28,25 @@ Timing is reported here, never asserted in a test: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from psycopg.rows import dict_row
+
 from benchmarks.report import Figure, Report, print_table, say, summarize
 from qinglong.clock import SystemClock
+from qinglong.storage.postgres.migrate import migrate as pg_migrate
+from qinglong.storage.postgres.roles import provision_roles
 from qinglong.storage.sqlite.connection import SqliteDatabase
 from qinglong.storage.sqlite.migrate import migrate
+from testkit.postgres import EmbeddedPostgres
 from tests.browser.chromium import ensure_chromium, start_chromium
 from tests.browser.panel_support import Panel, Site
 from tests.support.many_triggers import seed_triggers
@@ -83,12 +91,10 @@ else { node.value = value; node.dispatchEvent(new Event('change')); }
 """
 
 
-def seed_runs(path: Path, per_trigger: int) -> None:
-    """``per_trigger`` ended Runs of every trigger: 1 in 10 failed, 1 in 20 skipped by the
-    overlap policy, admitted 0-999 ms after their occurrence."""
-    with sqlite3.connect(path) as conn:
-        conn.execute(
-            "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < ?) "
+# ``per_trigger`` ended Runs of every trigger: 1 in 10 failed, 1 in 20 skipped by the overlap
+# policy, admitted 0-999 ms after their occurrence (the same text on both databases)
+SEED_RUNS = (
+            "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < {n}) "
             "INSERT INTO runs (id, project_id, task_id, task_revision, trigger_id, trigger_type,"
             " execution_origin, execution_owner, scheduled_for_ms, status, version,"
             " event_sequence, created_at_ms, started_at_ms, finished_at_ms, cancel_reason) "
@@ -98,10 +104,12 @@ def seed_runs(path: Path, per_trigger: int) -> None:
             " ELSE 'succeeded' END, 3, 4, 1700000000000 + k.n * 60000 + (k.n * 37) % 1000,"
             " 1700000000000 + k.n * 60000 + 1000, 1700000000000 + k.n * 60000 + 2000,"
             " CASE WHEN k.n % 20 = 0 THEN 'policy' END "
-            "FROM triggers t CROSS JOIN k", (per_trigger,))
+            "FROM triggers t CROSS JOIN k")
 
 
-def build(folder: Path, triggers: int, runs: int) -> str:
+@contextlib.contextmanager
+def sqlite_database(folder: Path, triggers: int, runs: int) -> Iterator[tuple[str, str]]:
+    """The URL to seed and make users with, and the one `ql web` serves."""
     path = folder / "ql.db"
     db = SqliteDatabase(path, create=True)
     try:
@@ -109,12 +117,29 @@ def build(folder: Path, triggers: int, runs: int) -> str:
     finally:
         db.close()
     url = f"sqlite:///{path}"
-    started = time.perf_counter()
     seed_triggers(url, PROJECT, triggers)
-    seed_runs(path, runs)
-    say(f"seeded {triggers} triggers and {triggers * runs} Runs in "
-        f"{time.perf_counter() - started:.1f} s")
-    return url
+    with sqlite3.connect(path) as conn:
+        conn.execute(SEED_RUNS.format(n=int(runs)))
+    yield url, url
+
+
+@contextlib.contextmanager
+def postgres_database(folder: Path, triggers: int, runs: int) -> Iterator[tuple[str, str]]:
+    server = EmbeddedPostgres(base_dir=folder / "pg", fsync=False).start()
+    try:
+        with server.connect() as conn:
+            conn.execute("CREATE DATABASE qinglong")
+        with server.connect(dbname="qinglong", row_factory=dict_row) as conn:
+            provision_roles(conn)
+            pg_migrate(conn)
+        seed_triggers(server.dsn("ql_admin", "qinglong"), PROJECT, triggers)
+        with server.connect(dbname="qinglong") as conn:
+            conn.execute("SET search_path = qinglong, public")
+            conn.execute(SEED_RUNS.format(n=int(runs)))
+            conn.execute("ANALYZE")
+        yield server.dsn("ql_admin", "qinglong"), server.dsn("ql_web", "qinglong")
+    finally:
+        server.cleanup()
 
 
 def turn(panel: Panel, target: str, value: str | None, first: str) -> tuple[float, float]:
@@ -188,23 +213,41 @@ def over_http(site: Site, samples: int) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--triggers", type=int, default=1000)
     parser.add_argument("--runs-per-trigger", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--samples", type=int, default=20, help="API calls per figure")
     parser.add_argument("--json", type=Path, default=None)
     options = parser.parse_args()
-    report = Report("dashboard")
+    report = Report(f"dashboard-{options.database}")
     report.announce()
     ensure_chromium()
-    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ql-bench-dashboard-") as temporary:
         folder = Path(temporary)
-        url = build(folder, options.triggers, options.runs_per_trigger)
-        names = [f"t{n:04d}" for n in range(options.triggers)]
-        people = make_people(url)
-        server = start_server(["web", "--database-url", url, "--http", "127.0.0.1:0"],
-                              folder / "web.log")
+        database = sqlite_database if options.database == "sqlite" else postgres_database
+        started = time.perf_counter()
+        with database(folder, options.triggers, options.runs_per_trigger) as (url, web_url):
+            say(f"seeded {options.triggers} triggers and "
+                f"{options.triggers * options.runs_per_trigger} Runs in "
+                f"{time.perf_counter() - started:.1f} s")
+            results = measure(folder, url, web_url, options)
+    summary = summarize(results, FIGURES)
+    print_table(summary, len(results), FIGURES,
+                title=f"Dashboard: {options.triggers} triggers, {options.runs_per_trigger} Runs "
+                      f"each, {options.database}, `ql web`, headless chromium")
+    report.write(vars(options), summary, results, output=options.json)
+    return 0
+
+
+def measure(folder: Path, url: str, web_url: str, options: argparse.Namespace
+            ) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    names = [f"t{n:04d}" for n in range(options.triggers)]
+    people = make_people(web_url)
+    server = start_server(["web", "--database-url", web_url, "--http", "127.0.0.1:0"],
+                          folder / "web.log")
+    try:
         driver = start_chromium(folder / "profile", timezone="UTC")
         try:
             site = Site(f"http://127.0.0.1:{server.port}", server, people)
@@ -219,13 +262,9 @@ def main() -> int:
                 results.append(result)
         finally:
             driver.quit()
-            server.stop()
-    summary = summarize(results, FIGURES)
-    print_table(summary, len(results), FIGURES,
-                title=f"Dashboard: {options.triggers} triggers, {options.runs_per_trigger} Runs "
-                      f"each, SQLite, `ql web`, headless chromium")
-    report.write(vars(options), summary, results, output=options.json)
-    return 0
+    finally:
+        server.stop()
+    return results
 
 
 if __name__ == "__main__":
