@@ -12,6 +12,7 @@ from selenium import webdriver
 from selenium.webdriver.support.ui import Select
 
 from tests.browser.panel_support import Panel, Site, publish_shell_task
+from tests.support.test_api_support import PASSWORD
 
 pytestmark = pytest.mark.slow
 
@@ -197,3 +198,21 @@ def test_a_viewer_sees_no_write_control_on_notifications(panel: Panel, site: Sit
     for selector in WRITE_CONTROLS:
         assert panel.shown(selector) == 0, selector
     assert panel.shown("#main input, #main textarea") == 0
+
+
+def test_a_projects_admin_has_no_notification_control(panel: Panel, site: Site) -> None:
+    """Channels, rules and the outbox reach every project: the API asks for a role on every
+    project, so an admin of one project (by a grant) gets no control here."""
+    _channel(site, "theirs")
+    site.http.ok("POST", "/api/v1/projects", site.admin, {"id": "noras"}, (201, 409))
+    site.http.ok("POST", "/api/v1/users", site.admin,
+                 {"username": "nora", "role": "viewer", "password": PASSWORD},
+                 (201, 409))
+    site.http.ok("PUT", "/api/v1/projects/noras/grants/nora", site.admin, {"role": "admin"})
+    site.http.ok("POST", "/api/v1/notify/rules", site.admin,
+                 {"channel": "theirs", "project": "noras"}, 201)
+    _open(panel, "nora")
+    panel.choose("rules-project", "noras")
+    panel.until(lambda d: _row(panel, "notify-rules", "data-rule", "theirs/*"), "the rule")
+    for selector in WRITE_CONTROLS:
+        assert panel.shown(selector) == 0, selector
