@@ -18,10 +18,13 @@ from qinglong.domain import identifiers as ids
 from qinglong.domain import project_env, retry, task
 from qinglong.domain.manual import REQUEST_ID, request_id
 from qinglong.domain.notify import channels
+from qinglong.domain.task_env import ENV_NAME
 from qinglong.domain.text import NotJson, check_json_value, strict_json
 from qinglong.errors import InvalidInput
 from qinglong.service.accounts import USERNAME, check_username
+from qinglong.service.passwords import MAX_PASSWORD, MIN_PASSWORD
 from qinglong.web.app import api_endpoints
+from qinglong.web.field_rules import NO_CONTROLS
 from qinglong.web.openapi import build_openapi
 from qinglong.web.problems import json_bytes
 from qinglong.web.routing import IDENTIFIERS, QUALIFIED, Query, read_path
@@ -152,11 +155,37 @@ def _field(model: str, name: str) -> dict[str, Any]:
                                           "maximum": task.MAX_TIMEOUT_MS}),
     ("TaskPublishRequest", "concurrency", {"minimum": 1, "maximum": task.MAX_CONCURRENCY}),
     ("RetryRequest", "max_attempts", {"minimum": 1, "maximum": retry.MAX_ATTEMPTS}),
+    # found by the fuzz run (tests/e2e/test_api_fuzz.py): rules the document did not state
+    ("UserCreateRequest", "password", {"minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD}),
+    ("UserUpdateRequest", "password", {"minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD}),
+    ("TokenCreateRequest", "name", {"pattern": NO_CONTROLS}),
+    ("RepoAddRequest", "name", {"pattern": ids.ENTITY_ID.pattern}),
+    ("RepoAddRequest", "token_env", {"pattern": ENV_NAME.pattern}),
+    ("RepoAddRequest", "ssh_key_env", {"pattern": ENV_NAME.pattern}),
+    ("FlowPublishRequest", "nodes", {"propertyNames": {"pattern": ids.ENTITY_ID.pattern}}),
 ])
 def test_body_fields_state_the_rule_their_check_uses(model: str, name: str,
                                                      keywords: dict[str, object]) -> None:
     field = _field(model, name)
     assert {key: field.get(key) for key in keywords} == keywords, field
+
+
+def test_text_query_parameters_state_that_control_characters_are_refused() -> None:
+    """Found by the fuzz run: ``?cursor=%1F`` was refused with 422 though the document allowed
+    any string; and DELETE .../scripts/content refused a missing ``path`` that the document
+    called optional."""
+    for method, path, op in _operations():
+        for parameter in (p for p in op.get("parameters", []) if p["in"] == "query"):
+            schema = parameter["schema"]
+            if schema.get("type") == "string" and "pattern" not in schema \
+                    and "enum" not in schema and "format" not in schema:
+                raise AssertionError((method, path, parameter))
+    assert re.fullmatch(NO_CONTROLS, "a b\tc\u00e9") and not re.search(NO_CONTROLS, "a\x1fb")
+    delete = DOCUMENT["paths"]["/api/v1/projects/{project}/scripts/content"]["delete"]
+    assert [p["required"] for p in delete["parameters"] if p["name"] == "path"] == [True]
+    with pytest.raises(InvalidInput) as refused:
+        Query("cursor", "str", "").read("a\x1fb")
+    assert refused.value.field == "cursor"
 
 
 def test_request_ids_the_document_allows_are_accepted() -> None:

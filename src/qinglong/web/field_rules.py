@@ -17,7 +17,12 @@ from qinglong.domain import identifiers as ids
 from qinglong.domain import jitter, retry, task, trigger
 from qinglong.domain.manual import REQUEST_ID
 from qinglong.domain.notify import channels, events, urls
-from qinglong.service import accounts
+from qinglong.domain.task_env import ENV_NAME
+from qinglong.domain.text import CONTROL
+from qinglong.service import accounts, passwords
+
+# Text without the control characters the server refuses in it (domain.text.CONTROL).
+NO_CONTROLS = "^[^" + CONTROL.pattern[1:-1].encode("unicode_escape").decode() + "]*$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +50,19 @@ def length(low: int, high: int) -> Rule:
     return Rule((("minLength", low), ("maxLength", high)))
 
 
+def keys_matching(pattern: re.Pattern[str]) -> Rule:
+    """An object whose every key matches ``pattern``."""
+    return Rule((("propertyNames", {"pattern": pattern.pattern}),))
+
+
 ProjectId = Annotated[str, matching(ids.PROJECT_ID)]
 EntityId = Annotated[str, matching(ids.ENTITY_ID)]
 DisplayName = Annotated[str, matching(ids.DISPLAY_NAME)]
 RequestId = Annotated[str, matching(REQUEST_ID)]
 Username = Annotated[str, matching(accounts.USERNAME)]
-TokenName = Annotated[str, length(1, accounts.TOKEN_NAME_MAX)]
+TokenName = Annotated[str, length(1, accounts.TOKEN_NAME_MAX), Rule((("pattern", NO_CONTROLS),))]
+Password = Annotated[str, length(passwords.MIN_PASSWORD, passwords.MAX_PASSWORD)]
+EnvName = Annotated[str, matching(ENV_NAME)]
 
 TaskTimeout = Annotated[int, between(task.MIN_TIMEOUT_MS, task.MAX_TIMEOUT_MS)]
 Concurrency = Annotated[int, between(1, task.MAX_CONCURRENCY)]

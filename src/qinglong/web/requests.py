@@ -41,8 +41,9 @@ class ProjectCreateRequest(Request):
 
 class PauseRequest(Request):
     until: str | int | None = Field(
-        default=None, description="When the pause ends by itself: RFC 3339 with an offset, or "
-                                  "epoch milliseconds; null or left out: until resumed")
+        default=None, description="When the pause ends by itself: a duration from now (10m, "
+                                  "2h, 1d), RFC 3339 with an offset, or epoch milliseconds; "
+                                  "null or left out: until resumed")
     reason: str | None = Field(default=None, description="Why, kept with the pause")
 
 
@@ -79,7 +80,7 @@ class ScriptSaveRequest(Request):
 
 
 class RepoAddRequest(Request):
-    name: str = Field(description="The subscription's name: its scripts go to the folder NAME/")
+    name: r.EntityId = Field(description="The subscription's name: its scripts go to the folder NAME/")
     url: str = Field(description="https://, ssh://, git://, file://, user@host:path or a path")
     branch: str = "main"
     include: list[str] | None = Field(default=None, max_length=16, description=(
@@ -90,9 +91,9 @@ class RepoAddRequest(Request):
     schedule: str | None = Field(default=None, description="Pull on this cron schedule "
                                                            "(left out: only when asked)")
     timezone: str = "UTC"
-    token_env: str | None = Field(default=None, description="An https token: this entry of "
+    token_env: r.EnvName | None = Field(default=None, description="An https token: this entry of "
                                                             "the project's environment")
-    ssh_key_env: str | None = Field(default=None, description="An ssh deploy key: this entry "
+    ssh_key_env: r.EnvName | None = Field(default=None, description="An ssh deploy key: this entry "
                                                               "of the project's environment")
 
 
@@ -293,12 +294,12 @@ class UserCreateRequest(Request):
     username: r.Username
     role: Literal["none", "viewer", "operator", "admin"] = Field(
         description="The role on every project; none: only the projects granted to the user")
-    password: str
+    password: r.Password
 
 
 class UserUpdateRequest(Request):
     role: Literal["none", "viewer", "operator", "admin"] | None = None
-    password: str | None = None
+    password: r.Password | None = None
     disabled: bool | None = None
 
 
@@ -325,5 +326,6 @@ class FlowPublishRequest(Request):
                                     "always edges) or continue (independent branches finish)")
     timeout: str | None = Field(default=None, description="A duration (30m, 2h): the flow run "
                                                           "fails, cancelling what runs, after it")
-    nodes: dict[str, r.EntityId | FlowNodeRequest] = Field(
+    nodes: Annotated[dict[str, r.EntityId | FlowNodeRequest],
+                     r.keys_matching(r.ids.ENTITY_ID)] = Field(
         min_length=1, max_length=200, description="Node id -> its task id, or the node")

@@ -85,7 +85,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("DELETE", f"{S}/content", remove_script, "Remove a script (its history stays; "
              "tasks that run it keep the content they pinned)", "scripts", Level.ADMIN,
              response=views.ScriptView,
-             query=(Query("path", "str", "The script's path in its project (required)"),
+             query=(PATH,
                     Query("expected_revision", "int", "Only if still at this revision",
                                 1))),
     Endpoint("GET", f"{S}/history", script_history, "Every revision of a script, newest first",
