@@ -33,6 +33,7 @@ from tests.support.ql import Ql, wait_for
 from tests.support.test_api_support import child_env, make_people, seed, seed_notify, start_web
 from tests.support.test_boundary_support import (
     SECURITY_HEADERS,
+    flow_login_names_no_database_stores,
     flow_refusals_write_nothing,
     flow_security_headers,
 )
@@ -53,6 +54,10 @@ def test_refused_requests_answer_4xx_and_write_nothing(web_site: Site) -> None:
     made = flow_refusals_write_nothing(web_site.server.http, web_site.people, web_site.db)
     assert made == 41, made
     assert "Traceback" not in web_site.server.log.read_text()
+
+
+def test_a_login_name_no_database_stores_is_refused_401(web_site: Site) -> None:
+    flow_login_names_no_database_stores(web_site.server.http, web_site.db)
 
 
 def test_every_answer_carries_the_security_headers(web_site: Site) -> None:

@@ -16,6 +16,7 @@ from tests.integration.test_api_postgres import Site, _database
 from tests.support.pg import PgTestDatabase
 from tests.support.test_api_support import make_people, start_web
 from tests.support.test_boundary_support import (
+    flow_login_names_no_database_stores,
     flow_refusals_write_nothing,
     flow_security_headers,
 )
@@ -36,6 +37,10 @@ def test_refused_requests_answer_4xx_and_write_nothing(site: Site) -> None:
     made = flow_refusals_write_nothing(site.server.http, site.people, site.db)
     assert made == 41, made
     assert "Traceback" not in site.server.log.read_text()
+
+
+def test_a_login_name_no_database_stores_is_refused_401(site: Site) -> None:
+    flow_login_names_no_database_stores(site.server.http, site.db)
 
 
 def test_every_answer_carries_the_security_headers(site: Site) -> None:

@@ -161,6 +161,18 @@ def flow_refusals_write_nothing(http: Http, people: People, db: Database) -> int
     return len(SURROGATE_BODIES) + len(MALFORMED_BODIES) + len(OUT_OF_RANGE)
 
 
+def flow_login_names_no_database_stores(http: Http, db: Database) -> None:
+    """Found by the fuzz run: a login whose user name held NUL (which no PostgreSQL text can)
+    answered 503, its failure counted under that name. Such a name is no user's: 401 like any
+    unknown name, the failure counted (and limited) under its digest."""
+    before = counts(db)["login_failures"]
+    for name in ("ad\u0000min", "\u0000", "x" * 100 + "\u0000"):
+        http.call("POST", "/api/v1/session",
+                  body={"username": name, "password": "not it at all"}).problem(
+                      401, "QL_UNAUTHENTICATED")
+    assert counts(db)["login_failures"] > before
+
+
 def headers_of(answer: Answer) -> dict[str, str]:
     return {name: answer.headers.get(name, "") for name in SECURITY_HEADERS}
 

@@ -88,7 +88,10 @@ class PasswordChecks:
             limits: tuple[tuple[str, int], ...] = ((f"device:{device_digest}",
                                                     self.limits.per_device),)
         else:
-            limits = ((f"user:{name[:64]}", self.limits.per_user),)
+            # a name no user can have (it may hold what no database text can, such as NUL)
+            # is counted under its digest
+            counted = name[:64] if known_name else f"#{digest(name)[:32]}"
+            limits = ((f"user:{counted}", self.limits.per_user),)
             if client:
                 limits += ((f"addr:{client[:255]}", self.limits.per_address),)
         attempt = self._store.login_attempt(limits, self.limits.window_ms)
