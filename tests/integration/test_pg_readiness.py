@@ -282,7 +282,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0008's audit_log); 0020_notify_events' index goes and its constraints go back to
     # 0006's (0017's come back when it runs again); 0022_repos' table goes; so does 0023_deps',
     # and 0024_grants' (its columns go with 0008's users and api_tokens).
-    # 0025_totp's tables go too.
+    # 0025_totp's tables go too; so do 0027_labels' and 0028_pins'.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -290,10 +290,13 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0014_placement', '0015_parameters', '0016_flows',
                                 '0017_unplaceable', '0018_flow_triggers', '0019_scripts',
                                 '0020_notify_events', '0021_project_env', '0022_repos',
-                                '0023_deps', '0024_grants', '0025_totp');
+                                '0023_deps', '0024_grants', '0025_totp', '0027_labels',
+                                '0028_pins');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
+        DROP TABLE user_pins, saved_filters;
+        DROP TABLE task_labels, trigger_labels;
         DROP TABLE user_grants;
         DROP TABLE user_recovery_codes, user_second_factors;
         DROP TABLE login_devices, audit_log, login_failures, api_tokens, user_sessions, users;
@@ -336,6 +339,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     missing = [f"missing-table:{t}" for t in
                ("api_tokens", "audit_log", "login_devices", "login_failures",
                 "user_recovery_codes", "user_second_factors", "user_grants",
+                "user_pins", "saved_filters",
                 "user_sessions", "users")]
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
     flow_tables = {  # the flow tables each role has privileges on
@@ -360,6 +364,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                    "postgres": ("repos",)}
     deps_tables = {"ql_admin": ("dep_set_revisions",), "ql_web": ("dep_set_revisions",),
                    "ql_worker": ("dep_set_revisions",), "postgres": ("dep_set_revisions",)}
+    label_tables = {role: ("task_labels", "trigger_labels")  # 0027_labels
+                    for role in ("ql_admin", "ql_web", "postgres")}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
@@ -369,7 +375,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0020_notify_events", "missing-migration:0021_project_env",
                "missing-migration:0022_repos", "missing-migration:0023_deps",
                "missing-migration:0024_grants",
-               "missing-migration:0025_totp"]
+               "missing-migration:0025_totp",
+               "missing-migration:0027_labels", "missing-migration:0028_pins"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -378,7 +385,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                           + [f"missing-table:{t}" for t in script_tables.get(role, ())]
                           + [f"missing-table:{t}" for t in env_tables.get(role, ())]
                           + [f"missing-table:{t}" for t in repo_tables.get(role, ())]
-                          + [f"missing-table:{t}" for t in deps_tables.get(role, ())])]
+                          + [f"missing-table:{t}" for t in deps_tables.get(role, ())]
+                          + [f"missing-table:{t}" for t in label_tables.get(role, ())])]
                       for role in EVERYONE}, audits
     with open_as(pg_db, MIGRATION) as conn:
         # pending is applied, not drift
@@ -388,7 +396,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0016_flows", "0017_unplaceable",
                                          "0018_flow_triggers", "0019_scripts",
                                          "0020_notify_events", "0021_project_env",
-                                         "0022_repos", "0023_deps", "0024_grants", "0025_totp")
+                                         "0022_repos", "0023_deps", "0024_grants", "0025_totp",
+                                         "0027_labels", "0028_pins")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

@@ -10,6 +10,7 @@ from qinglong.domain.publishing import TaskPatch, merged_task_spec
 from qinglong.domain.scripts import ScriptRef, interpreter_for
 from qinglong.domain.task import Command, CommandSpec, ScriptCommand, ShellCommand
 from qinglong.errors import InvalidInput, NotFound
+from qinglong.service.labels import label_filter, with_labels
 from qinglong.service.views.system import LimitsView
 from qinglong.service.views.tasks import (
     ProjectView,
@@ -34,6 +35,7 @@ from qinglong.storage.definitions.params import (
     TriggerPublishParams,
     TriggerResumeParams,
 )
+from qinglong.storage.labels import LabelStore
 from qinglong.storage.scripts import ScriptStore
 
 
@@ -61,10 +63,11 @@ def _with_current_shell(patch: TaskPatch, current: Command) -> TaskPatch:
 
 class Catalog:
     def __init__(self, definitions: DefinitionStore, clock: Clock,
-                 scripts: ScriptStore | None = None) -> None:
+                 scripts: ScriptStore | None = None, labels: LabelStore | None = None) -> None:
         self._store = definitions
         self._clock = clock
         self._scripts = scripts
+        self._labels = labels
 
     def pinned_script(self, project_id: str, ref: ScriptRef) -> ScriptCommand:
         """``ref`` pinned to the content its script has now (NotFound: no such script)."""
@@ -164,8 +167,15 @@ class Catalog:
                 found.append((head.revision.task_id, command))
         return found
 
-    def task_list(self, project_id: str, include_deleted: bool = False) -> list[TaskViewModel]:
-        return [task_view(t) for t in self._store.task_list(project_id, include_deleted)]
+    def task_list(self, project_id: str, include_deleted: bool = False,
+                  label: str | None = None) -> list[TaskViewModel]:
+        """The tasks of a project with their labels (only those labelled ``label``)."""
+        views = [task_view(t) for t in self._store.task_list(
+            project_id, include_deleted, label=label_filter(label))]
+        if self._labels is None:
+            return views
+        return with_labels(views, self._labels.labels_of("task", project_id),
+                           lambda v: (v.project, v.task))
 
     def task_show(self, project_id: str, task_id: str) -> TaskShowView:
         """The current revision, every revision before it, and what each one changed."""
@@ -175,7 +185,11 @@ class Catalog:
             task_revision_view(revision).extended(
                 TaskHistoryEntry, changes=task_diff(history[index - 1], revision) if index else [])
             for index, revision in enumerate(history)]
-        return task_view(current).extended(TaskShowView, history=revisions)
+        shown = task_view(current).extended(TaskShowView, history=revisions)
+        if self._labels is None:
+            return shown
+        return with_labels([shown], self._labels.labels_of("task", project_id, task_id),
+                           lambda v: (v.project, v.task))[0]
 
     def task_diff(self, project_id: str, task_id: str, old: int | None,
                   new: int | None) -> TaskDiffView:
@@ -200,11 +214,18 @@ class Catalog:
             TriggerPublishView, created=result.created, restored=result.restored)
 
     def trigger_list(self, project_id: str | None, *, next_count: int = 1,
-                     include_deleted: bool = False,
-                     trigger_id: str | None = None) -> list[TriggerViewModel]:
+                     include_deleted: bool = False, trigger_id: str | None = None,
+                     label: str | None = None) -> list[TriggerViewModel]:
+        """The triggers of a project (or every project) with their labels (only those
+        labelled ``label``)."""
         now = self._clock.now_ms()
-        return [trigger_view(v, now_ms=now, next_count=next_count)
-                for v in self._store.trigger_list(project_id, trigger_id, include_deleted)]
+        views = [trigger_view(v, now_ms=now, next_count=next_count)
+                 for v in self._store.trigger_list(project_id, trigger_id, include_deleted,
+                                                   label=label_filter(label))]
+        if self._labels is None:
+            return views
+        return with_labels(views, self._labels.labels_of("trigger", project_id, trigger_id),
+                           lambda v: (v.project, v.trigger))
 
     def trigger_pause(self, params: TriggerPauseParams) -> TriggerViewModel:
         return trigger_view(self._store.trigger_pause(params),

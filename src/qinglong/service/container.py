@@ -21,9 +21,11 @@ from qinglong.service.declarative import Declarative
 from qinglong.service.deps import Deps
 from qinglong.service.flows import Flows
 from qinglong.service.grants import Grants
+from qinglong.service.labels import Labels
 from qinglong.service.ledger import TriggerLedger
 from qinglong.service.manual import ManualRuns
 from qinglong.service.notifications import Notifications
+from qinglong.service.pins import Pins
 from qinglong.service.processes import Processes
 from qinglong.service.queue import QueueView, queue_view
 from qinglong.service.repos import Repos
@@ -34,6 +36,8 @@ from qinglong.service.second_factor import SecondFactorPolicy, SecondFactors
 from qinglong.service.stats import TaskStats
 from qinglong.storage.dashboard import DashboardStore
 from qinglong.storage.kernel import Capabilities, Tx
+from qinglong.storage.labels import LabelStore
+from qinglong.storage.pins import PinStore
 from qinglong.storage.stores import Stores
 
 T = TypeVar("T")
@@ -63,10 +67,13 @@ class Services:
     scripts: Scripts = field(init=False)
     repos: Repos = field(init=False)
     deps: Deps = field(init=False)
+    labels: Labels = field(init=False)
+    pins: Pins = field(init=False)
 
     def __post_init__(self) -> None:
         stores = self.stores
-        self.catalog = Catalog(stores.definitions, self.clock, stores.scripts)
+        self.catalog = Catalog(stores.definitions, self.clock, stores.scripts,
+                               LabelStore(stores.db))
         self.processes = Processes(stores.instances)
         self.runs = RunViews(stores.runs, logs=stores.logs,
                              offers=self.processes.offers)
@@ -75,7 +82,10 @@ class Services:
         self.ledger = TriggerLedger(stores.runs)
         self.pages = RunPages(stores.runs)
         self.stats = TaskStats(stores.runs)
-        self.summaries = TriggerSummaries(DashboardStore(stores.db), self.clock)
+        self.summaries = TriggerSummaries(DashboardStore(stores.db), self.clock,
+                                          LabelStore(stores.db))
+        self.labels = Labels(LabelStore(stores.db))
+        self.pins = Pins(PinStore(stores.db))
         self.second_factor = SecondFactors(stores.accounts, self.clock,
                                            policy=self.second_factor_policy)
         self.grants = Grants(stores.accounts)

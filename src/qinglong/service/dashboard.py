@@ -30,6 +30,7 @@ from qinglong.clock import Clock
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.runs import TRIGGER_TYPE_BACKFILL, TRIGGER_TYPE_MANUAL
 from qinglong.errors import InvalidInput
+from qinglong.service.labels import label_filter, with_labels
 from qinglong.service.schedule import jittered, trigger_done, trigger_upcoming
 from qinglong.service.stats import success_rate
 from qinglong.service.times import rfc3339
@@ -48,6 +49,7 @@ from qinglong.storage.dashboard import (
     TriggerSummaryParams,
     TriggerSummaryRow,
 )
+from qinglong.storage.labels import LabelStore
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
@@ -115,16 +117,20 @@ def summary_view(row: TriggerSummaryRow, now_ms: int) -> TriggerSummaryView:
 
 
 class TriggerSummaries:
-    def __init__(self, store: DashboardStore, clock: Clock) -> None:
+    def __init__(self, store: DashboardStore, clock: Clock,
+                 labels: LabelStore | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._labels = labels
 
     def page(self, project: str | None = None, *, cursor: str | None = None,
              limit: int = DEFAULT_PAGE, window: int = DEFAULT_WINDOW,
-             visible: Collection[str] | None = None) -> TriggerSummaryPageView:
+             visible: Collection[str] | None = None,
+             label: str | None = None) -> TriggerSummaryPageView:
         """One page of ``limit`` triggers (of ``project``, or of every project; of the
         projects in ``visible`` only, when given: the ones the caller may read) after
-        ``cursor``, each summarized over its latest ``window`` Runs."""
+        ``cursor``, each summarized over its latest ``window`` Runs; only the triggers
+        labelled ``label`` when it is given. Each carries its labels (one more statement)."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput("limit", f"must be between 1 and {MAX_PAGE}")
         if not 1 <= window <= MAX_WINDOW:
@@ -132,13 +138,18 @@ class TriggerSummaries:
         after = None if cursor is None else decode_cursor(cursor)
         rows = self._store.trigger_summary_page(TriggerSummaryParams(
             project_id=project, after=after, limit=limit + 1, window=window,
-            projects=None if visible is None else tuple(sorted(visible))))
+            projects=None if visible is None else tuple(sorted(visible)),
+            label=label_filter(label)))
         now_ms = self._clock.now_ms()
         shown = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
             last = shown[-1].head.revision
             next_cursor = encode_cursor(last.project_id, last.trigger_id)
+        items = [summary_view(row, now_ms) for row in shown]
+        if self._labels is not None and items:
+            items = with_labels(items, self._labels.labels_of("trigger", project),
+                                lambda v: (v.project, v.trigger))
         return TriggerSummaryPageView(
-            items=[summary_view(row, now_ms) for row in shown], window_runs=window,
+            items=items, window_runs=window,
             at=instant(now_ms), at_ms=now_ms, next_cursor=next_cursor)

@@ -26,6 +26,7 @@ from qinglong.storage.kernel import Database, Tx
 class TriggerSummaryParams:
     project_id: str | None  # None: every project
     projects: tuple[str, ...] | None = None  # only these (the ones the caller may read)
+    label: str | None = None  # only the triggers with this label
     after: tuple[str, str] | None  # the (project, trigger) the previous page ended with
     limit: int  # triggers on the page
     window: int  # how many of each trigger's latest Runs the counts cover
@@ -105,7 +106,7 @@ class DashboardStore:
             rows = tx.execute("trigger_summary_page", {
                 "project_id": params.project_id, "after_project": after_project,
                 "projects": None if params.projects is None else json.dumps(params.projects),
-                "after_trigger": after_trigger, "limit": params.limit,
+                "after_trigger": after_trigger, "limit": params.limit, "label": params.label,
                 "window": params.window}).fetchall()
             return [_summary(row) for row in rows]
 

@@ -56,6 +56,9 @@ class TriggerSummaryView(ViewModel):
                                                    "(its jittered instant)")
     last_run: LastRunView | None = Field(description="Its latest Run by occurrence")
     window: RunWindowView = Field(description="What its latest window_runs Runs say")
+    labels: list[str] | None = Field(default=None, description=(
+        "Its labels, sorted (organising tags set beside the revisions: PUT .../labels); "
+        "in listings and shows"))
 
 
 class TriggerSummaryPageView(ViewModel):

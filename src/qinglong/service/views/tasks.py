@@ -87,6 +87,9 @@ class TaskRevisionView(ViewModel):
 class TaskView(TaskRevisionView):
     deleted: bool
     deleted_at: OptionalInstant
+    labels: list[str] | None = Field(default=None, description=(
+        "Its labels, sorted (organising tags set beside the revisions: PUT .../labels); "
+        "in listings and shows"))
 
 
 class Change(ViewModel):

@@ -85,6 +85,9 @@ class TriggerView(TriggerRevisionView):
     next_due_at_ms: list[int]
     cursor_ms: int | None = Field(description="The first occurrence not decided yet")
     last_scheduled_at: OptionalInstant
+    labels: list[str] | None = Field(default=None, description=(
+        "Its labels, sorted (organising tags set beside the revisions: PUT .../labels); "
+        "in listings and shows"))
 
 
 def jitter_view(revision: TriggerRevision) -> JitterView | None:

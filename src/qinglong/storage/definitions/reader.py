@@ -34,10 +34,11 @@ class DefinitionReader:
         return None if row is None else int(row["max_running"])
 
     def task_list(self, project: str, include_deleted: bool = False,
-                  task_id: str | None = None) -> list[TaskView]:
+                  task_id: str | None = None, *, label: str | None = None) -> list[TaskView]:
         self._require_project(project)
         rows = self._tx.execute("task_list", {
             "project_id": project, "task_id": task_id, "include_deleted": include_deleted,
+            "label": label,
         }).fetchall()
         return [TaskView(revision=records.task_revision(row),
                          deleted_at_ms=records.optional_int(row["h_deleted_at_ms"]))
@@ -57,7 +58,8 @@ class DefinitionReader:
         return [records.task_revision(row) for row in rows]
 
     def trigger_list(self, project: str | None, trigger_id: str | None = None,
-                     include_deleted: bool = False) -> list[TriggerView]:
+                     include_deleted: bool = False, *,
+                     label: str | None = None) -> list[TriggerView]:
         if project is not None:
             project_id(project)
             self._require_project(project)
@@ -65,6 +67,7 @@ class DefinitionReader:
             entity_id(trigger_id, "trigger")
         rows = self._tx.execute("trigger_list", {
             "project_id": project, "trigger_id": trigger_id, "include_deleted": include_deleted,
+            "label": label,
         }).fetchall()
         if trigger_id is not None and not rows:
             raise NotFound("trigger", trigger_id)

@@ -76,6 +76,13 @@ _NOTIFY_SETTINGS = {
     "notify_rules": frozenset({S, I, U, D}),  # U: a rule's unplaceable delay (0017_unplaceable)
 }
 
+# Labels on tasks and triggers (ql_admin for `ql label`, ql_web for the API; 0027_labels): a
+# set is replaced by deleting and inserting rows.
+_LABELS = {
+    "task_labels": frozenset({S, I, D}),
+    "trigger_labels": frozenset({S, I, D}),
+}
+
 # The exact privileges of each application role on every table of the schema;
 # a table missing from a role's map means no privilege at all.
 PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
@@ -86,6 +93,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         **_PROJECT_ENV,
         "audit_log": frozenset({I}),  # what `ql env` and `ql secret` change (0021)
         "instances": frozenset({S}),
+        **_LABELS,
         "concurrency_limits": frozenset({S, I, U, D}),
     },
     RUNTIME: {
@@ -171,10 +179,15 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "api_tokens": frozenset({S, I, U}),
         "login_failures": frozenset({S, I, D}),
         "login_devices": frozenset({S, I, D}),  # 0011_login_devices
+        "oidc_pending_logins": frozenset({S, I, D}),  # 0026_oidc: single sign-on
+        "oidc_identities": frozenset({S, I, U}),
         "audit_log": frozenset({S, I}),
         "user_second_factors": frozenset({S, I, U, D}),  # 0025_totp: removed when off
         "user_recovery_codes": frozenset({S, I, U, D}),
         "user_grants": frozenset({S, I, U, D}),  # 0024_grants: a removed grant is deleted
+        **_LABELS,
+        "user_pins": frozenset({S, I, D}),  # 0028_pins: a user's own, through /api/v1/me
+        "saved_filters": frozenset({S, I, U, D}),
         "notify_outbox": frozenset({S, U}),  # listed; a dead delivery made pending again
         **_FLOW_RUNS,
     },

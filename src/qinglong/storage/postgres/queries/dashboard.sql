@@ -4,7 +4,8 @@
 -- scheduled_for_ms), newest occurrence first, at most %(window)s of them.
 
 -- name: trigger_summary_page
--- A page of current triggers (of one project, of the projects in a JSON array, or all) after the key (after_project, after_trigger), in (project,
+-- A page of current triggers (of one project, of the projects in a JSON array, or all;
+-- with one label, when it is given) after the key (after_project, after_trigger), in (project,
 -- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's
 -- latest %(window)s Runs by occurrence: the outcome counts (a lost Run is a failure, a Run
 -- its overlap policy ended is skipped: service/stats.py) and the largest admission lag of
@@ -15,6 +16,10 @@ WITH page AS (
     WHERE (%(project_id)s::varchar IS NULL OR h.project_id = %(project_id)s::varchar)
       AND (%(projects)s::jsonb IS NULL
            OR h.project_id IN (SELECT jsonb_array_elements_text(%(projects)s::jsonb)))
+      AND (%(label)s::varchar IS NULL OR EXISTS (
+             SELECT 1 FROM qinglong.trigger_labels b
+              WHERE b.project_id = h.project_id AND b.trigger_id = h.trigger_id
+                AND b.label = %(label)s::varchar))
       AND h.deleted_at_ms IS NULL
       AND (%(after_project)s::varchar IS NULL
            OR (h.project_id, h.trigger_id)

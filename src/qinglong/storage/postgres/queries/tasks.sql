@@ -51,7 +51,8 @@ VALUES
      %(content_digest)s, %(created_at_ms)s);
 
 -- name: task_list
--- The current revision of every task of a project (deleted ones only when asked).
+-- The current revision of every task of a project (deleted ones only when asked; only the
+-- ones labelled %(label)s when it is given).
 SELECT r.*, h.deleted_at_ms AS h_deleted_at_ms
 FROM qinglong.task_definitions h
 JOIN qinglong.task_definition_revisions r
@@ -59,6 +60,10 @@ JOIN qinglong.task_definition_revisions r
 WHERE h.project_id = %(project_id)s
   AND (%(task_id)s::varchar IS NULL OR h.task_id = %(task_id)s::varchar)
   AND (%(include_deleted)s::boolean OR h.deleted_at_ms IS NULL)
+  AND (%(label)s::varchar IS NULL OR EXISTS (
+         SELECT 1 FROM qinglong.task_labels l
+          WHERE l.project_id = h.project_id AND l.task_id = h.task_id
+            AND l.label = %(label)s::varchar))
 ORDER BY h.task_id;
 
 -- name: task_head_restore

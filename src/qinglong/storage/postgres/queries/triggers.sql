@@ -45,7 +45,8 @@ WHERE project_id = %(project_id)s AND task_id = %(task_id)s AND deleted_at_ms IS
 ORDER BY trigger_id;
 
 -- name: trigger_list
--- Current trigger revisions with their schedule rows and firing facts, in one project or all.
+-- Current trigger revisions with their schedule rows and firing facts, in one project or all
+-- (only the ones labelled %(label)s when it is given).
 SELECT r.*,
        s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
        s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
@@ -68,6 +69,10 @@ LEFT JOIN qinglong.trigger_schedules s
 WHERE (%(project_id)s::varchar IS NULL OR h.project_id = %(project_id)s::varchar)
   AND (%(trigger_id)s::varchar IS NULL OR h.trigger_id = %(trigger_id)s::varchar)
   AND (%(include_deleted)s::boolean OR h.deleted_at_ms IS NULL)
+  AND (%(label)s::varchar IS NULL OR EXISTS (
+         SELECT 1 FROM qinglong.trigger_labels l
+          WHERE l.project_id = h.project_id AND l.trigger_id = h.trigger_id
+            AND l.label = %(label)s::varchar))
 ORDER BY h.project_id, h.trigger_id;
 
 -- name: schedule_insert

@@ -6,7 +6,8 @@
 -- MATERIALIZED runs it once per trigger, not once per column read from it).
 
 -- name: trigger_summary_page
--- A page of current triggers (of one project, of the projects in a JSON array, or all) after the key (after_project, after_trigger), in (project,
+-- A page of current triggers (of one project, of the projects in a JSON array, or all;
+-- with one label, when it is given) after the key (after_project, after_trigger), in (project,
 -- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's
 -- latest :window Runs by occurrence: the outcome counts (a lost Run is a failure, a Run its
 -- overlap policy ended is skipped: service/stats.py) and the largest admission lag of a Run
@@ -16,6 +17,10 @@ WITH page AS (
     FROM triggers h
     WHERE (:project_id IS NULL OR h.project_id = :project_id)
       AND (:projects IS NULL OR h.project_id IN (SELECT value FROM json_each(:projects)))
+      AND (:label IS NULL OR EXISTS (
+             SELECT 1 FROM trigger_labels b
+              WHERE b.project_id = h.project_id AND b.trigger_id = h.trigger_id
+                AND b.label = :label))
       AND h.deleted_at_ms IS NULL
       AND (:after_project IS NULL
            OR (h.project_id, h.trigger_id) > (:after_project, :after_trigger))

@@ -55,7 +55,8 @@ WHERE project_id = :project_id AND task_id = :task_id AND task_revision = :task_
   AND executor_type = :executor_type;
 
 -- name: task_list
--- The current revision of every task of a project (deleted ones only when asked).
+-- The current revision of every task of a project (deleted ones only when asked; only the
+-- ones labelled :label when it is given).
 SELECT r.*, h.deleted_at_ms AS h_deleted_at_ms
 FROM task_definitions h
 JOIN task_definition_revisions r
@@ -63,6 +64,9 @@ JOIN task_definition_revisions r
 WHERE h.project_id = :project_id
   AND (:task_id IS NULL OR h.task_id = :task_id)
   AND (:include_deleted OR h.deleted_at_ms IS NULL)
+  AND (:label IS NULL OR EXISTS (
+         SELECT 1 FROM task_labels l
+          WHERE l.project_id = h.project_id AND l.task_id = h.task_id AND l.label = :label))
 ORDER BY h.task_id;
 
 -- name: task_head_restore

@@ -43,7 +43,8 @@ WHERE project_id = :project_id AND task_id = :task_id AND deleted_at_ms IS NULL
 ORDER BY trigger_id;
 
 -- name: trigger_list
--- Current trigger revisions with their schedule rows and firing facts, in one project or all.
+-- Current trigger revisions with their schedule rows and firing facts, in one project or all
+-- (only the ones labelled :label when it is given).
 SELECT r.*,
        s.trigger_revision AS s_trigger_revision, s.next_fire_at_ms AS s_next_fire_at_ms,
        s.last_scheduled_at_ms AS s_last_scheduled_at_ms, s.state_version AS s_state_version,
@@ -64,6 +65,10 @@ LEFT JOIN trigger_schedules s ON s.project_id = h.project_id AND s.trigger_id = 
 WHERE (:project_id IS NULL OR h.project_id = :project_id)
   AND (:trigger_id IS NULL OR h.trigger_id = :trigger_id)
   AND (:include_deleted OR h.deleted_at_ms IS NULL)
+  AND (:label IS NULL OR EXISTS (
+         SELECT 1 FROM trigger_labels l
+          WHERE l.project_id = h.project_id AND l.trigger_id = h.trigger_id
+            AND l.label = :label))
 ORDER BY h.project_id, h.trigger_id;
 
 -- name: schedule_insert
