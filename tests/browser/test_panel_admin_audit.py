@@ -17,6 +17,7 @@ import pytest
 from selenium import webdriver
 
 from tests.browser.panel_support import Panel, Site
+from tests.browser.test_panel_findings import OVERFLOWING
 from tests.support.test_api_support import login
 
 pytestmark = pytest.mark.slow
@@ -186,3 +187,25 @@ def test_a_viewer_reads_the_cluster_with_no_control(panel: Panel, site: Site,
     panel.until(lambda d: "w-stopped" in _states(panel), "the processes")
     assert panel.shown("#main button, #main input, #main select, #main textarea") == 0
     assert "queued" in panel.text("cluster-queue-summary")
+
+
+# --- a phone --------------------------------------------------------------------------------------
+
+
+def test_no_administration_page_is_wider_than_a_phone(panel: Panel, site: Site, seeded: None,
+                                                       instances: sqlite3.Connection) -> None:
+    panel.login("admin")
+    panel.d.set_window_size(390, 844)
+    try:
+        assert panel.d.execute_script("return window.innerWidth") == 390
+        pages = [("/users", "users", "#users tr[data-user]"),
+                 ("/tokens", "tokens", "#tokens tr[data-token]"),
+                 ("/audit", "audit", "#audit tr[data-entry]"),
+                 ("/cluster", "cluster", "#cluster tr[data-instance]"),
+                 ("/notifications", "notifications", "#notify-deliveries tr")]
+        for path, name, drawn in pages:
+            panel.open(path, name)
+            panel.until(lambda d, drawn=drawn: panel.css(drawn), f"{path} drawn")
+            assert panel.d.execute_script(OVERFLOWING) == [], path
+    finally:
+        panel.d.set_window_size(1400, 1000)
