@@ -230,6 +230,18 @@ class SecondFactorEnrolmentRequired(Forbidden):
     code = "QL_SECOND_FACTOR_ENROLMENT_REQUIRED"
 
 
+class SsoRefused(Unauthenticated):
+    """Single sign-on did not log you in."""
+
+    code = "QL_SSO_REFUSED"
+
+
+class SsoProviderFailed(QinglongError):
+    """The single sign-on provider did not answer as it should."""
+
+    code = "QL_SSO_PROVIDER_FAILED"
+
+
 class RateLimited(QinglongError):
     """Too many failed logins; wait before trying again."""
 

@@ -282,7 +282,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0008's audit_log); 0020_notify_events' index goes and its constraints go back to
     # 0006's (0017's come back when it runs again); 0022_repos' table goes; so does 0023_deps',
     # and 0024_grants' (its columns go with 0008's users and api_tokens).
-    # 0025_totp's tables go too; so do 0027_labels' and 0028_pins'.
+    # 0025_totp's tables go too; 0026_oidc's tables go; so do
+    # 0027_labels' and 0028_pins' tables.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -290,14 +291,15 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0014_placement', '0015_parameters', '0016_flows',
                                 '0017_unplaceable', '0018_flow_triggers', '0019_scripts',
                                 '0020_notify_events', '0021_project_env', '0022_repos',
-                                '0023_deps', '0024_grants', '0025_totp', '0027_labels',
-                                '0028_pins');
+                                '0023_deps', '0024_grants', '0025_totp', '0026_oidc',
+                                '0027_labels', '0028_pins');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
         DROP TABLE user_pins, saved_filters;
         DROP TABLE task_labels, trigger_labels;
         DROP TABLE user_grants;
+        DROP TABLE oidc_identities, oidc_pending_logins;
         DROP TABLE user_recovery_codes, user_second_factors;
         DROP TABLE login_devices, audit_log, login_failures, api_tokens, user_sessions, users;
         DROP TABLE retention_marks;
@@ -339,6 +341,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     missing = [f"missing-table:{t}" for t in
                ("api_tokens", "audit_log", "login_devices", "login_failures",
                 "user_recovery_codes", "user_second_factors", "user_grants",
+                "oidc_identities", "oidc_pending_logins",
                 "user_pins", "saved_filters",
                 "user_sessions", "users")]
     marks = {"ql_runtime", "postgres"}  # the roles with privileges on retention_marks, the view
@@ -375,7 +378,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0020_notify_events", "missing-migration:0021_project_env",
                "missing-migration:0022_repos", "missing-migration:0023_deps",
                "missing-migration:0024_grants",
-               "missing-migration:0025_totp",
+               "missing-migration:0025_totp", "missing-migration:0026_oidc",
                "missing-migration:0027_labels", "missing-migration:0028_pins"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
@@ -397,7 +400,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0018_flow_triggers", "0019_scripts",
                                          "0020_notify_events", "0021_project_env",
                                          "0022_repos", "0023_deps", "0024_grants", "0025_totp",
-                                         "0027_labels", "0028_pins")
+                                         "0026_oidc", "0027_labels", "0028_pins")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

@@ -43,6 +43,8 @@ EXPECTED = {
     errors.InternalError: (1, 500),
     errors.DeliveryFailed: (1, 502),
     errors.RepoFetchFailed: (1, 502),
+    errors.SsoRefused: (2, 401),
+    errors.SsoProviderFailed: (1, 502),
     errors.QinglongError: (1, 500),
 }
 

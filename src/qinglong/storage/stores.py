@@ -15,6 +15,7 @@ from qinglong.storage.flows.start import start_occurrence
 from qinglong.storage.instances import InstanceStore
 from qinglong.storage.kernel import Capabilities, Database, Tx
 from qinglong.storage.notify import NotifyStore
+from qinglong.storage.oidc import OidcStore
 from qinglong.storage.repos import RepoStore
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.flow_store import FlowStore
@@ -38,6 +39,7 @@ class Stores:
     scripts: ScriptStore = field(init=False)
     repos: RepoStore = field(init=False)
     deps: DepStore = field(init=False)
+    oidc: OidcStore = field(init=False)  # single sign-on (0026_oidc)
     logs: LogStore | None = field(init=False)  # output kept in the database, where it is
 
     def __post_init__(self) -> None:
@@ -54,6 +56,7 @@ class Stores:
         self.scripts = ScriptStore(self.db)
         self.repos = RepoStore(self.db)
         self.deps = DepStore(self.db)
+        self.oidc = OidcStore(self.db)
         self.logs = LogStore(self.db) if self.db.capabilities.logs_in_database else None
 
     @property

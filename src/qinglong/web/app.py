@@ -47,6 +47,7 @@ from qinglong.web import (
     runs,
     script_routes,
     second_factor_routes,
+    sso_routes,
     system,
 )
 from qinglong.web.auth import authenticate, check_csrf, credentials
@@ -76,7 +77,8 @@ ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 def api_endpoints() -> tuple[Endpoint, ...]:
     """Every route of the API, the OpenAPI document and docs page included."""
-    base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *definitions.ENDPOINTS,
+    base = (*system.ENDPOINTS, *account_routes.ENDPOINTS, *sso_routes.ENDPOINTS,
+            *definitions.ENDPOINTS,
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
             *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
             *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS, *grant_routes.ENDPOINTS,

@@ -13,9 +13,11 @@ import threading
 from dataclasses import dataclass, field
 
 from qinglong.service.container import Services
+from qinglong.service.sso import SingleSignOn
 
 
 @dataclass(slots=True, kw_only=True)
 class WebBackend(Services):
     closing: threading.Event = field(default_factory=threading.Event)  # set when stopping
+    sso: SingleSignOn | None = None  # single sign-on, when configured (--oidc-issuer)
 

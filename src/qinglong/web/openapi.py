@@ -42,6 +42,8 @@ def _responses(endpoint: Endpoint) -> dict[str, object]:
     for status in (endpoint.status, *endpoint.also):
         if status == 204:
             responses["204"] = {"description": "Done (no content)"}
+        elif 300 <= status < 400:
+            responses[str(status)] = {"description": "A redirect (to the Location header)"}
         elif endpoint.medias:
             responses[str(status)] = {"description": "OK", "content": {
                 media: _media(media) for media in endpoint.medias}}
@@ -59,6 +61,9 @@ def _responses(endpoint: Endpoint) -> dict[str, object]:
     elif endpoint.body is LoginRequest:
         responses["401"] = _problem("Wrong user name or password")
         responses["429"] = _problem("Too many failed logins (see Retry-After)")
+    elif endpoint.path.startswith("/api/v1/sso/"):
+        responses["401"] = _problem("Single sign-on refused the login (the detail says why)")
+        responses["502"] = _problem("The single sign-on provider failed")
     if endpoint.path.startswith("/api/"):
         responses["404"] = _problem("A record (or the route) does not exist")
         responses["422"] = _problem("An input value breaks a rule (field names it)")

@@ -28,6 +28,9 @@ from qinglong.web.problems import problem_response
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 LOGIN_PATH = "/api/v1/session"
+# what sets the Secure session cookie: the password login, and single sign-on's two routes
+COOKIE_ROUTES = frozenset({("POST", LOGIN_PATH), ("GET", "/api/v1/sso/login"),
+                           ("GET", "/api/v1/sso/callback")})
 PLAIN_HTTP_LOGIN = (
     "this login came over plain HTTP to an address that is not loopback, so a browser would "
     "drop the session cookie (it is Secure): reach the panel over HTTPS through a reverse "
@@ -109,8 +112,9 @@ class Transport:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             self._forwarded(scope)
-        if (scope["type"] == "http" and scope.get("method") == "POST"
-                and scope.get("path") == LOGIN_PATH and scope.get("scheme") == "http"
+        if (scope["type"] == "http"
+                and (scope.get("method"), scope.get("path")) in COOKIE_ROUTES
+                and scope.get("scheme") == "http"
                 and not is_loopback_host(self._host(scope))):
             response = problem_response(InsecureTransport(PLAIN_HTTP_LOGIN))
             for name, value in SECURITY_HEADERS.items():

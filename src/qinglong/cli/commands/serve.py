@@ -14,6 +14,7 @@ from qinglong.cli.console import EventConsole, stamp
 from qinglong.cli.context import CLOCK
 from qinglong.cli.output import rfc3339
 from qinglong.cli.params import DURATION, json_events_option, sqlite_url_option
+from qinglong.cli.sso_options import sso_options
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.domain.decision import Decision, Disposition
 from qinglong.domain.placement import parse_labels
@@ -39,6 +40,7 @@ from qinglong.profiles.reports import (
 )
 
 if TYPE_CHECKING:
+    from qinglong.service.sso_settings import SsoSettings
     from qinglong.web.server import RunningApi
     from qinglong.web.transport import Network
 
@@ -162,6 +164,7 @@ class ConsoleObserver(EventConsole):
               help="Let --http bind an address that is not loopback (then put TLS in front).")
 @trusted_proxy_option
 @second_factor_option
+@sso_options
 def serve(
     database_url: str, profile: str, grace: int, budget: int | None, interval: int | None,
     concurrency: int, log_dir: Path | None, deps_dir: Path | None, log_max_bytes: int, log_retention_days: int,
@@ -169,6 +172,7 @@ def serve(
     run_as: str | None,
     duration: int | None, quiet: bool, json_events: bool, listen: str | None,
     allow_remote: bool, trusted_proxies: tuple[str, ...], require_second_factor: str | None,
+    sso: SsoSettings | None,
 ) -> None:
     """Run the scheduler and the executor until SIGINT or SIGTERM (SQLite profiles).
 
@@ -206,6 +210,8 @@ def serve(
                            "goes with --http")
     if require_second_factor is not None and listen is None:
         raise InvalidInput("--require-second-factor", "goes with --http")
+    if sso is not None and listen is None:
+        raise InvalidInput("--oidc-issuer", "goes with --http")
     observer = ConsoleObserver(quiet=quiet, json_events=json_events)
     stop = threading.Event()
 
@@ -221,7 +227,8 @@ def serve(
         try:
             if listen is not None:
                 api = _serve_api(database_url, listen, quiet=quiet, json_events=json_events,
-                                 trusted=trusted, app=app, second_factor=require_second_factor)
+                                 trusted=trusted, app=app, second_factor=require_second_factor,
+                                 sso=sso)
         except BaseException:
             app.stop(clean=False)
             raise
@@ -249,7 +256,8 @@ def serve(
 
 def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool,
                app: LocalApp, trusted: tuple[Network, ...] = (),
-               second_factor: str | None = None) -> RunningApi:
+               second_factor: str | None = None, sso: SsoSettings | None = None
+               ) -> RunningApi:
     """The HTTP API over the same SQLite file, on its own connections; its commits wake this
     process's loops (a Run admitted through it starts at once, a trigger published through it
     is decided at once)."""
@@ -258,7 +266,7 @@ def _serve_api(database_url: str, listen: str, *, quiet: bool, json_events: bool
 
     api = open_and_serve(database_url, CLOCK, listen, trusted_proxies=trusted,
                          on_commit=app.wakeups.publish,
-                         second_factor=SecondFactorPolicy(second_factor))
+                         second_factor=SecondFactorPolicy(second_factor), sso=sso)
     host = listen.rpartition(":")[0]
     if json_events:
         click.echo(json.dumps({"at_ms": CLOCK.now_ms(), "event": "http", "host": host,

@@ -6,16 +6,20 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.cli.params import DURATION, check_cli_url
+from qinglong.cli.sso_options import sso_options
 from qinglong.cli.stop_signals import StopSignals
 from qinglong.diagnostics import Diagnostic
 from qinglong.profiles.open import DEFAULT_DATABASE_URL
 from qinglong.security import redact_url
+
+if TYPE_CHECKING:
+    from qinglong.service.sso_settings import SsoSettings
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,9 +76,10 @@ def _diagnostic(diagnostic: Diagnostic) -> None:
 @click.option("--session-idle", type=DURATION, default="1h", show_default=True,
               help="A login ends after this long without a request (at least 1m).")
 @second_factor_option
+@sso_options
 def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tuple[str, ...],
         name: str | None, pool_size: int, session_lifetime: int, session_idle: int,
-        require_second_factor: str | None) -> None:
+        require_second_factor: str | None, sso: SsoSettings | None) -> None:
     """Serve the HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json) until SIGINT or SIGTERM.
 
     Stateless: sessions, tokens, login limits and the audit log live in the database, so any
@@ -109,7 +114,7 @@ def web(database_url: str, listen: str, allow_remote: bool, trusted_proxies: tup
             database_url, CLOCK, listen, pool_size=pool_size, instance_id=instance,
             session_policy=SessionPolicy(lifetime_ms=session_lifetime, idle_ms=session_idle),
             second_factor=SecondFactorPolicy(require_second_factor),
-            diagnostics=_diagnostic, trusted_proxies=trusted)
+            diagnostics=_diagnostic, trusted_proxies=trusted, sso=sso)
         host = listen.rpartition(":")[0]
         click.echo(f"{_stamp()} serving the API on http://{host}:{running.port}/api/v1 "
                    f"as {instance} (database {redact_url(database_url)}); Ctrl-C to stop",

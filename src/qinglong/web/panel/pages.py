@@ -246,9 +246,15 @@ class Panel:
             return self._unavailable(exc)
         if found is not None:
             return RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
-        text = self._document(title="Log in", page="login", body_attrs={"next": target},
+        markup, attrs = LOGIN, {"next": target}
+        if self._backend.sso is not None:  # single sign-on: a plain link, no script needed
+            start = _attr("/api/v1/sso/login?next=" + quote(target, safe="/"))
+            markup += (f"<p class=\"sso\"><a id=\"login-sso\" href=\"{start}\">"
+                       "Log in with single sign-on</a></p>")
+            attrs["sso"] = "true"
+        text = self._document(title="Log in", page="login", body_attrs=attrs,
                               nav="<header class=\"top\"><nav><span class=\"brand\">qinglong"
-                                  "</span></nav></header>", markup=LOGIN)
+                                  "</span></nav></header>", markup=markup)
         return HTMLResponse(text, headers=PAGE_HEADERS)
 
     async def static(self, request: Request) -> Response:
