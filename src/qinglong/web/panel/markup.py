@@ -165,19 +165,6 @@ STATS = """
 </tr></thead><tbody></tbody></table></div></section>
 """
 
-NOTIFICATIONS = """
-<h1>Notifications</h1>
-<p class="muted">Channels say where notifications go; rules attach them to projects and
-tasks. Add and change them with <code>ql notify</code> or the API; secrets are never shown.</p>
-<p id="problem" class="problem" hidden></p>
-<p id="notify-test-result" role="status"></p>
-<section><h2>Channels</h2>
-<div class="table-scroll">
-<table id="notify-channels" class="grid"><thead><tr><th>Channel</th><th>Kind</th>
-<th>Target</th><th>Secret</th><th>Rules</th><th></th></tr></thead><tbody></tbody></table>
-</div></section>
-"""
-
 LOGIN = """
 <h1>Log in</h1>
 <form id="login-form" class="login" autocomplete="on">

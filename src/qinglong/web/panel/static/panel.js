@@ -1494,47 +1494,6 @@
     }).catch(function (e) { showProblem("problem", e); });
   }
 
-  // --- notifications: the channels and a test send --------------------------------------------
-
-  function notificationsPage() {
-    api("GET", "/notify/channels").then(function (channels) {
-      showProblem("problem", null);
-      drawChannels(channels);
-    }).catch(function (e) { showProblem("problem", e); });
-  }
-
-  function drawChannels(channels) {
-    var tbody = clear($("notify-channels").tBodies[0]);
-    if (!channels.length) emptyRow(tbody, 6, "No channel yet (ql notify channel add).");
-    channels.forEach(function (c) {
-      var kind = c.kind + (c.service ? ":" + c.service.service :
-        (c.template && c.template.preset ? ":" + c.template.preset : ""));
-      var test = el("button", { type: "button", "data-needs": "operate", "data-channel": c.name,
-        onclick: function (event) { testChannel(event.currentTarget, c.name); } }, "Send test");
-      tbody.appendChild(row([el("span", { class: "mono" }, c.name), kind,
-        el("span", { class: "mono" }, c.target), c.secret,
-        el("td", { class: "num" }, (c.rules || []).length), test]));
-    });
-    applyRoles(tbody);
-  }
-
-  /* POST .../test sends notify.test now; the answer says what the receiver said, either way. */
-  function testChannel(button, name) {
-    button.disabled = true;
-    showResult("notify-test-result", null, "Sending a test notification to " + name + "…");
-    api("POST", "/notify/channels/" + seg(name) + "/test", {}).then(function (sent) {
-      var said = sent.detail + " (" + sent.elapsed_ms + " ms)";
-      var node = sent.delivered
-        ? showResult("notify-test-result", null, "Delivered to " + name + ": " + said)
-        : clear($("notify-test-result"));
-      if (!sent.delivered) {
-        node.appendChild(el("span", { class: "problem" }, "Not delivered to " + name + ": " + said));
-      }
-      node.setAttribute("data-delivered", sent.delivered ? "true" : "false");
-    }).catch(function (e) { showResult("notify-test-result", e); })
-      .then(function () { button.disabled = false; });
-  }
-
   // --- subscriptions --------------------------------------------------------------------------
 
   /* Git subscriptions: each pull is a Run of the subscription's pull task; Pull admits one
@@ -1702,8 +1661,7 @@
     scripts: scriptsPage,
     subscriptions: subscriptionsPage,
     environment: environmentPage,
-    stats: statsPage,
-    notifications: notificationsPage
+    stats: statsPage
   };
 
   /* The helpers the other page scripts (loaded after this one, each registering its pages in
