@@ -1,8 +1,8 @@
 """The dashboard at scale (issue 23, item 2), in a real browser against `ql serve --http` with
 1,000 triggers: the first page is drawn from one summary request, the page asks nothing per
 trigger (the requests it made are read from the browser's own resource timing), Next and
-Previous walk the pages, the project filter keeps one project, and a viewer sees it all with no
-write control. How long the pages take to draw is measured by benchmarks/dashboard.py, not
+Previous walk the pages, the project filter keeps one project, a viewer sees it all with no
+write control, and a viewer of one project sees that project's triggers only. How long the pages take to draw is measured by benchmarks/dashboard.py, not
 asserted here."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from selenium.webdriver.support.ui import Select
 from qinglong.clock import SystemClock
 from qinglong.storage.sqlite.connection import SqliteDatabase
 from qinglong.storage.sqlite.migrate import migrate
-from tests.browser.panel_support import Panel, Site
+from tests.browser.panel_support import PASSWORD, Panel, Site
 from tests.support.many_triggers import seed_triggers, trigger_name
 from tests.support.test_api_support import make_people, start_server
 
@@ -139,3 +139,19 @@ def test_the_project_filter_and_the_page_size(panel: Panel) -> None:
     pick(panel, "dash-limit", "200")
     wanted = [f"load/{trigger_name(n)}" for n in range(200)]
     panel.until(lambda d: shown_triggers(panel) == wanted, "200 triggers on a page")
+
+
+def test_a_viewer_of_one_project_sees_its_triggers_only(panel: Panel, site: Site) -> None:
+    site.http.ok("POST", "/api/v1/users", site.admin,
+                 {"username": "olive", "role": "none", "password": PASSWORD}, (201, 409))
+    site.http.ok("PUT", "/api/v1/projects/other/grants/olive", site.admin, {"role": "viewer"})
+    panel.login("olive")
+    panel.open("/", "dashboard")
+    panel.until(lambda d: shown_triggers(panel) == ["other/t0000"], "the one project's trigger")
+    assert not panel.by_id("dash-next").is_enabled()
+    # the installation's queue and processes are not asked for: no refusal to show
+    assert panel.text("queue-summary") == "Shown to those who may read every project."
+    made = {path.split("?")[0] for path in api_requests(panel)}
+    assert made <= {ONCE, "/api/v1/triggers/summary", "/api/v1/runs"}, made
+    assert not panel.text("problem")
+    assert panel.shown("main [data-needs]") == 0

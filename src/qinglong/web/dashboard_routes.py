@@ -5,6 +5,7 @@ says what each figure means)."""
 from __future__ import annotations
 
 from qinglong.domain.identifiers import project_id
+from qinglong.service.access import Reach
 from qinglong.service.accounts import Level
 from qinglong.service.dashboard import DEFAULT_PAGE, DEFAULT_WINDOW, MAX_PAGE, MAX_WINDOW
 from qinglong.service.views.dashboard import TriggerSummaryPageView
@@ -16,15 +17,15 @@ def trigger_summary(call: Call) -> Reply:
     project = q["project"]
     return Reply(call.backend.summaries.page(
         None if project is None else project_id(project), cursor=q["cursor"],
-        limit=q["limit"], window=q["window"]))
+        limit=q["limit"], window=q["window"], visible=call.visible))
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/triggers/summary", trigger_summary,
              "A page of triggers, each with its state, next fire time, latest Run, and the "
              "success rate and largest admission lag of its latest Runs (one query per page, "
-             "whatever the number of triggers)", "triggers", Level.READ,
-             response=TriggerSummaryPageView,
+             "whatever the number of triggers; of the projects you may read)", "triggers",
+             Level.READ, response=TriggerSummaryPageView, reach=Reach.LISTING,
              query=(Query("project", "str", "Only this project"),
                     Query("limit", "int", "Triggers per page", 1, MAX_PAGE,
                           default=DEFAULT_PAGE),

@@ -1,7 +1,8 @@
 /* qinglong panel: the dashboard. A page of triggers at a time from one request,
  * GET /api/v1/triggers/summary (each trigger's state, next fire, latest Run, success rate and
  * largest lag, computed in the database for the whole page), then the recent Runs, the queue
- * and the processes: four requests per refresh, however many triggers there are.
+ * and the processes: four requests per refresh, however many triggers there are (two for a
+ * user who may read some projects only: the queue and the processes are the installation's).
  *
  * Hand-written, no framework, no build step: every value from the API reaches the page as text
  * (QL.el, textContent). Loaded after panel.js; registers QL.pages.dashboard.
@@ -155,12 +156,23 @@
       });
     }
 
+    // the queue and the processes are the whole installation's: only for those who may read
+    // every project (the API refuses them to a user with grants on some projects only)
+    var everywhere = QL.allowed("read");
+    if (!everywhere) {
+      var note = "Shown to those who may read every project.";
+      $("queue-summary").textContent = note;
+      $("process-summary").textContent = note;
+      emptyRow(clear($("queue").tBodies[0]), 4, "—");
+      emptyRow(clear($("processes").tBodies[0]), 8, "—");
+    }
+
     function refresh() {
       return Promise.all([
         loadTriggers(),
         api("GET", "/runs?limit=10").then(function (got) { drawRecent(got.items); }),
-        api("GET", "/health").then(drawProcesses),
-        api("GET", "/queue").then(drawQueue)
+        everywhere ? api("GET", "/health").then(drawProcesses) : null,
+        everywhere ? api("GET", "/queue").then(drawQueue) : null
       ]).then(function () {
         showProblem("problem", null);
         $("updated").textContent = local(Date.now());
