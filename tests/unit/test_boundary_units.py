@@ -27,7 +27,8 @@ from qinglong.web.app import api_endpoints
 from qinglong.web.field_rules import NO_CONTROLS
 from qinglong.web.openapi import build_openapi
 from qinglong.web.problems import json_bytes
-from qinglong.web.routing import IDENTIFIERS, QUALIFIED, Query, read_path
+from qinglong.web.requests import TriggerPublishRequest
+from qinglong.web.routing import IDENTIFIERS, QUALIFIED, Query, read_body, read_path
 
 DOCUMENT: dict[str, Any] = build_openapi(api_endpoints())
 PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
@@ -186,6 +187,19 @@ def test_text_query_parameters_state_that_control_characters_are_refused() -> No
     with pytest.raises(InvalidInput) as refused:
         Query("cursor", "str", "").read("a\x1fb")
     assert refused.value.field == "cursor"
+
+
+def test_a_body_number_with_no_fraction_is_the_integer_it_equals() -> None:
+    """Found by the fuzz run: ``{"jitter_s": 262.0}`` was refused ("a valid integer") though
+    the document's ``integer`` (JSON Schema's) admits it."""
+    read = read_body(TriggerPublishRequest, "application/json",
+                     b'{"jitter_s": 262.0, "overlap_queue_limit": 1e1, "parameters": {"n": 2.0}}')
+    assert (read.jitter_s, read.overlap_queue_limit, read.parameters) == (262, 10, {"n": 2})
+    assert type(read.jitter_s) is int and type(read.parameters["n"]) is int
+    for raw in (b'{"jitter_s": 262.5}', b'{"jitter_s": 1e300}', b'{"jitter_s": 9.3e18}'):
+        with pytest.raises(InvalidInput) as refused:
+            read_body(TriggerPublishRequest, "application/json", raw)
+        assert refused.value.field == "jitter_s", raw
 
 
 def test_request_ids_the_document_allows_are_accepted() -> None:

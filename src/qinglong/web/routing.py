@@ -326,6 +326,19 @@ def read_query(endpoint: Endpoint, params: Mapping[str, str], names: list[str]) 
             for q in endpoint.query}
 
 
+def whole_numbers(value: Any) -> Any:
+    """``value`` with each number of no fraction (``262.0``, ``1e3``) within what a database
+    integer holds as the integer it equals: JSON does not tell them apart, nor does the
+    document's ``integer`` (JSON Schema's), and the request models are strict."""
+    if isinstance(value, float) and value.is_integer() and MIN_JSON_INT <= value <= MAX_JSON_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: whole_numbers(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(inner) for inner in value]
+    return value
+
+
 def read_body(model: type[Request], content_type: str | None, raw: bytes) -> Request:
     """The body as ``model``: JSON (text.strict_json: valid text, bounded nesting and
     numbers), an object, every field by the model's rules."""
@@ -339,7 +352,7 @@ def read_body(model: type[Request], content_type: str | None, raw: bytes) -> Req
             raise UnsupportedMediaType(
                 f"send the body as JSON with Content-Type: application/json (not {media or 'none'})")
         try:
-            data = strict_json(raw)
+            data = whole_numbers(strict_json(raw))
         except NotJson as exc:
             raise BadRequest(f"the body is not valid JSON ({exc})") from None
     if not isinstance(data, dict):
