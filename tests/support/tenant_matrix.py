@@ -91,7 +91,7 @@ def _fill(path: str, project: str, targets: Targets) -> str:
               "run": targets.runs[project], "flow_run": targets.flow_runs[project],
               "token": targets.token_id, "username": "nobody", "channel": "ops",
               "delivery": "00000000-0000-4000-8000-000000000000", "variable": "REGION",
-              "repo": "ghost"}
+              "repo": "ghost", "filter": "ghost"}
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 

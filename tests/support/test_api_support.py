@@ -302,7 +302,8 @@ SNAPSHOT_TABLES = ("projects", "project_env_revisions", "project_env_entries",
                    "project_archivals", "runs", "run_attempts", "run_events", "users",
                    "audit_log", "notify_channels", "notify_rules", "notify_outbox", "flows",
                    "flow_revisions", "flow_runs", "flow_steps", "scripts", "script_revisions",
-                   "script_blobs", "repos", "user_second_factors", "user_recovery_codes")
+                   "script_blobs", "repos", "user_second_factors", "user_recovery_codes",
+                   "task_labels", "trigger_labels", "user_pins", "saved_filters")
 
 
 def snapshot(query: Callable[[str], list[dict[str, Any]]]) -> dict[str, list[str]]:
@@ -330,7 +331,7 @@ def fill(path: str, *, world: World, write: bool, token_id: str) -> str:
               "token": "ffffffffffffffff" if write else token_id,
               "username": "nobody", "channel": "ghost" if write else "ops",
               "delivery": GHOST_RUN, "flow": "ghost", "flow_run": GHOST_RUN,
-              "variable": "REGION", "repo": "ghost"}
+              "variable": "REGION", "repo": "ghost", "filter": "ghost"}
     return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], path)
 
 
@@ -443,6 +444,15 @@ BAD_BODIES: dict[tuple[str, str], list[object]] = {
         {"enabled": "yes"}, {"task": "Bad Task"}, {"parameters": {"nope": "1"}},
         {"parameters": {"x": [1]}}, {"flow": "Bad Flow"}],
     ("POST", "/api/v1/projects/{project}/triggers/{trigger}/pause"): [{"until": "soon"}],
+    ("PUT", "/api/v1/projects/{project}/tasks/{task}/labels"): [
+        {"labels": ["Upper"]}, {"labels": ["ok", "has space"]}, {"labels": ["x" * 49]},
+        {"labels": [""]}, {"labels": "nightly"}, {"labels": [f"l{i}" for i in range(17)]}, {}],
+    ("PUT", "/api/v1/projects/{project}/triggers/{trigger}/labels"): [
+        {"labels": ["-dash"]}, {"labels": [7]}, {}],
+    ("PUT", "/api/v1/me/filters/{filter}"): [
+        {"page": "audit", "query": {}}, {"page": "runs", "query": {"Bad": "x"}},
+        {"page": "runs", "query": {"status": "a\nb"}}, {"page": "runs", "query": {"s": 1}},
+        {"page": "runs"}, {"page": "runs", "query": {f"k{i}": "x" for i in range(17)}}],
     ("POST", "/api/v1/projects/{project}/tasks/{task}/run"): [{"request_id": "has space"},
                                                              {"request_id": 5},
                                                              {"parameters": {"nope": "1"}},
@@ -564,7 +574,8 @@ def bad_input_everywhere(http: Http, admin: Auth, world: World) -> int:
         values = {"project": "demo", "task": "hello", "trigger": "yearly",
                   "run": world.run_id, "token": "ffffffffffffffff", "username": "viewer",
                   "channel": "ops", "delivery": GHOST_RUN, "flow": "etl",
-                  "flow_run": GHOST_RUN, "variable": "REGION", "repo": "ghost"}
+                  "flow_run": GHOST_RUN, "variable": "REGION", "repo": "ghost",
+                  "filter": "mine"}
         return re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], endpoint.path)
 
     for endpoint in write_endpoints():

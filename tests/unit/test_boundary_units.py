@@ -18,6 +18,7 @@ from qinglong.domain import identifiers as ids
 from qinglong.domain import project_env, retry, task
 from qinglong.domain.manual import REQUEST_ID, request_id
 from qinglong.domain.notify import channels
+from qinglong.domain.organise import check_filter_name
 from qinglong.domain.task_env import ENV_NAME
 from qinglong.domain.text import NotJson, check_json_value, strict_json
 from qinglong.errors import InvalidInput
@@ -52,7 +53,7 @@ def test_every_path_parameter_states_the_pattern_the_server_checks_it_with() -> 
                 method, path, name)
             seen.add(name)
     assert seen == {"project", "task", "trigger", "run", "token", "username", "channel",
-                    "delivery", "flow", "flow_run", "variable", "repo"}
+                    "delivery", "flow", "flow_run", "variable", "repo", "filter"}
 
 
 def test_query_parameters_named_like_identifiers_state_their_pattern_and_numbers_a_range() -> None:
@@ -98,6 +99,7 @@ HANDLER_CHECKS: dict[str, Any] = {
     "flow_run": _run_ref,  # (a prefix the flow store looks up, as a Run's)
     "variable": project_env.variable_name,  # (the store's check of an entry's name)
     "repo": lambda value: ids.entity_id(value, "repo"),
+    "filter": check_filter_name,
 }
 
 

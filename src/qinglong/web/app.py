@@ -43,6 +43,7 @@ from qinglong.web import (
     flow_routes,
     grant_routes,
     notify_routes,
+    organise_routes,
     repo_routes,
     runs,
     script_routes,
@@ -82,7 +83,7 @@ def api_endpoints() -> tuple[Endpoint, ...]:
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
             *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
             *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS, *grant_routes.ENDPOINTS,
-            *second_factor_routes.ENDPOINTS)
+            *second_factor_routes.ENDPOINTS, *organise_routes.ENDPOINTS)
 
     @cache
     def document() -> dict[str, object]:

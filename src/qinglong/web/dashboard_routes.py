@@ -9,7 +9,7 @@ from qinglong.service.access import Reach
 from qinglong.service.accounts import Level
 from qinglong.service.dashboard import DEFAULT_PAGE, DEFAULT_WINDOW, MAX_PAGE, MAX_WINDOW
 from qinglong.service.views.dashboard import TriggerSummaryPageView
-from qinglong.web.routing import Call, Endpoint, Query, Reply
+from qinglong.web.routing import LABEL_FILTER, Call, Endpoint, Query, Reply
 
 
 def trigger_summary(call: Call) -> Reply:
@@ -17,7 +17,7 @@ def trigger_summary(call: Call) -> Reply:
     project = q["project"]
     return Reply(call.backend.summaries.page(
         None if project is None else project_id(project), cursor=q["cursor"],
-        limit=q["limit"], window=q["window"], visible=call.visible))
+        limit=q["limit"], window=q["window"], visible=call.visible, label=q["label"]))
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -32,5 +32,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                     Query("window", "int", "How many of each trigger's latest Runs (by "
                                            "occurrence) the success rate and lag cover", 1,
                           MAX_WINDOW, default=DEFAULT_WINDOW),
-                    Query("cursor", "str", "next_cursor of the previous page"))),
+                    Query("cursor", "str", "next_cursor of the previous page"),
+                    Query("label", "str", "Only the triggers with this label",
+                          rule=LABEL_FILTER))),
 )

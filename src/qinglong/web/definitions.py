@@ -24,7 +24,7 @@ from qinglong.service.preview import MAX_PREVIEW, schedule_preview
 from qinglong.service.views import reports, tasks, triggers
 from qinglong.service.working_directory import check_directory_here
 from qinglong.web import requests as rq
-from qinglong.web.routing import Call, Endpoint, Query, Reply, read_instant
+from qinglong.web.routing import LABEL_FILTER, Call, Endpoint, Query, Reply, read_instant
 from qinglong.web.task_patch import task_patch
 
 P = "/api/v1/projects/{project}"
@@ -32,6 +32,7 @@ T = P + "/tasks/{task}"
 G = P + "/triggers/{trigger}"
 NEXT = Query("next", "int", "How many upcoming fire times to show", 0, 100, default=1)
 ALL = Query("include_deleted", "bool", "Include deleted ones", default=False)
+LABEL = Query("label", "str", "Only the ones with this label", rule=LABEL_FILTER)
 
 
 def _project(call: Call) -> str:
@@ -135,7 +136,8 @@ def resume_project(call: Call) -> Reply:
 
 
 def list_tasks(call: Call) -> Reply:
-    return Reply(call.backend.catalog.task_list(_project(call), call.query["include_deleted"]))
+    return Reply(call.backend.catalog.task_list(_project(call), call.query["include_deleted"],
+                                                label=call.query["label"]))
 
 
 def show_task(call: Call) -> Reply:
@@ -200,14 +202,14 @@ def list_all_triggers(call: Call) -> Reply:
     shown = call.visible
     return Reply([view for view in call.backend.catalog.trigger_list(
         None if project is None else project_id(project), next_count=call.query["next"],
-        include_deleted=call.query["include_deleted"])
+        include_deleted=call.query["include_deleted"], label=call.query["label"])
         if shown is None or view.project in shown])
 
 
 def list_triggers(call: Call) -> Reply:
     return Reply(call.backend.catalog.trigger_list(
         _project(call), next_count=call.query["next"],
-        include_deleted=call.query["include_deleted"]))
+        include_deleted=call.query["include_deleted"], label=call.query["label"]))
 
 
 def show_trigger(call: Call) -> Reply:
@@ -322,7 +324,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "projects", Level.OPERATE, body=rq.Empty, response=triggers.TriggerView, many=True),
     Endpoint("GET", f"{P}/tasks", list_tasks, "List the tasks of a project (current revisions; "
              "environment names only)", "tasks", Level.READ, response=tasks.TaskView, many=True,
-             query=(ALL,)),
+             query=(ALL, LABEL)),
     Endpoint("GET", T, show_task, "Show a task with every revision and what each changed",
              "tasks", Level.READ, response=tasks.TaskShowView),
     Endpoint("POST", f"{T}/revisions", publish_task,
@@ -340,9 +342,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/triggers", list_all_triggers,
              "List triggers with their state and next fire times", "triggers", Level.READ,
              response=triggers.TriggerView, many=True, reach=Reach.LISTING,
-             query=(Query("project", "str", "Only this project"), NEXT, ALL)),
+             query=(Query("project", "str", "Only this project"), NEXT, ALL, LABEL)),
     Endpoint("GET", f"{P}/triggers", list_triggers, "List the triggers of a project",
-             "triggers", Level.READ, response=triggers.TriggerView, many=True, query=(NEXT, ALL)),
+             "triggers", Level.READ, response=triggers.TriggerView, many=True,
+             query=(NEXT, ALL, LABEL)),
     Endpoint("GET", G, show_trigger, "Show a trigger: its state and next fire times",
              "triggers", Level.READ, response=triggers.TriggerView, query=(NEXT,)),
     Endpoint("POST", f"{G}/revisions", publish_trigger,

@@ -26,6 +26,7 @@ from qinglong.clock import Clock
 from qinglong.domain import identifiers as ids
 from qinglong.domain.notify.channels import NAME as CHANNEL_NAME
 from qinglong.domain.notify.channels import NAME_RULE as CHANNEL_NAME_RULE
+from qinglong.domain.organise import FILTER_NAME, FILTER_NAME_RULE, LABEL, LABEL_RULE
 from qinglong.domain.project_env import VARIABLE_NAME, VARIABLE_NAME_RULE
 from qinglong.domain.text import MAX_JSON_INT, MIN_JSON_INT, NotJson, check_text, strict_json
 from qinglong.errors import BadRequest, InvalidInput, PayloadTooLarge, UnsupportedMediaType
@@ -77,7 +78,10 @@ IDENTIFIERS: dict[str, Identifier] = {
     "delivery": Identifier(ids.UUID_REF, ids.DELIVERY_REF_RULE,
                            "Delivery id, or the start of it"),
     "variable": Identifier(VARIABLE_NAME, VARIABLE_NAME_RULE, "Environment entry name"),
+    "filter": Identifier(FILTER_NAME, FILTER_NAME_RULE, "Saved filter name"),
 }
+# A query parameter with a rule of its own (no path parameter has its name).
+LABEL_FILTER = Identifier(LABEL, LABEL_RULE, "A label of a task or trigger (e.g. team:payments)")
 
 
 def _qualified(entity: re.Pattern[str]) -> re.Pattern[str]:
@@ -118,6 +122,7 @@ class Query:
     choices: tuple[str, ...] = ()
     default: object = None
     required: bool = False
+    rule: Identifier | None = None  # a ``str``'s own rule (else IDENTIFIERS' of its name)
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -129,6 +134,8 @@ class Query:
     def identifier(self) -> Identifier | None:
         if self.kind == "qualified":
             return QUALIFIED[self.name]
+        if self.kind == "str" and self.rule is not None:
+            return self.rule
         return IDENTIFIERS.get(self.name) if self.kind == "str" else None
 
     def schema(self) -> dict[str, object]:
