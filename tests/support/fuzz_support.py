@@ -8,7 +8,8 @@ the document forbids (negative) -- sent with a token, and every answer checked:
   for that status, and a JSON body matches its schema (schemathesis' own checks);
 - a request the document forbids is refused with a 4xx (schemathesis' negative check);
 - every 4xx is a problem object (application/problem+json: type, title, status, detail and a
-  code of qinglong.errors, type = urn:qinglong:error:CODE, status = the HTTP status);
+  code of qinglong.errors, type = urn:qinglong:error:CODE, status = the HTTP status, and the
+  field for bad input);
 - a refused write (any 4xx to a POST, PUT, PATCH or DELETE) leaves the database as it was
   (test_api_support.snapshot before and after; ``quiet_tables`` leaves out what a serving
   process's own loops write meanwhile);
@@ -218,6 +219,8 @@ def problem_failure(status: int, headers: dict[str, list[str]], raw: bytes,
         return f"code {body['code']!r} is not one of qinglong.errors"
     if body["type"] != f"urn:qinglong:error:{body['code']}":
         return f"type {body['type']!r} does not name its code"
+    if body["code"] == "QL_INVALID_INPUT" and not body.get("field"):
+        return "bad input that names no field"
     return None
 
 
