@@ -4,34 +4,6 @@ sideways when the table is wider than the screen."""
 
 from __future__ import annotations
 
-DASHBOARD = """
-<h1>Dashboard</h1>
-<p class="muted">Times in <span id="viewer-zone"></span> (your browser) and UTC.
-  Updated <span id="updated">never</span>.</p>
-<p id="problem" class="problem" hidden></p>
-<section><h2>Triggers</h2>
-<div class="table-scroll">
-<table id="triggers" class="grid"><thead><tr><th>Trigger</th><th>Task</th><th>Schedule</th>
-<th>State</th><th>Next fire (your zone)</th><th>Next fire (UTC)</th><th>Last Run</th>
-<th>Success rate</th><th>Lag p99</th></tr></thead><tbody></tbody></table></div>
-<p class="muted">Success rate and lag over each trigger's last 50 Runs.</p></section>
-<section><h2>Recent Runs</h2>
-<div class="table-scroll">
-<table id="recent" class="grid"><thead><tr><th>Run</th><th>Project / task</th><th>Trigger</th>
-<th>Scheduled for (your zone)</th><th>Status</th><th>Duration</th></tr></thead><tbody></tbody>
-</table></div></section>
-<section><h2>Queue</h2><p id="queue-summary"></p>
-<div class="table-scroll">
-<table id="queue" class="grid"><thead><tr><th>Requires (worker labels)</th><th>Queued</th>
-<th>Oldest wait</th><th>A live worker offers them</th></tr></thead><tbody></tbody></table>
-</div></section>
-<section><h2>Processes</h2><p id="process-summary"></p>
-<div class="table-scroll">
-<table id="processes" class="grid"><thead><tr><th>Role</th><th>Id</th><th>Host</th><th>Pid</th>
-<th>Labels</th><th>Started</th><th>Last seen</th><th>Alive</th></tr></thead><tbody></tbody></table>
-</div></section>
-"""
-
 TASKS = """
 <h1>Tasks</h1>
 <p><a href="/tasks/edit" data-needs="admin">New task</a></p>

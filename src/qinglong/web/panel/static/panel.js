@@ -420,13 +420,6 @@
     };
   }
 
-  function percentile(values, p) {
-    if (!values.length) return null;
-    var sorted = values.slice().sort(function (a, b) { return a - b; });
-    var index = Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1);
-    return sorted[Math.max(0, index)];
-  }
-
   function projectsInto(datalist) {
     return api("GET", "/projects").then(function (projects) {
       if (datalist) {
@@ -494,142 +487,12 @@
     });
   }
 
-  // --- dashboard -----------------------------------------------------------------------------
-
-  function triggerSummary(trigger) {
-    return api("GET", "/runs" + query({ project: trigger.project, trigger: trigger.trigger,
-      limit: 50 })).then(function (pageOfRuns) {
-      var runs = pageOfRuns.items;
-      // a Run the trigger's overlap policy ended (cancelled, reason policy) is no outcome
-      var ended = runs.filter(function (r) {
-        return ENDED[r.status] && !(r.status === "cancelled" && r.cancel_reason === "policy");
-      });
-      var good = ended.filter(function (r) { return r.status === "succeeded"; }).length;
-      var lags = runs.map(function (r) { return r.admission_lag_ms; })
-        .filter(function (v) { return typeof v === "number"; });
-      var last = runs.length ? runs.slice().sort(function (a, b) {
-        return (b.created_at_ms || 0) - (a.created_at_ms || 0);
-      })[0] : null;
-      return { last: last, ended: ended.length, good: good, lagP99: percentile(lags, 0.99) };
-    });
-  }
-
-  function dashboardPage() {
-    $("viewer-zone").textContent = viewerZone;
-    every(5000, function () {
-      return Promise.all([
-        api("GET", "/triggers?next=1"),
-        api("GET", "/runs?limit=10"),
-        api("GET", "/health"),
-        api("GET", "/queue")
-      ]).then(function (got) {
-        var triggers = got[0];
-        return pool(triggers, 4, triggerSummary).then(function (summaries) {
-          showProblem("problem", null);
-          drawTriggers(triggers, summaries);
-          drawRecent(got[1].items);
-          drawProcesses(got[2]);
-          drawQueue(got[3]);
-          $("updated").textContent = local(Date.now());
-        });
-      }).catch(function (e) { showProblem("problem", e); });
-    });
-  }
-
-  function drawTriggers(triggers, summaries) {
-    var tbody = clear($("triggers").tBodies[0]);
-    if (!triggers.length) {
-      tbody.appendChild(el("tr", {}, el("td", { class: "empty", colspan: 9 },
-        "No triggers yet. ", el("a", { href: "/triggers/edit" }, "Publish one"), ".")));
-      return;
-    }
-    triggers.forEach(function (t, i) {
-      var s = summaries[i] || {};
-      var next = t.next_fire_at_ms && t.next_fire_at_ms.length ? t.next_fire_at_ms[0] : null;
-      var last = s.last ? el("span", { title: "admitted " + local(s.last.created_at_ms) + " (" +
-        relative(s.last.created_at_ms) + ")" }, runLink(s.last.id), " ", badge(s.last.status))
-        : "—";
-      if (s.error) last = el("span", { class: "problem" }, describe(s.error));
-      var rate = s.ended ? Math.round((100 * s.good) / s.ended) + "% of " + s.ended : "—";
-      tbody.appendChild(row([
-        triggerLink(t.project, t.trigger),
-        t.task,
-        el("span", {}, el("code", {}, t.schedule || t.cron || ""), " ", el("span",
-          { class: "muted" }, t.timezone)),
-        badge(t.state),
-        next === null ? "—" : el("span", { title: relative(next) }, local(next)),
-        next === null ? "—" : utc(next),
-        last,
-        el("td", { class: "num" }, rate),
-        el("td", { class: "num" }, s.lagP99 === null || s.lagP99 === undefined ? "—"
-          : duration(s.lagP99))
-      ], { "data-trigger": t.project + "/" + t.trigger }));
-    });
-  }
-
-  function runRows(tbody, runs, columns) {
-    clear(tbody);
-    if (!runs.length) { emptyRow(tbody, columns, "No Runs."); return; }
-    runs.forEach(function (r) {
-      tbody.appendChild(row([
-        runLink(r.id),
-        r.project + " / " + r.task,
-        r.trigger ? triggerLink(r.project, r.trigger) : "—",
-        when(r.scheduled_for || r.created_at),
-        badge(r.status),
-        el("td", { class: "num" }, duration(r.duration_ms))
-      ], { "data-run": r.id }));
-    });
-  }
-
-  function drawRecent(runs) { runRows($("recent").tBodies[0], runs, 6); }
-
   // What a worker offers for placement (docs/controls/placement.md): region=eu, gpu
   function labelsText(labels) {
     var keys = Object.keys(labels || {}).sort();
     if (!keys.length) return "—";
     return keys.map(function (k) { return labels[k] === null ? k : k + "=" + labels[k]; })
       .join(", ");
-  }
-
-  // The queue, and its Runs by the worker labels they require (docs/controls/placement.md)
-  function drawQueue(q) {
-    $("queue-summary").textContent = q.queued + " queued" + (q.oldest_age_ms === null ? "." :
-      ", the oldest for " + duration(q.oldest_age_ms) + ".") + (q.unplaceable ?
-      " " + q.unplaceable + " wait for labels no live worker offers." : "");
-    var tbody = clear($("queue").tBodies[0]);
-    if (!q.requirements.length) {
-      emptyRow(tbody, 4, "No queued Run requires worker labels.");
-      return;
-    }
-    q.requirements.forEach(function (g) {
-      tbody.appendChild(row([g.requires.join(", "), el("td", { class: "num" }, g.queued),
-        duration(g.oldest_age_ms), g.unplaceable ? badge("no") : "yes"],
-        { "data-requires": g.requires.join(",") }));
-    });
-  }
-
-  function drawProcesses(health) {
-    var tbody = clear($("processes").tBodies[0]);
-    var counts = {};
-    health.instances.forEach(function (p) {
-      if (p.alive) counts[p.role] = (counts[p.role] || 0) + 1;
-    });
-    var words = Object.keys(counts).sort().map(function (role) {
-      return counts[role] + " " + role + (counts[role] === 1 ? "" : "s");
-    });
-    $("process-summary").textContent = "Profile " + health.profile + ", version " +
-      health.version + ". Alive: " + (words.length ? words.join(", ") : "none registered") + ".";
-    if (!health.instances.length) {
-      emptyRow(tbody, 8, "No registered processes (a standalone `ql serve` registers none).");
-      return;
-    }
-    health.instances.forEach(function (p) {
-      tbody.appendChild(row([p.role, el("span", { class: "mono" }, p.id), p.host,
-        el("td", { class: "num" }, p.pid), labelsText(p.labels), when(p.started_at),
-        when(p.seen_at),
-        badge(p.alive ? "alive" : (p.stopped_at ? "stopped" : "dead"))]));
-    });
   }
 
   // --- what the task and trigger pages share (their pages are in editors.js, controls.js) ----
@@ -1653,7 +1516,6 @@
 
   var PAGES = {
     login: loginPage,
-    dashboard: dashboardPage,
     runs: runsPage,
     run: runPage,
     flows: flowsPage,
@@ -1674,7 +1536,7 @@
     relative: relative, parseDuration: parseDuration, durationText: durationText,
     duration: duration, when: when, shortId: shortId, runLink: runLink,
     triggerLink: triggerLink, every: every, pool: pool, debounce: debounce,
-    percentile: percentile, projectsInto: projectsInto, showResult: showResult,
+    projectsInto: projectsInto, showResult: showResult,
     ensureProject: ensureProject, sizeText: sizeText, parseSize: parseSize,
     labelsText: labelsText, commandText: commandText, details: details,
     confirmBeside: confirmBeside, viewerZone: viewerZone,
