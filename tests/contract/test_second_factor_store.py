@@ -165,3 +165,19 @@ def test_enforcement_applies_from_a_role_until_enrolled(accounts: AccountStore) 
     assert factors.view("ann", "admin").required
     _enrolled(factors, clock)
     assert not factors.enrolment_needed("ann", "admin")
+
+
+def test_a_new_key_reseals_every_second_factor_in_one_go(accounts: AccountStore) -> None:
+    clock = FakeClock(T0)
+    secret, _ = _enrolled(_factors(accounts, clock), clock)
+    _factors(accounts, clock).begin("bob")  # a pending one is resealed too
+    moved = _factors(accounts, clock, key=OTHER_KEY)
+    with pytest.raises(SecretKeyMismatch):  # the old key given is not theirs: nothing moves
+        moved.reseal(SecretKey(b"x" * 32))
+    assert moved.reseal(KEY) == 2
+    stored = accounts.second_factor_get("ann")
+    assert stored is not None and stored.key_id == OTHER_KEY.key_id
+    moved.check_login("ann", totp.code_at(secret, clock.now_ms()), None)  # opens, and works
+    assert moved.reseal(KEY) == 0  # already under the new key
+    with pytest.raises(SecretKeyMismatch):
+        _factors(accounts, clock).check_login("ann", "123456", None)

@@ -23,6 +23,7 @@ from qinglong.errors import (
     NotFound,
     RateLimited,
     SecondFactorRequired,
+    SecretKeyMismatch,
 )
 from qinglong.keyring import SecretKey, key_from_environment
 from qinglong.service import totp
@@ -151,6 +152,25 @@ class SecondFactors:
             raise NotFound("user", username)
         removed = self._store.second_factor_remove(username)
         return removed, self.view(username, user.role)
+
+    def reseal(self, old: SecretKey) -> int:
+        """Seal every second factor under ``old`` again under this process's key, in one
+        transaction (after `ql secret rotate-key`): how many were. One under neither key is
+        refused, changing nothing."""
+        new = keyring.require(self._key(), "sealing the second factors again")
+
+        def again(found: SecondFactor) -> tuple[str, str] | None:
+            if found.key_id == new.key_id:
+                return None
+            what = f"{found.username}'s second factor"
+            if found.key_id != old.key_id:
+                raise SecretKeyMismatch("old-key-file", f"{what} is sealed under key "
+                                                        f"{found.key_id}, not {old.key_id}")
+            plain = keyring.open_sealed(old, found.key_id, found.sealed,
+                                        _context(found.username), what)
+            return new.key_id, keyring.seal(new, plain, _context(found.username))
+
+        return self._store.second_factor_reseal_all(again)
 
     # -- logging in ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from qinglong.errors import InvalidInput, SecondFactorEnrolmentRequired
+from qinglong.service.access import Reach
 from qinglong.service.accounts import Level, Principal, check_username
 from qinglong.service.second_factor import session_only
 from qinglong.service.views import second_factor as views
@@ -83,7 +84,7 @@ def check_enrolled(backend: WebBackend, principal: Principal, endpoint: Endpoint
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", MINE, begin, "Start enrolling a second factor (TOTP): its secret and "
-             "otpauth:// URI, shown this once", "accounts", Level.READ,
+             "otpauth:// URI, shown this once", "accounts", Level.READ, reach=Reach.SELF,
              response=views.EnrolmentView, status=201,
              description="Not on until confirmed with a current code. Starting again replaces "
                          "a pending enrolment; with one on: 409. Needs a password session "
@@ -92,11 +93,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "QL_SECRET_KEY_MISSING."),
     Endpoint("POST", MINE + "/confirm", confirm, "Turn the second factor on with a current "
              "code: 10 recovery codes, shown this once", "accounts", Level.READ,
-             body=ConfirmRequest, response=views.RecoveryCodesView,
+             reach=Reach.SELF, body=ConfirmRequest, response=views.RecoveryCodesView,
              description="A wrong code: 422 (field otp). Each recovery code logs in once "
                          "instead of a code."),
     Endpoint("DELETE", MINE, turn_off, "Turn your second factor off, with a current code or "
-             "a recovery code", "accounts", Level.READ, body=TurnOffRequest, status=204,
+             "a recovery code", "accounts", Level.READ, reach=Reach.SELF, body=TurnOffRequest,
+             status=204,
              description="A wrong or used code: 422, nothing changes; it counts as a failed "
                          "attempt (5 in 15 minutes per user, then 429 with Retry-After).",
              atomic=False),  # a refused attempt keeps its count (the throttle)

@@ -206,3 +206,29 @@ def reset_second_factor(username: str, database_url: str, as_json: bool) -> None
     respond(services(database_url), call, as_json,
             lambda view: say(f"{name}: second factor removed" if removed[0]
                              else f"{name} had no second factor"))
+
+
+@user.command("reseal-second-factors")
+@click.option("--old-key-file", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The key the second factors are sealed under now.")
+@database_url_option
+@json_option
+def reseal_second_factors(old_key_file: Path, database_url: str, as_json: bool) -> None:
+    """Seal every user's second factor again under this process's key ($QL_SECRET_KEY or
+    $QL_SECRET_KEY_FILE), in one transaction: run it after `ql secret rotate-key`, which
+    reseals the project secrets only."""
+    from qinglong.keyring import read_key_file
+
+    old = read_key_file(old_key_file, "old-key-file")
+
+    def call(opened: Services) -> dict[str, object]:
+        with opened.transaction("seal second factors again"):
+            count = opened.second_factor.reseal(old)
+            opened.accounts.audit(cli_principal(), "second-factor.reseal",
+                                  target="second factors", detail={"from": old.key_id,
+                                                                   "resealed": count})
+        return {"from_key": old.key_id, "resealed": count}
+
+    respond(services(database_url), call, as_json,
+            lambda found: say(f"sealed {found['resealed']} second factors again (they were "
+                              f"under key {found['from_key']})"))

@@ -88,3 +88,5 @@ class AccountStore(UnitStore[Rows]):
     second_factor_step_use = writes("use a one-time code", Rows.second_factor_step_use)
     recovery_code_use = writes("use a recovery code", Rows.recovery_code_use)
     second_factor_remove = writes("remove second factor", Rows.second_factor_remove)
+    second_factor_reseal_all = writes("seal second factors again",
+                                      Rows.second_factor_reseal_all)

@@ -10,13 +10,16 @@ pending until enabled; the newest time step a code was accepted for; recovery co
   accepted before (compare and set in one statement: a code is good once, even when two
   logins send it at the same moment).
 - ``recovery_code_use`` uses a recovery code once (True) of a second factor that is on.
+- ``second_factor_reseal_all`` seals every second factor again as ``reseal`` says (a new key
+  id and sealed text; None leaves it), in one transaction: a new secret key
+  (`ql user reseal-second-factors`).
 - ``second_factor_remove`` forgets a user's second factor, pending or on (True when there
   was one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +101,18 @@ class SecondFactorRows(TxUnit):
     def recovery_code_use(self, username: str, code_digest: str) -> bool:
         return self._run("recovery_code_use", {"username": username, "code_digest": code_digest,
                                                "now_ms": self.now_ms}) == 1
+
+    def second_factor_reseal_all(
+            self, reseal: Callable[[SecondFactor], tuple[str, str] | None]) -> int:
+        count = 0
+        for row in self._all("second_factor_all", {}):
+            found = second_factor_from_row(row)
+            again = reseal(found)
+            if again is not None:
+                count += self._run("second_factor_reseal", {
+                    "username": found.username, "old_key_id": found.key_id,
+                    "key_id": again[0], "sealed": again[1]})
+        return count
 
     def second_factor_remove(self, username: str) -> bool:
         return self._run("second_factor_delete", {"username": username}) > 0

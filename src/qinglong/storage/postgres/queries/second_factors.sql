@@ -37,3 +37,15 @@ UPDATE qinglong.user_recovery_codes SET used_at_ms = %(now_ms)s
  WHERE username = %(username)s AND code_digest = %(code_digest)s AND used_at_ms IS NULL
    AND EXISTS (SELECT 1 FROM qinglong.user_second_factors f
                 WHERE f.username = %(username)s AND f.enabled_at_ms IS NOT NULL);
+
+-- name: second_factor_all
+-- Every second factor (pending or on), by user name.
+SELECT f.username, f.key_id, f.sealed, f.last_step, f.created_at_ms, f.enabled_at_ms,
+       0 AS codes_left
+  FROM qinglong.user_second_factors f
+ ORDER BY f.username;
+
+-- name: second_factor_reseal
+-- Seal a second factor's secret again under another key (only while under the one read).
+UPDATE qinglong.user_second_factors SET key_id = %(key_id)s, sealed = %(sealed)s
+ WHERE username = %(username)s AND key_id = %(old_key_id)s;

@@ -37,3 +37,15 @@ UPDATE user_recovery_codes SET used_at_ms = :now_ms
  WHERE username = :username AND code_digest = :code_digest AND used_at_ms IS NULL
    AND EXISTS (SELECT 1 FROM user_second_factors f
                 WHERE f.username = :username AND f.enabled_at_ms IS NOT NULL);
+
+-- name: second_factor_all
+-- Every second factor (pending or on), by user name.
+SELECT f.username, f.key_id, f.sealed, f.last_step, f.created_at_ms, f.enabled_at_ms,
+       0 AS codes_left
+  FROM user_second_factors f
+ ORDER BY f.username;
+
+-- name: second_factor_reseal
+-- Seal a second factor's secret again under another key (only while under the one read).
+UPDATE user_second_factors SET key_id = :key_id, sealed = :sealed
+ WHERE username = :username AND key_id = :old_key_id;
