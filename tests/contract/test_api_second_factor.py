@@ -175,3 +175,16 @@ def test_enforcement_lets_a_password_session_only_enrol(enforced: Site) -> None:
     site.http.call("GET", "/api/v1/projects", auth=ann).problem(
         403, "QL_SECOND_FACTOR_ENROLMENT_REQUIRED")
     assert site.http.call("DELETE", SESSION, auth=ann).status == 204  # logging out is allowed
+
+
+def test_enforcement_counts_a_project_grant(enforced: Site, web_demo: Stores) -> None:
+    site = enforced
+    site.accounts.user_create("gus", "none", PASSWORD)  # no role on every project
+    gus = site.session("gus")
+    assert site.http.ok("GET", SESSION, gus)["second_factor"]["required"] is False
+    site.http.ok("PUT", "/api/v1/projects/demo/grants/gus", site.admin, {"role": "operator"})
+    assert site.http.ok("GET", SESSION, gus)["second_factor"]["required"] is True
+    site.http.call("GET", "/api/v1/projects/demo", auth=gus).problem(
+        403, "QL_SECOND_FACTOR_ENROLMENT_REQUIRED")
+    site.enrol(gus)
+    site.http.ok("GET", "/api/v1/projects/demo", gus)

@@ -76,3 +76,9 @@ def test_the_policy_names_a_role_and_covers_the_roles_above_it() -> None:
     assert not SecondFactorPolicy().applies_to("admin")
     with pytest.raises(InvalidInput):
         SecondFactorPolicy("root")
+
+
+def test_a_project_grant_counts_toward_the_policy() -> None:
+    policy = SecondFactorPolicy("admin")
+    assert not policy.applies_to("viewer", (("a", "operator"),))
+    assert policy.applies_to("none", (("a", "viewer"), ("b", "admin")))

@@ -45,10 +45,14 @@ TURN_OFF_LIMIT = 5  # wrong codes per user, when turning it off, in TURN_OFF_WIN
 TURN_OFF_WINDOW_MS = 15 * 60_000
 
 
+Grants = tuple[tuple[str, str], ...]  # (project, role): a user's per-project roles
+
+
 @dataclass(frozen=True, slots=True)
 class SecondFactorPolicy:
     """Which roles must log in with a second factor: ``required_from`` and every role above
-    it (None: nobody must)."""
+    it (None: nobody must). A user's highest role counts: the one on every project, or one a
+    project grants (a project's admin is covered by ``admin``)."""
 
     required_from: str | None = None
 
@@ -57,10 +61,11 @@ class SecondFactorPolicy:
             raise InvalidInput("require-second-factor",
                                "must be one of " + ", ".join(ENFORCE_CHOICES))
 
-    def applies_to(self, role: str) -> bool:
+    def applies_to(self, role: str, grants: Grants = ()) -> bool:
         if self.required_from is None:
             return False
-        return ROLE_RANK.get(role, 0) >= ROLE_RANK[self.required_from]
+        highest = max(ROLE_RANK.get(r, 0) for r in (role, *(g for _, g in grants)))
+        return highest >= ROLE_RANK[self.required_from]
 
 
 def _context(username: str) -> bytes:
@@ -78,18 +83,18 @@ class SecondFactors:
 
     # -- what a user has -----------------------------------------------------------------
 
-    def view(self, username: str, role: str) -> SecondFactorView:
+    def view(self, username: str, role: str, grants: Grants = ()) -> SecondFactorView:
         found = self._store.second_factor_get(username)
         enabled = found is not None and found.enabled
         return SecondFactorView(
             enabled=enabled, pending=found is not None and not found.enabled,
-            required=self.policy.applies_to(role),
+            required=self.policy.applies_to(role, grants),
             recovery_codes_left=found.codes_left if found is not None and enabled else 0)
 
-    def enrolment_needed(self, username: str, role: str) -> bool:
-        """Whether a password session of this user may do nothing but enrol: their role must
-        have a second factor and they have none on."""
-        if not self.policy.applies_to(role):
+    def enrolment_needed(self, username: str, role: str, grants: Grants = ()) -> bool:
+        """Whether a password session of this user may do nothing but enrol: their role (or
+        a project's grant) must have a second factor and they have none on."""
+        if not self.policy.applies_to(role, grants):
             return False
         found = self._store.second_factor_get(username)
         return found is None or not found.enabled
@@ -151,7 +156,7 @@ class SecondFactors:
         if user is None:
             raise NotFound("user", username)
         removed = self._store.second_factor_remove(username)
-        return removed, self.view(username, user.role)
+        return removed, self.view(username, user.role, self._store.grants_of(username))
 
     def reseal(self, old: SecretKey) -> int:
         """Seal every second factor under ``old`` again under this process's key, in one

@@ -46,7 +46,7 @@ def whoami(call: Call) -> Reply:
     who = call.who
     state = None
     if who.via == "session":
-        state = call.backend.second_factor.view(who.username, who.role)
+        state = call.backend.second_factor.view(who.username, who.role, who.grants)
     return Reply(principal_view(who).extended(WhoamiView, second_factor=state))
 
 

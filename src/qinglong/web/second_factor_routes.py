@@ -76,7 +76,8 @@ def check_enrolled(backend: WebBackend, principal: Principal, endpoint: Endpoint
     separate credential: not gated (docs/security.md#second-factor)."""
     if principal.via != "session" or (endpoint.method, endpoint.path) in ENROLMENT_ROUTES:
         return
-    if backend.second_factor.enrolment_needed(principal.username, principal.role):
+    if backend.second_factor.enrolment_needed(principal.username, principal.role,
+                                              principal.grants):
         raise SecondFactorEnrolmentRequired(
             f"{principal.username} ({principal.role}) must have a second factor: enrol one on "
             f"the Account page (POST {MINE}) before anything else")
