@@ -45,6 +45,11 @@ class Site:
         self.stores.accounts.user_create(UserCreateParams(username=name, role=role,
                                                           password_hash="$argon2id$x"))
 
+    def audited(self) -> list[tuple[str, str, dict[str, object]]]:
+        """(actor, action, detail) of the audit entries, oldest first."""
+        return [(e.actor, e.action, e.detail)
+                for e in reversed(self.backend.accounts.audit_list(None, 100))]
+
     def whoami(self, reply: Reply) -> dict[str, Any]:
         answer = get(self.browser.base + "/api/v1/session",
                      cookies={"ql_session": reply.cookies["ql_session"]})
@@ -119,6 +124,8 @@ def test_a_login_ends_with_a_working_session_and_links_the_identity(site: Site) 
     assert (me["username"], me["role"], me["via"]) == ("ann", "operator", "session")
     linked = site.stores.oidc.identity_link(site.issuer.url, "sub-ann", "ann")
     assert (linked.created, linked.conflict) == (False, None)  # linked at the login
+    assert site.audited() == [("ann", "sso.link", {"issuer": site.issuer.url,
+                                                   "subject": "sub-ann"})]
     # a session write needs the CSRF token derived from the cookie, as after a password login
     secret = reply.cookies["ql_session"]
     http = Http(int(site.browser.base.rsplit(":", 1)[1]))
@@ -268,6 +275,10 @@ def test_an_unknown_user_is_created_with_the_configured_role(
     assert (me["username"], me["role"]) == ("cy@example.test", "viewer")
     created = site.stores.accounts.user_get("cy@example.test")
     assert created is not None and created.password_hash == "!sso"  # no password logs in
+    assert [(actor, action) for actor, action, _ in site.audited()] == [
+        ("cy@example.test", "user.create"), ("cy@example.test", "sso.link")]
+    assert site.audited()[0][2] == {"role": "viewer", "by": "single sign-on",
+                                    "issuer": site.issuer.url}
     site.issuer.user = {"sub": "sub-dee", "email": "dee@example.test", "email_verified": False}
     refused(site.browser.login(), "not verified")
 
@@ -281,6 +292,10 @@ def test_another_subject_for_a_linked_user_is_refused(site: Site) -> None:
     refused(site.browser.login(), "linked to another user")
     site.issuer.user = {"sub": "sub-ann", "preferred_username": "ann"}
     assert site.browser.login().status == 303
+    assert [(actor, action, detail.get("subject")) for actor, action, detail in
+            site.audited()] == [("ann", "sso.link", "sub-ann"),
+                                ("ann", "sso.refuse", "sub-mallory"),
+                                ("bob", "sso.refuse", "sub-ann")]
 
 
 def test_a_disabled_user_is_refused(site: Site) -> None:

@@ -17,7 +17,9 @@
    a disabled user is refused. The identity (issuer, subject) is linked to the user at the
    first login; a login naming a linked user with another subject, or a linked subject
    naming another user, is refused. Then a session is created exactly as the password login
-   creates one (the same cookie, the same CSRF token derived from it).
+   creates one (the same cookie, the same CSRF token derived from it). A user created, an
+   identity linked and a login refused for its link are audited (``user.create``,
+   ``sso.link``, ``sso.refuse``; actor: the user the claim names, ``via: session``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ from qinglong.service.logins import USERNAME, digest
 from qinglong.service.oidc_provider import OidcProvider
 from qinglong.service.sso_settings import CALLBACK_PATH
 from qinglong.storage.accounts import AccountStore
-from qinglong.storage.accounts.params import SessionCreateParams, UserCreateParams
+from qinglong.storage.accounts.params import (
+    AuditWriteParams,
+    SessionCreateParams,
+    UserCreateParams,
+)
 from qinglong.storage.oidc import OidcStore, PendingCreateParams
 
 STATE_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -115,7 +121,16 @@ class SingleSignOn:
         claims = self.provider.verify(token, nonce=pending.nonce)
         username = self._username(claims)
         created = self._user(username)
-        linked = self._store.identity_link(settings.issuer, claims["sub"], username)
+        subject = claims["sub"]
+        if created:
+            self._audit(username, "user.create", client, role=settings.create_role,
+                        by="single sign-on", issuer=settings.issuer)
+        linked = self._store.identity_link(settings.issuer, subject, username)
+        if linked.created or linked.conflict is not None:
+            self._audit(username, "sso.link" if linked.conflict is None else "sso.refuse",
+                        client, issuer=settings.issuer, subject=subject,
+                        linked_to=None if linked.conflict is None
+                        else f"{linked.conflict.username} as {linked.conflict.subject}")
         if linked.conflict is not None:
             if linked.conflict.username != username:
                 raise SsoRefused(f"this identity of the provider is linked to another user, "
@@ -130,6 +145,13 @@ class SingleSignOn:
         return LoggedIn(username=username, role=session.role, secret=secret,
                         csrf_token=csrf_token_for(secret), next_path=pending.next_path,
                         created_user=created, linked=linked.created)
+
+    def _audit(self, username: str, action: str, client: str | None,
+               **detail: object) -> None:
+        """An audit entry of a login (the user it names as actor, ``via: session``)."""
+        self._accounts.audit_write(AuditWriteParams(
+            actor=username, via="session", action=action, target=f"user {username}",
+            detail={k: v for k, v in detail.items() if v is not None}, client=client))
 
     def _username(self, claims: dict[str, Any]) -> str:
         claim = self.provider.settings.user_claim
