@@ -283,6 +283,15 @@ def test_an_unknown_user_is_created_with_the_configured_role(
     refused(site.browser.login(), "not verified")
 
 
+def test_a_user_created_with_the_role_none_has_only_grants(
+        make_site: Callable[..., Site]) -> None:
+    site = make_site(create_role="none")
+    site.issuer.user = {"sub": "sub-eve", "preferred_username": "eve"}
+    reply = site.browser.login()
+    assert reply.status == 303, reply.body
+    assert site.whoami(reply)["role"] == "none"
+
+
 def test_another_subject_for_a_linked_user_is_refused(site: Site) -> None:
     site.user("bob")
     assert site.browser.login().status == 303  # ann is linked to sub-ann

@@ -81,11 +81,13 @@ def sso_options(func: F) -> F:
                      default="preferred_username", show_default=True,
                      help="The ID token claim that names the qinglong user (lowercased; an "
                           "email only when the provider marks it verified)."),
-        click.option("--oidc-create-users", type=click.Choice(["viewer", "operator", "admin"]),
+        click.option("--oidc-create-users",
+                     type=click.Choice(["none", "viewer", "operator", "admin"]),
                      metavar="ROLE",
                      help="Create a user the claim names who does not exist yet, with this "
-                          "role (viewer, operator or admin; no password: single sign-on "
-                          "only). Default: refuse the login; an admin creates users."),
+                          "role (none: only what per-project grants give, viewer, operator or "
+                          "admin; no password: single sign-on only). Default: refuse the "
+                          "login; an admin creates users."),
         click.option("--oidc-redirect-uri", envvar="QL_OIDC_REDIRECT_URI", metavar="URL",
                      help="The callback URL registered with the provider, ending in "
                           "/api/v1/sso/callback. Default: made from the request's Host "

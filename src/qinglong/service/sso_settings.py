@@ -13,7 +13,7 @@ USER_CLAIMS = ("preferred_username", "email")
 CALLBACK_PATH = "/api/v1/sso/callback"
 DEFAULT_SCOPES = "openid profile email"
 PENDING_LIFETIME_MS = 10 * 60_000  # a login must come back from the provider within this
-ROLES = ("viewer", "operator", "admin")
+ROLES = ("none", "viewer", "operator", "admin")  # none: only what grants give
 
 
 def loopback(host: str) -> bool:
