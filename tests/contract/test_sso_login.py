@@ -256,6 +256,18 @@ def test_a_code_of_another_login_fails_pkce(site: Site) -> None:
     assert site.issuer.token_refusals == ["PKCE verifier does not match"]
 
 
+def test_a_failing_provider_answers_502_and_no_session(site: Site) -> None:
+    for path in ("/jwks", "/token"):
+        site.issuer.broken = {path}
+        reply = site.browser.login()
+        assert reply.status == 502, (path, reply.body)
+        body = json.loads(reply.body)
+        assert body["code"] == "QL_SSO_PROVIDER_FAILED" and "answered 500" in body["detail"]
+        assert "ql_session" not in reply.cookies
+    site.issuer.broken = set()
+    assert site.browser.login().status == 303
+
+
 # --- the user -------------------------------------------------------------------------------
 
 

@@ -59,6 +59,7 @@ class Issuer:
                                      "email": "ann@example.test", "email_verified": True}
         self.tamper = Tamper()
         self.document: dict[str, Any] = {}  # merged over the discovery document
+        self.broken: set[str] = set()  # paths that answer 500
         self.grants: dict[str, Grant] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.token_refusals: list[str] = []
@@ -165,7 +166,9 @@ class Issuer:
             def do_GET(self) -> None:
                 parts = urllib.parse.urlsplit(self.path)
                 issuer.requests.append(("GET", parts.path))
-                if parts.path == "/.well-known/openid-configuration":
+                if parts.path in issuer.broken:
+                    self._json(500, {"error": "server_error"})
+                elif parts.path == "/.well-known/openid-configuration":
                     self._json(200, issuer.discovery())
                 elif parts.path == "/jwks":
                     self._json(200, issuer.jwks())
@@ -181,6 +184,9 @@ class Issuer:
                 issuer.requests.append(("POST", parts.path))
                 length = int(self.headers.get("Content-Length", "0"))
                 form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                if parts.path in issuer.broken:
+                    self._json(500, {"error": "server_error"})
+                    return
                 if parts.path != "/token":
                     self._json(404, {"error": "not_found"})
                     return
