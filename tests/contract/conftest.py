@@ -118,6 +118,12 @@ class Backend(abc.ABC):
     def pass_time(self, ms: int) -> None:
         """Let ``ms`` pass on that clock (SQLite: the fake clock; PostgreSQL: real time)."""
 
+    @abc.abstractmethod
+    def age_sessions(self, ms: int) -> None:
+        """As if ``ms`` passed for every browser session, exactly: SQLite's fake clock moves
+        on; on PostgreSQL, whose clock is real, every instant a session holds moves back by
+        ``ms`` (a wait could not be exact on a busy machine)."""
+
     # -- tampering (as the database owner; test-only) -------------------------------------
 
     @abc.abstractmethod
@@ -258,6 +264,9 @@ class SqliteBackend(Backend):
     def pass_time(self, ms: int) -> None:
         self.fake_clock.advance(ms)
 
+    def age_sessions(self, ms: int) -> None:
+        self.fake_clock.advance(ms)
+
     def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
         return self._execute(
             "UPDATE trigger_revisions SET spec_json = replace(spec_json, ?, ?) "
@@ -365,6 +374,12 @@ class PgBackend(Backend):
         until = self.now_ms() + ms
         while (left := until - self.now_ms()) > 0:
             time.sleep(left / 1000)
+
+    def age_sessions(self, ms: int) -> None:
+        self.db.execute(
+            "UPDATE user_sessions SET created_at_ms = created_at_ms - %s, "
+            "expires_at_ms = expires_at_ms - %s, idle_expires_at_ms = idle_expires_at_ms - %s, "
+            "seen_at_ms = seen_at_ms - %s, ended_at_ms = ended_at_ms - %s", [ms] * 5)
 
     def tamper_trigger_spec(self, old: str, new: str, trigger_id: str | None = None) -> int:
         rows = self.db.execute(
