@@ -29,7 +29,7 @@ from qinglong.web.field_rules import NO_CONTROLS
 from qinglong.web.openapi import build_openapi
 from qinglong.web.problems import json_bytes
 from qinglong.web.requests import TriggerPublishRequest
-from qinglong.web.routing import IDENTIFIERS, QUALIFIED, Query, read_body, read_path
+from qinglong.web.routing import IDENTIFIERS, QUALIFIED, Query, read_body, read_path, read_query
 
 DOCUMENT: dict[str, Any] = build_openapi(api_endpoints())
 PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
@@ -189,6 +189,12 @@ def test_text_query_parameters_state_that_control_characters_are_refused() -> No
     with pytest.raises(InvalidInput) as refused:
         Query("cursor", "str", "").read("a\x1fb")
     assert refused.value.field == "cursor"
+    # and a query parameter with no name (``?=x``) was refused naming the field ""
+    runs = next(e for e in api_endpoints() if (e.method, e.path) == ("GET", "/api/v1/runs"))
+    for name, field in (("", "query"), ("\x01", "query"), ("colour", "colour")):
+        with pytest.raises(InvalidInput) as refused:
+            read_query(runs, {name: "x"}, [name])
+        assert refused.value.field == field, name
 
 
 def test_a_body_number_with_no_fraction_is_the_integer_it_equals() -> None:

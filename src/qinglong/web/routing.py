@@ -45,6 +45,7 @@ FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9998, 12, 31)  # a day and the next
 _WHOLE = re.compile(r"-?[0-9]{1,19}")
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_QUERY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a query name a problem's field may repeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +324,8 @@ def read_query(endpoint: Endpoint, params: Mapping[str, str], names: list[str]) 
     for name in names:
         if name not in known:
             hint = f" (known: {', '.join(sorted(known))})" if known else ""
+            if not _QUERY_NAME.fullmatch(name):  # no name, or none to repeat as a field
+                raise InvalidInput("query", "has a parameter this route does not take" + hint)
             raise InvalidInput(name, "is not a query parameter of this route" + hint)
         if names.count(name) > 1:
             raise InvalidInput(name, "is given more than once")
