@@ -163,6 +163,18 @@ def test_pins_are_each_users_own_and_come_back_in_pin_order(site: Site,
     assert [(p["kind"], p["id"]) for p in http.ok("GET", "/api/v1/me/pins", vic)] == [
         ("trigger", "spare-t"), ("task", "job")]
     assert http.ok("GET", "/api/v1/me/pins", ann) == []
+    # the listings say which are the caller's pins
+    assert "pinned" not in http.ok("GET", "/api/v1/triggers", vic)[0]  # only when asked
+    assert {t["trigger"]: t["pinned"] for t in http.ok("GET", "/api/v1/triggers?pins=true",
+                                                       vic)} == {
+        "nightly-job": False, "spare-t": True, "theirs-t": False}
+    assert not any(t["pinned"] for t in http.ok("GET", "/api/v1/triggers?pins=1", ann))
+    assert {t["task"]: t["pinned"] for t in http.ok("GET", f"{DEMO}/tasks?pins=true", vic)} == {
+        "job": True, "spare": False}
+    summary = http.ok("GET", "/api/v1/triggers/summary?project=demo&pins=true", vic)
+    assert [(i["trigger"], i["pinned"]) for i in summary["items"]] == [
+        ("nightly-job", False), ("spare-t", True)]
+    assert http.ok("GET", f"{DEMO}/triggers/spare-t?pins=true", vic)["pinned"] is True
     http.call("PUT", "/api/v1/me/pins/demo/tasks/ghost", auth=vic, body={}).problem(
         404, "QL_NOT_FOUND")
     assert http.call("DELETE", "/api/v1/me/pins/demo/tasks/job", auth=vic).status == 204

@@ -116,9 +116,9 @@ COMMANDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "secret": ("env", "secret", ()),
     "script": ("script", "script", ()),
     "serve": ("serve", "serve", ()),
-    "task": ("task", "task", ("manual",)),  # ql task run
+    "task": ("task", "task", ("manual", "labels")),  # ql task run, ql task label
     "token": ("token", "token", ()),
-    "trigger": ("trigger", "trigger", ("backfill", "ledger", "manual")),
+    "trigger": ("trigger", "trigger", ("backfill", "ledger", "manual", "labels")),
     "user": ("user", "user", ("user_grants",)),  # ql user grant
     "web": ("web", "web", ()),
     "worker": ("worker", "worker", ()),

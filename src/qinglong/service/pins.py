@@ -9,7 +9,8 @@ Saved filters are the user's own text: applying one asks the API as any other qu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from typing import TypeVar
 
 from qinglong.domain.identifiers import entity_id, project_id
 from qinglong.domain.organise import (
@@ -21,9 +22,11 @@ from qinglong.domain.organise import (
 from qinglong.errors import NotFound
 from qinglong.service.access import require_on
 from qinglong.service.accounts import Level, Principal
-from qinglong.service.views.base import instant
+from qinglong.service.views.base import ViewModel, instant
 from qinglong.service.views.organise import PinView, SavedFilterView
 from qinglong.storage.pins import Pin, PinKey, PinStore, SavedFilter, SavedFilterPutParams
+
+V = TypeVar("V", bound=ViewModel)
 
 
 def pin_view(pin: Pin) -> PinView:
@@ -59,6 +62,17 @@ class Pins:
     def unpin(self, who: Principal, kind: str, project: str, entity: str) -> None:
         if not self._store.pin_remove(self._key(who, kind, project, entity)):
             raise NotFound("pin", f"{kind} {project}/{entity}")
+
+    def marked(self, who: Principal, kind: str, views: Sequence[V]) -> list[V]:
+        """``views`` (of tasks or triggers: their ``project`` and ``task`` or ``trigger``),
+        each with ``pinned`` saying whether ``who`` pinned it (one read of the pins)."""
+        mine = {(p.project_id, p.entity_id) for p in self._store.pin_list(who.username)
+                if p.kind == kind}
+        found = []
+        for view in views:
+            key = view.model_dump(include={"project", kind})
+            found.append(view.model_copy(update={"pinned": (key["project"], key[kind]) in mine}))
+        return found
 
     def pins(self, who: Principal, visible: Collection[str] | None) -> list[PinView]:
         """``who``'s pins of live tasks and triggers in the projects ``visible`` (None:

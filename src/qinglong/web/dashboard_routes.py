@@ -15,9 +15,12 @@ from qinglong.web.routing import LABEL_FILTER, Call, Endpoint, Query, Reply
 def trigger_summary(call: Call) -> Reply:
     q = call.query
     project = q["project"]
-    return Reply(call.backend.summaries.page(
+    page = call.backend.summaries.page(
         None if project is None else project_id(project), cursor=q["cursor"],
-        limit=q["limit"], window=q["window"], visible=call.visible, label=q["label"]))
+        limit=q["limit"], window=q["window"], visible=call.visible, label=q["label"])
+    if q["pins"]:  # which are the caller's pins
+        page.items = call.backend.pins.marked(call.who, "trigger", page.items)
+    return Reply(page)
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -34,5 +37,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                           MAX_WINDOW, default=DEFAULT_WINDOW),
                     Query("cursor", "str", "next_cursor of the previous page"),
                     Query("label", "str", "Only the triggers with this label",
-                          rule=LABEL_FILTER))),
+                          rule=LABEL_FILTER),
+                    Query("pins", "bool", "Say which are your pins (pinned: true or false)",
+                          default=False))),
 )

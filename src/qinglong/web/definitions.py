@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from qinglong.domain.durations import parse_duration_ms
 from qinglong.domain.identifiers import entity_id, project_id
@@ -22,17 +22,25 @@ from qinglong.service.params import (
 )
 from qinglong.service.preview import MAX_PREVIEW, schedule_preview
 from qinglong.service.views import reports, tasks, triggers
+from qinglong.service.views.base import ViewModel
 from qinglong.service.working_directory import check_directory_here
 from qinglong.web import requests as rq
 from qinglong.web.routing import LABEL_FILTER, Call, Endpoint, Query, Reply, read_instant
 from qinglong.web.task_patch import task_patch
 
+V = TypeVar("V", bound=ViewModel)
 P = "/api/v1/projects/{project}"
 T = P + "/tasks/{task}"
 G = P + "/triggers/{trigger}"
 NEXT = Query("next", "int", "How many upcoming fire times to show", 0, 100, default=1)
 ALL = Query("include_deleted", "bool", "Include deleted ones", default=False)
 LABEL = Query("label", "str", "Only the ones with this label", rule=LABEL_FILTER)
+PINS = Query("pins", "bool", "Say which are your pins (pinned: true or false)", default=False)
+
+
+def _pins(call: Call, kind: str, views: list[V]) -> list[V]:
+    """``views``, each marked pinned or not for the caller when ``?pins=true`` asks."""
+    return call.backend.pins.marked(call.who, kind, views) if call.query["pins"] else views
 
 
 def _project(call: Call) -> str:
@@ -136,8 +144,8 @@ def resume_project(call: Call) -> Reply:
 
 
 def list_tasks(call: Call) -> Reply:
-    return Reply(call.backend.catalog.task_list(_project(call), call.query["include_deleted"],
-                                                label=call.query["label"]))
+    return Reply(_pins(call, "task", call.backend.catalog.task_list(
+        _project(call), call.query["include_deleted"], label=call.query["label"])))
 
 
 def show_task(call: Call) -> Reply:
@@ -200,16 +208,17 @@ def _delete(kind: Literal["task", "trigger"]) -> Callable[[Call], Reply]:
 def list_all_triggers(call: Call) -> Reply:
     project = call.query["project"]
     shown = call.visible
-    return Reply([view for view in call.backend.catalog.trigger_list(
-        None if project is None else project_id(project), next_count=call.query["next"],
-        include_deleted=call.query["include_deleted"], label=call.query["label"])
-        if shown is None or view.project in shown])
+    return Reply(_pins(call, "trigger", [
+        view for view in call.backend.catalog.trigger_list(
+            None if project is None else project_id(project), next_count=call.query["next"],
+            include_deleted=call.query["include_deleted"], label=call.query["label"])
+        if shown is None or view.project in shown]))
 
 
 def list_triggers(call: Call) -> Reply:
-    return Reply(call.backend.catalog.trigger_list(
+    return Reply(_pins(call, "trigger", call.backend.catalog.trigger_list(
         _project(call), next_count=call.query["next"],
-        include_deleted=call.query["include_deleted"], label=call.query["label"]))
+        include_deleted=call.query["include_deleted"], label=call.query["label"])))
 
 
 def show_trigger(call: Call) -> Reply:
@@ -218,7 +227,7 @@ def show_trigger(call: Call) -> Reply:
                                               include_deleted=True, trigger_id=trigger)
     if not found:
         raise NotFound("trigger", trigger)
-    return Reply(found[0])
+    return Reply(_pins(call, "trigger", found)[0])
 
 
 def _overlap(body: rq.TriggerPublishRequest) -> Overlap | None:
@@ -324,7 +333,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "projects", Level.OPERATE, body=rq.Empty, response=triggers.TriggerView, many=True),
     Endpoint("GET", f"{P}/tasks", list_tasks, "List the tasks of a project (current revisions; "
              "environment names only)", "tasks", Level.READ, response=tasks.TaskView, many=True,
-             query=(ALL, LABEL)),
+             query=(ALL, LABEL, PINS)),
     Endpoint("GET", T, show_task, "Show a task with every revision and what each changed",
              "tasks", Level.READ, response=tasks.TaskShowView),
     Endpoint("POST", f"{T}/revisions", publish_task,
@@ -342,12 +351,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/api/v1/triggers", list_all_triggers,
              "List triggers with their state and next fire times", "triggers", Level.READ,
              response=triggers.TriggerView, many=True, reach=Reach.LISTING,
-             query=(Query("project", "str", "Only this project"), NEXT, ALL, LABEL)),
+             query=(Query("project", "str", "Only this project"), NEXT, ALL, LABEL, PINS)),
     Endpoint("GET", f"{P}/triggers", list_triggers, "List the triggers of a project",
              "triggers", Level.READ, response=triggers.TriggerView, many=True,
-             query=(NEXT, ALL, LABEL)),
+             query=(NEXT, ALL, LABEL, PINS)),
     Endpoint("GET", G, show_trigger, "Show a trigger: its state and next fire times",
-             "triggers", Level.READ, response=triggers.TriggerView, query=(NEXT,)),
+             "triggers", Level.READ, response=triggers.TriggerView, query=(NEXT, PINS)),
     Endpoint("POST", f"{G}/revisions", publish_trigger,
              "Publish a trigger revision (its schedule restarts from now; a no-op when nothing "
              "changes: 200, else 201)", "triggers", Level.ADMIN, body=rq.TriggerPublishRequest,

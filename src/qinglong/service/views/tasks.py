@@ -90,6 +90,8 @@ class TaskView(TaskRevisionView):
     labels: list[str] | None = Field(default=None, description=(
         "Its labels, sorted (organising tags set beside the revisions: PUT .../labels); "
         "in listings and shows"))
+    pinned: bool | None = Field(default=None, description=(
+        "Whether you pinned it (GET /api/v1/me/pins): in the API's listings asked ?pins=true"))
 
 
 class Change(ViewModel):

@@ -88,6 +88,8 @@ class TriggerView(TriggerRevisionView):
     labels: list[str] | None = Field(default=None, description=(
         "Its labels, sorted (organising tags set beside the revisions: PUT .../labels); "
         "in listings and shows"))
+    pinned: bool | None = Field(default=None, description=(
+        "Whether you pinned it (GET /api/v1/me/pins): in the API's listings asked ?pins=true"))
 
 
 def jitter_view(revision: TriggerRevision) -> JitterView | None:

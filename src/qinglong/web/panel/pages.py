@@ -74,10 +74,11 @@ class StaticFile:
 
 
 # The scripts load in this order: editor.js (what the script editor needs), panel.js (the
-# helpers, as window.QL, and the first pages), then each page script, which adds its pages to
-# QL.pages; the page is filled once all of them have loaded.
-PAGE_SCRIPTS = ("editor.js", "panel.js", "editors.js", "controls.js", "admin.js", "dashboard.js",
-                "account.js")
+# helpers, as window.QL, and the first pages), organise.js (labels, pins and saved filters: it
+# wraps QL.api before the page scripts take it), then each page script, which adds its pages
+# to QL.pages; the page is filled once all of them have loaded.
+PAGE_SCRIPTS = ("editor.js", "panel.js", "organise.js", "editors.js", "controls.js", "admin.js",
+                "dashboard.js", "account.js")
 STATIC_FILES = (*PAGE_SCRIPTS, "panel.css")
 
 
