@@ -11,7 +11,7 @@ import pytest
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from tests.browser.panel_support import Panel, Site, publish_shell_task
+from tests.browser.panel_support import PASSWORD, Panel, Site, publish_shell_task
 from tests.support.test_api_support import Auth
 
 pytestmark = pytest.mark.slow
@@ -189,3 +189,31 @@ def test_a_viewer_sees_labels_but_no_label_editing_control(panel: Panel, site: S
     panel.open("/", "dashboard")
     panel.until(lambda d: panel.css("#triggers button[data-pin]"), "the dashboard's pins")
     assert not panel.css("[data-edit-labels]")
+
+
+def test_an_operator_of_one_project_edits_labels_there_only(panel: Panel, site: Site) -> None:
+    world(site)
+    publish_shell_task(site, "elsewhere", "theirs", "true")
+    site.http.ok("POST", "/api/v1/users", site.admin,
+                 {"username": "opal", "role": "none", "password": PASSWORD}, (201, 409))
+    site.http.ok("PUT", f"/api/v1/projects/{PROJECT}/grants/opal", site.admin,
+                 {"role": "operator"})
+    site.http.ok("PUT", "/api/v1/projects/elsewhere/grants/opal", site.admin,
+                 {"role": "viewer"})
+    panel.login("opal")
+    panel.open("/tasks", "tasks")
+    panel.until(lambda d: panel.css('#tasks tr[data-task="elsewhere/theirs"] button[data-pin]')
+                and panel.css(f'#tasks tr[data-task="{PROJECT}/alpha"] button[data-pin]'),
+                "both projects' tasks")
+    assert panel.css(f'#tasks button[data-edit-labels="{PROJECT}/alpha"]')
+    assert not panel.css('#tasks button[data-edit-labels="elsewhere/theirs"]')
+    # the API refuses it too: a viewer of that project
+    answer = site.http.call("PUT", "/api/v1/projects/elsewhere/tasks/theirs/labels",
+                            auth=panel_token(site, "opal"), body={"labels": ["x"]})
+    answer.problem(403, "QL_FORBIDDEN")
+
+
+def panel_token(site: Site, username: str) -> Auth:
+    made = site.http.ok("POST", "/api/v1/tokens", site.admin,
+                        {"name": "organise", "scope": "operate", "username": username}, 201)
+    return Auth(token=str(made["token"]), label=username)
