@@ -20,8 +20,9 @@
     "unplaceable", "started", "succeeded", "running_long", "late_start"];
   var ACTIONS = ["project", "project.create", "project.archive", "project.unarchive",
     "project.pause", "project.resume", "project.env.set", "project.env.remove", "task",
-    "task.publish", "task.enable", "task.disable", "task.delete", "trigger", "trigger.publish",
-    "trigger.enable", "trigger.disable", "trigger.pause", "trigger.resume", "trigger.delete",
+    "task.publish", "task.enable", "task.disable", "task.delete", "task.label", "trigger",
+    "trigger.publish", "trigger.enable", "trigger.disable", "trigger.pause", "trigger.resume",
+    "trigger.delete", "trigger.label",
     "trigger.backfill", "run", "run.now", "run.cancel", "notify", "notify.channel.put",
     "notify.channel.remove", "notify.rule.add", "notify.rule.remove", "notify.test",
     "notify.retry", "token", "token.create", "token.revoke", "user", "user.create",
