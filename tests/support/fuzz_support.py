@@ -232,6 +232,8 @@ class Fuzz:
         self.examples = examples
         self.seed = seed
         self.schema = schemathesis.openapi.from_dict(target.document)
+        # no generated Authorization header or session cookie: the run's token authenticates
+        self.schema.config.generation.update(with_security_parameters=False)
         self.codes = error_codes()
         self.tally = Tally()
 
@@ -254,11 +256,12 @@ class Fuzz:
         return [("positive", positive),
                 ("negative", operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))]
 
-    def run(self, auth: Auth, *, writes_only: bool = False,
+    def run(self, auth: Auth, *, writes_only: bool = False, examples: int | None = None,
             refused: Callable[[dict[str, Any]], int | None] = lambda op: None,
             skip: Callable[[str, str], bool] = lambda method, path: False) -> Tally:
-        """Every operation (only the writes with ``writes_only``); ``refused(operation)`` is
-        the status every case must get (None: any the document allows)."""
+        """Every operation (only the writes with ``writes_only``), ``examples`` cases of each
+        (default: the run's); ``refused(operation)`` is the status every case must get (None:
+        any the document allows)."""
         for operation in self.operations():
             method, path = operation.method.upper(), operation.path
             if (writes_only and method not in WRITES) or skip(method, path):
@@ -268,13 +271,14 @@ class Fuzz:
             if writes_only:
                 modes = modes[:1]
             for mode, strategy in modes:
-                self._examples(operation, spec, mode, strategy, auth, refused(spec))
+                self._examples(operation, mode, strategy, auth, refused(spec),
+                               examples or self.examples)
         return self.tally
 
-    def _examples(self, operation: Any, spec: dict[str, Any], mode: str, strategy: Any,
-                  auth: Auth, wanted: int | None) -> None:
+    def _examples(self, operation: Any, mode: str, strategy: Any, auth: Auth,
+                  wanted: int | None, examples: int) -> None:
         @fixed_seed(self.seed)
-        @settings(max_examples=self.examples, database=None,
+        @settings(max_examples=examples, database=None,
                   deadline=None, phases=[Phase.explicit, Phase.generate], print_blob=False,
                   suppress_health_check=list(HealthCheck))
         @given(case=strategy)
@@ -290,7 +294,6 @@ class Fuzz:
 
     def _send(self, case: Case, operation: Any, mode: str, auth: Auth,
               wanted: int | None) -> None:
-        case.cookies = {}  # the token authenticates (a generated session cookie is ignored)
         writes = operation.method.upper() in WRITES
         before = self.target.before_write() if writes else None
         response = case.call(base_url=self.target.base_url, headers=auth.headers(),
