@@ -50,6 +50,14 @@ def test_labels_are_shown_set_and_cleared(db: Callable[..., Result]) -> None:
         "project": "demo", "kind": "trigger", "id": "yearly", "labels": ["eu"]}
     listed = json.loads(_ok(db("trigger", "list", "--json")))
     assert [t["labels"] for t in listed] == [["eu"]]
+    assert json.loads(_ok(db("trigger", "list", "--label", "eu", "--json")))[0]["trigger"] == (
+        "yearly")
+    assert json.loads(_ok(db("trigger", "list", "--label", "us", "--json"))) == []
+    db("task", "label", *task, "--set", "nightly")
+    assert [t["task"] for t in json.loads(_ok(db("task", "list", "--project", "demo",
+                                                 "--label", "nightly", "--json")))] == ["job"]
+    assert_one_line_error(db("task", "list", "--project", "demo", "--label", "Not One"), 2,
+                          "label")
 
 
 @pytest.mark.parametrize(("argv", "needle"), [

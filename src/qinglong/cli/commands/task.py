@@ -281,12 +281,14 @@ def publish(
 @task.command("list")
 @project_option
 @click.option("--all", "include_deleted", is_flag=True, help="Include deleted tasks.")
+@click.option("--label", metavar="LABEL", help="Only the tasks with this label.")
 @database_url_option
 @json_option
-def list_tasks(project: str, include_deleted: bool, database_url: str, as_json: bool) -> None:
+def list_tasks(project: str, include_deleted: bool, label: str | None, database_url: str,
+               as_json: bool) -> None:
     """List the current revision of every task in a project (environment values are never
     shown, only their names)."""
-    respond(catalog(database_url), lambda cat: cat.task_list(project, include_deleted),
+    respond(catalog(database_url), lambda cat: cat.task_list(project, include_deleted, label),
             as_json, _task_table)
 
 

@@ -256,10 +256,11 @@ def resume(project: str, trigger_id: str, actor: str, database_url: str, as_json
 @click.option("--next", "next_count", type=click.IntRange(0, 100), default=1, show_default=True,
               help="How many upcoming fire times to show.")
 @click.option("--all", "include_deleted", is_flag=True, help="Include deleted triggers.")
+@click.option("--label", metavar="LABEL", help="Only the triggers with this label.")
 @database_url_option
 @json_option
-def list_triggers(project: str | None, next_count: int, include_deleted: bool, database_url: str,
-                  as_json: bool) -> None:
+def list_triggers(project: str | None, next_count: int, include_deleted: bool,
+                  label: str | None, database_url: str, as_json: bool) -> None:
     """List triggers with their state and next fire times.
 
     STATE is firing, paused (with when it ends, and why), done (a one-shot trigger after its
@@ -270,7 +271,7 @@ def list_triggers(project: str | None, next_count: int, include_deleted: bool, d
     """
     respond(catalog(database_url),
             lambda cat: cat.trigger_list(project, next_count=next_count,
-                                         include_deleted=include_deleted),
+                                         include_deleted=include_deleted, label=label),
             as_json, _trigger_table)
 
 
