@@ -59,6 +59,7 @@ def fuzz(http: Http, db: Database, url: str, examples: int,
                 method.lower()])  # a public route does not ask who
     target.quiet_tables = lambda table: not busy(table)
     tally = run.run(admin)
+    assert http.ok("GET", "/api/v1/session", admin)["role"] == "admin"  # never locked out
     print(f"fuzz: {tally.cases} cases, answers {dict(sorted(tally.statuses.items()))}")
     for key, took in sorted(tally.seconds.items(), key=lambda kv: -kv[1])[:10]:
         print(f"{took:6.2f} s {key}")
