@@ -2,7 +2,8 @@
 serves it, as ql_web): a login without the code, with a wrong, replayed or right code and with
 a recovery code; wrong codes count toward the login limit; enrolment and turning it off;
 enforcement from a role (a password session may only enrol until it has one; a token is not
-gated); an admin's reset. The codes are made at the fake clock the second factor is given."""
+gated); an admin's reset, and the user list's state of each. The codes are made at the fake
+clock the second factor is given."""
 
 from __future__ import annotations
 
@@ -188,3 +189,19 @@ def test_enforcement_counts_a_project_grant(enforced: Site, web_demo: Stores) ->
         403, "QL_SECOND_FACTOR_ENROLMENT_REQUIRED")
     site.enrol(gus)
     site.http.ok("GET", "/api/v1/projects/demo", gus)
+
+
+def test_the_user_list_says_each_users_second_factor_state(site: Site) -> None:
+    def states() -> dict[str, str]:
+        return {u["username"]: u["second_factor"]
+                for u in site.http.ok("GET", "/api/v1/users", site.admin)}
+
+    assert states() == {"ann": "off", "root": "off", "vic": "off"}
+    site.http.ok("POST", MINE, site.session("vic"), status=201)  # begun, not confirmed
+    site.enrol(site.session("ann"))
+    assert states() == {"ann": "on", "root": "off", "vic": "pending"}
+    changed = site.http.ok("PATCH", "/api/v1/users/ann", site.admin, {"role": "viewer"})
+    assert changed["second_factor"] == "on"  # every answer with a user says it
+    site.http.ok("DELETE", "/api/v1/users/ann/second-factor", site.admin)
+    site.http.ok("DELETE", "/api/v1/users/vic/second-factor", site.admin)
+    assert states() == {"ann": "off", "root": "off", "vic": "off"}

@@ -18,7 +18,8 @@ def user_view(user: User) -> UserView:
                     disabled=user.disabled_at_ms is not None,
                     created_at=instant(user.created_at_ms),
                     updated_at=instant(user.updated_at_ms),
-                    disabled_at=rfc3339(user.disabled_at_ms))
+                    disabled_at=rfc3339(user.disabled_at_ms),
+                    second_factor=user.second_factor)
 
 
 def token_state(token: ApiToken, now_ms: int) -> str:

@@ -41,6 +41,7 @@ from qinglong.service.views.accounts import (
 )
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
+    PASSWORD_SESSION,
     ApiToken,
     AuditListParams,
     AuditWriteParams,
@@ -104,6 +105,7 @@ class Principal:
     expires_at_ms: int | None = None
     grants: tuple[tuple[str, str], ...] = ()  # (project, role): the user's per-project roles
     projects: tuple[str, ...] | None = None  # a token limited to these projects
+    session_method: str | None = None  # a session's: password | sso (None: token, CLI)
 
     @property
     def level(self) -> Level:
@@ -180,7 +182,8 @@ def csrf_matches(secret: str, token: str) -> bool:
 def principal_view(principal: Principal) -> PrincipalView:
     return PrincipalView(username=principal.username, role=principal.role, via=principal.via,
                          token_id=principal.token_id, scope=principal.effective_scope,
-                         expires_at=rfc3339(principal.expires_at_ms))
+                         expires_at=rfc3339(principal.expires_at_ms),
+                         session_method=principal.session_method)
 
 
 
@@ -246,11 +249,13 @@ class Accounts:
         secret = secrets.token_urlsafe(32)
         session = self._store.session_create(SessionCreateParams(
             id_digest=digest(secret), username=verified.user.username,
-            lifetime_ms=self._policy.lifetime_ms, idle_ms=self._policy.idle_ms, client=client))
+            lifetime_ms=self._policy.lifetime_ms, idle_ms=self._policy.idle_ms, client=client,
+            method=PASSWORD_SESSION))
         principal = Principal(username=session.username, role=session.role, via="session",
                               session_digest=session.id_digest,
                               expires_at_ms=session.expires_at_ms,
-                              grants=self._store.grants_of(session.username))
+                              grants=self._store.grants_of(session.username),
+                              session_method=session.method)
         csrf = csrf_token_for(secret)
         return LoginResult(secret=secret, csrf_token=csrf, device=verified.new_device,
                            view=principal_view(principal).extended(SessionView,
@@ -269,7 +274,7 @@ class Accounts:
             return None
         return Principal(username=session.username, role=session.role, via="session",
                          session_digest=session.id_digest, expires_at_ms=session.expires_at_ms,
-                         grants=session.grants)
+                         grants=session.grants, session_method=session.method)
 
     def token_principal(self, token: str) -> Principal | None:
         shape = TOKEN_SHAPE.fullmatch(token)

@@ -25,8 +25,11 @@ def grant_view(grant: Grant) -> GrantView:
                      granted_by=grant.granted_by, granted_at=instant(grant.granted_at_ms))
 
 
-def me_view(principal: Principal) -> MeView:
+def me_view(principal: Principal, second_factor_on: bool | None) -> MeView:
+    """What ``principal`` may do; ``second_factor_on``: whether its user's second factor is
+    on (None for a token or the CLI)."""
     return MeView(username=principal.username, role=principal.role, via=principal.via,
+                  session_method=principal.session_method, second_factor_on=second_factor_on,
                   token_id=principal.token_id, token_scope=principal.scope,
                   token_projects=None if principal.projects is None
                   else list(principal.projects),

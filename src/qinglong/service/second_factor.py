@@ -3,6 +3,11 @@ surfaces ask for it: enrol (a pending secret, shown once), confirm with a code (
 recovery codes, shown once), turn it off with a code or a recovery code, an admin's reset,
 the check a login makes after the right password, and whether a session must enrol first.
 
+One policy for both ways in: qinglong's second factor guards password logins only. A
+single-sign-on login is never asked for it (the provider's login, and the multi-factor the
+operator requires there, are that session's second factor), so a single-sign-on session is
+never made to enrol one either, whatever ``--require-second-factor`` says.
+
 Time is the injected clock's. The secret is sealed with the project keyring (the key in
 ``QL_SECRET_KEY`` or ``QL_SECRET_KEY_FILE``), bound to the user name; with no key, enrolment
 is refused, naming the variable: a secret kept in plain text would let a copy of the database
@@ -33,6 +38,7 @@ from qinglong.service.views.second_factor import (
     SecondFactorView,
 )
 from qinglong.storage.accounts import AccountStore
+from qinglong.storage.accounts.params import PASSWORD_SESSION, SSO_SESSION
 from qinglong.storage.accounts.second_factors import (
     SecondFactor,
     SecondFactorBeginParams,
@@ -83,18 +89,24 @@ class SecondFactors:
 
     # -- what a user has -----------------------------------------------------------------
 
-    def view(self, username: str, role: str, grants: Grants = ()) -> SecondFactorView:
+    def view(self, username: str, role: str, grants: Grants = (),
+             method: str | None = None) -> SecondFactorView:
+        """The user's state; ``required`` as the session made by ``method`` is held to it
+        (never for single sign-on: see ``enrolment_needed``)."""
         found = self._store.second_factor_get(username)
         enabled = found is not None and found.enabled
         return SecondFactorView(
             enabled=enabled, pending=found is not None and not found.enabled,
-            required=self.policy.applies_to(role, grants),
+            required=method != SSO_SESSION and self.policy.applies_to(role, grants),
             recovery_codes_left=found.codes_left if found is not None and enabled else 0)
 
-    def enrolment_needed(self, username: str, role: str, grants: Grants = ()) -> bool:
+    def enrolment_needed(self, username: str, role: str, grants: Grants = (),
+                         method: str | None = PASSWORD_SESSION) -> bool:
         """Whether a password session of this user may do nothing but enrol: their role (or
-        a project's grant) must have a second factor and they have none on."""
-        if not self.policy.applies_to(role, grants):
+        a project's grant) must have a second factor and they have none on. Never for a
+        single-sign-on session (``method`` sso): its login never asks for qinglong's code,
+        so one enrolled would guard nothing there; the provider's multi-factor does."""
+        if method == SSO_SESSION or not self.policy.applies_to(role, grants):
             return False
         found = self._store.second_factor_get(username)
         return found is None or not found.enabled

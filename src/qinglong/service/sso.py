@@ -37,6 +37,7 @@ from qinglong.service.oidc_provider import OidcProvider
 from qinglong.service.sso_settings import CALLBACK_PATH
 from qinglong.storage.accounts import AccountStore
 from qinglong.storage.accounts.params import (
+    SSO_SESSION,
     AuditWriteParams,
     SessionCreateParams,
     UserCreateParams,
@@ -141,7 +142,7 @@ class SingleSignOn:
         secret = secrets.token_urlsafe(32)
         session = self._accounts.session_create(SessionCreateParams(
             id_digest=digest(secret), username=username, lifetime_ms=self._policy.lifetime_ms,
-            idle_ms=self._policy.idle_ms, client=client))
+            idle_ms=self._policy.idle_ms, client=client, method=SSO_SESSION))
         return LoggedIn(username=username, role=session.role, secret=secret,
                         csrf_token=csrf_token_for(secret), next_path=pending.next_path,
                         created_user=created, linked=linked.created)

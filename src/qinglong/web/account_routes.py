@@ -46,7 +46,8 @@ def whoami(call: Call) -> Reply:
     who = call.who
     state = None
     if who.via == "session":
-        state = call.backend.second_factor.view(who.username, who.role, who.grants)
+        state = call.backend.second_factor.view(who.username, who.role, who.grants,
+                                                who.session_method)
     return Reply(principal_view(who).extended(WhoamiView, second_factor=state))
 
 

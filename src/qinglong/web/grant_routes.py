@@ -14,7 +14,11 @@ GRANTS = "/api/v1/projects/{project}/grants"
 
 
 def me(call: Call) -> Reply:
-    return Reply(me_view(call.who))
+    who = call.who
+    on = None
+    if who.via == "session":
+        on = call.backend.second_factor.view(who.username, who.role, who.grants).enabled
+    return Reply(me_view(who, on))
 
 
 def list_grants(call: Call) -> Reply:

@@ -2,7 +2,8 @@
 secret, shown once), confirms with a current code (recovery codes, shown once), turns it off
 with a code or a recovery code; an admin resets another user's. Also the gate every route
 passes: a password session of a user whose role must have a second factor, and who has none
-on, may only say who it is, enrol and log out (403 QL_SECOND_FACTOR_ENROLMENT_REQUIRED)."""
+on, may only say who it is, enrol and log out (403 QL_SECOND_FACTOR_ENROLMENT_REQUIRED); a
+single-sign-on session is not gated (the provider's multi-factor is its second factor)."""
 
 from __future__ import annotations
 
@@ -73,11 +74,12 @@ ENROLMENT_ROUTES = frozenset({("GET", "/api/v1/session"), ("DELETE", "/api/v1/se
 
 def check_enrolled(backend: WebBackend, principal: Principal, endpoint: Endpoint) -> None:
     """Refuse every other route to a password session that must enrol first. A token is a
-    separate credential: not gated (docs/security.md#second-factor)."""
+    separate credential, and a single-sign-on session's second factor is the provider's: not
+    gated (docs/security.md#second-factor)."""
     if principal.via != "session" or (endpoint.method, endpoint.path) in ENROLMENT_ROUTES:
         return
     if backend.second_factor.enrolment_needed(principal.username, principal.role,
-                                              principal.grants):
+                                              principal.grants, principal.session_method):
         raise SecondFactorEnrolmentRequired(
             f"{principal.username} ({principal.role}) must have a second factor: enrol one on "
             f"the Account page (POST {MINE}) before anything else")

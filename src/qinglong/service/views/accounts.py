@@ -15,6 +15,10 @@ GrantRole = Annotated[str, one_of("viewer", "operator", "admin")]
 Scope = Annotated[str, one_of("read", "operate", "admin")]
 Access = Annotated[str, one_of("none", "read", "operate", "admin")]
 Via = Annotated[str, one_of("session", "token", "cli")]
+SessionMethod = Annotated[str, one_of("password", "sso")]
+SESSION_METHOD_TEXT = ("How the session was made: password (with qinglong's second factor when "
+                       "it is on) or sso (single sign-on: the provider's login and its "
+                       "multi-factor); null for a token or the CLI")
 
 
 class PrincipalView(ViewModel):
@@ -24,6 +28,7 @@ class PrincipalView(ViewModel):
     token_id: str | None
     scope: Access
     expires_at: OptionalInstant
+    session_method: SessionMethod | None = Field(description=SESSION_METHOD_TEXT)
 
 
 class SessionView(PrincipalView):
@@ -38,6 +43,9 @@ class UserView(ViewModel):
     created_at: Instant
     updated_at: Instant
     disabled_at: OptionalInstant
+    second_factor: Annotated[str, one_of("off", "pending", "on")] = Field(
+        description="The user's second factor (TOTP): off, pending (an enrolment not "
+                    "confirmed yet) or on")
 
 
 class TokenView(ViewModel):
@@ -101,3 +109,7 @@ class MeView(ViewModel):
                                            "to no project: users, the audit log, channels)")
     projects: dict[str, Access] = Field(description="Projects where the access is higher than "
                                                     "everywhere")
+    session_method: SessionMethod | None = Field(description=SESSION_METHOD_TEXT)
+    second_factor_on: bool | None = Field(
+        description="Whether the user's second factor (TOTP) is on; null for a token or the "
+                    "CLI, as in GET /api/v1/session")

@@ -6,6 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 Grants = tuple[tuple[str, str], ...]  # (project, role), by project
+# How a session was made (docs/security.md#single-sign-on): the password (and qinglong's
+# second factor, when on), or single sign-on (the provider's login and its multi-factor).
+PASSWORD_SESSION = "password"  # noqa: S105 - a way of logging in, not a secret
+SSO_SESSION = "sso"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,6 +31,7 @@ class User:
     created_at_ms: int
     updated_at_ms: int
     disabled_at_ms: int | None
+    second_factor: str = "off"  # off | pending (enrolment not confirmed) | on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +65,7 @@ class Session:
     expires_at_ms: int
     idle_expires_at_ms: int
     seen_at_ms: int
+    method: str = PASSWORD_SESSION  # how it was made: password | sso (single sign-on)
     grants: Grants = ()  # the user's per-project roles now
 
 
@@ -70,6 +76,7 @@ class SessionCreateParams:
     lifetime_ms: int  # absolute, from creation
     idle_ms: int  # ends this long after it was last seen
     client: str | None = None
+    method: str = PASSWORD_SESSION  # how the user proved who they are: password | sso
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,7 +39,8 @@ def user_from_row(row: Mapping[str, Any]) -> User:
     role = row["role"] if row["all_projects"] else "none"
     return User(username=row["username"], role=role, password_hash=row["password_hash"],
                 created_at_ms=int(row["created_at_ms"]), updated_at_ms=int(row["updated_at_ms"]),
-                disabled_at_ms=_opt(row["disabled_at_ms"]))
+                disabled_at_ms=_opt(row["disabled_at_ms"]),
+                second_factor=row["second_factor"])
 
 
 def session_from_row(row: Mapping[str, Any]) -> Session:
@@ -47,7 +48,7 @@ def session_from_row(row: Mapping[str, Any]) -> Session:
                    role=row["role"], created_at_ms=int(row["created_at_ms"]),
                    expires_at_ms=int(row["expires_at_ms"]),
                    idle_expires_at_ms=int(row["idle_expires_at_ms"]),
-                   seen_at_ms=int(row["seen_at_ms"]))
+                   seen_at_ms=int(row["seen_at_ms"]), method=row["method"])
 
 
 def token_from_row(row: Mapping[str, Any]) -> ApiToken:
@@ -141,7 +142,7 @@ class AccountRows(SecondFactorRows):
         self._run("account_session_insert", {
             "id_digest": params.id_digest, "username": params.username,
             "lifetime_ms": params.lifetime_ms, "idle_ms": params.idle_ms,
-            "client": params.client, "now_ms": self.now_ms})
+            "client": params.client, "method": params.method, "now_ms": self.now_ms})
         found = self._one("account_session_get",
                           {"id_digest": params.id_digest, "now_ms": self.now_ms})
         if found is None:

@@ -221,7 +221,8 @@ class Panel:
             principal, secret = found
             if page.name != "account" and await run_in_threadpool(
                     self._backend.second_factor.enrolment_needed, principal.username,
-                    principal.role, principal.grants):  # one who must have one enrols first
+                    principal.role, principal.grants,
+                    principal.session_method):  # one who must have one enrols first
                 return RedirectResponse("/account", status_code=303,
                                         headers={"Cache-Control": "no-store"})
             params = {name: str(request.path_params[name]) for name in page.params}

@@ -6,12 +6,18 @@ VALUES (%(username)s, CASE WHEN %(role)s = 'none' THEN 'viewer' ELSE %(role)s EN
         %(role)s <> 'none', %(password_hash)s, %(now_ms)s, %(now_ms)s, NULL);
 
 -- name: account_user_get
--- One user by name.
-SELECT * FROM qinglong.users WHERE username = %(username)s;
+-- One user by name, with their second factor's state (off, pending, on).
+SELECT u.*, CASE WHEN f.username IS NULL THEN 'off' WHEN f.enabled_at_ms IS NULL THEN 'pending'
+            ELSE 'on' END AS second_factor
+  FROM qinglong.users u LEFT JOIN qinglong.user_second_factors f ON f.username = u.username
+ WHERE u.username = %(username)s;
 
 -- name: account_user_list
--- Every user, by name.
-SELECT * FROM qinglong.users ORDER BY username;
+-- Every user, by name, with their second factor's state (one statement for the list).
+SELECT u.*, CASE WHEN f.username IS NULL THEN 'off' WHEN f.enabled_at_ms IS NULL THEN 'pending'
+            ELSE 'on' END AS second_factor
+  FROM qinglong.users u LEFT JOIN qinglong.user_second_factors f ON f.username = u.username
+ ORDER BY u.username;
 
 -- name: account_user_update
 -- Change a user's role, password or disabled state (NULL keeps each).
@@ -34,15 +40,17 @@ UPDATE qinglong.user_sessions SET ended_at_ms = %(now_ms)s
 -- name: account_session_insert
 -- A new browser session.
 INSERT INTO qinglong.user_sessions (id_digest, username, created_at_ms, expires_at_ms,
-                                    idle_expires_at_ms, seen_at_ms, ended_at_ms, client)
+                                    idle_expires_at_ms, seen_at_ms, ended_at_ms, client,
+                                    method)
 VALUES (%(id_digest)s, %(username)s, %(now_ms)s, %(now_ms)s + %(lifetime_ms)s,
         least(%(now_ms)s + %(idle_ms)s, %(now_ms)s + %(lifetime_ms)s), %(now_ms)s, NULL,
-        %(client)s::varchar);
+        %(client)s::varchar, %(method)s);
 
 -- name: account_session_get
--- A session that still holds (not ended, not expired, its user enabled), with the user's role.
+-- A session that still holds (not ended, not expired, its user enabled), with the user's role
+-- and how it was made (password or sso).
 SELECT s.id_digest, s.username, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, s.created_at_ms, s.expires_at_ms,
-       s.idle_expires_at_ms, s.seen_at_ms
+       s.idle_expires_at_ms, s.seen_at_ms, s.method
   FROM qinglong.user_sessions s JOIN qinglong.users u ON u.username = s.username
  WHERE s.id_digest = %(id_digest)s AND s.ended_at_ms IS NULL AND u.disabled_at_ms IS NULL
    AND s.expires_at_ms > %(now_ms)s AND s.idle_expires_at_ms > %(now_ms)s;

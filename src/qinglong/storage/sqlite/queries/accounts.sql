@@ -6,12 +6,18 @@ VALUES (:username, CASE WHEN :role = 'none' THEN 'viewer' ELSE :role END, :role 
         :password_hash, :now_ms, :now_ms, NULL);
 
 -- name: account_user_get
--- One user by name.
-SELECT * FROM users WHERE username = :username;
+-- One user by name, with their second factor's state (off, pending, on).
+SELECT u.*, CASE WHEN f.username IS NULL THEN 'off' WHEN f.enabled_at_ms IS NULL THEN 'pending'
+            ELSE 'on' END AS second_factor
+  FROM users u LEFT JOIN user_second_factors f ON f.username = u.username
+ WHERE u.username = :username;
 
 -- name: account_user_list
--- Every user, by name.
-SELECT * FROM users ORDER BY username;
+-- Every user, by name, with their second factor's state (one statement for the list).
+SELECT u.*, CASE WHEN f.username IS NULL THEN 'off' WHEN f.enabled_at_ms IS NULL THEN 'pending'
+            ELSE 'on' END AS second_factor
+  FROM users u LEFT JOIN user_second_factors f ON f.username = u.username
+ ORDER BY u.username;
 
 -- name: account_user_update
 -- Change a user's role, password or disabled state (NULL keeps each).
@@ -33,14 +39,15 @@ UPDATE user_sessions SET ended_at_ms = :now_ms
 -- name: account_session_insert
 -- A new browser session.
 INSERT INTO user_sessions (id_digest, username, created_at_ms, expires_at_ms, idle_expires_at_ms,
-                           seen_at_ms, ended_at_ms, client)
+                           seen_at_ms, ended_at_ms, client, method)
 VALUES (:id_digest, :username, :now_ms, :now_ms + :lifetime_ms,
-        min(:now_ms + :idle_ms, :now_ms + :lifetime_ms), :now_ms, NULL, :client);
+        min(:now_ms + :idle_ms, :now_ms + :lifetime_ms), :now_ms, NULL, :client, :method);
 
 -- name: account_session_get
--- A session that still holds (not ended, not expired, its user enabled), with the user's role.
+-- A session that still holds (not ended, not expired, its user enabled), with the user's role
+-- and how it was made (password or sso).
 SELECT s.id_digest, s.username, CASE WHEN u.all_projects THEN u.role ELSE 'none' END AS role, s.created_at_ms, s.expires_at_ms,
-       s.idle_expires_at_ms, s.seen_at_ms
+       s.idle_expires_at_ms, s.seen_at_ms, s.method
   FROM user_sessions s JOIN users u ON u.username = s.username
  WHERE s.id_digest = :id_digest AND s.ended_at_ms IS NULL AND u.disabled_at_ms IS NULL
    AND s.expires_at_ms > :now_ms AND s.idle_expires_at_ms > :now_ms;
