@@ -8,13 +8,15 @@ from __future__ import annotations
 
 USERS = """
 <h1>Users</h1>
-<p class="muted">Who may log in and with which role. A new password or disabling a user ends
-their sessions and revokes their tokens. Also <code>ql user</code>.</p>
+<p class="muted">Who may log in and with which role, and whether their second factor is off,
+pending (set up, not confirmed) or on. A new password or disabling a user ends their sessions
+and revokes their tokens; resetting a second factor lets them log in with the password alone.
+Also <code>ql user</code>.</p>
 <p id="problem" class="problem" hidden></p>
 <p id="users-result" role="status"></p>
 <div class="table-scroll">
 <table id="users" class="grid"><thead><tr><th>User</th><th>Role</th><th>State</th>
-<th>Created (your zone)</th><th>Changed (your zone)</th><th>Actions</th></tr></thead>
+<th>Second factor</th><th>Created (your zone)</th><th>Changed (your zone)</th><th>Actions</th></tr></thead>
 <tbody></tbody></table></div>
 <section data-needs="admin"><h2>Add a user</h2>
 <form id="user-create" class="inline" autocomplete="off">

@@ -26,7 +26,8 @@
     "trigger.backfill", "run", "run.now", "run.cancel", "notify", "notify.channel.put",
     "notify.channel.remove", "notify.rule.add", "notify.rule.remove", "notify.test",
     "notify.retry", "token", "token.create", "token.revoke", "user", "user.create",
-    "user.update"];
+    "user.update", "second-factor", "second-factor.begin", "second-factor.enable",
+    "second-factor.disable", "second-factor.reset", "second-factor.reseal"];
 
   // --- shared pieces ---------------------------------------------------------------------------
 
@@ -112,7 +113,7 @@
       return QL.api("GET", "/users").then(function (users) {
         QL.showProblem("problem", null);
         var tbody = QL.clear($("users").tBodies[0]);
-        if (!users.length) QL.emptyRow(tbody, 6, "No user yet.");
+        if (!users.length) QL.emptyRow(tbody, 7, "No user yet.");
         users.forEach(function (u) { tbody.appendChild(userRow(u)); });
       }).catch(function (e) { QL.showProblem("problem", e); });
     }
@@ -126,11 +127,31 @@
       return QL.api("PATCH", "/users/" + QL.seg(username), change);
     }
 
+    /* The user's second factor (off, pending, on) and, for an admin, its reset: after a
+       confirmation beside the button, DELETE .../second-factor (they log in with the
+       password alone, and enrol again where their role must have one). */
+    function secondFactorCell(u, problem) {
+      var state = el("span", { "data-second-factor-of": u.username }, u.second_factor);
+      if (!problem || u.second_factor === "off") return el("td", {}, state);
+      var reset = el("button", { type: "button", class: "danger",
+        "data-reset-second-factor": u.username, onclick: function () {
+          confirmThen(reset, "Reset " + u.username + "'s second factor? They log in with " +
+            "the password alone until they set one up again.", "Reset", function () {
+            return act(null, problem, function () {
+              return QL.api("DELETE", "/users/" + QL.seg(u.username) + "/second-factor");
+            }).then(function (ok) {
+              if (ok) done("Reset " + u.username + "'s second factor.");
+            });
+          });
+        } }, "Reset second factor");
+      return el("td", {}, state, " ", reset);
+    }
+
     function userRow(u) {
       if (!QL.allowed("admin")) {
         return QL.row([el("span", { class: "mono" }, u.username), u.role,
-          QL.badge(u.disabled ? "disabled" : "active"), QL.when(u.created_at),
-          QL.when(u.updated_at), ""], { "data-user": u.username });
+          QL.badge(u.disabled ? "disabled" : "active"), secondFactorCell(u, null),
+          QL.when(u.created_at), QL.when(u.updated_at), ""], { "data-user": u.username });
       }
       var problem = problemSpan(u.username);
       var select = el("select", { id: "role-" + u.username, "data-role-of": u.username },
@@ -166,8 +187,8 @@
         setRole);
       var actions = el("td", {}, toggle, " ", open, form, " ", problem);
       return QL.row([el("span", { class: "mono" }, u.username), roleCell,
-        QL.badge(u.disabled ? "disabled" : "active"), QL.when(u.created_at),
-        QL.when(u.updated_at), actions],
+        QL.badge(u.disabled ? "disabled" : "active"), secondFactorCell(u, problem),
+        QL.when(u.created_at), QL.when(u.updated_at), actions],
         { "data-user": u.username, "data-me": u.username === me ? "true" : null });
     }
 
