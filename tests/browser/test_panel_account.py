@@ -110,6 +110,7 @@ def test_a_wrong_recovery_code_is_refused_beside_the_control(panel: Panel, site:
     panel.login("rory")
     _enrol(panel)
     panel.open("/account", "account")
+    panel.until(lambda d: "On" in panel.text("second-state"), "on")  # its form shown
     panel.fill("second-off-recovery", "aaaa-bbbb-cccc-dddd")
     panel.by_id("second-off-submit").click()
     panel.click(".confirm-yes", "the confirmation")
