@@ -13,12 +13,15 @@ from collections.abc import Generator, Iterator
 import pytest
 from selenium import webdriver
 
-from qinglong.clock import SystemClock
-from qinglong.storage.sqlite.connection import SqliteDatabase
-from qinglong.storage.sqlite.migrate import migrate
 from tests.browser.chromium import ensure_chromium, start_chromium
-from tests.browser.panel_support import ARTIFACTS, VIEWER_ZONE, Panel, Site
-from tests.support.test_api_support import make_people, start_server
+from tests.browser.panel_support import (
+    ARTIFACTS,
+    VIEWER_ZONE,
+    Panel,
+    Site,
+    migrated_sqlite,
+    serving,
+)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -36,20 +39,8 @@ def pytest_runtest_makereport(item: pytest.Item,
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """`ql serve --http` on a fresh SQLite file, with a viewer, an operator and an admin."""
     folder = tmp_path_factory.mktemp("panel")
-    path = folder / "ql.db"
-    db = SqliteDatabase(path, create=True)
-    try:
-        migrate(db, SystemClock())
-    finally:
-        db.close()
-    url = f"sqlite:///{path}"
-    people = make_people(url)
-    server = start_server(["serve", "--database-url", url, "--http", "127.0.0.1:0",
-                           "--interval", "250ms"], folder / "serve.log")
-    try:
-        yield Site(f"http://127.0.0.1:{server.port}", server, people)
-    finally:
-        assert server.stop() == 0, server.log.read_text()
+    with serving(folder, migrated_sqlite(folder), "--interval", "250ms") as site:
+        yield site
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +20,18 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support.test_api_support import PASSWORD, Auth, Http, People, Server
+from qinglong.clock import SystemClock
+from qinglong.storage.sqlite.connection import SqliteDatabase
+from qinglong.storage.sqlite.migrate import migrate
+from tests.support.test_api_support import (
+    PASSWORD,
+    Auth,
+    Http,
+    People,
+    Server,
+    make_people,
+    start_server,
+)
 
 VIEWER_ZONE = "Asia/Shanghai"
 ARTIFACTS = Path(os.environ.get("QL_BROWSER_ARTIFACTS",
@@ -41,6 +53,30 @@ class Site:
     @property
     def admin(self) -> Auth:
         return self.people.tokens["admin"]
+
+
+def migrated_sqlite(folder: Path) -> str:
+    """The URL of a fresh, migrated SQLite file in ``folder``."""
+    path = folder / "ql.db"
+    db = SqliteDatabase(path, create=True)
+    try:
+        migrate(db, SystemClock())
+    finally:
+        db.close()
+    return f"sqlite:///{path}"
+
+
+@contextmanager
+def serving(folder: Path, url: str, *extra: str) -> Iterator[Site]:
+    """`ql serve --http` on ``url`` (its options ``extra``), with a viewer, an operator and an
+    admin; stopped, and checked to stop cleanly, at the end."""
+    people = make_people(url)
+    server = start_server(["serve", "--database-url", url, "--http", "127.0.0.1:0", *extra],
+                          folder / "serve.log")
+    try:
+        yield Site(f"http://127.0.0.1:{server.port}", server, people)
+    finally:
+        assert server.stop() == 0, server.log.read_text()
 
 
 class Panel:

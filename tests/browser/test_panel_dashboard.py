@@ -14,12 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 from selenium.webdriver.support.ui import Select
 
-from qinglong.clock import SystemClock
-from qinglong.storage.sqlite.connection import SqliteDatabase
-from qinglong.storage.sqlite.migrate import migrate
-from tests.browser.panel_support import PASSWORD, Panel, Site
+from tests.browser.panel_support import PASSWORD, Panel, Site, migrated_sqlite, serving
 from tests.support.many_triggers import seed_triggers, trigger_name
-from tests.support.test_api_support import make_people, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -36,22 +32,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """`ql serve --http` on a SQLite file holding 1,000 triggers of project ``load`` and one
     of project ``other``, with a viewer, an operator and an admin."""
     folder = tmp_path_factory.mktemp("dashboard")
-    path = folder / "ql.db"
-    db = SqliteDatabase(path, create=True)
-    try:
-        migrate(db, SystemClock())
-    finally:
-        db.close()
-    url = f"sqlite:///{path}"
+    url = migrated_sqlite(folder)
     seed_triggers(url, "load", TRIGGERS)
     seed_triggers(url, "other", 1)
-    people = make_people(url)
-    server = start_server(["serve", "--database-url", url, "--http", "127.0.0.1:0",
-                           "--interval", "250ms"], folder / "serve.log")
-    try:
-        yield Site(f"http://127.0.0.1:{server.port}", server, people)
-    finally:
-        assert server.stop() == 0, server.log.read_text()
+    with serving(folder, url, "--interval", "250ms") as site:
+        yield site
 
 
 def shown_triggers(panel: Panel) -> list[str]:
