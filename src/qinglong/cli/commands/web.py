@@ -40,7 +40,8 @@ def second_factor_option(func: F) -> F:
         "--require-second-factor", type=click.Choice(["viewer", "operator", "admin"]),
         envvar="QL_REQUIRE_SECOND_FACTOR", metavar="ROLE",
         help="Users of ROLE and above must log in with a second factor (TOTP): until they "
-             "enrol one, their password session may only enrol (env QL_REQUIRE_SECOND_FACTOR; "
+             "enrol one, their password session may only enrol; a single-sign-on session is "
+             "not gated (require multi-factor at the provider) (env QL_REQUIRE_SECOND_FACTOR; "
              "give every server of a database the same; docs/security.md#second-factor).")(func)
 
 
