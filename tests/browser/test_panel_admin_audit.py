@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 
+from qinglong.domain.task import MAX_CONCURRENCY
 from tests.browser.panel_support import Panel, Site
 from tests.browser.test_panel_findings import OVERFLOWING
 from tests.support.test_api_support import login
@@ -74,12 +75,13 @@ def test_an_admin_filters_the_audit_log_and_pages_through_it(panel: Panel, site:
                        {r[3] for r in rows} == {"project.create"}, "a page of project entries")
     assert "action=project" in panel.d.current_url and panel.text("audit-page") == "Page 1"
     panel.click("#audit-older:not([disabled])", "Older")
-    older = _wait_rows(panel, lambda rows: panel.text("audit-page") == "Page 2", "page 2")
+    older = _wait_rows(panel, lambda rows: panel.text("audit-page") == "Page 2"
+                       and rows != first, "page 2 drawn")
     assert {r[3] for r in older} == {"project.create"} and len(older) >= 5
     assert not {r[5] for r in older} & {r[5] for r in first}, (older, first)  # no entry twice
     panel.click("#audit-newer:not([disabled])", "Newer")
-    again = _wait_rows(panel, lambda rows: panel.text("audit-page") == "Page 1", "page 1")
-    assert again == first
+    _wait_rows(panel, lambda rows: panel.text("audit-page") == "Page 1" and rows == first,
+               "page 1 drawn again, as it was")
     # by project
     panel.fill("audit-action", "")
     panel.fill("audit-project", "aud-07")
@@ -187,6 +189,24 @@ def test_a_viewer_reads_the_cluster_with_no_control(panel: Panel, site: Site,
     panel.until(lambda d: "w-stopped" in _states(panel), "the processes")
     assert panel.shown("#main button, #main input, #main select, #main textarea") == 0
     assert "queued" in panel.text("cluster-queue-summary")
+
+
+def test_an_admin_sets_and_removes_the_global_limit(panel: Panel, site: Site) -> None:
+    panel.login("admin")
+    panel.open("/cluster", "cluster")
+    panel.until(lambda d: panel.text("limit-global") == "any number of", "no limit yet")
+    panel.fill("limit-value", str(MAX_CONCURRENCY + 1))  # past the maximum: the API refuses
+    panel.by_id("limit-set").click()
+    panel.until(lambda d: "global" in panel.text("limit-result"), "the API's refusal")
+    assert site.http.ok("GET", "/api/v1/limits", site.admin) == {"global": None}
+    panel.fill("limit-value", "7")
+    panel.by_id("limit-set").click()
+    panel.until(lambda d: panel.text("limit-global") == "7", "the limit shown")
+    assert site.http.ok("GET", "/api/v1/limits", site.admin) == {"global": 7}
+    panel.by_id("limit-clear").click()
+    panel.click("#limit-form .confirm-yes", "Yes")
+    panel.until(lambda d: panel.text("limit-global") == "any number of", "the limit removed")
+    assert site.http.ok("GET", "/api/v1/limits", site.admin) == {"global": None}
 
 
 # --- a phone --------------------------------------------------------------------------------------

@@ -284,7 +284,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # and 0024_grants' (its columns go with 0008's users and api_tokens).
     # 0025_totp's tables go too; 0026_oidc's tables go; so do
     # 0027_labels' and 0028_pins' tables; 0029_audit_filters' indexes go with 0008's audit_log;
-    # 0030_session_method's column goes with 0008's user_sessions.
+    # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
+    # (like 0009's).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -294,7 +295,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0020_notify_events', '0021_project_env', '0022_repos',
                                 '0023_deps', '0024_grants', '0025_totp', '0026_oidc',
                                 '0027_labels', '0028_pins', '0029_audit_filters',
-                                '0030_session_method');
+                                '0030_session_method', '0031_web_limits');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -383,7 +384,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0025_totp", "missing-migration:0026_oidc",
                "missing-migration:0027_labels", "missing-migration:0028_pins",
                "missing-migration:0029_audit_filters",
-               "missing-migration:0030_session_method"]
+               "missing-migration:0030_session_method",
+               "missing-migration:0031_web_limits"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -405,7 +407,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0020_notify_events", "0021_project_env",
                                          "0022_repos", "0023_deps", "0024_grants", "0025_totp",
                                          "0026_oidc", "0027_labels", "0028_pins",
-                                         "0029_audit_filters", "0030_session_method")
+                                         "0029_audit_filters", "0030_session_method",
+                                         "0031_web_limits")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

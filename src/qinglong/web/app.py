@@ -42,6 +42,7 @@ from qinglong.web import (
     env_routes,
     flow_routes,
     grant_routes,
+    limit_routes,
     notify_routes,
     organise_routes,
     repo_routes,
@@ -83,6 +84,7 @@ def api_endpoints() -> tuple[Endpoint, ...]:
             *backfill_routes.ENDPOINTS, *runs.ENDPOINTS, *notify_routes.ENDPOINTS,
             *env_routes.ENDPOINTS, *flow_routes.ENDPOINTS, *script_routes.ENDPOINTS,
             *repo_routes.ENDPOINTS, *dashboard_routes.ENDPOINTS, *grant_routes.ENDPOINTS,
+            *limit_routes.ENDPOINTS,
             *second_factor_routes.ENDPOINTS, *organise_routes.ENDPOINTS)
 
     @cache

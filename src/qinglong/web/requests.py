@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from qinglong.domain.task import MAX_CONCURRENCY
 from qinglong.web import field_rules as r
 
 
@@ -32,6 +33,13 @@ class LoginRequest(Request):
                                         "one on: this or recovery_code)")
     recovery_code: str | None = Field(default=None, min_length=1, max_length=64,
                                       description="One unused recovery code, instead of otp")
+
+
+class LimitsRequest(Request):
+    global_: int | None = Field(
+        alias="global", ge=1, le=MAX_CONCURRENCY,
+        description=f"At most this many Runs executing at once, everywhere (1 to "
+                    f"{MAX_CONCURRENCY}); null removes the cap")
 
 
 class ProjectCreateRequest(Request):

@@ -185,6 +185,7 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "user_second_factors": frozenset({S, I, U, D}),  # 0025_totp: removed when off
         "user_recovery_codes": frozenset({S, I, U, D}),
         "user_grants": frozenset({S, I, U, D}),  # 0024_grants: a removed grant is deleted
+        "concurrency_limits": frozenset({S, I, U, D}),  # the global limit (0031_web_limits)
         **_LABELS,
         "user_pins": frozenset({S, I, D}),  # 0028_pins: a user's own, through /api/v1/me
         "saved_filters": frozenset({S, I, U, D}),

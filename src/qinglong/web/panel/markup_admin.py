@@ -137,6 +137,15 @@ without saying so). Updated <span id="cluster-updated">never</span>.</p>
 <table id="cluster" class="grid"><thead><tr><th>Role</th><th>Id</th><th>Host</th>
 <th>Pid</th><th>Labels</th><th>Started (your zone)</th><th>Last seen</th><th>State</th></tr>
 </thead><tbody></tbody></table></div>
+<section><h2>Global limit</h2>
+<p>At most <strong id="limit-global">…</strong> Runs execute at once, everywhere (each worker
+also runs at most its slots, each task at most its concurrency).</p>
+<form id="limit-form" class="inline" autocomplete="off" data-needs="admin">
+<label for="limit-value">New limit <input id="limit-value" type="number" min="1" size="8"
+  placeholder="none"></label>
+<button type="submit" id="limit-set">Set</button>
+<button type="button" id="limit-clear">Remove the limit</button>
+</form><p id="limit-result" role="status"></p></section>
 <section><h2>Queue</h2><p id="cluster-queue-summary"></p>
 <div class="table-scroll">
 <table id="cluster-queue" class="grid"><thead><tr><th>Requires (worker labels)</th>

@@ -542,7 +542,46 @@
 
   var STATE_ORDER = { alive: 0, stale: 1, dead: 2, stopped: 3 };
 
+  /* The global limit (GET and PUT /api/v1/limits): shown to all, changed by an admin. A
+     new value is checked by the API (1 to the concurrency maximum); removing it asks first. */
+  function drawLimit(view) {
+    $("limit-global").textContent = view.global === null ? "any number of" : String(view.global);
+    $("limit-global").setAttribute("data-limit", view.global === null ? "" : String(view.global));
+  }
+
+  function setLimit(value, control) {
+    control.disabled = true;
+    return QL.api("PUT", "/limits", { global: value }).then(function (view) {
+      drawLimit(view);
+      QL.showResult("limit-result", null, view.global === null ? "The global limit is removed."
+        : "The global limit is " + view.global + ".");
+    }).catch(function (e) { QL.showResult("limit-result", e); })
+      .then(function () { control.disabled = false; });
+  }
+
+  function limitControls() {
+    $("limit-form").addEventListener("submit", function (event) {
+      event.preventDefault();
+      var text = $("limit-value").value.trim();
+      var value = Number(text);
+      if (!text || !Number.isInteger(value)) {
+        QL.showResult("limit-result", new Error("Give a whole number of Runs (1 or more)."));
+        return;
+      }
+      setLimit(value, $("limit-set"));
+    });
+    $("limit-clear").addEventListener("click", function (event) {
+      var control = event.currentTarget;
+      confirmThen(control, "Remove the global limit?", "Remove", function () {
+        return setLimit(null, control);
+      });
+    });
+  }
+
   function clusterPage() {
+    limitControls();
+    QL.api("GET", "/limits").then(drawLimit)
+      .catch(function (e) { QL.showResult("limit-result", e); });
     QL.every(5000, function () {
       return Promise.all([QL.api("GET", "/health"), QL.api("GET", "/queue")]).then(function (got) {
         QL.showProblem("problem", null);
