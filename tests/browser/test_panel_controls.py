@@ -158,6 +158,13 @@ def parked_task(site: Site, project: str, task: str) -> None:
                  (200, 201))
 
 
+def _backfilled(site: Site) -> list[dict[str, object]]:
+    """Project bfl's backfilled Runs (its trigger also fires every minute while the test runs,
+    as any trigger does on the server)."""
+    runs = site.http.ok("GET", "/api/v1/runs?project=bfl&limit=1000", site.admin)["items"]
+    return [r for r in runs if r["trigger_type"] == "backfill"]
+
+
 def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site) -> None:
     parked_task(site, "bfl", "job")
     publish_trigger(site, "bfl", "minutely", "job", "* * * * *")
@@ -176,7 +183,7 @@ def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site)
     rows = panel.rows("backfill-plan")
     assert len(rows) == 51 and rows[-1] == [f"… and {total - 50} more."], rows[-1]
     assert rows[0][3].endswith(" UTC")
-    assert not site.http.ok("GET", "/api/v1/runs?project=bfl&limit=5", site.admin)["items"]
+    assert not _backfilled(site)  # the plan admits nothing (the live schedule may, each minute)
     panel.shot("backfill-window")
 
     confirm(panel, "#backfill-run", "Backfill")
@@ -190,8 +197,8 @@ def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site)
     assert panel.by_id("backfill-progress").get_attribute("value") == str(total)
     assert f"{total} admitted" in panel.text("backfill-count")
     panel.shot("backfill-done")
-    runs = site.http.ok("GET", "/api/v1/runs?project=bfl&limit=100", site.admin)["items"]
-    assert len(runs) == total and {r["trigger_type"] for r in runs} == {"backfill"}, runs[:2]
+    runs = _backfilled(site)
+    assert len(runs) == total, runs[:2]
     # the same window again admits nothing
     panel.by_id("backfill-plan-button").click()
     panel.until(lambda d: "0 to admit" in panel.text("backfill-result"), "nothing left")

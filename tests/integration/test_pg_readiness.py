@@ -285,7 +285,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0025_totp's tables go too; 0026_oidc's tables go; so do
     # 0027_labels' and 0028_pins' tables; 0029_audit_filters' indexes go with 0008's audit_log;
     # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
-    # (like 0009's).
+    # (like 0009's); 0032_runtime_labels' grants go with 0027's tables.
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -295,7 +295,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0020_notify_events', '0021_project_env', '0022_repos',
                                 '0023_deps', '0024_grants', '0025_totp', '0026_oidc',
                                 '0027_labels', '0028_pins', '0029_audit_filters',
-                                '0030_session_method', '0031_web_limits');
+                                '0030_session_method', '0031_web_limits',
+                                '0032_runtime_labels');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -371,7 +372,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     deps_tables = {"ql_admin": ("dep_set_revisions",), "ql_web": ("dep_set_revisions",),
                    "ql_worker": ("dep_set_revisions",), "postgres": ("dep_set_revisions",)}
     label_tables = {role: ("task_labels", "trigger_labels")  # 0027_labels
-                    for role in ("ql_admin", "ql_web", "postgres")}
+                    for role in ("ql_admin", "ql_web", "ql_runtime", "postgres")}
     pending = ["missing-migration:0008_accounts", "missing-migration:0009_web_controls",
                "missing-migration:0010_retention", "missing-migration:0011_login_devices",
                "missing-migration:0012_eligibility", "missing-migration:0013_lean_indexes",
@@ -385,7 +386,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0027_labels", "missing-migration:0028_pins",
                "missing-migration:0029_audit_filters",
                "missing-migration:0030_session_method",
-               "missing-migration:0031_web_limits"]
+               "missing-migration:0031_web_limits", "missing-migration:0032_runtime_labels"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -408,7 +409,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0022_repos", "0023_deps", "0024_grants", "0025_totp",
                                          "0026_oidc", "0027_labels", "0028_pins",
                                          "0029_audit_filters", "0030_session_method",
-                                         "0031_web_limits")
+                                         "0031_web_limits", "0032_runtime_labels")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 

@@ -119,6 +119,8 @@ PRIVILEGES: dict[str, dict[str, frozenset[str]]] = {
         "run_log_chunks": frozenset({S, D}),
         "concurrency_limits": frozenset({S}),
         "trigger_pauses": frozenset({S}),
+        "task_labels": frozenset({S}),  # what `ql task|trigger list` show (0032_runtime_labels)
+        "trigger_labels": frozenset({S}),
         # the notification dispatcher of every replica: reads channels and rules, runs the
         # outbox (purging what is past retention), its scan cursors and recovery watches
         "notify_channels": frozenset({S}),
