@@ -9,6 +9,7 @@ viewer sees none of these controls, an operator none of an admin's."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from selenium.webdriver.common.keys import Keys
@@ -172,8 +173,11 @@ def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site)
     panel.open("/triggers/bfl/minutely", "trigger")
     panel.until(lambda d: "* * * * *" in panel.text("trigger-details"), "the details")
     assert panel.by_id("backfill-run").get_attribute("disabled") is not None
-    panel.fill("backfill-from", "70m")
-    panel.fill("backfill-to", "5m")
+    # instants, not durations ago: planning the same window again a minute later must find
+    # the same occurrences (a window of durations ago moves with the clock)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    panel.fill("backfill-from", (now - timedelta(minutes=70)).isoformat())
+    panel.fill("backfill-to", (now - timedelta(minutes=5)).isoformat())
     panel.by_id("backfill-plan-button").click()
     panel.until(lambda d: panel.by_id("backfill-result").get_attribute("data-to-admit"),
                 "what the window admits")

@@ -198,7 +198,7 @@ def test_ql_web_keeps_the_audit_log_append_only_and_never_claims(site: Site) -> 
                           "UPDATE qinglong.audit_log SET actor = 'someone else'",
                           "DELETE FROM qinglong.runs",
                           "SELECT * FROM qinglong.trigger_schedule_claims",
-                          "SELECT * FROM qinglong.concurrency_limits",
+                          "SELECT * FROM qinglong.retention_marks",
                           "DELETE FROM qinglong.notify_outbox",
                           "SELECT * FROM qinglong.notify_cursors",
                           "SELECT * FROM qinglong.notify_recoveries"):
