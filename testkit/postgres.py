@@ -13,6 +13,7 @@ Streaming standbys, promotion and synchronous replication are in
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import ipaddress
 import json
@@ -33,6 +34,7 @@ import psycopg
 from testkit import ports
 
 SERVER_USER = "qinglong-pg"
+USER_LOCK = Path(tempfile.gettempdir()) / "qinglong-pg-user.lock"  # one useradd at a time
 FIRST_PORT = 55433  # (no longer used: see testkit.ports)
 START_ATTEMPTS = 5
 # what the server logs when another process holds its port
@@ -72,19 +74,26 @@ def free_port(start: int = FIRST_PORT) -> int:
 
 
 def _ensure_server_user() -> pwd.struct_passwd | None:
+    """The unprivileged user the server runs as (PostgreSQL refuses root), created once.
+
+    Test workers start at the same moment on a fresh machine: useradd writes /etc/passwd
+    before /etc/shadow, so a worker that only looked the name up could find it while runuser
+    still refused it (initdb "exited 1" on one worker of a clean-clone run). Creating and
+    looking up under one lock means the user is seen only once it is complete."""
     if os.geteuid() != 0:
         return None
-    try:
-        return pwd.getpwnam(SERVER_USER)
-    except KeyError:
-        done = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER],
-            check=False, capture_output=True, text=True,
-        )
-        try:  # another process (a second test worker) may have created it at the same moment
+    with open(USER_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
             return pwd.getpwnam(SERVER_USER)
         except KeyError:
-            raise RuntimeError(f"useradd {SERVER_USER} failed: {done.stderr.strip()}") from None
+            done = subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                 SERVER_USER], check=False, capture_output=True, text=True)
+            try:
+                return pwd.getpwnam(SERVER_USER)
+            except KeyError:
+                raise RuntimeError(f"useradd {SERVER_USER} failed: {done.stderr.strip()}") from None
 
 
 def _make_readable(path: Path) -> None:
@@ -141,8 +150,12 @@ class EmbeddedPostgres:
         "could not access directory ... Permission denied" when a test restarted its server)."""
         if self._user is not None and self.base_dir is not None:
             _make_readable(self.base_dir)
-        return subprocess.run(self._command(*args), check=check, capture_output=True, text=True,
+        done = subprocess.run(self._command(*args), check=False, capture_output=True, text=True,
                               timeout=timeout)
+        if check and done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()
+            raise RuntimeError(f"{args[0]} exited {done.returncode}: {said}")
+        return done
 
     def _command(self, *args: str) -> list[str]:
         command = [str(self._bin / args[0]), *args[1:]]
