@@ -165,9 +165,13 @@ class Panel:
         return count
 
     def click(self, selector: str, what: str, timeout: float = 20) -> None:
-        """Click the first element ``selector`` finds, once there is one; found and clicked
-        in one step, and again if the page redrew it in between (a stale element)."""
+        """Click the first element ``selector`` finds, once there is one and no table is
+        being drawn again (``aria-busy``: a control clicked then is replaced, its confirmation
+        with it); found and clicked in one step, and again if the page redrew it in between
+        (a stale element)."""
         def found_and_clicked(d: webdriver.Chrome) -> bool:
+            if self.css('[aria-busy="true"]'):
+                return False
             elements = self.css(selector)
             if not elements:
                 return False

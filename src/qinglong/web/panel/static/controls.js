@@ -38,6 +38,14 @@
     });
   }
 
+  /* What a confirmed action does once its request is answered: draw the lists again, then
+     say ``text`` (so what is said is already shown). */
+  function toldAfter(reload, text) {
+    return function () {
+      return reload().then(function () { showResult("tasks-result", null, text); });
+    };
+  }
+
   function pausedText(paused, total) {
     if (!paused.length) return total ? "none of " + total : "no trigger";
     var reasons = [];
@@ -52,7 +60,12 @@
   // --- the tasks page: projects and tasks ------------------------------------------------------
 
   function tasksPage() {
+    var tables = ["projects", "trigger-list", "tasks"].map($);
+    var busy = function (yes) {  // a table being drawn again is busy: read or click it after
+      tables.forEach(function (t) { if (t) t.setAttribute("aria-busy", yes ? "true" : "false"); });
+    };
     var reload = function () {
+      busy(true);
       return Promise.all([QL.projectsInto(null), api("GET", "/triggers" + query({ next: 0 }))])
         .then(function (got) {
           var projects = got[0];
@@ -64,7 +77,8 @@
             drawTriggerList(got[1], reload);
             drawTasks(projects, lists, reload);
           });
-        }).catch(function (e) { showProblem("problem", e); });
+        }).catch(function (e) { showProblem("problem", e); })
+        .then(function () { busy(false); });
     };
     reload();
   }
@@ -78,9 +92,7 @@
       var result = el("span", { class: "row-result", role: "status" });
       var cell = el("td", { class: "controls" });
       var base = "/projects/" + seg(p.id);
-      var refreshed = function (text) {
-        return function () { showResult("tasks-result", null, text); return reload(); };
-      };
+      var refreshed = function (text) { return toldAfter(reload, text); };
       if (allowed("operate", p.id)) {
         var reasonId = "project-reason-" + p.id;
         cell.appendChild(el("label", { for: reasonId, class: "sr" }, "Reason to pause " + p.id));
@@ -132,9 +144,7 @@
       var path = "/projects/" + seg(t.project) + "/triggers/" + seg(t.trigger);
       var cell = el("td", { class: "controls" });
       var result = el("span", { class: "row-result", role: "status" });
-      var refreshed = function (text) {
-        return function () { showResult("tasks-result", null, text); return reload(); };
-      };
+      var refreshed = function (text) { return toldAfter(reload, text); };
       if (allowed("operate", t.project)) {
         var word = t.enabled ? "disable" : "enable";
         cell.appendChild(confirmed(t.enabled ? "Disable" : "Enable",
@@ -163,9 +173,7 @@
     var result = el("span", { class: "row-result", role: "status" });
     var key = t.project + "/" + t.task;
     var path = "/projects/" + seg(t.project) + "/tasks/" + seg(t.task);
-    var refreshed = function (text) {
-      return function () { showResult("tasks-result", null, text); return reload(); };
-    };
+    var refreshed = function (text) { return toldAfter(reload, text); };
     if (allowed("operate", t.project)) {
       cell.appendChild(button("Run now", { class: "run-now", "data-task": key }, function (event) {
         var control = event.currentTarget;
