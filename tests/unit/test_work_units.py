@@ -10,6 +10,8 @@ from tests.conftest import (
     TIMED_GROUP,
     TIMED_LIGHT_FILES,
     TIMED_LIGHT_GROUP,
+    TIMED_SECOND_FILES,
+    TIMED_SECOND_GROUP,
     is_timed_path,
     work_unit,
 )
@@ -19,7 +21,7 @@ TESTS = Path(__file__).resolve().parent.parent
 
 def test_every_timed_file_named_exists() -> None:
     present = {path.name for path in TESTS.rglob("test_*.py")}
-    assert set(TIMED_FILES) | set(TIMED_LIGHT_FILES) <= present
+    assert set(TIMED_FILES) | set(TIMED_LIGHT_FILES) | set(TIMED_SECOND_FILES) <= present
 
 
 def test_a_light_timed_file_is_timed_but_in_the_light_unit() -> None:
@@ -30,9 +32,18 @@ def test_a_light_timed_file_is_timed_but_in_the_light_unit() -> None:
         assert work_unit(nodeid) == TIMED_LIGHT_GROUP
 
 
+def test_a_second_half_file_is_timed_and_in_the_second_heavy_unit() -> None:
+    for name in TIMED_SECOND_FILES:
+        [path] = TESTS.rglob(name)
+        nodeid = f"{path.relative_to(TESTS.parent).as_posix()}::test_x"
+        assert is_timed_path(nodeid)
+        assert work_unit(nodeid) == TIMED_SECOND_GROUP
+
+
 def test_units_of_the_other_tests() -> None:
     assert work_unit("tests/faults/test_worker_faults.py::test_x[pg18-embedded]") == TIMED_GROUP
     assert work_unit("tests/e2e/test_cluster_e2e.py::test_x") == TIMED_GROUP
+    assert work_unit("tests/faults/test_soak.py::test_x") == TIMED_SECOND_GROUP
     assert work_unit("tests/browser/test_panel_browser.py::test_x") == \
         "tests/browser/test_panel_browser.py"
     assert work_unit("tests/unit/test_retry.py::test_x") == "tests/unit/test_retry.py::test_x"
