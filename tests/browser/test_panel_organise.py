@@ -2,7 +2,7 @@
 browser against `ql serve --http`: an operator edits a task's and a trigger's labels (chips
 on the tasks page, the dashboard and the trigger's page; a bad label refused beside the
 control) and filters by one; a pinned task and trigger come first, and stay first on the next
-visit; a Runs filter is saved under a name and applied again (another user does not see it);
+visit (a pinned trigger first on the dashboard's first page, wherever it would be otherwise); a Runs filter is saved under a name and applied again (another user does not see it);
 a viewer sees the labels and may pin, but has no label editing control."""
 
 from __future__ import annotations
@@ -130,6 +130,25 @@ def test_a_pinned_task_and_trigger_come_first(panel: Panel, site: Site) -> None:
     panel.click(f'#tasks button[data-pin="{PROJECT}/gamma"]', "Unpin gamma")
     panel.until(lambda d: order(panel, "tasks", "data-task")[-1:] == [f"{PROJECT}/gamma"],
                 "back in its place")
+
+    # across the dashboard's pages: a trigger that would be on page 2 comes first on page 1
+    for n in range(25):
+        site.http.ok("POST", f"/api/v1/projects/{PROJECT}/triggers/d-{n:02}/revisions",
+                     site.admin, {"task": "alpha", "cron": "0 0 1 1 *", "timezone": "UTC"},
+                     (200, 201))
+    site.http.ok("PUT", f"/api/v1/me/pins/{PROJECT}/triggers/d-24", panel_user(site, "viewer"),
+                 {}, (200, 201))
+    panel.open("/", "dashboard")
+    Select(panel.by_id("dash-limit")).select_by_value("25")
+    first = [f"{PROJECT}/c-weekly", f"{PROJECT}/d-24", f"{PROJECT}/a-nightly"]
+    panel.until(lambda d: order(panel, "triggers", "data-trigger")[:3] == first,
+                "both pins first on page 1")
+    assert len(order(panel, "triggers", "data-trigger")) == 25
+    panel.click("#dash-next", "Next")
+    panel.until(lambda d: panel.text("dash-page") == "Page 2", "page 2")
+    panel.until(lambda d: order(panel, "triggers", "data-trigger") == [
+        f"{PROJECT}/d-{n:02}" for n in range(21, 24)], "the rest, each once")
+    panel.shot("pins-across-pages")
 
 
 def panel_user(site: Site, name: str) -> Auth:

@@ -189,6 +189,44 @@ def test_pages_follow_the_key_and_a_cursor_starts_after_the_last_trigger_shown(
     assert page(demo_services, visible=set())["items"] == []
 
 
+def walk(services: Services, **options: Any) -> list[list[str]]:
+    """Every page from the first, as lists of "project/trigger"."""
+    pages, cursor = [], None
+    while True:
+        got = page(services, cursor=cursor, **options)
+        pages.append([f"{i['project']}/{i['trigger']}" for i in got["items"]])
+        cursor = got["next_cursor"]
+        if cursor is None:
+            return pages
+
+
+def test_pins_come_first_across_pages_then_the_rest_each_once(
+        backend: Backend, demo_services: Services) -> None:
+    publish(backend, "a", "b", "c", "d", "e", "f")
+    backend.definitions.project_create(ProjectCreateParams(project_id="other"))
+    publish(backend, "a", project="other")
+    # two pins fill the first page exactly (a pin of nothing is left out); the rest follow
+    pins = {("demo", "e"), ("other", "a"), ("demo", "gone")}
+    assert walk(demo_services, limit=2, pins_first=pins) == [
+        ["demo/e", "other/a"], ["demo/a", "demo/b"], ["demo/c", "demo/d"], ["demo/f"]]
+    # more pins than a page holds: they go on over two pages, the second ends with the rest
+    pins = {("demo", "a"), ("demo", "c"), ("demo", "f")}
+    assert walk(demo_services, limit=2, pins_first=pins) == [
+        ["demo/a", "demo/c"], ["demo/f", "demo/b"], ["demo/d", "demo/e"], ["other/a"]]
+    # the filters hold in both parts; no pins, the plain order
+    assert walk(demo_services, limit=3, pins_first=pins, project="demo") == [
+        ["demo/a", "demo/c", "demo/f"], ["demo/b", "demo/d", "demo/e"]]
+    assert walk(demo_services, limit=2, pins_first=pins, visible={"other"}) == [["other/a"]]
+    assert walk(demo_services, limit=4, pins_first=set()) == walk(demo_services, limit=4)
+    # a cursor into the pins is refused without pins_first; with no pins left, the rest
+    into_pins = page(demo_services, limit=2, pins_first=pins)["next_cursor"]
+    with pytest.raises(InvalidInput) as refused:
+        demo_services.summaries.page(limit=2, cursor=into_pins)
+    assert refused.value.field == "cursor"
+    assert [i["trigger"] for i in page(demo_services, limit=2, cursor=into_pins,
+                                       pins_first=set())["items"]] == ["a", "b"]
+
+
 def test_an_unknown_project_or_a_cursor_the_api_did_not_give_is_refused(
         demo_services: Services) -> None:
     with pytest.raises(NotFound):
@@ -261,7 +299,7 @@ def test_each_triggers_runs_are_read_along_the_trigger_index(
     publish(backend, *triggers)
     _seed_runs(backend, triggers)
     args = {"project_id": None, "projects": None, "label": None, "after_project": None,
-            "after_trigger": None, "limit": 50, "window": 50}
+            "after_trigger": None, "limit": 50, "window": 50, "only": None, "skip": None}
     if backend.capabilities.name == "postgresql":
         backend.sql("ANALYZE runs")
         statement = load_queries("qinglong.storage.postgres")["trigger_summary_page"]
@@ -275,7 +313,8 @@ def test_each_triggers_runs_are_read_along_the_trigger_index(
     else:
         statement = load_queries("qinglong.storage.sqlite")["trigger_summary_page"]
         rows = backend.sql("EXPLAIN QUERY PLAN " + statement.replace(":project_id", "NULL").replace(":projects", "NULL")
-                           .replace(":label", "NULL")
+                           .replace(":label", "NULL").replace(":only", "NULL")
+                           .replace(":skip", "NULL")
                            .replace(":after_project", "NULL").replace(":after_trigger", "NULL")
                            .replace(":limit", "50").replace(":window", "50"))
         details = [str(row["detail"]) for row in rows]

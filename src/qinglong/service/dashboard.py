@@ -55,25 +55,32 @@ MAX_PAGE = 200
 DEFAULT_PAGE = 50
 MAX_WINDOW = 200
 DEFAULT_WINDOW = 50
-_CURSOR_VERSION = 1
+_CURSOR_VERSION = 2
+PINNED, REST = "pinned", "rest"  # the two parts of a listing with the caller's pins first
 
 
-def encode_cursor(project: str, trigger: str) -> str:
-    raw = json.dumps([_CURSOR_VERSION, project, trigger], separators=(",", ":")).encode()
+def encode_cursor(project: str | None, trigger: str | None, part: str = REST) -> str:
+    """A cursor after (project, trigger) in ``part`` (None, None: at the start of the rest)."""
+    raw = json.dumps([_CURSOR_VERSION, part, project, trigger], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[str, str]:
+def decode_cursor(cursor: str) -> tuple[str, tuple[str, str] | None]:
+    """The part a cursor is in and the (project, trigger) key it is after (None: the start)."""
     bad = InvalidInput("cursor", "is not a cursor this API gave out (send next_cursor as it came)")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, project, trigger = json.loads(raw)
+        version, part, project, trigger = json.loads(raw)
     except (ValueError, TypeError, binascii.Error):
         raise bad from None
-    if version != _CURSOR_VERSION or not isinstance(project, str) or not isinstance(trigger, str):
+    if version != _CURSOR_VERSION or part not in (PINNED, REST):
+        raise bad
+    if project is None and trigger is None and part == REST:
+        return part, None
+    if not isinstance(project, str) or not isinstance(trigger, str):
         raise bad
     try:
-        return project_id(project), entity_id(trigger, "trigger")
+        return part, (project_id(project), entity_id(trigger, "trigger"))
     except InvalidInput:
         raise bad from None
 
@@ -125,27 +132,53 @@ class TriggerSummaries:
 
     def page(self, project: str | None = None, *, cursor: str | None = None,
              limit: int = DEFAULT_PAGE, window: int = DEFAULT_WINDOW,
-             visible: Collection[str] | None = None,
-             label: str | None = None) -> TriggerSummaryPageView:
+             visible: Collection[str] | None = None, label: str | None = None,
+             pins_first: Collection[tuple[str, str]] | None = None) -> TriggerSummaryPageView:
         """One page of ``limit`` triggers (of ``project``, or of every project; of the
         projects in ``visible`` only, when given: the ones the caller may read) after
         ``cursor``, each summarized over its latest ``window`` Runs; only the triggers
-        labelled ``label`` when it is given. Each carries its labels (one more statement)."""
+        labelled ``label`` when it is given. With ``pins_first`` (the caller's pinned
+        (project, trigger) pairs), those come first, on as many pages as they fill, then
+        the rest; each part in (project, trigger) order. Each carries its labels (one more
+        statement)."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidInput("limit", f"must be between 1 and {MAX_PAGE}")
         if not 1 <= window <= MAX_WINDOW:
             raise InvalidInput("window", f"must be between 1 and {MAX_WINDOW}")
-        after = None if cursor is None else decode_cursor(cursor)
-        rows = self._store.trigger_summary_page(TriggerSummaryParams(
-            project_id=project, after=after, limit=limit + 1, window=window,
-            projects=None if visible is None else tuple(sorted(visible)),
-            label=label_filter(label)))
-        now_ms = self._clock.now_ms()
-        shown = rows[:limit]
+        pins = tuple(sorted(set(pins_first))) if pins_first else None
+        part, after = (PINNED if pins else REST, None) if cursor is None \
+            else decode_cursor(cursor)
+        if part == PINNED and pins_first is None:
+            raise InvalidInput("cursor", "was given out for pins_first=true")
+        if part == PINNED and not pins:
+            part, after = REST, None  # the pins are gone meanwhile: the rest from its start
+
+        def read(n: int, after: tuple[str, str] | None, *,
+                 only: tuple[tuple[str, str], ...] | None = None) -> list[TriggerSummaryRow]:
+            return self._store.trigger_summary_page(TriggerSummaryParams(
+                project_id=project, after=after, limit=n, window=window,
+                projects=None if visible is None else tuple(sorted(visible)),
+                label=label_filter(label), only=only, skip=None if only else pins))
+
+        shown: list[TriggerSummaryRow] = []
         next_cursor = None
-        if len(rows) > limit:
-            last = shown[-1].head.revision
-            next_cursor = encode_cursor(last.project_id, last.trigger_id)
+        if part == PINNED:
+            shown = read(limit + 1, after, only=pins)
+            if len(shown) > limit:  # more pins than the page holds: the rest of them next
+                shown = shown[:limit]
+                last = shown[-1].head.revision
+                next_cursor = encode_cursor(last.project_id, last.trigger_id, PINNED)
+            else:
+                after = None  # the rest from its start, on what room the pins left
+        if next_cursor is None:
+            room = limit - len(shown)
+            rest = read(room + 1, after)
+            shown += rest[:room]
+            if len(rest) > room:
+                last = shown[-1].head.revision
+                next_cursor = encode_cursor(last.project_id, last.trigger_id) if room \
+                    else encode_cursor(None, None)
+        now_ms = self._clock.now_ms()
         items = [summary_view(row, now_ms) for row in shown]
         if self._labels is not None and items:
             items = with_labels(items, self._labels.labels_of("trigger", project),

@@ -63,11 +63,18 @@ class Pins:
         if not self._store.pin_remove(self._key(who, kind, project, entity)):
             raise NotFound("pin", f"{kind} {project}/{entity}")
 
-    def marked(self, who: Principal, kind: str, views: Sequence[V]) -> list[V]:
-        """``views`` (of tasks or triggers: their ``project`` and ``task`` or ``trigger``),
-        each with ``pinned`` saying whether ``who`` pinned it (one read of the pins)."""
-        mine = {(p.project_id, p.entity_id) for p in self._store.pin_list(who.username)
+    def pinned(self, who: Principal, kind: str) -> set[tuple[str, str]]:
+        """The (project, id) of each task or trigger (``kind``) ``who`` pinned."""
+        return {(p.project_id, p.entity_id) for p in self._store.pin_list(who.username)
                 if p.kind == kind}
+
+    def marked(self, who: Principal, kind: str, views: Sequence[V],
+               mine: set[tuple[str, str]] | None = None) -> list[V]:
+        """``views`` (of tasks or triggers: their ``project`` and ``task`` or ``trigger``),
+        each with ``pinned`` saying whether ``who`` pinned it (``mine``, when the caller
+        read them already; else one read of the pins)."""
+        if mine is None:
+            mine = self.pinned(who, kind)
         found = []
         for view in views:
             key = view.model_dump(include={"project", kind})

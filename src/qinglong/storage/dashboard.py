@@ -27,6 +27,8 @@ class TriggerSummaryParams:
     project_id: str | None  # None: every project
     projects: tuple[str, ...] | None = None  # only these (the ones the caller may read)
     label: str | None = None  # only the triggers with this label
+    only: tuple[tuple[str, str], ...] | None = None  # only these (project, trigger) pairs
+    skip: tuple[tuple[str, str], ...] | None = None  # all but these
     after: tuple[str, str] | None  # the (project, trigger) the previous page ended with
     limit: int  # triggers on the page
     window: int  # how many of each trigger's latest Runs the counts cover
@@ -90,6 +92,10 @@ def _summary(row: Row) -> TriggerSummaryRow:
     return TriggerSummaryRow(head=head, window=window, last=last)
 
 
+def _pairs(pairs: tuple[tuple[str, str], ...] | None) -> str | None:
+    return None if pairs is None else json.dumps([list(pair) for pair in pairs])
+
+
 class DashboardStore:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -107,7 +113,8 @@ class DashboardStore:
                 "project_id": params.project_id, "after_project": after_project,
                 "projects": None if params.projects is None else json.dumps(params.projects),
                 "after_trigger": after_trigger, "limit": params.limit, "label": params.label,
-                "window": params.window}).fetchall()
+                "window": params.window, "only": _pairs(params.only),
+                "skip": _pairs(params.skip)}).fetchall()
             return [_summary(row) for row in rows]
 
         return self._db.read("summarize triggers", work)

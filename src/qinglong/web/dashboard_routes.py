@@ -15,11 +15,14 @@ from qinglong.web.routing import LABEL_FILTER, Call, Endpoint, Query, Reply
 def trigger_summary(call: Call) -> Reply:
     q = call.query
     project = q["project"]
+    mine = call.backend.pins.pinned(call.who, "trigger") if q["pins"] or q["pins_first"] \
+        else None
     page = call.backend.summaries.page(
         None if project is None else project_id(project), cursor=q["cursor"],
-        limit=q["limit"], window=q["window"], visible=call.visible, label=q["label"])
-    if q["pins"]:  # which are the caller's pins
-        page.items = call.backend.pins.marked(call.who, "trigger", page.items)
+        limit=q["limit"], window=q["window"], visible=call.visible, label=q["label"],
+        pins_first=mine if q["pins_first"] else None)
+    if mine is not None:  # which are the caller's pins
+        page.items = call.backend.pins.marked(call.who, "trigger", page.items, mine)
     return Reply(page)
 
 
@@ -39,5 +42,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                     Query("label", "str", "Only the triggers with this label",
                           rule=LABEL_FILTER),
                     Query("pins", "bool", "Say which are your pins (pinned: true or false)",
-                          default=False))),
+                          default=False),
+                    Query("pins_first", "bool", "Your pinned triggers first, on as many pages "
+                                                "as they fill, then the others (each said "
+                                                "pinned or not)", default=False))),
 )

@@ -138,8 +138,9 @@
 
     function loadTriggers() {
       var mine = ++asked;
-      return api("GET", "/triggers/summary" + query({
-        project: project.value, limit: limit.value, cursor: cursors[cursors.length - 1]
+      return api("GET", "/triggers/summary" + query({  // your pins on the first pages
+        project: project.value, limit: limit.value, cursor: cursors[cursors.length - 1],
+        pins_first: "true"
       })).then(function (summary) {
         if (mine !== asked) return;
         nextCursor = summary.next_cursor;
