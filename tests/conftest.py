@@ -25,19 +25,19 @@ pytest_plugins = ["tests.support.pg"]
 settings.register_profile("qinglong", deadline=None, print_blob=True)
 settings.load_profile("qinglong")
 
-# `make test` runs the suite on six pytest-xdist workers (`-n 6 --dist loadgroup`): most tests
-# wait on processes and real time, so four workers kept the two cores only about 57% busy
-# (1,415 CPU seconds in a 1,238 s clean-clone run). The tests that judge real time (fault
+# `make test` runs the suite on four pytest-xdist workers (`-n 4 --dist loadgroup`). The run
+# is bound by the two cores: six workers took as long (1,176 s against 1,179 s in clean-clone
+# runs) while every test ran half again as long. The tests that judge real time (fault
 # injection, the soak, whole clusters and servers timed end to end) run at full CPU priority,
-# in three work units that the scheduler below hands out first, to three workers, each
-# running its tests one after another as a plain `pytest` would: two heavy ones (the
-# clusters, workers and servers under faults, the soak; split in halves of about 350 s, so
-# that neither sets the length of the whole run) and a light one (a single `ql serve` on
-# SQLite, the harness's own primitives, one replica behind a wire proxy). Every other test
-# runs (as root, who may raise a process's priority back) at a lower priority, so the timed
-# tests get the cores first. (xdist's own `xdist_group` marks did not group anything here
-# with pytest 9.2 and xdist 3.8, so the group is read from the test's path instead.) Without
-# xdist nothing changes.
+# in three work units that the scheduler below hands out first, each to a worker of its own
+# that runs its tests one after another as a plain `pytest` would: two heavy ones (the
+# clusters, workers and servers under faults, the soak; in halves of about 350 s, so that
+# neither sets the length of the whole run, as the single unit of 693 s did) and a light one
+# (a single `ql serve` on SQLite, the harness's own primitives, one replica behind a wire
+# proxy). Every other test runs (as root, who may raise a process's priority back) at a
+# lower priority, so the timed tests get the cores first. (xdist's own `xdist_group` marks
+# did not group anything here with pytest 9.2 and xdist 3.8, so the group is read from the
+# test's path instead.) Without xdist nothing changes.
 TIMED_GROUP = "timed"
 TIMED_SECOND_GROUP = "timed-2"
 TIMED_LIGHT_GROUP = "timed-light"
