@@ -11,6 +11,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -112,12 +113,27 @@ class PgTestDatabase:
         self._conns.clear()
 
 
+def server_cpu_seconds(data_dir: Path) -> float | None:
+    """The CPU seconds a running server's postmaster and its ended backends have used."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.fixture(scope="session")
 def embedded_pg() -> Iterator[EmbeddedPostgres]:
     server = EmbeddedPostgres(fsync=False).start()
     try:
         yield server
     finally:
+        profile = os.environ.get("QL_CPU_PROFILE")  # tests/conftest.py: where CPU goes
+        spent = server_cpu_seconds(server.data_dir) if profile else None
+        if profile and spent is not None:
+            with open(profile, "a") as out:
+                out.write(f"{spent:.2f} <embedded PostgreSQL server of this worker>\n")
         server.cleanup()
 
 
