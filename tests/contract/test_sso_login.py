@@ -18,7 +18,7 @@ import pytest
 
 from qinglong.service.accounts import csrf_token_for
 from qinglong.service.oidc_provider import OidcProvider
-from qinglong.service.sso import SingleSignOn
+from qinglong.service.sso import STARTS_PER_ADDRESS, SingleSignOn
 from qinglong.service.sso_settings import SsoSettings
 from qinglong.storage.accounts.params import UserCreateParams, UserUpdateParams
 from qinglong.storage.stores import Stores
@@ -190,6 +190,22 @@ def test_a_slow_login_expires(make_site: Callable[..., Site], backend: Backend) 
     url = site.browser.approve(started)
     backend.pass_time(1_100)  # on the store's clock
     refused(site.browser.callback(url, started.state_cookie), "took too long")
+
+
+def test_one_address_starts_only_so_many_logins_in_a_lifetime(site: Site,
+                                                              backend: Backend) -> None:
+    """Anyone may start a login, and each start keeps a row for its lifetime: one address
+    cannot fill the table."""
+    for _ in range(STARTS_PER_ADDRESS):
+        site.browser.start()
+    reply = get(site.browser.base + "/api/v1/sso/login?next=/runs")
+    assert reply.status == 429, (reply.status, reply.body[:500])
+    assert json.loads(reply.body)["code"] == "QL_RATE_LIMITED"
+    assert 1 <= int(reply.headers["retry-after"]) <= 600
+    assert "ql_sso_state" not in reply.cookies
+    # a pending lifetime later (the starts counted so long ago), the address starts again
+    backend.sql("UPDATE login_failures SET at_ms = at_ms - 600000")
+    site.browser.start()
 
 
 def test_the_provider_saying_no_is_shown(site: Site) -> None:

@@ -1,7 +1,10 @@
 """Logging in with single sign-on: the OpenID Connect authorization code flow with PKCE
 (docs/security.md#single-sign-on).
 
-1. **Start** (``start``): a random state, nonce and PKCE verifier; the login in progress is
+1. **Start** (``start``): at most ``STARTS_PER_ADDRESS`` from one client address in a
+   pending lifetime (anyone may start one, unauthenticated: each start keeps a row, so one
+   address cannot fill the table); a random state, nonce and PKCE verifier; the login in
+   progress is
    kept in the database keyed by the state's digest (with the verifier, the nonce, the
    redirect URI and where to go afterwards), for ``pending_lifetime_ms``; the browser is sent
    to the provider's authorization endpoint with the state, the nonce and the S256 challenge,
@@ -30,7 +33,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from qinglong.errors import Conflict, SsoRefused
+from qinglong.errors import Conflict, RateLimited, SsoRefused
 from qinglong.service.accounts import SessionPolicy, csrf_token_for
 from qinglong.service.logins import USERNAME, digest
 from qinglong.service.oidc_provider import OidcProvider
@@ -47,6 +50,7 @@ from qinglong.storage.oidc import OidcStore, PendingCreateParams
 STATE_SHAPE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 NO_PASSWORD = "!sso"  # noqa: S105 - a hash no password verifies against: SSO-only users
 MAX_CODE_CHARS = 2048
+STARTS_PER_ADDRESS = 30  # logins started from one client address per pending lifetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +84,19 @@ class SingleSignOn:
         """The callback URL: the configured one, else this server's ``origin``'s."""
         return self.provider.settings.redirect_uri or origin + CALLBACK_PATH
 
-    def start(self, next_path: str, *, origin: str) -> Started:
+    def start(self, next_path: str, *, origin: str, client: str | None = None) -> Started:
+        settings = self.provider.settings
+        if client:  # counted as the login limits count failures, forgotten after a lifetime
+            counted = self._accounts.login_attempt(
+                ((f"sso:{client[:255]}", STARTS_PER_ADDRESS),), settings.pending_lifetime_ms)
+            if counted.retry_after_ms is not None:
+                wait_s = max(1, -(-counted.retry_after_ms // 1000))
+                raise RateLimited("too many single sign-on logins started from this address; "
+                                  f"try again in {wait_s} s", wait_s)
         state = secrets.token_urlsafe(32)
         nonce = secrets.token_urlsafe(32)
         verifier = secrets.token_urlsafe(64)  # 86 characters of the PKCE alphabet
         redirect_uri = self.redirect_uri(origin)
-        settings = self.provider.settings
         self._store.pending_create(PendingCreateParams(
             state_digest=digest(state), issuer=settings.issuer, verifier=verifier, nonce=nonce,
             redirect_uri=redirect_uri, next_path=next_path,

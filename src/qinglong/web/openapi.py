@@ -64,6 +64,9 @@ def _responses(endpoint: Endpoint) -> dict[str, object]:
     elif endpoint.path.startswith("/api/v1/sso/"):
         responses["401"] = _problem("Single sign-on refused the login (the detail says why)")
         responses["502"] = _problem("The single sign-on provider failed")
+        if endpoint.path == "/api/v1/sso/login":
+            responses["429"] = _problem("Too many logins started from this address "
+                                        "(see Retry-After)")
     if endpoint.path.startswith("/api/"):
         responses["404"] = _problem("A record (or the route) does not exist")
         responses["422"] = _problem("An input value breaks a rule (field names it)")

@@ -77,7 +77,8 @@ def sso_login(call: Call) -> Response:
     try:
         sso = _sso(call)
         started = sso.start(safe_next(call.query["next"]),
-                            origin="" if sso.provider.settings.redirect_uri else _origin(call))
+                            origin="" if sso.provider.settings.redirect_uri else _origin(call),
+                            client=call.client)
     except QinglongError as exc:
         return _failed(call, exc)
     response = RedirectResponse(started.url, status_code=303, headers=_NO_STORE)
@@ -128,7 +129,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              description="Starts the authorization code flow with PKCE (S256): state, nonce and "
                          "verifier are kept server-side for 10 minutes, used once; the browser "
                          "gets the state in the cookie ql_sso_state (for the callback only). "
-                         "404 when single sign-on is not configured."),
+                         "30 starts per client address in 10 minutes, then 429 with "
+                         "Retry-After. 404 when single sign-on is not configured."),
     Endpoint("GET", CALLBACK_PATH, sso_callback, "Where the provider sends the browser back: "
              "the session cookie and a redirect to next", "accounts", None,
              query=tuple(Query(name, _TEXT, what) for name, what in (
