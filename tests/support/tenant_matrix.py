@@ -233,6 +233,12 @@ def tenant_views(http: Http, people: People, accounts_url: str) -> None:
     assert {t["project"] for t in http.ok("GET", "/api/v1/triggers", viewer)} == {OWN}
     page = http.ok("GET", "/api/v1/runs?limit=1000", viewer)
     assert page["items"] and {r["project"] for r in page["items"]} == {OWN}
+    # a tenant names a Run by its whole id: a prefix is looked up across every project, and
+    # "ambiguous" would say that another project holds an id starting so
+    mine = page["items"][0]["id"]
+    assert http.ok("GET", f"/api/v1/runs/{mine}", viewer)["run"]["id"] == mine
+    http.call("GET", f"/api/v1/runs/{mine[:8]}", auth=viewer).problem(422, "QL_INVALID_INPUT")
+    assert http.ok("GET", f"/api/v1/runs/{mine[:8]}", admin)["run"]["id"] == mine
     assert {r["project"] for r in http.ok("GET", "/api/v1/runs?limit=1000", admin)["items"]} \
         == {OWN, OTHER}
     me = http.ok("GET", "/api/v1/me", admin)

@@ -14,6 +14,8 @@ OWNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 UUID_REF = re.compile(r"^[0-9A-Fa-f-]{1,36}$")
 MIN_RUN_PREFIX = 8
 RUN_REF = re.compile(rf"^[0-9A-Fa-f-]{{{MIN_RUN_PREFIX},36}}$")
+WHOLE_UUID = re.compile(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
+                        r"[0-9A-Fa-f]{12}$")
 TOKEN_ID = re.compile(r"^[0-9a-f]{16}$")  # the 16 characters after qlt_
 DISPLAY_NAME_MAX = 255
 DISPLAY_NAME = re.compile(rf"^[^\x00-\x1f\x7f]{{1,{DISPLAY_NAME_MAX}}}$")  # no control characters

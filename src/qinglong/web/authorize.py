@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qinglong.errors import NotFound
+from qinglong.domain.identifiers import WHOLE_UUID
+from qinglong.errors import InvalidInput, NotFound
 from qinglong.service.access import (
     Reach,
     global_level,
@@ -18,6 +19,7 @@ from qinglong.service.access import (
     require_global,
     require_on,
     require_somewhere,
+    visible,
 )
 from qinglong.service.accounts import Level, Principal
 from qinglong.web.backend import WebBackend
@@ -59,11 +61,17 @@ def authorize_entity(backend: WebBackend, endpoint: Endpoint, principal: Princip
     """The project of the Run or flow run the route names, then the level on it."""
     assert endpoint.level is not None
     path = read_path(path_params)
+    param, what = ("run", "run") if endpoint.access is Reach.RUN else ("flow_run", "flow run")
+    ref = path[param]
+    if visible(principal) is not None and not WHOLE_UUID.fullmatch(ref):
+        # a prefix is looked up among every project's ids: "ambiguous" would tell a tenant
+        # that another project holds an id starting so
+        raise InvalidInput(param, "give the whole id: a prefix is looked up across every "
+                                  "project, which only a user who may read every project "
+                                  "may do")
     if endpoint.access is Reach.RUN:
-        what, ref = "run", path["run"]
         project = backend.runs.run_show(ref, 0).run.project
     else:
-        what, ref = "flow run", path["flow_run"]
         project = backend.flows.show(ref).project
     if level_on(principal, project) < Level.READ:
         raise NotFound(what, ref)
