@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import (
     TIMED_FILES,
     TIMED_GROUP,
@@ -24,20 +26,15 @@ def test_every_timed_file_named_exists() -> None:
     assert set(TIMED_FILES) | set(TIMED_LIGHT_FILES) | set(TIMED_SECOND_FILES) <= present
 
 
-def test_a_light_timed_file_is_timed_but_in_the_light_unit() -> None:
-    for name in TIMED_LIGHT_FILES:
+@pytest.mark.parametrize(("names", "unit"), [(TIMED_LIGHT_FILES, TIMED_LIGHT_GROUP),
+                                              (TIMED_SECOND_FILES, TIMED_SECOND_GROUP)],
+                         ids=["light", "second-heavy"])
+def test_a_named_file_is_timed_and_in_its_unit(names: tuple[str, ...], unit: str) -> None:
+    for name in names:
         [path] = TESTS.rglob(name)
         nodeid = f"{path.relative_to(TESTS.parent).as_posix()}::test_x"
         assert is_timed_path(nodeid)
-        assert work_unit(nodeid) == TIMED_LIGHT_GROUP
-
-
-def test_a_second_half_file_is_timed_and_in_the_second_heavy_unit() -> None:
-    for name in TIMED_SECOND_FILES:
-        [path] = TESTS.rglob(name)
-        nodeid = f"{path.relative_to(TESTS.parent).as_posix()}::test_x"
-        assert is_timed_path(nodeid)
-        assert work_unit(nodeid) == TIMED_SECOND_GROUP
+        assert work_unit(nodeid) == unit
 
 
 def test_units_of_the_other_tests() -> None:
