@@ -4,12 +4,12 @@
 1. **Start** (``start``): at most ``STARTS_PER_ADDRESS`` from one client address in a
    pending lifetime (anyone may start one, unauthenticated: each start keeps a row, so one
    address cannot fill the table); a random state, nonce and PKCE verifier; the login in
-   progress is
-   kept in the database keyed by the state's digest (with the verifier, the nonce, the
-   redirect URI and where to go afterwards), for ``pending_lifetime_ms``; the browser is sent
-   to the provider's authorization endpoint with the state, the nonce and the S256 challenge,
-   and given the state in a cookie of its own (the callback must come back to the browser
-   that started it: no one can log a victim in as themselves with their own callback URL).
+   progress is kept in the database keyed by the state's digest (with the verifier, the
+   nonce, the redirect URI and where to go afterwards), for ``pending_lifetime_ms``; the
+   browser is sent to the provider's authorization endpoint with the state, the nonce and
+   the S256 challenge, and given the state in a cookie of its own (the callback must come
+   back to the browser that started it: no one can log a victim in as themselves with their
+   own callback URL).
 2. **Finish** (``finish``): the state must match that cookie and name a login in progress,
    which is taken at once (a state works once, even when what follows fails) and must not
    have expired. The code is exchanged with the verifier and the client's credentials; the
