@@ -141,9 +141,12 @@ def test_a_pinned_task_and_trigger_come_first(panel: Panel, site: Site) -> None:
     panel.open("/", "dashboard")
     Select(panel.by_id("dash-limit")).select_by_value("25")
     first = [f"{PROJECT}/c-weekly", f"{PROJECT}/d-24", f"{PROJECT}/a-nightly"]
-    panel.until(lambda d: order(panel, "triggers", "data-trigger")[:3] == first,
-                "both pins first on page 1")
-    assert len(order(panel, "triggers", "data-trigger")) == 25
+
+    def page_one(d: object) -> bool:  # 25 rows: drawn again after the page size changed
+        shown = order(panel, "triggers", "data-trigger")
+        return len(shown) == 25 and shown[:3] == first
+
+    panel.until(page_one, "25 triggers, both pins first, on page 1")
     panel.click("#dash-next", "Next")
     panel.until(lambda d: panel.text("dash-page") == "Page 2", "page 2")
     panel.until(lambda d: order(panel, "triggers", "data-trigger") == [
