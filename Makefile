@@ -29,7 +29,7 @@ demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 21 triggers, 3 r
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_standalone.py
 
-test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=4 workers (the timed tests on three of them, first); prints the slowest tests
+test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=4 workers (the timed tests on three of them, first); prints the slowest tests; QL_CPU_PROFILE=FILE writes each test's CPU seconds to FILE
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
