@@ -19,7 +19,6 @@ from qinglong.service.access import (
     require_global,
     require_on,
     require_somewhere,
-    visible,
 )
 from qinglong.service.accounts import Level, Principal
 from qinglong.web.backend import WebBackend
@@ -63,7 +62,7 @@ def authorize_entity(backend: WebBackend, endpoint: Endpoint, principal: Princip
     path = read_path(path_params)
     param, what = ("run", "run") if endpoint.access is Reach.RUN else ("flow_run", "flow run")
     ref = path[param]
-    if visible(principal) is not None and not WHOLE_UUID.fullmatch(ref):
+    if global_level(principal) < Level.READ and not WHOLE_UUID.fullmatch(ref):
         # a prefix is looked up among every project's ids: "ambiguous" would tell a tenant
         # that another project holds an id starting so
         raise InvalidInput(param, "give the whole id: a prefix is looked up across every "

@@ -21,7 +21,7 @@ from starlette.requests import cookie_parser
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from qinglong.errors import BadRequest, NotFound, QinglongError
-from qinglong.service.sso import SingleSignOn
+from qinglong.service.sso import STARTS_PER_ADDRESS, SingleSignOn
 from qinglong.service.sso_settings import CALLBACK_PATH, loopback
 from qinglong.web.auth import set_session_cookie
 from qinglong.web.panel.pages import PAGE_HEADERS, safe_next
@@ -129,8 +129,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              description="Starts the authorization code flow with PKCE (S256): state, nonce and "
                          "verifier are kept server-side for 10 minutes, used once; the browser "
                          "gets the state in the cookie ql_sso_state (for the callback only). "
-                         "30 starts per client address in 10 minutes, then 429 with "
-                         "Retry-After. 404 when single sign-on is not configured."),
+                         f"{STARTS_PER_ADDRESS} starts per client address in 10 minutes, "
+                         "then 429 with Retry-After. 404 when single sign-on is not "
+                         "configured."),
     Endpoint("GET", CALLBACK_PATH, sso_callback, "Where the provider sends the browser back: "
              "the session cookie and a redirect to next", "accounts", None,
              query=tuple(Query(name, _TEXT, what) for name, what in (

@@ -4,13 +4,13 @@
 -- scheduled_for_ms), newest occurrence first, at most %(window)s of them.
 
 -- name: trigger_summary_page
--- A page of current triggers (of one project, of the projects in a JSON array, or all;
--- with one label, when it is given; only, or all but, the [project, trigger] pairs of a JSON
--- array, when it is given: a user's pins first) after the key (after_project, after_trigger), in (project,
--- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's
--- latest %(window)s Runs by occurrence: the outcome counts (a lost Run is a failure, a Run
--- its overlap policy ended is skipped: service/stats.py) and the largest admission lag of
--- a Run the scheduler admitted (not run now, not backfilled); and its latest Run (l_).
+-- A page of current triggers (of one project, of the projects in a JSON array, or all; with one
+-- label, when it is given; only, or all but, the [project, trigger] pairs of a JSON array, when it
+-- is given: a user's pins first) after the key (after_project, after_trigger), in (project,
+-- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's latest
+-- %(window)s Runs by occurrence: the outcome counts (a lost Run is a failure, a Run its overlap
+-- policy ended is skipped: service/stats.py) and the largest admission lag of a Run the scheduler
+-- admitted (not run now, not backfilled); and its latest Run (l_).
 WITH page AS (
     SELECT h.project_id, h.trigger_id, h.current_revision, h.deleted_at_ms
     FROM qinglong.triggers h
@@ -23,8 +23,8 @@ WITH page AS (
                 AND b.label = %(label)s::varchar))
       AND (%(only)s::jsonb IS NULL OR (h.project_id, h.trigger_id) IN (
              SELECT k ->> 0, k ->> 1 FROM jsonb_array_elements(%(only)s::jsonb) k))
-      AND (%(skip)s::jsonb IS NULL
-           OR NOT %(skip)s::jsonb @> jsonb_build_array(jsonb_build_array(h.project_id, h.trigger_id)))
+      AND (%(skip)s::jsonb IS NULL OR (h.project_id, h.trigger_id) NOT IN (
+             SELECT k ->> 0, k ->> 1 FROM jsonb_array_elements(%(skip)s::jsonb) k))
       AND h.deleted_at_ms IS NULL
       AND (%(after_project)s::varchar IS NULL
            OR (h.project_id, h.trigger_id)

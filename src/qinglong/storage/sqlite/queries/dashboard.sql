@@ -6,13 +6,13 @@
 -- MATERIALIZED runs it once per trigger, not once per column read from it).
 
 -- name: trigger_summary_page
--- A page of current triggers (of one project, of the projects in a JSON array, or all;
--- with one label, when it is given; only, or all but, the [project, trigger] pairs of a JSON
--- array, when it is given: a user's pins first) after the key (after_project, after_trigger), in (project,
--- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's
--- latest :window Runs by occurrence: the outcome counts (a lost Run is a failure, a Run its
--- overlap policy ended is skipped: service/stats.py) and the largest admission lag of a Run
--- the scheduler admitted (not run now, not backfilled); and its latest Run (l_).
+-- A page of current triggers (of one project, of the projects in a JSON array, or all; with one
+-- label, when it is given; only, or all but, the [project, trigger] pairs of a JSON array, when it
+-- is given: a user's pins first) after the key (after_project, after_trigger), in (project,
+-- trigger) order, with their schedule rows (as trigger_list has them); from each trigger's latest
+-- :window Runs by occurrence: the outcome counts (a lost Run is a failure, a Run its overlap
+-- policy ended is skipped: service/stats.py) and the largest admission lag of a Run the scheduler
+-- admitted (not run now, not backfilled); and its latest Run (l_).
 WITH page AS (
     SELECT h.project_id, h.trigger_id, h.current_revision, h.deleted_at_ms
     FROM triggers h
@@ -25,10 +25,9 @@ WITH page AS (
       AND (:only IS NULL OR (h.project_id, h.trigger_id) IN (
              SELECT json_extract(k.value, '$[0]'), json_extract(k.value, '$[1]')
                FROM json_each(:only) k))
-      AND (:skip IS NULL OR NOT EXISTS (
-             SELECT 1 FROM json_each(:skip) k
-              WHERE json_extract(k.value, '$[0]') = h.project_id
-                AND json_extract(k.value, '$[1]') = h.trigger_id))
+      AND (:skip IS NULL OR (h.project_id, h.trigger_id) NOT IN (
+             SELECT json_extract(k.value, '$[0]'), json_extract(k.value, '$[1]')
+               FROM json_each(:skip) k))
       AND h.deleted_at_ms IS NULL
       AND (:after_project IS NULL
            OR (h.project_id, h.trigger_id) > (:after_project, :after_trigger))

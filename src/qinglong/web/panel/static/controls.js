@@ -92,7 +92,6 @@
       var result = el("span", { class: "row-result", role: "status" });
       var cell = el("td", { class: "controls" });
       var base = "/projects/" + seg(p.id);
-      var refreshed = function (text) { return toldAfter(reload, text); };
       if (allowed("operate", p.id)) {
         var reasonId = "project-reason-" + p.id;
         cell.appendChild(el("label", { for: reasonId, class: "sr" }, "Reason to pause " + p.id));
@@ -104,12 +103,12 @@
             var data = {};
             if (reason.value.trim()) data.reason = reason.value.trim();
             return api("POST", base + "/pause", data);
-          }, refreshed("Paused the triggers of " + p.id + ".")));
+          }, toldAfter(reload, "Paused the triggers of " + p.id + ".")));
         if (paused.length) {
           cell.appendChild(confirmed("Resume", { "data-action": "resume", "data-project": p.id },
             "Resume the paused triggers of " + p.id + "?", "Resume", result, function () {
               return api("POST", base + "/resume", {});
-            }, refreshed("Resumed the triggers of " + p.id + ".")));
+            }, toldAfter(reload, "Resumed the triggers of " + p.id + ".")));
         }
       }
       if (allowed("admin", p.id)) {
@@ -121,7 +120,7 @@
             : "Archive " + p.id + "? None of its triggers fires until it is unarchived.",
           archived ? "Unarchive" : "Archive", result, function () {
             return api("POST", base + "/" + word, {});
-          }, refreshed((archived ? "Unarchived " : "Archived ") + p.id + ".")));
+          }, toldAfter(reload, (archived ? "Unarchived " : "Archived ") + p.id + ".")));
       }
       cell.appendChild(result);
       tbody.appendChild(row([el("strong", {}, p.id), p.name, badge(p.status),
@@ -144,7 +143,6 @@
       var path = "/projects/" + seg(t.project) + "/triggers/" + seg(t.trigger);
       var cell = el("td", { class: "controls" });
       var result = el("span", { class: "row-result", role: "status" });
-      var refreshed = function (text) { return toldAfter(reload, text); };
       if (allowed("operate", t.project)) {
         var word = t.enabled ? "disable" : "enable";
         cell.appendChild(confirmed(t.enabled ? "Disable" : "Enable",
@@ -152,14 +150,14 @@
           t.enabled ? "Disable " + key + "? It stops firing." : "Enable " + key + "?",
           t.enabled ? "Disable" : "Enable", result, function () {
             return api("POST", path + "/" + word, {});
-          }, refreshed((t.enabled ? "Disabled " : "Enabled ") + key + ".")));
+          }, toldAfter(reload, (t.enabled ? "Disabled " : "Enabled ") + key + ".")));
       }
       if (allowed("admin", t.project)) {
         cell.appendChild(confirmed("Delete", { class: "danger", "data-action": "delete",
           "data-trigger": key }, "Delete " + key + "? It stops firing and leaves the lists; " +
           "its revisions and Runs stay.", "Delete", result, function () {
           return api("DELETE", path);
-        }, refreshed("Deleted " + key + ".")));
+        }, toldAfter(reload, "Deleted " + key + ".")));
       }
       cell.appendChild(result);
       tbody.appendChild(row([QL.triggerLink(t.project, t.trigger), t.task,
@@ -173,7 +171,6 @@
     var result = el("span", { class: "row-result", role: "status" });
     var key = t.project + "/" + t.task;
     var path = "/projects/" + seg(t.project) + "/tasks/" + seg(t.task);
-    var refreshed = function (text) { return toldAfter(reload, text); };
     if (allowed("operate", t.project)) {
       cell.appendChild(button("Run now", { class: "run-now", "data-task": key }, function (event) {
         var control = event.currentTarget;
@@ -191,7 +188,7 @@
         t.enabled ? "Disable " + key + "? Its triggers stop." : "Enable " + key + "?",
         t.enabled ? "Disable" : "Enable", result, function () {
           return api("POST", path + "/" + word, {});
-        }, refreshed((t.enabled ? "Disabled " : "Enabled ") + key + ".")));
+        }, toldAfter(reload, (t.enabled ? "Disabled " : "Enabled ") + key + ".")));
     }
     if (allowed("admin", t.project)) {
       cell.appendChild(el("a", { href: "/tasks/edit" + query({ project: t.project,
@@ -199,7 +196,7 @@
       cell.appendChild(confirmed("Delete", { class: "danger", "data-action": "delete",
         "data-task": key }, "Delete " + key + "? It leaves the lists; its revisions stay.",
         "Delete", result, function () { return api("DELETE", path); },
-        refreshed("Deleted " + key + ".")));
+        toldAfter(reload, "Deleted " + key + ".")));
     }
     cell.appendChild(el("a", { href: "/runs" + query({ project: t.project, task: t.task }) },
       "Runs"));
