@@ -4,6 +4,7 @@ lease, an acknowledged-admission ledger, and the audit as the judge."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -149,11 +150,14 @@ class FaultBed:
 
     def behind(self, by_ms: int = 1_000) -> int:
         """How many enabled triggers have an occurrence due more than ``by_ms`` ago unadmitted."""
+        return self.undecided_by(self.now() - by_ms - 1)
+
+    def undecided_by(self, at_ms: int) -> int:
+        """How many enabled triggers have an occurrence due at or before ``at_ms`` undecided."""
         return int(self.rows(
             "SELECT count(*) AS n FROM qinglong.trigger_schedules s JOIN qinglong.trigger_revisions tr "
             "ON tr.project_id = s.project_id AND tr.trigger_id = s.trigger_id AND tr.revision = s.trigger_revision "
-            "WHERE tr.enabled AND s.next_fire_at_ms < (floor(extract(epoch FROM clock_timestamp()) * 1000) - %s)",
-            [by_ms])[0]["n"])
+            "WHERE tr.enabled AND s.next_fire_at_ms <= %s", [at_ms])[0]["n"])
 
     def settle(self, timeout: float = 20.0) -> bool:
         """Wait (bounded) until the live replicas have caught up. A stop drains only the claims
@@ -176,11 +180,13 @@ class FaultBed:
     def stop_all(self, settle: bool = True) -> list[int]:
         if settle:
             self.settle()
-        codes = []
-        for replica in self.replicas:
-            if replica.process is not None and replica.process.poll() is None:
-                codes.append(replica.stop())
-        return codes
+        # all told at once: stopped one by one, the last replica would carry the load alone
+        # while the others shut down, and on a loaded machine fall behind before its stop,
+        # which ends the audited window
+        live = [r for r in self.replicas if r.process is not None and r.process.poll() is None]
+        for replica in live:
+            replica.signal(signal.SIGTERM)
+        return [replica.wait_stopped() for replica in live]
 
     def close(self) -> None:
         for replica in self.replicas:

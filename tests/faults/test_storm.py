@@ -16,7 +16,7 @@ import pytest
 
 from qinglong.errors import QinglongError
 from qinglong.storage.definitions.params import TriggerPublishParams
-from tests.faults.conftest import FaultBed
+from tests.faults.conftest import AUDIT_SETTLE_MS, FaultBed, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -107,10 +107,18 @@ def test_f10_republish_storm_under_three_replicas(bed: FaultBed, mode: str) -> N
     finally:
         stop.set()
         stormer.join(10)
+    # The window judged ends with the storm, once the cluster has decided every occurrence
+    # due by then (every claim the storm fenced among them). Judged up to the stop instead,
+    # a loaded machine's replicas, each taking 60 ms a claim here, could be behind at the
+    # stop by more than the audit's settle time (a clean-clone run saw four triggers' last
+    # second undecided), which is lag, not loss.
+    storm_end = bed.now()
+    wait_for(lambda: bed.undecided_by(storm_end) == 0,
+             "the cluster to decide every occurrence due by the storm's end", timeout=60)
     retries = retried()
-    assert bed.stop_all() == [0, 0, 0]  # (settles: every claim the storm fenced is decided)
+    assert bed.stop_all(settle=False) == [0, 0, 0]
     assert changes["republish"] + changes["disable"] + changes["enable"] >= MIN_CHANGES, changes
-    bed.assert_exactly_once(start)
+    bed.assert_exactly_once(start, storm_end + AUDIT_SETTLE_MS)
     raced = raced_now()
     assert raced, "the storm should have fenced some claims in flight"
     # and made admissions fail serialization or deadlock
