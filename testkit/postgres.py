@@ -40,6 +40,25 @@ START_ATTEMPTS = 5
 # what the server logs when another process holds its port
 BIND_FAILURES = ("Address already in use", "could not create any TCP/IP sockets")
 
+# Where a server with no directory given keeps its data: in memory when the machine has room
+# there. On the 2-core machines that run the suite, the disk made each CREATE DATABASE and
+# DROP DATABASE pair take 0.35 s (mostly system CPU, discards on ext4) against 0.03 s in
+# /dev/shm, and the suite creates a database for each of about 1,000 tests.
+MEMORY_DIR = Path("/dev/shm")
+MEMORY_ROOM = 4 << 30  # bytes free in MEMORY_DIR, at least, to use it
+
+
+def scratch_root() -> str | None:
+    """A directory on a memory filesystem for a server's files, or None (the temp dir)."""
+    try:
+        room = os.statvfs(MEMORY_DIR)
+    except OSError:
+        return None
+    if room.f_bavail * room.f_frsize < MEMORY_ROOM or not os.access(MEMORY_DIR, os.W_OK | os.X_OK):
+        return None
+    return str(MEMORY_DIR)
+
+
 # A watchdog started with the server: it blocks on a pipe only its owner holds open, so when
 # the owner ends in any way (even SIGKILL) it stops the server and removes an owned directory.
 _REAPER = (
@@ -123,7 +142,7 @@ class EmbeddedPostgres:
 
     def __post_init__(self) -> None:
         if self.base_dir is None:
-            self.base_dir = Path(tempfile.mkdtemp(prefix="qinglong-pg-"))
+            self.base_dir = Path(tempfile.mkdtemp(prefix="qinglong-pg-", dir=scratch_root()))
             self._owned_base = True
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.base_dir.chmod(0o755)
