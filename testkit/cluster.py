@@ -98,11 +98,6 @@ class _Process:
         assert self.process is not None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.wait_stopped(timeout)
-
-    def wait_stopped(self, timeout: float = 30.0) -> int:
-        """Wait for a process told to stop (a second SIGTERM would end it at once)."""
-        assert self.process is not None
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -308,7 +308,7 @@ def test_two_runs_of_a_fan_in_ending_at_once_release_the_join_once(
     for thread in threads:
         thread.start()
     waiting = ("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-               "AND application_name LIKE 'contract-race-%%'")
+               "AND application_name LIKE 'contract-race-%%' AND datname = current_database()")
     blocked = 0
     while blocked < 2 and all(t.is_alive() for t in threads):  # until both endings wait on
         threading.Event().wait(0.01)  # the flow run's lock (or one got past it: a defect)
@@ -451,7 +451,7 @@ def test_a_cancel_takes_the_runs_before_the_flow_run_so_an_ending_never_deadlock
     def blocked(name: str) -> bool:
         rows = pg_backend.db.execute(
             "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND application_name = %s", [name])
+            "AND application_name = %s AND datname = current_database()", [name])
         return int(rows[0]["n"]) == 1  # type: ignore[call-overload]
 
     def wait_blocked(name: str, thread: threading.Thread) -> None:

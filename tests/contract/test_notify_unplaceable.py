@@ -346,7 +346,7 @@ def test_an_enqueuer_waits_for_one_in_flight_and_then_writes_nothing(
         second = threading.Thread(target=run, args=("second", lambda: q.scan(other)))
         second.start()
         waiting = ("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                   "AND application_name = 'unplaceable-second'")
+                   "AND application_name = 'unplaceable-second' AND datname = current_database()")
         blocked = 0
         while not blocked and second.is_alive():  # until the second waits on the first's rows
             threading.Event().wait(0.01)

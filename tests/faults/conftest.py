@@ -4,7 +4,6 @@ lease, an acknowledged-admission ledger, and the audit as the judge."""
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -180,13 +179,11 @@ class FaultBed:
     def stop_all(self, settle: bool = True) -> list[int]:
         if settle:
             self.settle()
-        # all told at once: stopped one by one, the last replica would carry the load alone
-        # while the others shut down, and on a loaded machine fall behind before its stop,
-        # which ends the audited window
-        live = [r for r in self.replicas if r.process is not None and r.process.poll() is None]
-        for replica in live:
-            replica.signal(signal.SIGTERM)
-        return [replica.wait_stopped() for replica in live]
+        codes = []
+        for replica in self.replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                codes.append(replica.stop())
+        return codes
 
     def close(self) -> None:
         for replica in self.replicas:

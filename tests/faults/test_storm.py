@@ -108,10 +108,11 @@ def test_f10_republish_storm_under_three_replicas(bed: FaultBed, mode: str) -> N
         stop.set()
         stormer.join(10)
     # The window judged ends with the storm, once the cluster has decided every occurrence
-    # due by then (every claim the storm fenced among them). Judged up to the stop instead,
-    # a loaded machine's replicas, each taking 60 ms a claim here, could be behind at the
-    # stop by more than the audit's settle time (a clean-clone run saw four triggers' last
-    # second undecided), which is lag, not loss.
+    # due by then (every claim the storm fenced among them). Judged up to the last stop
+    # instead, the replica stopped last, carrying all 30 triggers alone at 60 ms a claim
+    # while the others shut down, could be behind at its stop by more than the audit's
+    # settle time on a loaded machine (a clean-clone run saw four triggers' last second
+    # undecided): lag, not loss.
     storm_end = bed.now()
     wait_for(lambda: bed.undecided_by(storm_end) == 0,
              "the cluster to decide every occurrence due by the storm's end", timeout=60)
