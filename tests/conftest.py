@@ -27,7 +27,8 @@ settings.load_profile("qinglong")
 
 # `make test` runs the suite on four pytest-xdist workers (`-n 4 --dist loadgroup`). The run
 # is bound by the two cores: six workers took as long (1,176 s against 1,179 s in clean-clone
-# runs) while every test ran half again as long. The tests that judge real time (fault
+# runs; 997 s against 908-1,000 s once the embedded servers kept their files in memory)
+# while every test ran half again as long. The tests that judge real time (fault
 # injection, the soak, whole clusters and servers timed end to end) run at full CPU priority,
 # in three work units that the scheduler below hands out first, each to a worker of its own
 # that runs its tests one after another as a plain `pytest` would: two heavy ones (the
