@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from qinglong.clock import SystemClock
 from qinglong.storage.sqlite.connection import SqliteDatabase
 from qinglong.storage.sqlite.migrate import migrate
 from tests.support.env_api_flows import flow_environments
+from tests.support.ql_process import run_ql
 from tests.support.test_api_support import (
     PASSWORD,
     Database,
@@ -107,9 +107,8 @@ def still_site(tmp_path: Path) -> Iterator[Site]:
 def ql(url: str | None, *args: str, env: dict[str, str] | None = None,
        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     where = ["--database-url", url] if url is not None else []
-    return subprocess.run([sys.executable, "-m", "qinglong", *args, *where],
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=child_env(env), input=stdin)
+    return run_ql([*args, *where],
+                  timeout=60, env=child_env(env), input=stdin)
 
 
 def test_authorization_matrix(site: Site) -> None:

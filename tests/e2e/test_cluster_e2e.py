@@ -11,8 +11,6 @@ admitted exactly once (those before are the misfire policy's business). The lag 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from qinglong.storage.postgres.driver import open_postgres
 from testkit.cluster import Replica, percentile, tally
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +42,7 @@ def db_now(db: psycopg.Connection[dict[str, object]]) -> int:
 
 
 def ql(*args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "qinglong", *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = run_ql([*args], timeout=60)
     assert done.returncode == 0, done.stderr
 
 
@@ -127,14 +125,14 @@ def test_three_replicas_fifty_triggers_kill_and_restart_exactly_once(
     assert sum(by_owner.values()) >= totals["admitted"], by_owner
     assert sum(1 for n in by_owner.values() if n > 0) >= 2, by_owner
     # `ql audit` agrees (its own cron expansion, plus the claim log and fences).
-    audited = subprocess.run([sys.executable, "-m", "qinglong", "audit", "--database-url", runtime,
-                              "--from", str(start_ms), "--to", str(end_ms), "--settle", "0s",
-                              "--lease", "5s", "--json"],
-                             capture_output=True, text=True, check=False, timeout=120)
+    audited = run_ql(["audit", "--database-url", runtime,
+                      "--from", str(start_ms), "--to", str(end_ms), "--settle", "0s",
+                      "--lease", "5s", "--json"],
+                     timeout=120)
     assert audited.returncode == 0, audited.stdout[-2000:] + audited.stderr
     assert json.loads(audited.stdout)["totals"]["admitted"] == totals["admitted"]
-    listed = subprocess.run([sys.executable, "-m", "qinglong", "run", "list", "--database-url", runtime,
-                             "--trigger", "t00", "--json", "--limit", "10000"],
-                            capture_output=True, text=True, check=True, timeout=60)
+    listed = run_ql(["run", "list", "--database-url", runtime,
+                     "--trigger", "t00", "--json", "--limit", "10000"],
+                    check=True, timeout=60)
     assert sorted(r["scheduled_for_ms"] for r in json.loads(listed.stdout)) == sorted(
         int(r["scheduled_for_ms"]) for r in runs if r["trigger_id"] == "t00")

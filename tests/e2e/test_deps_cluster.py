@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from testkit.cluster import Worker
 from tests.support.deps_packages import wheel
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +31,8 @@ def test_a_worker_installs_the_set_and_scripts_run_in_it(pg_db: PgTestDatabase,
     base = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
 
     def ql(*args: str, url: str = admin) -> str:
-        done = subprocess.run([sys.executable, "-m", "qinglong", *args, "--database-url", url],
-                              capture_output=True, text=True, timeout=60, check=False,
-                              env=base, cwd=tmp_path)
+        done = run_ql([*args, "--database-url", url],
+                      timeout=60, env=base, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 

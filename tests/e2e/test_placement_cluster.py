@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from qinglong.storage.runs import RunStore
 from testkit.cluster import Worker
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +45,8 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
     env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
 
     def ql(*args: str, url: str = runtime) -> str:
-        done = subprocess.run([sys.executable, "-m", "qinglong", *args, "--database-url", url],
-                              capture_output=True, text=True, timeout=60, check=False, env=env)
+        done = run_ql([*args, "--database-url", url],
+                      timeout=60, env=env)
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 

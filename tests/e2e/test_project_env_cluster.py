@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from qinglong.storage.runs.logs import LogStore
 from testkit.cluster import Worker
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +32,8 @@ def test_a_keyed_worker_gets_the_secret_and_a_keyless_one_starts_nothing(
 
     def ql(*args: str, url: str | None = admin, **more: str) -> str:
         where = ("--database-url", url) if url is not None else ()
-        done = subprocess.run([sys.executable, "-m", "qinglong", *args, *where],
-                              capture_output=True, text=True, timeout=60, check=False,
-                              env={**base, **more}, cwd=tmp_path)
+        done = run_ql([*args, *where],
+                      timeout=60, env={**base, **more}, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from testkit.cluster import Worker
 from tests.contract.test_repo_pulls import Origin
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +37,7 @@ def test_only_a_repos_worker_pulls_and_the_made_task_runs_anywhere(
     env["QL_DATABASE_URL"] = admin
 
     def ql(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "qinglong", *args], capture_output=True,
-                              text=True, timeout=60, check=False, env=env, cwd=tmp_path)
+        done = run_ql([*args], timeout=60, env=env, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 

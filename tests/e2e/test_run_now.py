@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from testkit.cluster import Worker
 from tests.e2e.test_cli_errors import Result, assert_one_line_error, dump, ql  # noqa: F401
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import Ql, wait_for
+from tests.support.ql_process import run_ql
 
 RUN_TASK = ("task", "run", "--project", "demo", "--task", "hello")
 FIRE = ("trigger", "fire", "--project", "demo", "--trigger", "t1")
@@ -182,9 +182,8 @@ def test_a_cluster_worker_runs_a_run_now_woken_by_its_notification(
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("QL_")}, "QL_ACTOR": "alice"}
 
     def ql_(*args: str, url: str = runtime) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "qinglong", *args, "--database-url", url],
-                              capture_output=True, text=True, timeout=60, check=False,
-                              env=env)
+        done = run_ql([*args, "--database-url", url],
+                      timeout=60, env=env)
         assert done.returncode == 0, done.stderr
         return done
 
@@ -193,9 +192,9 @@ def test_a_cluster_worker_runs_a_run_now_woken_by_its_notification(
         "echo cluster run now", url=admin)
     ql_("trigger", "publish", "--project", "demo", "--trigger", "t1", "--task", "hello",
         "--cron", "0 0 1 1 *", "--timezone", "UTC", url=admin)
-    refused = subprocess.run([sys.executable, "-m", "qinglong", "task", "run", "--project",
-                              "demo", "--task", "hello", "--database-url", admin],
-                             capture_output=True, text=True, timeout=60, check=False)
+    refused = run_ql(["task", "run", "--project",
+                      "demo", "--task", "hello", "--database-url", admin],
+                     timeout=60)
     assert refused.returncode == 2 and "ql_admin" in refused.stderr, refused.stderr
     # polls once a minute: only the notification can start the Run within the wait below
     worker = Worker("w1", pg_db.url("ql_worker"), tmp_path, poll_ms=60_000).start()

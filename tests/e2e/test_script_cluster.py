@@ -7,8 +7,6 @@ refused with SCRIPT_DIGEST_MISMATCH instead of being run."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from qinglong.storage.runs.logs import LogStore
 from testkit.cluster import Worker
 from tests.support.pg import PgTestDatabase
 from tests.support.ql import wait_for
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +32,7 @@ def test_a_worker_runs_exactly_the_pinned_content(pg_db: PgTestDatabase, tmp_pat
     env["QL_DATABASE_URL"] = admin
 
     def ql(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "qinglong", *args], capture_output=True,
-                              text=True, timeout=60, check=False, env=env, cwd=tmp_path)
+        done = run_ql([*args], timeout=60, env=env, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 

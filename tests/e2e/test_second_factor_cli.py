@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from qinglong.keyring import read_key_file
@@ -16,14 +15,14 @@ from qinglong.service.second_factor import SecondFactors
 from qinglong.storage.sqlite.connection import SqliteDatabase
 from qinglong.storage.sqlite.migrate import migrate
 from qinglong.testing import FakeClock
+from tests.support.ql_process import run_ql
 from tests.support.test_api_support import PASSWORD, child_env
 
 T0 = 1_800_000_000_000
 
 
 def ql(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", *args], capture_output=True,
-                          text=True, timeout=60, check=False, env=child_env(env))
+    return run_ql([*args], timeout=60, env=child_env(env))
 
 
 def test_a_reset_and_a_reseal_from_the_cli(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ login through `ql web` on PostgreSQL."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from qinglong.service.accounts import csrf_token_for
 from tests.e2e.test_api_sqlite import migrated
 from tests.support.oidc_issuer import CLIENT_ID, CLIENT_SECRET, Issuer, running_issuer
+from tests.support.ql_process import run_ql
 from tests.support.sso_browser import SsoBrowser, get
 from tests.support.test_api_support import Auth, Server, child_env, make_people, start_server
 
@@ -73,9 +73,8 @@ def test_ql_serve_logs_in_with_single_sign_on(tmp_path: Path, issuer: Issuer) ->
 
 def _web(url: str, *args: str, env: dict[str, str] | None = None
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", "web", "--database-url", url,
-                           "--http", "127.0.0.1:0", *args], capture_output=True, text=True,
-                          timeout=60, check=False, env=child_env(env))
+    return run_ql(["web", "--database-url", url,
+                   "--http", "127.0.0.1:0", *args], timeout=60, env=child_env(env))
 
 
 def test_a_configuration_that_cannot_work_stops_the_start_saying_why(

@@ -26,8 +26,6 @@ import itertools
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -51,6 +49,7 @@ from testkit.cluster import Replica, Worker
 from testkit.postgres import EmbeddedPostgres
 from tests.faults.conftest import AUDIT_SETTLE_MS, FaultBed, wait_for
 from tests.faults.test_server_faults import prepare
+from tests.support.ql_process import run_ql
 
 pytestmark = pytest.mark.slow
 
@@ -629,10 +628,8 @@ def test_cancel_reaches_a_worker_without_its_listen_connection(wbed: WorkerBed) 
         # Held, not closed: a listener that is cut off reconnects, and a reconnect could hear it.
         proxy.arm(ProxyMode.BLACKHOLE, application_name="ql-worker:a:listen")
         heard = worker_status(a)["notifications"]
-        cancel = subprocess.run(
-            [sys.executable, "-m", "qinglong", "run", "cancel", run["id"],
-             "--database-url", wbed.bed.db.url("ql_runtime")],
-            capture_output=True, text=True, timeout=30, check=False)
+        cancel = run_ql(["run", "cancel", run["id"], "--database-url",
+                         wbed.bed.db.url("ql_runtime")], timeout=30)
         assert cancel.returncode == 0, cancel.stderr
         wait_for(lambda: wbed.status("t-victim") == "cancelled", "the run to be cancelled", 10)
         ended = wbed.run_of("t-victim")
@@ -664,15 +661,14 @@ def test_cancel_of_a_queued_run_ends_it_at_once_and_a_second_cancel_is_refused(
     wbed.trigger("t-idle", "idle", at_ms=wbed.next_second(2))
     wbed.start_control().wait_ready()
     run = wait_status(wbed, "t-idle", "queued", "the run to be queued (no worker)", 15)
-    command = [sys.executable, "-m", "qinglong", "run", "cancel", run["id"], "--database-url",
-               wbed.bed.db.url("ql_runtime")]
-    cancel = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    command = ["run", "cancel", run["id"], "--database-url", wbed.bed.db.url("ql_runtime")]
+    cancel = run_ql(command, timeout=30)
     assert cancel.returncode == 0, cancel.stderr
     assert wbed.status("t-idle") == "cancelled"
     events = wbed.events(run["id"])
     ending = [e for e in events if e["type"] == "run.cancelled"]
     assert ending[0]["payload"]["cancel_reason"] == "user"
-    again = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    again = run_ql(command, timeout=30)
     assert again.returncode == 2 and "already ended" in again.stderr, again.stderr
     assert "Traceback" not in again.stderr
     assert len(wbed.events(run["id"])) == len(events)

@@ -7,8 +7,6 @@ with `ql worker` executing Runs where a test needs them: the same flows as on SQ
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 from testkit.cluster import Worker
 from tests.support.env_api_flows import flow_environments
 from tests.support.pg import PgTestDatabase
+from tests.support.ql_process import run_ql
 from tests.support.test_api_support import (
     Database,
     People,
@@ -142,9 +141,8 @@ def test_the_api_answers_what_the_cli_prints_with_json(site: Site) -> None:
           "2027-01-01T00:00:00Z", "--to", "2027-03-01T00:00:00Z")),
     ]
     for path, argv in pairs:
-        printed = subprocess.run([sys.executable, "-m", "qinglong", *argv, "--json",
-                                  "--database-url", site.url], capture_output=True, text=True,
-                                 timeout=60, check=False, env=child_env())
+        printed = run_ql([*argv, "--json",
+                          "--database-url", site.url], timeout=60, env=child_env())
         assert printed.returncode == 0, (argv, printed.stderr)
         assert http.ok("GET", path, admin) == json.loads(printed.stdout), path
 
@@ -179,9 +177,8 @@ def test_two_stateless_servers_share_sessions_tokens_and_login_limits(
 
 def test_ql_web_connects_only_as_ql_web(pg_db: PgTestDatabase, tmp_path: Path) -> None:
     for role in ("ql_admin", "ql_runtime"):
-        done = subprocess.run([sys.executable, "-m", "qinglong", "web", "--database-url",
-                               pg_db.url(role), "--http", "127.0.0.1:0"], capture_output=True,
-                              text=True, timeout=60, check=False, env=child_env())
+        done = run_ql(["web", "--database-url",
+                       pg_db.url(role), "--http", "127.0.0.1:0"], timeout=60, env=child_env())
         assert done.returncode == 3, done
         assert done.stderr.strip().splitlines() == [
             (f"ql: ql web connects as ql_web (the role with exactly the API's privileges), not "

@@ -4,8 +4,6 @@ violation planted by hand is found (so the audit cannot pass by not looking)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -23,6 +21,7 @@ from qinglong.storage.definitions.params import TriggerPublishParams
 from qinglong.storage.postgres.roles import provision_roles
 from tests.integration.conftest import Cluster, cluster_on
 from tests.support.pg import PgServer, PgTestDatabase, create_database, drop_database
+from tests.support.ql_process import run_ql
 
 LEASE = 3_000
 GRACE = 30_000
@@ -263,20 +262,17 @@ def test_the_ledger_catches_double_and_missing_deliveries(audited: Cluster, tmp_
     assert report.ledger.missing == [f"t1@{run['scheduled_for_ms']}"]
     path = tmp_path / "ledger.jsonl"
     path.write_text("\n".join(json.dumps(entry) for entry in ledger) + "\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "qinglong", "audit", "--database-url", audited.db.url("ql_runtime"),
-         "--lease", "3s", "--settle", "2s", "--ledger", str(path), "--json"],
-        capture_output=True, text=True, timeout=60, check=False)
+    done = run_ql(["audit", "--database-url", audited.db.url("ql_runtime"), "--lease", "3s",
+                   "--settle", "2s", "--ledger", str(path), "--json"], timeout=60)
     assert done.returncode == 5, done.stderr
     assert json.loads(done.stdout)["ledger"]["double_deliveries"] == [f"t1@{run['scheduled_for_ms']}"]
 
 
 def test_the_cli_exits_zero_when_clean_and_two_on_bad_input(audited: Cluster) -> None:
-    base = [sys.executable, "-m", "qinglong", "audit", "--database-url", audited.db.url("ql_runtime"),
-            "--lease", "3s", "--settle", "2s"]
-    clean = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=60, check=False)
+    base = ["audit", "--database-url", audited.db.url("ql_runtime"), "--lease", "3s",
+            "--settle", "2s"]
+    clean = run_ql([*base, "--json"], timeout=60)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert json.loads(clean.stdout)["ok"] is True
-    bad = subprocess.run([*base, "--from", "yesterday"], capture_output=True, text=True, timeout=60,
-                         check=False)
+    bad = run_ql([*base, "--from", "yesterday"], timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

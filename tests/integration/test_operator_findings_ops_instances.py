@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -37,6 +35,7 @@ from qinglong.storage.admission.params import CommitResult
 from qinglong.storage.instances import INSTANCE_STALE_MS
 from testkit.cluster import Replica
 from tests.integration.conftest import Cluster
+from tests.support.ql_process import run_ql
 
 WAIT_S = 40.0
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
@@ -137,10 +136,9 @@ def test_a_second_ql_control_with_the_same_owner_id_exits_4_and_the_first_stays_
     try:
         first.wait_ready()
         assert first.process is not None
-        second = subprocess.run(
-            [sys.executable, "-m", "qinglong", "control", "--owner-id", "c1",
-             "--database-url", cluster.db.url("ql_runtime"), "--http", "127.0.0.1:0"],
-            capture_output=True, text=True, timeout=60, check=False, env=ENV)
+        second = run_ql(["control", "--owner-id", "c1", "--database-url",
+                         cluster.db.url("ql_runtime"), "--http", "127.0.0.1:0"],
+                        timeout=60, env=ENV)
         assert second.returncode == 4, second.stdout + second.stderr
         last = second.stderr.splitlines()[-1]
         assert last.startswith(f"ql: instance id 'c1' is held by a live control process (pid "

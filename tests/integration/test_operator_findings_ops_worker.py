@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -36,6 +35,7 @@ from qinglong.storage.definitions.params import TaskPublishParams
 from qinglong.storage.postgres.readiness import audit
 from qinglong.storage.postgres.roles import RUNTIME, WORKER
 from tests.integration.conftest import Cluster
+from tests.support.ql_process import run_ql
 
 WAIT_S = 40.0
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
@@ -56,8 +56,8 @@ class Quiet:
 
 
 def ql(*args: str, url: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qinglong", *args, "--database-url", url],
-                          capture_output=True, text=True, timeout=timeout, check=False, env=ENV)
+    return run_ql([*args, "--database-url", url],
+                  timeout=timeout, env=ENV)
 
 
 def readyz(port: int) -> tuple[int, dict[str, Any]]:

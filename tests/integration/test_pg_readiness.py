@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from qinglong.storage.postgres.roles import (
 )
 from tests.integration.conftest import Cluster
 from tests.support.pg import PgServer, PgTestDatabase, drop_database
+from tests.support.ql_process import run_ql
 
 APPLICATION = "ql-readiness-test"
 SUPERUSER = "postgres"
@@ -813,8 +813,7 @@ def test_membership_in_a_superuser_role_is_a_finding(pg_db: PgTestDatabase) -> N
 def ql(*args: str) -> subprocess.CompletedProcess[str]:
     """`python -m qinglong ...` with no QL_* or PG* variables (so no URL or password leaks in)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QL_", "PG"))}
-    return subprocess.run([sys.executable, "-m", "qinglong", *args], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return run_ql([*args], env=env, timeout=60)
 
 
 def test_ql_db_migrate_and_check_end_to_end(pg_server: PgServer) -> None:

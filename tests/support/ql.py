@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.ql_process import run_ql
+
 
 class Ql:
     def __init__(self, database_url: str, cwd: Path, env: dict[str, str] | None = None) -> None:
@@ -22,8 +24,7 @@ class Ql:
         return [sys.executable, "-m", "qinglong", *args]
 
     def run(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(self.command(*args), check=False, cwd=self.cwd, env=self.env, text=True,
-                              capture_output=True, timeout=timeout)
+        done = run_ql(args, cwd=self.cwd, env=self.env, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"ql {' '.join(args)} exited {done.returncode}: {done.stderr}")
         return done
