@@ -19,6 +19,7 @@ from qinglong.storage.sqlite.connection import SqliteDatabase
 from qinglong.storage.sqlite.driver import open_sqlite
 from qinglong.storage.sqlite.migrate import migrate
 from qinglong.testing import FakeClock
+from tests.support.ql_process import forked_cpu_seconds
 
 pytest_plugins = ["tests.support.pg"]
 
@@ -94,20 +95,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
-    """With QL_CPU_PROFILE=FILE, append each test's CPU seconds (its worker's own and those of
-    the processes it started and waited for) to FILE, one "seconds nodeid" line per test:
-    where `make test`'s two cores go, beside --durations's wall-clock time."""
+    """With QL_CPU_PROFILE=FILE, append each test's CPU seconds (its worker's own, those of
+    the processes it started and waited for, and those of its forked `ql` commands) to FILE, one "seconds nodeid worker begin end"
+    line per test (begin and end: os.times()'s elapsed seconds, one clock for every worker):
+    where `make test`'s two cores go, and when each worker was busy with what."""
     target = os.environ.get("QL_CPU_PROFILE")
     if not target:
         return (yield)
-    before = os.times()
+    before, forked = os.times(), forked_cpu_seconds()
     try:
         return (yield)
     finally:
         after = os.times()
-        spent = sum(after[:4]) - sum(before[:4])
-        with open(target, "a") as out:
-            out.write(f"{spent:.2f} {item.nodeid}\n")
+        spent = sum(after[:4]) - sum(before[:4]) + forked_cpu_seconds() - forked
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+        with open(target, "a") as out:  # then the worker and when the test began and ended
+            out.write(f"{spent:.2f} {item.nodeid} {worker} {before[4]:.1f} {after[4]:.1f}\n")
 
 
 @pytest.fixture(autouse=True)

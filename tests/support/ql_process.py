@@ -51,6 +51,7 @@ class Zygote:
         self.scratch = Path(tempfile.mkdtemp(prefix="ql-fork-"))
         self.numbers = itertools.count()
         self.served = 0  # commands answered by a fork
+        self.cpu_s = 0.0  # the CPU seconds those forks took (QL_CPU_PROFILE counts them)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.ql_zygote"], cwd=ROOT, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1)
@@ -72,6 +73,7 @@ class Zygote:
                 raise OSError("the ql fork server exited")
             answer = json.loads(line)
             self.served += 1
+            self.cpu_s += float(answer.get("cpu", 0.0))
             out = Path(paths["stdout"]).read_bytes()
             err = Path(paths["stderr"]).read_bytes()
             return (None if answer.get("timeout") else int(answer["returncode"])), out, err
@@ -101,6 +103,11 @@ def shared_zygote() -> Zygote | None:
             _zygote = Zygote()
             atexit.register(_zygote.close)
         return _zygote
+
+
+def forked_cpu_seconds() -> float:
+    """The CPU seconds the commands forked for this process have taken so far."""
+    return _zygote.cpu_s if _zygote is not None else 0.0
 
 
 def _decoded(data: bytes) -> str:

@@ -4,7 +4,8 @@ imported every `ql` command once and forks a fresh child for each command it is 
 It reads one JSON request per line on stdin and answers one JSON line on stdout:
 
     {"argv": [...], "cwd": "...", "env": {...}, "stdin": path, "stdout": path,
-     "stderr": path, "timeout": seconds}  ->  {"returncode": N} or {"timeout": true}
+     "stderr": path, "timeout": seconds}  ->  {"returncode": N, "cpu": seconds}
+                                             or {"timeout": true, "cpu": seconds}
 
 The child takes the request's working directory, environment (the time zone re-read) and
 standard streams, runs `qinglong.cli.main.main(argv)` as `python -m qinglong` would, runs the
@@ -107,13 +108,14 @@ def wait(pid: int, timeout: float) -> dict[str, Any]:
     """The child's exit status, or a timeout (after which the child is killed and reaped)."""
     deadline = time.monotonic() + timeout
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done == pid:
-            return {"returncode": os.waitstatus_to_exitcode(status)}
+            return {"returncode": os.waitstatus_to_exitcode(status),
+                    "cpu": usage.ru_utime + usage.ru_stime}
         if time.monotonic() >= deadline:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return {"timeout": True}
+            _, _, usage = os.wait4(pid, 0)
+            return {"timeout": True, "cpu": usage.ru_utime + usage.ru_stime}
         time.sleep(POLL_S)
 
 
