@@ -1,11 +1,13 @@
-"""`run_ql` (tests/support/ql_process.py) answers as a real `python -m qinglong` does: the
-same exit code, standard output and error for the same argv, environment, working directory
-and standard input; a timeout is a timeout; commands run at once stay concurrent."""
+"""`run_ql` and `start_ql` (tests/support/ql_process.py) behave as a started
+`python -m qinglong` does: the same exit code, standard output and error for the same argv,
+environment, working directory and standard input; a timeout is a timeout; long-running ones
+run side by side and answer to signals by pid."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import ql_process
-from tests.support.ql_process import run_ql
+from tests.support.ql import wait_for
+from tests.support.ql_process import ForkedQl, run_ql, start_ql
 
 
 def started(args: list[str], cwd: Path, env: dict[str, str],
@@ -78,26 +81,37 @@ def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> No
                timeout=1.5)
 
 
-def test_a_command_asked_for_while_the_server_is_busy_starts_for_real(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Commands a test runs at once stay concurrent: the second does not wait for the first."""
-    url = f"sqlite:///{tmp_path / 'ql.db'}"
-    assert run_ql(["db", "migrate", "--database-url", url], timeout=60).returncode == 0
-    real_starts: list[list[str]] = []
-    start = subprocess.run
+def test_started_commands_run_at_once_and_stop_as_processes_do(tmp_path: Path) -> None:
+    """Two forked `ql serve` run side by side (each with its own file), each is a process
+    of its own that the test signals by pid, and each exits as a started one would."""
+    servers = []
+    for name in ("a", "b"):
+        url = f"sqlite:///{tmp_path / name}.db"
+        assert run_ql(["db", "migrate", "--database-url", url], timeout=60).returncode == 0
+        log = tmp_path / f"{name}.out"
+        servers.append((start_ql(["serve", "--database-url", url, "--interval", "250ms"],
+                                 stdout=log, cwd=tmp_path, session=True), log))
+    for server, log in servers:
+        assert isinstance(server, ForkedQl)  # the path under test, not the fallback
+        wait_for(lambda log=log: "serving" in log.read_text(), 60, f"{log.name} to serve")
+    (a, a_log), (b, _) = servers
+    assert a.pid != b.pid and a.poll() is None and b.poll() is None
+    assert os.getsid(a.pid) == a.pid  # a session of its own, as start_new_session gives
+    with pytest.raises(subprocess.TimeoutExpired):
+        a.wait(timeout=0.2)
+    a.terminate()  # ql serve stops cleanly on SIGTERM
+    assert a.wait(timeout=30) == 0, a_log.read_text()
+    b.kill()
+    assert b.wait(timeout=30) == -signal.SIGKILL
+    assert a.returncode == 0 and b.poll() == -signal.SIGKILL
+    a.send_signal(signal.SIGTERM)  # an exited child is not signalled (its pid may be reused)
 
-    def counted(command: list[str], **options: object) -> object:
-        real_starts.append(command)
-        return start(command, **options)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(ql_process.subprocess, "run", counted)
-    zygote = ql_process.shared_zygote()
-    assert zygote is not None
-    with zygote.lock:  # as while another thread's command runs
-        busy = run_ql(["project", "create", "a", "--database-url", url], timeout=60)
-    idle = run_ql(["project", "create", "b", "--database-url", url], timeout=60)
-    assert (busy.returncode, idle.returncode) == (0, 0), busy.stderr + idle.stderr
-    assert real_starts == [[sys.executable, "-m", "qinglong", "project", "create", "a",
-                            "--database-url", url]]
-    listed = run_ql(["project", "list", "--database-url", url], timeout=60).stdout
-    assert {"a", "b"} <= set(listed.split())
+def test_a_crashing_command_reports_its_traceback_and_exit_code(tmp_path: Path) -> None:
+    """An error nothing catches prints its traceback and exits 1, as the interpreter does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QL_")}
+    env["QL_DATABASE_URL"] = f"sqlite:///{tmp_path / 'not-a-dir' / 'x' / 'ql.db'}"
+    forked = run_ql(["db", "migrate"], cwd=tmp_path, env=env, timeout=60)
+    real = started(["db", "migrate"], tmp_path, env)
+    assert forked.returncode == real.returncode != 0, (forked.stderr, real.stderr)
+    assert forked.stderr == real.stderr

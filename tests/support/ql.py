@@ -1,4 +1,5 @@
-"""Drive the `ql` command as a user would: real subprocesses against a real database."""
+"""Drive the `ql` command as a user would: separate processes against a real database
+(forked from a warm one where that stands for a fresh start: tests/support/ql_process.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.ql_process import run_ql
+from tests.support.ql_process import ForkedQl, run_ql, start_ql
 
 
 class Ql:
@@ -32,13 +33,9 @@ class Ql:
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "--json").stdout)
 
-    def start(self, *args: str, stdout: Path | None = None) -> subprocess.Popen[str]:
-        if stdout is None:
-            return subprocess.Popen(self.command(*args), cwd=self.cwd, env=self.env, text=True,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        with stdout.open("w") as out:  # the child keeps its own copy of the descriptor
-            return subprocess.Popen(self.command(*args), cwd=self.cwd, env=self.env, text=True,
-                                    stdout=out, stderr=subprocess.STDOUT)
+    def start(self, *args: str, stdout: Path | None = None) -> ForkedQl | subprocess.Popen[str]:
+        """`ql ARGS` running on, its output and errors to ``stdout`` (None: discarded)."""
+        return start_ql(args, stdout=stdout, env=self.env, cwd=self.cwd)
 
 
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:

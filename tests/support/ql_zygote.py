@@ -1,33 +1,35 @@
 """The server half of `tests/support/ql_process.py` (no tests here): a Python process that has
-imported every `ql` command once and forks a fresh child for each command it is asked to run.
+imported every `ql` command once and forks a fresh child for each command it is asked to start.
 
-It reads one JSON request per line on stdin and answers one JSON line on stdout:
+It reads one JSON request per line on stdin and writes JSON lines on stdout:
 
-    {"argv": [...], "cwd": "...", "env": {...}, "stdin": path, "stdout": path,
-     "stderr": path, "timeout": seconds}  ->  {"returncode": N, "cpu": seconds}
-                                             or {"timeout": true, "cpu": seconds}
+    {"id": N, "argv": [...], "cwd": "...", "env": {...}, "stdin": path, "stdout": path,
+     "stderr": path or null (null: where stdout goes), "session": bool, "nice": N}
+        -> {"id": N, "pid": PID}                       at once
+        -> {"exited": PID, "returncode": N, "cpu": s}  when that child has exited
 
-The child takes the request's working directory, environment (the time zone re-read) and
-standard streams, runs `qinglong.cli.main.main(argv)` as `python -m qinglong` would, runs the
-exit handlers and exits with its code. The server holds no thread, connection or open file
-but its pipes when it forks, so a child starts as a clean process with the modules loaded.
-It exits when stdin closes (its pytest worker is gone).
+The child takes the request's working directory, environment (the time zone re-read),
+standard streams, priority and (with "session") a session of its own, runs
+`qinglong.cli.main.main(argv)` as `python -m qinglong` would, runs the exit handlers and exits
+with its code. The server holds no thread or connection when it forks, so a child starts as a
+clean process with the modules already loaded. It exits when stdin closes (its pytest process
+is gone).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import io
 import json
 import os
+import select
 import signal
 import sys
 import time
 import traceback
 from typing import Any
-
-POLL_S = 0.002  # how often the server looks whether the child has exited
 
 
 def preload() -> None:
@@ -39,10 +41,8 @@ def preload() -> None:
             importlib.import_module(f"qinglong.cli.commands.{name}")
     for name in ("psycopg", "psycopg_pool", "sqlite3", "qinglong.storage.postgres",
                  "qinglong.storage.sqlite"):
-        try:
+        with contextlib.suppress(ImportError):  # a module a command imports where it exists
             importlib.import_module(name)
-        except ImportError:  # a module a command imports only where it exists
-            pass
 
 
 def reopened(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
@@ -54,17 +54,28 @@ def reopened(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
                             line_buffering=False, write_through=False)
 
 
-def child(request: dict[str, Any], replies: int) -> None:
-    """In the forked child: become the command the request names, never return."""
+def child(request: dict[str, Any], inherited: tuple[int, ...]) -> None:
+    """In the forked child: become the command the request names; never returns."""
     code = 1
     try:
-        os.close(replies)
+        signal.set_wakeup_fd(-1)
+        for fd in inherited:
+            os.close(fd)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        for fd, key, flags in ((0, "stdin", os.O_RDONLY),
-                               (1, "stdout", os.O_WRONLY | os.O_TRUNC | os.O_CREAT),
-                               (2, "stderr", os.O_WRONLY | os.O_TRUNC | os.O_CREAT)):
-            opened = os.open(request[key], flags, 0o600)
+        if request.get("session"):
+            os.setsid()
+        with contextlib.suppress(PermissionError):  # only root may raise it back
+            os.setpriority(os.PRIO_PROCESS, 0, int(request.get("nice", 0)))
+        written = os.O_WRONLY | os.O_TRUNC | os.O_CREAT
+        streams = ((0, request["stdin"], os.O_RDONLY), (1, request["stdout"], written),
+                   (2, request["stderr"], written))
+        for fd, path, flags in streams:
+            if path is None:  # stderr where stdout goes
+                os.dup2(1, fd)
+                continue
+            opened = os.open(path, flags, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
         sys.stdin = reopened(0, "r", "surrogateescape")
@@ -95,41 +106,59 @@ def child(request: dict[str, Any], replies: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:
-        try:
+        with contextlib.suppress(BaseException):
             traceback.print_exc()
             sys.stderr.flush()
-        except BaseException:
-            pass
     finally:
         os._exit(code & 0xFF)
 
 
-def wait(pid: int, timeout: float) -> dict[str, Any]:
-    """The child's exit status, or a timeout (after which the child is killed and reaped)."""
-    deadline = time.monotonic() + timeout
+def reap(replies: io.TextIOWrapper) -> None:
+    """Report every child that has exited."""
     while True:
-        done, status, usage = os.wait4(pid, os.WNOHANG)
-        if done == pid:
-            return {"returncode": os.waitstatus_to_exitcode(status),
-                    "cpu": usage.ru_utime + usage.ru_stime}
-        if time.monotonic() >= deadline:
-            os.kill(pid, signal.SIGKILL)
-            _, _, usage = os.wait4(pid, 0)
-            return {"timeout": True, "cpu": usage.ru_utime + usage.ru_stime}
-        time.sleep(POLL_S)
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        replies.write(json.dumps({"exited": pid,
+                                  "returncode": os.waitstatus_to_exitcode(status),
+                                  "cpu": usage.ru_utime + usage.ru_stime}) + "\n")
 
 
 def serve() -> None:
     preload()
     replies = os.fdopen(os.dup(1), "w", buffering=1)
-    for line in sys.stdin:
-        request = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            child(request, replies.fileno())
-        replies.write(json.dumps(wait(pid, float(request["timeout"]))) + "\n")
+    woken, wake = os.pipe()  # SIGCHLD writes a byte here, so select wakes for it
+    os.set_blocking(wake, False)
+    os.set_blocking(woken, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake)
+    pending = b""
+    while True:
+        try:
+            ready, _, _ = select.select([0, woken], [], [])
+        except InterruptedError:
+            continue
+        if woken in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(woken, 4096)
+        if 0 in ready:
+            data = os.read(0, 65536)
+            if not data:
+                return
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    child(request, (replies.fileno(), woken, wake))
+                replies.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+        reap(replies)
 
 
 if __name__ == "__main__":

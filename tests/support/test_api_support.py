@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from qinglong.profiles.open import open_services
 from qinglong.service.accounts import Accounts, Level
 from qinglong.web.app import api_endpoints
 from qinglong.web.routing import Endpoint
+from tests.support.ql_process import ForkedQl, start_ql
 
 PASSWORD = "correct horse battery staple"
 ROLES = ("viewer", "operator", "admin")
@@ -171,7 +171,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 class Server:
     """A `ql web` or `ql serve --http` process and a client for it."""
 
-    process: subprocess.Popen[str]
+    process: ForkedQl | subprocess.Popen[str]
     port: int
     log: Path
 
@@ -193,10 +193,7 @@ class Server:
 def start_server(args: list[str], log: Path, *, timeout: float = 30,
                  env: dict[str, str] | None = None, cwd: Path | None = None) -> Server:
     """Start ``python -m qinglong ARGS`` (listening on 127.0.0.1:0) and wait for its port."""
-    with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "qinglong", *args], stdout=out,
-                                   stderr=subprocess.STDOUT, text=True, env=child_env(env),
-                                   start_new_session=True, cwd=cwd)
+    process = start_ql(args, stdout=log, env=child_env(env), cwd=cwd, session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = SERVING.search(log.read_text())
