@@ -96,9 +96,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
     """With QL_CPU_PROFILE=FILE, append each test's CPU seconds (its worker's own, those of
-    the processes it started and waited for, and those of its forked `ql` commands) to FILE, one "seconds nodeid worker begin end"
-    line per test (begin and end: os.times()'s elapsed seconds, one clock for every worker):
-    where `make test`'s two cores go, and when each worker was busy with what."""
+    the processes it started and waited for, and those of its forked `ql` commands) to FILE,
+    one "seconds nodeid worker begin end" line per test (begin and end: os.times()'s elapsed
+    seconds, one clock for every worker): where `make test`'s two cores go, and when each
+    worker was busy with what."""
     target = os.environ.get("QL_CPU_PROFILE")
     if not target:
         return (yield)
