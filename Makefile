@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 
 .DEFAULT_GOAL := help
 .PHONY: help install demo demo-cluster demo-standalone test test-long fuzz test-fast test-unit test-faults soak bench bench-standalone bench-finish bench-dashboard bench-dispatch lint typecheck clean
@@ -29,7 +29,7 @@ demo-cluster: $(STAMP) ## Cluster demo: embedded PostgreSQL 18, 21 triggers, 3 r
 demo-standalone: $(STAMP) ## Standalone demo: SQLite, 1 s and 5 s triggers, ~20 s, then a summary
 	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo_standalone.py
 
-test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=4 workers (the timed tests on three of them, first); prints the slowest tests; QL_CPU_PROFILE=FILE writes each test's CPU seconds to FILE
+test: $(STAMP) ## Run the whole test suite (lint and types included) on TEST_WORKERS=6 workers (the timed tests on three of them, first); prints the slowest tests; QL_CPU_PROFILE=FILE writes each test's CPU seconds, worker and times to FILE
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -26,10 +26,12 @@ pytest_plugins = ["tests.support.pg"]
 settings.register_profile("qinglong", deadline=None, print_blob=True)
 settings.load_profile("qinglong")
 
-# `make test` runs the suite on four pytest-xdist workers (`-n 4 --dist loadgroup`). The run
-# is bound by the two cores: six workers took as long (1,176 s against 1,179 s in clean-clone
-# runs; 997 s against 908-1,000 s once the embedded servers kept their files in memory)
-# while every test ran half again as long. The tests that judge real time (fault
+# `make test` runs the suite on six pytest-xdist workers (`-n 6 --dist loadgroup`), on two
+# cores. Once the `ql` commands were forked from a warm process (tests/support/ql_process.py)
+# the run was no longer bound by the cores: with four workers they were 35 % idle (10 s
+# samples), the workers waiting together on real time (a database-clock instant a few seconds
+# ahead, a server's start); six workers fill that (16 % idle) and took 681 s of pytest against
+# 756 s with four (clean-clone runs R4 and R5 on 2026-12-06). The tests that judge real time (fault
 # injection, the soak, whole clusters and servers timed end to end) run at full CPU priority,
 # in three work units that the scheduler below hands out first, each to a worker of its own
 # that runs its tests one after another as a plain `pytest` would: two heavy ones (the
