@@ -55,8 +55,8 @@ class Zygote:
         self.served = 0  # children forked
         self.cpu_s = 0.0  # the CPU seconds of those that exited (QL_CPU_PROFILE counts them)
         self.changed = threading.Condition()
-        self.pids: dict[int, int] = {}  # request id -> pid
-        self.exits: dict[int, int] = {}  # pid -> exit code, once exited
+        self.pids: dict[int, int] = {}  # request id -> pid, until start() takes it
+        self.exits: dict[int, int] = {}  # request id -> exit code, once exited and reaped
         self.broken = False
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.ql_zygote"], cwd=ROOT,
@@ -79,8 +79,8 @@ class Zygote:
             self.changed.notify_all()
 
     def start(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stdin: str,
-              stdout: str, stderr: str | None, session: bool) -> int:
-        """Fork one child; its pid."""
+              stdout: str, stderr: str | None, session: bool) -> tuple[int, int]:
+        """Fork one child; its request's id and its pid."""
         number = next(self.numbers)
         request = {"id": number, "argv": list(argv), "cwd": cwd, "env": dict(env),
                    "stdin": stdin, "stdout": stdout, "stderr": stderr, "session": session,
@@ -94,13 +94,13 @@ class Zygote:
             if number not in self.pids:
                 raise OSError("the ql fork server exited")
             self.served += 1
-            return self.pids.pop(number)
+            return number, self.pids.pop(number)
 
-    def exit_code(self, pid: int, timeout: float | None) -> int | None:
-        """The child's exit code, waiting up to ``timeout`` seconds for it (None: forever)."""
+    def exit_code(self, number: int, timeout: float | None) -> int | None:
+        """Child ``number``'s exit code, waiting up to ``timeout`` seconds (None: forever)."""
         with self.changed:
-            self.changed.wait_for(lambda: pid in self.exits or self.broken, timeout)
-            return self.exits.get(pid)
+            self.changed.wait_for(lambda: number in self.exits or self.broken, timeout)
+            return self.exits.get(number)
 
     def scratch_file(self, suffix: str) -> str:
         return str(self.scratch / f"{next(self.numbers)}.{suffix}")
@@ -115,20 +115,20 @@ class Zygote:
 class ForkedQl:
     """A forked `ql` as much of ``subprocess.Popen`` as the tests use."""
 
-    def __init__(self, zygote: Zygote, pid: int, args: list[str]) -> None:
+    def __init__(self, zygote: Zygote, started: tuple[int, int], args: list[str]) -> None:
         self.zygote = zygote
-        self.pid = pid
+        self.number, self.pid = started
         self.args = args
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.exit_code(self.pid, 0)
+            self.returncode = self.zygote.exit_code(self.number, 0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self.zygote.exit_code(self.pid, timeout)
+            self.returncode = self.zygote.exit_code(self.number, timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return self.returncode
@@ -238,7 +238,7 @@ def start_ql(args: Sequence[str], *, stdout: Path | None, env: Mapping[str, str]
     if stdout is not None:
         stdout.write_text("")  # there at once, as Popen's caller opening it makes it
     target = os.devnull if stdout is None else str(stdout)
-    pid = zygote.start(args, cwd=_where(cwd), env=environment, stdin=os.devnull,
-                       stdout=target, stderr=None, session=session)
-    return ForkedQl(zygote, pid, command)
+    started = zygote.start(args, cwd=_where(cwd), env=environment, stdin=os.devnull,
+                           stdout=target, stderr=None, session=session)
+    return ForkedQl(zygote, started, command)
 

@@ -6,7 +6,7 @@ It reads one JSON request per line on stdin and writes JSON lines on stdout:
     {"id": N, "argv": [...], "cwd": "...", "env": {...}, "stdin": path, "stdout": path,
      "stderr": path or null (null: where stdout goes), "session": bool, "nice": N}
         -> {"id": N, "pid": PID}                       at once
-        -> {"exited": PID, "returncode": N, "cpu": s}  when that child has exited
+        -> {"exited": N, "returncode": N, "cpu": s}    when that child has exited
 
 The child takes the request's working directory, environment (the time zone re-read),
 standard streams, priority and (with "session") a session of its own, runs
@@ -113,8 +113,8 @@ def child(request: dict[str, Any], inherited: tuple[int, ...]) -> None:
         os._exit(code & 0xFF)
 
 
-def reap(replies: io.TextIOWrapper) -> None:
-    """Report every child that has exited."""
+def reap(replies: io.TextIOWrapper, children: dict[int, int]) -> None:
+    """Report every child that has exited, by its request's id (a pid is reused in time)."""
     while True:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -122,7 +122,7 @@ def reap(replies: io.TextIOWrapper) -> None:
             return
         if pid == 0:
             return
-        replies.write(json.dumps({"exited": pid,
+        replies.write(json.dumps({"exited": children.pop(pid),
                                   "returncode": os.waitstatus_to_exitcode(status),
                                   "cpu": usage.ru_utime + usage.ru_stime}) + "\n")
 
@@ -136,6 +136,7 @@ def serve() -> None:
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     signal.set_wakeup_fd(wake)
     pending = b""
+    children: dict[int, int] = {}  # pid -> request id, while the child has not been reaped
     while True:
         try:
             ready, _, _ = select.select([0, woken], [], [])
@@ -157,8 +158,9 @@ def serve() -> None:
                 pid = os.fork()
                 if pid == 0:
                     child(request, (replies.fileno(), woken, wake))
+                children[pid] = request["id"]
                 replies.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
-        reap(replies)
+        reap(replies, children)
 
 
 if __name__ == "__main__":
