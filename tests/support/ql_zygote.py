@@ -122,7 +122,10 @@ def reap(replies: io.TextIOWrapper, children: dict[int, int]) -> None:
             return
         if pid == 0:
             return
-        replies.write(json.dumps({"exited": children.pop(pid),
+        number = children.pop(pid, None)
+        if number is None:  # not a command's (nothing else is started here, but never die)
+            continue
+        replies.write(json.dumps({"exited": number,
                                   "returncode": os.waitstatus_to_exitcode(status),
                                   "cpu": usage.ru_utime + usage.ru_stime}) + "\n")
 
