@@ -180,6 +180,18 @@ class Panel:
 
         self.until(found_and_clicked, what, timeout)
 
+    def details(self, element_id: str) -> dict[str, str]:
+        """A description list's terms and descriptions, read in one call: the page may redraw
+        between two reads, and an element found before a redraw is stale after it."""
+        found = self.d.execute_script(
+            "var n = document.getElementById(arguments[0]);"
+            "function texts(tag) { return n ? Array.prototype.map.call("
+            "  n.getElementsByTagName(tag), function (e) { return e.innerText.trim(); }) : []; }"
+            "return [texts('dt'), texts('dd')];", element_id)
+        assert isinstance(found, list) and len(found) == 2, found
+        terms, descriptions = found
+        return dict(zip([str(t) for t in terms], [str(d) for d in descriptions], strict=True))
+
     def rows(self, table_id: str) -> list[list[str]]:
         found = self.d.execute_script(
             "var t = document.getElementById(arguments[0]);"

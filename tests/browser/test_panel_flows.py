@@ -60,8 +60,7 @@ def test_an_operator_starts_a_flow_and_follows_its_graph(panel: Panel, site: Sit
     flow_run_id = panel.d.current_url.rsplit("/", 1)[1]
     panel.css('#flow-steps tr[data-node="join"] a')[0].click()
     panel.ready("run")
-    panel.until(lambda d: "Flow run" in [dt.text for dt in panel.css("#run-details dt")],
-                "the flow run row")
+    panel.until(lambda d: "Flow run" in panel.details("run-details"), "the flow run row")
     back = [a for a in panel.css("#run-details a") if "/flows/runs/" in str(
         a.get_attribute("href"))]
     assert back and str(back[0].get_attribute("href")).endswith(flow_run_id)

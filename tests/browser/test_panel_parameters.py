@@ -22,10 +22,8 @@ def test_a_runs_page_shows_its_parameter_values(panel: Panel, site: Site) -> Non
     panel.login("viewer")
     panel.open(f"/runs/{run['id']}", "run")
     panel.until(lambda d: panel.css("#run-details dt"), "the details")
-    panel.until(lambda d: "Parameters" in [dt.text for dt in panel.css("#run-details dt")],
-                "the parameters row")
-    shown = dict(zip([dt.text for dt in panel.css("#run-details dt")],
-                     [dd.text for dd in panel.css("#run-details dd")], strict=True))
+    panel.until(lambda d: "Parameters" in panel.details("run-details"), "the parameters row")
+    shown = panel.details("run-details")
     assert shown["Parameters"] == 'count=2, who="panel <b>x</b>"', shown
     assert not panel.css("#run-details b")  # a value is text, never markup
     panel.until(lambda d: panel.text("run-status") == "succeeded", "the Run to finish")

@@ -33,8 +33,7 @@ def test_a_task_with_requirements_and_its_waiting_run(panel: Panel, site: Site) 
 
     panel.open(f"/runs/{run['id']}", "run")
     panel.until(lambda d: "Waiting" in panel.text("run-details"), "the placement rows")
-    shown = dict(zip([dt.text for dt in panel.css("#run-details dt")],
-                     [dd.text for dd in panel.css("#run-details dd")], strict=True))
+    shown = panel.details("run-details")
     assert shown["Requires"] == "gpu, region=us", shown
     assert shown["Waiting"] == ("no live worker offers gpu, region=us: it stays queued until "
                                 "a worker with these labels is running"), shown
