@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,6 +144,19 @@ class Panel:
         except TimeoutException:
             raise AssertionError(f"timed out after {timeout} s waiting for {what} on "
                                  f"{self.d.current_url}") from None
+
+    def read(self, look: Callable[[], T], timeout: float = 20) -> T:
+        """What ``look`` reads from elements it finds, read again when the page redrew between
+        finding an element and reading it (a stale element); unlike ``until``, any value,
+        empty or not, is the answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return look()
+            except StaleElementReferenceException:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
 
     def choose(self, select_id: str, value: str) -> None:
         """Choose ``value`` in the <select> ``select_id`` once the page has filled it in

@@ -213,7 +213,8 @@ def test_a_user_creates_a_token_sees_it_once_copies_it_and_it_works(panel: Panel
         site.http.ok("POST", "/api/v1/projects", site.admin, {"id": project}, (201, 409))
     panel.login("operator")
     panel.open("/tokens", "tokens")
-    scopes = [o.get_attribute("value") for o in panel.css("#token-scope option")]
+    scopes = panel.read(lambda: [o.get_attribute("value")
+                                 for o in panel.css("#token-scope option")])
     assert scopes == ["read", "operate"], scopes  # no wider than the role
     assert panel.shown("#token-owner") == 0  # only admins make tokens for others
     panel.fill("token-name", "backup script")
@@ -271,7 +272,8 @@ def test_an_admin_makes_a_token_for_another_user_and_lists_everyones(panel: Pane
                                                                    site: Site) -> None:
     panel.login("admin")
     panel.open("/tokens", "tokens")
-    assert [o.get_attribute("value") for o in panel.css("#token-scope option")] == [
+    assert panel.read(lambda: [o.get_attribute("value")
+                               for o in panel.css("#token-scope option")]) == [
         "read", "operate", "admin"]
     panel.fill("token-name", "viewer's reader")
     panel.fill("token-owner", "viewer")
@@ -295,7 +297,8 @@ def test_an_admin_makes_a_token_for_another_user_and_lists_everyones(panel: Pane
 def test_a_viewer_makes_only_read_tokens_of_their_own(panel: Panel, site: Site) -> None:
     panel.login("viewer")
     panel.open("/tokens", "tokens")
-    assert [o.get_attribute("value") for o in panel.css("#token-scope option")] == ["read"]
+    assert panel.read(lambda: [o.get_attribute("value")
+                               for o in panel.css("#token-scope option")]) == ["read"]
     assert panel.shown("#token-owner") == 0 and panel.shown("#token-all") == 0
     viewer_token = site.people.token_ids["viewer"]
     panel.until(lambda d: _row(panel, "tokens", "data-token", viewer_token), "their token")

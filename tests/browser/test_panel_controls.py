@@ -196,7 +196,8 @@ def test_a_backfill_shows_its_window_then_its_progress(panel: Panel, site: Site)
     assert panel.by_id("backfill-result").get_attribute("data-state") == "done"
     assert f"Done: {total} admitted, 0 already had a Run" in panel.text("backfill-result")
     # its progress, request by request: 20 occurrences at a time, counted up to the total
-    steps = [int(li.get_attribute("data-done") or 0) for li in panel.css("#backfill-log li")]
+    steps = panel.read(lambda: [int(li.get_attribute("data-done") or 0)
+                                for li in panel.css("#backfill-log li")])
     assert steps == [min(total, 20 * n) for n in range(1, math.ceil(total / 20) + 1)], steps
     assert panel.by_id("backfill-progress").get_attribute("value") == str(total)
     assert f"{total} admitted" in panel.text("backfill-count")
@@ -257,7 +258,7 @@ def test_a_viewer_sees_no_write_control_and_an_operator_no_admin_one(panel: Pane
     assert panel.shown("#projects button, #projects input, #tasks button:not([data-pin]), "
                        "#trigger-list button:not([data-pin])") == 0  # (a pin is the user's own)
     assert "firing" in panel.css('#trigger-list tr[data-trigger-row="vwr/daily"]')[0].text
-    assert not [a for a in panel.css("#tasks a") if a.text == "Edit"]
+    assert not panel.read(lambda: [a for a in panel.css("#tasks a") if a.text == "Edit"])
     assert panel.shown('main a[href="/tasks/edit"]') == 0
     panel.open("/triggers/vwr/daily", "trigger")
     panel.until(lambda d: "0 3 * * *" in panel.text("trigger-details"), "the details")
@@ -278,7 +279,7 @@ def test_a_viewer_sees_no_write_control_and_an_operator_no_admin_one(panel: Pane
     panel.until(lambda d: panel.css('#tasks button[data-action="disable"]')
                 and panel.css('#trigger-list button[data-action="disable"]'), "the controls")
     assert panel.shown('button[data-action="delete"], button[data-action="archive"]') == 0
-    assert not [a for a in panel.css("#tasks a") if a.text == "Edit"]
+    assert not panel.read(lambda: [a for a in panel.css("#tasks a") if a.text == "Edit"])
     panel.open("/triggers/vwr/daily", "trigger")
     panel.until(lambda d: panel.by_id("trigger-switch").is_displayed(), "the switch")
     assert panel.by_id("backfill").is_displayed() and panel.by_id("pause-form").is_displayed()

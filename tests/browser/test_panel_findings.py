@@ -327,7 +327,7 @@ def test_the_log_viewer_shows_control_characters_and_drops_colours(panel: Panel,
     assert not RAW_CONTROL.search(shown), repr(shown)
     assert shown == ("green|\\x1b[2J|bell\\x07|cr\\x0ddone|\\u202ertl|soh\\x01|\n"
                      "later\n"), repr(shown)
-    codes = [node.text for node in panel.css("#log span.ctl")]
+    codes = panel.read(lambda: [node.text for node in panel.css("#log span.ctl")])
     assert codes == ["\\x1b", "\\x07", "\\x0d", "\\u202e", "\\x01"], codes
     assert not panel.css("#log [style]")  # text and classes only: the CSP stays strict
     panel.d.execute_script("document.getElementById('log').scrollIntoView()")

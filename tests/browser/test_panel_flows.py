@@ -41,11 +41,12 @@ def test_an_operator_starts_a_flow_and_follows_its_graph(panel: Panel, site: Sit
     panel.ready("flow-run")
     panel.until(lambda d: panel.text("flow-run-status") == "failed", "the flow run to end",
                 timeout=60)
-    nodes = {n.get_attribute("data-node"): n.get_attribute("data-state")
-             for n in panel.css("svg.flow g.flow-node")}
+    nodes = panel.read(lambda: {n.get_attribute("data-node"): n.get_attribute("data-state")
+                                for n in panel.css("svg.flow g.flow-node")})
     assert nodes == {"fetch": "succeeded", "left": "succeeded", "right": "succeeded",
                      "join": "failed", "alert": "succeeded", "cleanup": "skipped"}, nodes
-    edges = sorted(str(e.get_attribute("data-edge")) for e in panel.css("svg.flow path.flow-edge"))
+    edges = panel.read(lambda: sorted(str(e.get_attribute("data-edge"))
+                                      for e in panel.css("svg.flow path.flow-edge")))
     assert edges == ["fetch>left", "fetch>right", "join>alert", "join>cleanup", "left>join",
                      "right>join"]
     assert len(panel.css("svg.flow path.flow-edge-failure")) == 1
