@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.ql_process import ForkedQl, run_ql, start_ql
+from tests.support.ql_process import ForkedQl, ql_command, run_ql, start_ql
 
 
 class Ql:
@@ -22,7 +21,7 @@ class Ql:
         self.env = {**os.environ, "QL_DATABASE_URL": database_url, **(env or {})}
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "qinglong", *args]
+        return ql_command(args)
 
     def run(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         done = run_ql(args, cwd=self.cwd, env=self.env, timeout=timeout)

@@ -40,6 +40,11 @@ ROOT = Path(__file__).resolve().parents[2]  # where `tests` is importable from
 STARTUP_PREFIXES = ("PYTHON", "LD_", "FAKETIME", "LC_", "LANG")
 
 
+def ql_command(args: Sequence[str]) -> list[str]:
+    """The argv that starts `ql ARGS` for real."""
+    return [sys.executable, "-m", "qinglong", *args]
+
+
 def read_at_startup(env: Mapping[str, str]) -> dict[str, str]:
     """The variables the interpreter (or a preloaded library) reads as it starts."""
     return {name: value for name, value in env.items() if name.startswith(STARTUP_PREFIXES)}
@@ -186,7 +191,7 @@ def run_ql(args: Sequence[str], *, env: Mapping[str, str] | None = None,
            input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
     """What ``subprocess.run([python, "-m", "qinglong", *args], capture_output=True,
     text=True, ...)`` returns, from a forked child where one stands for a fresh start."""
-    command = [sys.executable, "-m", "qinglong", *args]
+    command = ql_command(args)
     environment = dict(os.environ if env is None else env)
     zygote = _forkable(args, environment)
     if zygote is None:
@@ -223,7 +228,7 @@ def start_ql(args: Sequence[str], *, stdout: Path | None, env: Mapping[str, str]
              session: bool = False) -> ForkedQl | subprocess.Popen[str]:
     """``python -m qinglong ARGS`` running on: its output and errors to ``stdout`` (None:
     discarded), stdin empty, in a session of its own with ``session``."""
-    command = [sys.executable, "-m", "qinglong", *args]
+    command = ql_command(args)
     environment = dict(os.environ if env is None else env)
     zygote = _forkable(args, environment)
     if zygote is None:
