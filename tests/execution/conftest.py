@@ -10,7 +10,7 @@ import pytest
 from qinglong.clock import SystemClock
 from qinglong.domain.model import RunDetail
 from qinglong.domain.task import CommandSpec
-from qinglong.execution.executor import Executor
+from qinglong.execution.executor import Executor, RunFinished
 from qinglong.execution.identity import Identity
 from qinglong.execution.scripts import Fetch
 from qinglong.testing import FakeClock
@@ -45,4 +45,23 @@ def run(sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path) -> Iterat
 
     yield go
     for executor in running:  # a call that failed before its executor was stopped
+        executor.stop(0.5)
+
+
+@pytest.fixture
+def make_executor(sqlite_stores: SqliteStores, tmp_path: Path) -> Iterator:
+    made: list[Executor] = []
+    finished: list[RunFinished] = []
+
+    def build(**kw: object) -> Executor:
+        options: dict[str, object] = {"log_dir": tmp_path / "logs", "poll_interval_s": 0.05,
+                                      "on_finished": finished.append, "owner": "test-executor"}
+        options.update(kw)
+        executor = Executor(sqlite_stores.runs, SystemClock(), **options)  # type: ignore[arg-type]
+        made.append(executor)
+        return executor
+
+    build.finished = finished  # type: ignore[attr-defined]
+    yield build
+    for executor in made:
         executor.stop(0.5)

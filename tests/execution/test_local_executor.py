@@ -9,16 +9,14 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-import pytest
 
 from qinglong.clock import SystemClock
 from qinglong.domain.model import RunDetail
 from qinglong.domain.task import ArgvCommand, CommandSpec, EnvEntry, ShellCommand
 from qinglong.errors import ConnectionLost
-from qinglong.execution.executor import Executor, RunFinished
+from qinglong.execution.executor import Executor
 from qinglong.execution.processes import make_handle, process_start_ticks, settle_orphan
 from qinglong.scheduler.coordinator import Coordinator
 from qinglong.storage.definitions.params import (
@@ -51,25 +49,6 @@ def admit(stores: SqliteStores, clock: FakeClock, spec: CommandSpec, runs: int =
     listed = stores.runs.run_list(RunListParams(trigger_id=f"{task}-t", limit=1000, oldest_first=True))
     assert len(listed) == runs
     return [r.id for r in listed]
-
-
-@pytest.fixture
-def make_executor(sqlite_stores: SqliteStores, tmp_path: Path) -> Iterator:
-    made: list[Executor] = []
-    finished: list[RunFinished] = []
-
-    def build(**kw: object) -> Executor:
-        options: dict[str, object] = {"log_dir": tmp_path / "logs", "poll_interval_s": 0.05,
-                                      "on_finished": finished.append, "owner": "test-executor"}
-        options.update(kw)
-        executor = Executor(sqlite_stores.runs, SystemClock(), **options)  # type: ignore[arg-type]
-        made.append(executor)
-        return executor
-
-    build.finished = finished  # type: ignore[attr-defined]
-    yield build
-    for executor in made:
-        executor.stop(0.5)
 
 
 def wait_terminal(stores: SqliteStores, run_id: str) -> RunDetail:

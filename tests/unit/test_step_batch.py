@@ -5,7 +5,7 @@ together in the next, but never two steps of one Run."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -25,18 +25,30 @@ def step(run_id: str, attempt_id: str) -> FencedStep:
 class Recorder:
     """Holds the first write until told to go, so that others queue up behind it."""
 
-    def __init__(self, fail_second: bool = False) -> None:
+    def __init__(self, fail_second: bool = False, later_writes_s: float = 0.0) -> None:
         self.batches: list[list[str]] = []
         self.go = threading.Event()
         self.fail_second = fail_second
+        self.later_writes_s = later_writes_s  # how long each write after the first takes
 
     def attempt_steps(self, steps: Sequence[FencedStep]) -> list[StepOutcome]:
         self.batches.append([s.fence.attempt_id for s in steps])
         if len(self.batches) == 1:
             assert self.go.wait(WAIT_S)
+        else:
+            threading.Event().wait(self.later_writes_s)
         if self.fail_second and len(self.batches) == 2:
             raise ConnectionLost("the write failed as a whole")
         return [StepOutcome.APPLIED] * len(steps)
+
+
+def until(batch: StepBatch, holds: Callable[[], bool]) -> None:
+    """Wait until ``holds`` (read under the batch's lock) is true."""
+    while True:
+        with batch._lock:
+            if holds():
+                return
+        threading.Event().wait(0.001)
 
 
 def queue_behind_first(batch: StepBatch, first: FencedStep, others: list[FencedStep]
@@ -60,9 +72,7 @@ def queue_behind_first(batch: StepBatch, first: FencedStep, others: list[FencedS
         thread = threading.Thread(target=write, args=(other,))
         thread.start()
         threads.append(thread)
-    with batch._lock:  # (the test waits until every other step is queued)
-        while len(batch._waiting) < len(others):
-            batch._written.wait(0.01)
+    until(batch, lambda: len(batch._waiting) >= len(others))  # every other step queued
     store.go.set()
     for thread in threads:
         thread.join(WAIT_S)
@@ -123,9 +133,7 @@ def test_a_running_record_not_yet_taken_is_folded_into_the_ending() -> None:
     ender = threading.Thread(target=lambda: folded.append(
         batch.fold(running, step("r2", "a2-folded"))))
     ender.start()  # the command ended while the first write is still in progress
-    with batch._lock:
-        while running.detached:  # (until the ending has replaced the running record)
-            batch._written.wait(0.01)
+    until(batch, lambda: not running.detached)  # the ending replaced the running record
     recorder.go.set()
     writer.join(WAIT_S)
     ender.join(WAIT_S)
@@ -203,3 +211,25 @@ def test_a_withdrawn_step_is_never_written() -> None:
     recorder.go.set()
     writer.join(WAIT_S)
     assert recorder.batches == [["a1"]]
+
+
+def test_a_write_wakes_the_jobs_it_wrote_and_the_next_leader_only() -> None:
+    """Five steps of one Run queue behind a write: each goes in a write of its own, and
+    each job sleeps once (woken when it is first in line, then leads), instead of being
+    woken by every write that ends before its own."""
+    slept: dict[str, int] = {}
+    sleep = StepBatch._sleep
+
+    def counting_sleep(self: StepBatch, mine: Pending) -> None:
+        slept[mine.step.fence.attempt_id] = slept.get(mine.step.fence.attempt_id, 0) + 1
+        sleep(self, mine)
+
+    recorder = Recorder(later_writes_s=0.02)  # time for woken jobs to find a write going on
+    batch = StepBatch(recorder)  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StepBatch, "_sleep", counting_sleep)
+        queued = [f"a{n}" for n in range(2, 7)]
+        heard = queue_behind_first(batch, step("r1", "a1"), [step("r2", a) for a in queued])
+    assert heard == {a: None for a in ["a1", *queued]}
+    assert recorder.batches[0] == ["a1"] and len(recorder.batches) == 6
+    assert slept == {a: 1 for a in queued}

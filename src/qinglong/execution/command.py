@@ -5,9 +5,12 @@ Everything here is about the child process; recording what happened is the execu
 
 from __future__ import annotations
 
+import math
 import os
+import select
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -154,7 +157,6 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
                       log_path=log_path)
     assert process.stdout is not None
     pump = CappedLogPump(process.stdout, log_path, log_max_bytes, tap=tap)
-    pump.start()
     return Spawned(process=process, pump=pump, log_path=log_path, group=group)
 
 
@@ -186,6 +188,100 @@ def _note(path: Path, message: str) -> None:
             handle.write(f"[qinglong: {message}]\n")
     except OSError:
         pass
+
+
+def supervise(spawned: Spawned, timeout_s: float) -> tuple[int, bool]:
+    """Copy the command's output into its log until the output ends, and reap its leader:
+    its exit code, and whether it was stopped at ``timeout_s`` (SIGTERM to its group, then
+    SIGKILL after KILL_GRACE_S). Once the leader exited, something else of its group that
+    still holds the output open is given STRAGGLER_WAIT_S, then killed, and the output is
+    abandoned STRAGGLER_WAIT_S later.
+
+    The calling thread does it all, waiting in one ``poll`` for output, the leader's exit (a
+    pidfd, Linux 5.3+) or the next deadline: a thread of its own for the output and
+    ``Popen.wait``'s polling with sleeps cost more CPU than the rest of a short command's
+    supervision. Without pidfds the output is pumped on a thread. Time is the machine's
+    monotonic clock, as for ``Popen.wait``: a child runs in real time whatever clock the
+    executor is given."""
+    monotonic = time.monotonic
+    process, pump = spawned.process, spawned.pump
+    assert process.stdout is not None
+    try:
+        exit_fd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return _supervise_threaded(spawned, timeout_s)
+    output = process.stdout.fileno()
+    watch = select.poll()
+    watch.register(output, select.POLLIN)
+    watch.register(exit_fd, select.POLLIN)
+    pump.open()
+    deadline = monotonic() + timeout_s  # the next thing to do, if nothing happens first
+    timed_out = killed = exited = ended = False
+    try:
+        while not (exited and ended):
+            left_ms = (deadline - monotonic()) * 1000
+            events = watch.poll(max(0, min(_POLL_MAX_MS, math.ceil(left_ms))))
+            for fd, _ in events:
+                if fd == exit_fd:
+                    watch.unregister(exit_fd)
+                    process.wait()
+                    exited = True
+                    if timed_out:
+                        kill_group(process.pid, signal.SIGKILL)  # stragglers in the group
+                    deadline = monotonic() + STRAGGLER_WAIT_S
+                elif chunk := _read_output(output, pump):
+                    pump.feed(chunk)
+                else:
+                    watch.unregister(output)
+                    ended = True
+            if events or monotonic() < deadline:
+                continue
+            if not exited and not timed_out:  # the command's timeout
+                timed_out = True
+                kill_group(process.pid, signal.SIGTERM)
+                deadline = monotonic() + KILL_GRACE_S
+            elif not exited:  # it outlived the grace
+                kill_group(process.pid, signal.SIGKILL)
+                deadline = monotonic() + _POLL_MAX_MS / 1000
+            elif not killed:  # the leader is gone; something else holds the output
+                killed = True
+                kill_group(process.pid, signal.SIGKILL)
+                deadline = monotonic() + STRAGGLER_WAIT_S
+            else:
+                break  # the output is abandoned
+    finally:
+        os.close(exit_fd)
+        pump.close()
+    assert process.returncode is not None
+    return process.returncode, timed_out
+
+
+def _read_output(output: int, pump: CappedLogPump) -> bytes:
+    """What one read of the output gives now (poll said it would not block); b"" at its end
+    or when it cannot be read (said in the pump's error)."""
+    try:
+        return os.read(output, OUTPUT_CHUNK)
+    except OSError as exc:
+        pump.fail(f"cannot read the output: {exc.strerror or exc}")
+        return b""
+
+
+OUTPUT_CHUNK = 64 * 1024
+_POLL_MAX_MS = 2**31 - 1  # poll's timeout is a C int of milliseconds
+
+
+def _supervise_threaded(spawned: Spawned, timeout_s: float) -> tuple[int, bool]:
+    """``supervise`` where pidfds are missing: the output pumped on a thread of its own."""
+    spawned.pump.start()
+    timed_out = False
+    try:
+        spawned.process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        terminate(spawned.process)
+    collect(spawned)
+    assert spawned.process.returncode is not None
+    return spawned.process.returncode, timed_out
 
 
 def terminate(process: subprocess.Popen[bytes]) -> None:

@@ -18,6 +18,7 @@ This module dispatches (leases, threads, drain and stop); one job is run and rec
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import threading
 from collections.abc import Callable, Mapping
@@ -122,6 +123,12 @@ class Executor:
         self._stopping = threading.Event()
         self._finished = threading.Event()  # stopped and drained: renewals end
         self._threads: list[threading.Thread] = []
+        # Job threads are kept and reused (at most one per slot): a thread started per Run
+        # cost more CPU than the rest of its supervision, and each new thread opened
+        # connections of its own (SQLite keeps one per thread).
+        self._handoff: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._runners = 0  # job threads started
+        self._idle_runners = 0  # of which waiting for a job
         self._dispatch_failing = False
         self._backlog = False  # the last lease filled every free slot
         self.log_refusals = LogRefusals(clock)  # a log store refusing output: no new work
@@ -229,6 +236,7 @@ class Executor:
             job.stop("shutdown", signal.SIGKILL)
         self._wait_idle(command.STRAGGLER_WAIT_S + 1.0)
         self._finished.set()
+        self._end_runners()
         for thread in self._threads[1:]:
             thread.join(5.0)
         self._reaper.close()  # kills whatever a stuck stop left behind
@@ -269,8 +277,7 @@ class Executor:
                 job = Job(lease=lease)
                 with self._jobs_lock:
                     self._jobs[lease.fence.run_id] = job
-                threading.Thread(target=self._run_job, args=(job,), name="ql-run",
-                                 daemon=True).start()
+                self._hand_off(job)
             if len(leases) < free:
                 return
 
@@ -288,6 +295,30 @@ class Executor:
                 free = self._concurrency - len(self._jobs)
         return free
 
+    # -- job threads ------------------------------------------------------------------
+
+    def _hand_off(self, job: Job) -> None:
+        """Give the job to an idle job thread, or to a new one when none is idle."""
+        with self._jobs_lock:
+            start = self._idle_runners == 0
+            if start:
+                self._runners += 1
+            else:
+                self._idle_runners -= 1
+        self._handoff.put(job)
+        if start:
+            threading.Thread(target=self._runner_loop, name="ql-run", daemon=True).start()
+
+    def _runner_loop(self) -> None:
+        while (job := self._handoff.get()) is not None:
+            self._run_job(job)  # counts this thread idle when the job's slot is freed
+
+    def _end_runners(self) -> None:
+        with self._jobs_lock:
+            count, self._runners, self._idle_runners = self._runners, 0, 0
+        for _ in range(count):
+            self._handoff.put(None)
+
     # -- one job ----------------------------------------------------------------------
 
     def _listed_jobs(self) -> list[Job]:
@@ -302,6 +333,7 @@ class Executor:
         finally:
             with self._idle:
                 self._jobs.pop(lease.fence.run_id, None)
+                self._idle_runners += 1  # a job leased for the freed slot waits for this one
                 self._idle.notify_all()
             self._wake.set()
         if outcome is not None and self._on_finished is not None:

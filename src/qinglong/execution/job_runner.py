@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -292,18 +291,11 @@ class JobRunner:
                 job.running_record = (pending, params, spawned_at)
         except BaseException:
             kill_group(spawned.process.pid, signal.SIGKILL)
-            spawned.process.wait()
-            command.collect(spawned)
+            command.supervise(spawned, 0.0)
             self.reaper.forget(spawned.process.pid)
             raise
         timeout_ms = lease.execution.plan.timeout_ms
-        timed_out = False
-        try:
-            spawned.process.wait(timeout=timeout_ms / 1000)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            command.terminate(spawned.process)
-        command.collect(spawned)
+        code, timed_out = command.supervise(spawned, timeout_ms / 1000)
         memory_killed = spawned.memory_killed()
         with job.lock:
             job.exited = True
@@ -312,5 +304,5 @@ class JobRunner:
             emit(self.diagnostics, Diagnostic(source="executor", code="QL_LOG_UNWRITABLE",
                                                message=f"run {lease.fence.run_id}: "
                                                        f"{spawned.pump.error}"))
-        return job_outcome(job, spawned.process.returncode, timed_out, timeout_ms,
+        return job_outcome(job, code, timed_out, timeout_ms,
                            memory_killed=memory_killed)

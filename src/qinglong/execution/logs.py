@@ -195,28 +195,42 @@ class CappedLogPump:
         self.written = 0
         self.dropped = 0
         self.error: str | None = None
+        self._broken = False  # a bug met: the rest of the output is counted, not kept
         self._thread = threading.Thread(target=self._pump, name="ql-log-pump", daemon=True)
 
     def start(self) -> None:
+        """Pump on a thread of its own until the output ends (see :meth:`join`)."""
         self._thread.start()
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def _pump(self) -> None:
-        read = self._reader()
+    # Pumped by the caller instead (execution/command.py, ``supervise``): ``open``, then
+    # ``feed`` each chunk read from the source, then ``close`` once the output ended.
+
+    def open(self) -> None:
+        self._open_log()
+
+    def feed(self, chunk: bytes) -> None:
+        """Keep one chunk of output (never raises: a bug drops the log, not the child)."""
+        if self._broken:
+            self._total += len(chunk)
+            return
         try:
-            self._open_log()
-            while chunk := self._read(read):
-                self._feed_tap(chunk)
-                self._take(memoryview(chunk))
-            self._append_tail()
+            self._feed_tap(chunk)
+            self._take(memoryview(chunk))
         except Exception as exc:  # noqa: BLE001 -- a bug must not leave the child blocked
-            self._fail(f"cannot write log {self._path}: {exc!r}")
-            self._lose_sink()
-            while chunk := self._read(read):
-                self._total += len(chunk)
+            self._break(exc)
+
+    def close(self) -> None:
+        """The output ended (or is abandoned): the tail goes into the log, the sidecar is
+        removed, the source is closed, and ``written``/``dropped``/``error`` are final."""
+        try:
+            if not self._broken:
+                self._append_tail()
+        except Exception as exc:  # noqa: BLE001
+            self._break(exc)
         finally:
             self._lose_sink()
             try:
@@ -226,6 +240,20 @@ class CappedLogPump:
             self.dropped = self._total - self.written
             with contextlib.suppress(OSError):
                 self._source.close()
+
+    def _break(self, exc: Exception) -> None:
+        self._fail(f"cannot write log {self._path}: {exc!r}")
+        self._lose_sink()
+        self._broken = True
+
+    def _pump(self) -> None:
+        read = self._reader()
+        try:
+            self.open()
+            while chunk := self._read(read):
+                self.feed(chunk)
+        finally:
+            self.close()
 
     def _feed_tap(self, chunk: bytes) -> None:
         if self._tap is None:
@@ -307,6 +335,10 @@ class CappedLogPump:
                 sink.close()
             except OSError as exc:
                 self._fail(f"cannot write log {self._path}: {_reason(exc)}")
+
+    def fail(self, message: str) -> None:
+        """Record a problem met while pumping (the first one is kept in ``error``)."""
+        self._fail(message)
 
     def _fail(self, message: str) -> None:
         if self.error is None:

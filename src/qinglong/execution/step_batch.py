@@ -42,6 +42,9 @@ class Pending:
     error: BaseException | None = None
     detached: bool = False  # submitted with nobody waiting for it (its job waits for a command)
     taken: bool = False  # in a write, or written
+    # held while its job sleeps until the step is written or it is its turn to lead; released
+    # (under the batch's lock) to wake that job alone
+    wakeup: threading.Lock | None = None
 
 
 @dataclass(eq=False)
@@ -49,14 +52,10 @@ class StepBatch:
     store: RunStore
     limit: int = MAX_BATCH
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _written: threading.Condition = field(init=False)
     _waiting: list[Pending] = field(default_factory=list, init=False)
     _writing: bool = field(default=False, init=False)
     transactions: int = field(default=0, init=False)  # (for tests and diagnostics)
     steps: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        self._written = threading.Condition(self._lock)
 
     def write(self, step: FencedStep) -> None:
         """Record ``step`` durably, together with the steps other jobs record meanwhile.
@@ -122,12 +121,34 @@ class StepBatch:
         the drain (its job leads), so it writes at most one step per command in flight."""
         while not mine.done:
             if self._writing:
-                self._written.wait()
+                self._sleep(mine)
                 continue
             self._write_next()
         while (not self._writing and self._waiting
                and all(waiting.detached for waiting in self._waiting)):
             self._write_next()
+
+    def _sleep(self, mine: Pending) -> None:
+        """(Holding the lock.) Sleep until a write ends that wrote ``mine`` or leaves it
+        first in line to lead. Only those jobs are woken: waking every waiting job at the
+        end of each write cost each of them a wakeup and a turn at the lock and the
+        interpreter lock per write, most of a worker's CPU under load."""
+        wakeup = threading.Lock()
+        wakeup.acquire()
+        mine.wakeup = wakeup
+        self._lock.release()
+        try:
+            wakeup.acquire()
+        finally:
+            self._lock.acquire()
+            mine.wakeup = None
+
+    @staticmethod
+    def _wake(pending: Pending) -> None:
+        """(Holding the lock.) Wake ``pending``'s job if it sleeps."""
+        wakeup, pending.wakeup = pending.wakeup, None
+        if wakeup is not None:
+            wakeup.release()
 
     def _write_next(self) -> None:
         batch = self._take()
@@ -138,7 +159,14 @@ class StepBatch:
         finally:
             self._lock.acquire()
             self._writing = False
-            self._written.notify_all()
+            for written in batch:
+                self._wake(written)
+            # the next write is led by the oldest job still waiting (if it sleeps; a job
+            # that is awake leads or sleeps by itself)
+            for waiting in self._waiting:
+                if waiting.wakeup is not None:
+                    self._wake(waiting)
+                    break
 
     def _take(self) -> list[Pending]:
         """The waiting steps to write now: oldest first, one per Run (a second step of the
