@@ -4,10 +4,12 @@ holds the output after the leader exited, and job threads are reused across Runs
 
 from __future__ import annotations
 
+import errno
 import time
 from pathlib import Path
 
 from qinglong.domain.task import CommandSpec, ShellCommand
+from qinglong.execution import command
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.execution.test_local_executor import admit, log_text, pid_alive, wait_terminal
@@ -75,3 +77,21 @@ def test_job_threads_and_their_connections_are_reused_across_runs(
     assert executor._runners <= 2
     # the dispatcher's, the lease keeper's and the job threads' connections at most
     assert len(sqlite_stores.db._all) - opened_before <= 2 + 3
+
+
+def test_without_pidfds_the_output_is_pumped_on_a_thread_with_the_same_outcome(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor, monkeypatch
+) -> None:
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open is not implemented")
+
+    monkeypatch.setattr(command.os, "pidfd_open", no_pidfd)
+    ok = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(
+        command="echo from-the-thread; exit 3")), task="exits")
+    slow = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="sleep 60"),
+                                                   timeout_ms=300), task="sleeps")
+    make_executor().start()
+    exited, timed_out = wait_terminal(sqlite_stores, ok[0]), wait_terminal(sqlite_stores, slow[0])
+    assert (exited.run.status, exited.attempts[0].exit_code) == ("failed", 3)
+    assert "from-the-thread" in log_text(exited)
+    assert (timed_out.run.status, timed_out.run.error_code) == ("timed_out", "TIMEOUT")

@@ -1,5 +1,6 @@
 """AdmissionIds.new with the default id source: four distinct RFC 4122 version-4 UUIDs per
-admission, made from one read of os.urandom (the hot path of the batched admission)."""
+admission, drawn at once from the pool of random bytes (qinglong/ids.py; the hot path of the
+batched admission)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ exactly these rows, so SQLite and PostgreSQL agree on the shape of an admission.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from qinglong.domain.runs import (
 from qinglong.domain.schedule import ClaimFence, ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, TaskRevision
 from qinglong.domain.trigger import Overlap, TriggerRevision
-from qinglong.ids import new_uuid
+from qinglong.ids import new_uuid, new_uuids
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,24 +41,12 @@ class AdmissionIds:
 
     @classmethod
     def new(cls, new_id: Callable[[], str]) -> AdmissionIds:
-        if new_id is new_uuid:  # the same four random UUIDs, from one read of os.urandom
-            run_id, attempt_id, created, queued = _four_uuid4()
+        if new_id is new_uuid:  # the same four random UUIDs, drawn at once
+            run_id, attempt_id, created, queued = new_uuids(4)
             return cls(run_id=run_id, attempt_id=attempt_id, created_event_id=created,
                        queued_event_id=queued)
         return cls(run_id=new_id(), attempt_id=new_id(), created_event_id=new_id(),
                    queued_event_id=new_id())
-
-
-# uuid.uuid4() without its object: 122 random bits from os.urandom, with the version (4) and
-# the RFC 4122 variant bits set as uuid.UUID(bytes=..., version=4) sets them: the version is
-# the 13th hex digit, the variant the top two bits of the 17th.
-_VARIANT = {f"{n:x}": f"{n & 0x3 | 0x8:x}" for n in range(16)}
-
-
-def _four_uuid4() -> list[str]:
-    h = os.urandom(64).hex()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{_VARIANT[h[i + 16]]}"
-            f"{h[i + 17:i + 20]}-{h[i + 20:i + 32]}" for i in (0, 32, 64, 96)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

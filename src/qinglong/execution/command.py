@@ -137,7 +137,7 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
     try:
         process = subprocess.Popen(
             identity.argv(argv, limits, group), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.PIPE, bufsize=0,  # the output is read from its descriptor
             stderr=subprocess.STDOUT, cwd=cwd,
             env=identity.environment({**environment(lease, inherited),
                                       **(pull[1] if pull is not None else {})}),

@@ -9,15 +9,18 @@ from __future__ import annotations
 import os
 import re
 import signal
-from pathlib import Path
 
 _HANDLE = re.compile(r"^pid:(\d+):start:(\d+)$")
 
 
 def process_start_ticks(pid: int) -> int | None:
     """Field 22 of /proc/<pid>/stat (start time in clock ticks), or None if gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    try:  # one open, one read, one close (a worker reads it for every command it starts)
+        handle = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            text = os.read(handle, 4096).decode("utf-8", errors="replace")
+        finally:
+            os.close(handle)
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may contain spaces.
