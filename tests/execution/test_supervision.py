@@ -69,14 +69,14 @@ def test_job_threads_and_their_connections_are_reused_across_runs(
     of its own, and each such thread opened (and kept) an SQLite connection of its own."""
     run_ids = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="true")),
                     runs=12)
-    opened_before = len(sqlite_stores.db._all)
+    opened_before = sqlite_stores.db.open_connections()
     executor = make_executor(concurrency=2)
     executor.start()
     details = [wait_terminal(sqlite_stores, r) for r in run_ids]
     assert all(d.run.status == "succeeded" for d in details)
     assert executor._runners <= 2
     # the dispatcher's, the lease keeper's and the job threads' connections at most
-    assert len(sqlite_stores.db._all) - opened_before <= 2 + 3
+    assert sqlite_stores.db.open_connections() - opened_before <= 2 + 3
 
 
 def test_without_pidfds_the_output_is_pumped_on_a_thread_with_the_same_outcome(

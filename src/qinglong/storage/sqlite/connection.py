@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,6 +130,16 @@ def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
 
+class _ThreadConnection:
+    """One thread's connection, kept in that thread's locals: when the thread ends they are
+    dropped, and the connection is closed (``weakref.finalize``)."""
+
+    __slots__ = ("__weakref__", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+
 class SqliteDatabase:
     """A database file with one connection per thread.
 
@@ -157,14 +168,18 @@ class SqliteDatabase:
             create_private(self.real_path)
         check_single_name(self.real_path)
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # every thread's connection, while its thread lives (its own is closed when it ends)
+        self._all: weakref.WeakSet[_ThreadConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.gate = WriterGate(BUSY_TIMEOUT_MS / 1000)
         self.connection()  # open now so a bad file fails early
 
     def connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        """This thread's connection, opened on first use. It is closed when the thread ends
+        (thread pools retire idle threads, and a connection kept for each thread that ever
+        used the file would pile up) or at ``close``."""
+        held: _ThreadConnection | None = getattr(self._local, "held", None)
+        if held is None:
             try:
                 conn = sqlite3.connect(
                     str(self.real_path),
@@ -178,10 +193,12 @@ class SqliteDatabase:
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             except sqlite3.DatabaseError as exc:
                 raise translate(exc, f"open {str(self.path)!r}") from exc
-            self._local.conn = conn
+            held = _ThreadConnection(conn)
+            weakref.finalize(held, conn.close)  # the thread's locals went with the thread
+            self._local.held = held
             with self._lock:
-                self._all.append(conn)
-        return conn
+                self._all.add(held)
+        return held.conn
 
     def begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Pass the gate and open a write transaction on ``conn``; the caller leaves the
@@ -233,7 +250,12 @@ class SqliteDatabase:
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
-                conn.close()
+            for held in list(self._all):
+                held.conn.close()
             self._all.clear()
         self._local = threading.local()
+
+    def open_connections(self) -> int:
+        """How many threads hold a connection now (for tests and diagnostics)."""
+        with self._lock:
+            return len(self._all)
