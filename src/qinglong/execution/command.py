@@ -229,9 +229,7 @@ def supervise(spawned: Spawned, timeout_s: float) -> tuple[int, bool]:
                     if timed_out:
                         kill_group(process.pid, signal.SIGKILL)  # stragglers in the group
                     deadline = monotonic() + STRAGGLER_WAIT_S
-                elif chunk := _read_output(output, pump):
-                    pump.feed(chunk)
-                else:
+                elif not pump.pump_once():
                     watch.unregister(output)
                     ended = True
             if events or monotonic() < deadline:
@@ -256,17 +254,6 @@ def supervise(spawned: Spawned, timeout_s: float) -> tuple[int, bool]:
     return process.returncode, timed_out
 
 
-def _read_output(output: int, pump: CappedLogPump) -> bytes:
-    """What one read of the output gives now (poll said it would not block); b"" at its end
-    or when it cannot be read (said in the pump's error)."""
-    try:
-        return os.read(output, OUTPUT_CHUNK)
-    except OSError as exc:
-        pump.fail(f"cannot read the output: {exc.strerror or exc}")
-        return b""
-
-
-OUTPUT_CHUNK = 64 * 1024
 _POLL_MAX_MS = 2**31 - 1  # poll's timeout is a C int of milliseconds
 
 

@@ -207,7 +207,7 @@ class CappedLogPump:
         return not self._thread.is_alive()
 
     # Pumped by the caller instead (execution/command.py, ``supervise``): ``open``, then
-    # ``feed`` each chunk read from the source, then ``close`` once the output ended.
+    # ``pump_once`` each time the source is readable, then ``close`` once the output ended.
 
     def open(self) -> None:
         self._open_log()
@@ -246,12 +246,21 @@ class CappedLogPump:
         self._lose_sink()
         self._broken = True
 
+    def pump_once(self) -> bool:
+        """Keep what one read of the source gives; False at the end of the output (or when
+        it cannot be read, said in ``error``). Blocks until the read returns: ``supervise``
+        calls it once ``poll`` says the output is readable."""
+        chunk = self._read(self._reader())
+        if not chunk:
+            return False
+        self.feed(chunk)
+        return True
+
     def _pump(self) -> None:
-        read = self._reader()
         try:
             self.open()
-            while chunk := self._read(read):
-                self.feed(chunk)
+            while self.pump_once():
+                pass
         finally:
             self.close()
 
@@ -335,10 +344,6 @@ class CappedLogPump:
                 sink.close()
             except OSError as exc:
                 self._fail(f"cannot write log {self._path}: {_reason(exc)}")
-
-    def fail(self, message: str) -> None:
-        """Record a problem met while pumping (the first one is kept in ``error``)."""
-        self._fail(message)
 
     def _fail(self, message: str) -> None:
         if self.error is None:
