@@ -27,6 +27,41 @@ def free_port() -> int:
     return ports.free_port()
 
 
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is in the stopped state (``T`` in /proc; ``t`` when traced).
+    False once the process is gone: a frozen process is still there."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+                state = stat.read().rpartition(b")")[2].split()[0]
+        except FileNotFoundError:
+            continue  # a thread that has just ended
+        if state not in (b"T", b"t"):
+            return False
+    return bool(tids)
+
+
+def freeze(process: subprocess.Popen[Any], name: str, timeout: float = 10.0) -> None:
+    """SIGSTOP ``process`` and return once every one of its threads has stopped.
+
+    kill(2) returns with the stop only queued: the kernel wakes one thread to take it, and
+    that thread stops the others when it next runs. On a loaded machine that can be
+    milliseconds later, and meanwhile another thread goes on (a worker's job thread records
+    its command's ending). A test that needs the process frozen waits on this."""
+    process.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not all_threads_stopped(process.pid):
+        if process.poll() is not None:
+            raise ProcessLookupError(f"{name} exited before it stopped")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} did not stop within {timeout} s")
+        time.sleep(0.001)
+
+
 class _Process:
     """What a test or the demo does with a qinglong process that serves probes on ``port``
     and prints JSON events into ``<name>.<generation>.log`` files under ``log_dir``."""
@@ -86,6 +121,11 @@ class _Process:
     def signal(self, sig: signal.Signals) -> None:
         assert self.process is not None
         self.process.send_signal(sig)
+
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP the process and return once every thread of it has stopped (``freeze``)."""
+        assert self.process is not None
+        freeze(self.process, self.name, timeout)
 
     def kill(self) -> None:
         """SIGKILL the process alone (a worker's commands live on in their own process

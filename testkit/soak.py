@@ -257,7 +257,7 @@ class _Soak:
             victim.start()
         elif name == "stop_worker":
             process = victim.process
-            process.send_signal(signal.SIGSTOP)
+            victim.freeze()
 
             def resume() -> None:
                 if process.poll() is None:
@@ -287,7 +287,7 @@ class _Soak:
         elif name == "stop":
             assert victim.process is not None
             process = victim.process
-            process.send_signal(signal.SIGSTOP)
+            victim.freeze()
             pause_s = self.config.lease_ms / 1000 + self.rng.uniform(0, 2)
             def resume() -> None:
                 if process.poll() is None:

@@ -316,7 +316,7 @@ def test_a_worker_killed_after_a_node_finished_releases_the_next_nodes_once(
     flow_run = fb.start("kill", "kill-1")
     run = wait_for(lambda: fb.running_on(flow_run, "a", "a"), "node a's command to run on a", 15)
 
-    a.signal(signal.SIGSTOP)
+    a.freeze()
     fb.gate.release(1)
 
     def finished() -> Process | None:

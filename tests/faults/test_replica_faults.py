@@ -82,7 +82,7 @@ def test_f4_a_replica_paused_longer_than_its_lease_is_fenced(bed: FaultBed) -> N
     a.wait_ready()
     grant = wait_for(lambda: bed.claims_by("a"), "a to claim")[0]
     assert a.process is not None
-    a.process.send_signal(signal.SIGSTOP)
+    a.freeze()
     b = bed.replica("b").start()
     b.wait_ready()
     # a stays frozen until its claim's lease has ended by the database clock and b has
@@ -110,7 +110,7 @@ def test_f5_a_frozen_holder_is_cut_off_by_the_idle_in_transaction_timeout(bed: F
     a.wait_ready()
     holder = wait_for(lambda: bed.holding_transaction("a"), "a inside its admission transaction")
     assert a.process is not None
-    a.process.send_signal(signal.SIGSTOP)
+    a.freeze()
     wait_for(lambda: all(b["pid"] != holder["pid"] for b in bed.backends("a")),
              "the server to end the frozen backend", 20)
     # The server itself ended it, for its timeout, and less than a lease after the backend

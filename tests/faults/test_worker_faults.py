@@ -488,8 +488,8 @@ def test_worker_sigstop_longer_than_the_lease_is_fenced(wbed: WorkerBed) -> None
     long_run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
     c = wbed.worker("c", slots=1)
     short = wait_for(lambda: wbed.running_on("t-short", "c"), "the short command to run on c", 15)
-    c.signal(signal.SIGSTOP)
-    a.signal(signal.SIGSTOP)
+    c.freeze()
+    a.freeze()
     b = wbed.worker("b", slots=2)
     assert wbed.status("t-long") == "running"  # b takes nothing while the lease holds
 
