@@ -28,6 +28,7 @@ from qinglong.errors import (
     NotRunnable,
     RequestIdConflict,
 )
+from qinglong.execution.reconciler import Reconciler
 from qinglong.storage.definitions.params import ProjectCreateParams, TaskPublishParams
 from qinglong.storage.runs import RunStore
 from qinglong.storage.runs.flow_store import FlowStore
@@ -37,6 +38,7 @@ from qinglong.storage.runs.params import (
     AttemptRunningParams,
     LeaseAcquireParams,
     LeaseRescueParams,
+    ReconcilePending,
 )
 from tests.contract.conftest import Backend, PgBackend
 from tests.contract.test_manual_runs import manual_store
@@ -220,6 +222,23 @@ def test_a_timeout_fails_the_flow_run_and_cancels_what_runs(flows: Flows) -> Non
     assert steps["a"].run_status == RunStatus.CANCELLED.value  # queued: ended now
     assert steps["b"].state is NodeState.SKIPPED
     assert flows.store.flows_expire() == []
+
+
+def test_the_reconciler_probe_finds_an_overdue_flow_run_and_its_cycle_ends_it(
+        flows: Flows) -> None:
+    """An idle reconciler cycle is one read: the probe says whether a flow run is past its
+    timeout, and only then does the cycle look for them and end them."""
+    probe = flows.backend.lifecycle
+    reconciler = Reconciler(probe, grace_ms=60_000, expire_flows=flows.store.flows_expire)
+    assert not probe.reconcile_pending(60_000).flows_overdue  # no flow run at all
+    flows.publish({"flow": "etl", "timeout": "1s", "nodes": {"a": "extract"}})
+    run = flows.start()
+    flows.backend.pass_time(1_100)
+    assert probe.reconcile_pending(60_000) == ReconcilePending(settle=False, flows_overdue=True)
+    reconciler.run_cycle()
+    shown = flows.show(run)
+    assert (shown.status, shown.ended_reason) == (FlowStatus.FAILED, "timeout")
+    assert not probe.reconcile_pending(60_000).flows_overdue  # ended: nothing overdue
 
 
 def test_a_request_id_starts_a_flow_once(flows: Flows) -> None:

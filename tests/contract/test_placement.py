@@ -158,6 +158,20 @@ def test_the_queue_by_requirement_marks_what_no_live_worker_offers(
     assert not any(group.unplaceable for group in read_queue(backend.lifecycle).requirements)
 
 
+def test_an_empty_queue_is_one_read_with_no_placement(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/metrics samples the queue every few seconds in every replica: with nothing queued
+    the placement (three more statements) is not read at all."""
+    store = backend.lifecycle
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the placement was read for an empty queue")
+
+    monkeypatch.setattr(store, "queue_placement", refuse)
+    sample = read_queue(store)
+    assert (sample.depth, sample.oldest_age_ms, sample.requirements) == (0, None, ())
+
+
 def test_a_retried_run_and_one_whose_worker_died_keep_their_requirements(
         backend: Backend) -> None:
     """A retry and a takeover after a worker died queue the same Run again: it still goes

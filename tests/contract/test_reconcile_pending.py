@@ -25,7 +25,7 @@ GRACE_MS = 60_000
 
 
 def pending(backend: Backend) -> bool:
-    return backend.lifecycle.reconcile_pending(GRACE_MS)
+    return backend.lifecycle.reconcile_pending(GRACE_MS).settle
 
 
 def test_an_expired_lease_is_pending_only_after_its_grace(backend: Backend) -> None:

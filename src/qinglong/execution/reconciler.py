@@ -2,9 +2,9 @@
 expired (by the store's clock), and queues Runs whose retry wait is over -- in every replica
 and with no leader: each cycle takes the rows nobody else is handling (SKIP LOCKED) and,
 under the row locks, offers an unstarted Attempt again, marks a started one ``lost`` (its
-Run lost, retried or cancelled), and gives due retries a new Attempt. Each cycle first asks
-the store, in one read without locks, whether either step could find anything; an idle
-cycle is that one read."""
+Run lost, retried or cancelled), and gives due retries a new Attempt; it also ends flow runs
+past their timeout. Each cycle first asks the store, in one read without locks, whether any
+of these could find anything; an idle cycle is that one read."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ class Reconciler:
                  prune: Callable[[], int] | None = None, prune_every: int = 30,
                  expire_flows: Callable[[], list[str]] | None = None) -> None:
         """``prune``: removes output past its retention, every ``prune_every`` cycles;
-        ``expire_flows``: ends the flow runs past their timeout, every cycle."""
+        ``expire_flows``: ends the flow runs past their timeout, in a cycle whose probe
+        found one."""
         self._store = store
         self._expire_flows = expire_flows
         self._prune = prune
@@ -50,9 +51,10 @@ class Reconciler:
         self._cycles += 1
         if self._prune is not None and self._cycles % self._prune_every == 1:
             self._prune()
-        if self._expire_flows is not None:
+        pending = self._store.reconcile_pending(self._grace_ms)
+        if pending.flows_overdue and self._expire_flows is not None:
             self._expire_flows()
-        if not self._store.reconcile_pending(self._grace_ms):
+        if not pending.settle:
             return ReconcileReport(rescued=0, promoted=0, saturated=False)
         rescued = self._store.lease_rescue(LeaseRescueParams(limit=self._limit,
                                                              grace_ms=self._grace_ms))

@@ -22,8 +22,11 @@ from qinglong.storage.runs import RunStore
 
 def read_queue(runs: RunStore, cap: int = QUEUE_COUNT_CAP) -> QueueSample:
     """Two reads by the store's clock: the depth (along runs_queued_idx, at most ``cap``
-    Runs counted) and the placement."""
+    Runs counted) and, when any Run is queued, the placement (an empty queue has no
+    requirement sets: an idle replica sends one statement every sample, not four)."""
     sample = queue_sample(*runs.queue_depth(cap))
+    if sample.depth == 0:
+        return QueueSample(0, sample.oldest_age_ms, ())
     placed = runs.queue_placement(cap, PLACEMENT_GROUPS, INSTANCE_STALE_MS)
     groups = tuple(
         RequirementSample(requires=",".join(requires), depth=depth,

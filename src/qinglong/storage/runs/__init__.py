@@ -77,6 +77,7 @@ from qinglong.storage.runs.params import (
     LeaseRenewParams,
     LeaseRescueParams,
     QueuePlacement,
+    ReconcilePending,
     RescuedAttempt,
     RunBucket,
     RunBucketParams,
@@ -197,13 +198,18 @@ class RunStore:
             executor_type=self._executor_type, notes=params.notes,
             now_ms=w.context().now_ms), Actor.RECONCILER)
 
-    def reconcile_pending(self, grace_ms: int) -> bool:
+    def reconcile_pending(self, grace_ms: int) -> ReconcilePending:
         """One read without locks: whether ``lease_rescue`` or ``retry_promote`` could find
-        anything now (the reconciler skips both, and their transactions, when not)."""
-        row = self._db.read("look for expired leases and due retries", lambda tx: tx.one(
-            "reconcile_pending", {"grace_ms": grace_ms, "executor_type": self._executor_type,
-                                  **tx.clock_args()}))
-        return bool(row is None or row["pending"])
+        anything now, and whether a flow run is past its timeout (the reconciler skips
+        those steps, and their transactions, when not)."""
+        row = self._db.read("look for expired leases, due retries and overdue flow runs",
+                            lambda tx: tx.one("reconcile_pending", {
+                                "grace_ms": grace_ms, "executor_type": self._executor_type,
+                                **tx.clock_args()}))
+        if row is None:
+            return ReconcilePending(settle=True, flows_overdue=True)
+        return ReconcilePending(settle=bool(row["pending"]),
+                                flows_overdue=bool(row["flows_overdue"]))
 
     def retry_promote(self, limit: int) -> list[str]:
         check_budget(limit, "limit")

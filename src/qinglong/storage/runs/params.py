@@ -106,6 +106,14 @@ class LeaseRescueParams:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcilePending:
+    """What a reconciler cycle could do now (``RunStore.reconcile_pending``)."""
+
+    settle: bool  # lease_rescue or retry_promote could find something
+    flows_overdue: bool  # a running flow run is past its timeout (flows_expire)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RescuedAttempt:
     run_id: str
     attempt_id: str

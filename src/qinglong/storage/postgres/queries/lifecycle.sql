@@ -206,9 +206,10 @@ SELECT pg_try_advisory_xact_lock(20812, hashtext(%(key)s)) AS locked;
 SELECT pg_notify('qinglong_runs', '');
 
 -- name: reconcile_pending
--- One autocommit read, no lock: could a reconciler cycle do anything now? The same conditions
--- as lease_expired (without ignore_expiry) and retry_due, so "false" means both would find
--- nothing; an idle replica sends this instead of two transactions every cycle.
+-- One autocommit read, no lock: could a reconciler cycle do anything now? pending: the same
+-- conditions as lease_expired (without ignore_expiry) and retry_due, so "false" means both
+-- would find nothing; flows_overdue: those of flow_runs_overdue. An idle replica sends this
+-- instead of three transactions every cycle.
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
@@ -225,7 +226,12 @@ SELECT EXISTS (
        OR EXISTS (
            SELECT 1 FROM qinglong.runs r
            WHERE r.status = 'retry_wait' AND r.retry_at_ms <= (SELECT now_ms FROM observed))
-       AS pending;
+       AS pending,
+       EXISTS (
+           SELECT 1 FROM qinglong.flow_runs f
+           WHERE f.status = 'running' AND f.deadline_at_ms IS NOT NULL
+             AND f.deadline_at_ms <= (SELECT now_ms FROM observed))
+       AS flows_overdue;
 
 -- name: lifecycle_steps_get
 -- The lifecycle state of several Runs and Attempts (arrays of their ids), locked in Run id

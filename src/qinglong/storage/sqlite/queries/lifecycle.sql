@@ -143,8 +143,9 @@ SELECT (SELECT count(*) FROM runs WHERE status IN ('dispatching', 'running')) AS
 SELECT 1 AS locked;
 
 -- name: reconcile_pending
--- Could a reconciler cycle do anything now? The conditions of lease_expired (without
--- ignore_expiry) and retry_due; "false" means both would find nothing.
+-- Could a reconciler cycle do anything now? pending: the conditions of lease_expired
+-- (without ignore_expiry) and retry_due, "false" meaning both would find nothing;
+-- flows_overdue: those of flow_runs_overdue.
 SELECT EXISTS (
            SELECT 1 FROM run_attempts a
            JOIN runs r ON r.id = a.run_id
@@ -154,7 +155,12 @@ SELECT EXISTS (
              AND coalesce(a.lease_expires_at_ms, 0) + :grace_ms <= :now_ms)
        OR EXISTS (
            SELECT 1 FROM runs r WHERE r.status = 'retry_wait' AND r.retry_at_ms <= :now_ms)
-       AS pending;
+       AS pending,
+       EXISTS (
+           SELECT 1 FROM flow_runs f
+           WHERE f.status = 'running' AND f.deadline_at_ms IS NOT NULL
+             AND f.deadline_at_ms <= :now_ms)
+       AS flows_overdue;
 
 -- name: lifecycle_steps_get
 -- The lifecycle state of several Runs and Attempts (JSON arrays of their ids), in Run id
