@@ -54,9 +54,11 @@ def freeze(process: subprocess.Popen[Any], name: str, timeout: float = 10.0) -> 
     its command's ending). A test that needs the process frozen waits on this."""
     process.send_signal(signal.SIGSTOP)
     deadline = time.monotonic() + timeout
-    while not all_threads_stopped(process.pid):
-        if process.poll() is not None:
+    while True:
+        if process.poll() is not None:  # (first: its pid may already be another's)
             raise ProcessLookupError(f"{name} exited before it stopped")
+        if all_threads_stopped(process.pid):
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"{name} did not stop within {timeout} s")
         time.sleep(0.001)
