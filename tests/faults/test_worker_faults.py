@@ -480,13 +480,14 @@ def test_worker_sigstop_longer_than_the_lease_is_fenced(wbed: WorkerBed) -> None
     wbed.task("long", first_ticks=100, ticks=5, idempotent=True,
               retry=RetryPolicy(max_attempts=2, backoff_ms=100, max_backoff_ms=100))
     wbed.task("short", ticks=15)
-    at = wbed.next_second()
-    wbed.trigger("t-long", "long", at_ms=at)
-    wbed.trigger("t-short", "short", at_ms=at + 2_000)
+    wbed.trigger("t-long", "long", at_ms=wbed.next_second())
     wbed.start_control().wait_ready()
     a = wbed.worker("a", slots=1)
     long_run = wait_for(lambda: wbed.running_on("t-long", "a"), "the long command to run on a", 15)
     c = wbed.worker("c", slots=1)
+    # due only now, with a's one slot taken: c alone can take it (published with the long
+    # one, both could be queued by the time a was ready, and a took either)
+    wbed.trigger("t-short", "short", at_ms=wbed.next_second())
     short = wait_for(lambda: wbed.running_on("t-short", "c"), "the short command to run on c", 15)
     c.freeze()
     a.freeze()
@@ -780,13 +781,12 @@ def test_drain_requeues_without_spending_an_attempt_and_a_second_sigterm_stops_a
     another worker completes it. SIGTERM another worker twice: it stops at once, killing its
     command and writing nothing more; the reconciler settles that Run (lost)."""
     wbed.task("drainable", first_ticks=150, ticks=5)
-    at = wbed.next_second()
-    wbed.trigger("t-drain", "drainable", at_ms=at)
-    wbed.trigger("t-hard", "drainable", at_ms=at + 2_000)
+    wbed.trigger("t-drain", "drainable", at_ms=wbed.next_second())
     wbed.start_control().wait_ready()
     a = wbed.worker("a", slots=1, drain_timeout_ms=1_000)
     drained = wait_for(lambda: wbed.running_on("t-drain", "a"), "the command to run on a", 15)
     c = wbed.worker("c", slots=1, drain_timeout_ms=20_000)
+    wbed.trigger("t-hard", "drainable", at_ms=wbed.next_second())  # due now: only c is free
     hard = wait_for(lambda: wbed.running_on("t-hard", "c"), "the command to run on c", 15)
     b = wbed.worker("b", slots=2)
 
