@@ -285,7 +285,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0025_totp's tables go too; 0026_oidc's tables go; so do
     # 0027_labels' and 0028_pins' tables; 0029_audit_filters' indexes go with 0008's audit_log;
     # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
-    # (like 0009's); 0032_runtime_labels' grants go with 0027's tables.
+    # (like 0009's); 0032_runtime_labels' grants go with 0027's tables; 0033_lean_run_writes'
+    # changes are reversed (the events' primary key back, runs at the default fillfactor).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -296,7 +297,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0023_deps', '0024_grants', '0025_totp', '0026_oidc',
                                 '0027_labels', '0028_pins', '0029_audit_filters',
                                 '0030_session_method', '0031_web_limits',
-                                '0032_runtime_labels');
+                                '0032_runtime_labels', '0033_lean_run_writes');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -325,6 +326,9 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         ALTER TABLE run_attempts DROP COLUMN environment_revision,
             DROP COLUMN environment_digest;
         DROP INDEX run_events_progress_idx;
+        ALTER TABLE run_events REPLICA IDENTITY DEFAULT;
+        ALTER TABLE run_events ADD CONSTRAINT run_events_pkey PRIMARY KEY (id);
+        ALTER TABLE runs RESET (fillfactor);
         ALTER TABLE notify_channels DROP CONSTRAINT notify_channels_kind_check;
         ALTER TABLE notify_channels ADD CONSTRAINT notify_channels_kind_check
             CHECK (kind IN ('webhook', 'email', 'template'));
@@ -386,7 +390,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0027_labels", "missing-migration:0028_pins",
                "missing-migration:0029_audit_filters",
                "missing-migration:0030_session_method",
-               "missing-migration:0031_web_limits", "missing-migration:0032_runtime_labels"]
+               "missing-migration:0031_web_limits", "missing-migration:0032_runtime_labels",
+               "missing-migration:0033_lean_run_writes"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -409,7 +414,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0022_repos", "0023_deps", "0024_grants", "0025_totp",
                                          "0026_oidc", "0027_labels", "0028_pins",
                                          "0029_audit_filters", "0030_session_method",
-                                         "0031_web_limits", "0032_runtime_labels")
+                                         "0031_web_limits", "0032_runtime_labels",
+                                         "0033_lean_run_writes")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
