@@ -286,7 +286,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0027_labels' and 0028_pins' tables; 0029_audit_filters' indexes go with 0008's audit_log;
     # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
     # (like 0009's); 0032_runtime_labels' grants go with 0027's tables; 0033_lean_run_writes'
-    # changes are reversed (the events' primary key back, runs at the default fillfactor).
+    # change is reversed (the events' primary key back).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -328,7 +328,6 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         DROP INDEX run_events_progress_idx;
         ALTER TABLE run_events REPLICA IDENTITY DEFAULT;
         ALTER TABLE run_events ADD CONSTRAINT run_events_pkey PRIMARY KEY (id);
-        ALTER TABLE runs RESET (fillfactor);
         ALTER TABLE notify_channels DROP CONSTRAINT notify_channels_kind_check;
         ALTER TABLE notify_channels ADD CONSTRAINT notify_channels_kind_check
             CHECK (kind IN ('webhook', 'email', 'template'));
