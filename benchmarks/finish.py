@@ -174,7 +174,8 @@ def outcome(db: Db, size: int, at: int) -> dict[str, Any]:
                           "r.scheduled_for_ms = %s", (PROJECT, at)))
     triggers = len({r[0] for r in rows})
     # Each lifecycle write of a Run moves its version on by one (version 2 when admitted):
-    # lease, start, running, finish = 4; a running record folded into the ending = 3.
+    # the lease (which carries the start step), running, finish = 3; a running record
+    # folded into the ending = 2.
     writes = {int(n): int(count) for n, count in db.rows(
         "SELECT version - 2, count(*) FROM qinglong.runs WHERE project_id = %s AND "
         "scheduled_for_ms = %s AND status = 'succeeded' GROUP BY version", (PROJECT, at))}
@@ -185,7 +186,7 @@ def outcome(db: Db, size: int, at: int) -> dict[str, Any]:
         "other_instants": other, "status": status, "succeeded": status.get("succeeded", 0),
         "attempts": attempts,
         "writes_per_run": {str(n): count for n, count in sorted(writes.items())},
-        "running_folded": writes.get(3, 0),
+        "running_folded": writes.get(2, 0),
         "last_admission_s": (max(created) - at) / 1000 if created else None,
         "first_finished_s": (min(finished) - at) / 1000 if finished else None,
         "last_finished_s": last_s,

@@ -282,6 +282,41 @@ def test_rescue_requeues_unstarted_and_loses_started_attempts(backend: Backend,
     assert backend.lifecycle.lease_rescue(LeaseRescueParams()) == []
 
 
+def test_a_lease_granted_starting_is_one_write_and_is_lost_not_offered_again(
+        backend: Backend, queued: list[str]) -> None:
+    """The executor's leases (``start``): the start step lands with the lease, in one Run
+    version, and the holder goes straight to running; an expired one is a started Attempt
+    (lost), never queued again; a drain before the spawn interrupts it, spending nothing."""
+    del queued
+    leases = backend.lifecycle.lease_acquire(
+        LeaseAcquireParams(owner="w1", lease_ms=LEASE_MS, limit=3, start=True))
+    ran, expired, drained = leases
+    assert all(lease.started for lease in leases)
+    assert not any(lease.started for lease in acquire(backend, owner="w2"))  # the plain kind
+    detail = backend.runs.run_get(ran.fence.run_id)
+    assert detail.run.status == "dispatching" and detail.run.version == 3
+    assert [a.status for a in detail.attempts] == ["starting"]
+    assert events(detail)[-2:] == ["run.dispatching", "attempt.starting"]
+    assert detail.events[-1].payload == {"attempt": 1, "lease_generation": 1}
+    backend.lifecycle.attempt_start(ran.fence)  # a start step too is accepted, writing nothing
+    assert backend.runs.run_get(ran.fence.run_id).run.version == 3
+    backend.lifecycle.attempt_running(AttemptRunningParams(
+        fence=ran.fence, pid=4242, executor_handle="pid:4242:start:1", log_path=None))
+    backend.lifecycle.attempt_finish(AttemptFinishParams(fence=ran.fence, outcome=SUCCEEDED))
+    detail = backend.runs.run_get(ran.fence.run_id)
+    assert (detail.run.status, detail.run.version) == ("succeeded", 5)
+    backend.lifecycle.attempt_interrupt(drained.fence, "drain")
+    detail = backend.runs.run_get(drained.fence.run_id)
+    assert detail.run.status == "retry_wait" and detail.attempts[0].status == "cancelled"
+    assert events(detail)[-2:] == ["attempt.cancelled", "run.retry_wait"]
+    assert detail.events[-1].payload["attempts_spent"] == 0
+    backend.age_leases(LEASE_MS + 10_000)
+    rescued = {r.run_id: r for r in backend.lifecycle.lease_rescue(LeaseRescueParams())}
+    assert (rescued[expired.fence.run_id].previous_status,
+            rescued[expired.fence.run_id].outcome) == ("starting", "lost")
+    assert backend.runs.run_get(expired.fence.run_id).run.status == "lost"
+
+
 def test_rescue_ignoring_expiry_takes_every_active_lease(backend: Backend,
                                                          queued: list[str]) -> None:
     del queued

@@ -7,6 +7,7 @@ import itertools
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -98,7 +99,9 @@ def test_success_records_every_transition_and_the_output(
         "attempt.running", "run.running", "attempt.succeeded", "run.succeeded",
     ]
     assert [e.sequence for e in detail.events] == list(range(1, 9))
-    assert detail.run.version == 6 and detail.run.event_sequence == 8
+    # the lease was granted starting: one write (and Run version) for dispatching and starting
+    assert detail.run.version == 5 and detail.run.event_sequence == 8
+    assert detail.events[2].created_at_ms == detail.events[3].created_at_ms
     assert detail.events[2].payload["worker"] == "test-executor"
     assert Path(attempt.log_path or "").is_absolute()
     assert log_text(detail).splitlines() == ["out job-t 2027-01-14T08:00:00.000Z hello", str(tmp_path), "err"]
@@ -367,19 +370,28 @@ def test_a_corrupt_execution_plan_is_never_run(sqlite_stores: SqliteStores, cloc
 
 
 class _PoolBrieflyExhausted:
-    """The real store, but the first write of every Attempt's start and of its running step
-    fails as a worker's pool does when a burst of starts waits too long for a connection.
-    The executor writes its jobs' steps in batches (execution/step_batch.py): a refused
-    write refuses every step in it, and each is counted. A running record that waited until
-    its command ended travels with the ending (a "ran" step) and is refused like one."""
+    """The real store, but the first lease (which records the start step too) and the first
+    write of every Attempt's running step fail as a worker's pool does when a burst of
+    starts waits too long for a connection. The executor writes its jobs' steps in batches
+    (execution/step_batch.py): a refused write refuses every step in it, and each is
+    counted. A running record that waited until its command ended travels with the ending
+    (a "ran" step) and is refused like one."""
 
     def __init__(self, store: object) -> None:
         self._store = store
         self.refused: list[tuple[str, str]] = []  # (step, attempt), once each
         self.failed_steps = 0  # steps in refused writes (each job hears its own)
+        self.leases_refused = 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
+
+    def lease_acquire(self, params: LeaseAcquireParams) -> object:
+        assert params.start  # the executor's leases carry the start step
+        if not self.leases_refused:
+            self.leases_refused += 1
+            raise ConnectionLost("no database connection available")
+        return self._store.lease_acquire(params)  # type: ignore[attr-defined]
 
     def attempt_steps(self, steps: Sequence[FencedStep]) -> object:
         kinds = {"start": "start", "running": "running", "ran": "running"}
@@ -413,6 +425,61 @@ def test_a_passing_storage_fault_at_start_or_running_is_retried_within_the_lease
             assert log_text(detail) == "ran\n"
     finally:
         executor.stop(0.5)
-    assert sorted(step for step, _ in store.refused) == ["running"] * 3 + ["start"] * 3
-    # each job said each fault its write met once, then retried
-    assert seen.count("QL_CONNECTION_LOST") == store.failed_steps >= 6
+    assert sorted(step for step, _ in store.refused) == ["running"] * 3
+    assert store.leases_refused == 1
+    # the dispatcher said the refused lease once, and each job each fault its write met
+    # once, then retried
+    assert seen.count("QL_CONNECTION_LOST") == store.failed_steps + 1 >= 4
+
+
+class _StopsWhileLeasing:
+    """The real store; the executor is told to stop while it takes its first lease (written,
+    and not yet handed to a job)."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.executor: Executor | None = None
+        self.stopper: threading.Thread | None = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def lease_acquire(self, params: LeaseAcquireParams) -> object:
+        leases = self._store.lease_acquire(params)  # type: ignore[attr-defined]
+        if leases and self.stopper is None:
+            assert self.executor is not None
+            self.stopper = threading.Thread(target=self.executor.stop, args=(5.0,))
+            self.stopper.start()
+            stopping = self.executor._stopping  # (private: the moment under test)
+            assert stopping.wait(WAIT_S), "the executor was not told to stop"
+        return leases
+
+
+def test_a_drain_before_the_spawn_interrupts_the_started_lease_without_spending_it(
+    sqlite_stores: SqliteStores, clock: FakeClock, tmp_path: Path
+) -> None:
+    """The executor's leases are granted ``starting``; one whose job finds the executor
+    draining is interrupted (its Run queued again through retry_wait, no attempt spent),
+    not released, and its command never starts."""
+    marker = tmp_path / "ran"
+    [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(
+        command=f"touch {marker}")))
+    store = _StopsWhileLeasing(sqlite_stores.runs)
+    executor = Executor(store, SystemClock(), log_dir=tmp_path / "logs",  # type: ignore[arg-type]
+                        poll_interval_s=0.05, owner="test-executor")
+    store.executor = executor
+    executor.start()
+    deadline = time.monotonic() + WAIT_S
+    while store.stopper is None:
+        assert time.monotonic() < deadline, "the executor took no lease"
+        time.sleep(0.02)
+    store.stopper.join(WAIT_S)
+    assert not store.stopper.is_alive()
+    detail = sqlite_stores.runs.run_get(run_id)
+    assert detail.run.status == "retry_wait"
+    [attempt] = detail.attempts
+    assert (attempt.status, attempt.error_code, attempt.pid) == ("cancelled", "INTERRUPTED", None)
+    assert [e.type for e in detail.events][2:] == [
+        "run.dispatching", "attempt.starting", "attempt.cancelled", "run.retry_wait"]
+    assert detail.events[-1].payload["attempts_spent"] == 0
+    assert not marker.exists()

@@ -19,10 +19,12 @@ from qinglong.diagnostics import Diagnostic
 from qinglong.domain.lifecycle import LeaseFence
 from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.errors import LeaseLost
+from qinglong.execution import command
 from qinglong.execution.executor import Executor
 from qinglong.profiles.local import LOCAL_LEASE_MS, LocalApp, LocalServeConfig
 from qinglong.storage.runs.lifecycle import FencedStep
 from qinglong.storage.runs.params import (
+    AttemptLease,
     AttemptRunningParams,
     LeaseRenewal,
     LeaseRenewParams,
@@ -46,7 +48,6 @@ class RenewalSeam:
         self.lost: list[LeaseFence] = []  # what renewals reported lost
         self.running: list[AttemptRunningParams] = []  # a command was spawned
         self.waited_for_renewal = False
-        self.after_start: Any = None
         self.after_finish: Any = None
         self.hang = threading.Event()  # set: renewals hang in the "driver" until released
         self.release = threading.Event()
@@ -77,8 +78,6 @@ class RenewalSeam:
                             if s.write == "running")
         outcomes: list[object] = self._store.attempt_steps(steps)
         for step in steps:
-            if step.write == "start" and self.after_start is not None:
-                self.after_start(step.fence)
             if step.write == "finish" and self.after_finish is not None:
                 self.after_finish(step.params)
         return outcomes
@@ -113,16 +112,20 @@ def wait_idle(executor: Executor) -> None:
 
 def test_a_command_whose_lease_is_known_lost_before_the_spawn_never_starts(
         seam: RenewalSeam, sqlite_stores: SqliteStores, clock: FakeClock, executor: Executor,
-        diagnostics: list[Diagnostic]) -> None:
-    """10a: the renewal reports the lease lost after ``starting`` was recorded and before the
-    spawn; the command must not be started (and then killed)."""
+        diagnostics: list[Diagnostic], monkeypatch: pytest.MonkeyPatch) -> None:
+    """10a: the renewal reports the lease lost after ``starting`` was recorded (with the
+    lease) and before the spawn -- held in the job's first step after its lease, making the
+    log file; the command must not be started (and then killed)."""
     [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="true")))
+    prepare_log = command.prepare_log
 
-    def lose_then_wait(fence: LeaseFence) -> None:
-        take_over(sqlite_stores, fence.run_id)
+    def lose_then_prepare(log_dir: Path, lease: AttemptLease) -> object:
+        assert sqlite_stores.runs.run_get(lease.fence.run_id).attempts[0].status == "starting"
+        take_over(sqlite_stores, lease.fence.run_id)
         seam.wait_for_a_renewal()
+        return prepare_log(log_dir, lease)
 
-    seam.after_start = lose_then_wait
+    monkeypatch.setattr(command, "prepare_log", lose_then_prepare)
     executor.start()
     deadline = time.monotonic() + WAIT_S
     while not seam.waited_for_renewal:

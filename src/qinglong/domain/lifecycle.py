@@ -17,7 +17,8 @@ The steps, with the Run and Attempt status each moves:
 =============  =============================  ==========================  ====================
 step           Run                            Attempt                     events
 =============  =============================  ==========================  ====================
-acquire        queued -> dispatching          claimed (lease granted)     run.dispatching
+acquire        queued -> dispatching          claimed (lease granted;     run.dispatching
+                                              with ``start``: starting)   (and attempt.starting)
 start          dispatching                    claimed -> starting         attempt.starting
 running        dispatching -> running         starting -> running         attempt.running,
                                                                           run.running
@@ -100,8 +101,12 @@ __all__ = [
 
 
 def acquire(run: RunState, attempt: AttemptState, ctx: StepContext, *, owner: str,
-            token_digest_hex: str, lease_ms: int) -> Change:
-    """Grant a lease on a queued Run's claimed Attempt to ``owner`` (a new generation)."""
+            token_digest_hex: str, lease_ms: int, start: bool = False) -> Change:
+    """Grant a lease on a queued Run's claimed Attempt to ``owner`` (a new generation).
+    With ``start``, the lease is granted ``starting``: the holder spawns the command at once,
+    so the start step is written with the lease instead of after it (its event follows the
+    lease's). Such a lease is never offered again: an expiry finds it started, and ``lose``
+    settles it, as for any start the holder recorded itself."""
     check_attempt_lease(lease_ms)
     check_precondition("acquire", run, attempt)
     b = StepBuilder(run, attempt, ctx)
@@ -109,8 +114,11 @@ def acquire(run: RunState, attempt: AttemptState, ctx: StepContext, *, owner: st
     b.event(EventType.RUN_DISPATCHING, transition_payload(
         run.status, RunStatus.DISPATCHING, worker=owner, attempt=attempt.attempt,
         lease_generation=generation))
+    if start:
+        b.event(EventType.ATTEMPT_STARTING, {"attempt": attempt.attempt,
+                                             "lease_generation": generation})
     return b.change(
-        run_to=RunStatus.DISPATCHING,
+        run_to=RunStatus.DISPATCHING, attempt_to=AttemptStatus.STARTING if start else None,
         attempt_fields={"worker_id": owner, "lease_token_digest": token_digest_hex,
                         "lease_expires_at_ms": ctx.now_ms + lease_ms},
         new_generation=generation,

@@ -2,8 +2,11 @@
 
 Every step is recorded, under the Attempt's lease, before it takes effect: ``starting`` is
 durable before the child is spawned, so a crash at any point leaves an Attempt that a
-reconciler settles visibly (an unstarted lease is offered again; a started Attempt is
-``lost``) -- a Run is never silently reset or run twice by the same Attempt.
+reconciler settles visibly (a started Attempt is ``lost``) -- a Run is never silently reset
+or run twice by the same Attempt. Leases are taken only for free slots and each is handed to
+a job at once, so they are granted ``starting`` (the start step in the lease's own write):
+one write a Run fewer, for which a crash between a lease and its spawn (milliseconds) costs
+the Attempt (``lost``, or retried as the task's policy says) instead of offering it again.
 
 Leases are renewed together, one store call for all of them. A lease the store says is
 gone (or one that could not be renewed before it would expire) stops its command at once:
@@ -270,7 +273,7 @@ class Executor:
                 return
             leases = self._store.lease_acquire(
                 LeaseAcquireParams(owner=self._owner, lease_ms=self._lease_ms, limit=free,
-                                   label_tokens=self._label_tokens))
+                                   label_tokens=self._label_tokens, start=True))
             self._backlog = len(leases) == free  # the queue may hold more
             for lease in leases:
                 self.started += 1

@@ -3,7 +3,9 @@ step under the Attempt's lease before it takes effect.
 
 ``starting`` is durable before the child is spawned, so a crash at any point leaves an
 Attempt that a reconciler settles visibly (an unstarted lease is offered again; a started
-Attempt is ``lost``). ``running`` follows the spawn: written at once when no other write is
+Attempt is ``lost``). The executor's leases are granted ``starting`` (the start step written
+with the lease, one write a Run fewer), so this module writes the start step only for a
+lease taken without it. ``running`` follows the spawn: written at once when no other write is
 in progress, else in the next write while the job already waits for its command, and folded
 into the ending when the command ends first (execution/step_batch.py). Each record is
 retried through a passing storage fault within a lease length (`JobRunner.persist`). Output goes to a local log file,
@@ -168,13 +170,17 @@ class JobRunner:
     def _execute(self, job: Job) -> Outcome | None:
         """Run the job's command; the outcome to record, or None when it was given back."""
         lease = job.lease
-        if self.stopping.is_set():
-            self.store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
+        if self.stopping.is_set():  # given back: nothing started, no attempt spent
+            if lease.started:
+                self.persist(job, lambda: self.store.attempt_interrupt(lease.fence, "drain"))
+            else:
+                self.store.lease_release(LeaseReleaseParams(fence=lease.fence, reason="drain"))
             return None
-        # Durable before the spawn; a passing storage fault (a pool briefly exhausted by a
-        # burst of starts) is retried within the lease, never left to the reconciler.
-        started = RunStore.start_step(lease.fence)
-        self.persist(job, lambda: self.steps.write(started))
+        if not lease.started:
+            # Durable before the spawn; a passing storage fault (a pool briefly exhausted by
+            # a burst of starts) is retried within the lease, never left to the reconciler.
+            started = RunStore.start_step(lease.fence)
+            self.persist(job, lambda: self.steps.write(started))
         if lease.execution is None:
             return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
         log = command.prepare_log(self.settings.log_dir, lease)

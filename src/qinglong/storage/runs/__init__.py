@@ -2,8 +2,9 @@
 written once over the kernel.
 
 - ``lease_acquire``: lease up to ``limit`` queued Runs (oldest first) to ``owner``: Run
-  queued -> dispatching, Attempt claimed with a new lease generation; returns each lease
-  with its verified execution plan. Runs another executor is taking are skipped.
+  queued -> dispatching, Attempt claimed with a new lease generation (or, with ``start``,
+  already ``starting``: the holder spawns at once); returns each lease with its verified
+  execution plan. Runs another executor is taking are skipped.
 - ``lease_renew``: extend, in one statement, every lease of ``owner`` whose fence still
   holds; reports the ones that are lost and the Runs someone asked to cancel.
 - ``attempt_start`` / ``attempt_running`` / ``attempt_finish``: the fenced steps (claimed
@@ -184,7 +185,8 @@ class RunStore:
         check_budget(params.limit, "limit")
         return self._step("lease runs", lambda w: w.acquire(
             owner=params.owner, token=new_uuid, lease_ms=params.lease_ms, limit=params.limit,
-            executor_type=self._executor_type, label_tokens=params.label_tokens))
+            executor_type=self._executor_type, label_tokens=params.label_tokens,
+            start=params.start))
 
     def lease_renew(self, params: LeaseRenewParams) -> LeaseRenewal:
         check_attempt_lease(params.lease_ms)

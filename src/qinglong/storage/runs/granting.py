@@ -66,11 +66,13 @@ class LeaseGranting:
         def context(self, now_ms: int | None = None) -> StepContext: ...
 
     def acquire(self, *, owner: str, token: Callable[[], str], lease_ms: int, limit: int,
-                executor_type: str, label_tokens: Sequence[str] = ()) -> list[AttemptLease]:
+                executor_type: str, label_tokens: Sequence[str] = (),
+                start: bool = False) -> list[AttemptLease]:
         """Lease up to ``limit`` queued Runs, oldest first, as their trigger's overlap policy
         and the task and global limits allow; a Run that must wait stays queued. Only Runs
         whose required labels are among ``label_tokens`` are looked at (the statement
-        passes over the others, so they are neither locked nor counted)."""
+        passes over the others, so they are neither locked nor counted). With ``start``,
+        each lease is granted ``starting`` (domain/lifecycle.acquire)."""
         # Look further than ``limit``: Runs that must wait (overlap, limits) are passed over,
         # so they never stall the Runs queued behind them.
         rows = self._tx.all("lease_candidates",
@@ -105,7 +107,7 @@ class LeaseGranting:
             secret = token()
             change = lifecycle.acquire(run, attempt, ctx, owner=owner,
                                        token_digest_hex=lifecycle.token_digest(secret),
-                                       lease_ms=lease_ms)
+                                       lease_ms=lease_ms, start=start)
             pending.append(change)
             project = row["project_id"]
             if project not in environments:
@@ -121,7 +123,7 @@ class LeaseGranting:
                 expires_at_ms=ctx.now_ms + lease_ms,
                 execution=execution, problem=problem,
                 parameters=json.loads(row["parameters"]) if row["parameters"] else {},
-                environment=environments[project],
+                environment=environments[project], started=start,
             ))
         self.apply_all(pending)
         for lease in leases:  # which environment revision each Attempt runs with

@@ -40,6 +40,7 @@ class AttemptLease:
     # the project's environment at its latest revision, read with the lease (its secrets
     # still sealed: the executor opens them with its own key, execution/project_env.py)
     environment: LeasedEnvironment | None = None
+    started: bool = False  # granted ``starting`` (LeaseAcquireParams.start): no start step
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +61,10 @@ class LeaseAcquireParams:
     # every requirement token the executor's labels meet (domain/placement.label_tokens):
     # only Runs whose requirements are among them are leased
     label_tokens: tuple[str, ...] = ()
+    # record the start step with the lease (the holder spawns each command at once): one
+    # write a Run fewer, but a lease lost before its spawn is settled ``lost``, not offered
+    # again (domain/lifecycle.acquire)
+    start: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
