@@ -448,8 +448,9 @@ class _StopsWhileLeasing:
         leases = self._store.lease_acquire(params)  # type: ignore[attr-defined]
         if leases and self.stopper is None:
             assert self.executor is not None
-            self.stopper = threading.Thread(target=self.executor.stop, args=(5.0,))
-            self.stopper.start()
+            stopper = threading.Thread(target=self.executor.stop, args=(5.0,))
+            stopper.start()
+            self.stopper = stopper  # (started: the test may join it from now on)
             stopping = self.executor._stopping  # (private: the moment under test)
             assert stopping.wait(WAIT_S), "the executor was not told to stop"
         return leases
