@@ -7,14 +7,16 @@ that needs a lease to expire ages the leases through the backend hook instead of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
 from qinglong.domain.lifecycle import LeaseFence, Outcome
 from qinglong.domain.model import RunDetail
-from qinglong.domain.runs import AttemptStatus
+from qinglong.domain.runs import AttemptStatus, RunStatus
 from qinglong.errors import IllegalTransition, InvalidInput, LeaseLost
+from qinglong.storage.flows.release import FlowSteps
 from qinglong.storage.runs.params import (
     AttemptFinishParams,
     AttemptLease,
@@ -315,6 +317,33 @@ def test_a_lease_granted_starting_is_one_write_and_is_lost_not_offered_again(
     assert (rescued[expired.fence.run_id].previous_status,
             rescued[expired.fence.run_id].outcome) == ("starting", "lost")
     assert backend.runs.run_get(expired.fence.run_id).run.status == "lost"
+
+
+def test_the_ending_of_a_run_outside_every_flow_looks_up_no_flow_step(
+        backend: Backend, queued: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fenced step reads its Run's trigger type: an ending of a Run no flow released asks
+    flow_steps nothing (a statement a Run saved). An ending read without it (the reconciler's)
+    still looks; flow steps' own endings are in test_flows.py."""
+    del queued
+    looked: list[list[str]] = []
+    after_ended = FlowSteps.after_ended
+
+    def spy(steps: FlowSteps, ended: Sequence[tuple[str, RunStatus]], now_ms: int) -> None:
+        looked.append([run_id for run_id, _ in ended])
+        after_ended(steps, ended, now_ms)
+
+    monkeypatch.setattr(FlowSteps, "after_ended", spy)
+    [lease] = acquire(backend, limit=1)
+    run_to_running(backend, lease.fence)
+    backend.lifecycle.attempt_finish(AttemptFinishParams(fence=lease.fence, outcome=SUCCEEDED))
+    assert backend.runs.run_get(lease.fence.run_id).run.status == "succeeded"
+    assert looked == []
+    [other] = acquire(backend, limit=1)
+    run_to_running(backend, other.fence)
+    backend.age_leases(LEASE_MS + 10_000)
+    [rescued] = backend.lifecycle.lease_rescue(LeaseRescueParams())
+    assert rescued.outcome == "lost"
+    assert looked == [[other.fence.run_id]]
 
 
 def test_rescue_ignoring_expiry_takes_every_active_lease(backend: Backend,

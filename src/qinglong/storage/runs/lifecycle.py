@@ -35,7 +35,7 @@ from qinglong.ids import new_uuid
 from qinglong.storage import records
 from qinglong.storage.dbapi import Row
 from qinglong.storage.events import event_rows, insert_events, json_rows
-from qinglong.storage.flows.release import FlowSteps, Releaser
+from qinglong.storage.flows.release import TRIGGER_TYPE_FLOW, FlowSteps, Releaser
 from qinglong.storage.kernel import Tx
 from qinglong.storage.runs.granting import LeaseGranting, RevisionCache
 from qinglong.storage.runs.params import (
@@ -96,6 +96,9 @@ class LifecycleWriter(LeaseGranting):
         self._jitter = jitter or _random_jitter
         self._flows: FlowSteps | None = None
         self._deferred: list[tuple[list[tuple[str, RunStatus]], int]] | None = None
+        # Runs read with their trigger type and not released by a flow: no flow step to move
+        # when they end (the others, and Runs read without it, are looked up in flow_steps)
+        self._outside_flows: set[str] = set()
 
     def context(self, now_ms: int | None = None) -> StepContext:
         return StepContext(now_ms=self._tx.now_ms() if now_ms is None else now_ms, actor=self._actor,
@@ -161,8 +164,10 @@ class LifecycleWriter(LeaseGranting):
                 self._tx.execute("attempt_insert", change.new_attempt)
         # the Runs this write ends (a step into an ended state stamps its end; a refused late
         # callback on an ended Run does not): their flow steps move on, in this transaction
+        # (a Run known to be outside every flow has none)
         stamped = [(c, at) for c in changes if c.run_status in ENDED_RUN
-                   and isinstance(at := c.run_fields.get("finished_at_ms"), int)]
+                   and isinstance(at := c.run_fields.get("finished_at_ms"), int)
+                   and c.run_id not in self._outside_flows]
         if stamped:
             ended = [(c.run_id, c.run_status) for c, _ in stamped]
             at_ms = max(at for _, at in stamped)
@@ -228,6 +233,8 @@ class LifecycleWriter(LeaseGranting):
             run = run_from_candidate(row)
             attempt = attempt_state(row, id_column="attempt_id", status_column="attempt_status")
             self._pinned[run.id] = (row["project_id"], row["task_id"], row["task_revision"])
+            if row["trigger_type"] != TRIGGER_TYPE_FLOW:
+                self._outside_flows.add(run.id)
             if step.done is not None and step.done(attempt):
                 outcomes.append(StepOutcome.ALREADY_DONE)
                 continue

@@ -240,11 +240,12 @@ SELECT EXISTS (
 -- by primary key instead of guessing a hundred rows and scanning.) The database's clock comes
 -- with them, read as the rows are locked: a step only stamps times with it (the fence is the
 -- generation and token, never a time), so a reading taken while waiting for a lock is as
--- good as one taken after.
+-- good as one taken after. The trigger type says which Runs can be flow steps (the others'
+-- endings need no look in flow_steps).
 SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
        (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason,
-       r.project_id, r.task_id, r.task_revision,
+       r.project_id, r.task_id, r.task_revision, r.trigger_type,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM qinglong.runs r

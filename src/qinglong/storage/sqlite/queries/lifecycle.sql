@@ -165,11 +165,12 @@ SELECT EXISTS (
 -- name: lifecycle_steps_get
 -- The lifecycle state of several Runs and Attempts (JSON arrays of their ids), in Run id
 -- order: the batched form of lifecycle_run_get and lifecycle_attempt_get. The store's clock
--- comes back with them, as on PostgreSQL.
+-- comes back with them, as on PostgreSQL, and the trigger type (which Runs can be flow
+-- steps).
 SELECT :now_ms AS now_ms,
        r.id AS run_id, r.status AS run_status, r.version, r.event_sequence, r.attempts_spent,
        (r.cancel_requested_at_ms IS NOT NULL) AS cancel_requested, r.cancel_reason,
-       r.project_id, r.task_id, r.task_revision,
+       r.project_id, r.task_id, r.task_revision, r.trigger_type,
        a.id AS attempt_id, a.attempt, a.status AS attempt_status, a.executor_type, a.worker_id,
        a.lease_generation, a.lease_token_digest, a.lease_expires_at_ms, a.pid, a.executor_handle
 FROM run_attempts a
