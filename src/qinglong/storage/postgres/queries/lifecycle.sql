@@ -329,10 +329,10 @@ appended AS (
         (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
          created_at_ms)
     SELECT e.id, e.run_id, e.sequence, e.type, e.dedupe_key, e.actor_type, e.actor_id,
-           e.attempt_id, e.payload::jsonb, e.created_at_ms
+           e.attempt_id, e.payload, e.created_at_ms
     FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
         id varchar, run_id varchar, sequence integer, type varchar, dedupe_key varchar,
-        actor_type varchar, actor_id varchar, attempt_id varchar, payload text,
+        actor_type varchar, actor_id varchar, attempt_id varchar, payload jsonb,
         created_at_ms bigint)
     RETURNING 1
 )
@@ -342,13 +342,13 @@ SELECT (SELECT count(*) FROM moved_runs) AS runs,
 
 -- name: events_insert
 -- Append the events of planned steps in one statement (a JSON array of the run_events
--- columns; payload as JSON text).
+-- columns; each payload a JSON object in place, not text to parse again).
 INSERT INTO qinglong.run_events
     (id, run_id, sequence, type, dedupe_key, actor_type, actor_id, attempt_id, payload,
      created_at_ms)
 SELECT e.id, e.run_id, e.sequence, e.type, e.dedupe_key, e.actor_type, e.actor_id,
-       e.attempt_id, e.payload::jsonb, e.created_at_ms
+       e.attempt_id, e.payload, e.created_at_ms
 FROM jsonb_to_recordset(%(events)s::jsonb) AS e(
     id varchar, run_id varchar, sequence integer, type varchar, dedupe_key varchar,
-    actor_type varchar, actor_id varchar, attempt_id varchar, payload text,
+    actor_type varchar, actor_id varchar, attempt_id varchar, payload jsonb,
     created_at_ms bigint);
