@@ -32,9 +32,9 @@ errors / raced commits / rescues the processes printed, the CPU of processes we 
 (pg_stat_statements). A process that does not exit within 30 s of SIGTERM is reported, with a
 ``py-spy dump`` of its threads when py-spy is on PATH, and killed.
 
-The replica runs with ``--budget 256 --batch 64`` (``--control-budget``/``--control-batch``;
-0 keeps the product defaults, 16 and 8, which admit fewer than 200 occurrences per second on
-a 2-CPU machine); ``--workers 0`` measures admission alone.
+The replica runs at the product's defaults (``--budget 256 --batch 256``; other values with
+``--control-budget``/``--control-batch``, 0 leaving the option out); ``--workers 0``
+measures admission alone.
 
 The figures of every repetition, their median and min-max, the command line, the machine
 and the versions are printed and written to ``benchmarks/results/dispatch-<date>.json``
@@ -672,11 +672,12 @@ def parse(argv: list[str] | None) -> Options:
                         help="queued Runs for the throughput phase (default 2000)")
     parser.add_argument("--drain-timeout", type=int, default=120,
                         help="seconds to wait after the window for its Runs to end")
-    parser.add_argument("--control-budget", type=int, default=256,
-                        help="ql control --budget (default 256; the product default, 16, "
-                             "does not admit 200 Runs/s on a 2-CPU machine); 0: leave it out")
-    parser.add_argument("--control-batch", type=int, default=64,
-                        help="ql control --batch (default 64; product default 8); 0: leave it out")
+    parser.add_argument("--control-budget", type=int, default=0,
+                        help="ql control --budget (default 0: left out, the product's "
+                             "default of 256)")
+    parser.add_argument("--control-batch", type=int, default=0,
+                        help="ql control --batch (default 0: left out, the product's "
+                             "default of 256)")
     parser.add_argument("--base-dir", type=Path,
                         help="where PostgreSQL's data directory goes (default: the temp dir)")
     parser.add_argument("--log-dir", type=Path,

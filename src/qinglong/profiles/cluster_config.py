@@ -41,7 +41,7 @@ class ControlSettings(BaseSettings):
     # SERIALIZABLE transaction (docs/design/admission-fast-path.md); a cycle claims up to
     # `budget` rows and a saturated cycle starts the next at once
     budget: int = Field(default=256, ge=MIN_BUDGET, le=MAX_BUDGET)
-    batch: int = Field(default=64, ge=MIN_BUDGET, le=MAX_BUDGET)
+    batch: int = Field(default=256, ge=MIN_BUDGET, le=MAX_BUDGET)
     interval_ms: int = Field(default=1_000, ge=250, le=3_600_000)
     stop_timeout_ms: int = Field(default=10_000, ge=100, le=30_000)
     commit_deadline_ms: int = Field(default=5_000, ge=100, le=60_000)

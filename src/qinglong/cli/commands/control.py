@@ -81,7 +81,7 @@ class ControlConsole(EventConsole):
                    "then misfire; refused otherwise.")
 @setting_option("--budget", click.INT, "Claims per cycle, 1-256 (default 256); a cycle that uses it "
                 "all starts the next at once.")
-@setting_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 64); their "
+@setting_option("--batch", click.INT, "Rows claimed per statement, 1-256 (default 256); their "
                 "decisions commit together in one SERIALIZABLE transaction.")
 @setting_option("--interval-ms", click.INT, "Longest sleep between cycles while the replica cannot "
                 "LISTEN for publishes, 250-3600000 ms (default 1000). While it listens it sleeps until "
