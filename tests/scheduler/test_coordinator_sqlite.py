@@ -67,6 +67,26 @@ def test_on_time_occurrences_are_admitted_one_per_second(stores: SqliteStores, c
     assert scheduled(stores) == [BASE_MS + i * 1000 for i in range(5)]
 
 
+def test_at_its_default_ids_a_run_and_its_attempt_are_time_ordered_at_the_claims_instant(
+        stores: SqliteStores, clock: FakeClock) -> None:
+    add_trigger(stores, "t1")
+    c = Coordinator(stores.schedules, owner="standalone:1", lease_ms=10_000)  # random ids
+    claimed_at = []
+    for step in range(3):
+        clock.set(BASE_MS + step * 1000 + 20)
+        claimed_at.append(clock.now_ms())
+        assert c.run_cycle().admitted == 1
+    runs = stores.runs.run_list(RunListParams(trigger_id="t1", limit=10, oldest_first=True))
+    assert len(runs) == 3
+    for run, at_ms in zip(runs, claimed_at, strict=True):
+        detail = stores.runs.run_get(run.id)
+        (attempt,) = detail.attempts
+        for made in (run.id, attempt.id):  # version 7: the claim's instant, then random bits
+            assert (uuid.UUID(made).version, uuid.UUID(made).int >> 80) == (7, at_ms)
+        assert {uuid.UUID(e.id).version for e in detail.events} == {4}  # keyed by nothing
+    assert [r.id for r in runs] == sorted(r.id for r in runs)
+
+
 def test_a_late_cycle_catches_up_in_order_without_dropping(stores: SqliteStores, clock: FakeClock) -> None:
     add_trigger(stores, "t1")
     c = coordinator(stores, clock)

@@ -1,11 +1,14 @@
-"""Fresh identifiers (qinglong/ids.py): version 4 UUIDs drawn from a pool of random bytes."""
+"""Fresh identifiers (qinglong/ids.py): version 4 UUIDs drawn from a pool of random bytes, and
+the time-ordered version 7 UUIDs of admitted Runs and Attempts."""
 
 from __future__ import annotations
 
 import os
 import uuid
 
-from qinglong.ids import new_uuid, new_uuids
+import pytest
+
+from qinglong.ids import MAX_INSTANT_MS, new_uuid, new_uuids, time_ordered_uuids
 
 
 def test_every_id_is_a_version_4_uuid_in_its_canonical_text() -> None:
@@ -31,3 +34,28 @@ def test_a_forked_child_never_draws_the_bytes_its_parent_draws_next() -> None:
     os.waitpid(child, 0)
     assert uuid.UUID(theirs).version == 4
     assert theirs != ours
+
+
+def test_time_ordered_ids_are_version_7_uuids_of_their_instant() -> None:
+    at_ms = 1_796_629_801_123
+    drawn = time_ordered_uuids(300, at_ms) + time_ordered_uuids(1, 0)
+    for text in drawn[:-1]:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+        assert str(parsed) == text
+        assert parsed.int >> 80 == at_ms  # the first 48 bits: the instant
+    assert uuid.UUID(drawn[-1]).int >> 80 == 0
+    assert len(set(drawn)) == len(drawn)  # 74 random bits apart within one millisecond
+
+
+def test_a_later_instant_sorts_after_every_id_of_an_earlier_one_as_text() -> None:
+    earlier = time_ordered_uuids(200, 1_796_629_801_000)
+    later = time_ordered_uuids(200, 1_796_629_801_001)
+    assert max(earlier) < min(later)
+
+
+def test_an_instant_a_version_7_uuid_cannot_hold_is_refused() -> None:
+    assert uuid.UUID(time_ordered_uuids(1, MAX_INSTANT_MS)[0]).int >> 80 == MAX_INSTANT_MS
+    for at_ms in (-1, MAX_INSTANT_MS + 1):
+        with pytest.raises(ValueError, match="cannot hold the instant"):
+            time_ordered_uuids(1, at_ms)

@@ -155,7 +155,8 @@ class Coordinator:
             tally.counts["errors"] += 1
             emit(self._diagnostics, diagnostic_from("scheduler", exc))
             return None
-        ids = AdmissionIds.new(self._new_id) if decision.disposition is Disposition.ADMIT else None
+        ids = (AdmissionIds.new(self._new_id, at_ms=claim.fence.acquired_at_ms)
+               if decision.disposition is Disposition.ADMIT else None)
         return ClaimCommitParams(claim=claim, decision=decision, ids=ids)
 
     def _commit(self, decided: list[ClaimCommitParams], tally: Tally) -> None:
