@@ -286,7 +286,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0027_labels' and 0028_pins' tables; 0029_audit_filters' indexes go with 0008's audit_log;
     # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
     # (like 0009's); 0032_runtime_labels' grants go with 0027's tables; 0033_lean_run_writes'
-    # change is reversed (the events' primary key back).
+    # change is reversed (the events' primary key back), and so is 0034_runs_project_reference's
+    # (the Runs' reference to their project back).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -297,7 +298,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0023_deps', '0024_grants', '0025_totp', '0026_oidc',
                                 '0027_labels', '0028_pins', '0029_audit_filters',
                                 '0030_session_method', '0031_web_limits',
-                                '0032_runtime_labels', '0033_lean_run_writes');
+                                '0032_runtime_labels', '0033_lean_run_writes',
+                                '0034_runs_project_reference');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -328,6 +330,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         DROP INDEX run_events_progress_idx;
         ALTER TABLE run_events REPLICA IDENTITY DEFAULT;
         ALTER TABLE run_events ADD CONSTRAINT run_events_pkey PRIMARY KEY (id);
+        ALTER TABLE runs ADD CONSTRAINT runs_project_id_fkey
+            FOREIGN KEY (project_id) REFERENCES projects (id);
         ALTER TABLE notify_channels DROP CONSTRAINT notify_channels_kind_check;
         ALTER TABLE notify_channels ADD CONSTRAINT notify_channels_kind_check
             CHECK (kind IN ('webhook', 'email', 'template'));
@@ -390,7 +394,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0029_audit_filters",
                "missing-migration:0030_session_method",
                "missing-migration:0031_web_limits", "missing-migration:0032_runtime_labels",
-               "missing-migration:0033_lean_run_writes"]
+               "missing-migration:0033_lean_run_writes",
+               "missing-migration:0034_runs_project_reference"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -414,7 +419,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0026_oidc", "0027_labels", "0028_pins",
                                          "0029_audit_filters", "0030_session_method",
                                          "0031_web_limits", "0032_runtime_labels",
-                                         "0033_lean_run_writes")
+                                         "0033_lean_run_writes",
+                                         "0034_runs_project_reference")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
