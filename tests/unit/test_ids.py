@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from qinglong.domain.admission import AdmissionIds
 from qinglong.ids import MAX_INSTANT_MS, new_uuid, new_uuids, time_ordered_uuids
 
 
@@ -59,3 +60,16 @@ def test_an_instant_a_version_7_uuid_cannot_hold_is_refused() -> None:
     for at_ms in (-1, MAX_INSTANT_MS + 1):
         with pytest.raises(ValueError, match="cannot hold the instant"):
             time_ordered_uuids(1, at_ms)
+
+
+def test_admission_ids_are_time_ordered_for_an_instant_and_random_without_one() -> None:
+    def versions(ids: AdmissionIds) -> tuple[int, ...]:
+        return tuple(uuid.UUID(i).version for i in (ids.run_id, ids.attempt_id,
+                                                    ids.created_event_id, ids.queued_event_id))
+
+    assert versions(AdmissionIds.new(new_uuid, at_ms=1_796_629_801_000)) == (7, 7, 4, 4)
+    for at_ms in (None, -1, MAX_INSTANT_MS + 1):  # no instant, or one a v7 id cannot hold
+        assert versions(AdmissionIds.new(new_uuid, at_ms=at_ms)) == (4, 4, 4, 4)
+    counter = iter(range(1, 100))  # an injected id source is used as it is
+    made = AdmissionIds.new(lambda: str(uuid.UUID(int=next(counter))), at_ms=1_796_629_801_000)
+    assert made.run_id == str(uuid.UUID(int=1))

@@ -29,7 +29,7 @@ from qinglong.domain.runs import (
 from qinglong.domain.schedule import ClaimFence, ScheduleCandidate
 from qinglong.domain.task import ExecutionRevision, TaskRevision
 from qinglong.domain.trigger import Overlap, TriggerRevision
-from qinglong.ids import new_uuid, new_uuids, time_ordered_uuids
+from qinglong.ids import MAX_INSTANT_MS, new_uuid, new_uuids, time_ordered_uuids
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,11 +43,11 @@ class AdmissionIds:
     def new(cls, new_id: Callable[[], str], *, at_ms: int | None = None) -> AdmissionIds:
         """Fresh ids from ``new_id``. With the default (random UUIDs) and an instant
         ``at_ms`` (the store's clock), the Run and its Attempt take time-ordered ids of that
-        instant (ids.time_ordered_uuids); the events keep random ones (no index is keyed by
-        an event's id)."""
+        instant (ids.time_ordered_uuids; an instant no such id holds, before 1970, gets
+        random ones); the events keep random ones (no index is keyed by an event's id)."""
         if new_id is new_uuid:  # drawn at once
             created, queued = new_uuids(2)
-            if at_ms is None:
+            if at_ms is None or not 0 <= at_ms <= MAX_INSTANT_MS:
                 run_id, attempt_id = new_uuids(2)
             else:
                 run_id, attempt_id = time_ordered_uuids(2, at_ms)
