@@ -8,10 +8,10 @@ more than the formatting. The pool is emptied in a forked child, so a parent and
 never hand out the same bytes.
 
 The Runs and Attempts a scheduler admits take time-ordered ids instead (version 7, RFC 9562:
-the admission's instant in milliseconds, then 74 random bits), so that the indexes keyed by
+the claim's instant in milliseconds, then 74 random bits), so that the indexes keyed by
 them (a Run's and an Attempt's primary keys, an Attempt's and an event's Run) receive each
 new entry next to the last one instead of at a random page: in a burst of 100,000 that cut
-the server's CPU by 12-14 % (docs/performance.md, run X). The instant is the caller's
+the server's CPU by 11-14 % (docs/performance.md, run X). The instant is the caller's
 (the store's clock reading of the claim), never read here.
 """
 
