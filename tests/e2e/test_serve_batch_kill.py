@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import process_running
 from tests.support.ql import Ql, wait_for
 
 pytestmark = pytest.mark.slow
@@ -127,7 +128,7 @@ def commands_left(folder: Path) -> list[int]:
         except OSError:
             continue
         if (cwd == str(folder) or cwd.startswith(f"{folder}/")) and (
-                environ.startswith(b"QL_RUN_ID=") or b"\0QL_RUN_ID=" in environ) and alive(
+                environ.startswith(b"QL_RUN_ID=") or b"\0QL_RUN_ID=" in environ) and process_running(
                 int(entry.name)):
             found.append(int(entry.name))
     return found
@@ -278,14 +279,6 @@ def test_kill_minus_nine_mid_burst_keeps_every_occurrence_exactly_once(
     # servers' by their group reapers or their successors, the last one's cancelled at stop)
     assert db_rows(path, "SELECT id FROM runs WHERE status IN ('dispatching', 'running')") == []
     for row in db_rows(path, "SELECT pid FROM run_attempts WHERE pid IS NOT NULL"):
-        assert not alive(row["pid"]), f"command {row['pid']} of a Run still runs"
+        assert not process_running(row["pid"]), f"command {row['pid']} of a Run still runs"
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import process_running
 from tests.support.ql import Ql, wait_for
 
 pytestmark = pytest.mark.slow
@@ -159,16 +160,8 @@ def test_kill_minus_nine_then_restart_follows_each_misfire_policy(ql: tuple[Ql, 
     assert all('"process":"killed"' in p["payload"] or '"process":"gone"' in p["payload"]
                for p in payloads), [p["payload"] for p in payloads]
     for pid in orphans:
-        assert not _alive(pid), f"command {pid} of a lost Run still runs"
+        assert not process_running(pid), f"command {pid} of a lost Run still runs"
     stuck = db_rows(path, "SELECT id FROM runs WHERE status IN ('dispatching', 'running')")
     assert stuck == []
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")

@@ -29,6 +29,7 @@ from qinglong.storage.runs.lifecycle import FencedStep
 from qinglong.storage.runs.params import AttemptRunningParams, LeaseAcquireParams, RunListParams
 from qinglong.testing import FakeClock
 from tests.conftest import BASE_MS, SqliteStores
+from tests.support.processes import process_running
 
 WAIT_S = 20.0
 TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
@@ -66,15 +67,6 @@ def log_text(detail: RunDetail) -> str:
     path = detail.attempts[0].log_path
     assert path is not None
     return Path(path).read_text()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rfind(")") + 2] != "Z"
 
 
 def test_success_records_every_transition_and_the_output(
@@ -134,9 +126,9 @@ def test_timeout_kills_the_whole_process_group(
     assert [e.type for e in detail.events][-2:] == ["attempt.timed_out", "run.timed_out"]
     background = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while pid_alive(background) and time.monotonic() < deadline:
+    while process_running(background) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not pid_alive(background), "the background child of the timed-out command survived"
+    assert not process_running(background), "the background child of the timed-out command survived"
 
 
 def test_a_program_that_cannot_start_fails_visibly(
@@ -191,7 +183,7 @@ def test_stop_cancels_what_outlives_the_drain(
     # stopped by the executor, not ended by itself (a 60 s command would have succeeded)
     detail = sqlite_stores.runs.run_get(run_id)
     assert (detail.run.status, detail.run.error_code) == ("cancelled", "SHUTDOWN")
-    assert not pid_alive(pid)
+    assert not process_running(pid)
 
 
 def test_restart_settles_what_the_previous_executor_left_visibly(
@@ -265,10 +257,10 @@ def test_a_lost_lease_stops_the_command_at_the_next_renewal(
     executor = make_executor(lease_ms=1_000)
     executor.start()
     pid = wait_status(sqlite_stores, run_id, "running").attempts[0].pid
-    assert pid is not None and pid_alive(pid)
+    assert pid is not None and process_running(pid)
     take_over(sqlite_stores, run_id)
     deadline = time.monotonic() + WAIT_S
-    while pid_alive(pid) or executor.active():  # killed, and the job is done with the run
+    while process_running(pid) or executor.active():  # killed, and the job is done with the run
         assert time.monotonic() < deadline, "the command outlived its lost lease"
         time.sleep(0.05)
     detail = sqlite_stores.runs.run_get(run_id)
@@ -348,12 +340,12 @@ def test_children_left_by_a_group_leader_that_exited_are_killed_on_restart() -> 
     leader.wait(timeout=5)
     leader.stdout.close()
     try:
-        assert pid_alive(child) and process_start_ticks(leader.pid) is None
+        assert process_running(child) and process_start_ticks(leader.pid) is None
         assert settle_orphan(handle) == "killed"
         deadline = time.monotonic() + 5
-        while pid_alive(child) and time.monotonic() < deadline:
+        while process_running(child) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not pid_alive(child)
+        assert not process_running(child)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)

@@ -5,7 +5,6 @@ through a seam around the real SQLite run store (no mock: every write reaches th
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,7 @@ from qinglong.storage.runs.params import (
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
 from tests.execution.test_local_executor import admit, take_over, wait_terminal
+from tests.support.processes import process_running
 
 WAIT_S = 10.0
 
@@ -175,7 +175,7 @@ def test_a_renewal_stuck_in_the_driver_still_self_fences(
         pid = seam.running[0].pid
         seam.hang.set()
         deadline = time.monotonic() + 5.0  # 0.8 of a 1 s lease, and a watchdog tick
-        while pid_alive(pid):
+        while process_running(pid):
             assert time.monotonic() < deadline, "the command outlived its unrenewed lease"
             time.sleep(0.05)
         assert not seam.release.is_set()  # killed while the renewal still hung
@@ -235,20 +235,10 @@ def test_serve_settles_a_self_fenced_attempt_without_a_restart(
         # suite's bound for a condition (a detector of a command left to run out its 60 s, not
         # a latency figure: 2 s here failed once on a loaded machine)
         deadline = time.monotonic() + WAIT_S
-        while pid_alive(pid):
+        while process_running(pid):
             assert time.monotonic() < deadline, "the lost attempt's command still runs"
             time.sleep(0.02)
     finally:
         app.stop()
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:  # reaped meanwhile
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
