@@ -12,14 +12,15 @@ from qinglong.domain.task import CommandSpec, ShellCommand
 from qinglong.execution import command
 from qinglong.testing import FakeClock
 from tests.conftest import SqliteStores
-from tests.execution.test_local_executor import admit, log_text, pid_alive, wait_terminal
+from tests.execution.test_local_executor import admit, log_text, wait_terminal
+from tests.support.processes import process_running
 
 
 def wait_dead(pid: int) -> bool:
     deadline = time.monotonic() + 10
-    while pid_alive(pid) and time.monotonic() < deadline:
+    while process_running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not pid_alive(pid)
+    return not process_running(pid)
 
 
 def test_a_child_holding_the_output_after_its_leader_exited_is_killed_and_the_run_ends(

@@ -173,8 +173,16 @@ def test_serve_folds_triggers_beyond_the_cap_into_other(
 
 
 def test_serve_reports_queue_depth_and_slots_in_use(
-        sqlite_stores: SqliteStores, clock: FakeClock, make_app: Callable[..., LocalApp]) -> None:
-    publish_world(sqlite_stores, clock, ["/bin/sleep", "2"], {"slow": "fire_once"})
+        sqlite_stores: SqliteStores, clock: FakeClock, make_app: Callable[..., LocalApp],
+        tmp_path: Path) -> None:
+    # The command runs until the test lets it end, so the Run queued behind it stays queued:
+    # with a command of a few real seconds it could leave the queue before the first sample
+    # after the advance, and the queued Runs left, admitted at the frozen clock, would all be
+    # of age 0 until the deadline.
+    done = tmp_path / "done"
+    publish_world(sqlite_stores, clock,
+                  ["/bin/sh", "-c", f"while [ ! -e '{done}' ]; do sleep 0.05; done"],
+                  {"slow": "fire_once"})
     clock.set(BASE_MS + 1_500)  # two occurrences due, one slot
     app = make_app(concurrency=1)
     app.start()
@@ -185,3 +193,4 @@ def test_serve_reports_queue_depth_and_slots_in_use(
                        and (value(s, "ql_queue_oldest_age_seconds") or 0) > 0,
                        "a queued Run counted with its age")
     assert (value(samples, "ql_queue_oldest_age_seconds") or 0) > 0
+    done.touch()  # the commands end, so the app stops at once
