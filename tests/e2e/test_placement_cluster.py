@@ -115,6 +115,13 @@ def test_runs_go_only_to_workers_whose_labels_meet_their_task(
         # a memory cgroup per command where this host lets the worker make them (root here)
         expected = "memory: a cgroup v" if detect() is not None else "setrlimit via prlimit"
         assert offered["limits"].startswith(expected), offered
+        # each command's output was spooled in a file of its own, removed once shipped: the
+        # ended Runs left neither files nor directories (a worker that ran nothing has no
+        # spool; the gpu Runs ran on gpu-box)
+        spools = [tmp_path / f"{worker.worker_id}.spool" for worker in workers]
+        assert spools[0].is_dir()
+        left = [p.name for spool in spools if spool.exists() for p in spool.iterdir()]
+        assert left == [], left
     finally:
         for worker in workers:
             assert worker.stop() == 0

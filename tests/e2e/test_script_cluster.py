@@ -84,5 +84,9 @@ def test_a_worker_runs_exactly_the_pinned_content(pg_db: PgTestDatabase, tmp_pat
             assert text.strip() == expected, text
         [refused] = runs.run_get(tampered).attempts
         assert refused.error_code == "SCRIPT_DIGEST_MISMATCH", refused
+        # the spool held each Attempt's output and script only while it ran: nothing is left
+        # behind, not even an empty Run directory
+        spool = tmp_path / "scripts.spool"
+        assert spool.is_dir() and list(spool.iterdir()) == []
     finally:
         runtime_db.close()

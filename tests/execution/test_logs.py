@@ -372,6 +372,25 @@ def test_preparing_a_log_survives_its_directory_being_pruned_once(
     assert removed == [tmp_path / "run-1"]
 
 
+def test_a_spool_file_goes_straight_into_the_spool_and_a_missing_spool_is_made(
+        tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from qinglong.execution.command import prepare_log
+
+    lease = SimpleNamespace(fence=SimpleNamespace(run_id="run-1"), attempt=2)
+    spool = tmp_path / "worker.spool"
+    spool.mkdir()
+    path = prepare_log(spool, lease, spool=True)  # type: ignore[arg-type]
+    assert path == spool / "run-1.attempt-2.log" and path.is_file()
+    assert [p.name for p in spool.iterdir()] == ["run-1.attempt-2.log"]  # no Run directory
+    path.unlink()
+    spool.rmdir()  # removed behind the worker's back: made again, the owner's alone
+    again = prepare_log(spool, lease, spool=True)  # type: ignore[arg-type]
+    assert again == path and again.is_file()
+    assert spool.stat().st_mode & 0o777 == 0o700
+
+
 def test_a_private_file_is_made_the_owners_alone_and_an_existing_one_is_kept(
         tmp_path: Path) -> None:
     from qinglong.execution.logs import private_file

@@ -119,11 +119,11 @@ def test_a_command_whose_lease_is_known_lost_before_the_spawn_never_starts(
     [run_id] = admit(sqlite_stores, clock, CommandSpec(command=ShellCommand(command="true")))
     prepare_log = command.prepare_log
 
-    def lose_then_prepare(log_dir: Path, lease: AttemptLease) -> object:
+    def lose_then_prepare(log_dir: Path, lease: AttemptLease, *, spool: bool) -> object:
         assert sqlite_stores.runs.run_get(lease.fence.run_id).attempts[0].status == "starting"
         take_over(sqlite_stores, lease.fence.run_id)
         seam.wait_for_a_renewal()
-        return prepare_log(log_dir, lease)
+        return prepare_log(log_dir, lease, spool=spool)
 
     monkeypatch.setattr(command, "prepare_log", lose_then_prepare)
     executor.start()

@@ -86,21 +86,38 @@ class Spawned:
 LOG_PREPARE_TRIES = 3
 
 
-def prepare_log(log_dir: Path, lease: AttemptLease) -> Path | Outcome:
-    """The Attempt's log file (its directory made), or the failure that prevents it."""
-    path = log_dir / lease.fence.run_id / f"attempt-{lease.attempt}.log"
+def prepare_log(log_dir: Path, lease: AttemptLease, *, spool: bool = False) -> Path | Outcome:
+    """The Attempt's log file (its directory made), or the failure that prevents it.
+
+    A kept log goes into the Run's own directory (``<log dir>/<run id>/attempt-<n>.log``,
+    which `ql run logs` and the pruner read). A ``spool`` file (a worker ships the output and
+    removes the file when the Attempt ends) goes straight into ``log_dir`` as
+    ``<run id>.attempt-<n>.log``: no directory is made for it, and none is left behind."""
+    if spool:
+        path = log_dir / f"{lease.fence.run_id}.attempt-{lease.attempt}.log"
+    else:
+        path = run_dir(log_dir, lease) / f"attempt-{lease.attempt}.log"
+    make_dir = not spool  # a Run's directory is new; the spool is there, unless removed
     for _ in range(LOG_PREPARE_TRIES):
         try:
-            private_dir(path.parent)
+            if make_dir:
+                private_dir(path.parent)
             private_file(path)
             return path
         except FileNotFoundError:
-            continue  # the log pruner removed the new, still empty directory: make it again
+            # the log pruner removed the new, still empty directory, or the spool is gone
+            make_dir = True
+            continue
         except OSError as exc:
             return failed("LOG_UNWRITABLE", f"cannot write the log {str(path)!r}: "
                                             f"{exc.strerror or exc}")
     return failed("LOG_UNWRITABLE", f"cannot write the log {str(path)!r}: "
                                     "its directory keeps disappearing")
+
+
+def run_dir(log_dir: Path, lease: AttemptLease) -> Path:
+    """The Run's own directory under ``log_dir``: its kept logs, and its Attempts' scripts."""
+    return log_dir / lease.fence.run_id
 
 
 def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: Mapping[str, str],

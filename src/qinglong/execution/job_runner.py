@@ -183,7 +183,8 @@ class JobRunner:
             self.persist(job, lambda: self.steps.write(started))
         if lease.execution is None:
             return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
-        log = command.prepare_log(self.settings.log_dir, lease)
+        log = command.prepare_log(self.settings.log_dir, lease,
+                                  spool=self.settings.log_store is not None)
         if isinstance(log, Outcome):
             return log
         log_store = self.settings.log_store
@@ -219,7 +220,8 @@ class JobRunner:
             return self._supervise(job, log, shipper, None, self._deps(job, None))
         if not isinstance(plan, ScriptCommand):
             return self._supervise(job, log, shipper, None)
-        directory = scripts.script_dir(log, lease.attempt, self.settings.identity)
+        run_dir = command.run_dir(self.settings.log_dir, lease)
+        directory = scripts.script_dir(run_dir, lease.attempt, self.settings.identity)
         try:
             script = self._script(job, plan, directory)
             launch = None if isinstance(script, Outcome) else self._deps(job, [
@@ -227,6 +229,9 @@ class JobRunner:
             return self._supervise(job, log, shipper, script, launch)
         finally:
             scripts.clean(directory)
+            if shipper is not None and directory.parent == run_dir:
+                with contextlib.suppress(OSError):  # a spool keeps no Run directory
+                    run_dir.rmdir()
 
     def _script(self, job: Job, plan: ScriptCommand, directory: Path) -> Path | Outcome:
         """The script's content written under ``directory`` (fetched through a passing

@@ -31,13 +31,13 @@ def _failed(code: str, summary: str) -> Outcome:
                    error_summary=summary)
 
 
-def script_dir(log_path: Path, attempt: int, identity: Identity) -> Path:
-    """The directory an Attempt's script is written to: beside its log, in the Run's own
-    directory; for a run-as user, who cannot enter the executor's private directories, a new
-    private temporary directory that is handed to that user."""
+def script_dir(run_dir: Path, attempt: int, identity: Identity) -> Path:
+    """The directory an Attempt's script is written to: in the Run's own directory
+    ``run_dir`` (beside its kept log); for a run-as user, who cannot enter the executor's
+    private directories, a new private temporary directory that is handed to that user."""
     if identity.run_as is None:
-        return log_path.parent / SCRIPT_DIR.format(attempt=attempt)
-    return Path(tempfile.mkdtemp(prefix=f"ql-{log_path.parent.name}-"))
+        return run_dir / SCRIPT_DIR.format(attempt=attempt)
+    return Path(tempfile.mkdtemp(prefix=f"ql-{run_dir.name}-"))
 
 
 def materialise(command: ScriptCommand, fetch: Fetch | None, directory: Path,
