@@ -22,7 +22,6 @@ schedule store's owner), under the occurrence's key, with the claim as its evide
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,15 +32,12 @@ from qinglong.domain.occurrences import cursor_for_storage
 from qinglong.domain.schedule import ScheduleClaim
 from qinglong.errors import StorageError
 from qinglong.storage.admission.params import CommitOutcome, CommitResult
-from qinglong.storage.events import insert_events
+from qinglong.storage.events import insert_events, json_rows
 from qinglong.storage.kernel import Tx
 
 Key = tuple[str, str]  # (project_id, trigger_id)
 # Starts the flow of one occurrence in the admitting transaction, as the flow run of this id.
 FlowStarter = Callable[[Tx, FlowOccurrence, str], object]
-# The batch's rows as JSON text: compact, and without the reference-cycle check (the rows
-# are plain dicts and lists built here, never cyclic).
-_ENCODE = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
 
 # The columns of each row the set-based statement takes, in the order of its JSON arrays
 # (postgres/queries/admission_batch.sql, schedule_admit_batch; a test compares them).
@@ -204,8 +200,8 @@ class Writes:
                             for misfire in planned.misfires)
         advanced = tx.all("schedule_admit_batch", {
             "now_ms": now_ms, "row_locators": [move[0] for move in moves],
-            "moves": _ENCODE(moves), "runs": _ENCODE(runs), "attempts": _ENCODE(attempts),
-            "events": _ENCODE(events), "misfires": _ENCODE(misfires),
+            "moves": json_rows(moves), "runs": json_rows(runs), "attempts": json_rows(attempts),
+            "events": json_rows(events), "misfires": json_rows(misfires),
         })
         done = {(row["project_id"], row["trigger_id"]) for row in advanced}
         if advanced and (int(advanced[0]["runs"]), int(advanced[0]["attempts"]),
