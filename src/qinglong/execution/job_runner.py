@@ -183,11 +183,10 @@ class JobRunner:
             self.persist(job, lambda: self.steps.write(started))
         if lease.execution is None:
             return command.failed("EXECUTION_REVISION_INVALID", lease.problem or "invalid plan")
-        log = command.prepare_log(self.settings.log_dir, lease,
-                                  spool=self.settings.log_store is not None)
+        log_store = self.settings.log_store
+        log = command.prepare_log(self.settings.log_dir, lease, spool=log_store is not None)
         if isinstance(log, Outcome):
             return log
-        log_store = self.settings.log_store
         if log_store is None:
             return self._run_command(job, log, None)
         shipper = LogShipper(log_store, lease.fence, self.settings.log_max_bytes, self.clock,
