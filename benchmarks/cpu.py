@@ -1,5 +1,6 @@
 """CPU accounting from /proc: the CPU seconds of the processes a benchmark started (each with
-the children it reaped), of a PostgreSQL server (postmaster and backends), of the harness and
+the children it reaped, for those tracked with ``children=True`` also given on their own as
+``<name>.children``), of a PostgreSQL server (postmaster and backends), of the harness and
 of the machine, and the busiest other processes. Linux only."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 TICK = os.sysconf("SC_CLK_TCK")
+CHILDREN = ".children"  # suffix of the part of a process's figure spent by children it reaped
 
 
 def _proc_stat(pid: int) -> tuple[int, list[int]] | None:
@@ -56,10 +58,15 @@ class CpuMeter:
 
     postmaster: int | None = None
     tracked: dict[str, int] = field(default_factory=dict)
+    split: set[str] = field(default_factory=set)  # names whose reaped children are given apart
     _last: dict[str, float] = field(default_factory=dict)
 
-    def track(self, name: str, pid: int) -> None:
+    def track(self, name: str, pid: int, *, children: bool = False) -> None:
+        """Count ``pid`` as ``name``; ``children``: also give the CPU of the children it
+        reaped (a worker's commands) on their own, as ``<name>.children``."""
         self.tracked[name] = pid
+        if children:
+            self.split.add(name)
 
     def sample(self) -> CpuSample:
         seconds: dict[str, float] = {}
@@ -67,7 +74,11 @@ class CpuMeter:
             stat = _proc_stat(pid)
             if stat is not None:
                 self._last[name] = sum(stat[1]) / TICK
-            seconds[name] = self._last.get(name, 0.0)  # an exited process keeps its last value
+                self._last[name + CHILDREN] = (stat[1][2] + stat[1][3]) / TICK
+            # an exited process keeps its last values
+            seconds[name] = self._last.get(name, 0.0)
+            if name in self.split:
+                seconds[name + CHILDREN] = self._last.get(name + CHILDREN, 0.0)
         ours = {os.getpid(), *self.tracked.values()} | (
             {self.postmaster} if self.postmaster is not None else set())
         postgres = 0
@@ -108,7 +119,7 @@ def cpu_share(before: CpuSample, after: CpuSample) -> dict[str, float]:
     ncpu = os.cpu_count() or 1
     share["machine"] = round(100 * ncpu * (after.seconds["machine"] - before.seconds["machine"])
                              / total, 1) if total > 0 else 0.0
-    ours = sum(v for k, v in share.items() if k not in ("machine",))
+    ours = sum(v for k, v in share.items() if k != "machine" and not k.endswith(CHILDREN))
     share["other"] = round(max(0.0, share["machine"] - ours), 1)
     return share
 
@@ -124,6 +135,6 @@ def top_others(before: CpuSample, after: CpuSample, count: int = 5) -> list[dict
 
 def cpu_text(share: dict[str, float]) -> str:
     parts = [f"{name} {value:.0f}%" for name, value in share.items()
-             if name not in ("machine", "other", "harness")]
+             if name not in ("machine", "other", "harness") and not name.endswith(CHILDREN)]
     return (", ".join(parts) + f"; machine {share.get('machine', 0):.0f}% of "
             f"{100 * (os.cpu_count() or 1)}%, other {share.get('other', 0):.0f}%")

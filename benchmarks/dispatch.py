@@ -29,7 +29,16 @@ what the backends of each client were doing (pg_stat_activity sampled every 100 
 waiting on WAL, or "idle in transaction", i.e. waiting for the client), commits per second,
 errors / raced commits / rescues the processes printed, the CPU of processes we did not start
 (other users of the machine), and, with ``--statements``, the statements each Run costs
-(pg_stat_statements). A process that does not exit within 30 s of SIGTERM is reported, with a
+(pg_stat_statements).
+
+CPU per Run is the CPU of the control replica, the workers (with the commands they reaped)
+and PostgreSQL over the Runs finished; the part the commands themselves spent (`/bin/true`,
+from its fork to its exit) is given apart. After each repetition, with its cluster stopped,
+a spawn-only probe starts and reaps 2,000 `/bin/true` from plain Python threads, 2 at a
+time, each in its own session as a worker starts it: the CPU a spawn costs this machine at
+the least, against which the CPU per Run can be read.
+
+A process that does not exit within 30 s of SIGTERM is reported, with a
 ``py-spy dump`` of its threads when py-spy is on PATH, and killed.
 
 The replica runs at the product's defaults (``--budget 256 --batch 256``; other values with
@@ -58,8 +67,8 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.cpu import CpuMeter, cpu_share, cpu_text, top_others
-from benchmarks.harness import postgres_server, postmaster_pid, repeat
+from benchmarks.cpu import CHILDREN, CpuMeter, cpu_share, cpu_text, top_others
+from benchmarks.harness import postgres_server, postmaster_pid, repeat, spawn_ceiling
 from benchmarks.report import Figure, Report, print_table, say, summarize
 from testkit.cluster import Replica, Worker, percentile
 from testkit.postgres import EmbeddedPostgres
@@ -68,6 +77,8 @@ PROJECT = "bench"
 TASK = "true"
 DB_NOW = "SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out", "lost")
+SPAWN_PROBE = 2000  # /bin/true spawned by the spawn-only CPU probe after each repetition
+SPAWN_PROBE_WIDTH = 2  # at a time
 ACTIVE = ("created", "queued", "dispatching", "running", "retry_wait")
 
 
@@ -253,7 +264,29 @@ def repetition(number: int, opts: Options, tmp: Path) -> dict[str, Any]:
     settings = {"shared_preload_libraries": "pg_stat_statements",
                 "pg_stat_statements.max": "1000"} if opts.statements else {}
     with postgres_server(opts.base_dir, settings) as server:
-        return _repetition(number, opts, tmp, server)
+        result = _repetition(number, opts, tmp, server)
+    if opts.workers:
+        say(f"spawn-only CPU: {SPAWN_PROBE:,} x /bin/true started and reaped by plain Python "
+            f"threads, {SPAWN_PROBE_WIDTH} at a time, with nothing else of ours running")
+        probe = spawn_ceiling(("/bin/true",), SPAWN_PROBE, SPAWN_PROBE_WIDTH)
+        result["spawn_only"] = probe
+        say(f"  {probe['cpu_ms_per_spawn']} ms of CPU a spawn, of which the command "
+            f"{probe['commands_cpu_ms_per_spawn']} ms")
+    return result
+
+
+def cpu_per_run(share: dict[str, float], runs_per_s: float) -> dict[str, float]:
+    """CPU ms per Run finished (at ``runs_per_s``) of the control replica, the workers (with
+    the commands they reaped) and PostgreSQL, in all; and the part of it the commands spent."""
+    if runs_per_s <= 0:
+        return {}
+    parts = [name for name in share if name == "control" or name == "postgres"
+             or (name.startswith("worker-") and not name.endswith(CHILDREN))]
+    commands = [name for name in share if name.startswith("worker-") and name.endswith(CHILDREN)]
+    total = sum(share[name] for name in parts) * 10 / runs_per_s  # % of a CPU -> ms per s
+    spent = sum(share[name] for name in commands) * 10 / runs_per_s
+    return {"total": round(total, 2), "commands": round(spent, 2),
+            "without_commands": round(total - spent, 2)}
 
 
 def _repetition(number: int, opts: Options, tmp: Path, server: EmbeddedPostgres) -> dict[str, Any]:
@@ -302,7 +335,7 @@ def _repetition(number: int, opts: Options, tmp: Path, server: EmbeddedPostgres)
         meter.track("control", replica.process.pid)
         for worker in workers:
             assert worker.process is not None
-            meter.track(worker.worker_id, worker.process.pid)
+            meter.track(worker.worker_id, worker.process.pid, children=True)
 
         steady = steady_phase(opts, db, meter, sampler)
         steady["events"] = {replica.owner: event_counts(replica),
@@ -507,6 +540,7 @@ def steady_phase(opts: Options, db: Db, meter: CpuMeter, sampler: WaitSampler) -
         "end_to_end_ms": stats(e2e),
         "last_finish_after_window_ms": max(0, last_finish - t1) if finished_count else None,
         "cpu_percent": share,
+        "cpu_ms_per_run": cpu_per_run(share, finished_in_window / opts.seconds),
         "other_processes": others,
         "commits_per_s": round(counters["commits"] / opts.seconds, 1),
         "rollbacks": counters["rollbacks"],
@@ -597,7 +631,8 @@ def throughput_phase(opts: Options, db: Db, meter: CpuMeter, sampler: WaitSample
         "wall_runs_per_s": round(completed / wall_s, 1) if wall_s > 0 else 0.0,
         "worker_ready_s": round(ready_s, 2),
         "span_s": round(span_ms / 1000, 2),
-        "cpu_percent": {k: v for k, v in share.items() if k not in {w.worker_id for w in workers}
+        "cpu_percent": {k: v for k, v in share.items()
+                        if k.removesuffix(CHILDREN) not in {w.worker_id for w in workers}
                         and k != "control"},
         "commits_per_s": round(counters["commits"] / wall_s, 1) if wall_s > 0 else 0.0,
         "rollbacks": counters["rollbacks"],
@@ -640,6 +675,10 @@ FIGURES: list[Figure] = [
     ("steady.cpu_percent.worker-2", "CPU worker-2", "% of 1 CPU"),
     ("steady.cpu_percent.postgres", "CPU postgres (all)", "% of 1 CPU"),
     ("steady.cpu_percent.machine", "CPU machine busy", "% of 1 CPU"),
+    ("steady.cpu_ms_per_run.total", "CPU per Run (control + workers + postgres)", "ms"),
+    ("steady.cpu_ms_per_run.commands", "  of which the commands (the workers reaped)", "ms"),
+    ("spawn_only.cpu_ms_per_spawn", "spawn-only CPU per /bin/true (this run)", "ms"),
+    ("spawn_only.commands_cpu_ms_per_spawn", "  of which the command", "ms"),
     ("steady.cpu_percent.other", "CPU other processes", "% of 1 CPU"),
     ("throughput.backlog", "throughput: backlog", "Runs"),
     ("throughput.completed", "throughput: completed", "Runs"),

@@ -41,11 +41,7 @@ versions, options, summary, every repetition with what each process reported) is
 from __future__ import annotations
 
 import argparse
-import itertools
-import os
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +60,13 @@ from benchmarks.dispatch import (
     problems_text,
     stats,
 )
-from benchmarks.harness import default_workers, postgres_server, postmaster_pid, repeat
+from benchmarks.harness import (
+    default_workers,
+    postgres_server,
+    postmaster_pid,
+    repeat,
+    spawn_ceiling,
+)
 from benchmarks.report import (
     Figure,
     Report,
@@ -252,36 +254,6 @@ def burst(opts: Options, server: EmbeddedPostgres, db: Db, data: Dataset, logs: 
     return result
 
 
-# -- the ceiling ------------------------------------------------------------------------------
-
-
-def spawn_ceiling(count: int, width: int) -> dict[str, Any]:
-    """``count`` runs of COMMAND started and reaped by ``width`` threads, each taking the
-    next one as soon as its last has exited."""
-    numbers = itertools.count()
-    failures = itertools.count()
-
-    def loop() -> None:
-        while next(numbers) < count:
-            code = subprocess.Popen(COMMAND, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True,
-                                    close_fds=True).wait()
-            if code != 0:
-                next(failures)
-
-    threads = [threading.Thread(target=loop, name=f"spawn-{n}") for n in range(width)]
-    before, began = os.times(), time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    seconds, after = time.monotonic() - began, os.times()
-    cpu = sum(after[:4]) - sum(before[:4])  # user, system, children's user and system
-    return {"seconds": round(seconds, 3), "width": width, "per_s": round(count / seconds, 1),
-            "cpu_s": round(cpu, 2), "cpu_ms_per_spawn": round(1000 * cpu / count, 3),
-            "failed": next(failures)}
-
-
 # -- one repetition ---------------------------------------------------------------------------
 
 
@@ -308,7 +280,7 @@ def repetition(number: int, opts: Options, logs: Path) -> dict[str, Any]:
     if not opts.skip_ceiling:
         say(f"  spawn-only ceiling: {opts.triggers:,} x {' '.join(COMMAND)} on {opts.width} "
             f"threads")
-        ceiling = spawn_ceiling(opts.triggers, opts.width)
+        ceiling = spawn_ceiling(COMMAND, opts.triggers, opts.width)
         result["ceiling"] = ceiling
         if result["last_finished_s"]:
             result["ratio"] = round(result["last_finished_s"] / ceiling["seconds"], 2)

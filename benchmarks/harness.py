@@ -4,9 +4,14 @@ and `ql worker` processes at the product's defaults."""
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,3 +85,35 @@ def repeat(name: str, runs: int, log_dir: Path | None,
             folder.mkdir(parents=True, exist_ok=True)
             results.append(repetition(n, folder))
         return results
+
+
+def spawn_ceiling(command: tuple[str, ...], count: int, width: int) -> dict[str, Any]:
+    """The spawn-only ceiling: ``count`` runs of ``command`` started and reaped by ``width``
+    plain Python threads, each in its own session as a worker starts it, output to /dev/null,
+    each thread taking the next one as soon as its last has exited. Seconds elapsed, and the
+    CPU of this process and of the commands it reaped, per spawn."""
+    numbers = itertools.count()
+    failures = itertools.count()
+
+    def loop() -> None:
+        while next(numbers) < count:
+            code = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True,
+                                    close_fds=True).wait()
+            if code != 0:
+                next(failures)
+
+    threads = [threading.Thread(target=loop, name=f"spawn-{n}") for n in range(width)]
+    before, began = os.times(), time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds, after = time.monotonic() - began, os.times()
+    own = sum(after[:2]) - sum(before[:2])  # this process: user and system
+    reaped = sum(after[2:4]) - sum(before[2:4])  # the commands it reaped: user and system
+    return {"seconds": round(seconds, 3), "width": width, "per_s": round(count / seconds, 1),
+            "cpu_s": round(own + reaped, 2),
+            "cpu_ms_per_spawn": round(1000 * (own + reaped) / count, 3),
+            "commands_cpu_ms_per_spawn": round(1000 * reaped / count, 3),
+            "failed": next(failures)}
