@@ -33,11 +33,32 @@ def _machine_ticks() -> tuple[int, int]:
     return busy, busy + idle + iowait
 
 
+def context_switches(pid: int) -> int | None:
+    """Context switches so far (voluntary and not) of the live threads of ``pid``, or None if
+    the process is gone. A thread that ended took its count with it."""
+    total, found = 0, False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            text = Path(f"/proc/{pid}/task/{task}/status").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        for line in text.splitlines():
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                total += int(line.split()[1])
+                found = True
+    return total if found else None
+
+
 @dataclass
 class CpuSample:
     at: float
     seconds: dict[str, float]
     others: dict[int, tuple[int, str]]  # pid -> (ticks, command) of processes we did not start
+    switches: dict[str, int] = field(default_factory=dict)  # of the processes tracked apart
 
 
 def _command(pid: int) -> str:
@@ -63,13 +84,19 @@ class CpuMeter:
 
     def track(self, name: str, pid: int, *, children: bool = False) -> None:
         """Count ``pid`` as ``name``; ``children``: also give the CPU of the children it
-        reaped (a worker's commands) on their own, as ``<name>.children``."""
+        reaped (a worker's commands) on their own, as ``<name>.children``, and count the
+        context switches of its threads (``CpuSample.switches``)."""
         self.tracked[name] = pid
         if children:
             self.split.add(name)
 
     def sample(self) -> CpuSample:
         seconds: dict[str, float] = {}
+        switches: dict[str, int] = {}
+        for name in self.split:
+            count = context_switches(self.tracked[name])
+            if count is not None:
+                switches[name] = count
         for name, pid in self.tracked.items():
             stat = _proc_stat(pid)
             if stat is not None:
@@ -103,7 +130,7 @@ class CpuMeter:
         busy, total = _machine_ticks()
         seconds["machine"] = busy / TICK
         seconds["machine_total"] = total / TICK
-        return CpuSample(at=time.monotonic(), seconds=seconds, others=others)
+        return CpuSample(at=time.monotonic(), seconds=seconds, others=others, switches=switches)
 
 
 def cpu_share(before: CpuSample, after: CpuSample) -> dict[str, float]:
@@ -138,3 +165,9 @@ def cpu_text(share: dict[str, float]) -> str:
              if name not in ("machine", "other", "harness") and not name.endswith(CHILDREN)]
     return (", ".join(parts) + f"; machine {share.get('machine', 0):.0f}% of "
             f"{100 * (os.cpu_count() or 1)}%, other {share.get('other', 0):.0f}%")
+
+
+def switches_between(before: CpuSample, after: CpuSample) -> dict[str, int]:
+    """Context switches of each process tracked apart between two samples."""
+    return {name: after.switches[name] - before.switches[name]
+            for name in after.switches if name in before.switches}

@@ -33,7 +33,9 @@ errors / raced commits / rescues the processes printed, the CPU of processes we 
 
 CPU per Run is the CPU of the control replica, the workers (with the commands they reaped)
 and PostgreSQL over the Runs finished; the part the commands themselves spent (`/bin/true`,
-from its fork to its exit) is given apart. After each repetition, with its cluster stopped,
+from its fork to its exit) is given apart, and so are the context switches of the workers'
+threads per Run (read from /proc at the window's edges: on a virtual machine each costs
+tens of microseconds, and they count the hand-offs between a worker's threads). After each repetition, with its cluster stopped,
 a spawn-only probe starts and reaps 2,000 `/bin/true` from plain Python threads, 2 at a
 time, each in its own session as a worker starts it: the CPU a spawn costs this machine at
 the least, against which the CPU per Run can be read.
@@ -67,7 +69,14 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.cpu import CHILDREN, CpuMeter, cpu_share, cpu_text, top_others
+from benchmarks.cpu import (
+    CHILDREN,
+    CpuMeter,
+    cpu_share,
+    cpu_text,
+    switches_between,
+    top_others,
+)
 from benchmarks.harness import postgres_server, postmaster_pid, repeat, spawn_ceiling
 from benchmarks.report import Figure, Report, print_table, say, summarize
 from testkit.cluster import Replica, Worker, percentile
@@ -541,6 +550,8 @@ def steady_phase(opts: Options, db: Db, meter: CpuMeter, sampler: WaitSampler) -
         "last_finish_after_window_ms": max(0, last_finish - t1) if finished_count else None,
         "cpu_percent": share,
         "cpu_ms_per_run": cpu_per_run(share, finished_in_window / opts.seconds),
+        "context_switches_per_run": round(
+            sum(switches_between(start, end).values()) / max(1, finished_in_window), 1),
         "other_processes": others,
         "commits_per_s": round(counters["commits"] / opts.seconds, 1),
         "rollbacks": counters["rollbacks"],
@@ -677,6 +688,7 @@ FIGURES: list[Figure] = [
     ("steady.cpu_percent.machine", "CPU machine busy", "% of 1 CPU"),
     ("steady.cpu_ms_per_run.total", "CPU per Run (control, workers, postgres)", "ms"),
     ("steady.cpu_ms_per_run.commands", "  of which the commands themselves", "ms"),
+    ("steady.context_switches_per_run", "context switches per Run, workers' threads", "switches"),
     ("spawn_only.cpu_ms_per_spawn", "spawn-only CPU per /bin/true", "ms"),
     ("spawn_only.commands_cpu_ms_per_spawn", "  of which the command", "ms"),
     ("steady.cpu_percent.other", "CPU other processes", "% of 1 CPU"),

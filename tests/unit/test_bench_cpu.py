@@ -1,10 +1,13 @@
 """The benchmarks' CPU accounting: a worker's reaped commands given apart without being
-counted twice, CPU per Run from shares of a CPU, and the spawn-only probe
+counted twice, CPU per Run from shares of a CPU, context switches, and the spawn-only probe
 (benchmarks/cpu.py, benchmarks/dispatch.py, benchmarks/harness.py)."""
 
 from __future__ import annotations
 
-from benchmarks.cpu import CpuSample, cpu_share
+import subprocess
+import sys
+
+from benchmarks.cpu import CpuSample, context_switches, cpu_share, switches_between
 from benchmarks.dispatch import cpu_per_run
 from benchmarks.harness import spawn_ceiling
 
@@ -41,3 +44,25 @@ def test_the_spawn_probe_counts_what_it_started_and_what_failed() -> None:
     assert ran["cpu_ms_per_spawn"] >= ran["commands_cpu_ms_per_spawn"] >= 0
     failing = spawn_ceiling(("/bin/false",), 6, 2)
     assert failing["failed"] == 6
+
+
+def test_context_switches_count_the_sleeps_of_a_process_and_none_once_it_is_gone() -> None:
+    # a child that sleeps 50 times (each a voluntary switch), says so, and waits for stdin
+    child = subprocess.Popen(
+        [sys.executable, "-c", ("import sys, time\n"
+         "for _ in range(50): time.sleep(0.001)\n"
+         "print('slept', flush=True); sys.stdin.read()")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "slept\n"
+        counted = context_switches(child.pid)
+        assert counted is not None and counted >= 50
+    finally:
+        child.communicate("")
+    assert context_switches(child.pid) is None  # reaped: no such process
+
+
+def test_switches_between_two_samples_of_the_processes_tracked_apart() -> None:
+    before = CpuSample(at=0.0, seconds={}, others={}, switches={"worker-1": 100, "worker-2": 7})
+    after = CpuSample(at=1.0, seconds={}, others={}, switches={"worker-1": 160, "new": 3})
+    assert switches_between(before, after) == {"worker-1": 60}
