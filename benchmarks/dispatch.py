@@ -34,11 +34,11 @@ errors / raced commits / rescues the processes printed, the CPU of processes we 
 CPU per Run is the CPU of the control replica, the workers (with the commands they reaped)
 and PostgreSQL over the Runs finished; the part the commands themselves spent (`/bin/true`,
 from its fork to its exit) is given apart, and so are the context switches of the workers'
-threads per Run (read from /proc at the window's edges: on a virtual machine each costs
-tens of microseconds, and they count the hand-offs between a worker's threads). After each repetition, with its cluster stopped,
-a spawn-only probe starts and reaps 2,000 `/bin/true` from plain Python threads, 2 at a
-time, each in its own session as a worker starts it: the CPU a spawn costs this machine at
-the least, against which the CPU per Run can be read.
+threads per Run (read from /proc at the window's edges: they count the hand-offs between a
+worker's threads, and on a virtual machine each costs tens of microseconds). After each
+repetition, with its cluster stopped, a spawn-only probe starts and reaps 2,000 `/bin/true`
+from plain Python threads, 2 at a time, each in its own session as a worker starts it: the
+CPU a spawn costs this machine at the least, against which the CPU per Run can be read.
 
 A process that does not exit within 30 s of SIGTERM is reported, with a
 ``py-spy dump`` of its threads when py-spy is on PATH, and killed.
