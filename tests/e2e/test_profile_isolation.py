@@ -59,4 +59,13 @@ def test_sqlite_profiles_never_import_postgres_code(tmp_path: Path, profile: str
     loaded = [m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
     assert loaded == []
     runs = json.loads(done.stdout[done.stdout.index("["):done.stdout.rindex("]") + 1])
-    assert runs and all(r["status"] in {"succeeded", "queued", "running", "dispatching"} for r in runs)
+    assert runs and all(r["status"] in {"succeeded", "queued", "running", "dispatching"}
+                        or given_back_at_stop(r) for r in runs), runs
+
+
+def given_back_at_stop(run: dict[str, object]) -> bool:
+    """A Run leased in the instant `ql serve` stopped: its job saw the stop before spawning
+    and gave it back, queued again through retry_wait with no attempt spent and no error of
+    its own (domain/lifecycle.py, interrupt). Nothing else leaves this task in retry_wait: it
+    has no retry policy, so a failure would end the Run failed."""
+    return run["status"] == "retry_wait" and run["error_code"] is None
