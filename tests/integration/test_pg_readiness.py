@@ -98,11 +98,17 @@ def schema_present(db: PgTestDatabase) -> bool:
 
 @contextlib.contextmanager
 def migration_lock_held(db: PgTestDatabase) -> Iterator[None]:
-    """Another session holds the runner's advisory lock (session level) until the block ends."""
+    """Another session holds the runner's advisory lock (session level) until the block ends.
+    The lock is released by an unlock the server has answered, not by closing the connection:
+    a backend lets go of its session locks only once it has seen the close, which a runner
+    started at once can beat (a clean-clone run saw the lock still held)."""
     holder = db.server.connect(db.name)
     try:
         holder.execute("SELECT pg_advisory_lock(%s, %s)", LOCK_KEY)
         yield
+        unlocked = holder.execute(
+            "SELECT pg_advisory_unlock(%s, %s) AS released", LOCK_KEY).fetchone()
+        assert unlocked is not None and unlocked["released"] is True
     finally:
         holder.close()
 

@@ -35,7 +35,11 @@ class HeldCommits:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._holder.close()  # releases the lock if it is still held
+        try:
+            if not self._holder.broken:  # a broken session's backend is gone, and its lock
+                self.release()  # answered by the server, so released before this returns
+        finally:
+            self._holder.close()
 
     def hold(self) -> None:
         if not self._held:
