@@ -408,6 +408,13 @@ def repeat(every_s: float, action: Callable[[], object]) -> tuple[threading.Even
 # -- 1. a worker killed mid-run -----------------------------------------------------------
 
 
+def sessions_of(wbed: WorkerBed, worker: str) -> list[dict[str, Any]]:
+    """The database sessions of worker ``worker`` (by its application names) still open."""
+    return wbed.bed.rows(
+        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name LIKE %s",
+        [wbed.bed.db.name, f"ql-worker:{worker}%"])
+
+
 def test_worker_sigkill_mid_run_loses_or_retries_the_run(wbed: WorkerBed) -> None:
     """SIGKILL a worker while two long commands run on it: the reconciler marks both Attempts
     lost within lease + grace (+ its cycle) of the last renewal, never earlier; the Run of
@@ -431,7 +438,10 @@ def test_worker_sigkill_mid_run_loses_or_retries_the_run(wbed: WorkerBed) -> Non
     wait_for(lambda: all(mid_run(wbed, run["id"]) for run in both), "both commands mid-run", 10)
     a.kill()
     killed_at = wbed.bed.now()
-    leases = {a_["run_id"]: a_ for a_ in wbed.attempts()}  # no renewal can land after the kill
+    # A renewal a sent before the kill still commits: its backend notices the client is gone
+    # only when it answers. Once a's backends have all ended, no renewal can land any more.
+    wait_for(lambda: not sessions_of(wbed, "a"), "the killed worker's sessions to end", 30)
+    leases = {a_["run_id"]: a_ for a_ in wbed.attempts()}
     for attempt in leases.values():
         assert attempt["lease_expires_at_ms"] is not None
         assert attempt["lease_expires_at_ms"] - killed_at <= WORKER_LEASE_MS
