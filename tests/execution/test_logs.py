@@ -140,6 +140,34 @@ def test_empty_output_makes_an_empty_log(tmp_path: Path) -> None:
     assert not sidecar_path(log).exists()
 
 
+def test_a_log_made_by_the_caller_is_opened_only_when_output_comes(tmp_path: Path) -> None:
+    """``created``: the caller made the file (`command.prepare_log`), so the pump opens it at
+    the first output, and never for a command that prints nothing. Seen by removing the file
+    in between: silence leaves it removed, output makes it again, in the caller's mode."""
+    silent, talking = tmp_path / "silent.log", tmp_path / "talking.log"
+    for log, data in ((silent, b""), (talking, b"said\n")):
+        pump = CappedLogPump(io.BytesIO(data), log, 1024, created=True)
+        pump.open()  # nothing opened yet
+        assert not log.exists()
+        pump.start()
+        assert pump.join(WAIT_S)
+        assert (pump.written, pump.dropped, pump.error) == (len(data), 0, None)
+    assert not silent.exists()
+    assert talking.read_bytes() == b"said\n"
+    assert stat.S_IMODE(talking.stat().st_mode) == 0o600
+
+
+def test_a_log_made_by_the_caller_and_gone_at_the_first_output_is_reported(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "run" / "attempt-1.log"  # its directory removed meanwhile (the pruner)
+    pump = CappedLogPump(io.BytesIO(b"x" * 5000), log, 1024, created=True)
+    pump.start()
+    assert pump.join(WAIT_S)
+    assert pump.error == f"cannot write log {log}: No such file or directory"
+    assert (pump.written, pump.dropped) == (0, 5000)
+
+
 @pytest.mark.parametrize(
     ("cap", "size", "step"),
     [

@@ -5,6 +5,7 @@ holds the output after the leader exited, and job threads are reused across Runs
 from __future__ import annotations
 
 import errno
+import os
 import time
 from pathlib import Path
 
@@ -96,3 +97,19 @@ def test_without_pidfds_the_output_is_pumped_on_a_thread_with_the_same_outcome(
     assert (exited.run.status, exited.attempts[0].exit_code) == ("failed", 3)
     assert "from-the-thread" in log_text(exited)
     assert (timed_out.run.status, timed_out.run.error_code) == ("timed_out", "TIMEOUT")
+
+
+def test_every_command_reads_an_empty_stdin_from_one_descriptor_of_dev_null(
+    sqlite_stores: SqliteStores, clock: FakeClock, make_executor
+) -> None:
+    """A command's standard input is /dev/null, opened once for all of them, and reading it
+    ends at once (`command.empty_stdin`)."""
+    spec = CommandSpec(command=ShellCommand(command="readlink /proc/self/fd/0; cat; echo end"))
+    run_ids = admit(sqlite_stores, clock, spec, runs=3)
+    make_executor(concurrency=2).start()
+    details = [wait_terminal(sqlite_stores, r) for r in run_ids]
+    assert [(d.run.status, log_text(d).splitlines()) for d in details] == [
+        ("succeeded", ["/dev/null", "end"])] * 3
+    descriptor = command.empty_stdin()
+    assert command.empty_stdin() == descriptor
+    assert os.path.samestat(os.fstat(descriptor), os.stat(os.devnull))

@@ -10,6 +10,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,20 @@ PLAIN = Identity()
 KILL_GRACE_S = 2.0
 STRAGGLER_WAIT_S = 2.0
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "SHELL")
+
+_stdin_lock = threading.Lock()
+_stdin: list[int] = []
+
+
+def empty_stdin() -> int:
+    """A descriptor of /dev/null, opened once per process, that every command gets as its
+    standard input (``subprocess.DEVNULL`` opens and closes /dev/null for each command: two
+    system calls a Run, each a chance for another thread to take the interpreter lock)."""
+    if not _stdin:
+        with _stdin_lock:
+            if not _stdin:
+                _stdin.append(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+    return _stdin[0]
 
 
 def failed(code: str, summary: str, exit_code: int | None = None,
@@ -124,7 +139,8 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
           log_max_bytes: int, tap: Callable[[bytes], None] | None = None,
           identity: Identity = PLAIN, script: Path | None = None,
           pull: tuple[list[str], Mapping[str, str]] | None = None) -> Spawned | Outcome:
-    """Start the command in its own process group with its output going to ``log_path``, at
+    """Start the command in its own process group with its output going to ``log_path`` (the
+    file `prepare_log` made, opened only when output comes), at
     the executor's niceness, as its run-as user, under the task's resource limits (a script
     task: its interpreter on ``script``, the pinned content written there; a subscription's
     pull: ``pull``'s argv with its extra environment, which no other command gets)."""
@@ -153,7 +169,7 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
     group = _memory_group(identity, lease, log_path)
     try:
         process = subprocess.Popen(
-            identity.argv(argv, limits, group), stdin=subprocess.DEVNULL,
+            identity.argv(argv, limits, group), stdin=empty_stdin(),
             stdout=subprocess.PIPE, bufsize=0,  # the output is read from its descriptor
             stderr=subprocess.STDOUT, cwd=cwd,
             env=identity.environment({**environment(lease, inherited),
@@ -173,7 +189,7 @@ def spawn(lease: AttemptLease, log_path: Path, *, default_cwd: str, inherited: M
         return failed("EXECUTOR_START_FAILED", f"could not start {argv[0]!r}: {reason}",
                       log_path=log_path)
     assert process.stdout is not None
-    pump = CappedLogPump(process.stdout, log_path, log_max_bytes, tap=tap)
+    pump = CappedLogPump(process.stdout, log_path, log_max_bytes, tap=tap, created=True)
     return Spawned(process=process, pump=pump, log_path=log_path, group=group)
 
 
