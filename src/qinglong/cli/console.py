@@ -4,15 +4,24 @@ happen: a line of text for people, stamped with the time, or one JSON object a l
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import click
 
 from qinglong.cli.context import CLOCK
 from qinglong.diagnostics import Diagnostic
+
+
+def is_terminal(stream: IO[str] | None) -> bool:
+    """Whether ``stream`` is a terminal (False when it is missing, closed or detached)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        return False
 
 
 def stamp() -> str:
@@ -36,14 +45,17 @@ class EventConsole:
         self._who = dict(who or {})
         self._label = "".join(f"[{value}] " for value in self._who.values())
         self._lock = threading.Lock()
+        # Whether a line keeps ANSI styling, decided once per stream as click decides it for
+        # each line, where it costs a terminal check (a system call) a line: a line a Run.
+        self._color = {False: is_terminal(sys.stdout), True: is_terminal(sys.stderr)}
 
     def _emit(self, event: Mapping[str, Any], text: str, *, err: bool = False) -> None:
         with self._lock:
             if self._json:
                 click.echo(json.dumps({**self._who, "at_ms": CLOCK.now_ms(), **event},
-                                      sort_keys=True), err=err)
+                                      sort_keys=True), err=err, color=self._color[err])
             elif not self._quiet or err:
-                click.echo(f"{stamp()} {self._label}{text}", err=err)
+                click.echo(f"{stamp()} {self._label}{text}", err=err, color=self._color[err])
 
     def diagnostic(self, diagnostic: Diagnostic) -> None:
         """A problem a loop reported (to stderr)."""
