@@ -437,20 +437,20 @@ def test_worker_sigkill_mid_run_loses_or_retries_the_run(wbed: WorkerBed) -> Non
     b = wbed.worker("b")
     wait_for(lambda: all(mid_run(wbed, run["id"]) for run in both), "both commands mid-run", 10)
     a.kill()
-    killed_at = wbed.bed.now()
     # A renewal a sent before the kill still commits: its backend notices the client is gone
     # only when it answers. Once a's backends have all ended, no renewal can land any more.
     wait_for(lambda: not sessions_of(wbed, "a"), "the killed worker's sessions to end", 30)
+    ended_at = wbed.bed.now()  # after a's last renewal, whenever that one committed
     leases = {a_["run_id"]: a_ for a_ in wbed.attempts()}
     for attempt in leases.values():
         assert attempt["lease_expires_at_ms"] is not None
-        assert attempt["lease_expires_at_ms"] - killed_at <= WORKER_LEASE_MS
+        assert attempt["lease_expires_at_ms"] - ended_at <= WORKER_LEASE_MS
 
     fragile = wait_status(wbed, "t-fragile", "lost", "the fragile run to be lost", 20)
     expiry = leases[fragile["id"]]["lease_expires_at_ms"]
     assert expiry + RECONCILE_GRACE_MS <= fragile["finished_at_ms"] <= expiry + LOST_DUE_MS, (
         fragile, expiry)
-    assert fragile["finished_at_ms"] - killed_at <= WORKER_LEASE_MS + LOST_DUE_MS
+    assert fragile["finished_at_ms"] - ended_at <= WORKER_LEASE_MS + LOST_DUE_MS
     lost = [e for e in wbed.events(fragile["id"]) if e["type"] == "attempt.lost"]
     assert len(lost) == 1 and lost[0]["actor_type"] == "reconciler"
     assert lost[0]["payload"]["reason"] == "lease_expired"
