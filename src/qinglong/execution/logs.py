@@ -183,8 +183,7 @@ class CappedLogPump:
                  tap: Callable[[bytes], None] | None = None, *, created: bool = False) -> None:
         """``tap`` sees every chunk of output as it is read (a worker ships it off the host);
         an exception in it is recorded like a log error and does not stop the pump.
-        ``created``: the caller made the log file already, so output that never comes
-        needs no open of it at all."""
+        ``created``: the caller made the log, which is then opened at the first output."""
         if cap < 0:
             raise ValueError(f"the log cap must not be negative, got {cap}")
         self._source = source
@@ -193,7 +192,7 @@ class CappedLogPump:
         self._head_cap = cap // 2
         self._ring = _TailRing(sidecar_path(path), cap - cap // 2)
         self._sink: io.FileIO | None = None
-        self._lazy = created  # opened at the first output, not by open()
+        self._lazy = created  # a silent command then costs no open (nor a lock handoff)
         self._total = 0
         self.written = 0
         self.dropped = 0
@@ -213,9 +212,7 @@ class CappedLogPump:
     # ``pump_once`` each time the source is readable, then ``close`` once the output ended.
 
     def open(self) -> None:
-        """Ready to take output. The log file is opened at once, or, when the caller made
-        it (``created``), with the first output: a command that prints nothing then costs
-        no open, and no chance for another thread to take the interpreter lock."""
+        """Ready for output: the log opens now, or with ``created`` at the first output."""
         if not self._lazy:
             self._open_log()
 
@@ -376,12 +373,11 @@ def tail(path: Path, lines: int, max_bytes: int = 64 * 1024) -> list[str]:
 
 def prune_log_dir(log_dir: Path, before_ms: int, limit: int = 500) -> int:
     """Delete the log files of Runs last written before ``before_ms`` (file modification time),
-    with their Run directories once empty; at most ``limit`` files a pass. Judged by the
-    file's time only: a command still running that has printed nothing for the whole
-    retention loses its log file (what it prints later goes into a new file while its Run
-    directory is there, and is otherwise dropped with a log error). An empty directory is
-    removed only when this pass emptied it or it is itself older than ``before_ms``: one an
-    executor has just made for a new Attempt's log is left alone."""
+    with their Run directories once empty; at most ``limit`` files a pass. By the file's time
+    only: a running command silent for the whole retention loses its log file (later output
+    goes to a new one while its Run directory is there, else is dropped with a log error).
+    An empty directory goes only when this pass emptied it or it is older than ``before_ms``
+    (one an executor has just made for a new Attempt's log stays)."""
     removed = 0
     try:
         runs = list(log_dir.iterdir())
