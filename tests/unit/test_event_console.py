@@ -52,8 +52,9 @@ def test_styling_is_kept_on_a_terminal_only_and_checked_once(
     assert err.checks == checks  # no check a line
 
 
-def test_a_closed_or_missing_stream_is_no_terminal() -> None:
+def test_a_closed_missing_or_odd_stream_is_no_terminal() -> None:
     closed = io.StringIO()
     closed.close()
     assert not is_terminal(closed)
     assert not is_terminal(None)
+    assert not is_terminal(object())  # type: ignore[arg-type]  # a stand-in without isatty

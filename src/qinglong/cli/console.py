@@ -17,10 +17,10 @@ from qinglong.diagnostics import Diagnostic
 
 
 def is_terminal(stream: IO[str] | None) -> bool:
-    """Whether ``stream`` is a terminal (False when it is missing, closed or detached)."""
+    """Whether ``stream`` is a terminal (False when it is missing, closed or cannot say)."""
     try:
         return stream is not None and stream.isatty()
-    except (ValueError, OSError):
+    except Exception:  # noqa: BLE001 -- as click's own check: no answer is no terminal
         return False
 
 
@@ -45,8 +45,8 @@ class EventConsole:
         self._who = dict(who or {})
         self._label = "".join(f"[{value}] " for value in self._who.values())
         self._lock = threading.Lock()
-        # Whether a line keeps ANSI styling, decided once per stream as click decides it for
-        # each line, where it costs a terminal check (a system call) a line: a line a Run.
+        # Whether a line keeps ANSI styling, decided once per stream by the terminal check
+        # click makes for each line otherwise (a system call a line, and a line a Run).
         self._color = {False: is_terminal(sys.stdout), True: is_terminal(sys.stderr)}
 
     def _emit(self, event: Mapping[str, Any], text: str, *, err: bool = False) -> None:

@@ -221,10 +221,10 @@ class CappedLogPump:
         if self._broken:
             self._total += len(chunk)
             return
-        if self._lazy:
-            self._lazy = False
-            self._open_log()
         try:
+            if self._lazy:
+                self._lazy = False
+                self._open_log()
             self._feed_tap(chunk)
             self._take(memoryview(chunk))
         except Exception as exc:  # noqa: BLE001 -- a bug must not leave the child blocked
@@ -374,10 +374,10 @@ def tail(path: Path, lines: int, max_bytes: int = 64 * 1024) -> list[str]:
 def prune_log_dir(log_dir: Path, before_ms: int, limit: int = 500) -> int:
     """Delete the log files of Runs last written before ``before_ms`` (file modification time),
     with their Run directories once empty; at most ``limit`` files a pass. By the file's time
-    only: a running command silent for the whole retention loses its log file (later output
-    goes to a new one while its Run directory is there, else is dropped with a log error).
-    An empty directory goes only when this pass emptied it or it is older than ``before_ms``
-    (one an executor has just made for a new Attempt's log stays)."""
+    only: a running command quiet for the whole retention loses its log file (having printed
+    nothing yet, it gets a new one while its Run directory is there, else a log error; having
+    printed, it writes on into the removed file, lost). An empty directory goes only when
+    this pass emptied it or it is older than ``before_ms`` (a new Attempt's stays)."""
     removed = 0
     try:
         runs = list(log_dir.iterdir())
