@@ -35,6 +35,7 @@ from testkit.replication import (
     set_synchronous,
     wait_sync_state,
 )
+from tests.faults.conftest import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -277,10 +278,7 @@ def test_async_commit_does_not_wait_for_a_stopped_standby(servers: Servers) -> N
     standby.stop()
     # pg_ctl waits for the standby's postmaster only; the primary's walsender leaves
     # pg_stat_replication once it has read the standby's goodbye, a moment later
-    deadline = time.monotonic() + WAIT
-    while (senders := replication_status(primary)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert senders == []
+    wait_for(lambda: replication_status(primary) == [], "the walsender to leave", WAIT, 0.02)
     commit = Commit.start(primary, 30)
     try:
         assert commit.join(WAIT), "an asynchronous commit waited for a stopped standby"
