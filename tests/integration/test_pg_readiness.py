@@ -293,7 +293,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
     # (like 0009's); 0032_runtime_labels' grants go with 0027's tables; 0033_lean_run_writes'
     # change is reversed (the events' primary key back), and so is 0034_runs_project_reference's
-    # (the Runs' reference to their project back).
+    # (the Runs' reference to their project back) and 0035_claim_owner_check's (the owner's
+    # check with its bounded repetition back).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -305,7 +306,7 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0027_labels', '0028_pins', '0029_audit_filters',
                                 '0030_session_method', '0031_web_limits',
                                 '0032_runtime_labels', '0033_lean_run_writes',
-                                '0034_runs_project_reference');
+                                '0034_runs_project_reference', '0035_claim_owner_check');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -338,6 +339,9 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
         ALTER TABLE run_events ADD CONSTRAINT run_events_pkey PRIMARY KEY (id);
         ALTER TABLE runs ADD CONSTRAINT runs_project_id_fkey
             FOREIGN KEY (project_id) REFERENCES projects (id);
+        ALTER TABLE trigger_schedules DROP CONSTRAINT trigger_schedules_claim_owner_check;
+        ALTER TABLE trigger_schedules ADD CONSTRAINT trigger_schedules_claim_owner_check
+            CHECK (claim_owner ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$');
         ALTER TABLE notify_channels DROP CONSTRAINT notify_channels_kind_check;
         ALTER TABLE notify_channels ADD CONSTRAINT notify_channels_kind_check
             CHECK (kind IN ('webhook', 'email', 'template'));
@@ -401,7 +405,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0030_session_method",
                "missing-migration:0031_web_limits", "missing-migration:0032_runtime_labels",
                "missing-migration:0033_lean_run_writes",
-               "missing-migration:0034_runs_project_reference"]
+               "missing-migration:0034_runs_project_reference",
+               "missing-migration:0035_claim_owner_check"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -426,7 +431,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0029_audit_filters", "0030_session_method",
                                          "0031_web_limits", "0032_runtime_labels",
                                          "0033_lean_run_writes",
-                                         "0034_runs_project_reference")
+                                         "0034_runs_project_reference",
+                                         "0035_claim_owner_check")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
