@@ -75,15 +75,14 @@ def overlap_columns(overlap: Overlap, trigger_id: str) -> dict[str, object]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Origin:
-    """Where an admission comes from: the Run's type and origin, who it names as the actor of
-    its two events, and the prefix of their dedupe keys."""
+    """Where an admission comes from: the Run's type and origin, and who it names as the
+    actor of its two events."""
 
     trigger_type: str
     execution_origin: str
     actor: Actor
     actor_id: str
     triggered_by: str | None
-    dedupe_prefix: str  # "schedule", "manual", "backfill"
 
 
 def queued_admission(
@@ -158,7 +157,10 @@ def queued_admission(
         "run_id": ids.run_id,
         "sequence": 1,
         "type": EventType.RUN_CREATED.value,
-        "dedupe_key": f"{origin.dedupe_prefix}-created:{idempotency_key}",
+        # no dedupe key: the Run is new, so its events cannot repeat (the Run's idempotency
+        # key and its events' (run, sequence) are what is unique); a key would only cost an
+        # index entry per event
+        "dedupe_key": None,
         "actor_type": origin.actor.value,
         "actor_id": origin.actor_id,
         "attempt_id": None,
@@ -170,7 +172,7 @@ def queued_admission(
         "run_id": ids.run_id,
         "sequence": 2,
         "type": EventType.RUN_QUEUED.value,
-        "dedupe_key": f"{origin.dedupe_prefix}-queued:{idempotency_key}",
+        "dedupe_key": None,
         "actor_type": origin.actor.value,
         "actor_id": origin.actor_id,
         "attempt_id": ids.attempt_id,
@@ -207,7 +209,7 @@ def admission_rows(
     return queued_admission(
         origin=Origin(trigger_type=TRIGGER_TYPE_CRON, execution_origin=EXECUTION_ORIGIN_SCHEDULED,
                       actor=Actor.SCHEDULER, actor_id=actor_id,
-                      triggered_by=candidate.trigger_id, dedupe_prefix="schedule"),
+                      triggered_by=candidate.trigger_id),
         ids=ids, project_id=candidate.project_id, task_id=candidate.task_id,
         task_name=task_name, execution=execution, trigger_id=candidate.trigger_id,
         trigger_revision=candidate.trigger_revision,
@@ -249,8 +251,7 @@ def manual_admission_rows(
         payload["trigger_content_digest"] = trigger.content_digest
     return queued_admission(
         origin=Origin(trigger_type=TRIGGER_TYPE_MANUAL, execution_origin=EXECUTION_ORIGIN_MANUAL,
-                      actor=Actor.USER, actor_id=request.actor, triggered_by=request.actor,
-                      dedupe_prefix="manual"),
+                      actor=Actor.USER, actor_id=request.actor, triggered_by=request.actor),
         ids=ids, project_id=task.project_id, task_id=task.task_id, task_name=task.name,
         execution=execution,
         trigger_id=trigger.trigger_id if trigger is not None else None,

@@ -174,8 +174,7 @@ def backfill_admission_rows(
     return queued_admission(
         origin=Origin(trigger_type=TRIGGER_TYPE_BACKFILL,
                       execution_origin=EXECUTION_ORIGIN_BACKFILL, actor=Actor.USER,
-                      actor_id=request.actor, triggered_by=request.actor,
-                      dedupe_prefix="backfill"),
+                      actor_id=request.actor, triggered_by=request.actor),
         ids=ids, project_id=trigger.project_id, task_id=task.task_id, task_name=task.name,
         execution=execution, trigger_id=trigger.trigger_id, trigger_revision=trigger.revision,
         overlap=overlap_columns(trigger.spec.overlap, trigger.trigger_id),

@@ -201,7 +201,7 @@ class FlowSteps:
         rows: AdmissionRows = queued_admission(
             origin=Origin(trigger_type=TRIGGER_TYPE_FLOW, execution_origin=EXECUTION_ORIGIN_FLOW,
                           actor=self._releaser.actor, actor_id=self._releaser.actor_id,
-                          triggered_by=flow["id"], dedupe_prefix="flow"),
+                          triggered_by=flow["id"]),
             ids=ids, project_id=revision.project_id, task_id=node.task_id, task_name=pin.name,
             execution=execution, trigger_id=None, trigger_revision=None,
             overlap={"overlap_policy": None, "overlap_key": None, "overlap_queue_limit": None},
