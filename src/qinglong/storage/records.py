@@ -82,9 +82,8 @@ def candidate_trigger_revision(row: Mapping[str, Any]) -> TriggerRevision:
 
 
 def candidate_task_revision(row: Mapping[str, Any]) -> TaskRevision:
-    return task_revision(
-        prefixed(row, "k_", project_id=row["project_id"], task_id=row["t_task_id"])
-    )
+    """The task revision a batch row brings (``k_`` columns, its task id among them)."""
+    return task_revision(prefixed(row, "k_", project_id=row["project_id"]))
 
 
 def candidate_from_row(row: Mapping[str, Any]) -> ScheduleCandidate:

@@ -4,9 +4,11 @@ verified and fenced on its own. A single commit is a batch of one.
 The transaction (SERIALIZABLE on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite) does the same
 work for any number of rows with a fixed number of statements:
 
-1. read the store's clock and every fact of the definitions each decision used (trigger
-   head and revision, task head and revision, project, pinned execution revision), by key
-   (``schedule_facts_batch``);
+1. read the store's clock and, by key, every fact of the definitions each decision used
+   (``schedule_facts_batch``): whether the trigger can still fire (trigger head, task head,
+   project) and its trigger revision; the task revision and its pinned execution revision
+   only where this committer has not verified them before (pinned.py: revisions are never
+   changed once written);
 2. verify each row (eligibility, trigger revision and its digest, task digest, expiry,
    clock, execution revision); a row that fails is left out of the writes and reported
    ``raced`` (a corrupt record: an error of that row alone);
@@ -53,14 +55,14 @@ from qinglong.errors import (
     NotReady,
     PermissionDenied,
     QinglongError,
-    RecordCorrupt,
     ServerNotWritable,
     StorageError,
     TransientStorageError,
 )
-from qinglong.storage import records
 from qinglong.storage.admission.claims import REVISIONS, ClockRegressed, Raced
 from qinglong.storage.admission.params import ClaimCommitParams, CommitOutcome, CommitResult
+from qinglong.storage.admission.pinned import Key as PinnedKey
+from qinglong.storage.admission.pinned import Pinned, PinnedRevisions
 from qinglong.storage.admission.writes import FlowStarter, Key, Writes
 from qinglong.storage.kernel import (
     CommitNotAcknowledged,
@@ -123,6 +125,7 @@ class BatchCommitter:
         self._resolve_in_doubt = resolve_in_doubt
         self._before_commit = before_commit
         self._on_retry = on_retry
+        self._pinned = PinnedRevisions()  # of this committer's database only
 
     def commit(self, items: Sequence[ClaimCommitParams]) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
@@ -230,23 +233,26 @@ class BatchCommitter:
     def _admit(self, tx: Tx, items: Sequence[ClaimCommitParams], chunk: list[int],
                attempt: _Attempt) -> None:
         candidates = [items[index].claim.candidate for index in chunk]
+        executor = tx.capabilities.executor_type.value
+        keys = [(c.project_id, c.task_id, c.task_revision, executor) for c in candidates]
+        known = self._pinned.known(keys)  # held for the batch, whatever is evicted meanwhile
         facts = tx.all("schedule_facts_batch", {
             "project_ids": tx.array([c.project_id for c in candidates]),
             "trigger_ids": tx.array([c.trigger_id for c in candidates]),
             "trigger_revisions": tx.array([c.trigger_revision for c in candidates]),
+            "task_ids": tx.array([c.task_id for c in candidates]),
+            "task_revisions": tx.array([c.task_revision for c in candidates]),
+            "unverified": tx.array([key not in known for key in keys]),
             **tx.clock_args(),
         })
         if len(facts) != len(chunk):
             raise StorageError(f"{ACTION}: the facts of the batch did not come back whole")
         now = int(facts[0]["now_ms"])
-        tasks: dict[tuple[str, str, int], TaskRevision] = {}
-        executions: dict[tuple[str, str, int], ExecutionRevision | QinglongError] = {}
         writes = Writes(start_flow=self._start_flow)
-        executor = tx.capabilities.executor_type
-        for index, row in zip(chunk, facts, strict=True):
+        for index, key, row in zip(chunk, keys, facts, strict=True):
             params = items[index]
             try:
-                task, execution = _verify(row, params, now, tasks, executions, executor.value)
+                task, execution = _verify(row, params, now, key, known, self._pinned)
             except Raced as raced:
                 attempt.settled[index] = CommitResult(
                     outcome=CommitOutcome.RACED, disposition=params.decision.disposition,
@@ -285,12 +291,13 @@ class BatchCommitter:
                     reason="claim_superseded")
 
 
-def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int,
-            tasks: dict[tuple[str, str, int], TaskRevision],
-            executions: dict[tuple[str, str, int], ExecutionRevision | QinglongError],
-            executor_type: str) -> tuple[TaskRevision, ExecutionRevision | None]:
+def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int, key: PinnedKey,
+            known: dict[PinnedKey, Pinned], pinned_revisions: PinnedRevisions,
+            ) -> tuple[TaskRevision, ExecutionRevision | None]:
     """Every check that is not about the schedule row itself (the write checks that row's
-    version, revision, cursor and full fence): raises Raced or the error of this row."""
+    version, revision, cursor and full fence): raises Raced or the error of this row. The
+    task and execution revisions the trigger pins are verified once per committer
+    (pinned.py): ``known`` holds those verified before, the row brings the others."""
     claim = params.claim
     candidate, fence = claim.candidate, claim.fence
     if (row["project_id"], row["trigger_id"]) != (candidate.project_id, candidate.trigger_id):
@@ -305,27 +312,20 @@ def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int,
             or revision.task_content_digest != candidate.task_content_digest
             or revision.spec != candidate.spec):
         raise Raced("schedule_changed")
-    key = (candidate.project_id, candidate.task_id, int(row["k_revision"]))
-    task = tasks.get(key)
-    if task is None:  # one parse and digest check per task revision of the batch
-        task = tasks[key] = records.candidate_task_revision(row)
-    if task.content_digest != candidate.task_content_digest:
+    pinned = known.get(key)
+    if pinned is None:  # read with this row: verified now, then known to later batches
+        pinned = known[key] = pinned_revisions.verify(key, row)
+    if pinned[0].content_digest != candidate.task_content_digest:
         raise Raced("task_changed")
     if now >= fence.expires_at_ms:
         raise Raced("claim_expired")
     if now < fence.acquired_at_ms:
         raise ClockRegressed("the store's clock moved backwards between claim and commit")
-    if params.decision.disposition is not Disposition.ADMIT:
-        return task, None
-    execution = executions.get(key)
-    if execution is None:
-        try:
-            execution = _execution(row, key, candidate.task_content_digest, executor_type)
-        except QinglongError as exc:
-            execution = exc
-        executions[key] = execution
+    task, execution = pinned
     if isinstance(execution, QinglongError):
-        raise execution
+        if params.decision.disposition is Disposition.ADMIT:
+            raise execution
+        return task, None
     return task, execution
 
 
@@ -338,19 +338,6 @@ def _occurrence(params: ClaimCommitParams, actor_id: str) -> FlowOccurrence:
         trigger_id=candidate.trigger_id, trigger_revision=candidate.trigger_revision,
         scheduled_for_ms=params.decision.scheduled_for_ms, claim_version=fence.version,
         claim_token=str(fence.token), actor=actor_id, parameters=candidate.spec.values)
-
-
-def _execution(row: Any, key: tuple[str, str, int], pinned_digest: str,
-               executor_type: str) -> ExecutionRevision:
-    project, task, revision = key
-    if row["e_project_id"] is None:
-        raise RecordCorrupt(f"execution revision of {project}/{task}@{revision} is missing")
-    execution = records.execution_revision(records.prefixed(row, "e_"))
-    if execution.executor_type.value != executor_type:
-        raise RecordCorrupt(f"execution revision is not a {executor_type} plan")
-    if execution.source_content_digest != pinned_digest:
-        raise RecordCorrupt("execution revision does not match the pinned task digest")
-    return execution
 
 
 __all__ = ["COMMIT_ATTEMPTS", "BatchAbandoned", "BatchCommitter", "Key", "Outcome"]

@@ -6,8 +6,8 @@
 -- The trigger revision a schedule row is pinned to (``tr``), as ``t_`` columns
 -- (records.candidate_trigger_revision). The last of a select list. The JSON documents of
 -- this fragment and the next come as text, on PostgreSQL too: the reader parses one only
--- when it has not verified the same stored text before (admission/claims.py, batch.py), so
--- a batch does not decode the same task revision and plan once per row.
+-- when it has not verified the same stored text before (admission/claims.py, pinned.py), so
+-- a batch does not decode the same revision once per row.
        tr.revision AS t_revision, tr.task_id AS t_task_id, tr.task_revision AS t_task_revision,
        tr.task_content_digest AS t_task_content_digest,
        CAST(tr.spec_json AS text) AS t_spec_json,
@@ -15,10 +15,11 @@
        tr.created_at_ms AS t_created_at_ms
 
 -- fragment: revision_facts_columns
--- What a batch re-verifies besides the trigger revision: the task revision it pins (``kr``,
--- as ``k_`` columns: records.candidate_task_revision) and the execution revision pinned to
--- that (``x``, as ``e_`` columns). Ends with a comma: the trigger revision's columns follow.
-       kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
+-- The task revision a batch row pins (``kr``, as ``k_`` columns: records.candidate_task_revision)
+-- and the execution revision pinned to that (``x``, as ``e_`` columns), for the rows whose
+-- revisions the committer has not verified yet (admission/pinned.py; NULL for the others).
+-- Ends with a comma: the trigger revision's columns follow.
+       kr.task_id AS k_task_id, kr.revision AS k_revision, kr.name AS k_name, kr.kind AS k_kind,
        CAST(kr.spec_json AS text) AS k_spec_json, kr.enabled AS k_enabled,
        kr.content_digest AS k_content_digest, kr.created_at_ms AS k_created_at_ms,
        x.project_id AS e_project_id, x.task_id AS e_task_id,

@@ -4,15 +4,17 @@
 -- row keeps its own fence.
 
 -- name: schedule_facts_batch
--- The database clock, and every fact of the definitions the decisions of a batch used, for
--- each claimed row (by its key and the trigger revision it was claimed at): whether the
--- trigger can still fire (its head at that revision, enabled, its task at the pinned
--- revision and enabled, its project active), the trigger and task revisions to re-verify,
--- and the pinned remote_worker execution revision. The schedule rows themselves are not
--- read here: the write statement finds each by its physical address under its full fence,
--- so a row changed since its claim is simply not written. (Reading 64 schedule rows first
--- would take predicate locks on whole heap pages, and concurrent batches of two replicas
--- would then fail serialization against each other; an UPDATE releases its own tuple lock.)
+-- The database clock, and for each claimed row (by its key and the trigger revision it was
+-- claimed at) whether its trigger can still fire (its head at that revision, enabled, its
+-- task at the pinned revision and enabled, its project active) and the trigger revision to
+-- verify again. The task revision and its remote_worker execution revision come only for
+-- the rows flagged in %(unverified)s: revisions are immutable (no role may update or delete
+-- one: postgres/roles.py), and the committer keeps those it verified (admission/pinned.py).
+-- The schedule rows themselves are not read here: the write statement finds each by its
+-- physical address under its full fence, so a row changed since its claim is simply not
+-- written. (Reading 64 schedule rows first would take predicate locks on whole heap pages,
+-- and concurrent batches of two replicas would then fail serialization against each other;
+-- an UPDATE releases its own tuple lock.)
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
@@ -20,8 +22,10 @@ SELECT w.ord, o.now_ms, w.project_id, w.trigger_id,
        el.trigger_id IS NOT NULL AS eligible,
 -- include: revision_facts_columns
 -- include: trigger_revision_columns
-FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revisions)s::integer[])
-     WITH ORDINALITY AS w(project_id, trigger_id, trigger_revision, ord)
+FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revisions)s::integer[],
+            %(task_ids)s::text[], %(task_revisions)s::integer[], %(unverified)s::boolean[])
+     WITH ORDINALITY AS w(project_id, trigger_id, trigger_revision, task_id, task_revision,
+                          unverified, ord)
 CROSS JOIN observed o
 LEFT JOIN qinglong.eligible_triggers el
   ON el.project_id = w.project_id AND el.trigger_id = w.trigger_id
@@ -30,13 +34,11 @@ LEFT JOIN qinglong.trigger_revisions tr
   ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
  AND tr.revision = w.trigger_revision
 LEFT JOIN qinglong.task_definition_revisions kr
-  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
-LEFT JOIN LATERAL (
-    SELECT * FROM qinglong.task_execution_revisions er
-    WHERE er.project_id = tr.project_id AND er.task_id = tr.task_id
-      AND er.source_revision = tr.task_revision AND er.executor_type = 'remote_worker'
-    LIMIT 1
-) x ON true
+  ON w.unverified AND kr.project_id = w.project_id AND kr.task_id = w.task_id
+ AND kr.revision = w.task_revision
+LEFT JOIN qinglong.task_execution_revisions x
+  ON x.project_id = kr.project_id AND x.task_id = kr.task_id
+ AND x.source_revision = kr.revision AND x.executor_type = 'remote_worker'
 ORDER BY w.ord;
 
 -- name: schedule_admit_batch

@@ -68,18 +68,23 @@ VALUES
      :next_fire_at_ms, :policy, :run_id, :decided_at_ms);
 
 -- name: schedule_facts_batch
--- The clock, and every fact of the definitions the decisions of a batch used, for each
--- claimed row (by its key and the trigger revision it was claimed at; the arrays come as JSON
--- text, in the same order): whether the trigger can still fire, the trigger and task
--- revisions to re-verify, and the pinned local_process execution revision. (Eligibility is
--- asked per row, by key: joined, SQLite materialised the whole view for every batch, a read
--- of every trigger for each batch of decisions.)
+-- The clock, and for each claimed row (by its key and the trigger revision it was claimed
+-- at; the arrays come as JSON text, in the same order) whether its trigger can still fire
+-- and the trigger revision to verify again. The task revision and its local_process
+-- execution revision come only for the rows flagged in :unverified: revisions are never
+-- changed once written, and the committer keeps those it verified (admission/pinned.py). (Eligibility is asked per
+-- row, by key: joined, SQLite materialised the whole view for every batch, a read of every
+-- trigger for each batch of decisions.)
 WITH w AS (
     SELECT p.key AS ord, p.value AS project_id, t.value AS trigger_id,
-           r.value AS trigger_revision
+           r.value AS trigger_revision, k.value AS task_id, v.value AS task_revision,
+           u.value AS unverified
     FROM json_each(:project_ids) p
     JOIN json_each(:trigger_ids) t ON t.key = p.key
     JOIN json_each(:trigger_revisions) r ON r.key = p.key
+    JOIN json_each(:task_ids) k ON k.key = p.key
+    JOIN json_each(:task_revisions) v ON v.key = p.key
+    JOIN json_each(:unverified) u ON u.key = p.key
 )
 SELECT w.ord, :now_ms AS now_ms, w.project_id, w.trigger_id,
        EXISTS (SELECT 1 FROM eligible_triggers el
@@ -92,10 +97,11 @@ LEFT JOIN trigger_revisions tr
   ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
  AND tr.revision = w.trigger_revision
 LEFT JOIN task_definition_revisions kr
-  ON kr.project_id = tr.project_id AND kr.task_id = tr.task_id AND kr.revision = tr.task_revision
+  ON w.unverified AND kr.project_id = w.project_id AND kr.task_id = w.task_id
+ AND kr.revision = w.task_revision
 LEFT JOIN task_execution_revisions x
-  ON x.project_id = tr.project_id AND x.task_id = tr.task_id
- AND x.source_revision = tr.task_revision AND x.executor_type = 'local_process'
+  ON x.project_id = kr.project_id AND x.task_id = kr.task_id
+ AND x.source_revision = kr.revision AND x.executor_type = 'local_process'
 ORDER BY w.ord;
 
 -- name: schedule_state_get
