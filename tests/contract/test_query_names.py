@@ -24,6 +24,7 @@ from qinglong.storage.admission.writes import (
     EVENT_COLUMNS,
     MISFIRE_COLUMNS,
     MOVE_COLUMNS,
+    NESTED,
     RUN_COLUMNS,
 )
 from qinglong.storage.sqlfile import load_queries, parse_blocks
@@ -110,9 +111,11 @@ def test_a_dialect_only_query_is_in_that_dialect_alone(name: str) -> None:
 
 # a column of a JSON row: ``o->>3 AS name``, ``(o->>3)::integer AS name`` or ``o->10 AS name``
 _COLUMN = re.compile(r"\(?\s*o\s*->>?\s*(\d+)\s*\)?(?:::\w+)?\s+AS\s+(\w+)", re.IGNORECASE)
-# the select list that unpacks the rows of one array argument
-_UNPACK = re.compile(r"SELECT\s+((?:(?!SELECT).)*?)\s+FROM\s+jsonb_array_elements\("
-                     r"%\((\w+)\)s::jsonb\)", re.IGNORECASE | re.DOTALL)
+# the select list that unpacks the rows of one array: the argument (the moves) or a list
+# each advanced move carries
+_UNPACK = re.compile(r"SELECT\s+((?:(?!SELECT).)*?)\s+FROM\s+(?:advanced\s+a,\s+)?"
+                     r"jsonb_array_elements\((?:%\((\w+)\)s::jsonb|a\.(\w+))\)",
+                     re.IGNORECASE | re.DOTALL)
 
 
 def _unpacked() -> dict[str, tuple[str, ...]]:
@@ -121,7 +124,8 @@ def _unpacked() -> dict[str, tuple[str, ...]]:
         "queries", "admission_batch.sql").read_text(encoding="utf-8")
     statement = parse_blocks(text, "admission_batch.sql")["schedule_admit_batch"]
     found: dict[str, tuple[str, ...]] = {}
-    for select_list, argument in _UNPACK.findall(statement):
+    for select_list, given, carried in _UNPACK.findall(statement):
+        argument = given or carried
         columns = [(int(position), name) for position, name in _COLUMN.findall(select_list)]
         assert [position for position, _ in columns] == list(range(len(columns))), (
             f"{argument}: positions are not 0..n in order: {columns}")
@@ -132,10 +136,10 @@ def _unpacked() -> dict[str, tuple[str, ...]]:
 
 def test_the_batch_statement_unpacks_each_row_in_the_writers_column_order() -> None:
     assert _unpacked() == {
-        "moves": MOVE_COLUMNS,
+        "moves": (*MOVE_COLUMNS, *NESTED),
         "runs": RUN_COLUMNS,
-        "attempts": ("project_id", "trigger_id", *ATTEMPT_COLUMNS),
-        "events": ("project_id", "trigger_id", *EVENT_COLUMNS),
+        "attempts": ATTEMPT_COLUMNS,
+        "events": EVENT_COLUMNS,
         "misfires": MISFIRE_COLUMNS,
     }
 
@@ -143,6 +147,6 @@ def test_the_batch_statement_unpacks_each_row_in_the_writers_column_order() -> N
 def test_the_comparison_is_not_blind() -> None:
     """A statement that swapped two positions would be caught (the parse sees positions)."""
     swapped = "SELECT o->>1 AS id, o->>0 AS run_id FROM jsonb_array_elements(%(runs)s::jsonb)"
-    [(select_list, argument)] = _UNPACK.findall(swapped)
+    [(select_list, argument, _)] = _UNPACK.findall(swapped)
     assert argument == "runs"
     assert _COLUMN.findall(select_list) == [("1", "id"), ("0", "run_id")]

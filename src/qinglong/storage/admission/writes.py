@@ -40,10 +40,12 @@ Key = tuple[str, str]  # (project_id, trigger_id)
 FlowStarter = Callable[[Tx, FlowOccurrence, str], object]
 
 # The columns of each row the set-based statement takes, in the order of its JSON arrays
-# (postgres/queries/admission_batch.sql, schedule_admit_batch; a test compares them).
+# (postgres/queries/admission_batch.sql, schedule_admit_batch; a test compares them). A
+# move carries the lists of the rows its schedule row writes if it advances (NESTED).
 MOVE_COLUMNS = ("row_locator", "project_id", "trigger_id", "trigger_revision", "state_version",
                 "cursor_ms", "claim_owner", "claim_token", "claim_version",
                 "claim_expires_at_ms", "next_fire_at_ms", "next_due_at_ms", "scheduled_for_ms")
+NESTED = ("misfires", "runs", "attempts", "events")
 RUN_COLUMNS = ("id", "project_id", "task_id", "task_revision", "task_name", "task_snapshot_ref",
                "trigger_id", "trigger_revision", "trigger_type", "execution_origin",
                "execution_owner", "triggered_by", "scheduled_for_ms", "status", "version",
@@ -51,9 +53,9 @@ RUN_COLUMNS = ("id", "project_id", "task_id", "task_revision", "task_name", "tas
                "overlap_policy", "overlap_key", "overlap_queue_limit", "requires",
                "parameters")
 ATTEMPT_COLUMNS = ("id", "run_id", "attempt", "status", "executor_type", "callback_sequence",
-                   "created_at_ms")  # after project_id, trigger_id
+                   "created_at_ms")
 EVENT_COLUMNS = ("id", "run_id", "sequence", "type", "dedupe_key", "actor_type", "actor_id",
-                 "attempt_id", "payload", "created_at_ms")  # after project_id, trigger_id
+                 "attempt_id", "payload", "created_at_ms")
 MISFIRE_COLUMNS = ("project_id", "trigger_id", "trigger_revision", "due_at_ms",
                    "skipped_through_ms", "next_fire_at_ms", "policy", "run_id", "claim_version",
                    "decided_at_ms")
@@ -182,26 +184,21 @@ class Writes:
 
     def _apply_set_based(self, tx: Tx, now_ms: int) -> set[Key]:
         moves: list[list[object]] = []
-        runs: list[list[object]] = []
-        attempts: list[list[object]] = []
-        events: list[list[object]] = []
-        misfires: list[list[object]] = []
         for planned in self.planned.values():
-            project_id, trigger_id = planned.key
-            moves.append([planned.move[name] for name in MOVE_COLUMNS])
-            if planned.admission is not None:
-                rows = planned.admission
-                runs.append([rows.run[name] for name in RUN_COLUMNS])
-                attempts.append([project_id, trigger_id,
-                                 *[rows.attempt[name] for name in ATTEMPT_COLUMNS]])
-                events.extend([project_id, trigger_id, *[event[name] for name in EVENT_COLUMNS]]
-                              for event in rows.events)
-            misfires.extend([misfire[name] for name in MISFIRE_COLUMNS]
-                            for misfire in planned.misfires)
+            move: list[object] = [planned.move[name] for name in MOVE_COLUMNS]
+            move.append([[misfire[name] for name in MISFIRE_COLUMNS]
+                         for misfire in planned.misfires])
+            rows = planned.admission
+            if rows is None:
+                move.extend(([], [], []))
+            else:
+                move.extend(([[rows.run[name] for name in RUN_COLUMNS]],
+                             [[rows.attempt[name] for name in ATTEMPT_COLUMNS]],
+                             [[event[name] for name in EVENT_COLUMNS] for event in rows.events]))
+            moves.append(move)
         advanced = tx.all("schedule_admit_batch", {
             "now_ms": now_ms, "row_locators": [move[0] for move in moves],
-            "moves": json_rows(moves), "runs": json_rows(runs), "attempts": json_rows(attempts),
-            "events": json_rows(events), "misfires": json_rows(misfires),
+            "moves": json_rows(moves),
         })
         done = {(row["project_id"], row["trigger_id"]) for row in advanced}
         if advanced and (int(advanced[0]["runs"]), int(advanced[0]["attempts"]),
