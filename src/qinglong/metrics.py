@@ -155,6 +155,9 @@ class SchedulerMetrics:
         self.trigger_admitted = Counter("ql_trigger_admitted_total",
                                         "Per trigger: Runs admitted by the schedule",
                                         TRIGGER_LABELS, registry=registry)
+        # each key's two children of the families every admission updates, as labels() gave
+        # them (the keys are capped, so is this; a hot path of a burst)
+        self._admission_children: dict[tuple[str, ...], tuple[Counter, Histogram]] = {}
         self.misfires = Counter(
             "ql_trigger_misfires_total",
             "Per trigger: decisions that found the occurrence later than the grace, by the "
@@ -175,15 +178,18 @@ class SchedulerMetrics:
             return  # nothing happened: a race writes nothing
         key = self._triggers.key(project, trigger)
         if result.outcome is CommitOutcome.ADMITTED:
+            children = self._admission_children.get(key)
+            if children is None:
+                children = self._admission_children[key] = (
+                    self.trigger_admitted.labels(*key), self.trigger_lag.labels(*key))
             self.admitted.inc()
-            self.trigger_admitted.labels(*key).inc()
+            children[0].inc()
             if decision.scheduled_for_ms is not None:
                 self.lag.observe(max(0, decision.observed_at_ms - decision.scheduled_for_ms)
                                  / 1000)
                 due = decision.jittered_for_ms if decision.jittered_for_ms is not None else (
                     decision.scheduled_for_ms)
-                self.trigger_lag.labels(*key).observe(max(0, decision.observed_at_ms - due)
-                                                      / 1000)
+                children[1].observe(max(0, decision.observed_at_ms - due) / 1000)
         else:
             self.advanced.labels(decision.disposition.value).inc()
         if decision.misfired:
