@@ -72,19 +72,27 @@ VALUES
 -- at; the arrays come as JSON text, in the same order) whether its trigger can still fire
 -- and the trigger revision to verify again. The task revision and its local_process
 -- execution revision come only for the rows flagged in :unverified: revisions are never
--- changed once written, and the committer keeps those it verified (admission/pinned.py). (Eligibility is asked per
--- row, by key: joined, SQLite materialised the whole view for every batch, a read of every
--- trigger for each batch of decisions.)
-WITH w AS (
+-- changed once written, and the committer keeps those it verified (admission/pinned.py).
+-- (Eligibility is asked per row, by key: joined, SQLite materialised the whole view for
+-- every batch, a read of every trigger for each batch of decisions.) Each array but the
+-- first is materialised once, so SQLite joins it by an automatic index on its keys: joined
+-- to json_each directly, it scanned (and parsed) the whole array again for every row, which
+-- took 12 ms for a batch of 256 with three arrays and 30 ms with six (1.9 ms so).
+WITH t AS MATERIALIZED (SELECT key, value FROM json_each(:trigger_ids)),
+r AS MATERIALIZED (SELECT key, value FROM json_each(:trigger_revisions)),
+k AS MATERIALIZED (SELECT key, value FROM json_each(:task_ids)),
+v AS MATERIALIZED (SELECT key, value FROM json_each(:task_revisions)),
+u AS MATERIALIZED (SELECT key, value FROM json_each(:unverified)),
+w AS (
     SELECT p.key AS ord, p.value AS project_id, t.value AS trigger_id,
            r.value AS trigger_revision, k.value AS task_id, v.value AS task_revision,
            u.value AS unverified
     FROM json_each(:project_ids) p
-    JOIN json_each(:trigger_ids) t ON t.key = p.key
-    JOIN json_each(:trigger_revisions) r ON r.key = p.key
-    JOIN json_each(:task_ids) k ON k.key = p.key
-    JOIN json_each(:task_revisions) v ON v.key = p.key
-    JOIN json_each(:unverified) u ON u.key = p.key
+    JOIN t ON t.key = p.key
+    JOIN r ON r.key = p.key
+    JOIN k ON k.key = p.key
+    JOIN v ON v.key = p.key
+    JOIN u ON u.key = p.key
 )
 SELECT w.ord, :now_ms AS now_ms, w.project_id, w.trigger_id,
        EXISTS (SELECT 1 FROM eligible_triggers el
