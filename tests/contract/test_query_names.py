@@ -150,3 +150,7 @@ def test_the_comparison_is_not_blind() -> None:
     [(select_list, argument, _)] = _UNPACK.findall(swapped)
     assert argument == "runs"
     assert _COLUMN.findall(select_list) == [("1", "id"), ("0", "run_id")]
+    carried = "SELECT o->>0 AS id, o->>2 AS run_id FROM advanced a, jsonb_array_elements(a.events)"
+    [(select_list, _, argument)] = _UNPACK.findall(carried)
+    assert argument == "events"
+    assert _COLUMN.findall(select_list) == [("0", "id"), ("2", "run_id")]

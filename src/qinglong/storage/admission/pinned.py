@@ -11,6 +11,13 @@ and so is the trigger revision, whose digest is checked again (claims.py: ``REVI
 The cache only spares reading, sending and parsing the same task revision and plan for every
 row. Each committer keeps its own: it serves one database, and the same key in another
 database (a test's, a restored copy) may name other content.
+
+What it gives up: a task revision or plan changed behind the schema's back (by a superuser,
+or in the SQLite file) after this committer verified it is no longer refused by this
+committer's admissions (a committer that has not read it yet still refuses it). It is
+refused where it would matter: a worker verifies every plan against its digest when it
+leases the Run (a tampered plan comes with its problem, never its command), and ``ql audit``
+verifies every stored revision.
 """
 
 from __future__ import annotations

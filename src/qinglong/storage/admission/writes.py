@@ -185,17 +185,18 @@ class Writes:
     def _apply_set_based(self, tx: Tx, now_ms: int) -> set[Key]:
         moves: list[list[object]] = []
         for planned in self.planned.values():
-            move: list[object] = [planned.move[name] for name in MOVE_COLUMNS]
-            move.append([[misfire[name] for name in MISFIRE_COLUMNS]
-                         for misfire in planned.misfires])
             rows = planned.admission
-            if rows is None:
-                move.extend(([], [], []))
-            else:
-                move.extend(([[rows.run[name] for name in RUN_COLUMNS]],
-                             [[rows.attempt[name] for name in ATTEMPT_COLUMNS]],
-                             [[event[name] for name in EVENT_COLUMNS] for event in rows.events]))
-            moves.append(move)
+            nested: dict[str, list[list[object]]] = {
+                "misfires": [[misfire[name] for name in MISFIRE_COLUMNS]
+                             for misfire in planned.misfires],
+                "runs": [] if rows is None else [[rows.run[name] for name in RUN_COLUMNS]],
+                "attempts": [] if rows is None else [
+                    [rows.attempt[name] for name in ATTEMPT_COLUMNS]],
+                "events": [] if rows is None else [
+                    [event[name] for name in EVENT_COLUMNS] for event in rows.events],
+            }
+            moves.append([*(planned.move[name] for name in MOVE_COLUMNS),
+                          *(nested[name] for name in NESTED)])
         advanced = tx.all("schedule_admit_batch", {
             "now_ms": now_ms, "row_locators": [move[0] for move in moves],
             "moves": json_rows(moves),
