@@ -16,8 +16,7 @@ What it gives up: a task revision or plan changed behind the schema's back (by a
 or in the SQLite file) after this committer verified it is no longer refused by this
 committer's admissions (a committer that has not read it yet still refuses it). It is
 refused where it would matter: a worker verifies every plan against its digest when it
-leases the Run (a tampered plan comes with its problem, never its command), and ``ql audit``
-verifies every stored revision.
+leases the Run (a tampered plan comes with its problem, never its command).
 """
 
 from __future__ import annotations

@@ -51,9 +51,10 @@ ORDER BY w.ord;
 -- serve the update (reading its pages makes concurrent admissions falsely conflict). The
 -- token the caller sends is never null, so the comparison is the fence's equality. Each
 -- schedule row arrives as one JSON array: its move's columns, then the lists of the rows it
--- writes if it advances (each may be empty), each row an array of its columns in the order named
--- here (writes.py: MOVE_COLUMNS, RUN_COLUMNS, ...; tests/contract/test_query_names.py
--- compares them). So every other row rides along with its move: no join finds them again.
+-- writes if it advances (each may be empty), each row an array of its columns in the order
+-- named here (writes.py: MOVE_COLUMNS, NESTED, RUN_COLUMNS, ...;
+-- tests/contract/test_query_names.py compares them). So every other row rides along with
+-- its move: no join finds them again.
 WITH moves AS (
     SELECT *
     FROM (
