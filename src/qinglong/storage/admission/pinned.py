@@ -81,6 +81,7 @@ class PinnedRevisions:
                 self._entries.popitem(last=False)
         return pinned
 
+
 def _execution(key: Key, row: Any, task_digest: str) -> ExecutionRevision:
     project, task, revision, executor_type = key
     if row["e_project_id"] is None:
