@@ -113,6 +113,10 @@ def outage(profile: Profile, receiver: WebhookReceiver, *, down_s: float = 0.0,
     receiver.start()
     wait_for(lambda: any(d["event"] == "trigger.recovered" for d in deliveries(profile.reader)),
              30, "the recovery to be enqueued", interval=0.5)
+    # the failures the checks below count: a Run a worker lost in the kill is not one, and
+    # the recovery may be enqueued before a Run admitted after the restart has failed
+    wait_for(lambda: sum(d["event"] == "run.failed" for d in deliveries(profile.reader)) >= 3,
+             60, "three failed Runs to be enqueued", interval=0.5)
     admin.run("trigger", "disable", "--project", "demo", "--trigger", "every2")
     wait_for(lambda: settled(profile), 90, "every notification to be delivered", interval=0.5)
     profile.stop()
