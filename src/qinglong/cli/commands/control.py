@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from qinglong import heap
 from qinglong.cli.console import EventConsole
 from qinglong.cli.output import rfc3339
 from qinglong.cli.params import json_events_option, setting_option
@@ -145,5 +146,6 @@ def run_control(flags: dict[str, Any], *, json_events: bool, log_admissions: boo
         port = app.start_http()
         console.state(Availability.STARTING,
                       f"http on port {port}; database {redact_url(settings.database_url)}")
+        heap.settle()
         result = app.run(stop)
     console.state(Availability.STOPPING, f"stopped ({result.value})")

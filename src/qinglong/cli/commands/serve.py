@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from qinglong import heap
 from qinglong.cli.commands.web import second_factor_option, trusted_proxy_option
 from qinglong.cli.console import EventConsole, stamp
 from qinglong.cli.context import CLOCK
@@ -232,6 +233,7 @@ def serve(
         except BaseException:
             app.stop(clean=False)
             raise
+        heap.settle()
         try:
             app.start()  # on failure it has already stopped what it started
         except BaseException:

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from qinglong import heap
 from qinglong.cli.console import EventConsole
 from qinglong.cli.params import DURATION, json_events_option, setting_option
 from qinglong.cli.stop_signals import StopSignals
@@ -139,6 +140,7 @@ def worker(json_events: bool, quiet: bool, **flags: Any) -> None:
                                       f"{labels_text(settings.label_map)}; database "
                                       f"{redact_url(settings.database_url)}; limits: "
                                       f"{app.limits_support}")
+            heap.settle()
             app.start(stop)
             while not stop.wait(0.5):
                 pass
