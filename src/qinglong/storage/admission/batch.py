@@ -5,13 +5,13 @@ The transaction (SERIALIZABLE on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite) does
 work for any number of rows with a fixed number of statements:
 
 1. read the store's clock and, by key, every fact of the definitions each decision used
-   (``schedule_facts_batch``): whether the trigger can still fire (trigger head, task head,
-   project) and its trigger revision; the task revision and its pinned execution revision
-   only where this committer has not verified them before (pinned.py: revisions are never
-   changed once written);
-2. verify each row (eligibility, trigger revision and its digest, task digest, expiry,
-   clock, execution revision); a row that fails is left out of the writes and reported
-   ``raced`` (a corrupt record: an error of that row alone);
+   (``schedule_facts_batch``): whether the trigger can still fire (its head and its task's
+   head still at the claimed revisions, its project active) and its trigger revision; the
+   task revision and its pinned execution revision only where this committer has not
+   verified them before (pinned.py: revisions are never changed once written);
+2. verify each row (eligibility, trigger revision and its digest, task digest, both
+   revisions enabled, expiry, clock, execution revision); a row that fails is left out of
+   the writes and reported ``raced`` (a corrupt record: an error of that row alone);
 3. write every row that passed (writes.py): its cursor is advanced and its claim cleared
    only under its full fence, and its Run, Attempt, events and misfire records are written
    with it; a row that changed since its claim (taken over, reset, paused, resumed) writes
@@ -304,8 +304,10 @@ def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int, key:
         raise StorageError(f"{ACTION}: the facts came back out of order")
     if not row["eligible"]:  # the trigger cannot fire any more (disabled, archived, moved)
         raise Raced("claim_superseded")
+    # The claim found the revisions eligible, and they are immutable: the facts re-read only
+    # the heads and the project. Each revision is still checked to be the one claimed.
     revision = REVISIONS.get(row)  # digest-verified (once per stored content)
-    if (revision.content_digest != candidate.trigger_content_digest
+    if (not revision.enabled or revision.content_digest != candidate.trigger_content_digest
             or revision.created_at_ms != candidate.trigger_published_at_ms
             or revision.task_id != candidate.task_id
             or revision.task_revision != candidate.task_revision
@@ -315,7 +317,7 @@ def _verify(row: dict[str, Any] | Any, params: ClaimCommitParams, now: int, key:
     pinned = known.get(key)
     if pinned is None:  # read with this row: verified now, then known to later batches
         pinned = known[key] = pinned_revisions.verify(key, row)
-    if pinned[0].content_digest != candidate.task_content_digest:
+    if pinned[0].content_digest != candidate.task_content_digest or not pinned[0].enabled:
         raise Raced("task_changed")
     if now >= fence.expires_at_ms:
         raise Raced("claim_expired")

@@ -4,10 +4,11 @@ A revision is never changed once written: no role may update or delete a row of
 ``task_definition_revisions`` or ``task_execution_revisions`` (postgres/roles.py; SQLite
 has no other writer than this program, which only inserts them). So the task revision a
 trigger pins, and the execution revision pinned to that, read and verified once (the task's
-digest, the plan's digest and its match to the task) stay what they were. What can change --
-whether the trigger may still fire: its head, its task's head, their ``enabled`` and the
-project -- is re-read in every commit transaction (``schedule_facts_batch``'s eligibility),
-and so is the trigger revision, whose digest is checked again (claims.py: ``REVISIONS``).
+digest, the plan's digest, its match to the task, and the task revision's ``enabled``) stay
+what they were. What can change -- whether the trigger may still fire: its head, its task's
+head and the project -- is re-read in every commit transaction (``schedule_facts_batch``'s
+eligibility), and so is the trigger revision, whose digest is checked again (claims.py:
+``REVISIONS``).
 The cache only spares reading, sending and parsing the same task revision and plan for every
 row. Each committer keeps its own: it serves one database, and the same key in another
 database (a test's, a restored copy) may name other content.

@@ -5,21 +5,27 @@
 
 -- name: schedule_facts_batch
 -- The database clock, and for each claimed row (by its key and the trigger revision it was
--- claimed at) whether its trigger can still fire (its head at that revision, enabled, its
--- task at the pinned revision and enabled, its project active) and the trigger revision to
--- verify again. The task revision and its remote_worker execution revision come only for
--- the rows flagged in %(unverified)s: revisions are immutable (no role may update or delete
--- one: postgres/roles.py), and the committer keeps those it verified (admission/pinned.py).
--- The schedule rows themselves are not read here: the write statement finds each by its
--- physical address under its full fence, so a row changed since its claim is simply not
--- written. (Reading 64 schedule rows first would take predicate locks on whole heap pages,
--- and concurrent batches of two replicas would then fail serialization against each other;
--- an UPDATE releases its own tuple lock.)
+-- claimed at) whether its trigger can still fire and the trigger revision to verify again.
+-- The claim found the row eligible (qinglong.eligible_triggers); of what that view checks,
+-- only the heads and the project can have changed since, so only they are read again here:
+-- the trigger's head still at the claimed revision, its task's head still at the task
+-- revision that revision pins, and the project active. The rest is immutable (no role may
+-- update or delete a revision: postgres/roles.py) and verified by the committer
+-- (batch.py: the trigger revision read here against its digest and the claimed one,
+-- including its enabled flag and spec; the task revision's digest and enabled flag once,
+-- pinned.py). The task revision and its remote_worker execution revision come only for the
+-- rows flagged in %(unverified)s. The schedule rows themselves are not read here: the write
+-- statement finds each by its physical address under its full fence, so a row changed since
+-- its claim is simply not written. (Reading 64 schedule rows first would take predicate
+-- locks on whole heap pages, and concurrent batches of two replicas would then fail
+-- serialization against each other; an UPDATE releases its own tuple lock.)
 WITH observed AS MATERIALIZED (
     SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now_ms
 )
 SELECT w.ord, o.now_ms, w.project_id, w.trigger_id,
-       el.trigger_id IS NOT NULL AS eligible,
+       coalesce(h.current_revision = w.trigger_revision
+                AND th.current_revision = w.task_revision
+                AND p.status = 'active', false) AS eligible,
 -- include: revision_facts_columns
 -- include: trigger_revision_columns
 FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revisions)s::integer[],
@@ -27,9 +33,11 @@ FROM unnest(%(project_ids)s::text[], %(trigger_ids)s::text[], %(trigger_revision
      WITH ORDINALITY AS w(project_id, trigger_id, trigger_revision, task_id, task_revision,
                           unverified, ord)
 CROSS JOIN observed o
-LEFT JOIN qinglong.eligible_triggers el
-  ON el.project_id = w.project_id AND el.trigger_id = w.trigger_id
- AND el.trigger_revision = w.trigger_revision
+LEFT JOIN qinglong.triggers h
+  ON h.project_id = w.project_id AND h.trigger_id = w.trigger_id
+LEFT JOIN qinglong.task_definitions th
+  ON th.project_id = w.project_id AND th.task_id = w.task_id
+LEFT JOIN qinglong.projects p ON p.id = w.project_id
 LEFT JOIN qinglong.trigger_revisions tr
   ON tr.project_id = w.project_id AND tr.trigger_id = w.trigger_id
  AND tr.revision = w.trigger_revision
