@@ -293,8 +293,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
     # 0030_session_method's column goes with 0008's user_sessions; 0031_web_limits' grant stays
     # (like 0009's); 0032_runtime_labels' grants go with 0027's tables; 0033_lean_run_writes'
     # change is reversed (the events' primary key back), and so is 0034_runs_project_reference's
-    # (the Runs' reference to their project back) and 0035_claim_owner_check's (the owner's
-    # check with its bounded repetition back).
+    # (the Runs' reference to their project back) and 0035_claim_owner_check's and
+    # 0036_claim_owner_without_regex's (the owner's check with its bounded repetition back).
     pg_db.execute("""
         DELETE FROM schema_migrations
          WHERE migration_id IN ('0008_accounts', '0009_web_controls', '0010_retention',
@@ -306,7 +306,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                 '0027_labels', '0028_pins', '0029_audit_filters',
                                 '0030_session_method', '0031_web_limits',
                                 '0032_runtime_labels', '0033_lean_run_writes',
-                                '0034_runs_project_reference', '0035_claim_owner_check');
+                                '0034_runs_project_reference', '0035_claim_owner_check',
+                                '0036_claim_owner_without_regex');
         UPDATE schema_capabilities SET contract_version = contract_version - 1,
             capabilities = capabilities - 'accounts',
             migration_id = (SELECT max(migration_id) FROM schema_migrations);
@@ -406,7 +407,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                "missing-migration:0031_web_limits", "missing-migration:0032_runtime_labels",
                "missing-migration:0033_lean_run_writes",
                "missing-migration:0034_runs_project_reference",
-               "missing-migration:0035_claim_owner_check"]
+               "missing-migration:0035_claim_owner_check",
+               "missing-migration:0036_claim_owner_without_regex"]
     assert audits == {role: [*pending, *sorted(
                           (missing if role in with_tables else [])
                           + (["missing-table:eligible_triggers", "missing-table:retention_marks"]
@@ -432,7 +434,8 @@ def test_a_missing_last_migration_is_not_ready_until_migrate_applies_it(pg_db: P
                                          "0031_web_limits", "0032_runtime_labels",
                                          "0033_lean_run_writes",
                                          "0034_runs_project_reference",
-                                         "0035_claim_owner_check")
+                                         "0035_claim_owner_check",
+                                         "0036_claim_owner_without_regex")
     assert audit_everyone(pg_db) == {role: [] for role in EVERYONE}
 
 
