@@ -59,9 +59,11 @@ def _age_runs(backend: Backend, run_ids: list[str], ms: int) -> None:
              (ms, ms, ms, ms, run_id))
     if backend.capabilities.shared:  # claims are logged: the fence evidence ages with its Run
         for run_id in run_ids:
+            # (the Run's own row's claim: the rows one statement claimed share its token)
             _sql(backend, "UPDATE trigger_schedule_claims c SET acquired_at_ms = acquired_at_ms - ?, "
-                          "expires_at_ms = expires_at_ms - ? FROM run_events e "
-                          "WHERE e.run_id = ? AND e.sequence = 1 "
+                          "expires_at_ms = expires_at_ms - ? FROM run_events e, runs r "
+                          "WHERE e.run_id = ? AND e.sequence = 1 AND r.id = e.run_id "
+                          "AND c.project_id = r.project_id AND c.trigger_id = r.trigger_id "
                           "AND c.claim_version = (e.payload ->> 'claim_version')::integer "
                           "AND c.claim_token::text = e.payload ->> 'claim_token'",
                  (ms, ms, run_id))
