@@ -28,6 +28,8 @@ def checked(panel: Panel, element_id: str) -> bool:
 
 
 def publish(panel: Panel, button: str, result: str, expected: str) -> None:
+    # an editor that loads a definition keeps its button disabled until the form is whole
+    panel.until(lambda d: panel.by_id(button).is_enabled(), f"{button} to be enabled")
     panel.by_id(button).click()
     panel.until(lambda d: expected in panel.text(result), expected)
 

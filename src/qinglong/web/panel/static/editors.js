@@ -63,11 +63,14 @@
     scriptsInto(project.value.trim());
     if (params.get("task")) {
       $("task-id").value = params.get("task");
+      // no publishing a half-loaded form: the button waits for the task to be shown
+      $("task-publish").disabled = true;
       api("GET", "/projects/" + seg(params.get("project") || "") + "/tasks/" +
         seg(params.get("task"))).then(function (t) {
         loaded = t;
         fillTask(t);
-      }).catch(function (e) { showResult("task-result", e); });
+      }).catch(function (e) { showResult("task-result", e); })
+        .then(function () { $("task-publish").disabled = false; });
     }
     $("task-form").addEventListener("submit", function (event) {
       event.preventDefault();
@@ -481,6 +484,8 @@
     var loaded = null;  // the trigger as loaded
     if (params.get("trigger")) {
       $("trigger-id").value = params.get("trigger");
+      // no publishing a half-loaded form: the button waits for the trigger and its task list
+      $("trigger-publish").disabled = true;
       api("GET", "/projects/" + seg(params.get("project") || "") + "/triggers/" +
         seg(params.get("trigger"))).then(function (t) {
         wantedTask = t.task;
@@ -492,7 +497,8 @@
           drawParams();
           preview();
         });
-      }).catch(function (e) { showResult("trigger-result", e); });
+      }).catch(function (e) { showResult("trigger-result", e); })
+        .then(function () { $("trigger-publish").disabled = false; });
     }
     $("trigger-form").addEventListener("submit", function (event) {
       event.preventDefault();
