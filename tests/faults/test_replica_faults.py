@@ -95,9 +95,13 @@ def test_f4_a_replica_paused_longer_than_its_lease_is_fenced(bed: FaultBed) -> N
     wait_for(lambda: any(e.get("event") == "raced" for e in a.events()), "a to find itself fenced", 10)
     assert a.stop() == 0  # (its pause knob would otherwise slow the trigger down from here on)
     assert bed.stop_all() == [0]  # (b catches up first: stop_all settles)
-    tokens = {r["token"] for r in bed.rows(
-        "SELECT e.payload ->> 'claim_token' AS token FROM qinglong.run_events e WHERE e.sequence = 1")}
-    assert str(grant["claim_token"]) not in tokens  # no Run carries the paused claim's token
+    # no Run of the row carries the paused claim (its token and version: the rows one claim
+    # statement takes share its token)
+    claims = {(r["token"], int(r["version"])) for r in bed.rows(
+        "SELECT e.payload ->> 'claim_token' AS token, e.payload ->> 'claim_version' AS version "
+        "FROM qinglong.run_events e JOIN qinglong.runs r ON r.id = e.run_id "
+        "WHERE e.sequence = 1 AND r.trigger_id = %s", [grant["trigger_id"]])}
+    assert claims and (str(grant["claim_token"]), int(grant["claim_version"])) not in claims
     raced = [e for e in a.events() if e.get("event") == "raced"]
     assert raced and raced[0]["claim_version"] == grant["claim_version"]
     bed.assert_exactly_once(start)
